@@ -1,0 +1,174 @@
+# gptkit: one static library (lib/libgpt.a) and thin programs (bin/gpt-*).
+#
+#   make [CUDA=auto|0|1] [SANITIZE=1] [DEBUG=1]   build everything
+#   make deps                                      install build and test dependencies (Debian, as root)
+#   make test                                      build and run the test suite (TAP, via prove)
+#   make test-gpu                                  GPU tests (skip cleanly without a GPU)
+#   make bench / bench-gpu                         benchmarks (print figures, never part of test)
+#   make install PREFIX=/usr/local [DESTDIR=...]   install programs, man pages, completion
+#
+# Objects live in build/; a change of flags (CUDA, SANITIZE, DEBUG) rebuilds
+# everything, so switching variants never mixes objects.
+
+CUDA ?= auto
+SANITIZE ?= 0
+DEBUG ?= 0
+PREFIX ?= /usr/local
+CUDA_HOME ?= /usr/local/cuda
+PROVE ?= prove
+JOBS ?= 2
+
+CC ?= cc
+comma := ,
+NVCC ?= $(shell command -v nvcc 2>/dev/null || { test -x $(CUDA_HOME)/bin/nvcc && echo $(CUDA_HOME)/bin/nvcc; })
+
+ifeq ($(CUDA),auto)
+  ifneq ($(NVCC),)
+    WITH_CUDA := 1
+  else
+    WITH_CUDA := 0
+  endif
+else ifeq ($(CUDA),1)
+  WITH_CUDA := 1
+  ifeq ($(NVCC),)
+    $(error CUDA=1 but nvcc was not found in PATH or $(CUDA_HOME)/bin; install the CUDA Toolkit or build with CUDA=0)
+  endif
+else ifeq ($(CUDA),0)
+  WITH_CUDA := 0
+else
+  $(error CUDA must be auto, 0 or 1, not '$(CUDA)')
+endif
+
+PKGS := yaml-0.1 libarchive libpcre2-8 jansson libxxhash
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lyaml -larchive -lpcre2-8 -ljansson -lxxhash)
+
+# OpenBLAS: the OpenMP build, named explicitly so that whichever variant the
+# alternatives system picked, GEMM threads and our OpenMP loops share one pool.
+OPENBLAS_DIR ?= $(firstword $(wildcard /usr/lib/x86_64-linux-gnu/openblas-openmp /usr/lib/aarch64-linux-gnu/openblas-openmp))
+OPENBLAS_INC ?= $(firstword $(wildcard /usr/include/x86_64-linux-gnu/openblas-openmp /usr/include/aarch64-linux-gnu/openblas-openmp))
+BLAS_LIBS := $(if $(OPENBLAS_DIR),-L$(OPENBLAS_DIR) -Wl$(comma)-rpath$(comma)$(OPENBLAS_DIR)) -lopenblas
+OPT := -O2
+ifeq ($(DEBUG),1)
+  OPT := -O0
+endif
+CFLAGS_ALL := -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wno-format-truncation \
+	-fopenmp -pthread -Ilib $(if $(OPENBLAS_INC),-I$(OPENBLAS_INC)) $(PKG_CFLAGS) -DGPT_HAVE_CUDA=$(WITH_CUDA) $(CFLAGS)
+LDFLAGS_ALL := -fopenmp -pthread $(LDFLAGS)
+LIBS_ALL := $(PKG_LIBS) $(BLAS_LIBS) -lm
+
+ifeq ($(SANITIZE),1)
+  CFLAGS_ALL += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+  LDFLAGS_ALL += -fsanitize=address,undefined
+endif
+
+# Hopper SASS (sm_90, sm_90a) plus compute_80 PTX that newer GPUs JIT-compile.
+NVCC_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90a,code=sm_90a \
+	-gencode arch=compute_80,code=compute_80
+NVCCFLAGS_ALL := -std=c++17 $(OPT) -g -Ilib -DGPT_HAVE_CUDA=1 $(NVCC_ARCH) \
+	--compiler-options -Wall,-Wextra,-Wno-unused-parameter,-fPIC -Werror all-warnings $(NVCCFLAGS)
+ifeq ($(WITH_CUDA),1)
+  LIBS_ALL += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lnccl -lcudart -lstdc++
+endif
+
+MODULES := core config text data logs backend cpu comm model train ckpt infer
+ifeq ($(WITH_CUDA),1)
+  MODULES += cuda
+endif
+
+LIB_C := $(sort $(foreach m,$(MODULES),$(wildcard lib/$(m)/*.c)))
+LIB_CU := $(if $(filter 1,$(WITH_CUDA)),$(sort $(wildcard lib/cuda/*.cu)))
+LIB_OBJ := $(LIB_C:%.c=build/%.o) $(LIB_CU:%.cu=build/%.cu.o)
+CMD_C := $(sort $(wildcard cmd/gpt-*.c))
+PROGRAMS := $(CMD_C:cmd/%.c=bin/%)
+UNIT_C := $(sort $(wildcard tests/unit/test-*.c))
+UNIT_BIN := $(UNIT_C:tests/unit/%.c=build/tests/unit/%)
+GPU_C := $(sort $(wildcard tests/gpu/test-*.c))
+GPU_BIN := $(GPU_C:tests/gpu/%.c=build/tests/gpu/%)
+HELPER := tests/helper/test-tool
+MAN := $(sort $(wildcard man/man1/*.1 man/man5/*.5))
+
+.PHONY: all lib programs clean install deps test test-unit test-cli test-gpu bench bench-gpu check-flags
+.DEFAULT_GOAL := all
+
+all: lib programs $(HELPER)
+lib: lib/libgpt.a
+programs: $(PROGRAMS)
+
+# Rebuild everything when the flags change (git's GIT-CFLAGS trick).
+FLAGS_STAMP := build/FLAGS
+FLAGS_NOW := $(CC) $(CFLAGS_ALL) | $(NVCC) $(NVCCFLAGS_ALL) | $(LDFLAGS_ALL) $(LIBS_ALL) | $(WITH_CUDA)
+$(FLAGS_STAMP): check-flags
+	@:
+check-flags:
+	@mkdir -p build
+	@if [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" != '$(FLAGS_NOW)' ]; then \
+		echo '$(FLAGS_NOW)' > $(FLAGS_STAMP); fi
+
+build/%.o: %.c $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -MMD -MP -c -o $@ $<
+
+build/%.cu.o: %.cu $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS_ALL) -MMD -MP -c -o $@ $<
+
+lib/libgpt.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+bin/%: build/cmd/%.o lib/libgpt.a
+	@mkdir -p bin
+	$(CC) $(LDFLAGS_ALL) -o $@ $< lib/libgpt.a $(LIBS_ALL)
+
+$(HELPER): build/tests/helper/test-tool.o lib/libgpt.a
+	$(CC) $(LDFLAGS_ALL) -o $@ $< lib/libgpt.a $(LIBS_ALL)
+
+build/tests/unit/%: build/tests/unit/%.o lib/libgpt.a
+	$(CC) $(LDFLAGS_ALL) -o $@ $< lib/libgpt.a $(LIBS_ALL)
+
+build/tests/gpu/%: build/tests/gpu/%.o lib/libgpt.a
+	$(CC) $(LDFLAGS_ALL) -o $@ $< lib/libgpt.a $(LIBS_ALL)
+
+-include $(shell find build -name '*.d' 2>/dev/null)
+
+# ---- tests ------------------------------------------------------------------
+
+test: all $(UNIT_BIN)
+	$(PROVE) -j$(JOBS) $(UNIT_BIN) tests/cli/t[0-9]*.sh
+
+test-unit: all $(UNIT_BIN)
+	$(PROVE) -j$(JOBS) $(UNIT_BIN)
+
+test-cli: all
+	$(PROVE) -j$(JOBS) tests/cli/t[0-9]*.sh
+
+test-gpu: all $(GPU_BIN)
+	$(PROVE) $(GPU_BIN) $(wildcard tests/gpu/t[0-9]*.sh)
+
+bench: all
+	@sh bench/run.sh
+
+bench-gpu: all
+	@sh bench/run-gpu.sh
+
+# ---- installation -----------------------------------------------------------
+
+deps:
+	@sh deps/install.sh
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 \
+		$(DESTDIR)$(PREFIX)/share/man/man5 \
+		$(DESTDIR)$(PREFIX)/share/bash-completion/completions
+	install -m 755 $(PROGRAMS) $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 $(wildcard man/man1/*.1) $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 644 $(wildcard man/man5/*.5) $(DESTDIR)$(PREFIX)/share/man/man5/
+	install -m 644 contrib/gptkit.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/gptkit
+	for p in $(PROGRAMS:bin/%=%); do \
+		ln -sf gptkit $(DESTDIR)$(PREFIX)/share/bash-completion/completions/$$p; done
+	if [ -d share/gpt2 ]; then install -d $(DESTDIR)$(PREFIX)/share/gptkit/gpt2 && \
+		install -m 644 share/gpt2/* $(DESTDIR)$(PREFIX)/share/gptkit/gpt2/; fi
+
+clean:
+	rm -rf build bin lib/libgpt.a $(HELPER)

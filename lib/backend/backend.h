@@ -1,0 +1,58 @@
+/* lib/backend: what every compute backend shares.
+ *
+ * For now this is the dtype vocabulary (names, sizes, fp32 <-> bf16/fp16
+ * conversion with round to nearest even, the CPU reference for the CUDA cast
+ * kernels) and a description of the backends this build carries. The ops
+ * table that the CPU and CUDA backends fill in arrives with the trainer.
+ */
+#ifndef GPT_BACKEND_H
+#define GPT_BACKEND_H
+
+#include "core/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include <stdint.h>
+
+typedef enum gpt_dtype {
+	GPT_DTYPE_F32 = 0,
+	GPT_DTYPE_BF16,
+	GPT_DTYPE_F16,
+	GPT_DTYPE_I8,
+	GPT_DTYPE_I32,
+	GPT_DTYPE_I64,
+	GPT_DTYPE_U16,
+	GPT_DTYPE_COUNT
+} gpt_dtype;
+
+/* Bytes per element. */
+size_t gpt_dtype_size(gpt_dtype t);
+/* "fp32", "bf16", "fp16", "int8", "int32", "int64", "uint16". */
+const char *gpt_dtype_name(gpt_dtype t);
+/* Accepts the names above and the usual aliases (float32, float16, bfloat16,
+ * f32, f16, ...); returns -1 when s names no dtype. */
+int gpt_dtype_parse(const char *s, gpt_dtype *out);
+
+/* Scalar conversions. fp32 -> bf16/fp16 round to nearest, ties to even; NaN
+ * stays NaN (quiet), overflow goes to infinity as IEEE rounding says. */
+uint16_t gpt_f32_to_bf16(float f);
+float gpt_bf16_to_f32(uint16_t h);
+uint16_t gpt_f32_to_f16(float f);
+float gpt_f16_to_f32(uint16_t h);
+
+/* Array conversions between any two of fp32/bf16/fp16 (same dtype: copy). */
+int gpt_convert(void *dst, gpt_dtype dst_t, const void *src, gpt_dtype src_t, size_t n,
+		gpt_err *err);
+
+/* The backends this build carries, one line, e.g. "cpu (OpenBLAS 0.3.21
+ * ...); cuda (runtime 13.0, cuBLAS 13.0.0, NCCL 2.27.3, 0 devices)". This is
+ * the backend registry, so it is the one place that knows every backend. */
+void gpt_backend_describe(char *out, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

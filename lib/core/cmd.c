@@ -1,0 +1,15 @@
+/* Helpers for the thin command files in cmd/. */
+#include "core.h"
+
+int gpt_cmd_fail(const char *prog, const gpt_err *err)
+{
+	int code = err && err->code ? err->code : GPT_EINTERNAL;
+	fprintf(stderr, "%s: error: %s\n", prog,
+		err && err->msg[0] ? err->msg : "internal error with no message");
+	return code;
+}
+
+void gpt_cmd_version(const char *prog, FILE *fp)
+{
+	fprintf(fp, "%s (gptkit) %s\n", prog, GPT_VERSION);
+}

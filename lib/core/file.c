@@ -1,0 +1,236 @@
+/* File helpers and atomic writes (temporary name, fsync, rename, fsync dir). */
+#include "core.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int gpt_file_read_all(const char *path, size_t max_bytes, char **out, size_t *len, gpt_err *err)
+{
+	*out = NULL;
+	if (len)
+		*len = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return gpt_err_errno_read(err, errno, "%s", path);
+	struct stat st;
+	if (fstat(fd, &st) != 0) {
+		int e = errno;
+		close(fd);
+		return gpt_err_errno(err, GPT_EIO, e, "%s", path);
+	}
+	if (S_ISDIR(st.st_mode)) {
+		close(fd);
+		return gpt_err_set(err, GPT_ENOINPUT, "%s: is a directory, expected a file", path);
+	}
+	gpt_buf b = GPT_BUF_INIT;
+	int rc = gpt_buf_reserve(&b, S_ISREG(st.st_mode) ? (size_t)st.st_size : 4096, err);
+	while (!rc) {
+		if (b.cap - b.len < 2 && (rc = gpt_buf_reserve(&b, b.cap, err)))
+			break;
+		ssize_t n = read(fd, b.data + b.len, b.cap - b.len - 1);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			rc = gpt_err_errno(err, GPT_EIO, errno, "%s: read", path);
+			break;
+		}
+		if (n == 0)
+			break;
+		b.len += (size_t)n;
+		if (max_bytes && b.len > max_bytes) {
+			rc = gpt_err_set(err, GPT_EDATA, "%s: larger than the limit of %zu bytes", path,
+					 max_bytes);
+			break;
+		}
+	}
+	close(fd);
+	if (rc) {
+		gpt_buf_free(&b);
+		return rc;
+	}
+	if (!b.data && gpt_buf_reserve(&b, 0, err))
+		return err ? err->code : GPT_EINTERNAL;
+	b.data[b.len] = '\0';
+	*out = b.data;
+	if (len)
+		*len = b.len;
+	return 0;
+}
+
+int gpt_write_all(int fd, const void *p, size_t n, const char *what, gpt_err *err)
+{
+	const char *c = p;
+	while (n) {
+		ssize_t w = write(fd, c, n);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return gpt_err_errno(err, GPT_EIO, errno, "%s: write", what);
+		}
+		c += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+int gpt_fsync_dir(const char *dir, gpt_err *err)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return gpt_err_errno(err, GPT_EIO, errno, "%s: open directory", dir);
+	int rc = 0;
+	/* Some file systems refuse fsync on directories; that is not a failure. */
+	if (fsync(fd) != 0 && errno != EINVAL && errno != EROFS)
+		rc = gpt_err_errno(err, GPT_EIO, errno, "%s: fsync directory", dir);
+	close(fd);
+	return rc;
+}
+
+int gpt_mkdir_p(const char *path, gpt_err *err)
+{
+	char *p = gpt_strdup(path, err);
+	if (!p)
+		return GPT_EINTERNAL;
+	int rc = 0;
+	for (char *s = p + 1;; s++) {
+		if (*s != '/' && *s != '\0')
+			continue;
+		char c = *s;
+		*s = '\0';
+		if (mkdir(p, 0777) != 0 && errno != EEXIST) {
+			rc = gpt_err_errno(err, GPT_EIO, errno, "%s: create directory", p);
+			break;
+		}
+		*s = c;
+		if (!c)
+			break;
+	}
+	free(p);
+	if (!rc) {
+		struct stat st;
+		if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+			rc = gpt_err_set(err, GPT_EIO, "%s: exists and is not a directory", path);
+	}
+	return rc;
+}
+
+int gpt_path_exists(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0;
+}
+
+/* The directory part of path, malloc'd. */
+static char *dir_of(const char *path, gpt_err *err)
+{
+	char *copy = gpt_strdup(path, err);
+	if (!copy)
+		return NULL;
+	char *d = gpt_strdup(dirname(copy), err);
+	free(copy);
+	return d;
+}
+
+int gpt_afile_open(gpt_afile *af, const char *path, gpt_err *err)
+{
+	memset(af, 0, sizeof *af);
+	char *copy = gpt_strdup(path, err);
+	if (!copy)
+		return GPT_EINTERNAL;
+	char *dir = dir_of(path, err);
+	if (!dir) {
+		free(copy);
+		return GPT_EINTERNAL;
+	}
+	const char *base = basename(copy);
+	gpt_buf tmp = GPT_BUF_INIT;
+	int fd = -1;
+	/* O_EXCL with a counter: two writers of the same name never share a temporary. */
+	for (unsigned n = 0; n < 1000; n++) {
+		gpt_buf_reset(&tmp);
+		if (gpt_buf_printf(&tmp, err, "%s/.%s.tmp.%ld.%u", dir, base, (long)getpid(), n))
+			break;
+		fd = open(tmp.data, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+		if (fd >= 0 || errno != EEXIST)
+			break;
+	}
+	int rc = 0;
+	if (fd < 0) {
+		rc = tmp.data ? gpt_err_errno(err, errno == ENOENT ? GPT_ENOINPUT : GPT_EIO, errno,
+					      "%s: create", tmp.data)
+			      : GPT_EINTERNAL;
+		gpt_buf_free(&tmp);
+	} else {
+		af->fp = fdopen(fd, "wb");
+		af->path = gpt_strdup(path, err);
+		af->tmp_path = tmp.data;
+		if (!af->fp || !af->path) {
+			if (!af->fp)
+				close(fd);
+			rc = gpt_err_set(err, GPT_EINTERNAL, "%s: cannot set up the output stream", path);
+			gpt_afile_abort(af);
+		}
+	}
+	free(copy);
+	free(dir);
+	return rc;
+}
+
+static void afile_release(gpt_afile *af)
+{
+	free(af->path);
+	free(af->tmp_path);
+	memset(af, 0, sizeof *af);
+}
+
+int gpt_afile_commit(gpt_afile *af, gpt_err *err)
+{
+	int rc = 0;
+	if (fflush(af->fp) != 0 || ferror(af->fp))
+		rc = gpt_err_errno(err, GPT_EIO, errno, "%s: write", af->tmp_path);
+	else if (fsync(fileno(af->fp)) != 0)
+		rc = gpt_err_errno(err, GPT_EIO, errno, "%s: fsync", af->tmp_path);
+	if (fclose(af->fp) != 0 && !rc)
+		rc = gpt_err_errno(err, GPT_EIO, errno, "%s: close", af->tmp_path);
+	af->fp = NULL;
+	if (!rc && rename(af->tmp_path, af->path) != 0)
+		rc = gpt_err_errno(err, GPT_EIO, errno, "%s: rename into place", af->path);
+	if (rc) {
+		unlink(af->tmp_path);
+		afile_release(af);
+		return rc;
+	}
+	char *dir = dir_of(af->path, err);
+	rc = dir ? gpt_fsync_dir(dir, err) : GPT_EINTERNAL;
+	free(dir);
+	afile_release(af);
+	return rc;
+}
+
+void gpt_afile_abort(gpt_afile *af)
+{
+	if (af->fp)
+		fclose(af->fp);
+	if (af->tmp_path)
+		unlink(af->tmp_path);
+	afile_release(af);
+}
+
+int gpt_file_write_atomic(const char *path, const void *p, size_t n, gpt_err *err)
+{
+	gpt_afile af;
+	int rc = gpt_afile_open(&af, path, err);
+	if (rc)
+		return rc;
+	if (n && fwrite(p, 1, n, af.fp) != n) {
+		rc = gpt_err_errno(err, GPT_EIO, errno, "%s: write", af.tmp_path);
+		gpt_afile_abort(&af);
+		return rc;
+	}
+	return gpt_afile_commit(&af, err);
+}

@@ -1,0 +1,89 @@
+/* FleetX log lines: "[2022-07-27 12:40:00,833] [    INFO] - message". */
+#include "core.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *level_name(gpt_log_level level)
+{
+	switch (level) {
+	case GPT_LOG_DEBUG: return "DEBUG";
+	case GPT_LOG_INFO: return "INFO";
+	case GPT_LOG_WARNING: return "WARNING";
+	case GPT_LOG_ERROR: return "ERROR";
+	}
+	return "INFO";
+}
+
+/* The colours of FleetX's colorlog set-up. */
+static const char *level_color(gpt_log_level level)
+{
+	switch (level) {
+	case GPT_LOG_DEBUG: return "\033[36m";
+	case GPT_LOG_INFO: return "\033[32m";
+	case GPT_LOG_WARNING: return "\033[33m";
+	case GPT_LOG_ERROR: return "\033[31m";
+	}
+	return "";
+}
+
+void gpt_log_init(gpt_log *lg, FILE *fp, gpt_log_level min)
+{
+	lg->fp = fp;
+	lg->min = min;
+	const char *nc = getenv("NO_COLOR");
+	lg->color = fp && isatty(fileno(fp)) && !(nc && *nc);
+}
+
+void gpt_log_header(char *out, size_t size, int64_t t_ms, gpt_log_level level, int color)
+{
+	time_t secs = (time_t)(t_ms / 1000);
+	struct tm tm;
+	localtime_r(&secs, &tm);
+	char stamp[32];
+	strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", &tm);
+	snprintf(out, size, "%s[%s,%03d] [%8s]%s - ", color ? level_color(level) : "", stamp,
+		 (int)(t_ms % 1000), level_name(level), color ? "\033[0m" : "");
+}
+
+void gpt_log_vprintf(const gpt_log *lg, gpt_log_level level, const char *fmt, va_list ap)
+{
+	if (!lg || !lg->fp || level < lg->min)
+		return;
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	char head[96];
+	gpt_log_header(head, sizeof head, (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, level,
+		       lg->color);
+	/* One write per line so that lines from several threads do not interleave. */
+	char line[4096];
+	int n = snprintf(line, sizeof line, "%s", head);
+	n += vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+	if (n > (int)sizeof line - 2)
+		n = (int)sizeof line - 2;
+	line[n++] = '\n';
+	line[n] = '\0';
+	fputs(line, lg->fp);
+	fflush(lg->fp);
+}
+
+void gpt_log_printf(const gpt_log *lg, gpt_log_level level, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	gpt_log_vprintf(lg, level, fmt, ap);
+	va_end(ap);
+}
+
+int gpt_step_line_format(char *out, size_t size, const gpt_step_line *s)
+{
+	double speed = s->avg_batch_cost > 0 ? 1.0 / s->avg_batch_cost : 0.0;
+	return snprintf(out, size,
+			"global step %lld, epoch: %lld, batch: %lld, loss: %.9f, "
+			"avg_reader_cost: %.5f sec, avg_batch_cost: %.5f sec, speed: %.2f step/s, "
+			"ips_total: %.0f tokens/s, ips: %.0f tokens/s, learning rate: %.5e",
+			(long long)s->step, (long long)s->epoch, (long long)s->batch, s->loss,
+			s->avg_reader_cost, s->avg_batch_cost, speed, s->ips_total, s->ips, s->lr);
+}

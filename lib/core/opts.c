@@ -1,0 +1,81 @@
+/* One option table for getopt_long and for --help. */
+#include "core.h"
+
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_OPTS 128
+
+void gpt_opts_init(gpt_opts *o, const gpt_opt *table, int argc, char **argv)
+{
+	memset(o, 0, sizeof *o);
+	o->table = table;
+	o->argc = argc;
+	o->argv = argv;
+	o->index = 1;
+	optind = 0; /* 0 makes glibc reinitialise, so a second parse starts clean */
+}
+
+int gpt_opts_next(gpt_opts *o, gpt_err *err)
+{
+	struct option longs[MAX_OPTS + 1];
+	char shorts[2 * MAX_OPTS + 4];
+	int nl = 0, ns = 0;
+	if (o->stop_at_first_operand)
+		shorts[ns++] = '+';
+	shorts[ns++] = ':'; /* report a missing argument as ':' */
+	for (const gpt_opt *t = o->table; t->id && nl < MAX_OPTS; t++) {
+		if (t->lng)
+			longs[nl++] = (struct option){t->lng, t->arg ? required_argument : no_argument,
+						      NULL, t->id};
+		if (t->shrt) {
+			shorts[ns++] = (char)t->shrt;
+			if (t->arg)
+				shorts[ns++] = ':';
+		}
+	}
+	longs[nl] = (struct option){NULL, 0, NULL, 0};
+	shorts[ns] = '\0';
+	opterr = 0;
+	int longidx = -1;
+	int c = getopt_long(o->argc, o->argv, shorts, longs, &longidx);
+	o->index = optind;
+	o->arg = optarg;
+	if (c == -1)
+		return 0;
+	if (c == '?' || c == ':') {
+		const char *bad = o->argv[optind - 1];
+		if (optopt && !(bad && bad[0] == '-' && bad[1] == '-'))
+			return gpt_err_set(err, GPT_EUSAGE, c == ':' ? "option -%c needs an argument"
+								      : "unknown option -%c; see --help",
+					   optopt),
+			       -1;
+		return gpt_err_set(err, GPT_EUSAGE, c == ':' ? "option %s needs an argument"
+							      : "unknown option %s; see --help",
+				   bad ? bad : "?"),
+		       -1;
+	}
+	if (longidx < 0) /* a short option: getopt returned the letter */
+		for (const gpt_opt *t = o->table; t->id; t++)
+			if (t->shrt == c)
+				return t->id;
+	return c;
+}
+
+void gpt_opts_help(const gpt_opt *table, FILE *fp)
+{
+	for (const gpt_opt *t = table; t->id; t++) {
+		char left[96];
+		int n = 0;
+		if (t->shrt && t->lng)
+			n = snprintf(left, sizeof left, "-%c, --%s", t->shrt, t->lng);
+		else if (t->shrt)
+			n = snprintf(left, sizeof left, "-%c", t->shrt);
+		else
+			n = snprintf(left, sizeof left, "    --%s", t->lng);
+		if (t->arg && n > 0 && (size_t)n < sizeof left)
+			snprintf(left + n, sizeof left - (size_t)n, " %s", t->arg);
+		fprintf(fp, "  %-28s %s\n", left, t->help);
+	}
+}
