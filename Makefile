@@ -20,6 +20,14 @@ JOBS ?= 2
 
 CC ?= cc
 comma := ,
+# V=1 shows the full commands.
+ifeq ($(V),1)
+  Q :=
+  say := @:
+else
+  Q := @
+  say := @printf '  %-6s %s\n'
+endif
 NVCC ?= $(shell command -v nvcc 2>/dev/null || { test -x $(CUDA_HOME)/bin/nvcc && echo $(CUDA_HOME)/bin/nvcc; })
 
 ifeq ($(CUDA),auto)
@@ -83,13 +91,14 @@ CMD_C := $(sort $(wildcard cmd/gpt-*.c))
 PROGRAMS := $(CMD_C:cmd/%.c=bin/%)
 UNIT_C := $(sort $(wildcard tests/unit/test-*.c))
 UNIT_BIN := $(UNIT_C:tests/unit/%.c=build/tests/unit/%)
-GPU_C := $(sort $(wildcard tests/gpu/test-*.c))
+GPU_C := $(if $(filter 1,$(WITH_CUDA)),$(sort $(wildcard tests/gpu/test-*.c)))
 GPU_BIN := $(GPU_C:tests/gpu/%.c=build/tests/gpu/%)
 HELPER := tests/helper/test-tool
 MAN := $(sort $(wildcard man/man1/*.1 man/man5/*.5))
 
 .PHONY: all lib programs clean install deps test test-unit test-cli test-gpu bench bench-gpu check-flags
 .DEFAULT_GOAL := all
+.SECONDARY:
 
 all: lib programs $(HELPER)
 lib: lib/libgpt.a
@@ -107,28 +116,35 @@ check-flags:
 
 build/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -MMD -MP -c -o $@ $<
+	$(say) CC $<
+	$(Q)$(CC) $(CFLAGS_ALL) -MMD -MP -c -o $@ $<
 
 build/%.cu.o: %.cu $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS_ALL) -MMD -MP -c -o $@ $<
+	$(say) NVCC $<
+	$(Q)$(NVCC) $(NVCCFLAGS_ALL) -MMD -MP -c -o $@ $<
 
 lib/libgpt.a: $(LIB_OBJ)
+	$(say) AR $@
 	@rm -f $@
-	ar rcs $@ $^
+	$(Q)ar rcs $@ $^
 
 bin/%: build/cmd/%.o lib/libgpt.a
 	@mkdir -p bin
-	$(CC) $(LDFLAGS_ALL) -o $@ $< lib/libgpt.a $(LIBS_ALL)
+	$(say) LINK $@
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $< lib/libgpt.a $(LIBS_ALL)
 
 $(HELPER): build/tests/helper/test-tool.o lib/libgpt.a
-	$(CC) $(LDFLAGS_ALL) -o $@ $< lib/libgpt.a $(LIBS_ALL)
+	$(say) LINK $@
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $< lib/libgpt.a $(LIBS_ALL)
 
 build/tests/unit/%: build/tests/unit/%.o lib/libgpt.a
-	$(CC) $(LDFLAGS_ALL) -o $@ $< lib/libgpt.a $(LIBS_ALL)
+	$(say) LINK $@
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $< lib/libgpt.a $(LIBS_ALL)
 
 build/tests/gpu/%: build/tests/gpu/%.o lib/libgpt.a
-	$(CC) $(LDFLAGS_ALL) -o $@ $< lib/libgpt.a $(LIBS_ALL)
+	$(say) LINK $@
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $< lib/libgpt.a $(LIBS_ALL)
 
 -include $(shell find build -name '*.d' 2>/dev/null)
 
@@ -144,7 +160,11 @@ test-cli: all
 	$(PROVE) -j$(JOBS) tests/cli/t[0-9]*.sh
 
 test-gpu: all $(GPU_BIN)
+ifeq ($(WITH_CUDA),1)
 	$(PROVE) $(GPU_BIN) $(wildcard tests/gpu/t[0-9]*.sh)
+else
+	@echo "test-gpu: skipped: this build has no CUDA backend (CUDA=0 or no nvcc)"
+endif
 
 bench: all
 	@sh bench/run.sh

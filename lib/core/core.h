@@ -237,6 +237,25 @@ typedef struct gpt_step_line {
  * snprintf returns. */
 int gpt_step_line_format(char *out, size_t size, const gpt_step_line *s);
 
+/* The evaluation line:
+ * "[eval] global step 100, epoch: 0, batch: 100, loss: 5.123456789, ppl: 167.890000,
+ *  avg_eval_cost: 0.12345 sec, speed: 8.10 step/s" (speed in eval batches per second). */
+typedef struct gpt_eval_line {
+	int64_t step, epoch, batch;
+	double loss;
+	double avg_eval_cost; /* seconds per eval batch */
+} gpt_eval_line;
+int gpt_eval_line_format(char *out, size_t size, const gpt_eval_line *e);
+
+/* The checkpoint line:
+ * "[checkpoint] global step 100, path: output/step_00000100, size: 123456789 bytes, cost: 3.45 sec" */
+int gpt_ckpt_line_format(char *out, size_t size, int64_t step, const char *path, int64_t bytes,
+			 double seconds);
+
+/* The loss-scale overflow line (logged at WARNING):
+ * "[amp] global step 7, found inf/nan in gradients: skipped the update, loss scale 32768 -> 16384" */
+int gpt_amp_skip_line_format(char *out, size_t size, int64_t step, double old_scale, double new_scale);
+
 /* ---- progress ---------------------------------------------------------- */
 
 /* A progress reporter for stderr. On a terminal: one line redrawn at most 10

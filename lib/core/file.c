@@ -161,8 +161,7 @@ int gpt_afile_open(gpt_afile *af, const char *path, gpt_err *err)
 	}
 	int rc = 0;
 	if (fd < 0) {
-		rc = tmp.data ? gpt_err_errno(err, errno == ENOENT ? GPT_ENOINPUT : GPT_EIO, errno,
-					      "%s: create", tmp.data)
+		rc = tmp.data ? gpt_err_errno(err, GPT_EIO, errno, "%s: create", tmp.data)
 			      : GPT_EINTERNAL;
 		gpt_buf_free(&tmp);
 	} else {

@@ -1,6 +1,7 @@
 /* FleetX log lines: "[2022-07-27 12:40:00,833] [    INFO] - message". */
 #include "core.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -86,4 +87,31 @@ int gpt_step_line_format(char *out, size_t size, const gpt_step_line *s)
 			"ips_total: %.0f tokens/s, ips: %.0f tokens/s, learning rate: %.5e",
 			(long long)s->step, (long long)s->epoch, (long long)s->batch, s->loss,
 			s->avg_reader_cost, s->avg_batch_cost, speed, s->ips_total, s->ips, s->lr);
+}
+
+int gpt_eval_line_format(char *out, size_t size, const gpt_eval_line *e)
+{
+	double speed = e->avg_eval_cost > 0 ? 1.0 / e->avg_eval_cost : 0.0;
+	/* exp() of a diverged loss is inf; print it as such rather than overflow noise */
+	double ppl = e->loss < 700 ? exp(e->loss) : INFINITY;
+	return snprintf(out, size,
+			"[eval] global step %lld, epoch: %lld, batch: %lld, loss: %.9f, ppl: %.6f, "
+			"avg_eval_cost: %.5f sec, speed: %.2f step/s",
+			(long long)e->step, (long long)e->epoch, (long long)e->batch, e->loss, ppl,
+			e->avg_eval_cost, speed);
+}
+
+int gpt_ckpt_line_format(char *out, size_t size, int64_t step, const char *path, int64_t bytes,
+			 double seconds)
+{
+	return snprintf(out, size, "[checkpoint] global step %lld, path: %s, size: %lld bytes, cost: %.2f sec",
+			(long long)step, path, (long long)bytes, seconds);
+}
+
+int gpt_amp_skip_line_format(char *out, size_t size, int64_t step, double old_scale, double new_scale)
+{
+	return snprintf(out, size,
+			"[amp] global step %lld, found inf/nan in gradients: skipped the update, "
+			"loss scale %g -> %g",
+			(long long)step, old_scale, new_scale);
 }

@@ -93,7 +93,8 @@ void *gpt_arena_alloc(gpt_arena *a, size_t n, size_t align, gpt_err *err)
 	}
 	gpt_arena_block *b = a->head;
 	if (b) {
-		size_t off = (b->used + align - 1) & ~(align - 1);
+		uintptr_t base = (uintptr_t)b->data;
+		size_t off = (size_t)(((base + b->used + align - 1) & ~(uintptr_t)(align - 1)) - base);
 		if (off <= b->size && n <= b->size - off) {
 			b->used = off + n;
 			a->used += n;

@@ -1,0 +1,61 @@
+# bash completion for the gptkit programs.
+# Options come from each program's own --help, so they never drift from it;
+# option arguments complete to the files that make sense for them.
+
+_gptkit_opts()
+{
+	"$1" --help 2>/dev/null | grep -oE -- '(^|[ ,])--?[A-Za-z][A-Za-z0-9_-]*' |
+		tr -d ' ,' | sort -u
+}
+
+_gptkit()
+{
+	local cur prev prog
+	COMPREPLY=()
+	cur=${COMP_WORDS[COMP_CWORD]}
+	prev=${COMP_WORDS[COMP_CWORD-1]}
+	prog=${COMP_WORDS[0]}
+
+	case "$prev" in
+	-c|--config|--model)
+		COMPREPLY=($(compgen -f -X '!*.@(yaml|yml)' -- "$cur") $(compgen -d -- "$cur"))
+		return ;;
+	-o|--override)
+		case "$prog" in
+		gpt-train|gpt-infer|gpt-launch) ;;
+		*)	# elsewhere -o names an output
+			COMPREPLY=($(compgen -f -- "$cur"))
+			return ;;
+		esac
+		# Section.key=value: offer the sections; keys are in gpt-config(5).
+		COMPREPLY=($(compgen -W "Global. Engine. Model. Data. Optimizer. Distributed. Generation. Inference. Quantization." -- "$cur"))
+		compopt -o nospace 2>/dev/null
+		return ;;
+	--format)
+		case "$prog" in
+		gpt-logparse) COMPREPLY=($(compgen -W "tsv csv json" -- "$cur")) ;;
+		gpt-export) COMPREPLY=($(compgen -W "bundle gguf hf" -- "$cur")) ;;
+		esac
+		return ;;
+	--dtype)
+		COMPREPLY=($(compgen -W "fp32 bf16 fp16 int8" -- "$cur"))
+		return ;;
+	-t|--tokenizer)
+		COMPREPLY=($(compgen -W "gpt2 bytes" -- "$cur"))
+		return ;;
+	--sharding)
+		COMPREPLY=($(compgen -W "stage1 stage2 stage3 offload" -- "$cur"))
+		return ;;
+	--vocab|--log-dir|--output)
+		COMPREPLY=($(compgen -d -- "$cur"))
+		return ;;
+	esac
+
+	if [[ "$cur" == -* ]]; then
+		COMPREPLY=($(compgen -W "$(_gptkit_opts "$prog")" -- "$cur"))
+	else
+		COMPREPLY=($(compgen -f -- "$cur"))
+	fi
+}
+
+complete -F _gptkit gpt-preprocess gpt-launch gpt-train gpt-ckpt-merge gpt-export gpt-infer gpt-logparse

@@ -1,0 +1,57 @@
+#!/bin/sh
+# Every program: --help, --version, a usage error on a bad option, and a man
+# page whose OPTIONS list matches --help.
+. "$(dirname "$0")/test-lib.sh"
+
+programs=$(cd "$GPT_ROOT/bin" && ls gpt-* 2>/dev/null)
+
+test_expect_success 'at least one program was built' '
+	test -n "$programs"
+'
+
+for p in $programs; do
+	test_expect_success "$p --help prints usage and exits 0" '
+		$p --help >out 2>err &&
+		test_grep "^[Uu]sage: $p" out &&
+		test ! -s err
+	'
+	test_expect_success "$p --version names gptkit" '
+		$p --version >out &&
+		test_grep "^$p \(gptkit\) [0-9]" out
+	'
+	test_expect_success "$p rejects an unknown option with exit 64" '
+		test_expect_code 64 $p --no-such-option >out 2>err &&
+		test_grep "^$p: error: .*no-such-option" err &&
+		test_line_count = 1 err
+	'
+	test_expect_success "$p has a man page with the usual sections" '
+		page="$GPT_ROOT/man/man1/$p.1" &&
+		test -f "$page" &&
+		for s in NAME SYNOPSIS DESCRIPTION OPTIONS EXAMPLES "EXIT STATUS" "SEE ALSO"; do
+			grep -q "^\.SH \"\?$s\"\?\$" "$page" || { echo "missing section $s" >&2; exit 1; }
+		done
+	'
+	test_expect_success "every long option in $p --help is in its man page" '
+		$p --help | grep -oE -- "--[a-z][a-z0-9_-]*" | sort -u >opts &&
+		page="$GPT_ROOT/man/man1/$p.1" &&
+		missing= &&
+		while read -r o; do
+			esc=$(printf "%s" "$o" | sed "s/-/\\\\\\\\-/g") &&
+			grep -q -e "$o" -e "$esc" "$page" || missing="$missing $o"
+		done <opts &&
+		if [ -n "$missing" ]; then echo "not in the man page:$missing" >&2; exit 1; fi
+	'
+	test_expect_success "bash completion knows $p" '
+		grep -q "$p" "$GPT_ROOT/contrib/gptkit.bash"
+	'
+done
+
+test_expect_success 'man pages render without warnings' '
+	for page in "$GPT_ROOT"/man/man1/*.1 "$GPT_ROOT"/man/man5/*.5; do
+		[ -e "$page" ] || continue
+		LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -E UTF-8 -l "$page" >/dev/null 2>warn || true
+		if [ -s warn ]; then echo "$page:"; cat warn; exit 1; fi
+	done
+'
+
+test_done
