@@ -181,9 +181,9 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 \
 		$(DESTDIR)$(PREFIX)/share/man/man5 \
 		$(DESTDIR)$(PREFIX)/share/bash-completion/completions
-	install -m 755 $(PROGRAMS) $(DESTDIR)$(PREFIX)/bin/
-	install -m 644 $(wildcard man/man1/*.1) $(DESTDIR)$(PREFIX)/share/man/man1/
-	install -m 644 $(wildcard man/man5/*.5) $(DESTDIR)$(PREFIX)/share/man/man5/
+	for f in $(PROGRAMS); do install -m 755 $$f $(DESTDIR)$(PREFIX)/bin/ || exit 1; done
+	for f in $(wildcard man/man1/*.1); do install -m 644 $$f $(DESTDIR)$(PREFIX)/share/man/man1/ || exit 1; done
+	for f in $(wildcard man/man5/*.5); do install -m 644 $$f $(DESTDIR)$(PREFIX)/share/man/man5/ || exit 1; done
 	install -m 644 contrib/gptkit.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/gptkit
 	for p in $(PROGRAMS:bin/%=%); do \
 		ln -sf gptkit $(DESTDIR)$(PREFIX)/share/bash-completion/completions/$$p; done
