@@ -66,4 +66,18 @@ test_expect_success 'the build describes its backends' '
 	test_grep "^cuda: " b
 '
 
+test_expect_success 'a CUDA build links cudart, cuBLAS(Lt) and NCCL into the programs' '
+	if grep -q "^cuda: not built" b; then
+		echo "CPU-only build: nothing to check"
+	else
+		for p in "$GPT_ROOT"/tests/helper/test-tool "$GPT_ROOT"/bin/gpt-*; do
+			[ -e "$p" ] || continue
+			ldd "$p" >libs &&
+			for l in libcudart libcublasLt libcublas libnccl; do
+				grep -q "$l\.so" libs || { echo "$p does not link $l" >&2; exit 1; }
+			done
+		done
+	fi
+'
+
 test_done
