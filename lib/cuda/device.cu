@@ -40,13 +40,19 @@ extern "C" void gpt_cuda_describe(char *out, size_t size)
 		drv = 0;
 	ncclGetVersion(&nccl);
 	size_t lt = cublasLtGetVersion();
+	int cb[3] = {0, 0, 0};
+	cublasGetProperty(MAJOR_VERSION, &cb[0]);
+	cublasGetProperty(MINOR_VERSION, &cb[1]);
+	cublasGetProperty(PATCH_LEVEL, &cb[2]);
 	int n = gpt_cuda_device_count();
 	char drv_s[32] = "none";
 	if (drv)
 		snprintf(drv_s, sizeof drv_s, "%d.%d", drv / 1000, (drv % 1000) / 10);
 	int len = snprintf(out, size,
-			   "runtime %d.%d, driver %s, cuBLASLt %zu.%zu.%zu, NCCL %d.%d.%d, %d device%s",
-			   rt / 1000, (rt % 1000) / 10, drv_s, lt / 10000, (lt / 100) % 100, lt % 100,
+			   "runtime %d.%d, driver %s, cuBLAS %d.%d.%d, cuBLASLt %zu.%zu.%zu, NCCL %d.%d.%d, "
+			   "%d device%s",
+			   rt / 1000, (rt % 1000) / 10, drv_s, cb[0], cb[1], cb[2], lt / 10000,
+			   (lt / 100) % 100, lt % 100,
 			   nccl / 10000, (nccl / 100) % 100, nccl % 100, n, n == 1 ? "" : "s");
 	for (int i = 0; i < n && len > 0 && (size_t)len < size; i++) {
 		gpt_cuda_device_info info;
