@@ -1,0 +1,151 @@
+/* lib/ckpt: checkpoints as directories of safetensors files.
+ *
+ * Three layers, each usable on its own:
+ *  - safetensors files (gpt_st_*): a writer that streams tensors to an atomic
+ *    file and hashes it on the way, and a reader that mmaps a file and checks
+ *    every header field and bound before handing out pointers;
+ *  - boxes (gpt_box_*): an N-d box is the slice of a global tensor that a
+ *    rank owns under tensor/pipeline parallelism; copying the overlap of two
+ *    boxes is how any layout reads what any other layout wrote;
+ *  - checkpoints (gpt_ckpt_*): a directory step_NNNNNNNN/ holding one
+ *    safetensors file per writing rank, index.json (every global tensor ->
+ *    its pieces, plus size and xxh3 of every file), state.json and
+ *    config.yaml. It is written under a temporary name, fsynced and renamed,
+ *    and only then is `latest` replaced, so a crash never leaves a directory
+ *    that looks complete. Opening checks every file's size and checksum and
+ *    that the pieces of every tensor tile it exactly once.
+ */
+#ifndef GPT_CKPT_H
+#define GPT_CKPT_H
+
+#include "backend/backend.h"
+#include "core/core.h"
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GPT_MAX_DIMS 4
+
+/* ---- safetensors -------------------------------------------------------- */
+
+/* "F32", "BF16", "F16", "I8", "I32", "I64", "U16" */
+const char *gpt_st_dtype_name(gpt_dtype t);
+int gpt_st_dtype_parse(const char *s, gpt_dtype *out);
+
+typedef struct gpt_st_entry {
+	const char *name;
+	gpt_dtype dtype;
+	int ndim;
+	int64_t shape[GPT_MAX_DIMS];
+	const void *data;   /* dense row-major, prod(shape) elements */
+} gpt_st_entry;
+
+/* Writes entries (in the order given) to path atomically. meta is a list of
+ * n_meta key/value string pairs for "__metadata__" (may be 0). On success
+ * *bytes and *xxh3 (either may be NULL) describe the file written. */
+int gpt_st_write(const char *path, const gpt_st_entry *entries, int n, const char *const *meta,
+		 int n_meta, int64_t *bytes, uint64_t *xxh3, gpt_err *err);
+
+typedef struct gpt_st_tensor {
+	char *name;
+	gpt_dtype dtype;
+	int ndim;
+	int64_t shape[GPT_MAX_DIMS];
+	uint64_t begin, end; /* byte range within the data section */
+} gpt_st_tensor;
+
+typedef struct gpt_st_file {
+	char *path;
+	const unsigned char *map; /* the whole file */
+	size_t size;
+	const unsigned char *data; /* start of the data section */
+	gpt_st_tensor *tensors;
+	int n;
+	char **meta;               /* key, value, key, value, ... */
+	int n_meta;
+} gpt_st_file;
+
+/* Maps and validates a file: header length, JSON, dtypes, shapes, offsets
+ * inside the data section, sizes equal to dtype x shape, no overlaps.
+ * A bad file is GPT_EDATA with the file (and tensor) named. */
+int gpt_st_open(gpt_st_file *f, const char *path, gpt_err *err);
+const gpt_st_tensor *gpt_st_find(const gpt_st_file *f, const char *name);
+const void *gpt_st_data(const gpt_st_file *f, const gpt_st_tensor *t);
+const char *gpt_st_meta(const gpt_st_file *f, const char *key);
+void gpt_st_close(gpt_st_file *f);
+
+/* ---- boxes -------------------------------------------------------------- */
+
+typedef struct gpt_box {
+	int ndim;
+	int64_t off[GPT_MAX_DIMS];
+	int64_t len[GPT_MAX_DIMS];
+} gpt_box;
+
+/* The whole of a tensor of the given shape. */
+gpt_box gpt_box_full(int ndim, const int64_t *shape);
+int64_t gpt_box_numel(const gpt_box *b);
+/* 1 and the overlap in *out when a and b overlap, else 0. */
+int gpt_box_intersect(const gpt_box *a, const gpt_box *b, gpt_box *out);
+/* 1 when inner lies inside outer. */
+int gpt_box_contains(const gpt_box *outer, const gpt_box *inner);
+/* Copies region (inside both boxes) from src, a dense row-major array that
+ * covers src_box, to dst, a dense row-major array that covers dst_box. */
+void gpt_box_copy(void *dst, const gpt_box *dst_box, const void *src, const gpt_box *src_box,
+		  const gpt_box *region, size_t elem_size);
+
+/* ---- checkpoints -------------------------------------------------------- */
+
+/* One piece of a global tensor held by the writing process. */
+typedef struct gpt_ckpt_piece {
+	const char *tensor;   /* global name, e.g. "h.0.attn.qkv.weight", "optim.exp_avg.wte" */
+	gpt_dtype dtype;
+	int ndim;
+	int64_t shape[GPT_MAX_DIMS]; /* the global shape */
+	gpt_box box;          /* the part of the global tensor in data */
+	const void *data;     /* dense row-major over box */
+} gpt_ckpt_piece;
+
+/* Writes output_dir/step_NNNNNNNN/ from one writer (rank 0 of 1): the pieces
+ * must tile every tensor. state_json and config_yaml are written as given.
+ * On success path (size >= 4096) receives the directory name and *bytes the
+ * total size. Refuses to overwrite an existing complete step directory. */
+int gpt_ckpt_save(const char *output_dir, int64_t step, const gpt_ckpt_piece *pieces, int n,
+		  const char *state_json, const char *config_yaml, char *path, size_t path_size,
+		  int64_t *bytes, gpt_err *err);
+
+typedef struct gpt_ckpt gpt_ckpt;
+
+/* Opens a checkpoint directory, or a directory holding `latest` (then the
+ * step it names). Verifies every file's size and xxh3 and that the index
+ * tiles every tensor exactly once; any failure names the file/tensor and
+ * nothing is returned. */
+int gpt_ckpt_open(gpt_ckpt **out, const char *path, gpt_err *err);
+/* The directory actually opened (after following `latest`). */
+const char *gpt_ckpt_path(const gpt_ckpt *ck);
+int64_t gpt_ckpt_step(const gpt_ckpt *ck);
+const char *gpt_ckpt_state_json(const gpt_ckpt *ck);
+const char *gpt_ckpt_config_yaml(const gpt_ckpt *ck);
+/* Number of tensors and their names/shapes, for listing. */
+int gpt_ckpt_tensor_count(const gpt_ckpt *ck);
+int gpt_ckpt_tensor_info(const gpt_ckpt *ck, int i, const char **name, gpt_dtype *dtype, int *ndim,
+			 const int64_t **shape);
+/* Reads the part `box` of tensor `name` into dst (dense row-major over box),
+ * converting to dtype (fp32/bf16/fp16 among each other). A missing tensor or
+ * a shape that differs from want_shape (when want_shape is not NULL) is an
+ * error naming both shapes. */
+int gpt_ckpt_read_box(const gpt_ckpt *ck, const char *name, gpt_dtype dtype, int ndim,
+		      const int64_t *want_shape, const gpt_box *box, void *dst, gpt_err *err);
+void gpt_ckpt_close(gpt_ckpt *ck);
+
+/* Reads output_dir/latest: the step directory it names, or GPT_ENOINPUT. */
+int gpt_ckpt_latest(const char *output_dir, char *path, size_t size, gpt_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
