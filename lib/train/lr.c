@@ -1,0 +1,33 @@
+/* Learning-rate schedule: linear warmup, cosine decay, floor. */
+#include "train/train.h"
+
+#include <math.h>
+
+int gpt_lr_check(const gpt_lr_schedule *s, gpt_err *err)
+{
+	if (!(s->max_lr >= 0) || !isfinite(s->max_lr))
+		return gpt_err_set(err, GPT_EUSAGE, "Optimizer.lr.max_lr: expected a number >= 0, found %g", s->max_lr);
+	if (!(s->min_lr >= 0) || s->min_lr > s->max_lr)
+		return gpt_err_set(err, GPT_EUSAGE, "Optimizer.lr.min_lr: expected a number between 0 and max_lr (%g), found %g",
+				   s->max_lr, s->min_lr);
+	if (!(s->warmup_rate >= 0 && s->warmup_rate <= 1))
+		return gpt_err_set(err, GPT_EUSAGE, "Optimizer.lr.warmup_rate: expected a fraction in [0, 1], found %g",
+				   s->warmup_rate);
+	if (s->decay_steps <= 0)
+		return gpt_err_set(err, GPT_EUSAGE, "Optimizer.lr.decay_steps: expected a positive number of steps, found %lld",
+				   (long long)s->decay_steps);
+	return 0;
+}
+
+double gpt_lr_at(const gpt_lr_schedule *s, int64_t step)
+{
+	double warmup = s->warmup_rate * (double)s->decay_steps;
+	double t = (double)step;
+	if (warmup > 0 && t <= warmup)
+		return s->max_lr * t / warmup;
+	if (step > s->decay_steps)
+		return s->min_lr;
+	double ratio = (t - warmup) / ((double)s->decay_steps - warmup);
+	double coeff = 0.5 * (cos(M_PI * ratio) + 1.0);
+	return s->min_lr + coeff * (s->max_lr - s->min_lr);
+}
