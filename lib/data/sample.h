@@ -1,0 +1,59 @@
+/* The sample index: which seq_len+1 token windows a training run reads, in
+ * which order. (Part of lib/data; kept in its own header.)
+ *
+ * As in Megatron-LM's GPT dataset: the documents of a split are shuffled per
+ * epoch from the seed and concatenated; sample i is the window of seq_len+1
+ * tokens starting at token i x seq_len of that stream (consecutive samples
+ * share one token: the last target of one is the first input of the next);
+ * the samples of each epoch are shuffled again. Everything depends only on
+ * the documents' lengths, the seed and seq_len, never on the parallel
+ * layout, so every layout reads the same global batches. */
+#ifndef GPT_DATA_SAMPLE_H
+#define GPT_DATA_SAMPLE_H
+
+#include "core/core.h"
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Splits n_docs documents by a weight string such as "949,50,1" into
+ * consecutive ranges: begin[k] .. begin[k+1] for split k (k = 0 train,
+ * 1 validation, 2 test). Fewer than 3 weights leave the rest empty. */
+int gpt_split_parse(const char *spec, double weights[3], gpt_err *err);
+void gpt_split_ranges(const double weights[3], int64_t n_docs, int64_t begin[4]);
+
+typedef struct gpt_samples {
+	int seq_len;
+	int64_t n_samples;    /* samples available (all epochs built) */
+	int64_t per_epoch;    /* samples per epoch */
+	int64_t n_docs;       /* documents in the split */
+	/* the shuffled concatenation, epoch after epoch: document ids */
+	int64_t *doc_order;   /* n_epochs x n_docs */
+	int64_t n_epochs;
+	/* per sample (in stream order): position in doc_order and token offset */
+	int64_t *start_doc;
+	int32_t *start_off;
+	int64_t *shuffle;     /* sample k of the run reads stream sample shuffle[k] */
+} gpt_samples;
+
+/* Builds the index for the documents doc_ids[0..n_docs) with lengths
+ * lens[doc_id] (tokens), enough epochs for min_samples samples (at least one
+ * epoch). Fails with GPT_EDATA (naming the numbers) when the split holds
+ * fewer than seq_len + 1 tokens. */
+int gpt_samples_build(gpt_samples *s, const int64_t *doc_ids, int64_t n_docs, const int32_t *lens,
+		      int seq_len, int64_t min_samples, uint64_t seed, gpt_err *err);
+/* The (document position, offset) where run sample k starts; k < n_samples. */
+void gpt_samples_locate(const gpt_samples *s, int64_t k, int64_t *doc_pos, int32_t *offset);
+void gpt_samples_free(gpt_samples *s);
+
+/* A small deterministic generator for shuffles (splitmix64). */
+uint64_t gpt_splitmix64(uint64_t *state);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
