@@ -1,9 +1,14 @@
 /* lib/backend: what every compute backend shares.
  *
- * For now this is the dtype vocabulary (names, sizes, fp32 <-> bf16/fp16
- * conversion with round to nearest even, the CPU reference for the CUDA cast
- * kernels) and a description of the backends this build carries. The ops
- * table that the CPU and CUDA backends fill in arrives with the trainer.
+ * The dtype vocabulary (names, sizes, fp32 <-> bf16/fp16 conversion with
+ * round to nearest even, the CPU reference for the CUDA cast kernels), a
+ * description of the backends this build carries, and the backend interface:
+ * struct gpt_backend, a context holding a static table of op function
+ * pointers (backend/ops.h) that lib/cpu and lib/cuda fill in. A model gets a
+ * context from gpt_backend_cpu_init (cpu/cpu.h) or its CUDA twin, checks the
+ * ops it needs with gpt_backend_require, and calls be->ops->NAME(be, ...).
+ * Dropout randomness is Philox4x32-10 in backend/philox.h, shared verbatim by
+ * every backend so masks are identical everywhere.
  */
 #ifndef GPT_BACKEND_H
 #define GPT_BACKEND_H
@@ -54,5 +59,8 @@ void gpt_backend_describe(char *out, size_t size);
 #ifdef __cplusplus
 }
 #endif
+
+/* The ops table and struct gpt_backend. */
+#include "backend/ops.h"
 
 #endif

@@ -1,12 +1,29 @@
 /* lib/cpu: the CPU backend, CBLAS (OpenBLAS) GEMM plus OpenMP kernels; the
- * reference every other backend is checked against. So far: what it is
- * built on. The ops themselves arrive with the trainer. */
+ * reference every other backend is checked against.
+ *
+ * gpt_backend_cpu_init fills a gpt_backend (backend/ops.h) whose ops run
+ * synchronously on host memory and compute in fp32. Element-wise and row
+ * kernels are OpenMP loops with be->threads threads; GEMMs go to OpenBLAS's
+ * OpenMP build, which takes its threads from the same libgomp pool, and are
+ * never called from inside a parallel region, so the two never oversubscribe
+ * the cores. Reductions whose order could depend on the thread count
+ * (embedding and bias gradients, LayerNorm weight gradients) are split by
+ * column, so results are bit-identical for any thread count. */
 #ifndef GPT_CPU_H
 #define GPT_CPU_H
 
-#include "core/core.h"
+#include "backend/backend.h"
 
 /* "OpenBLAS 0.3.21 DYNAMIC_ARCH ... (core Haswell), 2 OpenMP threads". */
 void gpt_cpu_describe(char *out, size_t size);
+
+/* Fills be with the CPU backend. dtype is the storage dtype of the ops'
+ * tensors; only GPT_DTYPE_F32 is supported so far (anything else is
+ * GPT_EUSAGE with a message). threads <= 0 takes OpenMP's default
+ * (OMP_NUM_THREADS or the CPU count); a positive count also becomes the
+ * calling thread's OpenMP default, which OpenBLAS follows. */
+int gpt_backend_cpu_init(gpt_backend *be, gpt_dtype dtype, int threads, gpt_err *err);
+/* Releases the scratch memory; be can be initialised again. */
+void gpt_backend_cpu_free(gpt_backend *be);
 
 #endif

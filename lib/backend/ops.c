@@ -1,0 +1,57 @@
+/* What the backends share around the ops table: checking that a backend has
+ * the ops a caller needs, and the scratch buffer ops grow on demand. */
+#include "backend/backend.h"
+
+#include <stddef.h>
+#include <string.h>
+
+#define SLOT(name) {#name, offsetof(gpt_backend_ops, name)}
+
+static const struct {
+	const char *name;
+	size_t offset;
+} slots[] = {
+	SLOT(alloc), SLOT(free), SLOT(upload), SLOT(download), SLOT(copy), SLOT(zero),
+	SLOT(sync), SLOT(convert), SLOT(gemm), SLOT(gemm_batched), SLOT(linear_fwd),
+	SLOT(linear_bwd), SLOT(bias_add), SLOT(layernorm_fwd), SLOT(layernorm_bwd),
+	SLOT(gelu_fwd), SLOT(gelu_bwd), SLOT(attention_fwd), SLOT(attention_bwd),
+	SLOT(attention_saved_size), SLOT(xent_fwd), SLOT(xent_rescale), SLOT(xent_loss),
+	SLOT(xent_bwd), SLOT(embedding_fwd), SLOT(embedding_bwd), SLOT(residual_fwd),
+	SLOT(residual_bwd), SLOT(dropout_fwd), SLOT(dropout_bwd), SLOT(adamw),
+	SLOT(sum_squares), SLOT(check_finite),
+};
+
+int gpt_backend_require(const gpt_backend *be, const char *const *names, gpt_err *err)
+{
+	for (; *names; names++) {
+		size_t i, n = sizeof slots / sizeof *slots;
+		for (i = 0; i < n; i++)
+			if (strcmp(slots[i].name, *names) == 0)
+				break;
+		if (i == n)
+			return gpt_err_set(err, GPT_EINTERNAL, "backend op '%s' does not exist",
+					   *names);
+		void (*fn)(void);
+		memcpy(&fn, (const char *)be->ops + slots[i].offset, sizeof fn);
+		if (!fn)
+			return gpt_err_set(err, GPT_EINTERNAL,
+					   "%s backend: op %s is not supported with dtype %s; "
+					   "use another backend or dtype",
+					   be->name, *names, gpt_dtype_name(be->dtype));
+	}
+	return 0;
+}
+
+int gpt_backend_scratch(gpt_backend *be, size_t bytes, gpt_err *err)
+{
+	if (bytes <= be->scratch_size)
+		return 0;
+	if (be->scratch)
+		be->ops->free(be, be->scratch);
+	be->scratch_size = 0;
+	be->scratch = be->ops->alloc(be, bytes, "backend scratch", err);
+	if (!be->scratch)
+		return err ? err->code : GPT_EINTERNAL;
+	be->scratch_size = bytes;
+	return 0;
+}

@@ -1,0 +1,281 @@
+/* The backend ops table: every computation GPT training and generation need,
+ * as a struct of function pointers that each backend (lib/cpu, lib/cuda)
+ * fills in. Included by backend/backend.h; read that header's comment first.
+ *
+ * Conventions (llm.c style)
+ *   - Raw pointers and sizes. Activations are (B, T, C) row-major; weights are
+ *     [out, in] row-major, so a linear layer is y = x W^T + b.
+ *   - Memory: every pointer an op takes is backend memory (host memory for
+ *     the CPU backend, device memory for CUDA), obtained from be->ops->alloc
+ *     unless said otherwise; upload/download move data from and to the host.
+ *   - Dtypes: a `void *` tensor holds elements of the backend's storage dtype
+ *     be->dtype (fp32, bf16 or fp16): parameters, gradients, activations,
+ *     logits. A `float *` is always fp32: LayerNorm statistics, attention
+ *     state, cross-entropy pieces and losses, AdamW master weights and
+ *     moments, reductions. Every op computes in fp32 (CUDA: fp32 accumulation)
+ *     and rounds to nearest even when it stores a 16-bit value. Tokens and
+ *     targets are int32. A model that needs two storage dtypes uses two
+ *     backend contexts; convert moves data between dtypes explicitly.
+ *   - Gradients: an op's comment says whether it writes its gradient outputs
+ *     or adds into them. Weight and bias gradients always accumulate (+=), so
+ *     micro-batches sum without extra passes; the caller zeroes them once per
+ *     step. Activation gradients are written, except layernorm_bwd (adds into
+ *     the residual stream's gradient) and residual_bwd.
+ *   - Errors: every op returns 0 or a gpt_status and leaves a message in err
+ *     (CPU ops fail only on bad arguments or when scratch cannot grow).
+ *     Pointers marked "may be NULL" are optional; others must be valid.
+ *   - A NULL slot means the backend does not support that op; check a list
+ *     of needed ops once with gpt_backend_require, which names the missing
+ *     op and the backend in its error.
+ *   - Ops run in issue order on the backend's one stream (CPU: synchronous);
+ *     sync waits for all of them.
+ *
+ * Randomness: dropout masks come from Philox4x32-10 keyed by global
+ * coordinates (see backend/philox.h). Ops that drop take a gpt_dropout, which
+ * carries the probability, the key (seed, step, layer, site) and the global
+ * index of the first local sample and feature; backward ops regenerate the
+ * same mask from the same gpt_dropout, so no mask is ever stored. */
+#ifndef GPT_BACKEND_OPS_H
+#define GPT_BACKEND_OPS_H
+
+#include "backend/backend.h"
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gpt_backend gpt_backend;
+
+/* Where in the model a dropout happens: one Philox stream per (layer, site). */
+typedef enum gpt_rng_site {
+	GPT_RNG_SITE_EMBED = 0,   /* after token + position embedding (layer 0) */
+	GPT_RNG_SITE_ATTN_PROBS,  /* attention probabilities */
+	GPT_RNG_SITE_ATTN_RESID,  /* attention output projection, before the residual add */
+	GPT_RNG_SITE_MLP_RESID,   /* MLP output projection, before the residual add */
+} gpt_rng_site;
+
+typedef struct gpt_rng_key {
+	uint32_t seed;
+	uint32_t step;   /* optimizer step; the same for every micro-batch of a step */
+	uint32_t layer;  /* < 2^24 */
+	uint32_t site;   /* a gpt_rng_site, < 2^8 */
+} gpt_rng_key;
+
+/* One dropout site as the local op sees it. Element (b, t, f) of a local
+ * (B, T, F) tensor draws the bits of global coordinate (sample0 + b, t,
+ * feature0 + f). For attention probabilities the "feature" of (head h,
+ * key position j) is (head0 + h) * T + j, with feature0 = the global index of
+ * the first local head. p = 0 makes the op an identity (no random bits). */
+typedef struct gpt_dropout {
+	float p;          /* drop probability, in [0, 1) */
+	gpt_rng_key key;
+	int64_t sample0;  /* global index (in the step's global batch) of local sample 0 */
+	int64_t feature0; /* global index of local feature 0 (tensor-parallel slice) */
+} gpt_dropout;
+
+/* AdamW hyper-parameters for one update call (torch.optim.AdamW semantics):
+ *   g = grad * grad_scale
+ *   m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g^2
+ *   w = w - lr * (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + eps)
+ *         - lr * weight_decay * w
+ * Weight decay is per call: call once per decayed and once per non-decayed
+ * range (0 here). grad_scale folds in 1/loss_scale and the clipping factor. */
+typedef struct gpt_adamw {
+	float lr, beta1, beta2, eps, weight_decay;
+	float grad_scale;
+	int64_t t;        /* 1-based step count, for bias correction */
+} gpt_adamw;
+
+typedef struct gpt_backend_ops {
+	/* ---- memory ------------------------------------------------------ */
+	/* Backend memory of `bytes` (64-byte aligned, uninitialised); `what`
+	 * names it in the out-of-memory error. */
+	void *(*alloc)(gpt_backend *be, size_t bytes, const char *what, gpt_err *err);
+	void (*free)(gpt_backend *be, void *p);
+	/* Host -> backend, backend -> host, backend -> backend; byte counts. */
+	int (*upload)(gpt_backend *be, void *dst, const void *host_src, size_t bytes, gpt_err *err);
+	int (*download)(gpt_backend *be, void *host_dst, const void *src, size_t bytes, gpt_err *err);
+	int (*copy)(gpt_backend *be, void *dst, const void *src, size_t bytes, gpt_err *err);
+	int (*zero)(gpt_backend *be, void *dst, size_t bytes, gpt_err *err);
+	/* Waits until every op issued so far has finished. */
+	int (*sync)(gpt_backend *be, gpt_err *err);
+	/* n elements between fp32/bf16/fp16 in backend memory, round to nearest
+	 * even (gpt_convert); same dtype copies. dst and src must not overlap. */
+	int (*convert)(gpt_backend *be, void *dst, gpt_dtype dst_t, const void *src,
+		       gpt_dtype src_t, int64_t n, gpt_err *err);
+
+	/* ---- matrix products --------------------------------------------- */
+	/* C = alpha op(A) op(B) + beta C, row-major (cblas_sgemm's meaning):
+	 * op(A) is m x k, op(B) is k x n, C is m x n; lda/ldb/ldc are row
+	 * strides of the stored matrices. beta = 0 ignores C's old contents
+	 * (NaN included). */
+	int (*gemm)(gpt_backend *be, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+		    float alpha, const void *a, int64_t lda, const void *b, int64_t ldb,
+		    float beta, void *c, int64_t ldc, gpt_err *err);
+	/* batch independent gemms; matrix i starts at a + i*stride_a elements
+	 * (likewise b, c). */
+	int (*gemm_batched)(gpt_backend *be, int trans_a, int trans_b, int64_t m, int64_t n,
+			    int64_t k, float alpha, const void *a, int64_t lda, int64_t stride_a,
+			    const void *b, int64_t ldb, int64_t stride_b, float beta, void *c,
+			    int64_t ldc, int64_t stride_c, int64_t batch, gpt_err *err);
+	/* out (M, N) = inp (M, K) w^T + bias; w is (N, K), bias (N) may be NULL.
+	 * Writes out. */
+	int (*linear_fwd)(gpt_backend *be, void *out, const void *inp, const void *w,
+			  const void *bias, int64_t M, int64_t K, int64_t N, gpt_err *err);
+	/* Given dout (M, N): writes dinp (M, K) = dout w; adds dout^T inp into
+	 * dw (N, K) and the column sums of dout into dbias (N). Any of dinp, dw,
+	 * dbias may be NULL (not wanted). */
+	int (*linear_bwd)(gpt_backend *be, void *dinp, void *dw, void *dbias, const void *dout,
+			  const void *inp, const void *w, int64_t M, int64_t K, int64_t N,
+			  gpt_err *err);
+	/* out (M, N) += bias (N) on every row: a row-parallel layer's bias,
+	 * added after the all-reduce. Its gradient is linear_bwd with only dbias. */
+	int (*bias_add)(gpt_backend *be, void *out, const void *bias, int64_t M, int64_t N,
+			gpt_err *err);
+
+	/* ---- normalisation and activations -------------------------------- */
+	/* LayerNorm over the last dim of inp (N, C): out = (x - mean) * rstd * w
+	 * + b, rstd = 1/sqrt(var + eps) with the biased variance. mean and rstd
+	 * (N) are written for the backward; either may be NULL (inference). */
+	int (*layernorm_fwd)(gpt_backend *be, void *out, float *mean, float *rstd,
+			     const void *inp, const void *w, const void *b, int64_t N, int64_t C,
+			     float eps, gpt_err *err);
+	/* Adds into dinp (N, C), dw (C), db (C). dw/db may be NULL. */
+	int (*layernorm_bwd)(gpt_backend *be, void *dinp, void *dw, void *db, const void *dout,
+			     const void *inp, const void *w, const float *mean, const float *rstd,
+			     int64_t N, int64_t C, gpt_err *err);
+	/* GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))),
+	 * over n elements; out may alias inp. */
+	int (*gelu_fwd)(gpt_backend *be, void *out, const void *inp, int64_t n, gpt_err *err);
+	/* Writes dinp = gelu'(inp) dout; dinp may alias dout (in place). */
+	int (*gelu_bwd)(gpt_backend *be, void *dinp, const void *inp, const void *dout,
+			int64_t n, gpt_err *err);
+
+	/* ---- attention ---------------------------------------------------- */
+	/* Causal multi-head self-attention over NH local heads of size HS
+	 * (Cl = NH * HS). qkv is (B, T, 3, Cl): for each token q, k, v in turn,
+	 * head h at [h*HS, (h+1)*HS) within each, the output of a linear with the
+	 * [3, C, C] qkv weight. out (B, T, Cl) is written, heads concatenated.
+	 * Scores are scaled by 1/sqrt(HS); dropout (d may be NULL: none) acts on
+	 * the probabilities, with feature0 = the global index of local head 0.
+	 * saved (attention_saved_size floats) keeps what the backward needs;
+	 * forward writes it. */
+	int (*attention_fwd)(gpt_backend *be, void *out, float *saved, const void *qkv,
+			     int64_t B, int64_t T, int64_t NH, int64_t HS, const gpt_dropout *d,
+			     gpt_err *err);
+	/* Writes dqkv (B, T, 3, Cl) from dout (B, T, Cl), the forward's qkv and
+	 * saved, and the same d as the forward. */
+	int (*attention_bwd)(gpt_backend *be, void *dqkv, const void *dout, const void *qkv,
+			     const float *saved, int64_t B, int64_t T, int64_t NH, int64_t HS,
+			     const gpt_dropout *d, gpt_err *err);
+	/* Number of floats attention_fwd saves for these sizes (CPU: the
+	 * probabilities, B*NH*T*T). */
+	int64_t (*attention_saved_size)(gpt_backend *be, int64_t B, int64_t T, int64_t NH,
+					int64_t HS);
+
+	/* ---- vocabulary-parallel softmax cross-entropy ---------------------- */
+	/* logits is (N, Vl) with row stride ld, holding global vocabulary
+	 * columns [v0, v0 + Vl) of a padded vocabulary; columns at global index
+	 * >= V (the true vocabulary size) are padding: left out of the softmax,
+	 * zero gradient. targets (N) are global ids in [0, V), or < 0 for a row
+	 * that is ignored (no loss, zero gradient).
+	 *
+	 * One vocabulary piece (tp = 1: the whole vocabulary):
+	 *   xent_fwd      max[r] = max of the row's real columns (-inf if none),
+	 *                 sumexp[r] = sum exp(logit - max[r]) over them,
+	 *                 tlogit[r] = the target's logit if this piece holds it, else 0.
+	 * Several pieces (tp > 1), per row:
+	 *   all-reduce max over the pieces into gmax; xent_rescale(sumexp, max,
+	 *   gmax) so sumexp is relative to gmax; all-reduce sum sumexp and tlogit.
+	 * Then, everywhere:
+	 *   xent_loss     loss[r] = log(sumexp[r]) + max[r] - tlogit[r] (0 if ignored)
+	 *   xent_bwd      dlogits = (softmax - onehot(target)) * dloss; may run in
+	 *                 place (dlogits == logits), as llm.c does, to save memory. */
+	int (*xent_fwd)(gpt_backend *be, float *max, float *sumexp, float *tlogit,
+			const void *logits, const int32_t *targets, int64_t N, int64_t Vl,
+			int64_t ld, int64_t v0, int64_t V, gpt_err *err);
+	int (*xent_rescale)(gpt_backend *be, float *sumexp, const float *max_local,
+			    const float *max_global, int64_t N, gpt_err *err);
+	int (*xent_loss)(gpt_backend *be, float *loss, const float *max, const float *sumexp,
+			 const float *tlogit, const int32_t *targets, int64_t N, gpt_err *err);
+	/* max and sumexp are the reduced (global) ones; dloss scales every
+	 * non-ignored row (e.g. loss_scale / number of target tokens). Writes
+	 * dlogits (N, Vl) with row stride ld, padding columns included (0). */
+	int (*xent_bwd)(gpt_backend *be, void *dlogits, const void *logits,
+			const int32_t *targets, const float *max, const float *sumexp, float dloss,
+			int64_t N, int64_t Vl, int64_t ld, int64_t v0, int64_t V, gpt_err *err);
+
+	/* ---- embedding, residual, dropout --------------------------------- */
+	/* out (B, T, C) = wte[tok - v0] + wpe[t0 + t], where wte holds the
+	 * vocabulary rows [v0, v0 + Vl) (a tensor-parallel slice; a token outside
+	 * it contributes 0, so summing over the tp group gives the full lookup)
+	 * and wpe (maxT, C) may be NULL (give it on one tp rank only). t0 is the
+	 * position of the first token (0 in training, the cache length when
+	 * generating). Writes out. */
+	int (*embedding_fwd)(gpt_backend *be, void *out, const int32_t *tokens, const void *wte,
+			     const void *wpe, int64_t B, int64_t T, int64_t C, int64_t v0,
+			     int64_t Vl, int64_t t0, gpt_err *err);
+	/* Adds dout into the rows of dwte (Vl, C) and dwpe (maxT, C) the forward
+	 * read; either may be NULL. Deterministic: the sums are taken in token
+	 * order whatever the thread count. */
+	int (*embedding_bwd)(gpt_backend *be, void *dwte, void *dwpe, const void *dout,
+			     const int32_t *tokens, int64_t B, int64_t T, int64_t C, int64_t v0,
+			     int64_t Vl, int64_t t0, gpt_err *err);
+	/* out = a + b over n elements; out may alias a or b. */
+	int (*residual_fwd)(gpt_backend *be, void *out, const void *a, const void *b, int64_t n,
+			    gpt_err *err);
+	/* da += dout and db += dout; either may be NULL. */
+	int (*residual_bwd)(gpt_backend *be, void *da, void *db, const void *dout, int64_t n,
+			    gpt_err *err);
+	/* out (B, T, F) = inp * mask / (1 - p), the mask from d's coordinates;
+	 * out may alias inp. */
+	int (*dropout_fwd)(gpt_backend *be, void *out, const void *inp, int64_t B, int64_t T,
+			   int64_t F, const gpt_dropout *d, gpt_err *err);
+	/* Writes dinp = dout * mask / (1 - p) with the forward's mask; in place allowed. */
+	int (*dropout_bwd)(gpt_backend *be, void *dinp, const void *dout, int64_t B, int64_t T,
+			   int64_t F, const gpt_dropout *d, gpt_err *err);
+
+	/* ---- optimizer and reductions ------------------------------------- */
+	/* One AdamW step over n elements (see gpt_adamw). master (fp32) may be
+	 * NULL only when be->dtype is fp32: then param itself is the fp32 weight;
+	 * otherwise master is updated and param receives its rounded copy.
+	 * Element-wise, so any flat range (a sharding piece) can be updated alone. */
+	int (*adamw)(gpt_backend *be, void *param, float *master, const void *grad, float *m,
+		     float *v, int64_t n, const gpt_adamw *h, gpt_err *err);
+	/* *acc += sum of x^2 over n elements (x in the storage dtype), summed in
+	 * double on the CPU; acc is one float in backend memory, so partial
+	 * sums over ranges and ranks add up before the square root. */
+	int (*sum_squares)(gpt_backend *be, float *acc, const void *x, int64_t n, gpt_err *err);
+	/* *flag = 1 if any of the n elements is Inf or NaN, else *flag is left
+	 * as it was (zero it first; all-reduce max over ranks). */
+	int (*check_finite)(gpt_backend *be, float *flag, const void *x, int64_t n,
+			    gpt_err *err);
+} gpt_backend_ops;
+
+/* A backend context: passed to every op; nothing in the library is global. */
+struct gpt_backend {
+	const char *name;            /* "cpu", "cuda" */
+	const gpt_backend_ops *ops;  /* the backend's static table */
+	gpt_dtype dtype;             /* storage dtype of every `void *` tensor */
+	int threads;                 /* CPU threads the ops use */
+	void *scratch;               /* grown on demand by ops that need temporaries */
+	size_t scratch_size;
+	void *impl;                  /* backend-private state (CUDA: stream, handles) */
+};
+
+/* Fails (GPT_EINTERNAL) naming the first of the ops listed in `names` (a
+ * NULL-terminated array of slot names, e.g. "attention_fwd") that be does
+ * not provide, or that is no slot at all. */
+int gpt_backend_require(const gpt_backend *be, const char *const *names, gpt_err *err);
+
+/* Makes be->scratch (backend memory, from be->ops->alloc; for the ops'
+ * temporaries) at least `bytes` long. The old contents are lost. */
+int gpt_backend_scratch(gpt_backend *be, size_t bytes, gpt_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,40 @@
+/* AdamW over a flat range, with optional fp32 master weights. */
+#include "cpu/kernels.h"
+
+#include <math.h>
+
+int gpt_cpu_adamw(gpt_backend *be, void *param, float *master, const void *grad, float *m,
+		  float *v, int64_t n, const gpt_adamw *h, gpt_err *err)
+{
+	int rc = gpt_cpu_check_sizes("adamw", err, 1, n);
+	if (rc)
+		return rc;
+	if (h->t < 1)
+		return gpt_err_set(err, GPT_EINTERNAL, "adamw: step %lld is not 1-based",
+				   (long long)h->t);
+	if (!master && be->dtype != GPT_DTYPE_F32)
+		return gpt_err_set(err, GPT_EINTERNAL,
+				   "adamw: %s parameters need fp32 master weights",
+				   gpt_dtype_name(be->dtype));
+	float *p = param;
+	float *w = master ? master : p;
+	const float *g = grad;
+	float b1 = h->beta1, b2 = h->beta2;
+	float c1 = 1.0f / (1.0f - (float)pow(b1, (double)h->t));
+	float c2 = 1.0f / (1.0f - (float)pow(b2, (double)h->t));
+	float lr = h->lr, wd = h->weight_decay, eps = h->eps, gs = h->grad_scale;
+	#pragma omp parallel for num_threads(be->threads) schedule(static) if (n > 16384)
+	for (int64_t i = 0; i < n; i++) {
+		float gi = g[i] * gs;
+		float mi = b1 * m[i] + (1.0f - b1) * gi;
+		float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+		m[i] = mi;
+		v[i] = vi;
+		float wi = w[i];
+		wi -= lr * (mi * c1 / (sqrtf(vi * c2) + eps) + wd * wi);
+		w[i] = wi;
+		if (master)
+			p[i] = wi;
+	}
+	return 0;
+}

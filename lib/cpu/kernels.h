@@ -1,0 +1,98 @@
+/* The CPU backend's ops, one group per file (gemm.c, layernorm.c, ...), as
+ * the table in backend.c lists them. Private to lib/cpu; see backend/ops.h
+ * for each op's contract. */
+#ifndef GPT_CPU_KERNELS_H
+#define GPT_CPU_KERNELS_H
+
+#include "backend/backend.h"
+#include "backend/philox.h"
+
+/* Fails with GPT_EINTERNAL unless every size is >= 0; `op` names the op. */
+int gpt_cpu_check_sizes(const char *op, gpt_err *err, int count, ...);
+
+int gpt_cpu_gemm(gpt_backend *be, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+		 float alpha, const void *a, int64_t lda, const void *b, int64_t ldb, float beta,
+		 void *c, int64_t ldc, gpt_err *err);
+int gpt_cpu_gemm_batched(gpt_backend *be, int trans_a, int trans_b, int64_t m, int64_t n,
+			 int64_t k, float alpha, const void *a, int64_t lda, int64_t stride_a,
+			 const void *b, int64_t ldb, int64_t stride_b, float beta, void *c,
+			 int64_t ldc, int64_t stride_c, int64_t batch, gpt_err *err);
+int gpt_cpu_linear_fwd(gpt_backend *be, void *out, const void *inp, const void *w,
+		       const void *bias, int64_t M, int64_t K, int64_t N, gpt_err *err);
+int gpt_cpu_linear_bwd(gpt_backend *be, void *dinp, void *dw, void *dbias, const void *dout,
+		       const void *inp, const void *w, int64_t M, int64_t K, int64_t N,
+		       gpt_err *err);
+int gpt_cpu_bias_add(gpt_backend *be, void *out, const void *bias, int64_t M, int64_t N,
+		     gpt_err *err);
+
+int gpt_cpu_layernorm_fwd(gpt_backend *be, void *out, float *mean, float *rstd,
+			  const void *inp, const void *w, const void *b, int64_t N, int64_t C,
+			  float eps, gpt_err *err);
+int gpt_cpu_layernorm_bwd(gpt_backend *be, void *dinp, void *dw, void *db, const void *dout,
+			  const void *inp, const void *w, const float *mean, const float *rstd,
+			  int64_t N, int64_t C, gpt_err *err);
+int gpt_cpu_gelu_fwd(gpt_backend *be, void *out, const void *inp, int64_t n, gpt_err *err);
+int gpt_cpu_gelu_bwd(gpt_backend *be, void *dinp, const void *inp, const void *dout,
+		     int64_t n, gpt_err *err);
+
+int gpt_cpu_attention_fwd(gpt_backend *be, void *out, float *saved, const void *qkv,
+			  int64_t B, int64_t T, int64_t NH, int64_t HS, const gpt_dropout *d,
+			  gpt_err *err);
+int gpt_cpu_attention_bwd(gpt_backend *be, void *dqkv, const void *dout, const void *qkv,
+			  const float *saved, int64_t B, int64_t T, int64_t NH, int64_t HS,
+			  const gpt_dropout *d, gpt_err *err);
+int64_t gpt_cpu_attention_saved_size(gpt_backend *be, int64_t B, int64_t T, int64_t NH,
+				     int64_t HS);
+
+int gpt_cpu_xent_fwd(gpt_backend *be, float *max, float *sumexp, float *tlogit,
+		     const void *logits, const int32_t *targets, int64_t N, int64_t Vl,
+		     int64_t ld, int64_t v0, int64_t V, gpt_err *err);
+int gpt_cpu_xent_rescale(gpt_backend *be, float *sumexp, const float *max_local,
+			 const float *max_global, int64_t N, gpt_err *err);
+int gpt_cpu_xent_loss(gpt_backend *be, float *loss, const float *max, const float *sumexp,
+		      const float *tlogit, const int32_t *targets, int64_t N, gpt_err *err);
+int gpt_cpu_xent_bwd(gpt_backend *be, void *dlogits, const void *logits,
+		     const int32_t *targets, const float *max, const float *sumexp, float dloss,
+		     int64_t N, int64_t Vl, int64_t ld, int64_t v0, int64_t V, gpt_err *err);
+
+int gpt_cpu_embedding_fwd(gpt_backend *be, void *out, const int32_t *tokens, const void *wte,
+			  const void *wpe, int64_t B, int64_t T, int64_t C, int64_t v0,
+			  int64_t Vl, int64_t t0, gpt_err *err);
+int gpt_cpu_embedding_bwd(gpt_backend *be, void *dwte, void *dwpe, const void *dout,
+			  const int32_t *tokens, int64_t B, int64_t T, int64_t C, int64_t v0,
+			  int64_t Vl, int64_t t0, gpt_err *err);
+int gpt_cpu_residual_fwd(gpt_backend *be, void *out, const void *a, const void *b, int64_t n,
+			 gpt_err *err);
+int gpt_cpu_residual_bwd(gpt_backend *be, void *da, void *db, const void *dout, int64_t n,
+			 gpt_err *err);
+int gpt_cpu_dropout_fwd(gpt_backend *be, void *out, const void *inp, int64_t B, int64_t T,
+			int64_t F, const gpt_dropout *d, gpt_err *err);
+int gpt_cpu_dropout_bwd(gpt_backend *be, void *dinp, const void *dout, int64_t B, int64_t T,
+			int64_t F, const gpt_dropout *d, gpt_err *err);
+/* Checks d (NULL allowed): p in [0, 1), offsets >= 0. */
+int gpt_cpu_dropout_check(const char *op, const gpt_dropout *d, gpt_err *err);
+
+/* out[f] = in[f] * mask * scale for the F features at (sample, position)
+ * whose global indices start at feature; out may alias in. */
+static inline void gpt_cpu_dropout_row(float *out, const float *in, int64_t F,
+				       const gpt_dropout *d, uint32_t threshold, float scale,
+				       int64_t sample, int64_t position, int64_t feature)
+{
+	int64_t f = 0;
+	while (f < F) {
+		uint64_t g = (uint64_t)(feature + f);
+		uint32_t r[4];
+		gpt_rng_block(r, d->key.seed, d->key.step, d->key.layer, d->key.site,
+			      (uint64_t)sample, (uint64_t)position, g);
+		for (unsigned lane = (unsigned)(g & 3u); lane < 4 && f < F; lane++, f++)
+			out[f] = r[lane] >= threshold ? in[f] * scale : 0.0f;
+	}
+}
+
+int gpt_cpu_adamw(gpt_backend *be, void *param, float *master, const void *grad, float *m,
+		  float *v, int64_t n, const gpt_adamw *h, gpt_err *err);
+int gpt_cpu_sum_squares(gpt_backend *be, float *acc, const void *x, int64_t n, gpt_err *err);
+int gpt_cpu_check_finite(gpt_backend *be, float *flag, const void *x, int64_t n,
+			 gpt_err *err);
+
+#endif

@@ -1,0 +1,94 @@
+/* LayerNorm forward and backward over the last dimension. */
+#include "cpu/kernels.h"
+
+#include <math.h>
+
+int gpt_cpu_layernorm_fwd(gpt_backend *be, void *out, float *mean, float *rstd,
+			  const void *inp, const void *w, const void *b, int64_t N, int64_t C,
+			  float eps, gpt_err *err)
+{
+	int rc = gpt_cpu_check_sizes("layernorm_fwd", err, 2, N, C);
+	if (rc)
+		return rc;
+	if (C == 0)
+		return gpt_err_set(err, GPT_EINTERNAL, "layernorm_fwd: zero channels");
+	const float *x = inp, *wt = w, *bs = b;
+	float *o = out;
+	#pragma omp parallel for num_threads(be->threads) schedule(static) if (N * C > 4096)
+	for (int64_t i = 0; i < N; i++) {
+		const float *xi = x + i * C;
+		float *oi = o + i * C;
+		float m = 0.0f, v = 0.0f;
+		for (int64_t j = 0; j < C; j++)
+			m += xi[j];
+		m /= (float)C;
+		for (int64_t j = 0; j < C; j++) {
+			float dx = xi[j] - m;
+			v += dx * dx;
+		}
+		v /= (float)C;
+		float s = 1.0f / sqrtf(v + eps);
+		for (int64_t j = 0; j < C; j++)
+			oi[j] = (xi[j] - m) * s * wt[j] + bs[j];
+		if (mean)
+			mean[i] = m;
+		if (rstd)
+			rstd[i] = s;
+	}
+	return 0;
+}
+
+int gpt_cpu_layernorm_bwd(gpt_backend *be, void *dinp, void *dw, void *db, const void *dout,
+			  const void *inp, const void *w, const float *mean, const float *rstd,
+			  int64_t N, int64_t C, gpt_err *err)
+{
+	int rc = gpt_cpu_check_sizes("layernorm_bwd", err, 2, N, C);
+	if (rc)
+		return rc;
+	const float *x = inp, *dy = dout, *wt = w;
+	float *dx = dinp, *dwt = dw, *dbs = db;
+	#pragma omp parallel for num_threads(be->threads) schedule(static) if (N * C > 4096)
+	for (int64_t i = 0; i < N; i++) {
+		const float *xi = x + i * C, *dyi = dy + i * C;
+		float *dxi = dx + i * C;
+		float m = mean[i], s = rstd[i];
+		float g_mean = 0.0f, gn_mean = 0.0f;
+		for (int64_t j = 0; j < C; j++) {
+			float g = wt[j] * dyi[j];
+			g_mean += g;
+			gn_mean += g * (xi[j] - m) * s;
+		}
+		g_mean /= (float)C;
+		gn_mean /= (float)C;
+		for (int64_t j = 0; j < C; j++) {
+			float norm = (xi[j] - m) * s;
+			dxi[j] += (wt[j] * dyi[j] - g_mean - norm * gn_mean) * s;
+		}
+	}
+	if (!dwt && !dbs)
+		return 0;
+	/* Weight and bias gradients: column blocks, rows summed in order, so
+	 * the result does not depend on the thread count. */
+	enum { BLOCK = 64 };
+	int64_t nblocks = (C + BLOCK - 1) / BLOCK;
+	#pragma omp parallel for num_threads(be->threads) schedule(static) if (N * C > 4096)
+	for (int64_t blk = 0; blk < nblocks; blk++) {
+		int64_t j0 = blk * BLOCK, j1 = j0 + BLOCK < C ? j0 + BLOCK : C;
+		float aw[BLOCK] = {0}, ab[BLOCK] = {0};
+		for (int64_t i = 0; i < N; i++) {
+			const float *xi = x + i * C, *dyi = dy + i * C;
+			float m = mean[i], s = rstd[i];
+			for (int64_t j = j0; j < j1; j++) {
+				aw[j - j0] += (xi[j] - m) * s * dyi[j];
+				ab[j - j0] += dyi[j];
+			}
+		}
+		for (int64_t j = j0; j < j1; j++) {
+			if (dwt)
+				dwt[j] += aw[j - j0];
+			if (dbs)
+				dbs[j] += ab[j - j0];
+		}
+	}
+	return 0;
+}

@@ -1,0 +1,130 @@
+/* Causal attention with probability dropout: forward against a double
+ * reference that draws the mask from the documented coordinates; backward
+ * against central finite differences; the mask does not depend on how the
+ * batch or the heads are split. */
+#include "backend/philox.h"
+#include "cpu-check.h"
+
+enum { B = 2, T = 5, NH = 3, HS = 4, CL = NH * HS, C3 = 3 * CL };
+
+static gpt_dropout drop = {0.3f, {99, 7, 2, GPT_RNG_SITE_ATTN_PROBS}, 4, 1};
+
+static double mask(const gpt_dropout *d, int b, int h, int t, int j)
+{
+	if (!d || d->p == 0.0f)
+		return 1.0;
+	uint32_t r = gpt_rng_bits(d->key.seed, d->key.step, d->key.layer, d->key.site,
+				  (uint64_t)(d->sample0 + b), (uint64_t)t,
+				  (uint64_t)((d->feature0 + h) * T + j));
+	return r >= gpt_dropout_threshold(d->p) ? 1.0 / (1.0 - d->p) : 0.0;
+}
+
+static void ref_attn(double *out, const double *x, const gpt_dropout *d)
+{
+	for (int b = 0; b < B; b++)
+		for (int h = 0; h < NH; h++)
+			for (int t = 0; t < T; t++) {
+				double s[T], m = -INFINITY, sum = 0;
+				for (int j = 0; j <= t; j++) {
+					s[j] = 0;
+					for (int i = 0; i < HS; i++)
+						s[j] += x[(b * T + t) * C3 + h * HS + i] *
+							x[(b * T + j) * C3 + CL + h * HS + i];
+					s[j] /= sqrt((double)HS);
+					m = fmax(m, s[j]);
+				}
+				for (int j = 0; j <= t; j++)
+					sum += (s[j] = exp(s[j] - m));
+				for (int i = 0; i < HS; i++) {
+					double o = 0;
+					for (int j = 0; j <= t; j++)
+						o += s[j] / sum * mask(d, b, h, t, j) *
+						     x[(b * T + j) * C3 + 2 * CL + h * HS + i];
+					out[(b * T + t) * CL + h * HS + i] = o;
+				}
+			}
+}
+
+static double loss(const double *x, const float *g, const gpt_dropout *d)
+{
+	double out[B * T * CL], s = 0;
+	ref_attn(out, x, d);
+	for (int i = 0; i < B * T * CL; i++)
+		s += out[i] * g[i];
+	return s;
+}
+
+static void check(gpt_backend *be, const gpt_dropout *d, const char *name)
+{
+	float *x = chk_floats(B * T * C3, 1.5), *g = chk_floats(B * T * CL, 1.0);
+	float out[B * T * CL], *saved, dx[B * T * C3];
+	double *xd = chk_doubles_of(x, B * T * C3), want[B * T * CL], wdx[B * T * C3];
+	saved = malloc((size_t)be->ops->attention_saved_size(be, B, T, NH, HS) * sizeof *saved);
+	ref_attn(want, xd, d);
+	CHK(be->ops->attention_fwd(be, out, saved, x, B, T, NH, HS, d, &chk_err));
+	char what[128];
+	snprintf(what, sizeof what, "attention_fwd, %s", name);
+	chk_close(what, out, want, B * T * CL, 1e-6, 1e-5);
+	for (int i = 0; i < B * T * C3; i++) {
+		const double h = 1e-6;
+		double keep = xd[i];
+		xd[i] = keep + h;
+		double up = loss(xd, g, d);
+		xd[i] = keep - h;
+		double dn = loss(xd, g, d);
+		xd[i] = keep;
+		wdx[i] = (up - dn) / (2 * h);
+	}
+	memset(dx, 0xff, sizeof dx); /* NaN: the op must write every element */
+	CHK(be->ops->attention_bwd(be, dx, g, x, saved, B, T, NH, HS, d, &chk_err));
+	snprintf(what, sizeof what, "attention_bwd dqkv (finite differences), %s", name);
+	chk_close(what, dx, wdx, B * T * C3, 1e-5, 1e-4);
+	free(x), free(g), free(xd), free(saved);
+}
+
+int main(void)
+{
+	gpt_backend be = chk_backend();
+	int dropped = 0, total = 0;
+	for (int b = 0; b < B; b++)
+		for (int h = 0; h < NH; h++)
+			for (int t = 0; t < T; t++)
+				for (int j = 0; j <= t; j++, total++)
+					dropped += mask(&drop, b, h, t, j) == 0.0;
+	ok(dropped > 0 && dropped < total, "the dropout case drops %d of %d probabilities",
+	   dropped, total);
+	check(&be, NULL, "no dropout");
+	check(&be, &drop, "dropout p = 0.3");
+
+	/* split: sample 1 alone (sample0 + 1) and heads 1..2 alone (feature0 + 1)
+	 * reproduce the corresponding part of the full run */
+	{
+		float *x = chk_floats(B * T * C3, 1.5);
+		float full[B * T * CL], *saved = malloc(B * NH * T * T * sizeof *saved);
+		CHK(be.ops->attention_fwd(&be, full, saved, x, B, T, NH, HS, &drop, &chk_err));
+		gpt_dropout d1 = drop;
+		d1.sample0 += 1;
+		float part[T * CL];
+		CHK(be.ops->attention_fwd(&be, part, saved, x + T * C3, 1, T, NH, HS, &d1,
+					  &chk_err));
+		ok(memcmp(part, full + T * CL, sizeof part) == 0,
+		   "attention: sample 1 run alone gives the same output");
+		/* heads 1, 2 as a tensor-parallel rank sees them */
+		enum { nh = 2, cl = nh * HS };
+		float xs[B * T * 3 * cl], outs[B * T * cl];
+		for (int r = 0; r < B * T; r++)
+			for (int part3 = 0; part3 < 3; part3++)
+				memcpy(xs + r * 3 * cl + part3 * cl, x + r * C3 + part3 * CL + HS,
+				       cl * sizeof *xs);
+		gpt_dropout d2 = drop;
+		d2.feature0 += 1;
+		CHK(be.ops->attention_fwd(&be, outs, saved, xs, B, T, nh, HS, &d2, &chk_err));
+		int same = 1;
+		for (int r = 0; r < B * T; r++)
+			same &= memcmp(outs + r * cl, full + r * CL + HS, cl * sizeof *outs) == 0;
+		ok(same, "attention: heads 1..2 run alone (feature0 + 1) give the same output");
+		free(x), free(saved);
+	}
+	gpt_backend_cpu_free(&be);
+	return done_testing();
+}
