@@ -1,17 +1,65 @@
-/* lib/train: the pieces of the training loop that do not touch tensors
- * directly: the learning-rate schedule and the dynamic loss scaler. (The
- * optimizer, sharding stages, pipeline schedules and the loop itself build
- * on the model and the backend ops.) */
+/* lib/train: training: optimizer, sharding stages and offload, learning-rate
+ * schedule, loss scaling, pipeline schedules, the loop and evaluation.
+ *
+ * So far this holds the memory plan behind `gpt-train --dry-run`: from a
+ * resolved configuration and the parameter table (lib/model), what one rank
+ * of the configured layout holds for parameters, gradients and optimizer
+ * state (with the sharding stage and offload applied) and for activations
+ * (with and without recompute, tensor and pipeline parallelism taken into
+ * account), computed for every pipeline stage; the busiest stage is the
+ * figure a user must fit in device memory.
+ *
+ * And the schedule pieces: the learning-rate schedule and the dynamic loss
+ * scaler.
+ */
 #ifndef GPT_TRAIN_H
 #define GPT_TRAIN_H
 
-#include "core/core.h"
-
-#include <stdint.h>
+#include "config/config.h"
+#include "model/model.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+typedef struct gpt_train_stage_mem {
+	int64_t layers;          /* transformer layers on this stage (all virtual chunks) */
+	int64_t recomputed;      /* of which recomputed under the configuration */
+	int64_t params;          /* parameter elements a rank of this stage holds (after tp) */
+	double in_flight;        /* micro-batches whose activations are alive at once */
+	double param_bytes;      /* device, after sharding stage 3 */
+	double grad_bytes;       /* device, after sharding stage 2 */
+	double optim_device;     /* fp32 master (O2) + m + v on the device */
+	double optim_host;       /* the same in host memory with offload */
+	double act_none;         /* activations without recompute */
+	double act_full;         /* with full recompute of every layer */
+	double act_config;       /* with the configured recompute */
+	double device_total;     /* params + grads + optimizer on device + act_config */
+} gpt_train_stage_mem;
+
+typedef struct gpt_train_memory {
+	int64_t param_count;     /* whole model, each element once */
+	int param_bytes_each;    /* 2 (O2) or 4 */
+	int grad_bytes_each;
+	int optim_bytes_each;    /* 12 (fp32 master + m + v) or 8 (m + v) */
+	int act_bytes_each;      /* 2 (mixed precision) or 4 */
+	double layer_none;       /* one layer, one micro-batch, no recompute */
+	double layer_full;       /* the same, kept under full recompute (its input) */
+	double layer_config;     /* the same under the configured granularity */
+	int64_t pp;              /* stages */
+	int busiest;             /* stage with the largest device_total */
+	gpt_train_stage_mem *stage; /* pp entries (malloc'd) */
+} gpt_train_memory;
+
+/* Computes the plan for a resolved configuration. Free with
+ * gpt_train_memory_free. */
+int gpt_train_memory_plan(const gpt_config *cfg, gpt_train_memory *m, gpt_err *err);
+void gpt_train_memory_free(gpt_train_memory *m);
+
+/* The --dry-run report: model, layout, batch, precision, parameter count and
+ * the busiest rank's memory (plus one line per stage when pp > 1). */
+int gpt_train_memory_write(const gpt_config *cfg, const gpt_train_memory *m, FILE *fp,
+			   gpt_err *err);
 
 /* FleetX's CosineAnnealingWithWarmupDecay: a linear warmup from 0 to max_lr
  * over warmup_rate x decay_steps steps, then a half cosine from max_lr down

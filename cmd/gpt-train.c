@@ -1,0 +1,161 @@
+/* gpt-train: the trainer. So far: resolve and print the configuration, and
+ * plan the per-rank memory of the configured layout (--dry-run). */
+#include "backend/backend.h"
+#include "config/config.h"
+#include "core/core.h"
+#include "train/train.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+	OPT_CONFIG = 'c',
+	OPT_OVERRIDE = 'o',
+	OPT_HELP = 'h',
+	OPT_VERSION = 'V',
+	OPT_PRINT = 256,
+	OPT_DRY_RUN,
+	OPT_WORLD,
+	OPT_LIST_KEYS,
+	OPT_TP,
+	OPT_PP,
+	OPT_SHARDING,
+	OPT_SHARDING_DEGREE,
+	OPT_VPP,
+};
+
+static const gpt_opt options[] = {
+	{"config", 'c', "FILE", OPT_CONFIG, "the YAML configuration (FleetX layout, see gpt-config(5))"},
+	{"override", 'o', "KEY=VALUE", OPT_OVERRIDE,
+	 "set one key, e.g. -o Model.hidden_size=1024 (repeatable)"},
+	{"print-config", 0, NULL, OPT_PRINT, "print the resolved configuration as YAML and exit"},
+	{"dry-run", 0, NULL, OPT_DRY_RUN,
+	 "print the parameter count and per-rank memory of the layout and exit"},
+	{"world-size", 0, "N", OPT_WORLD,
+	 "number of ranks (default: GPT_WORLD_SIZE, WORLD_SIZE, SLURM_NTASKS, "
+	 "OMPI_COMM_WORLD_SIZE, else the product of the degrees)"},
+	{"tensor_parallel_degree", 0, "N", OPT_TP, "PaddleNLP spelling of Distributed.mp_degree"},
+	{"pipeline_parallel_degree", 0, "N", OPT_PP, "PaddleNLP spelling of Distributed.pp_degree"},
+	{"sharding", 0, "STAGE", OPT_SHARDING,
+	 "PaddleNLP sharding: \"stage1\", \"stage2\", \"stage3\", optionally \"... offload\""},
+	{"sharding_parallel_degree", 0, "N", OPT_SHARDING_DEGREE,
+	 "PaddleNLP spelling of Distributed.sharding.sharding_degree"},
+	{"virtual_pp_degree", 0, "N", OPT_VPP, "PaddleNLP spelling of Distributed.virtual_pp_degree"},
+	{"list-keys", 0, NULL, OPT_LIST_KEYS,
+	 "list every configuration key with its type, default and meaning"},
+	{"help", 'h', NULL, OPT_HELP, "show this help and exit"},
+	{"version", 'V', NULL, OPT_VERSION, "show the version and the compute backends and exit"},
+	{NULL, 0, NULL, 0, NULL},
+};
+
+static void usage(FILE *fp)
+{
+	fprintf(fp, "usage: gpt-train -c FILE [-o KEY=VALUE]... [--print-config | --dry-run] "
+		    "[--world-size N]\n\n"
+		    "Train a GPT model as the configuration says. This build resolves and checks the\n"
+		    "configuration (--print-config) and plans per-rank memory (--dry-run); the\n"
+		    "training loop is not part of it yet.\n\nOptions:\n");
+	gpt_opts_help(options, fp);
+}
+
+typedef struct setting {
+	int id;
+	const char *arg;
+} setting;
+
+static int apply(gpt_config *cfg, const setting *s, gpt_err *err)
+{
+	switch (s->id) {
+	case OPT_OVERRIDE: return gpt_config_override(cfg, s->arg, err);
+	case OPT_TP: return gpt_config_paddlenlp(cfg, "tensor_parallel_degree", s->arg, err);
+	case OPT_PP: return gpt_config_paddlenlp(cfg, "pipeline_parallel_degree", s->arg, err);
+	case OPT_SHARDING: return gpt_config_paddlenlp(cfg, "sharding", s->arg, err);
+	case OPT_SHARDING_DEGREE:
+		return gpt_config_paddlenlp(cfg, "sharding_parallel_degree", s->arg, err);
+	default: return gpt_config_paddlenlp(cfg, "virtual_pp_degree", s->arg, err);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	const char *prog = "gpt-train", *path = NULL;
+	gpt_err err = {0};
+	gpt_opts o;
+	int print = 0, dry = 0, list = 0, id, rc = 0;
+	int64_t world = 0;
+	setting *set = calloc((size_t)argc + 1, sizeof *set);
+	int nset = 0;
+	if (!set)
+		return gpt_cmd_fail(prog, &(gpt_err){GPT_EINTERNAL, "out of memory"});
+	gpt_opts_init(&o, options, argc, argv);
+	while ((id = gpt_opts_next(&o, &err)) > 0) {
+		switch (id) {
+		case OPT_CONFIG: path = o.arg; break;
+		case OPT_PRINT: print = 1; break;
+		case OPT_DRY_RUN: dry = 1; break;
+		case OPT_LIST_KEYS: list = 1; break;
+		case OPT_WORLD:
+			if (gpt_parse_i64(o.arg, &world) || world < 1 || world > (1 << 24)) {
+				gpt_err_set(&err, GPT_EUSAGE,
+					    "--world-size: expected a number of ranks >= 1, found '%s'", o.arg);
+				id = -1;
+			}
+			break;
+		case OPT_HELP: usage(stdout); free(set); return 0;
+		case OPT_VERSION: {
+			char line[512];
+			gpt_cmd_version(prog, stdout);
+			gpt_backend_describe(line, sizeof line);
+			printf("%s\n", line);
+			free(set);
+			return 0;
+		}
+		default: set[nset++] = (setting){id, o.arg}; break;
+		}
+		if (id < 0)
+			break;
+	}
+	if (id < 0 || o.index < argc) {
+		if (id >= 0)
+			gpt_err_set(&err, GPT_EUSAGE, "unexpected argument '%s'; see --help", argv[o.index]);
+		free(set);
+		return gpt_cmd_fail(prog, &err);
+	}
+	if (list) {
+		gpt_config_list_keys(stdout);
+		free(set);
+		return 0;
+	}
+	if (!path && !print && !dry) {
+		free(set);
+		return gpt_cmd_fail(prog, &(gpt_err){GPT_EUSAGE,
+					    "no configuration given; use -c FILE (see --help)"});
+	}
+	gpt_config cfg;
+	rc = gpt_config_init(&cfg, &err);
+	if (!rc && path)
+		rc = gpt_config_read_file(&cfg, path, &err);
+	for (int i = 0; !rc && i < nset; i++)
+		rc = apply(&cfg, &set[i], &err);
+	if (!rc)
+		rc = gpt_config_resolve(&cfg, world, &err);
+	if (!rc && print)
+		rc = gpt_config_write_yaml(&cfg, stdout, &err);
+	if (!rc && dry) {
+		gpt_train_memory m;
+		rc = gpt_train_memory_plan(&cfg, &m, &err);
+		if (!rc) {
+			if (print)
+				fputc('\n', stdout);
+			rc = gpt_train_memory_write(&cfg, &m, stdout, &err);
+			gpt_train_memory_free(&m);
+		}
+	}
+	if (!rc && !print && !dry)
+		rc = gpt_err_set(&err, GPT_EINTERNAL,
+				 "training is not implemented yet in this build; the configuration "
+				 "is valid: use --print-config or --dry-run");
+	gpt_config_free(&cfg);
+	free(set);
+	return rc ? gpt_cmd_fail(prog, &err) : 0;
+}

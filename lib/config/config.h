@@ -1,0 +1,317 @@
+/* lib/config: the training configuration, from FleetX-style YAML to a typed,
+ * validated struct.
+ *
+ * One key table (gpt_config_keys) drives everything: reading the YAML file
+ * (libyaml, with file:line:column on every message), `-o Section.key=value`
+ * overrides, PaddleNLP-style parallel flags, defaults, printing the resolved
+ * configuration back as YAML, the "did you mean" suggestion for an unknown
+ * key, and the key list in gpt-config(5).
+ *
+ * Use:
+ *     gpt_config cfg;
+ *     gpt_config_init(&cfg);                          defaults
+ *     gpt_config_read_file(&cfg, path, &err);         the YAML file (and its _base_)
+ *     gpt_config_override(&cfg, "Model.hidden_size=1024", &err);   each -o
+ *     gpt_config_paddlenlp(&cfg, "tensor_parallel_degree", "8", &err);
+ *     gpt_config_resolve(&cfg, world_size, &err);     derive and validate
+ *     ...
+ *     gpt_config_free(&cfg);
+ * or gpt_config_load() for the common file + overrides + resolve sequence.
+ *
+ * Errors: a problem in the file is GPT_EDATA (65), a missing file
+ * GPT_ENOINPUT (66), a bad override, flag or world size GPT_EUSAGE (64).
+ * A value that fails validation is reported at the place it came from (file
+ * position, "-o ..." or "--flag ..."), with the code of that place.
+ */
+#ifndef GPT_CONFIG_H
+#define GPT_CONFIG_H
+
+#include "core/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Vocabulary rows are padded to a multiple of this, whatever the layout. */
+#define GPT_VOCAB_PAD 128
+
+typedef struct gpt_strlist {
+	int n;
+	char **v;
+} gpt_strlist;
+
+typedef struct gpt_intlist {
+	int n;
+	int64_t *v;
+} gpt_intlist;
+
+typedef struct gpt_config_dataset {
+	char *name;        /* FleetX dataset class; GPTDataset */
+	char *input_dir;   /* directory or prefix of the indexed dataset */
+	char *split;       /* "949,50,1": train/valid/test document shares */
+	int64_t max_seq_len;
+} gpt_config_dataset;
+
+typedef struct gpt_config_data {
+	gpt_config_dataset dataset;
+	char *sampler_name;
+	int shuffle;
+	int drop_last;
+	int64_t num_workers; /* compatibility only */
+	int return_list;     /* compatibility only */
+	char *collate_fn;    /* compatibility only */
+} gpt_config_data;
+
+typedef struct gpt_config {
+	struct {
+		char *device; /* cpu | gpu */
+		int64_t seed;
+		int64_t global_batch_size;
+		int64_t local_batch_size;
+		int64_t micro_batch_size;
+	} global;
+	struct {
+		int64_t max_steps;
+		int64_t num_train_epochs;
+		int64_t accumulate_steps;
+		int64_t logging_freq;
+		int64_t eval_freq;
+		int64_t eval_iters;
+		int64_t test_iters;
+		struct {
+			int enable;
+			int use_pure_fp16;
+			char *level; /* O0 | O1 | O2 */
+			char *dtype; /* float16 | bfloat16 */
+			double scale_loss;
+			gpt_strlist custom_black_list;
+			gpt_strlist custom_white_list;
+		} mix_precision;
+		struct {
+			int64_t save_steps;
+			int64_t save_epoch;
+			char *output_dir;
+			char *ckpt_dir;
+		} save_load;
+	} engine;
+	struct {
+		char *module;
+		char *name;
+		int64_t vocab_size;
+		int64_t hidden_size;
+		int64_t num_layers;
+		int64_t num_attention_heads;
+		int64_t ffn_hidden_size;
+		double hidden_dropout_prob;
+		double attention_probs_dropout_prob;
+		int64_t max_position_embeddings;
+		int64_t type_vocab_size; /* compatibility only */
+		double initializer_range;
+		int use_recompute;
+		char *recompute_granularity; /* full | only_attn | core_attn */
+		gpt_intlist no_recompute_layers;
+		int fused_linear;
+		int fuse_attn_qkv;
+		int sequence_parallel;
+	} model;
+	struct {
+		gpt_config_data train;
+		gpt_config_data eval;
+	} data;
+	struct {
+		char *name; /* AdamW */
+		double weight_decay;
+		double beta1, beta2, epsilon;
+		struct {
+			char *name; /* CosineAnnealingWithWarmupDecay | LinearDecayWithWarmup | Constant */
+			int64_t decay_steps;
+			double warmup_rate;
+			int64_t warmup_steps;
+			double max_lr;
+			double min_lr;
+		} lr;
+		struct {
+			char *name; /* ClipGradByGlobalNorm */
+			double clip_norm;
+		} grad_clip;
+		int tensor_fusion;
+	} optimizer;
+	struct {
+		int64_t dp_degree;
+		int64_t mp_degree;
+		int64_t pp_degree;
+		int64_t virtual_pp_degree;
+		char *pipeline_schedule; /* FThenB | 1F1B | interleaved */
+		struct {
+			int64_t sharding_degree;
+			int64_t sharding_stage;
+			int sharding_offload;
+			int reduce_overlap;
+			int broadcast_overlap;
+		} sharding;
+	} distributed;
+	struct {
+		int64_t top_k;
+		double top_p;
+		double temperature;
+		int64_t min_dec_len;
+		int64_t max_dec_len;
+		int64_t num_return_sequences;
+		char *decode_strategy; /* sampling | greedy_search | beam_search */
+		int64_t num_beams;
+		double length_penalty;
+		double repetition_penalty;
+		int early_stopping;
+		int64_t seed;
+	} generation;
+	struct {
+		char *model_dir;
+		int64_t mp_degree;
+	} inference;
+	struct {
+		int enable;
+		char *weight_quantize_type;
+		char *activation_quantize_type;
+		int64_t weight_bits;
+		int64_t activation_bits;
+		double moving_rate;
+		gpt_strlist quantizable_layer_type;
+		char *weight_preprocess_type;
+		char *activation_preprocess_type;
+		int onnx_format;
+	} quantization;
+
+	/* ---- derived by gpt_config_resolve ---- */
+	int64_t world_size;
+	const char *world_size_from; /* "--world-size", "GPT_WORLD_SIZE", ..., "layout" */
+	int64_t padded_vocab_size;   /* vocab_size rounded up to GPT_VOCAB_PAD */
+	int64_t head_size;           /* hidden_size / num_attention_heads */
+	int mixed;                   /* 1: 16-bit compute (mix_precision enabled) */
+	int resolved;
+
+	/* ---- bookkeeping: where each key's value came from ---- */
+	struct gpt_config_origin *origin; /* one per key, indexed like gpt_config_keys() */
+	int sharding_takes_rest;          /* --sharding stageN without a degree */
+	int base_depth;
+	gpt_arena arena;                  /* strings and lists */
+} gpt_config;
+
+/* ---- the key table ---- */
+
+typedef enum gpt_config_type {
+	GPT_CT_INT = 0,
+	GPT_CT_FLOAT,
+	GPT_CT_BOOL,
+	GPT_CT_STR,
+	GPT_CT_ENUM,    /* a string from `choices` */
+	GPT_CT_STRLIST, /* YAML sequence of strings, or "a,b" in -o */
+	GPT_CT_INTLIST,
+	GPT_CT_SPLIT,   /* '949,50,1' or [949, 50, 1] */
+} gpt_config_type;
+
+enum {
+	GPT_CK_COMPAT = 1,  /* accepted for compatibility with FleetX, no effect in gptkit */
+	GPT_CK_DERIVED = 2, /* derived from other keys when not given */
+};
+
+typedef struct gpt_config_key {
+	const char *name;    /* "Distributed.sharding.sharding_stage" */
+	gpt_config_type type;
+	size_t offset;       /* into gpt_config */
+	const char *def;     /* default as YAML scalar text; NULL: null (unset or derived) */
+	const char *choices; /* ENUM: "full|only_attn|core_attn" */
+	double min, max;     /* INT/FLOAT range (inclusive) when min < max */
+	int flags;           /* GPT_CK_* */
+	const char *help;    /* one line for --list-keys and gpt-config(5) */
+} gpt_config_key;
+
+/* The table, in the order the resolved YAML is printed. */
+const gpt_config_key *gpt_config_keys(int *n);
+/* Index of a key by its full dotted name (aliases included), or -1. */
+int gpt_config_key_find(const char *name);
+/* The nearest key or section name to an unknown `name`, for "did you mean". */
+const char *gpt_config_key_nearest(const char *name);
+/* 1 when name is a section ("Distributed.sharding") rather than a key. */
+int gpt_config_is_section(const char *name);
+/* Accepted spellings from older FleetX/PaddleNLP configs, NULL-terminated
+ * pairs {alias, key}. */
+const char *const *gpt_config_aliases(void);
+
+/* ---- loading ---- */
+
+/* Sets every key to its default. Never fails (allocation failure is caught
+ * when the first string is set). */
+int gpt_config_init(gpt_config *cfg, gpt_err *err);
+void gpt_config_free(gpt_config *cfg);
+
+/* Reads a YAML file on top of what cfg holds. A top-level `_base_: FILE`
+ * (FleetX's inheritance, relative to this file) is read first. */
+int gpt_config_read_file(gpt_config *cfg, const char *path, gpt_err *err);
+/* Reads YAML text (for tests); `name` is used in messages. */
+int gpt_config_read_text(gpt_config *cfg, const char *text, size_t len, const char *name,
+			 gpt_err *err);
+/* One "-o Section.key=value" override (the text after -o). */
+int gpt_config_override(gpt_config *cfg, const char *assignment, gpt_err *err);
+/* A PaddleNLP trainer flag without the dashes: tensor_parallel_degree,
+ * pipeline_parallel_degree, sharding_parallel_degree, virtual_pp_degree, or
+ * sharding ("stage1", "stage2 offload", ...). */
+int gpt_config_paddlenlp(gpt_config *cfg, const char *flag, const char *value, gpt_err *err);
+
+/* The world size from GPT_WORLD_SIZE, WORLD_SIZE, SLURM_NTASKS or
+ * OMPI_COMM_WORLD_SIZE (the first one set); *out = 0 when none is set.
+ * *from names the variable. */
+int gpt_config_world_size_env(int64_t *out, const char **from, gpt_err *err);
+
+/* Derives what was left out and validates everything. world_size > 0: that
+ * many ranks (from --world-size); 0: from the environment, else the product
+ * of the degrees. A degree left out is world / (product of the others):
+ * dp_degree normally, sharding_degree after `--sharding stageN` without a
+ * degree. */
+int gpt_config_resolve(gpt_config *cfg, int64_t world_size, gpt_err *err);
+
+/* init + read_file + each override + resolve(world size from the environment). */
+int gpt_config_load(gpt_config *cfg, const char *path, char *const *overrides, int n_overrides,
+		    gpt_err *err);
+
+/* Writes the resolved configuration as YAML that reads back to the same
+ * configuration (every key, derived values included). */
+int gpt_config_write_yaml(const gpt_config *cfg, FILE *fp, gpt_err *err);
+
+/* Writes the key table: name, type, default, one line of help. */
+void gpt_config_list_keys(FILE *fp);
+
+/* ---- internals shared by the files of this module ---- */
+
+typedef enum gpt_config_src {
+	GPT_SRC_DEFAULT = 0,
+	GPT_SRC_FILE,
+	GPT_SRC_OVERRIDE,
+	GPT_SRC_FLAG,
+	GPT_SRC_DERIVED,
+} gpt_config_src;
+
+typedef struct gpt_config_origin {
+	gpt_config_src src;
+	const char *where; /* file name, "-o ...", "--flag ..." (in the arena) */
+	int line, col;     /* 1-based, for GPT_SRC_FILE */
+} gpt_config_origin;
+
+/* Parses scalar text for key k and stores it, recording origin o (copied).
+ * is_null: a YAML null, meaning "not given" (the default is restored). */
+int gpt_config_set_scalar(gpt_config *cfg, int k, const char *text, int is_null,
+			  const gpt_config_origin *o, gpt_err *err);
+/* Stores a list (STRLIST/INTLIST/SPLIT) from n item texts. */
+int gpt_config_set_list(gpt_config *cfg, int k, const char *const *items, int n,
+			const gpt_config_origin *o, gpt_err *err);
+/* "file:line:col" / "-o K=V" / "--flag V" / "default" for key k, and the
+ * exit code a message there gets. */
+void gpt_config_where(const gpt_config *cfg, int k, char *out, size_t size);
+int gpt_config_where_code(const gpt_config *cfg, int k);
+/* Whether key k was given (file, override or flag) rather than defaulted. */
+int gpt_config_given(const gpt_config *cfg, int k);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

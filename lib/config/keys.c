@@ -1,0 +1,346 @@
+/* The configuration key table: names, types, defaults, ranges and help. Every
+ * other part of lib/config (reading, -o, printing, validation, did-you-mean)
+ * and gpt-config(5) follow this table. */
+#include "config/config.h"
+
+#include <stddef.h>
+#include <string.h>
+
+#define OFF(f) offsetof(gpt_config, f)
+#define K(name, type, field, def, choices, min, max, flags, help)                               \
+	{name, type, OFF(field), def, choices, min, max, flags, help}
+#define I(name, field, def, min, max, help) K(name, GPT_CT_INT, field, def, NULL, min, max, 0, help)
+#define ID(name, field, min, max, help) \
+	K(name, GPT_CT_INT, field, NULL, NULL, min, max, GPT_CK_DERIVED, help)
+#define F(name, field, def, min, max, help) K(name, GPT_CT_FLOAT, field, def, NULL, min, max, 0, help)
+#define B(name, field, def, help) K(name, GPT_CT_BOOL, field, def, NULL, 0, 0, 0, help)
+#define S(name, field, def, help) K(name, GPT_CT_STR, field, def, NULL, 0, 0, 0, help)
+#define E(name, field, def, choices, help) K(name, GPT_CT_ENUM, field, def, choices, 0, 0, 0, help)
+#define C(name, type, field, def, help) K(name, type, field, def, NULL, 0, 0, GPT_CK_COMPAT, help)
+
+#define BIG 9.2e18
+
+#define DATA_KEYS(SEC, f)                                                                          \
+	S("Data." SEC ".dataset.name", f.dataset.name, "GPTDataset",                                \
+	  "dataset kind; only GPTDataset (a Megatron indexed dataset) exists"),                      \
+	S("Data." SEC ".dataset.input_dir", f.dataset.input_dir, "./data",                          \
+	  "directory holding the .bin/.idx pair written by gpt-preprocess, or their path prefix"),   \
+	K("Data." SEC ".dataset.split", GPT_CT_SPLIT, f.dataset.split, "949,50,1", NULL, 0, 0, 0,   \
+	  "train,valid,test shares of the documents, '949,50,1' or [949, 50, 1]"),                  \
+	I("Data." SEC ".dataset.max_seq_len", f.dataset.max_seq_len, "1024", 1, 1048576,            \
+	  "tokens per sample (the sequence length s)"),                                              \
+	S("Data." SEC ".sampler.name", f.sampler_name, "GPTBatchSampler",                            \
+	  "batch sampler; only GPTBatchSampler (consecutive global batches) exists"),               \
+	B("Data." SEC ".sampler.shuffle", f.shuffle, "False",                                        \
+	  "shuffle the order of samples within each epoch"),                                         \
+	B("Data." SEC ".sampler.drop_last", f.drop_last, "True",                                     \
+	  "drop a last global batch that is not full"),                                              \
+	C("Data." SEC ".loader.num_workers", GPT_CT_INT, f.num_workers, "1",                         \
+	  "Paddle DataLoader worker processes"),                                                     \
+	C("Data." SEC ".loader.return_list", GPT_CT_BOOL, f.return_list, "False",                    \
+	  "Paddle DataLoader output form"),                                                          \
+	C("Data." SEC ".loader.collate_fn", GPT_CT_STR, f.collate_fn, "gpt_collate_fn",               \
+	  "Paddle collate function name")
+
+static const gpt_config_key keys[] = {
+	E("Global.device", global.device, "gpu", "cpu|gpu",
+	  "where to train: gpu (the CUDA backend) or cpu"),
+	I("Global.seed", global.seed, "1024", 0, BIG, "seed of every random stream"),
+	ID("Global.global_batch_size", global.global_batch_size, 1, BIG,
+	   "samples per optimizer step over all ranks"),
+	ID("Global.local_batch_size", global.local_batch_size, 1, BIG,
+	   "samples per optimizer step per data replica: global / (dp_degree x sharding_degree)"),
+	ID("Global.micro_batch_size", global.micro_batch_size, 1, BIG,
+	   "samples per forward/backward pass: local / accumulate_steps"),
+
+	I("Engine.max_steps", engine.max_steps, "500000", 1, BIG, "optimizer steps to train"),
+	I("Engine.num_train_epochs", engine.num_train_epochs, "1", 1, BIG,
+	  "passes over the training split (training stops at whichever limit comes first)"),
+	ID("Engine.accumulate_steps", engine.accumulate_steps, 1, BIG,
+	   "micro-batches per optimizer step: local_batch_size / micro_batch_size"),
+	I("Engine.logging_freq", engine.logging_freq, "1", 1, BIG, "steps between log lines"),
+	I("Engine.eval_freq", engine.eval_freq, "500", 0, BIG,
+	  "steps between evaluations on the valid split (0: never)"),
+	I("Engine.eval_iters", engine.eval_iters, "10", 0, BIG, "batches per evaluation"),
+	I("Engine.test_iters", engine.test_iters, "10", 0, BIG,
+	  "batches of the test split evaluated after training"),
+	B("Engine.mix_precision.enable", engine.mix_precision.enable, "False",
+	  "16-bit mixed precision (implied by use_pure_fp16)"),
+	B("Engine.mix_precision.use_pure_fp16", engine.mix_precision.use_pure_fp16, "False",
+	  "pure 16-bit training (level O2): 16-bit parameters, fp32 master weights"),
+	K("Engine.mix_precision.level", GPT_CT_ENUM, engine.mix_precision.level, NULL, "O0|O1|O2",
+	  0, 0, GPT_CK_DERIVED,
+	  "O1: fp32 parameters, 16-bit compute; O2: 16-bit parameters + fp32 master; "
+	  "default O2 when enabled, else O0"),
+	E("Engine.mix_precision.dtype", engine.mix_precision.dtype, "float16", "float16|bfloat16",
+	  "16-bit type of mixed precision"),
+	F("Engine.mix_precision.scale_loss", engine.mix_precision.scale_loss, "32768.0", 1e-30, 1e38,
+	  "initial dynamic loss scale (float16 only)"),
+	K("Engine.mix_precision.custom_black_list", GPT_CT_STRLIST,
+	  engine.mix_precision.custom_black_list, NULL, NULL, 0, 0, 0,
+	  "op names kept in fp32 (reduce_sum, c_softmax_with_cross_entropy, elementwise_div)"),
+	K("Engine.mix_precision.custom_white_list", GPT_CT_STRLIST,
+	  engine.mix_precision.custom_white_list, NULL, NULL, 0, 0, 0,
+	  "op names run in 16 bits (lookup_table, lookup_table_v2)"),
+	I("Engine.save_load.save_steps", engine.save_load.save_steps, "1000", 0, BIG,
+	  "steps between checkpoints (0: only at the end)"),
+	I("Engine.save_load.save_epoch", engine.save_load.save_epoch, "1", 0, BIG,
+	  "epochs between checkpoints (0: never at epoch ends)"),
+	S("Engine.save_load.output_dir", engine.save_load.output_dir, "./output",
+	  "directory that receives step_N/ checkpoints"),
+	S("Engine.save_load.ckpt_dir", engine.save_load.ckpt_dir, NULL,
+	  "checkpoint to start from (null: fresh initialisation)"),
+
+	S("Model.module", model.module, "GPTModule", "FleetX module name; GPTModule"),
+	S("Model.name", model.name, "GPT", "model family; GPT"),
+	I("Model.vocab_size", model.vocab_size, "50304", 1, 1 << 30,
+	  "tokenizer vocabulary; rows are padded to a multiple of 128 (50257 -> 50304)"),
+	I("Model.hidden_size", model.hidden_size, "1024", 1, 1 << 20, "hidden size h (C)"),
+	I("Model.num_layers", model.num_layers, "24", 1, 1 << 16, "transformer layers L"),
+	I("Model.num_attention_heads", model.num_attention_heads, "16", 1, 1 << 16,
+	  "attention heads a; hidden_size must be a multiple"),
+	ID("Model.ffn_hidden_size", model.ffn_hidden_size, 1, 1 << 24,
+	   "MLP inner size F (default 4 x hidden_size)"),
+	F("Model.hidden_dropout_prob", model.hidden_dropout_prob, "0.1", 0, 1,
+	  "dropout on embeddings and residual branches"),
+	F("Model.attention_probs_dropout_prob", model.attention_probs_dropout_prob, "0.1", 0, 1,
+	  "dropout on attention probabilities"),
+	I("Model.max_position_embeddings", model.max_position_embeddings, "1024", 1, 1048576,
+	  "rows of the position embedding; at least max_seq_len"),
+	C("Model.type_vocab_size", GPT_CT_INT, model.type_vocab_size, "16",
+	  "token type vocabulary (GPT has no token types)"),
+	F("Model.initializer_range", model.initializer_range, "0.02", 0, 10,
+	  "standard deviation of the normal weight initialisation"),
+	B("Model.use_recompute", model.use_recompute, "False",
+	  "recompute activations in backward instead of storing them"),
+	E("Model.recompute_granularity", model.recompute_granularity, "full",
+	  "full|only_attn|core_attn",
+	  "full: whole layers; only_attn: the attention block; core_attn: softmax(QK^T)V only"),
+	K("Model.no_recompute_layers", GPT_CT_INTLIST, model.no_recompute_layers, NULL, NULL, 0, 0,
+	  0, "layer indices kept out of recompute"),
+	B("Model.fused_linear", model.fused_linear, "False",
+	  "fuse bias addition into the GEMM epilogue (CUDA)"),
+	B("Model.fuse_attn_qkv", model.fuse_attn_qkv, "True",
+	  "one GEMM for Q, K and V (the parameter is one [3, C, C] tensor either way)"),
+	B("Model.sequence_parallel", model.sequence_parallel, "False",
+	  "split LayerNorm/dropout activations over tp along the sequence (needs mp_degree > 1)"),
+
+	DATA_KEYS("Train", data.train),
+	DATA_KEYS("Eval", data.eval),
+
+	E("Optimizer.name", optimizer.name, "AdamW", "AdamW", "optimizer; AdamW"),
+	F("Optimizer.weight_decay", optimizer.weight_decay, "0.01", 0, 1e6,
+	  "decoupled weight decay on weight matrices and embeddings (not biases or LayerNorm)"),
+	F("Optimizer.beta1", optimizer.beta1, "0.9", 0, 0.9999999999, "AdamW beta1"),
+	F("Optimizer.beta2", optimizer.beta2, "0.999", 0, 0.9999999999, "AdamW beta2"),
+	F("Optimizer.epsilon", optimizer.epsilon, "1.0e-8", 0, 1, "AdamW epsilon"),
+	E("Optimizer.lr.name", optimizer.lr.name, "CosineAnnealingWithWarmupDecay",
+	  "CosineAnnealingWithWarmupDecay|LinearDecayWithWarmup|Constant",
+	  "learning rate schedule"),
+	I("Optimizer.lr.decay_steps", optimizer.lr.decay_steps, "360000", 1, BIG,
+	  "steps from max_lr down to min_lr, warm-up included"),
+	F("Optimizer.lr.warmup_rate", optimizer.lr.warmup_rate, "0.01", 0, 1,
+	  "warm-up steps as a fraction of decay_steps"),
+	K("Optimizer.lr.warmup_steps", GPT_CT_INT, optimizer.lr.warmup_steps, NULL, NULL, 0, BIG,
+	  GPT_CK_DERIVED, "warm-up steps (default warmup_rate x decay_steps)"),
+	F("Optimizer.lr.max_lr", optimizer.lr.max_lr, "5.0e-5", 0, 1e6, "peak learning rate"),
+	F("Optimizer.lr.min_lr", optimizer.lr.min_lr, "1.0e-5", 0, 1e6, "final learning rate"),
+	E("Optimizer.grad_clip.name", optimizer.grad_clip.name, "ClipGradByGlobalNorm",
+	  "ClipGradByGlobalNorm", "gradient clipping; by the global L2 norm"),
+	F("Optimizer.grad_clip.clip_norm", optimizer.grad_clip.clip_norm, "1.0", 0, 1e30,
+	  "largest global gradient norm (0: no clipping)"),
+	B("Optimizer.tensor_fusion", optimizer.tensor_fusion, "False",
+	  "reduce gradients in fused buckets rather than tensor by tensor"),
+
+	ID("Distributed.dp_degree", distributed.dp_degree, 1, 1 << 20,
+	   "data parallel ways (default: world size / the other degrees)"),
+	I("Distributed.mp_degree", distributed.mp_degree, "1", 1, 1 << 20,
+	  "tensor (model) parallel ways"),
+	I("Distributed.pp_degree", distributed.pp_degree, "1", 1, 1 << 20, "pipeline stages"),
+	I("Distributed.virtual_pp_degree", distributed.virtual_pp_degree, "1", 1, 1 << 10,
+	  "model chunks per pipeline stage (interleaved schedule when > 1)"),
+	K("Distributed.pipeline_schedule", GPT_CT_ENUM, distributed.pipeline_schedule, NULL,
+	  "FThenB|1F1B|interleaved", 0, 0, GPT_CK_DERIVED,
+	  "pipeline schedule; default 1F1B, interleaved when virtual_pp_degree > 1"),
+	ID("Distributed.sharding.sharding_degree", distributed.sharding.sharding_degree, 1, 1 << 20,
+	   "ZeRO sharding group size (default 1)"),
+	I("Distributed.sharding.sharding_stage", distributed.sharding.sharding_stage, "1", 1, 3,
+	  "1: optimizer state split; 2: also gradients; 3: also parameters"),
+	B("Distributed.sharding.sharding_offload", distributed.sharding.sharding_offload, "False",
+	  "keep fp32 master weights and optimizer state in host memory, AdamW on the CPU"),
+	B("Distributed.sharding.reduce_overlap", distributed.sharding.reduce_overlap, "False",
+	  "overlap gradient reduce-scatter with backward"),
+	B("Distributed.sharding.broadcast_overlap", distributed.sharding.broadcast_overlap, "False",
+	  "overlap the parameter all-gather with the next forward"),
+
+	I("Generation.top_k", generation.top_k, "50", 0, 1 << 30,
+	  "sample from the k most likely tokens (0: no limit)"),
+	F("Generation.top_p", generation.top_p, "1.0", 1e-9, 1,
+	  "sample from the smallest set of tokens whose probability reaches top_p"),
+	F("Generation.temperature", generation.temperature, "1.0", 1e-6, 1e6,
+	  "logits are divided by this"),
+	I("Generation.min_dec_len", generation.min_dec_len, "1", 0, 1 << 30,
+	  "fewest tokens generated (end of text is suppressed before)"),
+	I("Generation.max_dec_len", generation.max_dec_len, "200", 1, 1 << 30,
+	  "most tokens generated"),
+	I("Generation.num_return_sequences", generation.num_return_sequences, "1", 1, 1 << 16,
+	  "sequences returned per prompt"),
+	E("Generation.decode_strategy", generation.decode_strategy, "sampling",
+	  "sampling|greedy_search|beam_search", "how the next token is chosen"),
+	I("Generation.num_beams", generation.num_beams, "1", 1, 1 << 16, "beams for beam_search"),
+	F("Generation.length_penalty", generation.length_penalty, "1.0", -1e6, 1e6,
+	  "beam scores are divided by length^length_penalty"),
+	F("Generation.repetition_penalty", generation.repetition_penalty, "1.0", 1e-6, 1e6,
+	  "logits of tokens already present are divided (positive) or multiplied by this"),
+	B("Generation.early_stopping", generation.early_stopping, "False",
+	  "beam search stops once num_beams finished hypotheses exist"),
+	I("Generation.seed", generation.seed, "1024", 0, BIG, "sampling seed"),
+
+	S("Inference.model_dir", inference.model_dir, "./output",
+	  "exported bundle that gpt-infer reads"),
+	I("Inference.mp_degree", inference.mp_degree, "1", 1, 1 << 10,
+	  "tensor parallel ways for inference"),
+
+	B("Quantization.enable", quantization.enable, "False",
+	  "quantization-aware training (fake-quantized weights and activations)"),
+	E("Quantization.weight_quantize_type", quantization.weight_quantize_type,
+	  "channel_wise_abs_max", "abs_max|channel_wise_abs_max", "weight scale: per tensor or per output channel"),
+	E("Quantization.activation_quantize_type", quantization.activation_quantize_type,
+	  "moving_average_abs_max", "abs_max|moving_average_abs_max",
+	  "activation scale: per batch or a moving average"),
+	I("Quantization.weight_bits", quantization.weight_bits, "8", 2, 16, "weight bits"),
+	I("Quantization.activation_bits", quantization.activation_bits, "8", 2, 16,
+	  "activation bits"),
+	F("Quantization.moving_rate", quantization.moving_rate, "0.9", 0, 1,
+	  "decay of the moving-average activation scale"),
+	K("Quantization.quantizable_layer_type", GPT_CT_STRLIST, quantization.quantizable_layer_type,
+	  "[Linear]", NULL, 0, 0, 0, "layer kinds quantized; Linear (GPT has no Conv2D)"),
+	K("Quantization.weight_preprocess_type", GPT_CT_ENUM, quantization.weight_preprocess_type,
+	  NULL, "PACT", 0, 0, 0, "null or PACT (learned clipping)"),
+	K("Quantization.activation_preprocess_type", GPT_CT_ENUM,
+	  quantization.activation_preprocess_type, NULL, "PACT", 0, 0, 0,
+	  "null or PACT (learned clipping)"),
+	B("Quantization.onnx_format", quantization.onnx_format, "True",
+	  "export quantize/dequantize pairs (True) or fake-quant ops"),
+};
+
+/* Spellings from older FleetX configs (seed 002) and FleetX's Model section. */
+static const char *const aliases[] = {
+	"Optimizer.adam_beta1", "Optimizer.beta1",
+	"Optimizer.adam_beta2", "Optimizer.beta2",
+	"Optimizer.adam_epsilon", "Optimizer.epsilon",
+	"Optimizer.grad_clip", "Optimizer.grad_clip.clip_norm",
+	"Global.batch_size.global_batch_size", "Global.global_batch_size",
+	"Global.batch_size.local_batch_size", "Global.local_batch_size",
+	"Global.batch_size.micro_batch_size", "Global.micro_batch_size",
+	"Data.batch_size.global_batch_size", "Global.global_batch_size",
+	"Data.batch_size.local_batch_size", "Global.local_batch_size",
+	"Data.batch_size.micro_batch_size", "Global.micro_batch_size",
+	"Data.dataset.name", "Data.Train.dataset.name",
+	"Data.dataset.input_dir", "Data.Train.dataset.input_dir",
+	"Data.dataset.split", "Data.Train.dataset.split",
+	"Data.dataset.max_seq_len", "Data.Train.dataset.max_seq_len",
+	"Model.max_seq_len", "Data.Train.dataset.max_seq_len",
+	"Model.virtual_pp_degree", "Distributed.virtual_pp_degree",
+	"Engine.use_recompute", "Model.use_recompute",
+	"Engine.recompute_granularity", "Model.recompute_granularity",
+	NULL, NULL,
+};
+
+#define NKEYS ((int)(sizeof keys / sizeof keys[0]))
+
+const gpt_config_key *gpt_config_keys(int *n)
+{
+	*n = NKEYS;
+	return keys;
+}
+
+const char *const *gpt_config_aliases(void)
+{
+	return aliases;
+}
+
+int gpt_config_key_find(const char *name)
+{
+	for (int i = 0; i < NKEYS; i++)
+		if (strcmp(keys[i].name, name) == 0)
+			return i;
+	for (int i = 0; aliases[i]; i += 2)
+		if (strcmp(aliases[i], name) == 0)
+			return gpt_config_key_find(aliases[i + 1]);
+	return -1;
+}
+
+static int depth_of(const char *s)
+{
+	int d = 0;
+	for (; *s; s++)
+		d += *s == '.';
+	return d;
+}
+
+static void consider(const char *cand, const char *name, int depth, int *best, const char **out)
+{
+	if (depth >= 0 && depth_of(cand) != depth)
+		return;
+	int d = gpt_edit_distance(cand, name);
+	if (d < *best) {
+		*best = d;
+		*out = cand;
+	}
+}
+
+/* Section names, for suggestions at the section level ("Modle" -> "Model"). */
+static const char *const sections[] = {
+	"Global", "Engine", "Engine.mix_precision", "Engine.save_load", "Model", "Data",
+	"Data.Train", "Data.Eval", "Data.Train.dataset", "Data.Train.sampler",
+	"Data.Train.loader", "Data.Eval.dataset", "Data.Eval.sampler", "Data.Eval.loader",
+	"Optimizer", "Optimizer.lr", "Optimizer.grad_clip", "Distributed",
+	"Distributed.sharding", "Generation", "Inference", "Quantization", NULL,
+};
+
+int gpt_config_is_section(const char *name)
+{
+	for (int i = 0; sections[i]; i++)
+		if (strcmp(sections[i], name) == 0)
+			return 1;
+	/* sections of the older spellings: Global.batch_size, Data.dataset, ... */
+	size_t n = strlen(name);
+	for (int i = 0; aliases[i]; i += 2)
+		if (strncmp(aliases[i], name, n) == 0 && aliases[i][n] == '.')
+			return 1;
+	return 0;
+}
+
+const char *gpt_config_key_nearest(const char *name)
+{
+	/* Compared at the same depth first, so "Modle" meets sections and
+	 * "Model.hiden_size" meets keys. */
+	int depth = depth_of(name), best = 1 << 30;
+	const char *out = NULL;
+	for (int pass = 0; pass < 2 && !out; pass++) {
+		int want = pass == 0 ? depth : -1;
+		for (int i = 0; i < NKEYS; i++)
+			consider(keys[i].name, name, want, &best, &out);
+		for (int i = 0; sections[i]; i++)
+			consider(sections[i], name, want, &best, &out);
+		for (int i = 0; aliases[i]; i += 2)
+			consider(aliases[i], name, want, &best, &out);
+	}
+	return out;
+}
+
+void gpt_config_list_keys(FILE *fp)
+{
+	static const char *const tn[] = {"int", "float", "bool", "string", "enum",
+					 "list", "int-list", "split"};
+	for (int i = 0; i < NKEYS; i++) {
+		const gpt_config_key *k = &keys[i];
+		fprintf(fp, "%s\t%s\t%s\t%s%s\n", k->name,
+			k->type == GPT_CT_ENUM ? k->choices : tn[k->type],
+			k->def ? k->def : (k->flags & GPT_CK_DERIVED) ? "(derived)" : "null",
+			k->flags & GPT_CK_COMPAT ? "accepted for compatibility, no effect in gptkit: "
+						 : "",
+			k->help);
+	}
+}

@@ -1,0 +1,381 @@
+/* Deriving what the configuration leaves out (world size, the free parallel
+ * degree, batch sizes, accumulation, FFN size, padded vocabulary, precision
+ * level) and checking that everything fits together. Each message names the
+ * keys, their numbers and where the blamed key was set. */
+#include "config/config.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <string.h>
+
+#define LIMIT (INT64_C(1) << 53)
+
+static int kid(const char *name)
+{
+	return gpt_config_key_find(name);
+}
+
+static int fail(const gpt_config *cfg, int k, gpt_err *err, const char *fmt, ...) GPT_PRINTF(4, 5);
+static int fail(const gpt_config *cfg, int k, gpt_err *err, const char *fmt, ...)
+{
+	char where[512], msg[GPT_ERR_MSG_MAX];
+	int n;
+	gpt_config_where(cfg, k, where, sizeof where);
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	return gpt_err_set(err, gpt_config_where_code(cfg, k), "%s: %s: %s", where,
+			   gpt_config_keys(&n)[k].name, msg);
+}
+
+static void derived(gpt_config *cfg, int k, const char *why)
+{
+	cfg->origin[k] = (gpt_config_origin){GPT_SRC_DERIVED, why, 0, 0};
+}
+
+/* a x b, saturating at LIMIT so that absurd inputs give a message, not UB. */
+static int64_t mul(int64_t a, int64_t b)
+{
+	if (a <= 0 || b <= 0)
+		return a * b;
+	return a > LIMIT / b ? LIMIT : a * b;
+}
+
+static int resolve_world(gpt_config *cfg, int64_t world, gpt_err *err)
+{
+	if (world > 0) {
+		cfg->world_size_from = "--world-size";
+	} else {
+		const char *from;
+		int rc = gpt_config_world_size_env(&world, &from, err);
+		if (rc)
+			return rc;
+		cfg->world_size_from = from;
+	}
+	cfg->world_size = world; /* 0: the layout decides, below */
+	return 0;
+}
+
+static int resolve_degrees(gpt_config *cfg, gpt_err *err)
+{
+	int kdp = kid("Distributed.dp_degree"), kmp = kid("Distributed.mp_degree");
+	int kpp = kid("Distributed.pp_degree"), ksh = kid("Distributed.sharding.sharding_degree");
+	int64_t *dp = &cfg->distributed.dp_degree, *sh = &cfg->distributed.sharding.sharding_degree;
+	int64_t mp = cfg->distributed.mp_degree, pp = cfg->distributed.pp_degree;
+	int gdp = gpt_config_given(cfg, kdp), gsh = gpt_config_given(cfg, ksh);
+	int64_t world = cfg->world_size;
+	if (!world) {
+		if (!gdp) {
+			*dp = 1;
+			derived(cfg, kdp, "1 (no world size given)");
+		}
+		if (!gsh) {
+			*sh = 1;
+			derived(cfg, ksh, "1 (no world size given)");
+		}
+		cfg->world_size = mul(mul(*dp, *sh), mul(mp, pp));
+		cfg->world_size_from = "the product of the degrees";
+		if (cfg->world_size >= (1 << 24))
+			return fail(cfg, kmp, err,
+				    "expected dp_degree x mp_degree x pp_degree x sharding_degree "
+				    "below 16777216 ranks, found %lld x %lld x %lld x %lld",
+				    (long long)*dp, (long long)mp, (long long)pp, (long long)*sh);
+		return 0;
+	}
+	/* The degree that takes the rest: dp, or sharding after --sharding stageN. */
+	int free_k = -1;
+	int64_t others = mul(mp, pp);
+	if (!gdp && !gsh) {
+		free_k = cfg->sharding_takes_rest ? ksh : kdp;
+		if (free_k == kdp)
+			*sh = 1;
+		else
+			*dp = 1;
+	} else if (!gdp) {
+		free_k = kdp;
+		others = mul(others, *sh);
+	} else if (!gsh) {
+		free_k = ksh;
+		others = mul(others, *dp);
+	}
+	if (free_k >= 0) {
+		int blame = gpt_config_given(cfg, kmp) ? kmp : gpt_config_given(cfg, kpp) ? kpp
+							  : gdp ? kdp : ksh;
+		if (world % others != 0)
+			return fail(cfg, blame, err,
+				    "expected the other degrees (mp_degree %lld x pp_degree %lld%s%lld) "
+				    "to divide the world size %lld (from %s), found a product of %lld",
+				    (long long)mp, (long long)pp,
+				    free_k == kdp ? " x sharding_degree " : " x dp_degree ",
+				    (long long)(free_k == kdp ? (gsh ? *sh : 1) : (gdp ? *dp : 1)),
+				    (long long)world, cfg->world_size_from, (long long)others);
+		if (free_k == kdp) {
+			*dp = world / others;
+			derived(cfg, kdp, "world size / (mp_degree x pp_degree x sharding_degree)");
+		} else {
+			*sh = world / others;
+			derived(cfg, ksh, "world size / (dp_degree x mp_degree x pp_degree)");
+		}
+		return 0;
+	}
+	int64_t prod = mul(mul(*dp, *sh), mul(mp, pp));
+	if (prod != world)
+		return fail(cfg, kdp, err,
+			    "expected dp_degree x mp_degree x pp_degree x sharding_degree to equal the "
+			    "world size %lld (from %s), found %lld x %lld x %lld x %lld = %lld; change "
+			    "a degree or leave dp_degree out to derive it",
+			    (long long)world, cfg->world_size_from, (long long)*dp, (long long)mp,
+			    (long long)pp, (long long)*sh, (long long)prod);
+	return 0;
+}
+
+static int resolve_model(gpt_config *cfg, gpt_err *err)
+{
+	int64_t h = cfg->model.hidden_size, a = cfg->model.num_attention_heads;
+	int64_t mp = cfg->distributed.mp_degree, pp = cfg->distributed.pp_degree;
+	int64_t vpp = cfg->distributed.virtual_pp_degree, L = cfg->model.num_layers;
+	int kffn = kid("Model.ffn_hidden_size");
+	if (h % a)
+		return fail(cfg, kid("Model.num_attention_heads"), err,
+			    "expected a divisor of hidden_size %lld, found %lld", (long long)h,
+			    (long long)a);
+	cfg->head_size = h / a;
+	if (!gpt_config_given(cfg, kffn)) {
+		cfg->model.ffn_hidden_size = 4 * h;
+		derived(cfg, kffn, "4 x hidden_size");
+	}
+	cfg->padded_vocab_size =
+		(cfg->model.vocab_size + GPT_VOCAB_PAD - 1) / GPT_VOCAB_PAD * GPT_VOCAB_PAD;
+	if (a % mp)
+		return fail(cfg, kid("Distributed.mp_degree"), err,
+			    "expected a divisor of Model.num_attention_heads %lld (heads are split over "
+			    "tensor parallel ranks), found %lld", (long long)a, (long long)mp);
+	if (cfg->model.ffn_hidden_size % mp)
+		return fail(cfg, kid("Distributed.mp_degree"), err,
+			    "expected a divisor of Model.ffn_hidden_size %lld, found %lld",
+			    (long long)cfg->model.ffn_hidden_size, (long long)mp);
+	if (cfg->padded_vocab_size % mp)
+		return fail(cfg, kid("Distributed.mp_degree"), err,
+			    "expected a divisor of the padded vocabulary %lld (Model.vocab_size %lld "
+			    "rounded up to a multiple of %d), found %lld",
+			    (long long)cfg->padded_vocab_size, (long long)cfg->model.vocab_size,
+			    GPT_VOCAB_PAD, (long long)mp);
+	if (L % mul(pp, vpp))
+		return fail(cfg, kid("Model.num_layers"), err,
+			    "expected a multiple of pp_degree x virtual_pp_degree = %lld x %lld = %lld, "
+			    "found %lld", (long long)pp, (long long)vpp, (long long)mul(pp, vpp),
+			    (long long)L);
+	for (int i = 0; i < cfg->model.no_recompute_layers.n; i++)
+		if (cfg->model.no_recompute_layers.v[i] >= L)
+			return fail(cfg, kid("Model.no_recompute_layers"), err,
+				    "expected layer indices below num_layers %lld, found %lld",
+				    (long long)L, (long long)cfg->model.no_recompute_layers.v[i]);
+	if (cfg->model.sequence_parallel && mp == 1)
+		return fail(cfg, kid("Model.sequence_parallel"), err,
+			    "expected False when Distributed.mp_degree is 1 (sequence parallelism "
+			    "splits activations over tensor parallel ranks), found True");
+	/* The evaluation data follows the training data unless it says otherwise. */
+	static const char *const ev[][2] = {
+		{"Data.Eval.dataset.name", "Data.Train.dataset.name"},
+		{"Data.Eval.dataset.input_dir", "Data.Train.dataset.input_dir"},
+		{"Data.Eval.dataset.split", "Data.Train.dataset.split"},
+		{"Data.Eval.dataset.max_seq_len", "Data.Train.dataset.max_seq_len"},
+	};
+	for (size_t i = 0; i < sizeof ev / sizeof ev[0]; i++) {
+		int ke = kid(ev[i][0]), kt = kid(ev[i][1]), n;
+		if (gpt_config_given(cfg, ke))
+			continue;
+		const gpt_config_key *keys = gpt_config_keys(&n);
+		memcpy((char *)cfg + keys[ke].offset, (char *)cfg + keys[kt].offset,
+		       keys[ke].type == GPT_CT_INT ? sizeof(int64_t) : sizeof(char *));
+		derived(cfg, ke, "the Data.Train value");
+	}
+	int64_t maxpos = cfg->model.max_position_embeddings;
+	if (cfg->data.train.dataset.max_seq_len > maxpos)
+		return fail(cfg, kid("Data.Train.dataset.max_seq_len"), err,
+			    "expected at most Model.max_position_embeddings %lld, found %lld",
+			    (long long)maxpos, (long long)cfg->data.train.dataset.max_seq_len);
+	if (cfg->data.eval.dataset.max_seq_len > maxpos)
+		return fail(cfg, kid("Data.Eval.dataset.max_seq_len"), err,
+			    "expected at most Model.max_position_embeddings %lld, found %lld",
+			    (long long)maxpos, (long long)cfg->data.eval.dataset.max_seq_len);
+	return 0;
+}
+
+static int resolve_pipeline(gpt_config *cfg, gpt_err *err)
+{
+	int ks = kid("Distributed.pipeline_schedule"), kv = kid("Distributed.virtual_pp_degree");
+	int64_t vpp = cfg->distributed.virtual_pp_degree;
+	if (vpp > 1 && cfg->distributed.pp_degree == 1)
+		return fail(cfg, kv, err,
+			    "expected 1 when Distributed.pp_degree is 1 (virtual stages interleave "
+			    "pipeline stages), found %lld", (long long)vpp);
+	if (!cfg->distributed.pipeline_schedule) {
+		cfg->distributed.pipeline_schedule = vpp > 1 ? "interleaved" : "1F1B";
+		derived(cfg, ks, vpp > 1 ? "virtual_pp_degree > 1" : "the default");
+		return 0;
+	}
+	int inter = strcmp(cfg->distributed.pipeline_schedule, "interleaved") == 0;
+	if (inter && vpp == 1)
+		return fail(cfg, ks, err,
+			    "expected FThenB or 1F1B when Distributed.virtual_pp_degree is 1, found "
+			    "interleaved; set virtual_pp_degree to 2 or more");
+	if (!inter && vpp > 1)
+		return fail(cfg, ks, err,
+			    "expected interleaved when Distributed.virtual_pp_degree is %lld, found %s",
+			    (long long)vpp, cfg->distributed.pipeline_schedule);
+	return 0;
+}
+
+static int resolve_batch(gpt_config *cfg, gpt_err *err)
+{
+	int kg = kid("Global.global_batch_size"), kl = kid("Global.local_batch_size");
+	int km = kid("Global.micro_batch_size"), ka = kid("Engine.accumulate_steps");
+	int64_t *g = &cfg->global.global_batch_size, *l = &cfg->global.local_batch_size;
+	int64_t *m = &cfg->global.micro_batch_size, *acc = &cfg->engine.accumulate_steps;
+	int64_t dp = cfg->distributed.dp_degree, sh = cfg->distributed.sharding.sharding_degree;
+	int64_t data = mul(dp, sh);
+	int gg = gpt_config_given(cfg, kg), gl = gpt_config_given(cfg, kl);
+	int gm = gpt_config_given(cfg, km), ga = gpt_config_given(cfg, ka);
+
+	if (gg) {
+		if (*g % data)
+			return fail(cfg, kg, err,
+				    "expected a multiple of dp_degree x sharding_degree = %lld x %lld = "
+				    "%lld (the data replicas), found %lld",
+				    (long long)dp, (long long)sh, (long long)data, (long long)*g);
+		if (gl && *l != *g / data)
+			return fail(cfg, kl, err,
+				    "expected global_batch_size / (dp_degree x sharding_degree) = %lld / "
+				    "(%lld x %lld) = %lld, found %lld",
+				    (long long)*g, (long long)dp, (long long)sh, (long long)(*g / data),
+				    (long long)*l);
+		*l = *g / data;
+		if (!gl)
+			derived(cfg, kl, "global_batch_size / (dp_degree x sharding_degree)");
+	} else if (gl) {
+		*g = mul(*l, data);
+		derived(cfg, kg, "local_batch_size x dp_degree x sharding_degree");
+	}
+	if (gg || gl) {
+		if (gm) {
+			if (*l % *m)
+				return fail(cfg, km, err,
+					    "expected a divisor of local_batch_size %lld (global_batch_size "
+					    "%lld / (dp_degree %lld x sharding_degree %lld)), found %lld",
+					    (long long)*l, (long long)*g, (long long)dp, (long long)sh,
+					    (long long)*m);
+			if (ga && *acc != *l / *m)
+				return fail(cfg, ka, err,
+					    "expected local_batch_size / micro_batch_size = %lld / %lld = "
+					    "%lld, found %lld",
+					    (long long)*l, (long long)*m, (long long)(*l / *m),
+					    (long long)*acc);
+			*acc = *l / *m;
+			if (!ga)
+				derived(cfg, ka, "local_batch_size / micro_batch_size");
+		} else {
+			if (!ga)
+				*acc = 1;
+			if (*l % *acc)
+				return fail(cfg, ka, err,
+					    "expected a divisor of local_batch_size %lld, found %lld",
+					    (long long)*l, (long long)*acc);
+			*m = *l / *acc;
+			derived(cfg, km, "local_batch_size / accumulate_steps");
+			if (!ga)
+				derived(cfg, ka, "1 (micro_batch_size not given)");
+		}
+	} else {
+		if (!gm) {
+			*m = 1;
+			derived(cfg, km, "1 (no batch size given)");
+		}
+		if (!ga) {
+			*acc = 1;
+			derived(cfg, ka, "1 (no batch size given)");
+		}
+		*l = mul(*m, *acc);
+		*g = mul(*l, data);
+		derived(cfg, kl, "micro_batch_size x accumulate_steps");
+		derived(cfg, kg, "local_batch_size x dp_degree x sharding_degree");
+	}
+	if (*g >= LIMIT)
+		return fail(cfg, kg, err, "expected a global batch below 2^53 samples, found more");
+	return 0;
+}
+
+static int resolve_precision(gpt_config *cfg, gpt_err *err)
+{
+	int kl = kid("Engine.mix_precision.level");
+	const char *level = cfg->engine.mix_precision.level;
+	int on = cfg->engine.mix_precision.enable || cfg->engine.mix_precision.use_pure_fp16;
+	if (level && gpt_config_given(cfg, kl)) {
+		int l0 = strcmp(level, "O0") == 0, l2 = strcmp(level, "O2") == 0;
+		if (cfg->engine.mix_precision.use_pure_fp16 && !l2)
+			return fail(cfg, kl, err,
+				    "expected O2 with Engine.mix_precision.use_pure_fp16 True, found %s",
+				    level);
+		if (cfg->engine.mix_precision.enable && l0)
+			return fail(cfg, kl, err,
+				    "expected O1 or O2 with Engine.mix_precision.enable True, found O0");
+		on = !l0;
+	} else {
+		level = on ? "O2" : "O0";
+		cfg->engine.mix_precision.level = (char *)level;
+		derived(cfg, kl, on ? "mixed precision enabled" : "mixed precision disabled");
+	}
+	cfg->mixed = on;
+	cfg->engine.mix_precision.enable = on;
+	cfg->engine.mix_precision.use_pure_fp16 = strcmp(level, "O2") == 0;
+	return 0;
+}
+
+static int resolve_rest(gpt_config *cfg, gpt_err *err)
+{
+	int kw = kid("Optimizer.lr.warmup_steps");
+	if (!gpt_config_given(cfg, kw)) {
+		cfg->optimizer.lr.warmup_steps =
+			(int64_t)llround(cfg->optimizer.lr.warmup_rate * (double)cfg->optimizer.lr.decay_steps);
+		derived(cfg, kw, "warmup_rate x decay_steps");
+	}
+	if (cfg->optimizer.lr.warmup_steps > cfg->optimizer.lr.decay_steps)
+		return fail(cfg, kw, err, "expected at most Optimizer.lr.decay_steps %lld, found %lld",
+			    (long long)cfg->optimizer.lr.decay_steps,
+			    (long long)cfg->optimizer.lr.warmup_steps);
+	if (cfg->generation.min_dec_len > cfg->generation.max_dec_len)
+		return fail(cfg, kid("Generation.min_dec_len"), err,
+			    "expected at most Generation.max_dec_len %lld, found %lld",
+			    (long long)cfg->generation.max_dec_len,
+			    (long long)cfg->generation.min_dec_len);
+	int beam = strcmp(cfg->generation.decode_strategy, "beam_search") == 0;
+	if (!beam && cfg->generation.num_beams > 1)
+		return fail(cfg, kid("Generation.num_beams"), err,
+			    "expected 1 unless Generation.decode_strategy is beam_search (it is %s), "
+			    "found %lld", cfg->generation.decode_strategy,
+			    (long long)cfg->generation.num_beams);
+	if (beam && cfg->generation.num_return_sequences > cfg->generation.num_beams)
+		return fail(cfg, kid("Generation.num_return_sequences"), err,
+			    "expected at most Generation.num_beams %lld with beam_search, found %lld",
+			    (long long)cfg->generation.num_beams,
+			    (long long)cfg->generation.num_return_sequences);
+	if (!strcmp(cfg->generation.decode_strategy, "greedy_search") &&
+	    cfg->generation.num_return_sequences > 1)
+		return fail(cfg, kid("Generation.num_return_sequences"), err,
+			    "expected 1 with greedy_search (every sequence would be the same), "
+			    "found %lld", (long long)cfg->generation.num_return_sequences);
+	return 0;
+}
+
+int gpt_config_resolve(gpt_config *cfg, int64_t world_size, gpt_err *err)
+{
+	int rc;
+	if ((rc = resolve_world(cfg, world_size, err)) || (rc = resolve_degrees(cfg, err)) ||
+	    (rc = resolve_pipeline(cfg, err)) || (rc = resolve_model(cfg, err)) ||
+	    (rc = resolve_batch(cfg, err)) || (rc = resolve_precision(cfg, err)) ||
+	    (rc = resolve_rest(cfg, err)))
+		return rc;
+	cfg->resolved = 1;
+	return 0;
+}

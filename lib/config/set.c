@@ -1,0 +1,487 @@
+/* Storing one key's value: typed parsing of scalars and lists against the key
+ * table, origins for messages, -o overrides and PaddleNLP flags. */
+#include "config/config.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static void *field(gpt_config *cfg, const gpt_config_key *k)
+{
+	return (char *)cfg + k->offset;
+}
+
+void gpt_config_where(const gpt_config *cfg, int k, char *out, size_t size)
+{
+	const gpt_config_origin *o = &cfg->origin[k];
+	switch (o->src) {
+	case GPT_SRC_FILE:
+		snprintf(out, size, "%s:%d:%d", o->where, o->line, o->col);
+		break;
+	case GPT_SRC_OVERRIDE:
+	case GPT_SRC_FLAG:
+		snprintf(out, size, "%s", o->where);
+		break;
+	case GPT_SRC_DERIVED:
+		snprintf(out, size, "%s (derived)", o->where ? o->where : "configuration");
+		break;
+	default:
+		snprintf(out, size, "%s (default)", o->where ? o->where : "configuration");
+		break;
+	}
+}
+
+int gpt_config_where_code(const gpt_config *cfg, int k)
+{
+	gpt_config_src s = cfg->origin[k].src;
+	return s == GPT_SRC_OVERRIDE || s == GPT_SRC_FLAG ? GPT_EUSAGE : GPT_EDATA;
+}
+
+int gpt_config_given(const gpt_config *cfg, int k)
+{
+	gpt_config_src s = cfg->origin[k].src;
+	return s == GPT_SRC_FILE || s == GPT_SRC_OVERRIDE || s == GPT_SRC_FLAG;
+}
+
+static int origin_code(const gpt_config_origin *o)
+{
+	return o->src == GPT_SRC_OVERRIDE || o->src == GPT_SRC_FLAG ? GPT_EUSAGE : GPT_EDATA;
+}
+
+static void origin_text(const gpt_config_origin *o, char *out, size_t size)
+{
+	if (o->src == GPT_SRC_FILE)
+		snprintf(out, size, "%s:%d:%d", o->where, o->line, o->col);
+	else
+		snprintf(out, size, "%s", o->where ? o->where : "configuration");
+}
+
+/* Shows a found value safely: printable, bounded. */
+static void show(const char *s, char *out, size_t size)
+{
+	size_t j = 0;
+	out[j++] = '\'';
+	for (; *s && j + 5 < size; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c >= 32 && c < 127) {
+			out[j++] = (char)c;
+		} else {
+			j += (size_t)snprintf(out + j, size - j, "\\x%02x", c);
+		}
+	}
+	if (*s && j + 4 < size) {
+		memcpy(out + j, "...", 3);
+		j += 3;
+	}
+	out[j++] = '\'';
+	out[j] = '\0';
+}
+
+static int bad_value(const gpt_config_key *k, const gpt_config_origin *o, const char *expected,
+		     const char *found, gpt_err *err)
+{
+	char where[512], f[160];
+	origin_text(o, where, sizeof where);
+	show(found, f, sizeof f);
+	return gpt_err_set(err, origin_code(o), "%s: %s: expected %s, found %s", where, k->name,
+			   expected, f);
+}
+
+static const char *enum_alias(const gpt_config_key *k, const char *text)
+{
+	static const char *const tbl[] = {
+		"Engine.mix_precision.dtype", "fp16", "float16",
+		"Engine.mix_precision.dtype", "half", "float16",
+		"Engine.mix_precision.dtype", "bf16", "bfloat16",
+		NULL, NULL, NULL,
+	};
+	for (int i = 0; tbl[i]; i += 3)
+		if (strcmp(tbl[i], k->name) == 0 && strcasecmp(tbl[i + 1], text) == 0)
+			return tbl[i + 2];
+	return text;
+}
+
+/* Finds text among "a|b|c" (case-insensitive); copies the canonical
+ * spelling into out. */
+static int enum_match(const char *choices, const char *text, char *out, size_t size)
+{
+	size_t n = strlen(text);
+	for (const char *p = choices; *p;) {
+		const char *e = strchr(p, '|');
+		size_t len = e ? (size_t)(e - p) : strlen(p);
+		if (len == n && strncasecmp(p, text, n) == 0 && len < size) {
+			memcpy(out, p, len);
+			out[len] = '\0';
+			return 0;
+		}
+		p += len + (e ? 1 : 0);
+	}
+	return -1;
+}
+
+static int range_ok(const gpt_config_key *k, double v)
+{
+	return !(k->min < k->max) || (v >= k->min && v <= k->max);
+}
+
+static void range_text(const gpt_config_key *k, const char *what, char *out, size_t size)
+{
+	if (!(k->min < k->max))
+		snprintf(out, size, "%s", what);
+	else if (k->max >= 1e18 || (k->type == GPT_CT_INT && k->max >= (1 << 16)))
+		snprintf(out, size, "%s >= %g", what, k->min);
+	else
+		snprintf(out, size, "%s in [%g, %g]", what, k->min, k->max);
+}
+
+static int store_default(gpt_config *cfg, int k, gpt_err *err);
+
+int gpt_config_set_scalar(gpt_config *cfg, int k, const char *text, int is_null,
+			  const gpt_config_origin *o, gpt_err *err)
+{
+	int n;
+	const gpt_config_key *key = &gpt_config_keys(&n)[k];
+	void *f = field(cfg, key);
+	char expected[128];
+	if (is_null) {
+		int rc = store_default(cfg, k, err);
+		if (rc)
+			return rc;
+		cfg->origin[k] = *o;
+		cfg->origin[k].src = GPT_SRC_DEFAULT;
+		return 0;
+	}
+	switch (key->type) {
+	case GPT_CT_INT: {
+		int64_t v;
+		range_text(key, "an integer", expected, sizeof expected);
+		if (gpt_parse_i64(text, &v) || !range_ok(key, (double)v))
+			return bad_value(key, o, expected, text, err);
+		*(int64_t *)f = v;
+		break;
+	}
+	case GPT_CT_FLOAT: {
+		double v;
+		range_text(key, "a number", expected, sizeof expected);
+		if (gpt_parse_f64(text, &v) || !range_ok(key, v))
+			return bad_value(key, o, expected, text, err);
+		*(double *)f = v;
+		break;
+	}
+	case GPT_CT_BOOL: {
+		int v;
+		if (gpt_parse_bool(text, &v))
+			return bad_value(key, o, "True or False", text, err);
+		*(int *)f = v;
+		break;
+	}
+	case GPT_CT_STR: {
+		char *s = gpt_arena_strdup(&cfg->arena, text, err);
+		if (!s)
+			return err->code;
+		*(char **)f = s;
+		break;
+	}
+	case GPT_CT_ENUM: {
+		char canon[64];
+		if (enum_match(key->choices, enum_alias(key, text), canon, sizeof canon)) {
+			snprintf(expected, sizeof expected, "one of %s", key->choices);
+			for (char *p = expected; *p; p++)
+				if (*p == '|')
+					*p = ',';
+			return bad_value(key, o, expected, text, err);
+		}
+		char *s = gpt_arena_strdup(&cfg->arena, canon, err);
+		if (!s)
+			return err->code;
+		*(char **)f = s;
+		break;
+	}
+	default: {
+		/* A list given as one scalar: "a,b" or "[a, b]" (from -o). */
+		char *copy = gpt_arena_strdup(&cfg->arena, text, err);
+		if (!copy)
+			return err->code;
+		size_t len = strlen(copy);
+		if (len >= 2 && copy[0] == '[' && copy[len - 1] == ']') {
+			copy[len - 1] = '\0';
+			copy++;
+		}
+		const char *items[64];
+		int ni = 0;
+		char *save = NULL;
+		for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+			while (isspace((unsigned char)*t))
+				t++;
+			char *e = t + strlen(t);
+			while (e > t && isspace((unsigned char)e[-1]))
+				*--e = '\0';
+			if ((*t == '\'' || *t == '"') && e - t >= 2 && e[-1] == *t) {
+				e[-1] = '\0';
+				t++;
+			}
+			if (ni == 64)
+				return bad_value(key, o, "at most 64 items", text, err);
+			items[ni++] = t;
+		}
+		return gpt_config_set_list(cfg, k, items, ni, o, err);
+	}
+	}
+	cfg->origin[k] = *o;
+	return 0;
+}
+
+int gpt_config_set_list(gpt_config *cfg, int k, const char *const *items, int n,
+			const gpt_config_origin *o, gpt_err *err)
+{
+	int nk;
+	const gpt_config_key *key = &gpt_config_keys(&nk)[k];
+	void *f = field(cfg, key);
+	if (key->type == GPT_CT_SPLIT) {
+		gpt_buf b = GPT_BUF_INIT;
+		double sum = 0;
+		if (n < 1 || n > 3) {
+			char found[32];
+			snprintf(found, sizeof found, "%d numbers", n);
+			return bad_value(key, o, "1 to 3 shares like '949,50,1'", found, err);
+		}
+		for (int i = 0; i < n; i++) {
+			double v;
+			if (gpt_parse_f64(items[i], &v) || v < 0) {
+				gpt_buf_free(&b);
+				return bad_value(key, o, "non-negative shares like '949,50,1'", items[i],
+						 err);
+			}
+			sum += v;
+			if (gpt_buf_printf(&b, err, "%s%s", i ? "," : "", items[i])) {
+				gpt_buf_free(&b);
+				return err->code;
+			}
+		}
+		if (sum <= 0) {
+			int rc = bad_value(key, o, "shares with a positive sum", b.data, err);
+			gpt_buf_free(&b);
+			return rc;
+		}
+		char *s = gpt_arena_strdup(&cfg->arena, b.data, err);
+		gpt_buf_free(&b);
+		if (!s)
+			return err->code;
+		*(char **)f = s;
+	} else if (key->type == GPT_CT_STRLIST) {
+		gpt_strlist *l = f;
+		char **v = n ? gpt_arena_alloc(&cfg->arena, sizeof(char *) * (size_t)n, 8, err) : NULL;
+		if (n && !v)
+			return err->code;
+		for (int i = 0; i < n; i++) {
+			if (!items[i][0])
+				return bad_value(key, o, "a list of names", "an empty item", err);
+			if (!(v[i] = gpt_arena_strdup(&cfg->arena, items[i], err)))
+				return err->code;
+		}
+		l->n = n;
+		l->v = v;
+	} else if (key->type == GPT_CT_INTLIST) {
+		gpt_intlist *l = f;
+		int64_t *v = n ? gpt_arena_alloc(&cfg->arena, sizeof(int64_t) * (size_t)n, 8, err) : NULL;
+		if (n && !v)
+			return err->code;
+		for (int i = 0; i < n; i++)
+			if (gpt_parse_i64(items[i], &v[i]) || v[i] < 0)
+				return bad_value(key, o, "a list of non-negative integers", items[i], err);
+		l->n = n;
+		l->v = v;
+	} else {
+		char expected[64];
+		static const char *const tn[] = {"an integer", "a number", "True or False",
+						 "a string", "a name"};
+		snprintf(expected, sizeof expected, "%s", tn[key->type]);
+		return bad_value(key, o, expected, "a sequence", err);
+	}
+	cfg->origin[k] = *o;
+	return 0;
+}
+
+static int store_default(gpt_config *cfg, int k, gpt_err *err)
+{
+	int n;
+	const gpt_config_key *key = &gpt_config_keys(&n)[k];
+	void *f = field(cfg, key);
+	if (!key->def) {
+		switch (key->type) {
+		case GPT_CT_INT: *(int64_t *)f = 0; break;
+		case GPT_CT_FLOAT: *(double *)f = 0; break;
+		case GPT_CT_BOOL: *(int *)f = 0; break;
+		case GPT_CT_STRLIST: memset(f, 0, sizeof(gpt_strlist)); break;
+		case GPT_CT_INTLIST: memset(f, 0, sizeof(gpt_intlist)); break;
+		default: *(char **)f = NULL; break;
+		}
+		return 0;
+	}
+	gpt_config_origin o = {GPT_SRC_DEFAULT, "default", 0, 0};
+	int rc = gpt_config_set_scalar(cfg, k, key->def, 0, &o, err);
+	if (rc)
+		return gpt_err_prefix(err, "internal: default of %s", key->name);
+	return 0;
+}
+
+int gpt_config_init(gpt_config *cfg, gpt_err *err)
+{
+	int n;
+	memset(cfg, 0, sizeof *cfg);
+	gpt_config_keys(&n);
+	gpt_arena_init(&cfg->arena, 16384);
+	cfg->origin = gpt_calloc((size_t)n, sizeof *cfg->origin, "configuration origins", err);
+	if (!cfg->origin)
+		return err->code;
+	for (int k = 0; k < n; k++) {
+		int rc = store_default(cfg, k, err);
+		if (rc)
+			return rc;
+		cfg->origin[k] = (gpt_config_origin){GPT_SRC_DEFAULT, NULL, 0, 0};
+	}
+	return 0;
+}
+
+void gpt_config_free(gpt_config *cfg)
+{
+	if (!cfg)
+		return;
+	free(cfg->origin);
+	gpt_arena_free(&cfg->arena);
+	memset(cfg, 0, sizeof *cfg);
+}
+
+static int is_null_text(const char *s)
+{
+	return !*s || strcmp(s, "~") == 0 || strcasecmp(s, "null") == 0 || strcmp(s, "None") == 0;
+}
+
+int gpt_config_override(gpt_config *cfg, const char *assignment, gpt_err *err)
+{
+	char *where = NULL;
+	const char *eq = strchr(assignment, '=');
+	gpt_buf w = GPT_BUF_INIT;
+	if (gpt_buf_printf(&w, err, "-o %s", assignment))
+		return err->code;
+	where = gpt_arena_strdup(&cfg->arena, w.data, err);
+	gpt_buf_free(&w);
+	if (!where)
+		return err->code;
+	if (!eq || eq == assignment)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "%s: expected Section.key=value, e.g. -o Model.hidden_size=1024", where);
+	char *name = gpt_arena_strndup(&cfg->arena, assignment, (size_t)(eq - assignment), err);
+	if (!name)
+		return err->code;
+	int k = gpt_config_key_find(name);
+	if (k < 0) {
+		const char *near = gpt_config_key_nearest(name);
+		if (gpt_config_is_section(name))
+			return gpt_err_set(err, GPT_EUSAGE,
+					   "%s: %s is a section, not a key; name a key inside it", where,
+					   name);
+		return gpt_err_set(err, GPT_EUSAGE, "%s: unknown key %s; did you mean %s?", where, name,
+				   near ? near : "?");
+	}
+	gpt_config_origin o = {GPT_SRC_OVERRIDE, where, 0, 0};
+	const char *val = eq + 1;
+	return gpt_config_set_scalar(cfg, k, val, is_null_text(val), &o, err);
+}
+
+int gpt_config_paddlenlp(gpt_config *cfg, const char *flag, const char *value, gpt_err *err)
+{
+	static const char *const map[] = {
+		"tensor_parallel_degree", "Distributed.mp_degree",
+		"pipeline_parallel_degree", "Distributed.pp_degree",
+		"sharding_parallel_degree", "Distributed.sharding.sharding_degree",
+		"virtual_pp_degree", "Distributed.virtual_pp_degree",
+		NULL, NULL,
+	};
+	gpt_buf w = GPT_BUF_INIT;
+	if (gpt_buf_printf(&w, err, "--%s %s", flag, value))
+		return err->code;
+	char *where = gpt_arena_strdup(&cfg->arena, w.data, err);
+	gpt_buf_free(&w);
+	if (!where)
+		return err->code;
+	gpt_config_origin o = {GPT_SRC_FLAG, where, 0, 0};
+	for (int i = 0; map[i]; i += 2) {
+		if (strcmp(map[i], flag) != 0)
+			continue;
+		int64_t v;
+		/* PaddleNLP's -1 means "derive it", as leaving the flag out does. */
+		if (gpt_parse_i64(value, &v) == 0 && v == -1 && strcmp(flag, "virtual_pp_degree"))
+			return gpt_config_set_scalar(cfg, gpt_config_key_find(map[i + 1]), NULL, 1, &o,
+						     err);
+		return gpt_config_set_scalar(cfg, gpt_config_key_find(map[i + 1]), value, 0, &o, err);
+	}
+	if (strcmp(flag, "sharding") != 0)
+		return gpt_err_set(err, GPT_EUSAGE, "%s: unknown PaddleNLP flag", where);
+	/* "stage2", "stage2 offload", "stage1 stage2" (the highest wins). */
+	int64_t stage = 0;
+	int offload = 0;
+	char buf[128];
+	snprintf(buf, sizeof buf, "%s", value);
+	char *save = NULL;
+	for (char *t = strtok_r(buf, " ,", &save); t; t = strtok_r(NULL, " ,", &save)) {
+		if (strcasecmp(t, "offload") == 0)
+			offload = 1;
+		else if (strncasecmp(t, "stage", 5) == 0 && t[5] >= '1' && t[5] <= '3' && !t[6])
+			stage = t[5] - '0' > stage ? t[5] - '0' : stage;
+		else
+			return gpt_err_set(err, GPT_EUSAGE,
+					   "%s: expected stage1, stage2 or stage3, optionally followed "
+					   "by offload, found '%s'", where, t);
+	}
+	if (!stage)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "%s: expected stage1, stage2 or stage3, optionally followed by "
+				   "offload", where);
+	char st[8];
+	snprintf(st, sizeof st, "%d", (int)stage);
+	int rc = gpt_config_set_scalar(cfg, gpt_config_key_find("Distributed.sharding.sharding_stage"),
+				       st, 0, &o, err);
+	if (!rc && offload)
+		rc = gpt_config_set_scalar(
+			cfg, gpt_config_key_find("Distributed.sharding.sharding_offload"), "True", 0,
+			&o, err);
+	cfg->sharding_takes_rest = 1;
+	return rc;
+}
+
+int gpt_config_world_size_env(int64_t *out, const char **from, gpt_err *err)
+{
+	static const char *const vars[] = {"GPT_WORLD_SIZE", "WORLD_SIZE", "SLURM_NTASKS",
+					   "OMPI_COMM_WORLD_SIZE", NULL};
+	*out = 0;
+	*from = NULL;
+	for (int i = 0; vars[i]; i++) {
+		const char *v = getenv(vars[i]);
+		if (!v || !*v)
+			continue;
+		int64_t n;
+		if (gpt_parse_i64(v, &n) || n < 1 || n > (1 << 24))
+			return gpt_err_set(err, GPT_EUSAGE,
+					   "environment variable %s: expected a world size >= 1, found "
+					   "'%.40s'; unset it or fix it", vars[i], v);
+		*out = n;
+		*from = vars[i];
+		return 0;
+	}
+	return 0;
+}
+
+int gpt_config_load(gpt_config *cfg, const char *path, char *const *overrides, int n_overrides,
+		    gpt_err *err)
+{
+	int rc = gpt_config_init(cfg, err);
+	if (!rc && path)
+		rc = gpt_config_read_file(cfg, path, err);
+	for (int i = 0; !rc && i < n_overrides; i++)
+		rc = gpt_config_override(cfg, overrides[i], err);
+	if (!rc)
+		rc = gpt_config_resolve(cfg, 0, err);
+	return rc;
+}

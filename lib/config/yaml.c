@@ -1,0 +1,264 @@
+/* Reading a FleetX-style YAML file (libyaml's document API) into the typed
+ * configuration, with file:line:column on every message. */
+#include "config/config.h"
+
+#include <libgen.h>
+#include <string.h>
+#include <strings.h>
+#include <yaml.h>
+
+/* A configuration is a few kilobytes; this bounds what a mistaken path
+ * (a dataset, a checkpoint) can make us read. */
+#define MAX_CONFIG_BYTES (16u << 20)
+#define MAX_BASE_DEPTH 8
+#define MAX_PATH_LEN 256
+
+typedef struct reader {
+	gpt_config *cfg;
+	yaml_document_t *doc;
+	const char *file; /* in the arena */
+	const char *dir;  /* for _base_ */
+} reader;
+
+static int at(reader *r, const yaml_node_t *n, gpt_err *err, const char *fmt, ...)
+	GPT_PRINTF(4, 5);
+static int at(reader *r, const yaml_node_t *n, gpt_err *err, const char *fmt, ...)
+{
+	char msg[GPT_ERR_MSG_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	return gpt_err_set(err, GPT_EDATA, "%s:%zu:%zu: %s", r->file, n->start_mark.line + 1,
+			   n->start_mark.column + 1, msg);
+}
+
+static int plain_null(const yaml_node_t *n)
+{
+	if (n->type != YAML_SCALAR_NODE || n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
+		return 0;
+	const char *s = (const char *)n->data.scalar.value;
+	return !*s || strcmp(s, "~") == 0 || strcasecmp(s, "null") == 0 || strcmp(s, "None") == 0;
+}
+
+static const char *kind(const yaml_node_t *n)
+{
+	return n->type == YAML_MAPPING_NODE ? "a mapping" : n->type == YAML_SEQUENCE_NODE ? "a sequence"
+											       : "a scalar";
+}
+
+static int set_leaf(reader *r, int k, const char *path, const yaml_node_t *v, gpt_err *err)
+{
+	gpt_config_origin o = {GPT_SRC_FILE, r->file, (int)v->start_mark.line + 1,
+			       (int)v->start_mark.column + 1};
+	int nk;
+	const gpt_config_key *key = &gpt_config_keys(&nk)[k];
+	if (v->type == YAML_SCALAR_NODE)
+		return gpt_config_set_scalar(r->cfg, k, (const char *)v->data.scalar.value, plain_null(v),
+					     &o, err);
+	if (v->type == YAML_MAPPING_NODE)
+		return at(r, v, err, "%s: expected a value, found a mapping", path);
+	int n = (int)(v->data.sequence.items.top - v->data.sequence.items.start);
+	if (key->type != GPT_CT_STRLIST && key->type != GPT_CT_INTLIST && key->type != GPT_CT_SPLIT)
+		return at(r, v, err, "%s: expected a single value, found a sequence", path);
+	if (n > 64)
+		return at(r, v, err, "%s: expected at most 64 items, found %d", path, n);
+	const char *items[64];
+	for (int i = 0; i < n; i++) {
+		yaml_node_t *it = yaml_document_get_node(r->doc, v->data.sequence.items.start[i]);
+		if (!it || it->type != YAML_SCALAR_NODE)
+			return at(r, it ? it : v, err, "%s: expected a list of scalars, found %s in it",
+				  path, it ? kind(it) : "nothing");
+		items[i] = (const char *)it->data.scalar.value;
+	}
+	return gpt_config_set_list(r->cfg, k, items, n, &o, err);
+}
+
+static int walk(reader *r, const yaml_node_t *map, const char *prefix, gpt_err *err);
+
+static int read_path(gpt_config *cfg, const char *path, gpt_err *err);
+
+static int entry(reader *r, const char *prefix, const yaml_node_t *kn, const yaml_node_t *vn,
+		 gpt_err *err)
+{
+	if (kn->type != YAML_SCALAR_NODE)
+		return at(r, kn, err, "expected a key name, found %s", kind(kn));
+	const char *name = (const char *)kn->data.scalar.value;
+	if (!*prefix && strcmp(name, "_base_") == 0)
+		return 0; /* read before everything else, see read_doc */
+	char path[MAX_PATH_LEN];
+	if ((size_t)snprintf(path, sizeof path, "%s%s%s", prefix, *prefix ? "." : "", name) >=
+	    sizeof path)
+		return at(r, kn, err, "key %.60s...: expected a configuration key, found a name of "
+				      "%zu bytes", path, strlen(name));
+	if (strchr(name, '.') || !*name) {
+		const char *near = gpt_config_key_nearest(path);
+		return at(r, kn, err, "unknown key %s; did you mean %s? (nest sections as mappings)",
+			  path, near ? near : "?");
+	}
+	int k = gpt_config_key_find(path);
+	/* "Optimizer.grad_clip" is both a section and (as a number) an alias. */
+	if (k >= 0 && !(vn->type == YAML_MAPPING_NODE && gpt_config_is_section(path)))
+		return set_leaf(r, k, path, vn, err);
+	if (gpt_config_is_section(path)) {
+		if (vn->type == YAML_MAPPING_NODE)
+			return walk(r, vn, path, err);
+		if (plain_null(vn))
+			return 0; /* an empty section */
+		return at(r, vn, err, "%s: expected a mapping of keys (see gpt-config(5)), found %s",
+			  path, kind(vn));
+	}
+	const char *near = gpt_config_key_nearest(path);
+	return at(r, kn, err, "unknown key %s; did you mean %s?", path, near ? near : "?");
+}
+
+static int walk(reader *r, const yaml_node_t *map, const char *prefix, gpt_err *err)
+{
+	yaml_node_pair_t *start = map->data.mapping.pairs.start, *top = map->data.mapping.pairs.top;
+	for (yaml_node_pair_t *p = start; p < top; p++) {
+		yaml_node_t *kn = yaml_document_get_node(r->doc, p->key);
+		yaml_node_t *vn = yaml_document_get_node(r->doc, p->value);
+		if (!kn || !vn)
+			return gpt_err_set(err, GPT_EINTERNAL, "%s: libyaml returned a broken node", r->file);
+		/* A duplicated key is almost always an editing mistake. */
+		if (kn->type == YAML_SCALAR_NODE)
+			for (yaml_node_pair_t *q = start; q < p; q++) {
+				yaml_node_t *qk = yaml_document_get_node(r->doc, q->key);
+				if (qk && qk->type == YAML_SCALAR_NODE &&
+				    strcmp((char *)qk->data.scalar.value, (char *)kn->data.scalar.value) == 0)
+					return at(r, kn, err,
+						  "duplicate key %s%s%s (first at line %zu); keep one",
+						  prefix, *prefix ? "." : "", (char *)kn->data.scalar.value,
+						  qk->start_mark.line + 1);
+			}
+		int rc = entry(r, prefix, kn, vn, err);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static int read_doc(reader *r, gpt_err *err)
+{
+	yaml_node_t *root = yaml_document_get_root_node(r->doc);
+	if (!root || plain_null(root))
+		return gpt_err_set(err, GPT_EDATA,
+				   "%s: the configuration is empty; expected sections such as Global, "
+				   "Engine, Model (see gpt-config(5))", r->file);
+	if (root->type != YAML_MAPPING_NODE)
+		return at(r, root, err, "expected a mapping of sections (Global, Engine, Model, ...), "
+					"found %s", kind(root));
+	for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top;
+	     p++) {
+		yaml_node_t *kn = yaml_document_get_node(r->doc, p->key);
+		yaml_node_t *vn = yaml_document_get_node(r->doc, p->value);
+		if (!kn || !vn || kn->type != YAML_SCALAR_NODE ||
+		    strcmp((char *)kn->data.scalar.value, "_base_") != 0)
+			continue;
+		if (vn->type != YAML_SCALAR_NODE || plain_null(vn))
+			return at(r, vn, err, "_base_: expected a file name, found %s",
+				  vn->type == YAML_SCALAR_NODE ? "null" : kind(vn));
+		if (r->cfg->base_depth >= MAX_BASE_DEPTH)
+			return at(r, vn, err, "_base_: expected at most %d nested bases; is there a cycle?",
+				  MAX_BASE_DEPTH);
+		const char *b = (const char *)vn->data.scalar.value;
+		gpt_buf path = GPT_BUF_INIT;
+		if (gpt_buf_printf(&path, err, "%s%s%s", b[0] == '/' ? "" : r->dir,
+				   b[0] == '/' ? "" : "/", b))
+			return err->code;
+		r->cfg->base_depth++;
+		int rc = read_path(r->cfg, path.data, err);
+		r->cfg->base_depth--;
+		gpt_buf_free(&path);
+		if (rc)
+			return gpt_err_prefix(err, "%s:%zu:%zu: _base_", r->file, vn->start_mark.line + 1,
+					      vn->start_mark.column + 1);
+	}
+	return walk(r, root, "", err);
+}
+
+static int parse_text(gpt_config *cfg, const char *text, size_t len, const char *name,
+		      const char *dir, gpt_err *err)
+{
+	reader r = {cfg, NULL, NULL, dir};
+	if (!(r.file = gpt_arena_strdup(&cfg->arena, name, err)))
+		return err->code;
+	yaml_parser_t parser;
+	yaml_document_t doc;
+	if (!yaml_parser_initialize(&parser))
+		return gpt_err_set(err, GPT_EINTERNAL, "%s: cannot initialise libyaml", name);
+	yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+	int rc = 0;
+	if (!yaml_parser_load(&parser, &doc)) {
+		const char *ctx = parser.context;
+		rc = gpt_err_set(err, GPT_EDATA, "%s:%zu:%zu: YAML syntax error: %s%s%s", name,
+				 parser.problem_mark.line + 1, parser.problem_mark.column + 1,
+				 parser.problem ? parser.problem : "unknown problem",
+				 ctx ? " " : "", ctx ? ctx : "");
+		yaml_parser_delete(&parser);
+		return rc;
+	}
+	r.doc = &doc;
+	rc = read_doc(&r, err);
+	if (!rc) {
+		/* One document per file: a second one would be silently ignored. */
+		yaml_document_t more;
+		if (!yaml_parser_load(&parser, &more)) {
+			rc = gpt_err_set(err, GPT_EDATA, "%s:%zu:%zu: YAML syntax error: %s", name,
+					 parser.problem_mark.line + 1, parser.problem_mark.column + 1,
+					 parser.problem ? parser.problem : "unknown problem");
+		} else {
+			yaml_node_t *root2 = yaml_document_get_root_node(&more);
+			if (root2)
+				rc = gpt_err_set(err, GPT_EDATA,
+						 "%s:%zu:%zu: expected one YAML document, found a "
+						 "second one; merge them or split the file",
+						 name, root2->start_mark.line + 1,
+						 root2->start_mark.column + 1);
+			yaml_document_delete(&more);
+		}
+	}
+	yaml_document_delete(&doc);
+	yaml_parser_delete(&parser);
+	return rc;
+}
+
+int gpt_config_read_text(gpt_config *cfg, const char *text, size_t len, const char *name,
+			 gpt_err *err)
+{
+	return parse_text(cfg, text, len, name, ".", err);
+}
+
+static int read_path(gpt_config *cfg, const char *path, gpt_err *err)
+{
+	char *text = NULL;
+	size_t len = 0;
+	int rc = gpt_file_read_all(path, MAX_CONFIG_BYTES, &text, &len, err);
+	if (rc) {
+		if (rc == GPT_EDATA)
+			return gpt_err_set(err, GPT_EDATA,
+					   "%s: expected a YAML configuration of at most %u MB, found a "
+					   "larger file", path, MAX_CONFIG_BYTES >> 20);
+		return rc;
+	}
+	if (memchr(text, '\0', len)) {
+		free(text);
+		return gpt_err_set(err, GPT_EDATA,
+				   "%s: expected a YAML text file, found NUL bytes (a binary file?)", path);
+	}
+	char *dcopy = gpt_strdup(path, err);
+	if (!dcopy) {
+		free(text);
+		return err->code;
+	}
+	char *dir = gpt_arena_strdup(&cfg->arena, dirname(dcopy), err);
+	free(dcopy);
+	rc = dir ? parse_text(cfg, text, len, path, dir, err) : err->code;
+	free(text);
+	return rc;
+}
+
+int gpt_config_read_file(gpt_config *cfg, const char *path, gpt_err *err)
+{
+	return read_path(cfg, path, err);
+}

@@ -1,0 +1,294 @@
+/* The per-rank memory plan of gpt-train --dry-run.
+ *
+ * Activations follow Korthikanti et al. 2022, "Reducing Activation
+ * Recomputation in Large Transformer Models" (section 4): one transformer
+ * layer with sequence length s, micro-batch b, hidden h, a heads and tensor
+ * parallel size t stores, at 16 bits,
+ *     s*b*h*(10 + 24/t + 5*a*s/(h*t)) bytes,
+ * i.e. s*b*h*(34 + 5*a*s/h) without tp, and everything divided by t with
+ * sequence parallelism. The 10 are the terms tp does not split (LayerNorm
+ * inputs 4sbh, the attention and MLP inputs 2sbh each, two dropout masks of
+ * 1 byte); selective (core_attn) recompute drops the 5as^2b/t attention
+ * score term; full recompute keeps only each layer's input (2sbh) plus one
+ * layer's worth for the layer being recomputed. We split the terms by width
+ * so that fp32 training (4-byte activations, masks still 1 byte) is covered.
+ * With 1F1B a stage p stages from the end holds min(pp - stage, micro-batches)
+ * micro-batches; the interleaved schedule multiplies that by
+ * (1 + (pp - 1)/(pp * virtual_pp_degree)) (same paper, section 4.2.3);
+ * FThenB holds all of them.
+ */
+#include "train/train.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct act_shape {
+	double s, b, h, a, t, r; /* r: divisor of the terms tp does not split (t with sp) */
+	double e;                /* bytes per 16-bit-or-fp32 activation */
+} act_shape;
+
+static double layer_none(const act_shape *x)
+{
+	double sbh = x->s * x->b * x->h, score = x->a * x->s * x->s * x->b / x->t;
+	return x->e * (4 * sbh / x->r + 12 * sbh / x->t + 2 * score) + 2 * sbh / x->r + score;
+}
+
+static double layer_core_attn(const act_shape *x)
+{
+	double score = x->a * x->s * x->s * x->b / x->t;
+	return layer_none(x) - (2 * x->e + 1) * score;
+}
+
+static double layer_only_attn(const act_shape *x)
+{
+	/* The whole attention block is recomputed from its input: what stays
+	 * are both LayerNorm inputs and the MLP's 3sbh + 16sbh/t. */
+	double sbh = x->s * x->b * x->h;
+	return x->e * (3 * sbh / x->r + 8 * sbh / x->t) + sbh / x->r;
+}
+
+static double layer_input(const act_shape *x)
+{
+	return x->e * x->s * x->b * x->h / x->r;
+}
+
+static int stage_of_layer(int64_t layer, int64_t L, int64_t pp, int64_t vpp)
+{
+	int64_t chunk = L / (pp * vpp);
+	return (int)((layer / chunk) % pp);
+}
+
+static int is_norecompute(const gpt_config *cfg, int64_t layer)
+{
+	for (int i = 0; i < cfg->model.no_recompute_layers.n; i++)
+		if (cfg->model.no_recompute_layers.v[i] == layer)
+			return 1;
+	return 0;
+}
+
+static double ceil_div(double a, int64_t d)
+{
+	return d > 1 ? (double)(((int64_t)a + d - 1) / d) : a;
+}
+
+int gpt_train_memory_plan(const gpt_config *cfg, gpt_train_memory *m, gpt_err *err)
+{
+	memset(m, 0, sizeof *m);
+	if (!cfg->resolved)
+		return gpt_err_set(err, GPT_EINTERNAL, "memory plan: configuration not resolved");
+	gpt_model_shape shape;
+	gpt_model_shape_from_config(cfg, &shape);
+	gpt_param_info *tab;
+	int64_t n;
+	int rc = gpt_param_table(&shape, &tab, &n, err);
+	if (rc)
+		return rc;
+	int64_t pp = cfg->distributed.pp_degree, tp = cfg->distributed.mp_degree;
+	int64_t vpp = cfg->distributed.virtual_pp_degree, L = shape.layers;
+	int64_t d = cfg->distributed.sharding.sharding_degree;
+	int64_t stage = cfg->distributed.sharding.sharding_stage;
+	int64_t acc = cfg->engine.accumulate_steps;
+	int o2 = cfg->mixed && strcmp(cfg->engine.mix_precision.level, "O2") == 0;
+	m->stage = gpt_calloc((size_t)pp, sizeof *m->stage, "the memory plan", err);
+	if (!m->stage) {
+		free(tab);
+		return err->code;
+	}
+	m->pp = pp;
+	m->param_bytes_each = o2 ? 2 : 4;
+	m->grad_bytes_each = o2 ? 2 : 4;
+	m->optim_bytes_each = o2 ? 12 : 8;
+	m->act_bytes_each = cfg->mixed ? 2 : 4;
+	for (int64_t i = 0; i < n; i++) {
+		const gpt_param_info *p = &tab[i];
+		int64_t el = gpt_param_numel_tp(p, tp);
+		m->param_count += p->numel;
+		if (p->place == GPT_PARAM_LAYER) {
+			m->stage[stage_of_layer(p->layer, L, pp, vpp)].params += el;
+		} else if (p->place == GPT_PARAM_FINAL) {
+			m->stage[pp - 1].params += el;
+		} else {
+			m->stage[0].params += el;
+			/* the tied output head: the last stage holds its own copy of wte */
+			if (pp > 1 && strcmp(p->name, "wte") == 0)
+				m->stage[pp - 1].params += el;
+		}
+	}
+	free(tab);
+
+	act_shape x = {(double)cfg->data.train.dataset.max_seq_len,
+		       (double)cfg->global.micro_batch_size,
+		       (double)shape.hidden,
+		       (double)shape.heads,
+		       (double)tp,
+		       cfg->model.sequence_parallel ? (double)tp : 1.0,
+		       (double)m->act_bytes_each};
+	const char *gran = cfg->model.recompute_granularity;
+	m->layer_none = layer_none(&x);
+	m->layer_full = layer_input(&x);
+	m->layer_config = !cfg->model.use_recompute ? m->layer_none
+			  : strcmp(gran, "core_attn") == 0 ? layer_core_attn(&x)
+			  : strcmp(gran, "only_attn") == 0 ? layer_only_attn(&x)
+							    : m->layer_full;
+	for (int64_t l = 0; l < L; l++) {
+		gpt_train_stage_mem *st = &m->stage[stage_of_layer(l, L, pp, vpp)];
+		st->layers++;
+		if (cfg->model.use_recompute && !is_norecompute(cfg, l))
+			st->recomputed++;
+	}
+	const char *sched = cfg->distributed.pipeline_schedule;
+	double sbh = x.s * x.b * x.h;
+	for (int64_t s = 0; s < pp; s++) {
+		gpt_train_stage_mem *st = &m->stage[s];
+		double fl = (double)(pp - s < acc ? pp - s : acc);
+		if (strcmp(sched, "FThenB") == 0)
+			fl = (double)acc;
+		else if (strcmp(sched, "interleaved") == 0)
+			fl *= 1.0 + (double)(pp - 1) / (double)(pp * vpp);
+		st->in_flight = fl;
+		double lay = (double)st->layers;
+		/* embedding dropout mask on the first stage; final LayerNorm input
+		 * and the logits with their softmax (2 x e x s*b*Vp/t, one
+		 * micro-batch at a time) on the last */
+		double extra = 0;
+		if (s == 0)
+			extra += fl * sbh / x.r;
+		if (s == pp - 1)
+			extra += fl * x.e * sbh / x.r +
+				 2 * x.e * x.s * x.b * (double)shape.padded_vocab / x.t;
+		st->act_none = fl * lay * m->layer_none + extra;
+		st->act_full = fl * lay * m->layer_full + m->layer_none + extra;
+		double rc_l = (double)st->recomputed, keep_l = lay - rc_l;
+		st->act_config = fl * (keep_l * m->layer_none + rc_l * m->layer_config) + extra;
+		if (rc_l > 0)
+			st->act_config += m->layer_none - m->layer_config;
+		double P = (double)st->params;
+		st->param_bytes = ceil_div(P, stage >= 3 ? d : 1) * m->param_bytes_each;
+		st->grad_bytes = ceil_div(P, stage >= 2 ? d : 1) * m->grad_bytes_each;
+		double opt = ceil_div(P, d) * m->optim_bytes_each;
+		if (cfg->distributed.sharding.sharding_offload)
+			st->optim_host = opt;
+		else
+			st->optim_device = opt;
+		st->device_total = st->param_bytes + st->grad_bytes + st->optim_device + st->act_config;
+		if (st->device_total > m->stage[m->busiest].device_total)
+			m->busiest = (int)s;
+	}
+	return 0;
+}
+
+void gpt_train_memory_free(gpt_train_memory *m)
+{
+	free(m->stage);
+	memset(m, 0, sizeof *m);
+}
+
+/* "174,591,889,408" */
+static void grouped(int64_t v, char *out, size_t size)
+{
+	char digits[32];
+	int n = snprintf(digits, sizeof digits, "%lld", (long long)v), j = 0;
+	for (int i = 0; i < n && (size_t)j + 2 < size; i++) {
+		if (i && (n - i) % 3 == 0)
+			out[j++] = ',';
+		out[j++] = digits[i];
+	}
+	out[j] = '\0';
+}
+
+static const char *human_count(double v, char *out, size_t size)
+{
+	if (v >= 1e9)
+		snprintf(out, size, "%.1fB", v / 1e9);
+	else if (v >= 1e6)
+		snprintf(out, size, "%.1fM", v / 1e6);
+	else if (v >= 1e3)
+		snprintf(out, size, "%.1fK", v / 1e3);
+	else
+		snprintf(out, size, "%.0f", v);
+	return out;
+}
+
+static const char *gib(double bytes, char *out, size_t size)
+{
+	if (bytes >= 1024.0 * 1024 * 1024)
+		snprintf(out, size, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
+	else
+		snprintf(out, size, "%.1f MiB", bytes / (1024.0 * 1024));
+	return out;
+}
+
+int gpt_train_memory_write(const gpt_config *cfg, const gpt_train_memory *m, FILE *fp,
+			   gpt_err *err)
+{
+	char a[64], b[64], c[64], d[64];
+	const gpt_train_stage_mem *w = &m->stage[m->busiest];
+	int64_t sh = cfg->distributed.sharding.sharding_degree;
+	int64_t sstage = cfg->distributed.sharding.sharding_stage;
+	grouped(m->param_count, a, sizeof a);
+	fprintf(fp, "parameters: %s (%s)\n", a, human_count((double)m->param_count, b, sizeof b));
+	fprintf(fp, "model: %lld layers, hidden %lld, %lld heads (head size %lld), ffn %lld, "
+		    "vocabulary %lld padded to %lld, sequence %lld\n",
+		(long long)cfg->model.num_layers, (long long)cfg->model.hidden_size,
+		(long long)cfg->model.num_attention_heads, (long long)cfg->head_size,
+		(long long)cfg->model.ffn_hidden_size, (long long)cfg->model.vocab_size,
+		(long long)cfg->padded_vocab_size, (long long)cfg->data.train.dataset.max_seq_len);
+	fprintf(fp, "layout: world size %lld (from %s) = dp %lld x mp %lld x pp %lld x sharding "
+		    "%lld; virtual pp %lld, schedule %s\n",
+		(long long)cfg->world_size, cfg->world_size_from ? cfg->world_size_from : "?",
+		(long long)cfg->distributed.dp_degree, (long long)cfg->distributed.mp_degree,
+		(long long)cfg->distributed.pp_degree, (long long)sh,
+		(long long)cfg->distributed.virtual_pp_degree, cfg->distributed.pipeline_schedule);
+	fprintf(fp, "batch: global %lld = micro %lld x accumulate %lld x dp %lld x sharding %lld "
+		    "(local %lld)\n",
+		(long long)cfg->global.global_batch_size, (long long)cfg->global.micro_batch_size,
+		(long long)cfg->engine.accumulate_steps, (long long)cfg->distributed.dp_degree,
+		(long long)sh, (long long)cfg->global.local_batch_size);
+	if (cfg->mixed) {
+		fprintf(fp, "precision: %s %s (%d-byte parameters and gradients, %d-byte activations%s)",
+			cfg->engine.mix_precision.level, cfg->engine.mix_precision.dtype,
+			m->param_bytes_each, m->act_bytes_each,
+			m->optim_bytes_each == 12 ? ", fp32 master weights" : "");
+		if (strcmp(cfg->engine.mix_precision.dtype, "float16") == 0)
+			fprintf(fp, ", loss scale %g", cfg->engine.mix_precision.scale_loss);
+		fputc('\n', fp);
+	} else {
+		fprintf(fp, "precision: fp32 (4-byte parameters, gradients and activations)\n");
+	}
+	fprintf(fp, "sharding: stage %lld over %lld rank%s, offload %s\n", (long long)sstage,
+		(long long)sh, sh == 1 ? "" : "s",
+		cfg->distributed.sharding.sharding_offload ? "on" : "off");
+	fprintf(fp, "recompute: %s\n",
+		cfg->model.use_recompute ? cfg->model.recompute_granularity : "off");
+	fprintf(fp, "\nper-rank memory, busiest rank (pipeline stage %d of %lld: %lld layers, %s "
+		    "parameter elements, %.4g micro-batches in flight):\n",
+		m->busiest, (long long)m->pp, (long long)w->layers,
+		(grouped(w->params, a, sizeof a), a), w->in_flight);
+	fprintf(fp, "  parameters:       %12s  (%d bytes each%s)\n",
+		gib(w->param_bytes, a, sizeof a), m->param_bytes_each,
+		sstage >= 3 && sh > 1 ? ", split over the sharding group" : "");
+	fprintf(fp, "  gradients:        %12s  (%d bytes each%s)\n", gib(w->grad_bytes, a, sizeof a),
+		m->grad_bytes_each, sstage >= 2 && sh > 1 ? ", split over the sharding group" : "");
+	fprintf(fp, "  optimizer state:  %12s  device, %s host  (%s, %d bytes each%s)\n",
+		gib(w->optim_device, a, sizeof a), gib(w->optim_host, b, sizeof b),
+		m->optim_bytes_each == 12 ? "fp32 master + m + v" : "m + v", m->optim_bytes_each,
+		sh > 1 ? ", split over the sharding group" : "");
+	fprintf(fp, "  activations:      %12s  without recompute, %s with full recompute, %s as "
+		    "configured\n",
+		gib(w->act_none, a, sizeof a), gib(w->act_full, b, sizeof b),
+		gib(w->act_config, c, sizeof c));
+	fprintf(fp, "  total:            %12s  device, %s host\n", gib(w->device_total, a, sizeof a),
+		gib(w->optim_host, d, sizeof d));
+	fprintf(fp, "  one layer, one micro-batch: %s stored, %s kept under full recompute\n",
+		gib(m->layer_none, a, sizeof a), gib(m->layer_full, b, sizeof b));
+	if (m->pp > 1) {
+		fprintf(fp, "\nby stage: stage layers device-total activations(configured)\n");
+		for (int64_t s = 0; s < m->pp; s++)
+			fprintf(fp, "  %lld %lld %s %s\n", (long long)s, (long long)m->stage[s].layers,
+				gib(m->stage[s].device_total, a, sizeof a),
+				gib(m->stage[s].act_config, b, sizeof b));
+	}
+	if (fflush(fp) || ferror(fp))
+		return gpt_err_set(err, GPT_EIO, "writing the dry-run report failed");
+	return 0;
+}
