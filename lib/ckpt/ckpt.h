@@ -4,9 +4,9 @@
  *  - safetensors files (gpt_st_*): a writer that streams tensors to an atomic
  *    file and hashes it on the way, and a reader that mmaps a file and checks
  *    every header field and bound before handing out pointers;
- *  - boxes (gpt_box_*): an N-d box is the slice of a global tensor that a
- *    rank owns under tensor/pipeline parallelism; copying the overlap of two
- *    boxes is how any layout reads what any other layout wrote;
+ *  - boxes (gpt_box_* in lib/core): copying the overlap of the box a piece
+ *    holds and the box a rank wants is how any layout reads what any other
+ *    layout wrote;
  *  - checkpoints (gpt_ckpt_*): a directory step_NNNNNNNN/ holding one
  *    safetensors file per writing rank, index.json (every global tensor ->
  *    its pieces, plus size and xxh3 of every file), state.json and
@@ -26,8 +26,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define GPT_MAX_DIMS 4
 
 /* ---- safetensors -------------------------------------------------------- */
 
@@ -76,26 +74,6 @@ const gpt_st_tensor *gpt_st_find(const gpt_st_file *f, const char *name);
 const void *gpt_st_data(const gpt_st_file *f, const gpt_st_tensor *t);
 const char *gpt_st_meta(const gpt_st_file *f, const char *key);
 void gpt_st_close(gpt_st_file *f);
-
-/* ---- boxes -------------------------------------------------------------- */
-
-typedef struct gpt_box {
-	int ndim;
-	int64_t off[GPT_MAX_DIMS];
-	int64_t len[GPT_MAX_DIMS];
-} gpt_box;
-
-/* The whole of a tensor of the given shape. */
-gpt_box gpt_box_full(int ndim, const int64_t *shape);
-int64_t gpt_box_numel(const gpt_box *b);
-/* 1 and the overlap in *out when a and b overlap, else 0. */
-int gpt_box_intersect(const gpt_box *a, const gpt_box *b, gpt_box *out);
-/* 1 when inner lies inside outer. */
-int gpt_box_contains(const gpt_box *outer, const gpt_box *inner);
-/* Copies region (inside both boxes) from src, a dense row-major array that
- * covers src_box, to dst, a dense row-major array that covers dst_box. */
-void gpt_box_copy(void *dst, const gpt_box *dst_box, const void *src, const gpt_box *src_box,
-		  const gpt_box *region, size_t elem_size);
 
 /* ---- checkpoints -------------------------------------------------------- */
 

@@ -312,6 +312,32 @@ int gpt_parse_bool(const char *s, int *out);
 /* Levenshtein distance (bytes, case-insensitive), for "did you mean". */
 int gpt_edit_distance(const char *a, const char *b);
 
+/* ---- boxes ------------------------------------------------------------- */
+
+/* An N-d box is the slice of a global tensor that a rank holds under tensor
+ * and pipeline parallelism (offset and length per dimension). The model, the
+ * optimizer and the checkpoints all speak in boxes. */
+#define GPT_MAX_DIMS 4
+
+
+typedef struct gpt_box {
+	int ndim;
+	int64_t off[GPT_MAX_DIMS];
+	int64_t len[GPT_MAX_DIMS];
+} gpt_box;
+
+/* The whole of a tensor of the given shape. */
+gpt_box gpt_box_full(int ndim, const int64_t *shape);
+int64_t gpt_box_numel(const gpt_box *b);
+/* 1 and the overlap in *out when a and b overlap, else 0. */
+int gpt_box_intersect(const gpt_box *a, const gpt_box *b, gpt_box *out);
+/* 1 when inner lies inside outer. */
+int gpt_box_contains(const gpt_box *outer, const gpt_box *inner);
+/* Copies region (inside both boxes) from src, a dense row-major array that
+ * covers src_box, to dst, a dense row-major array that covers dst_box. */
+void gpt_box_copy(void *dst, const gpt_box *dst_box, const void *src, const gpt_box *src_box,
+		  const gpt_box *region, size_t elem_size);
+
 /* ---- command-line options ---------------------------------------------- */
 
 /* One table drives both getopt_long parsing and --help, so they cannot

@@ -1,5 +1,5 @@
 /* N-d boxes of global tensors: intersection and strided copy. */
-#include "ckpt/ckpt.h"
+#include "core/core.h"
 
 #include <string.h>
 
