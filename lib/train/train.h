@@ -17,6 +17,7 @@
 
 #include "config/config.h"
 #include "model/model.h"
+#include "model/gpt.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -60,6 +61,31 @@ void gpt_train_memory_free(gpt_train_memory *m);
  * the busiest rank's memory (plus one line per stage when pp > 1). */
 int gpt_train_memory_write(const gpt_config *cfg, const gpt_train_memory *m, FILE *fp,
 			   gpt_err *err);
+
+/* AdamW over the model's flat buffers: the optimizer state (fp32 exp_avg,
+ * exp_avg_sq and, for 16-bit parameters, the fp32 master weights) sits at the
+ * same offsets as the parameters. Weight decay applies to the parameters the
+ * table marks (not to biases and LayerNorm weights). */
+typedef struct gpt_optimizer {
+	gpt_model *model;
+	float *master;      /* NULL when parameters are fp32 */
+	float *exp_avg;
+	float *exp_avg_sq;
+	float *acc;         /* one float of backend memory for reductions */
+	double beta1, beta2, eps, weight_decay;
+	int64_t t;          /* updates made */
+} gpt_optimizer;
+
+int gpt_optimizer_init(gpt_optimizer *op, gpt_model *m, double beta1, double beta2, double eps,
+		       double weight_decay, gpt_err *err);
+void gpt_optimizer_free(gpt_optimizer *op);
+/* The L2 norm of the gradients times grad_scale (e.g. 1/loss_scale); *found_inf
+ * is set when any gradient is Inf or NaN. */
+int gpt_optimizer_grad_norm(gpt_optimizer *op, double grad_scale, double *norm, int *found_inf,
+			    gpt_err *err);
+/* One update with learning rate lr; gradients are multiplied by grad_scale
+ * (1/loss_scale times the clipping factor) first. */
+int gpt_optimizer_step(gpt_optimizer *op, double lr, double grad_scale, gpt_err *err);
 
 /* FleetX's CosineAnnealingWithWarmupDecay: a linear warmup from 0 to max_lr
  * over warmup_rate x decay_steps steps, then a half cosine from max_lr down

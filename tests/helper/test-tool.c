@@ -7,8 +7,16 @@
  *   test-tool step-line                  a sample training step line on stderr
  *   test-tool progress TOTAL STEP        drive a progress reporter on stderr
  *   test-tool backends                   describe the compute backends
+ *   test-tool model-ref IN OUT           the tests/ref/gpt_ref.py computation in gptkit
  */
 #include "backend/backend.h"
+#include "ckpt/ckpt.h"
+#include "cpu/cpu.h"
+#include "model/gpt.h"
+#include "train/train.h"
+
+#include <jansson.h>
+#include <math.h>
 #include "core/core.h"
 
 #include <stdlib.h>
@@ -19,6 +27,162 @@ static int usage(void)
 {
 	fprintf(stderr, "usage: test-tool xxh3|atomic-write|atomic-abort|log|step-line|progress|backends ...\n");
 	return GPT_EUSAGE;
+}
+
+/* Collects named fp32 tensors for the output file. */
+typedef struct out_list {
+	gpt_st_entry e[4096];
+	char names[4096][64];
+	int n;
+} out_list;
+
+static int out_add(out_list *o, const char *name, int ndim, const int64_t *shape, void *data)
+{
+	if (o->n == 4096)
+		return -1;
+	snprintf(o->names[o->n], 64, "%s", name);
+	o->e[o->n] = (gpt_st_entry){.name = o->names[o->n], .dtype = GPT_DTYPE_F32, .ndim = ndim, .data = data};
+	for (int d = 0; d < ndim; d++)
+		o->e[o->n].shape[d] = shape[d];
+	o->n++;
+	return 0;
+}
+
+static float *download_param(gpt_model *m, int64_t i, int grad, gpt_err *err)
+{
+	int64_t n = gpt_box_numel(&m->box[i]);
+	float *h = gpt_malloc((size_t)n * 4, "download", err);
+	if (h && m->be->ops->download(m->be, h, grad ? gpt_model_grad(m, i) : gpt_model_param(m, i),
+				      (size_t)n * 4, err)) {
+		free(h);
+		return NULL;
+	}
+	return h;
+}
+
+/* Runs the model of tests/ref/gpt_ref.py from the same input file. */
+static int model_ref(const char *in, const char *out, gpt_err *err)
+{
+	gpt_st_file f;
+	int rc = gpt_st_open(&f, in, err);
+	if (rc)
+		return rc;
+	json_t *cfg = json_loads(gpt_st_meta(&f, "config") ? gpt_st_meta(&f, "config") : "", 0, NULL);
+	const gpt_st_tensor *wte = gpt_st_find(&f, "wte"), *wpe = gpt_st_find(&f, "wpe"),
+			    *fc = gpt_st_find(&f, "h.0.mlp.fc.weight"), *tok = gpt_st_find(&f, "tokens");
+	if (!cfg || !wte || !wpe || !fc || !tok || tok->ndim != 2) {
+		gpt_st_close(&f);
+		json_decref(cfg);
+		return gpt_err_set(err, GPT_EDATA, "%s: expected wte, wpe, h.0.mlp.fc.weight, tokens and a config", in);
+	}
+	gpt_model_shape s = {.vocab_size = json_integer_value(json_object_get(cfg, "vocab_size")),
+			     .padded_vocab = wte->shape[0], .max_pos = wpe->shape[0],
+			     .hidden = wte->shape[1],
+			     .heads = json_integer_value(json_object_get(cfg, "num_attention_heads")),
+			     .ffn = fc->shape[0]};
+	char name[64];
+	do
+		snprintf(name, sizeof name, "h.%lld.ln_1.weight", (long long)s.layers);
+	while (gpt_st_find(&f, name) && ++s.layers);
+	int64_t B = tok->shape[0], T = tok->shape[1] - 1;
+	int32_t *tokens = malloc((size_t)(B * (T + 1)) * 4), *inp = malloc((size_t)(B * T) * 4),
+		*tgt = malloc((size_t)(B * T) * 4);
+	memcpy(tokens, gpt_st_data(&f, tok), (size_t)(B * (T + 1)) * 4);
+	for (int64_t b = 0; b < B; b++)
+		for (int64_t t = 0; t < T; t++) {
+			inp[b * T + t] = tokens[b * (T + 1) + t];
+			tgt[b * T + t] = tokens[b * (T + 1) + t + 1];
+		}
+	const char *rcs = json_string_value(json_object_get(cfg, "recompute"));
+	if (rcs && strcmp(rcs, "none") == 0)
+		rcs = NULL;
+	gpt_model_opts mo = {.batch = B, .seq_len = T};
+	if (rcs && gpt_recompute_parse(rcs, &mo.recompute))
+		rc = gpt_err_set(err, GPT_EUSAGE, "bad recompute '%s'", rcs);
+	gpt_backend be;
+	gpt_model m;
+	memset(&m, 0, sizeof m);
+	gpt_layout lo;
+	gpt_layout_single(&lo, &s);
+	if (!rc)
+		rc = gpt_backend_cpu_init(&be, GPT_DTYPE_F32, 0, err);
+	if (!rc)
+		rc = gpt_model_init(&m, &be, &s, &lo, &mo, err);
+	for (int64_t i = 0; !rc && i < m.n_table; i++) {
+		const gpt_st_tensor *t = gpt_st_find(&f, m.table[i].name);
+		if (!t || t->dtype != GPT_DTYPE_F32 || gpt_box_numel(&m.box[i]) * 4 != (int64_t)(t->end - t->begin))
+			rc = gpt_err_set(err, GPT_EDATA, "%s: tensor %s missing or of the wrong size", in, m.table[i].name);
+		else
+			rc = be.ops->upload(&be, gpt_model_param(&m, i), gpt_st_data(&f, t), t->end - t->begin, err);
+	}
+	static out_list o;
+	o.n = 0;
+	double loss_sum = 0;
+	int64_t ntok = 0;
+	int64_t lshape[3] = {B, T, s.padded_vocab};
+	float *logits = malloc((size_t)(B * T * s.padded_vocab) * 4);
+	static float losses[64];
+	if (!rc)
+		rc = gpt_model_forward(&m, inp, tgt, 0, 1, 0, &loss_sum, &ntok, err);
+	if (!rc)
+		rc = be.ops->download(&be, logits, m.logits, (size_t)(B * T * s.padded_vocab) * 4, err);
+	if (!rc)
+		rc = gpt_model_backward(&m, 1.0f / (float)ntok, err);
+	losses[0] = (float)(loss_sum / (double)ntok);
+	out_add(&o, "logits", 3, lshape, logits);
+	out_add(&o, "loss", 0, NULL, &losses[0]);
+	for (int64_t i = 0; !rc && i < m.n_table; i++) {
+		float *g = download_param(&m, i, 1, err);
+		snprintf(name, sizeof name, "grad.%s", m.table[i].name);
+		rc = g ? out_add(&o, name, m.table[i].ndim, m.table[i].shape, g) : err->code;
+	}
+	gpt_optimizer op;
+	memset(&op, 0, sizeof op);
+	if (!rc)
+		rc = gpt_optimizer_init(&op, &m, json_real_value(json_object_get(cfg, "beta1")),
+					json_real_value(json_object_get(cfg, "beta2")),
+					json_number_value(json_object_get(cfg, "epsilon")),
+					json_number_value(json_object_get(cfg, "weight_decay")), err);
+	int steps = (int)json_integer_value(json_object_get(cfg, "steps"));
+	double clip = json_number_value(json_object_get(cfg, "grad_clip"));
+	for (int k = 1; !rc && k <= steps && k < 64; k++) {
+		rc = gpt_model_zero_grad(&m, err);
+		if (!rc)
+			rc = gpt_model_forward(&m, inp, tgt, 1, (uint32_t)k, 0, &loss_sum, &ntok, err);
+		if (!rc)
+			rc = gpt_model_backward(&m, 1.0f / (float)ntok, err);
+		double norm = 0;
+		int inf = 0;
+		if (!rc)
+			rc = gpt_optimizer_grad_norm(&op, 1.0, &norm, &inf, err);
+		double scale = clip > 0 && norm > clip ? clip / (norm + 1e-6) : 1.0;
+		if (!rc)
+			rc = gpt_optimizer_step(&op, json_number_value(json_object_get(cfg, "lr")), scale, err);
+		losses[k] = (float)(loss_sum / (double)ntok);
+		snprintf(name, sizeof name, "loss.%d", k);
+		out_add(&o, name, 0, NULL, &losses[k]);
+	}
+	for (int64_t i = 0; !rc && i < m.n_table; i++) {
+		float *w = download_param(&m, i, 0, err);
+		snprintf(name, sizeof name, "final.%s", m.table[i].name);
+		rc = w ? out_add(&o, name, m.table[i].ndim, m.table[i].shape, w) : err->code;
+	}
+	if (!rc)
+		rc = gpt_st_write(out, o.e, o.n, NULL, 0, NULL, NULL, err);
+	for (int i = 2; i < o.n; i++)
+		if (strncmp(o.names[i], "loss.", 5) != 0)
+			free((void *)o.e[i].data);
+	free(logits);
+	gpt_optimizer_free(&op);
+	gpt_model_free(&m);
+	if (be.ops)
+		gpt_backend_cpu_free(&be);
+	free(tokens);
+	free(inp);
+	free(tgt);
+	json_decref(cfg);
+	gpt_st_close(&f);
+	return rc;
 }
 
 int main(int argc, char **argv)
@@ -85,6 +249,8 @@ int main(int argc, char **argv)
 		gpt_progress_finish(&p);
 		return 0;
 	}
+	if (strcmp(verb, "model-ref") == 0 && argc == 4)
+		return model_ref(argv[2], argv[3], &err) ? gpt_cmd_fail(prog, &err) : 0;
 	if (strcmp(verb, "backends") == 0 && argc == 2) {
 		char line[1024];
 		gpt_backend_describe(line, sizeof line);

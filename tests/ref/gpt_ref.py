@@ -46,14 +46,14 @@ def load_safetensors(path):
             arr = raw.view(np.float32)
         else:
             arr = np.frombuffer(data[b:e], dtype=DTYPES[info["dtype"]])
-        tensors[name] = arr.reshape(info["shape"]).copy()
+        tensors[name] = arr.reshape(tuple(info["shape"])).copy()
     return tensors, meta
 
 
 def save_safetensors(path, tensors):
     header, chunks, off = {}, [], 0
     for name, arr in tensors.items():
-        arr = np.ascontiguousarray(arr)
+        arr = np.array(arr, order="C")  # ascontiguousarray would turn 0-d into 1-d
         code = {np.dtype(np.float64): "F64", np.dtype(np.float32): "F32"}[arr.dtype]
         raw = arr.tobytes()
         header[name] = {"dtype": code, "shape": list(arr.shape), "data_offsets": [off, off + len(raw)]}

@@ -1,0 +1,144 @@
+/* The GPT network on one rank: flat parameter and gradient buffers cut by the
+ * parameter table, the forward and backward passes of the blocks over the
+ * backend ops, recompute, and GPT-2 initialisation. (Part of lib/model.)
+ *
+ * Every rank holds a box of each global tensor (gpt_param_box): with tensor
+ * and pipeline parallelism of 1 that is the whole tensor. Parameters and
+ * gradients each live in one flat buffer of the backend's storage dtype, with
+ * the same offsets, so an optimizer or a sharding stage works on element
+ * ranges of the flat buffers. The optimizer state is not the model's: it
+ * lives in lib/train, at the same offsets.
+ *
+ * A step is: gpt_model_zero_grad; for each micro-batch gpt_model_forward then
+ * gpt_model_backward (gradients accumulate); then the optimizer.
+ */
+#ifndef GPT_MODEL_GPT_H
+#define GPT_MODEL_GPT_H
+
+#include "backend/backend.h"
+#include "model/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Where this rank sits in the tensor x pipeline layout. */
+typedef struct gpt_layout {
+	int64_t tp, tp_rank;
+	int64_t pp, pp_rank;
+	int64_t layer_begin, layer_end; /* the global layers of this stage */
+} gpt_layout;
+
+/* One process holding everything. */
+void gpt_layout_single(gpt_layout *lo, const gpt_model_shape *s);
+
+/* The box of global parameter p that a rank with layout lo holds; returns 0
+ * (and an empty box) when the rank holds none of it. Tensor parallelism cuts
+ * tp_dim into tp equal parts; pipeline parallelism keeps a layer's
+ * parameters on the stage that owns the layer, wte on the first and last
+ * stage, wpe on the first, ln_f on the last. */
+int gpt_param_box(const gpt_param_info *p, const gpt_layout *lo, gpt_box *box);
+
+typedef enum gpt_recompute {
+	GPT_RECOMPUTE_NONE = 0,
+	GPT_RECOMPUTE_FULL,      /* keep only each block's input */
+	GPT_RECOMPUTE_ONLY_ATTN, /* recompute the attention half of each block */
+	GPT_RECOMPUTE_CORE_ATTN, /* recompute softmax and dropout of attention */
+} gpt_recompute;
+
+/* "full", "only_attn", "core_attn" (FleetX's recompute_granularity). */
+int gpt_recompute_parse(const char *s, gpt_recompute *out);
+
+typedef struct gpt_model_opts {
+	int64_t batch;            /* micro-batch size B */
+	int64_t seq_len;          /* T <= max_pos */
+	gpt_recompute recompute;
+	float hidden_dropout;     /* embeddings and residual branches */
+	float attn_dropout;       /* attention probabilities */
+	uint32_t seed;            /* dropout seed */
+	float ln_eps;             /* 1e-5 */
+} gpt_model_opts;
+
+/* Per-layer activations kept for the backward (pointers may be shared
+ * between layers under recompute). */
+typedef struct gpt_layer_acts {
+	void *ln1, *qkv, *atty, *res_mid, *ln2, *fch, *fch_gelu;
+	float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd;
+	float *att_saved;
+} gpt_layer_acts;
+
+typedef struct gpt_model {
+	gpt_backend *be;
+	gpt_model_shape shape;
+	gpt_layout layout;
+	gpt_model_opts opts;
+	gpt_param_info *table;    /* the global parameter table */
+	int64_t n_table;
+	int64_t *offset;          /* per table entry: element offset in the flat buffers, -1: not held */
+	gpt_box *box;             /* per table entry: the box held */
+	int64_t n_flat;           /* elements in the flat buffers */
+	void *params, *grads;     /* flat, storage dtype, backend memory */
+
+	/* activations, backend memory */
+	int64_t n_layers;         /* local layers */
+	void **res;               /* n_layers + 1 residual streams (B, T, C) */
+	gpt_layer_acts *acts;     /* n_layers */
+	void *lnf;
+	float *lnf_mean, *lnf_rstd;
+	void *logits;             /* (B, T, Vp), turned into its gradient in place */
+	float *xent_max, *xent_sumexp, *xent_tlogit, *losses; /* (B*T) */
+	void *tmp_c, *d_c, *d_c2, *d_res, *d_f, *d_qkv; /* work buffers */
+	int32_t *tokens, *targets; /* (B*T), backend memory */
+	float *host_losses;        /* (B*T), host */
+	int64_t act_bytes;         /* activation memory allocated */
+	int dropout_on;            /* set by forward: 1 in training */
+	uint32_t step;             /* the step forward ran for */
+	int64_t sample0;
+} gpt_model;
+
+/* Lays out the flat buffers and allocates parameters, gradients and the
+ * activations for micro-batches of opts->batch x opts->seq_len. */
+int gpt_model_init(gpt_model *m, gpt_backend *be, const gpt_model_shape *s, const gpt_layout *lo,
+		   const gpt_model_opts *opts, gpt_err *err);
+void gpt_model_free(gpt_model *m);
+
+/* Index of a global parameter in the table, or -1. */
+int64_t gpt_model_find(const gpt_model *m, const char *name);
+/* The element offset of table entry i in the flat buffers (-1: not held). */
+static inline void *gpt_model_param(const gpt_model *m, int64_t i)
+{
+	return (char *)m->params + m->offset[i] * (int64_t)gpt_dtype_size(m->be->dtype);
+}
+static inline void *gpt_model_grad(const gpt_model *m, int64_t i)
+{
+	return (char *)m->grads + m->offset[i] * (int64_t)gpt_dtype_size(m->be->dtype);
+}
+
+/* GPT-2 initialisation from a counter-based generator keyed by (seed, tensor,
+ * global element index), so every layout initialises the same global
+ * weights: normal(0, std) for weights, std / sqrt(2 x layers) for the two
+ * output projections, zero biases, unit LayerNorm weights, zero padding rows
+ * of wte. */
+int gpt_model_init_weights(gpt_model *m, uint64_t seed, double std, gpt_err *err);
+
+int gpt_model_zero_grad(gpt_model *m, gpt_err *err);
+
+/* One micro-batch forward. tokens and targets are host arrays (B x T,
+ * targets may be NULL: logits only). sample0 is the global index of the
+ * first sample in the step's global batch and step the optimizer step (they
+ * key dropout); training = 0 turns dropout off. On return *loss_sum is the
+ * sum of the per-token losses (targets < 0 are ignored) and *n_tokens the
+ * number of tokens that count. */
+int gpt_model_forward(gpt_model *m, const int32_t *tokens, const int32_t *targets, int training,
+		      uint32_t step, int64_t sample0, double *loss_sum, int64_t *n_tokens,
+		      gpt_err *err);
+/* The backward of the last forward; gradients accumulate into m->grads.
+ * dloss is the weight of each token's loss (1 / tokens in the global batch,
+ * times the loss scale). */
+int gpt_model_backward(gpt_model *m, float dloss, gpt_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

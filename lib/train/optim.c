@@ -1,0 +1,108 @@
+/* AdamW over the flat parameter buffer, global-norm clipping support. */
+#include "train/train.h"
+
+#include <math.h>
+#include <string.h>
+
+int gpt_optimizer_init(gpt_optimizer *op, gpt_model *m, double beta1, double beta2, double eps,
+		       double weight_decay, gpt_err *err)
+{
+	memset(op, 0, sizeof *op);
+	op->model = m;
+	op->beta1 = beta1;
+	op->beta2 = beta2;
+	op->eps = eps;
+	op->weight_decay = weight_decay;
+	gpt_backend *be = m->be;
+	static const char *const needed[] = {"adamw", "sum_squares", "check_finite", NULL};
+	int rc = gpt_backend_require(be, needed, err);
+	if (rc)
+		return rc;
+	size_t bytes = (size_t)m->n_flat * 4;
+	op->exp_avg = be->ops->alloc(be, bytes, "optimizer state (exp_avg)", err);
+	op->exp_avg_sq = op->exp_avg ? be->ops->alloc(be, bytes, "optimizer state (exp_avg_sq)", err) : NULL;
+	op->acc = op->exp_avg_sq ? be->ops->alloc(be, 4, "reduction", err) : NULL;
+	rc = op->acc ? 0 : err->code;
+	if (!rc && be->dtype != GPT_DTYPE_F32) {
+		op->master = be->ops->alloc(be, bytes, "optimizer state (fp32 master weights)", err);
+		rc = op->master ? be->ops->convert(be, op->master, GPT_DTYPE_F32, m->params, be->dtype,
+						   m->n_flat, err)
+				: err->code;
+	}
+	if (!rc)
+		rc = be->ops->zero(be, op->exp_avg, bytes, err);
+	if (!rc)
+		rc = be->ops->zero(be, op->exp_avg_sq, bytes, err);
+	if (rc)
+		gpt_optimizer_free(op);
+	return rc;
+}
+
+void gpt_optimizer_free(gpt_optimizer *op)
+{
+	if (!op->model)
+		return;
+	gpt_backend *be = op->model->be;
+	float *p[] = {op->master, op->exp_avg, op->exp_avg_sq, op->acc};
+	for (size_t i = 0; i < sizeof p / sizeof *p; i++)
+		if (p[i])
+			be->ops->free(be, p[i]);
+	memset(op, 0, sizeof *op);
+}
+
+int gpt_optimizer_grad_norm(gpt_optimizer *op, double grad_scale, double *norm, int *found_inf,
+			    gpt_err *err)
+{
+	gpt_model *m = op->model;
+	gpt_backend *be = m->be;
+	float zero = 0, acc = 0, flag = 0;
+	int rc = be->ops->upload(be, op->acc, &zero, 4, err);
+	if (!rc)
+		rc = be->ops->check_finite(be, op->acc, m->grads, m->n_flat, err);
+	if (!rc)
+		rc = be->ops->download(be, &flag, op->acc, 4, err);
+	if (!rc)
+		rc = be->ops->upload(be, op->acc, &zero, 4, err);
+	if (!rc)
+		rc = be->ops->sum_squares(be, op->acc, m->grads, m->n_flat, err);
+	if (!rc)
+		rc = be->ops->download(be, &acc, op->acc, 4, err);
+	if (rc)
+		return rc;
+	*found_inf = flag != 0 || !isfinite(acc);
+	*norm = sqrt((double)acc) * grad_scale;
+	return 0;
+}
+
+int gpt_optimizer_step(gpt_optimizer *op, double lr, double grad_scale, gpt_err *err)
+{
+	gpt_model *m = op->model;
+	gpt_backend *be = m->be;
+	size_t es = gpt_dtype_size(be->dtype);
+	op->t++;
+	int rc = 0;
+	/* One call per run of parameters with the same decay setting: the table
+	 * alternates, so this is a handful of calls per layer. */
+	for (int64_t i = 0; i < m->n_table && !rc;) {
+		if (m->offset[i] < 0) {
+			i++;
+			continue;
+		}
+		int64_t begin = m->offset[i], end = begin + gpt_box_numel(&m->box[i]);
+		int decay = m->table[i].decay;
+		int64_t j = i + 1;
+		while (j < m->n_table && m->offset[j] == end && m->table[j].decay == decay) {
+			end += gpt_box_numel(&m->box[j]);
+			j++;
+		}
+		gpt_adamw h = {.lr = (float)lr, .beta1 = (float)op->beta1, .beta2 = (float)op->beta2,
+			       .eps = (float)op->eps, .weight_decay = decay ? (float)op->weight_decay : 0.0f,
+			       .grad_scale = (float)grad_scale, .t = op->t};
+		rc = be->ops->adamw(be, (char *)m->params + begin * (int64_t)es,
+				    op->master ? op->master + begin : NULL,
+				    (char *)m->grads + begin * (int64_t)es, op->exp_avg + begin,
+				    op->exp_avg_sq + begin, end - begin, &h, err);
+		i = j;
+	}
+	return rc;
+}
