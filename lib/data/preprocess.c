@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define BATCH_BYTES ((size_t)1 << 20)
-#define BATCH_DOCS 8192
+#define BATCH_BYTES ((size_t)256 << 10)
+#define BATCH_DOCS 4096
 
 enum { SLOT_FREE, SLOT_FILLED, SLOT_DONE };
 

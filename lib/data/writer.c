@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static const char idx_magic[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', 0, 0};
@@ -70,6 +71,18 @@ int gpt_ds_writer_open(gpt_ds_writer **out, const char *prefix, gpt_ds_dtype dty
 	w->idx_path = i.data;
 	if (!rc && !w->prefix)
 		rc = GPT_EINTERNAL;
+	if (!rc) {
+		/* Say which directory is missing rather than naming our temporary file. */
+		char *slash = strrchr(b.data, '/');
+		if (slash && slash != b.data) {
+			*slash = 0;
+			struct stat st;
+			if (stat(b.data, &st) != 0 || !S_ISDIR(st.st_mode))
+				rc = gpt_err_set(err, GPT_ENOINPUT, "%s: the output directory %s does not exist; create it first",
+						 prefix, b.data);
+			*slash = '/';
+		}
+	}
 	if (!rc)
 		rc = gpt_afile_open(&w->bin, b.data, err);
 	gpt_buf_free(&b);
