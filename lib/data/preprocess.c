@@ -141,15 +141,13 @@ static int on_doc(void *ctx, const char *where, const uint8_t *p, size_t n, gpt_
 {
 	pipeline *pl = ctx;
 	(void)where;
-	batch *b = &pl->slots[pl->submitted % pl->nslots];
-	if (b->ndocs == 0) {
-		/* Reusing a slot: the batch it held must be written first. */
-		while (pl->submitted - pl->flushed >= pl->nslots) {
-			int rc = flush_one(pl, err);
-			if (rc)
-				return rc;
-		}
+	/* The slot to fill may still hold the batch nslots back: write that first. */
+	while (pl->submitted - pl->flushed >= pl->nslots) {
+		int rc = flush_one(pl, err);
+		if (rc)
+			return rc;
 	}
+	batch *b = &pl->slots[pl->submitted % pl->nslots];
 	int rc = batch_add(b, p, n, err);
 	if (rc)
 		return rc;

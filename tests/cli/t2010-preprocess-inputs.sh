@@ -126,10 +126,10 @@ test_expect_success 'the output is byte-identical for every -j' '
 	gpt-preprocess -t bytes -j 2 -o j2 tree t.tar nest.tar.xz &&
 	gpt-preprocess -t bytes -j 5 -o j5 tree t.tar nest.tar.xz &&
 	cmp j1.bin j2.bin && cmp j1.idx j2.idx && cmp j1.bin j5.bin && cmp j1.idx j5.idx &&
-	seq 1 30000 >many.txt &&
+	seq 1 100000 >many.txt &&
 	gpt-preprocess -t bytes --format lines -j 1 -o m1 many.txt &&
 	gpt-preprocess -t bytes --format lines -j 3 -o m3 many.txt &&
-	test "$(docs m3)" = 30000 &&
+	test "$(docs m3)" = 100000 &&
 	cmp m1.bin m3.bin && cmp m1.idx m3.idx
 '
 

@@ -1,6 +1,7 @@
-// tiktoken-ids.js IN OUT: the token ids of OpenAI's tokenizer (tiktoken,
-// r50k_base = GPT-2) for the bytes of IN, written to OUT as uint16 little
-// endian (the layout of a gpt-preprocess .bin). Exits 3 when tiktoken is
+// tiktoken-ids.js [--eod] OUT IN...: the token ids of OpenAI's tokenizer
+// (tiktoken, r50k_base = GPT-2) for the bytes of each IN (followed by 50256
+// with --eod), written to OUT as uint16 little endian (the layout of a
+// gpt-preprocess .bin). Exits 3 when tiktoken is
 // not installed (the caller skips). tiktoken takes strings, so raw bytes are
 // split the way gpt-preprocess documents it: at <|endoftext|> (id 50256),
 // then into valid UTF-8 runs (encoded by tiktoken) and runs of bytes that
@@ -62,7 +63,7 @@ function bpe(bytes) {
 }
 
 function ordinary(seg, out) {
-	const dec = new TextDecoder('utf-8', { fatal: true });
+	const dec = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 	let i = 0;
 	while (i < seg.length) {
 		let j = i;
@@ -75,16 +76,22 @@ function ordinary(seg, out) {
 	}
 }
 
-const data = fs.readFileSync(process.argv[2]);
+const args = process.argv.slice(2);
+const eod = args[0] === '--eod';
+if (eod) args.shift();
 const out = [];
-let at = 0;
-for (;;) {
-	const hit = data.indexOf(EOT, at);
-	ordinary(data.subarray(at, hit < 0 ? data.length : hit), out);
-	if (hit < 0) break;
-	out.push(50256);
-	at = hit + EOT.length;
+for (const file of args.slice(1)) {
+	const data = fs.readFileSync(file);
+	let at = 0;
+	for (;;) {
+		const hit = data.indexOf(EOT, at);
+		ordinary(data.subarray(at, hit < 0 ? data.length : hit), out);
+		if (hit < 0) break;
+		out.push(50256);
+		at = hit + EOT.length;
+	}
+	if (eod) out.push(50256);
 }
 const buf = Buffer.alloc(out.length * 2);
 out.forEach((id, k) => buf.writeUInt16LE(id, 2 * k));
-fs.writeFileSync(process.argv[3], buf);
+fs.writeFileSync(args[0], buf);
