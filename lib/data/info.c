@@ -1,0 +1,68 @@
+/* What --info and --decode show of a dataset. */
+#include "data/data.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+int gpt_dataset_describe(const gpt_dataset *ds, const char *path, gpt_buf *out, gpt_err *err)
+{
+	char size[32];
+	gpt_format_bytes((double)gpt_dataset_file_bytes(ds), size, sizeof size);
+	int64_t docs = gpt_dataset_num_docs(ds), tokens = gpt_dataset_num_tokens(ds);
+	return gpt_buf_printf(out, err,
+			      "dataset: %s\n"
+			      "format: %s\n"
+			      "documents: %lld\n"
+			      "tokens: %lld\n"
+			      "dtype: %s\n"
+			      "tokens per document: %.1f\n"
+			      "size: %lld bytes (%s)\n",
+			      path,
+			      gpt_dataset_format(ds) == GPT_DS_LLMC ? "llm.c shard" : "megatron indexed dataset",
+			      (long long)docs, (long long)tokens, gpt_ds_dtype_name(gpt_dataset_dtype(ds)),
+			      docs ? (double)tokens / (double)docs : 0.0, (long long)gpt_dataset_file_bytes(ds), size);
+}
+
+static int decode_doc(const gpt_dataset *ds, const gpt_tokenizer *tok, int64_t doc, int strip_eot, FILE *fp,
+		      int32_t *ids, gpt_buf *text, gpt_err *err)
+{
+	int64_t len = gpt_dataset_doc_len(ds, doc);
+	if (strip_eot && len > 0) {
+		int rc = gpt_dataset_read(ds, doc, len - 1, 1, ids, err);
+		if (rc)
+			return rc;
+		len -= ids[0] == gpt_tokenizer_eot(tok);
+	}
+	for (int64_t at = 0, k; at < len; at += k) {
+		k = len - at < 65536 ? len - at : 65536;
+		int rc = gpt_dataset_read(ds, doc, at, k, ids, err);
+		if (rc)
+			return rc;
+		gpt_buf_reset(text);
+		if (gpt_decode(tok, ids, k, text, err))
+			return gpt_err_prefix(err, "document %lld", (long long)doc);
+		if (text->len && fwrite(text->data, 1, text->len, fp) != text->len)
+			return gpt_err_errno(err, GPT_EIO, errno, "decoded text: write");
+	}
+	return 0;
+}
+
+int gpt_dataset_decode(const gpt_dataset *ds, const gpt_tokenizer *tok, int64_t doc, FILE *fp, gpt_err *err)
+{
+	int64_t n = gpt_dataset_num_docs(ds);
+	if (doc >= n)
+		return gpt_err_set(err, GPT_EUSAGE, "--doc %lld: the dataset has %lld documents (0 to %lld)",
+				   (long long)doc, (long long)n, (long long)n - 1);
+	int32_t *ids = gpt_malloc(65536 * sizeof *ids, "token buffer", err);
+	if (!ids)
+		return GPT_EINTERNAL;
+	gpt_buf text = GPT_BUF_INIT;
+	int rc = 0;
+	for (int64_t i = doc < 0 ? 0 : doc; !rc && i < (doc < 0 ? n : doc + 1); i++)
+		rc = decode_doc(ds, tok, i, doc >= 0, fp, ids, &text, err);
+	if (!rc && fflush(fp) != 0)
+		rc = gpt_err_errno(err, GPT_EIO, errno, "decoded text: write");
+	free(ids);
+	gpt_buf_free(&text);
+	return rc;
+}

@@ -1,0 +1,289 @@
+/* The preprocessing pipeline: the calling thread reads documents into
+ * batches, N threads tokenize batches, and batches are written strictly in
+ * the order they were read, so the output is the same for every N. */
+#include "data/data.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BATCH_BYTES ((size_t)256 << 10)
+#define BATCH_DOCS 4096
+
+enum { SLOT_FREE, SLOT_FILLED, SLOT_DONE };
+
+typedef struct batch {
+	gpt_buf text;
+	int64_t *doff; /* document i is text[doff[i] .. doff[i+1]) */
+	int64_t *dtok; /* tokens of document i */
+	int ndocs, cap;
+	gpt_ids ids;
+	int state;
+	int rc;
+	gpt_err err;
+} batch;
+
+typedef struct pipeline {
+	const gpt_preprocess_opts *o;
+	gpt_ds_writer *w;
+	gpt_encoder *enc; /* the calling thread's, when threads == 1 */
+	batch *slots;
+	int nslots;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int64_t submitted, claimed, flushed;
+	int finished;
+	gpt_input_stats *in;
+	gpt_progress prog;
+	char prog_items[128];
+} pipeline;
+
+static int batch_add(batch *b, const uint8_t *p, size_t n, gpt_err *err)
+{
+	if (b->ndocs + 1 >= b->cap) {
+		int cap = b->cap ? b->cap * 2 : 1024;
+		int64_t *d = gpt_realloc(b->doff, (size_t)cap * sizeof *d, "batch", err);
+		if (!d)
+			return GPT_EINTERNAL;
+		b->doff = d;
+		d = gpt_realloc(b->dtok, (size_t)cap * sizeof *d, "batch", err);
+		if (!d)
+			return GPT_EINTERNAL;
+		b->dtok = d;
+		b->cap = cap;
+	}
+	if (b->ndocs == 0)
+		b->doff[0] = 0;
+	if (gpt_buf_append(&b->text, p, n, err))
+		return GPT_EINTERNAL;
+	b->doff[++b->ndocs] = (int64_t)b->text.len;
+	return 0;
+}
+
+static int batch_encode(const gpt_preprocess_opts *o, gpt_encoder *enc, batch *b, gpt_err *err)
+{
+	int32_t eot = gpt_tokenizer_eot(o->tok);
+	b->ids.len = 0;
+	for (int i = 0; i < b->ndocs; i++) {
+		int64_t before = b->ids.len;
+		int rc = gpt_encode(enc, b->text.data + b->doff[i], (size_t)(b->doff[i + 1] - b->doff[i]), &b->ids, err);
+		if (rc)
+			return rc;
+		if (o->append_eod) {
+			if (gpt_ids_reserve(&b->ids, 1, err))
+				return GPT_EINTERNAL;
+			b->ids.data[b->ids.len++] = eot;
+		}
+		b->dtok[i] = b->ids.len - before;
+	}
+	return 0;
+}
+
+static void progress_update(pipeline *pl)
+{
+	double el = gpt_now_s() - pl->prog.start_s;
+	int64_t tokens = gpt_ds_writer_tokens(pl->w);
+	pl->prog.total = pl->in->total_bytes; /* known once gpt_input_read has listed the input */
+	snprintf(pl->prog_items, sizeof pl->prog_items, "docs, %lld tokens, %.0f tokens/s", (long long)tokens,
+		 el > 0 ? (double)tokens / el : 0.0);
+	gpt_progress_update(&pl->prog, pl->in->bytes, gpt_ds_writer_docs(pl->w));
+}
+
+/* Writes the oldest batch once it is tokenized and frees its slot. */
+static int flush_one(pipeline *pl, gpt_err *err)
+{
+	batch *b = &pl->slots[pl->flushed % pl->nslots];
+	pthread_mutex_lock(&pl->mu);
+	while (b->state != SLOT_DONE)
+		pthread_cond_wait(&pl->cv, &pl->mu);
+	pthread_mutex_unlock(&pl->mu);
+	if (b->rc) {
+		*err = b->err;
+		return b->rc;
+	}
+	int64_t at = 0;
+	for (int i = 0; i < b->ndocs; i++) {
+		int rc = gpt_ds_writer_add(pl->w, b->ids.data + at, b->dtok[i], err);
+		if (rc)
+			return rc;
+		at += b->dtok[i];
+	}
+	gpt_buf_reset(&b->text);
+	b->ndocs = 0;
+	pthread_mutex_lock(&pl->mu);
+	b->state = SLOT_FREE;
+	pl->flushed++;
+	pthread_mutex_unlock(&pl->mu);
+	progress_update(pl);
+	return 0;
+}
+
+static int submit(pipeline *pl, gpt_err *err)
+{
+	batch *b = &pl->slots[pl->submitted % pl->nslots];
+	if (b->ndocs == 0)
+		return 0;
+	if (!pl->enc) {
+		pthread_mutex_lock(&pl->mu);
+		b->state = SLOT_FILLED;
+		pl->submitted++;
+		pthread_cond_broadcast(&pl->cv);
+		pthread_mutex_unlock(&pl->mu);
+		return 0;
+	}
+	b->rc = batch_encode(pl->o, pl->enc, b, &b->err);
+	b->state = SLOT_DONE;
+	pl->submitted++;
+	return flush_one(pl, err);
+}
+
+static int on_doc(void *ctx, const char *where, const uint8_t *p, size_t n, gpt_err *err)
+{
+	pipeline *pl = ctx;
+	(void)where;
+	/* The slot to fill may still hold the batch nslots back: write that first. */
+	while (pl->submitted - pl->flushed >= pl->nslots) {
+		int rc = flush_one(pl, err);
+		if (rc)
+			return rc;
+	}
+	batch *b = &pl->slots[pl->submitted % pl->nslots];
+	int rc = batch_add(b, p, n, err);
+	if (rc)
+		return rc;
+	if (b->text.len >= BATCH_BYTES || b->ndocs >= BATCH_DOCS) {
+		rc = submit(pl, err);
+		/* Write whatever is ready without waiting, to keep memory flat. */
+		while (!rc && pl->flushed < pl->submitted &&
+		       __atomic_load_n(&pl->slots[pl->flushed % pl->nslots].state, __ATOMIC_ACQUIRE) == SLOT_DONE)
+			rc = flush_one(pl, err);
+	}
+	return rc;
+}
+
+typedef struct worker_arg {
+	pipeline *pl;
+	gpt_encoder *enc;
+} worker_arg;
+
+static void *worker(void *arg)
+{
+	worker_arg *wa = arg;
+	pipeline *pl = wa->pl;
+	pthread_mutex_lock(&pl->mu);
+	for (;;) {
+		while (pl->claimed >= pl->submitted && !pl->finished)
+			pthread_cond_wait(&pl->cv, &pl->mu);
+		if (pl->claimed >= pl->submitted)
+			break;
+		batch *b = &pl->slots[pl->claimed++ % pl->nslots];
+		pthread_mutex_unlock(&pl->mu);
+		int rc = batch_encode(pl->o, wa->enc, b, &b->err);
+		pthread_mutex_lock(&pl->mu);
+		b->rc = rc;
+		__atomic_store_n(&b->state, SLOT_DONE, __ATOMIC_RELEASE);
+		pthread_cond_broadcast(&pl->cv);
+	}
+	pthread_mutex_unlock(&pl->mu);
+	return NULL;
+}
+
+static void pipeline_free(pipeline *pl)
+{
+	for (int i = 0; i < pl->nslots; i++) {
+		gpt_buf_free(&pl->slots[i].text);
+		free(pl->slots[i].doff);
+		free(pl->slots[i].dtok);
+		gpt_ids_free(&pl->slots[i].ids);
+	}
+	free(pl->slots);
+	gpt_encoder_free(pl->enc);
+	pthread_mutex_destroy(&pl->mu);
+	pthread_cond_destroy(&pl->cv);
+}
+
+static int run(pipeline *pl, const char *const *paths, int n_paths, pthread_t *tids, worker_arg *args,
+	       int *started, gpt_err *err)
+{
+	const gpt_preprocess_opts *o = pl->o;
+	for (int i = 0; o->threads > 1 && i < o->threads; i++) {
+		int rc = gpt_encoder_new(&args[i].enc, o->tok, err);
+		if (rc)
+			return rc;
+		args[i].pl = pl;
+		if (pthread_create(&tids[i], NULL, worker, &args[i]) != 0)
+			return gpt_err_set(err, GPT_EINTERNAL, "cannot start tokenizer thread %d of %d; try a smaller -j",
+					   i + 1, o->threads);
+		(*started)++;
+	}
+	int rc = gpt_input_read(paths, n_paths, &o->input, on_doc, pl, pl->in, err);
+	if (!rc)
+		rc = submit(pl, err);
+	while (!rc && pl->flushed < pl->submitted)
+		rc = flush_one(pl, err);
+	return rc;
+}
+
+int gpt_preprocess(const gpt_preprocess_opts *o, const char *const *paths, int n_paths, gpt_preprocess_stats *st,
+		   gpt_err *err)
+{
+	memset(st, 0, sizeof *st);
+	double t0 = gpt_now_s();
+	if (o->threads < 1 || o->threads > 1024)
+		return gpt_err_set(err, GPT_EUSAGE, "-j %d: expected a thread count from 1 to 1024", o->threads);
+	if (o->append_eod && gpt_tokenizer_eot(o->tok) < 0)
+		return gpt_err_set(err, GPT_EUSAGE, "--append-eod: the vocabulary has no <|endoftext|> token; use --no-append-eod");
+	pipeline pl;
+	memset(&pl, 0, sizeof pl);
+	pl.o = o;
+	pl.in = &st->input;
+	pl.nslots = o->threads > 1 ? 2 * o->threads + 2 : 1;
+	pthread_mutex_init(&pl.mu, NULL);
+	pthread_cond_init(&pl.cv, NULL);
+	pl.slots = gpt_calloc((size_t)pl.nslots, sizeof *pl.slots, "batches", err);
+	int rc = pl.slots ? 0 : GPT_EINTERNAL;
+	if (!rc && o->threads == 1)
+		rc = gpt_encoder_new(&pl.enc, o->tok, err);
+	if (!rc)
+		rc = gpt_ds_writer_open(&pl.w, o->prefix, gpt_ds_dtype_for_vocab(gpt_tokenizer_vocab_size(o->tok)), err);
+	if (rc) {
+		pipeline_free(&pl);
+		return rc;
+	}
+	gpt_progress_init(&pl.prog, o->progress, "gpt-preprocess", "B", 0);
+	pl.prog.items_unit = pl.prog_items;
+	pl.prog.plain_interval_s = 0;
+	pthread_t *tids = gpt_calloc((size_t)o->threads, sizeof *tids, "threads", err);
+	worker_arg *args = gpt_calloc((size_t)o->threads, sizeof *args, "threads", err);
+	int started = 0;
+	rc = tids && args ? 0 : GPT_EINTERNAL;
+	if (!rc) {
+		rc = run(&pl, paths, n_paths, tids, args, &started, err);
+	}
+	pthread_mutex_lock(&pl.mu);
+	pl.finished = 1;
+	/* On failure workers may still hold claimed batches; they finish them and stop. */
+	pl.submitted = pl.claimed < pl.submitted && rc ? pl.claimed : pl.submitted;
+	pthread_cond_broadcast(&pl.cv);
+	pthread_mutex_unlock(&pl.mu);
+	for (int i = 0; i < started; i++)
+		pthread_join(tids[i], NULL);
+	for (int i = 0; args && i < o->threads; i++)
+		gpt_encoder_free(args[i].enc);
+	free(tids);
+	free(args);
+	progress_update(&pl);
+	gpt_progress_finish(&pl.prog);
+	st->docs = gpt_ds_writer_docs(pl.w);
+	st->tokens = gpt_ds_writer_tokens(pl.w);
+	if (!rc && st->docs == 0)
+		rc = gpt_err_set(err, GPT_EDATA, "no documents in the input (%lld empty, %lld binary skipped); nothing written",
+				 (long long)st->input.empty, (long long)st->input.binary);
+	if (rc)
+		gpt_ds_writer_abort(pl.w);
+	else
+		rc = gpt_ds_writer_commit(pl.w, err);
+	pipeline_free(&pl);
+	st->seconds = gpt_now_s() - t0;
+	return rc;
+}

@@ -1,0 +1,142 @@
+#!/bin/sh
+# gpt-preprocess input kinds: files, directories, stdin, JSON lines, lines,
+# and archives/compressed streams in any mix (byte tokenizer: no vocabulary).
+. "$(dirname "$0")/test-lib.sh"
+
+# docs PREFIX: prints "N" documents of the dataset
+docs () { gpt-preprocess --info "$1" | sed -n 's/^documents: //p'; }
+# doc PREFIX N: document N as text
+doc () { gpt-preprocess -t bytes --decode "$1" --doc "$2"; }
+
+test_expect_success 'setup' '
+	printf "first document\n" >a.txt &&
+	printf "second\ndocument" >b.txt &&
+	printf "{\"text\": \"json one\"}\n\n{\"text\": \"json \\\\u00e9 two\", \"id\": 2}\n" >c.jsonl &&
+	printf "{\"content\": \"alt key\"}\n{\"text\": \"main key\", \"content\": \"x\"}\n" >d.jsonl
+'
+
+test_expect_success 'a plain file is one document, ended by end-of-text' '
+	gpt-preprocess -t bytes -o one a.txt &&
+	test "$(docs one)" = 1 &&
+	gpt-preprocess --info one >info &&
+	test_grep "^tokens: 16$" info &&
+	test_grep "^dtype: uint16$" info &&
+	doc one 0 >out && test_cmp a.txt out
+'
+
+test_expect_success '--no-append-eod leaves the end-of-text out' '
+	gpt-preprocess -t bytes --no-append-eod -o noeod a.txt &&
+	gpt-preprocess --info noeod >info &&
+	test_grep "^tokens: 15$" info &&
+	test "$(wc -c <noeod.bin)" = 30
+'
+
+test_expect_success 'several files keep their order; --decode shows all' '
+	gpt-preprocess -t bytes -o two b.txt a.txt &&
+	test "$(docs two)" = 2 &&
+	doc two 0 >out && test_cmp b.txt out &&
+	doc two 1 >out && test_cmp a.txt out &&
+	gpt-preprocess -t bytes --decode two >all &&
+	printf "second\ndocument<|endoftext|>first document\n<|endoftext|>" >want &&
+	test_cmp want all
+'
+
+test_expect_success 'stdin is read with -' '
+	printf "from stdin" | gpt-preprocess -t bytes -o stdin - &&
+	doc stdin 0 >out && printf "from stdin" >want && test_cmp want out
+'
+
+test_expect_success 'JSON lines: a document per record, blank lines skipped, escapes decoded' '
+	gpt-preprocess -t bytes -o js c.jsonl &&
+	test "$(docs js)" = 2 &&
+	doc js 1 >out && printf "json \303\251 two" >want && test_cmp want out
+'
+
+test_expect_success '--json-key: the first key a record has wins' '
+	gpt-preprocess -t bytes --json-key content -o k1 d.jsonl &&
+	doc k1 0 >out && printf "alt key" >want && test_cmp want out &&
+	doc k1 1 >out && printf "x" >want && test_cmp want out &&
+	gpt-preprocess -t bytes --json-key text --json-key content -o k2 d.jsonl &&
+	doc k2 0 >out && printf "alt key" >want && test_cmp want out &&
+	doc k2 1 >out && printf "main key" >want && test_cmp want out
+'
+
+test_expect_success 'stdin with --json-key is JSON lines' '
+	gpt-preprocess -t bytes --json-key text -o jstdin - <c.jsonl &&
+	test "$(docs jstdin)" = 2
+'
+
+test_expect_success '--format lines: a document per non-empty line' '
+	printf "l1\n\nl2\r\nl3" >lines.txt &&
+	gpt-preprocess -t bytes --format lines -o ln lines.txt &&
+	test "$(docs ln)" = 3 &&
+	doc ln 1 >out && printf "l2" >want && test_cmp want out
+'
+
+test_expect_success 'a directory is read recursively in name order, hidden files skipped' '
+	mkdir -p tree/sub tree/.hidden &&
+	cp b.txt tree/z.txt && cp a.txt tree/sub/m.txt && cp c.jsonl tree/sub/n.jsonl &&
+	cp a.txt tree/.hidden/x.txt && cp a.txt tree/.dot.txt &&
+	gpt-preprocess -t bytes -o tree tree &&
+	test "$(docs tree)" = 4 &&
+	doc tree 0 >out && test_cmp a.txt out &&
+	doc tree 3 >out && test_cmp b.txt out
+'
+
+test_expect_success 'compressed streams: gz, xz, zst, bz2 (and JSON inside by name)' '
+	for z in gzip xz zstd bzip2; do
+		$z -c a.txt >a.txt.$z && $z -c c.jsonl >c.jsonl.$z || return 1
+	done &&
+	mv a.txt.gzip a.txt.gz && mv a.txt.zstd a.txt.zst && mv a.txt.bzip2 a.txt.bz2 &&
+	mv c.jsonl.gzip c.jsonl.gz && mv c.jsonl.zstd c.jsonl.zst && mv c.jsonl.bzip2 c.jsonl.bz2 &&
+	gpt-preprocess -t bytes -o z a.txt.gz a.txt.xz a.txt.zst a.txt.bz2 c.jsonl.gz c.jsonl.xz c.jsonl.zst c.jsonl.bz2 &&
+	test "$(docs z)" = 12 &&
+	doc z 3 >out && test_cmp a.txt out &&
+	doc z 11 >out && printf "json \303\251 two" >want && test_cmp want out
+'
+
+test_expect_success 'tar, tar.gz and zip archives, one document per member' '
+	tar -cf t.tar a.txt b.txt c.jsonl &&
+	tar -czf t.tar.gz a.txt b.txt &&
+	zip -q t.zip a.txt c.jsonl &&
+	gpt-preprocess -t bytes -o ar t.tar t.tar.gz t.zip &&
+	test "$(docs ar)" = 9 &&
+	doc ar 1 >out && test_cmp b.txt out &&
+	doc ar 8 >out && printf "json \303\251 two" >want && test_cmp want out
+'
+
+test_expect_success 'archives nest: a tar.xz of zip and jsonl.gz members, and stdin' '
+	mkdir nest && cp t.zip c.jsonl.gz a.txt.zst nest/ &&
+	(cd nest && tar -cJf ../nest.tar.xz t.zip c.jsonl.gz a.txt.zst) &&
+	gpt-preprocess -t bytes -o nest nest.tar.xz &&
+	test "$(docs nest)" = 6 &&
+	gpt-preprocess -t bytes -o nest2 - <nest.tar.xz &&
+	cmp nest.bin nest2.bin && cmp nest.idx nest2.idx
+'
+
+test_expect_success 'empty files and records are skipped' '
+	: >empty.txt && printf "{\"text\": \"\"}\n" >empty.jsonl &&
+	gpt-preprocess -t bytes -o sk empty.txt a.txt empty.jsonl &&
+	test "$(docs sk)" = 1
+'
+
+test_expect_success 'the output is byte-identical for every -j' '
+	i=0 && while [ $i -lt 300 ]; do printf "doc %d %s\n" $i "$(seq $i $((i + 40)))" >tree/sub/f$i.txt; i=$((i + 1)); done &&
+	gpt-preprocess -t bytes -j 1 -o j1 tree t.tar nest.tar.xz &&
+	gpt-preprocess -t bytes -j 2 -o j2 tree t.tar nest.tar.xz &&
+	gpt-preprocess -t bytes -j 5 -o j5 tree t.tar nest.tar.xz &&
+	cmp j1.bin j2.bin && cmp j1.idx j2.idx && cmp j1.bin j5.bin && cmp j1.idx j5.idx &&
+	seq 1 100000 >many.txt &&
+	gpt-preprocess -t bytes --format lines -j 1 -o m1 many.txt &&
+	gpt-preprocess -t bytes --format lines -j 3 -o m3 many.txt &&
+	test "$(docs m3)" = 100000 &&
+	cmp m1.bin m3.bin && cmp m1.idx m3.idx
+'
+
+test_expect_success 'a rerun replaces the pair and leaves no temporary files' '
+	gpt-preprocess -t bytes -o j1 a.txt &&
+	test "$(docs j1)" = 1 &&
+	! ls -a | grep "\.tmp\."
+'
+
+test_done

@@ -1,0 +1,131 @@
+#!/bin/sh
+# gpt-preprocess on bad input: clear one-line errors, the right exit codes,
+# and never a dataset pair left behind by a failed run.
+. "$(dirname "$0")/test-lib.sh"
+
+# no_pair PREFIX: neither file of the pair exists
+no_pair () { ! test -e "$1.bin" && ! test -e "$1.idx"; }
+
+test_expect_success 'setup' '
+	printf "good text\n" >good.txt &&
+	printf "{\"text\": \"ok\"}\n{\"text\": \"broken\"\n{\"text\": 3}\n{\"other\": \"x\"}\n{\"text\": \"fine\"}\n" >bad.jsonl
+'
+
+test_expect_success 'a missing vocabulary says how to get one' '
+	mkdir novocab &&
+	test_expect_code 66 gpt-preprocess --vocab novocab -o out good.txt 2>err &&
+	test_grep "^gpt-preprocess: error: novocab: no GPT-2 vocabulary .*make deps.*--vocab DIR" err &&
+	test_line_count = 1 err &&
+	no_pair out
+'
+
+test_expect_success 'a malformed vocabulary names the file' '
+	mkdir badvocab && echo "{" >badvocab/encoder.json && echo "#version: 0.2" >badvocab/vocab.bpe &&
+	test_expect_code 65 gpt-preprocess --vocab badvocab -o out good.txt 2>err &&
+	test_grep "badvocab/encoder.json:.*not valid JSON" err
+'
+
+test_expect_success 'a missing input file' '
+	test_expect_code 66 gpt-preprocess -t bytes -o out good.txt nosuch.txt 2>err &&
+	test_grep "^gpt-preprocess: error: nosuch.txt: No such file" err &&
+	no_pair out
+'
+
+test_expect_success NOT_ROOT 'an unreadable file' '
+	cp good.txt secret.txt && chmod 000 secret.txt &&
+	test_expect_code 74 gpt-preprocess -t bytes -o out good.txt secret.txt 2>err &&
+	test_grep "secret.txt: open: Permission denied" err &&
+	no_pair out
+'
+
+test_expect_success 'an invalid JSON line names the file and line' '
+	test_expect_code 65 gpt-preprocess -t bytes -o out bad.jsonl 2>err &&
+	test_grep "^gpt-preprocess: error: bad.jsonl:2: invalid JSON: .*--skip-bad" err &&
+	test_line_count = 1 err &&
+	no_pair out
+'
+
+test_expect_success 'a wrong value type and a missing key are errors too' '
+	sed -n "1p;3p" bad.jsonl >type.jsonl &&
+	test_expect_code 65 gpt-preprocess -t bytes -o out type.jsonl 2>err &&
+	test_grep "type.jsonl:2: .text. is a number, expected a string" err &&
+	sed -n "4p" bad.jsonl >key.jsonl &&
+	test_expect_code 65 gpt-preprocess -t bytes -o out key.jsonl 2>err &&
+	test_grep "key.jsonl:1: the record has no key .text.; choose the key with --json-key" err
+'
+
+test_expect_success '--skip-bad skips bad records and counts them' '
+	gpt-preprocess -t bytes --skip-bad -o skip bad.jsonl 2>err &&
+	test_grep "warning: skipped 3 bad JSON records \(first: bad.jsonl:2\)" err &&
+	gpt-preprocess --info skip >info && test_grep "^documents: 2$" info
+'
+
+test_expect_success 'an error inside an archive names the member and line' '
+	tar -czf bad.tar.gz good.txt bad.jsonl &&
+	test_expect_code 65 gpt-preprocess -t bytes -o out bad.tar.gz 2>err &&
+	test_grep "bad.tar.gz:bad.jsonl:2: invalid JSON" err
+'
+
+test_expect_success 'a corrupt or truncated archive is an error' '
+	seq 1 20000 >big.txt && tar -czf t.tar.gz big.txt good.txt &&
+	head -c 2000 t.tar.gz >trunc.tar.gz &&
+	test_expect_code 65 gpt-preprocess -t bytes -o out trunc.tar.gz 2>err &&
+	test_grep "trunc.tar.gz.*(corrupt|truncated)" err &&
+	no_pair out &&
+	printf "PK\003\004garbage garbage garbage" >bad.zip &&
+	test_expect_code 65 gpt-preprocess -t bytes -o out bad.zip 2>err &&
+	test_grep "bad.zip" err &&
+	printf "plain text, not gzip" >fake.gz &&
+	test_expect_code 65 gpt-preprocess -t bytes -o out fake.gz 2>err &&
+	test_grep "fake.gz: not a gz stream" err &&
+	no_pair out
+'
+
+test_expect_success 'a binary file is skipped with a warning' '
+	printf "text\000with a NUL byte" >blob.bin &&
+	gpt-preprocess -t bytes -o bin good.txt blob.bin 2>err &&
+	test_grep "warning: skipped 1 binary file \(first: blob.bin\)" err &&
+	gpt-preprocess --info bin >info && test_grep "^documents: 1$" info
+'
+
+test_expect_success 'empty input is an error and writes nothing' '
+	: >empty.txt &&
+	test_expect_code 65 gpt-preprocess -t bytes -o out empty.txt 2>err &&
+	test_grep "no documents in the input \(1 empty, 0 binary skipped\); nothing written" err &&
+	test_expect_code 65 gpt-preprocess -t bytes -o out blob.bin </dev/null 2>err &&
+	test_expect_code 65 gpt-preprocess -t bytes -o out - </dev/null 2>err &&
+	no_pair out
+'
+
+test_expect_success 'a failed run keeps an existing pair intact' '
+	gpt-preprocess -t bytes -o keep good.txt &&
+	cp keep.bin keep.bin.orig && cp keep.idx keep.idx.orig &&
+	test_expect_code 65 gpt-preprocess -t bytes -o keep good.txt bad.jsonl 2>err &&
+	cmp keep.bin keep.bin.orig && cmp keep.idx keep.idx.orig &&
+	! ls -a | grep "\.tmp\."
+'
+
+test_expect_success 'an output directory that does not exist' '
+	test_expect_code 66 gpt-preprocess -t bytes -o nodir/out good.txt 2>err &&
+	test_grep "nodir/" err
+'
+
+test_expect_success 'usage errors' '
+	test_expect_code 64 gpt-preprocess -t bytes good.txt 2>err && test_grep "no output" err &&
+	test_expect_code 64 gpt-preprocess -t bytes -o out 2>err && test_grep "no input" err &&
+	test_expect_code 64 gpt-preprocess -t nope -o out good.txt 2>err && test_grep "unknown tokenizer" err &&
+	test_expect_code 64 gpt-preprocess -t bytes -j 0 -o out good.txt 2>err && test_grep "thread count" err &&
+	test_expect_code 64 gpt-preprocess -t bytes --format csv -o out good.txt 2>err &&
+	test_expect_code 64 gpt-preprocess --doc 1 -o out good.txt 2>err && test_grep "only with --decode" err &&
+	test_expect_code 64 gpt-preprocess --bogus 2>err && test_grep "unknown option --bogus" err
+'
+
+test_expect_success '--help and the man page list the same options' '
+	gpt-preprocess --help >help &&
+	sed -e "s/[\\\\]-/-/g" -e "s/[\\\\]f[BIRP]//g" "$GPT_ROOT/man/man1/gpt-preprocess.1" >man.txt &&
+	grep -o -e "--[a-z][a-z-]*" help | sort -u >help.opts &&
+	grep -o -e "--[a-z][a-z-]*" man.txt | sort -u >man.opts &&
+	test_cmp help.opts man.opts
+'
+
+test_done
