@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <string.h>
+#include <strings.h>
 
 #define OFF(f) offsetof(gpt_config, f)
 #define K(name, type, field, def, choices, min, max, flags, help)                               \
@@ -279,11 +280,24 @@ static int depth_of(const char *s)
 	return d;
 }
 
+static const char *last_part(const char *s)
+{
+	const char *dot = strrchr(s, '.');
+	return dot ? dot + 1 : s;
+}
+
 static void consider(const char *cand, const char *name, int depth, int *best, const char **out)
 {
 	if (depth >= 0 && depth_of(cand) != depth)
 		return;
-	int d = gpt_edit_distance(cand, name);
+	/* Half steps, so that a truncated name ("Model.hidden" for
+	 * Model.hidden_size) beats an unrelated short one at equal distance. */
+	int d = 2 * gpt_edit_distance(cand, name);
+	const char *lc = last_part(cand), *ln = last_part(name);
+	size_t n = strlen(ln);
+	if (n >= 3 && strncasecmp(lc, ln, n) == 0 &&
+	    (size_t)(lc - cand) == (size_t)(ln - name) && strncmp(cand, name, (size_t)(lc - cand)) == 0)
+		d = 1;
 	if (d < *best) {
 		*best = d;
 		*out = cand;

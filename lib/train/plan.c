@@ -160,8 +160,10 @@ int gpt_train_memory_plan(const gpt_config *cfg, gpt_train_memory *m, gpt_err *e
 		st->act_full = fl * lay * m->layer_full + m->layer_none + extra;
 		double rc_l = (double)st->recomputed, keep_l = lay - rc_l;
 		st->act_config = fl * (keep_l * m->layer_none + rc_l * m->layer_config) + extra;
+		/* the layer being recomputed holds its full activations for a moment */
 		if (rc_l > 0)
-			st->act_config += m->layer_none - m->layer_config;
+			st->act_config += m->layer_none -
+					  (strcmp(gran, "full") == 0 ? 0 : m->layer_config);
 		double P = (double)st->params;
 		st->param_bytes = ceil_div(P, stage >= 3 ? d : 1) * m->param_bytes_each;
 		st->grad_bytes = ceil_div(P, stage >= 2 ? d : 1) * m->grad_bytes_each;
@@ -211,7 +213,9 @@ static const char *human_count(double v, char *out, size_t size)
 
 static const char *gib(double bytes, char *out, size_t size)
 {
-	if (bytes >= 1024.0 * 1024 * 1024)
+	if (bytes == 0)
+		snprintf(out, size, "0 B");
+	else if (bytes >= 1024.0 * 1024 * 1024)
 		snprintf(out, size, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
 	else
 		snprintf(out, size, "%.1f MiB", bytes / (1024.0 * 1024));
@@ -261,7 +265,7 @@ int gpt_train_memory_write(const gpt_config *cfg, const gpt_train_memory *m, FIL
 	fprintf(fp, "recompute: %s\n",
 		cfg->model.use_recompute ? cfg->model.recompute_granularity : "off");
 	fprintf(fp, "\nper-rank memory, busiest rank (pipeline stage %d of %lld: %lld layers, %s "
-		    "parameter elements, %.4g micro-batches in flight):\n",
+		    "parameter elements, micro-batches in flight: %.4g):\n",
 		m->busiest, (long long)m->pp, (long long)w->layers,
 		(grouped(w->params, a, sizeof a), a), w->in_flight);
 	fprintf(fp, "  parameters:       %12s  (%d bytes each%s)\n",
