@@ -1,5 +1,5 @@
-/* gpt-train: the trainer. So far: resolve and print the configuration, and
- * plan the per-rank memory of the configured layout (--dry-run). */
+/* gpt-train: the trainer: resolve the configuration, then train, print it
+ * (--print-config) or plan the per-rank memory of the layout (--dry-run). */
 #include "backend/backend.h"
 #include "config/config.h"
 #include "core/core.h"
@@ -52,9 +52,11 @@ static void usage(FILE *fp)
 {
 	fprintf(fp, "usage: gpt-train -c FILE [-o KEY=VALUE]... [--print-config | --dry-run] "
 		    "[--world-size N]\n\n"
-		    "Train a GPT model as the configuration says. This build resolves and checks the\n"
-		    "configuration (--print-config) and plans per-rank memory (--dry-run); the\n"
-		    "training loop is not part of it yet.\n\nOptions:\n");
+		    "Train a GPT model as the configuration says: log lines on stdout (FleetX's\n"
+		    "format), checkpoints in Engine.save_load.output_dir, resuming from\n"
+		    "Engine.save_load.ckpt_dir or from output_dir/latest. This build trains in one\n"
+		    "process on the CPU in fp32. --print-config shows the resolved configuration and\n"
+		    "--dry-run the parameter count and per-rank memory, without training.\n\nOptions:\n");
 	gpt_opts_help(options, fp);
 }
 
@@ -152,9 +154,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (!rc && !print && !dry)
-		rc = gpt_err_set(&err, GPT_EINTERNAL,
-				 "training is not implemented yet in this build; the configuration "
-				 "is valid: use --print-config or --dry-run");
+		rc = gpt_train_run(&cfg, stdout, &err);
 	gpt_config_free(&cfg);
 	free(set);
 	return rc ? gpt_cmd_fail(prog, &err) : 0;

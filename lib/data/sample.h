@@ -45,9 +45,36 @@ typedef struct gpt_samples {
  * fewer than seq_len + 1 tokens. */
 int gpt_samples_build(gpt_samples *s, const int64_t *doc_ids, int64_t n_docs, const int32_t *lens,
 		      int seq_len, int64_t min_samples, uint64_t seed, gpt_err *err);
+/* With shuffle off the samples of each epoch keep stream order (FleetX's
+ * sampler.shuffle: False); the documents are shuffled either way. */
+void gpt_samples_unshuffle(gpt_samples *s);
 /* The (document position, offset) where run sample k starts; k < n_samples. */
 void gpt_samples_locate(const gpt_samples *s, int64_t k, int64_t *doc_pos, int32_t *offset);
 void gpt_samples_free(gpt_samples *s);
+
+/* The loader: samples by global index from one dataset, a directory of
+ * datasets, or a weighted blend, for one split.
+ *
+ * spec is a dataset prefix (PREFIX.bin/.idx or an llm.c shard), a directory
+ * (every *.idx prefix and *.bin llm.c shard in it, weighted by their token
+ * counts), or Megatron's blend "W1 PREFIX1 W2 PREFIX2 ..." (weights need not
+ * add up to 1). Each dataset's documents are split by `split` ("949,50,1")
+ * and `which` (0 train, 1 validation, 2 test) picks the part. Blending is
+ * Megatron's: sample k goes to the dataset furthest behind its share. The
+ * index covers at least min_samples samples (more epochs as needed). */
+typedef struct gpt_loader gpt_loader;
+
+int gpt_loader_open(gpt_loader **out, const char *spec, const char *split, int which, int seq_len,
+		    int64_t min_samples, uint64_t seed, int shuffle, gpt_err *err);
+/* Samples in one pass over the split's documents (all datasets). */
+int64_t gpt_loader_epoch_samples(const gpt_loader *l);
+/* Samples the index covers. */
+int64_t gpt_loader_size(const gpt_loader *l);
+/* The seq_len + 1 tokens of sample k into out. */
+int gpt_loader_sample(const gpt_loader *l, int64_t k, int32_t *out, gpt_err *err);
+/* The largest token id in the split's datasets is not checked here; the
+ * model refuses ids outside its vocabulary with a message naming them. */
+void gpt_loader_close(gpt_loader *l);
 
 /* A small deterministic generator for shuffles (splitmix64). */
 uint64_t gpt_splitmix64(uint64_t *state);

@@ -87,6 +87,12 @@ int gpt_optimizer_grad_norm(gpt_optimizer *op, double grad_scale, double *norm, 
  * (1/loss_scale times the clipping factor) first. */
 int gpt_optimizer_step(gpt_optimizer *op, double lr, double grad_scale, gpt_err *err);
 
+/* Trains as the resolved configuration says, in this process: log lines
+ * go to `log` (FleetX's format), checkpoints to Engine.save_load.output_dir.
+ * Resumes from Engine.save_load.ckpt_dir when set (it must load), else from
+ * output_dir/latest when that exists. */
+int gpt_train_run(const gpt_config *cfg, FILE *log, gpt_err *err);
+
 /* FleetX's CosineAnnealingWithWarmupDecay: a linear warmup from 0 to max_lr
  * over warmup_rate x decay_steps steps, then a half cosine from max_lr down
  * to min_lr at decay_steps, then min_lr. */

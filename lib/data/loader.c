@@ -1,0 +1,284 @@
+/* The loader: datasets, splits, blending, and reading a sample by index. */
+#include "data/data.h"
+#include "data/sample.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+typedef struct loader_part {
+	char *path;
+	double weight;
+	gpt_dataset *ds;
+	int32_t *lens;      /* per document of the dataset */
+	gpt_samples samples;
+} loader_part;
+
+struct gpt_loader {
+	int seq_len;
+	loader_part *parts;
+	int n_parts;
+	int64_t n;          /* blended samples */
+	int32_t *which;     /* per blended sample: the part */
+	int64_t *local;     /* per blended sample: the sample index within the part */
+	int64_t per_epoch;
+};
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int add_part(gpt_loader *l, const char *path, double weight, gpt_err *err)
+{
+	loader_part *p = realloc(l->parts, (size_t)(l->n_parts + 1) * sizeof *p);
+	if (!p)
+		return gpt_err_nomem(err, 0, "dataset list");
+	l->parts = p;
+	p = &l->parts[l->n_parts];
+	memset(p, 0, sizeof *p);
+	p->path = strdup(path);
+	p->weight = weight;
+	if (!p->path)
+		return gpt_err_nomem(err, strlen(path), "path");
+	l->n_parts++;
+	return 0;
+}
+
+/* Every dataset in a directory, sorted by name, weighted later by tokens. */
+static int add_dir(gpt_loader *l, const char *dir, gpt_err *err)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return gpt_err_errno_read(err, errno, "%s", dir);
+	char **names = NULL;
+	int n = 0, rc = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) && !rc) {
+		size_t len = strlen(e->d_name);
+		int idx = len > 4 && strcmp(e->d_name + len - 4, ".idx") == 0;
+		int bin = len > 4 && strcmp(e->d_name + len - 4, ".bin") == 0;
+		if (!idx && !bin)
+			continue;
+		char path[4096];
+		snprintf(path, sizeof path, "%s/%.*s", dir, (int)len - 4, e->d_name);
+		char other[4200];
+		snprintf(other, sizeof other, "%s.idx", path);
+		if (bin && gpt_path_exists(other))
+			continue; /* the .bin of a Megatron pair: counted by its .idx */
+		if (bin)
+			snprintf(path, sizeof path, "%s/%s", dir, e->d_name); /* an llm.c shard */
+		char **grown = realloc(names, (size_t)(n + 1) * sizeof *names);
+		if (!grown || !(grown[n] = strdup(path))) {
+			names = grown ? grown : names;
+			rc = gpt_err_nomem(err, 0, "dataset list");
+			break;
+		}
+		names = grown;
+		n++;
+	}
+	closedir(d);
+	if (!rc && n == 0)
+		rc = gpt_err_set(err, GPT_ENOINPUT, "%s: no datasets (*.idx/*.bin) in this directory; make one with gpt-preprocess",
+				 dir);
+	if (!rc)
+		qsort(names, (size_t)n, sizeof *names, cmp_str);
+	for (int i = 0; i < n; i++) {
+		if (!rc)
+			rc = add_part(l, names[i], -1.0, err);
+		free(names[i]);
+	}
+	free(names);
+	return rc;
+}
+
+/* "PREFIX", "DIR" or "W1 PREFIX1 W2 PREFIX2 ..." */
+static int parse_spec(gpt_loader *l, const char *spec, gpt_err *err)
+{
+	char *copy = strdup(spec), *save = NULL;
+	if (!copy)
+		return gpt_err_nomem(err, strlen(spec), "spec");
+	char *words[256];
+	int n = 0, rc = 0;
+	for (char *w = strtok_r(copy, " \t\n,[]", &save); w && n < 256; w = strtok_r(NULL, " \t\n,[]", &save))
+		words[n++] = w;
+	if (n == 0)
+		rc = gpt_err_set(err, GPT_EUSAGE, "Data.Train.dataset.input_dir: empty; name a dataset prefix or directory");
+	else if (n == 1) {
+		struct stat st;
+		if (stat(words[0], &st) == 0 && S_ISDIR(st.st_mode))
+			rc = add_dir(l, words[0], err);
+		else
+			rc = add_part(l, words[0], 1.0, err);
+	} else if (n % 2) {
+		rc = gpt_err_set(err, GPT_EUSAGE, "dataset blend '%s': expected pairs of weight and prefix", spec);
+	} else {
+		for (int i = 0; i < n && !rc; i += 2) {
+			double w;
+			if (gpt_parse_f64(words[i], &w) || !(w > 0))
+				rc = gpt_err_set(err, GPT_EUSAGE, "dataset blend '%s': '%s' is not a positive weight",
+						 spec, words[i]);
+			else
+				rc = add_part(l, words[i + 1], w, err);
+		}
+	}
+	free(copy);
+	return rc;
+}
+
+static int open_part(loader_part *p, const char *split, int which, int seq_len, int64_t min_samples,
+		     uint64_t seed, int shuffle, gpt_err *err)
+{
+	int rc = gpt_dataset_open(&p->ds, p->path, err);
+	if (rc)
+		return rc;
+	int64_t nd = gpt_dataset_num_docs(p->ds);
+	double w[3];
+	int64_t b[4];
+	if ((rc = gpt_split_parse(split, w, err)))
+		return gpt_err_prefix(err, "Data.*.dataset.split");
+	gpt_split_ranges(w, nd, b);
+	int64_t n = b[which + 1] - b[which];
+	static const char *names[] = {"training", "validation", "test"};
+	if (n <= 0)
+		return gpt_err_set(err, GPT_EDATA,
+				   "%s: the %s split of '%s' over %lld documents is empty; give it more documents or change Data.*.dataset.split",
+				   p->path, names[which], split, (long long)nd);
+	p->lens = gpt_malloc((size_t)(nd ? nd : 1) * sizeof *p->lens, "document lengths", err);
+	int64_t *ids = gpt_malloc((size_t)n * sizeof *ids, "document ids", err);
+	if (!p->lens || !ids) {
+		free(ids);
+		return GPT_EINTERNAL;
+	}
+	for (int64_t i = 0; i < nd; i++)
+		p->lens[i] = (int32_t)gpt_dataset_doc_len(p->ds, i);
+	for (int64_t i = 0; i < n; i++)
+		ids[i] = b[which] + i;
+	rc = gpt_samples_build(&p->samples, ids, n, p->lens, seq_len, min_samples, seed, err);
+	free(ids);
+	if (rc)
+		gpt_err_prefix(err, "%s (%s split)", p->path, names[which]);
+	else if (!shuffle)
+		gpt_samples_unshuffle(&p->samples);
+	return rc;
+}
+
+int gpt_loader_open(gpt_loader **out, const char *spec, const char *split, int which, int seq_len,
+		    int64_t min_samples, uint64_t seed, int shuffle, gpt_err *err)
+{
+	*out = NULL;
+	gpt_loader *l = gpt_calloc(1, sizeof *l, "loader", err);
+	if (!l)
+		return GPT_EINTERNAL;
+	l->seq_len = seq_len;
+	int rc = parse_spec(l, spec, err);
+	/* Directory members are weighted by their tokens. */
+	double total_w = 0;
+	for (int i = 0; i < l->n_parts && !rc; i++) {
+		if (l->parts[i].weight < 0) {
+			gpt_dataset *ds;
+			if (!(rc = gpt_dataset_open(&ds, l->parts[i].path, err))) {
+				l->parts[i].weight = (double)gpt_dataset_num_tokens(ds);
+				gpt_dataset_close(ds);
+			}
+		}
+		total_w += rc ? 0 : l->parts[i].weight;
+	}
+	if (!rc && !(total_w > 0))
+		rc = gpt_err_set(err, GPT_EDATA, "%s: the datasets hold no tokens", spec);
+	for (int i = 0; i < l->n_parts && !rc; i++) {
+		loader_part *p = &l->parts[i];
+		p->weight /= total_w;
+		/* a little more than its share, so the greedy blend never runs out */
+		int64_t need = (int64_t)ceil((double)min_samples * p->weight * 1.005) + 1;
+		rc = open_part(p, split, which, seq_len, need, seed + (uint64_t)i * 0x9e37u, shuffle, err);
+		l->per_epoch += rc ? 0 : p->samples.per_epoch;
+	}
+	if (!rc) {
+		l->n = min_samples > l->per_epoch ? min_samples : l->per_epoch;
+		if (l->n_parts == 1 && l->n > l->parts[0].samples.n_samples)
+			l->n = l->parts[0].samples.n_samples;
+		l->which = gpt_malloc((size_t)l->n * sizeof *l->which, "blend index", err);
+		l->local = gpt_malloc((size_t)l->n * sizeof *l->local, "blend index", err);
+		rc = l->which && l->local ? 0 : GPT_EINTERNAL;
+	}
+	if (!rc) {
+		int64_t *count = gpt_calloc((size_t)l->n_parts, sizeof *count, "blend counts", err);
+		rc = count ? 0 : GPT_EINTERNAL;
+		for (int64_t k = 0; k < l->n && !rc; k++) {
+			int best = 0;
+			double best_err = -INFINITY;
+			for (int i = 0; i < l->n_parts; i++) {
+				double e = l->parts[i].weight * (double)(k + 1) - (double)count[i];
+				if (e > best_err) {
+					best_err = e;
+					best = i;
+				}
+			}
+			if (count[best] >= l->parts[best].samples.n_samples) {
+				rc = gpt_err_set(err, GPT_EINTERNAL, "dataset blend: %s ran out of samples",
+						 l->parts[best].path);
+				break;
+			}
+			l->which[k] = best;
+			l->local[k] = count[best]++;
+		}
+		free(count);
+	}
+	if (rc) {
+		gpt_loader_close(l);
+		return rc;
+	}
+	*out = l;
+	return 0;
+}
+
+int64_t gpt_loader_epoch_samples(const gpt_loader *l) { return l->per_epoch; }
+int64_t gpt_loader_size(const gpt_loader *l) { return l->n; }
+
+int gpt_loader_sample(const gpt_loader *l, int64_t k, int32_t *out, gpt_err *err)
+{
+	if (k < 0 || k >= l->n)
+		return gpt_err_set(err, GPT_EINTERNAL, "loader: sample %lld outside the index of %lld",
+				   (long long)k, (long long)l->n);
+	const loader_part *p = &l->parts[l->which[k]];
+	int64_t pos;
+	int32_t off;
+	gpt_samples_locate(&p->samples, l->local[k], &pos, &off);
+	int64_t need = l->seq_len + 1, got = 0;
+	while (got < need) {
+		int64_t doc = p->samples.doc_order[pos];
+		int64_t take = p->lens[doc] - off;
+		if (take > need - got)
+			take = need - got;
+		if (take > 0) {
+			int rc = gpt_dataset_read(p->ds, doc, off, take, out + got, err);
+			if (rc)
+				return gpt_err_prefix(err, "%s", p->path);
+			got += take;
+		}
+		pos++;
+		off = 0;
+	}
+	return 0;
+}
+
+void gpt_loader_close(gpt_loader *l)
+{
+	if (!l)
+		return;
+	for (int i = 0; i < l->n_parts; i++) {
+		free(l->parts[i].path);
+		if (l->parts[i].ds)
+			gpt_dataset_close(l->parts[i].ds);
+		free(l->parts[i].lens);
+		gpt_samples_free(&l->parts[i].samples);
+	}
+	free(l->parts);
+	free(l->which);
+	free(l->local);
+	free(l);
+}

@@ -1,0 +1,634 @@
+/* The training loop of one process: data, micro-batches, AdamW, schedule,
+ * clipping, evaluation, log lines, checkpoints and resume. */
+#include "train/train.h"
+
+#include "ckpt/ckpt.h"
+#include "cpu/cpu.h"
+#include "data/sample.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A batch being prefetched on a thread while the previous step computes. */
+typedef struct prefetch {
+	pthread_t tid;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	const gpt_loader *loader;
+	int64_t want_first, want_count; /* samples requested; want_count 0: none */
+	int64_t have_first;             /* samples in buf, -1: none */
+	int32_t *buf[2];
+	int filling;                    /* buffer the thread writes next */
+	int ready;                      /* 1: buf[filling ^ 1] holds have_first */
+	int quit, started;
+	int rc;
+	gpt_err err;
+	int64_t seq1;                   /* seq_len + 1 */
+} prefetch;
+
+typedef struct trainer {
+	const gpt_config *cfg;
+	gpt_log log;
+	gpt_backend be;
+	gpt_model model;
+	gpt_optimizer opt;
+	gpt_loader *train, *valid;
+	gpt_lr_schedule lr;
+	gpt_loss_scaler scaler;
+	int mixed;
+	int64_t G, MB, accum, T, total_steps, step;
+	int32_t *inp, *tgt;  /* one micro-batch, host */
+	prefetch pf;
+	char last_ckpt[4096];
+} trainer;
+
+/* ---- prefetch ---- */
+
+static void *prefetch_main(void *arg)
+{
+	prefetch *p = arg;
+	pthread_mutex_lock(&p->mu);
+	for (;;) {
+		while (!p->quit && p->want_count == 0)
+			pthread_cond_wait(&p->cv, &p->mu);
+		if (p->quit)
+			break;
+		int64_t first = p->want_first, count = p->want_count;
+		int32_t *dst = p->buf[p->filling];
+		p->want_count = 0;
+		pthread_mutex_unlock(&p->mu);
+		int rc = 0;
+		gpt_err err = {0};
+		for (int64_t i = 0; i < count && !rc; i++)
+			rc = gpt_loader_sample(p->loader, first + i, dst + i * p->seq1, &err);
+		pthread_mutex_lock(&p->mu);
+		p->rc = rc;
+		p->err = err;
+		p->have_first = first;
+		p->filling ^= 1;
+		p->ready = 1;
+		pthread_cond_broadcast(&p->cv);
+	}
+	pthread_mutex_unlock(&p->mu);
+	return NULL;
+}
+
+static int prefetch_start(prefetch *p, const gpt_loader *l, int64_t per_batch, int64_t seq1,
+			  gpt_err *err)
+{
+	memset(p, 0, sizeof *p);
+	p->loader = l;
+	p->seq1 = seq1;
+	p->have_first = -1;
+	for (int i = 0; i < 2; i++)
+		if (!(p->buf[i] = gpt_malloc((size_t)(per_batch * seq1) * 4, "batch buffer", err)))
+			return GPT_EINTERNAL;
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->cv, NULL);
+	int e = pthread_create(&p->tid, NULL, prefetch_main, p);
+	if (e)
+		return gpt_err_errno(err, GPT_EINTERNAL, e, "cannot start the data prefetch thread");
+	p->started = 1;
+	return 0;
+}
+
+static void prefetch_request(prefetch *p, int64_t first, int64_t count)
+{
+	pthread_mutex_lock(&p->mu);
+	p->want_first = first;
+	p->want_count = count;
+	p->ready = 0;
+	pthread_cond_broadcast(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+}
+
+/* Waits for the requested batch; returns its buffer. */
+static int32_t *prefetch_wait(prefetch *p, int64_t first, gpt_err *err)
+{
+	pthread_mutex_lock(&p->mu);
+	while (!p->ready)
+		pthread_cond_wait(&p->cv, &p->mu);
+	int32_t *b = p->buf[p->filling ^ 1];
+	int rc = p->rc;
+	if (rc && err)
+		*err = p->err;
+	if (!rc && p->have_first != first) {
+		gpt_err_set(err, GPT_EINTERNAL, "prefetch: got samples from %lld, wanted %lld",
+			    (long long)p->have_first, (long long)first);
+		rc = GPT_EINTERNAL;
+	}
+	pthread_mutex_unlock(&p->mu);
+	return rc ? NULL : b;
+}
+
+static void prefetch_stop(prefetch *p)
+{
+	if (p->started) {
+		pthread_mutex_lock(&p->mu);
+		p->quit = 1;
+		pthread_cond_broadcast(&p->cv);
+		pthread_mutex_unlock(&p->mu);
+		pthread_join(p->tid, NULL);
+		pthread_mutex_destroy(&p->mu);
+		pthread_cond_destroy(&p->cv);
+	}
+	free(p->buf[0]);
+	free(p->buf[1]);
+	memset(p, 0, sizeof *p);
+}
+
+/* ---- set-up ---- */
+
+static int check_supported(const gpt_config *cfg, gpt_err *err)
+{
+	const char *dev = cfg->global.device ? cfg->global.device : "cpu";
+	if (strcmp(dev, "cpu") != 0)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "Global.device: '%s': this build trains on the CPU only (the CUDA training backend is not built yet); use -o Global.device=cpu",
+				   dev);
+	if (cfg->world_size != 1)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "world size %lld: this build trains in one process only (dp %lld, mp %lld, pp %lld, sharding %lld); run with a world size of 1",
+				   (long long)cfg->world_size, (long long)cfg->distributed.dp_degree,
+				   (long long)cfg->distributed.mp_degree, (long long)cfg->distributed.pp_degree,
+				   (long long)cfg->distributed.sharding.sharding_degree);
+	if (cfg->mixed)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "Engine.mix_precision: 16-bit storage is not supported by the CPU backend yet; train in fp32 with -o Engine.mix_precision.enable=False -o Engine.mix_precision.use_pure_fp16=False");
+	if (!cfg->data.train.dataset.input_dir || !*cfg->data.train.dataset.input_dir)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "Data.Train.dataset.input_dir: not set; name a dataset made by gpt-preprocess");
+	return 0;
+}
+
+static int setup_model(trainer *tr, gpt_err *err)
+{
+	const gpt_config *cfg = tr->cfg;
+	gpt_model_shape s;
+	gpt_model_shape_from_config(cfg, &s);
+	gpt_layout lo;
+	gpt_layout_single(&lo, &s);
+	gpt_model_opts mo = {
+		.batch = tr->MB,
+		.seq_len = tr->T,
+		.hidden_dropout = (float)cfg->model.hidden_dropout_prob,
+		.attn_dropout = (float)cfg->model.attention_probs_dropout_prob,
+		.seed = (uint32_t)cfg->global.seed,
+	};
+	if (cfg->model.use_recompute) {
+		const char *g = cfg->model.recompute_granularity ? cfg->model.recompute_granularity : "full";
+		if (gpt_recompute_parse(g, &mo.recompute))
+			return gpt_err_set(err, GPT_EUSAGE, "Model.recompute_granularity: '%s' is not full, only_attn or core_attn", g);
+	}
+	int rc = gpt_backend_cpu_init(&tr->be, GPT_DTYPE_F32, 0, err);
+	if (!rc)
+		rc = gpt_model_init(&tr->model, &tr->be, &s, &lo, &mo, err);
+	if (!rc)
+		rc = gpt_model_init_weights(&tr->model, (uint64_t)cfg->global.seed,
+					    cfg->model.initializer_range, err);
+	if (!rc)
+		rc = gpt_optimizer_init(&tr->opt, &tr->model, cfg->optimizer.beta1, cfg->optimizer.beta2,
+					cfg->optimizer.epsilon, cfg->optimizer.weight_decay, err);
+	return rc;
+}
+
+static int setup_schedule(trainer *tr, gpt_err *err)
+{
+	const gpt_config *cfg = tr->cfg;
+	tr->lr = (gpt_lr_schedule){
+		.max_lr = cfg->optimizer.lr.max_lr,
+		.min_lr = cfg->optimizer.lr.min_lr,
+		.warmup_rate = cfg->optimizer.lr.warmup_rate,
+		.decay_steps = cfg->optimizer.lr.decay_steps > 0 ? cfg->optimizer.lr.decay_steps : tr->total_steps,
+	};
+	/* An explicit warmup_steps wins over the rate. */
+	if (cfg->optimizer.lr.warmup_steps > 0 && tr->lr.decay_steps > 0)
+		tr->lr.warmup_rate = (double)cfg->optimizer.lr.warmup_steps / (double)tr->lr.decay_steps;
+	const char *name = cfg->optimizer.lr.name ? cfg->optimizer.lr.name : "CosineAnnealingWithWarmupDecay";
+	if (strcmp(name, "CosineAnnealingWithWarmupDecay") != 0)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "Optimizer.lr.name: '%s' is not supported; use CosineAnnealingWithWarmupDecay", name);
+	int rc = gpt_lr_check(&tr->lr, err);
+	gpt_loss_scaler_init(&tr->scaler, cfg->engine.mix_precision.scale_loss > 0 ? cfg->engine.mix_precision.scale_loss : 1.0,
+			     tr->mixed);
+	if (!tr->mixed)
+		tr->scaler.scale = 1.0;
+	return rc;
+}
+
+static int open_split(const gpt_config_data *d, int which, int64_t seq_len, int64_t samples,
+		      uint64_t seed, gpt_loader **out, gpt_err *err)
+{
+	const char *split = d->dataset.split ? d->dataset.split : "949,50,1";
+	const char *what = which == 0 ? "Data.Train" : "Data.Eval";
+	if (!d->dataset.input_dir || !*d->dataset.input_dir)
+		return gpt_err_set(err, GPT_EUSAGE, "%s.dataset.input_dir: not set; name a dataset made by gpt-preprocess",
+				   what);
+	int rc = gpt_loader_open(out, d->dataset.input_dir, split, which, (int)seq_len, samples, seed,
+				 d->shuffle, err);
+	return rc ? gpt_err_prefix(err, "%s.dataset.input_dir", what) : 0;
+}
+
+static int setup_data(trainer *tr, gpt_err *err)
+{
+	const gpt_config *cfg = tr->cfg;
+	uint64_t seed = (uint64_t)cfg->global.seed;
+	int64_t steps = cfg->engine.max_steps;
+	int rc = open_split(&cfg->data.train, 0, tr->T, steps * tr->G, seed, &tr->train, err);
+	if (rc)
+		return rc;
+	int64_t per_epoch = gpt_loader_epoch_samples(tr->train);
+	if (per_epoch < tr->G)
+		return gpt_err_set(err, GPT_EDATA,
+				   "%s: the training split holds %lld samples of %lld tokens, fewer than one global batch of %lld; use more data or a smaller Global.global_batch_size",
+				   cfg->data.train.dataset.input_dir, (long long)per_epoch,
+				   (long long)tr->T + 1, (long long)tr->G);
+	/* FleetX sizes its dataset by max_steps, so its default of one epoch
+	 * never ends a run early; an epoch count given explicitly does. */
+	int k = gpt_config_key_find("Engine.num_train_epochs");
+	if (k >= 0 && gpt_config_given(cfg, k)) {
+		int64_t by_epochs = cfg->engine.num_train_epochs * (per_epoch / tr->G);
+		if (by_epochs < steps)
+			steps = by_epochs;
+	}
+	tr->total_steps = steps;
+	if (cfg->engine.eval_freq > 0 && cfg->engine.eval_iters > 0) {
+		rc = open_split(&cfg->data.eval, 1, tr->T, cfg->engine.eval_iters * tr->G, seed + 1,
+				&tr->valid, err);
+		if (rc)
+			return rc;
+	}
+	tr->inp = gpt_malloc((size_t)(tr->MB * tr->T) * 4, "inputs", err);
+	tr->tgt = gpt_malloc((size_t)(tr->MB * tr->T) * 4, "targets", err);
+	if (!tr->inp || !tr->tgt)
+		return GPT_EINTERNAL;
+	return prefetch_start(&tr->pf, tr->train, tr->G, tr->T + 1, err);
+}
+
+/* Splits sample rows (T + 1 tokens) into inputs and next-token targets. */
+static void split_rows(trainer *tr, const int32_t *rows)
+{
+	for (int64_t b = 0; b < tr->MB; b++)
+		for (int64_t t = 0; t < tr->T; t++) {
+			tr->inp[b * tr->T + t] = rows[b * (tr->T + 1) + t];
+			tr->tgt[b * tr->T + t] = rows[b * (tr->T + 1) + t + 1];
+		}
+}
+
+/* ---- checkpoints ---- */
+
+static int download_flat(gpt_backend *be, const void *src, size_t bytes, void **out, gpt_err *err)
+{
+	*out = gpt_malloc(bytes, "checkpoint staging", err);
+	if (!*out)
+		return GPT_EINTERNAL;
+	return be->ops->download(be, *out, src, bytes, err);
+}
+
+static char *state_json(trainer *tr)
+{
+	json_t *st = json_pack("{s:I, s:I, s:f, s:{s:f, s:I, s:I}, s:I, s:I, s:{s:I, s:I, s:I, s:I, s:I}, s:s}",
+			       "step", (json_int_t)tr->step,
+			       "consumed_samples", (json_int_t)(tr->step * tr->G),
+			       "lr", gpt_lr_at(&tr->lr, tr->step),
+			       "loss_scale", "scale", tr->scaler.scale, "good_steps",
+			       (json_int_t)tr->scaler.good_steps, "bad_steps", (json_int_t)tr->scaler.bad_steps,
+			       "optimizer_steps", (json_int_t)tr->opt.t,
+			       "seed", (json_int_t)tr->cfg->global.seed,
+			       "layout", "world_size", (json_int_t)1, "dp", (json_int_t)1, "mp", (json_int_t)1,
+			       "pp", (json_int_t)1, "sharding", (json_int_t)1,
+			       "gptkit_version", GPT_VERSION);
+	char *text = st ? json_dumps(st, JSON_INDENT(2)) : NULL;
+	json_decref(st);
+	return text;
+}
+
+static int save_checkpoint(trainer *tr, gpt_err *err)
+{
+	gpt_model *m = &tr->model;
+	gpt_backend *be = m->be;
+	double t0 = gpt_now_s();
+	void *w = NULL, *ea = NULL, *eas = NULL;
+	size_t es = gpt_dtype_size(be->dtype);
+	int rc = download_flat(be, m->params, (size_t)m->n_flat * es, &w, err);
+	if (!rc)
+		rc = download_flat(be, tr->opt.exp_avg, (size_t)m->n_flat * 4, &ea, err);
+	if (!rc)
+		rc = download_flat(be, tr->opt.exp_avg_sq, (size_t)m->n_flat * 4, &eas, err);
+	int64_t held = 0;
+	for (int64_t i = 0; i < m->n_table; i++)
+		held += m->offset[i] >= 0;
+	gpt_ckpt_piece *pc = rc ? NULL : gpt_calloc((size_t)(3 * held), sizeof *pc, "checkpoint pieces", err);
+	char (*names)[64] = pc ? gpt_calloc((size_t)(3 * held), 64, "names", err) : NULL;
+	if (!rc && !names)
+		rc = GPT_EINTERNAL;
+	int n = 0;
+	for (int64_t i = 0; !rc && i < m->n_table; i++) {
+		if (m->offset[i] < 0)
+			continue;
+		const gpt_param_info *p = &m->table[i];
+		void *src[3] = {(char *)w + m->offset[i] * (int64_t)es, (float *)ea + m->offset[i],
+				(float *)eas + m->offset[i]};
+		const char *pre[3] = {"", "optim.exp_avg.", "optim.exp_avg_sq."};
+		for (int k = 0; k < 3; k++) {
+			snprintf(names[n], 64, "%s%s", pre[k], p->name);
+			pc[n] = (gpt_ckpt_piece){.tensor = names[n], .dtype = k ? GPT_DTYPE_F32 : be->dtype,
+						 .ndim = p->ndim, .box = m->box[i], .data = src[k]};
+			memcpy(pc[n].shape, p->shape, sizeof p->shape);
+			n++;
+		}
+	}
+	char *state = rc ? NULL : state_json(tr);
+	char *yaml = NULL;
+	size_t yl = 0;
+	if (!rc && state) {
+		FILE *mf = open_memstream(&yaml, &yl);
+		rc = mf ? gpt_config_write_yaml(tr->cfg, mf, err) : gpt_err_nomem(err, 0, "config text");
+		if (mf)
+			fclose(mf);
+	} else if (!rc) {
+		rc = gpt_err_nomem(err, 0, "state.json");
+	}
+	int64_t bytes = 0;
+	if (!rc)
+		rc = gpt_ckpt_save(tr->cfg->engine.save_load.output_dir, tr->step, pc, n, state,
+				   yaml ? yaml : "", tr->last_ckpt, sizeof tr->last_ckpt, &bytes, err);
+	if (!rc) {
+		char line[4200];
+		gpt_ckpt_line_format(line, sizeof line, tr->step, tr->last_ckpt, bytes, gpt_now_s() - t0);
+		gpt_log_printf(&tr->log, GPT_LOG_INFO, "%s", line);
+	}
+	free(yaml);
+	free(state);
+	free(names);
+	free(pc);
+	free(w);
+	free(ea);
+	free(eas);
+	return rc;
+}
+
+static int json_int(json_t *o, const char *k, int64_t *out)
+{
+	json_t *v = json_object_get(o, k);
+	if (!json_is_integer(v))
+		return -1;
+	*out = json_integer_value(v);
+	return 0;
+}
+
+/* Resumes from a checkpoint directory (or a directory holding `latest`). */
+static int load_checkpoint(trainer *tr, const char *path, gpt_err *err)
+{
+	gpt_ckpt *ck;
+	int rc = gpt_ckpt_open(&ck, path, err);
+	if (rc)
+		return gpt_err_prefix(err, "cannot resume");
+	gpt_model *m = &tr->model;
+	gpt_backend *be = m->be;
+	size_t es = gpt_dtype_size(be->dtype);
+	void *host = NULL;
+	size_t cap = 0;
+	for (int64_t i = 0; !rc && i < m->n_table; i++) {
+		if (m->offset[i] < 0)
+			continue;
+		const gpt_param_info *p = &m->table[i];
+		size_t n = (size_t)gpt_box_numel(&m->box[i]);
+		if (n * 4 > cap) {
+			void *h = realloc(host, n * 4);
+			if (!h) {
+				rc = gpt_err_nomem(err, n * 4, "checkpoint staging");
+				break;
+			}
+			host = h;
+			cap = n * 4;
+		}
+		char name[96];
+		const char *pre[3] = {"", "optim.exp_avg.", "optim.exp_avg_sq."};
+		for (int k = 0; k < 3 && !rc; k++) {
+			snprintf(name, sizeof name, "%s%s", pre[k], p->name);
+			gpt_dtype dt = k ? GPT_DTYPE_F32 : be->dtype;
+			rc = gpt_ckpt_read_box(ck, name, dt, p->ndim, p->shape, &m->box[i], host, err);
+			void *dst = k == 0 ? gpt_model_param(m, i)
+				  : k == 1 ? (void *)(tr->opt.exp_avg + m->offset[i])
+					   : (void *)(tr->opt.exp_avg_sq + m->offset[i]);
+			if (!rc)
+				rc = be->ops->upload(be, dst, host, n * gpt_dtype_size(dt), err);
+		}
+	}
+	(void)es;
+	free(host);
+	json_error_t je;
+	json_t *st = rc ? NULL : json_loads(gpt_ckpt_state_json(ck), 0, &je);
+	int64_t step = 0, t = 0, good = 0, bad = 0;
+	json_t *ls = json_object_get(st, "loss_scale");
+	if (!rc && (!st || json_int(st, "step", &step) || json_int(st, "optimizer_steps", &t) ||
+		    json_int(ls, "good_steps", &good) || json_int(ls, "bad_steps", &bad) ||
+		    !json_is_number(json_object_get(ls, "scale"))))
+		rc = gpt_err_set(err, GPT_EDATA, "%s/state.json: expected step, optimizer_steps and loss_scale",
+				 gpt_ckpt_path(ck));
+	if (!rc) {
+		tr->step = step;
+		tr->opt.t = t;
+		tr->scaler.scale = json_number_value(json_object_get(ls, "scale"));
+		tr->scaler.good_steps = good;
+		tr->scaler.bad_steps = bad;
+		snprintf(tr->last_ckpt, sizeof tr->last_ckpt, "%s", gpt_ckpt_path(ck));
+		gpt_log_printf(&tr->log, GPT_LOG_INFO, "resumed from %s at global step %lld",
+			       gpt_ckpt_path(ck), (long long)step);
+	}
+	json_decref(st);
+	gpt_ckpt_close(ck);
+	return rc;
+}
+
+/* ---- steps ---- */
+
+static int evaluate(trainer *tr, gpt_err *err)
+{
+	double t0 = gpt_now_s(), sum = 0;
+	int64_t ntok = 0, iters = tr->cfg->engine.eval_iters;
+	int32_t *rows = gpt_malloc((size_t)(tr->MB * (tr->T + 1)) * 4, "eval batch", err);
+	int rc = rows ? 0 : GPT_EINTERNAL;
+	for (int64_t it = 0; it < iters && !rc; it++)
+		for (int64_t j = 0; j < tr->G / tr->MB && !rc; j++) {
+			for (int64_t b = 0; b < tr->MB && !rc; b++)
+				rc = gpt_loader_sample(tr->valid, (it * tr->G + j * tr->MB + b) % gpt_loader_size(tr->valid),
+						       rows + b * (tr->T + 1), err);
+			split_rows(tr, rows);
+			double s = 0;
+			int64_t n = 0;
+			if (!rc)
+				rc = gpt_model_forward(&tr->model, tr->inp, tr->tgt, 0, (uint32_t)tr->step, 0, &s, &n, err);
+			sum += s;
+			ntok += n;
+		}
+	free(rows);
+	if (rc)
+		return gpt_err_prefix(err, "evaluation at global step %lld", (long long)tr->step);
+	gpt_eval_line e = {.step = tr->step, .epoch = 0, .batch = tr->step,
+			   .loss = ntok ? sum / (double)ntok : 0,
+			   .avg_eval_cost = iters ? (gpt_now_s() - t0) / (double)iters : 0};
+	char line[512];
+	gpt_eval_line_format(line, sizeof line, &e);
+	gpt_log_printf(&tr->log, GPT_LOG_INFO, "%s", line);
+	return 0;
+}
+
+/* One optimizer step over the global batch in `rows`; *loss gets its mean. */
+static int train_step(trainer *tr, const int32_t *rows, double *loss, int *skipped, gpt_err *err)
+{
+	gpt_model *m = &tr->model;
+	int rc = gpt_model_zero_grad(m, err);
+	double sum = 0;
+	int64_t ntok = 0;
+	float dloss = (float)(tr->scaler.scale / (double)(tr->G * tr->T));
+	uint32_t step = (uint32_t)(tr->step + 1);
+	for (int64_t j = 0; j < tr->accum && !rc; j++) {
+		split_rows(tr, rows + j * tr->MB * (tr->T + 1));
+		double s = 0;
+		int64_t n = 0;
+		rc = gpt_model_forward(m, tr->inp, tr->tgt, 1, step, j * tr->MB, &s, &n, err);
+		if (!rc)
+			rc = gpt_model_backward(m, dloss, err);
+		sum += s;
+		ntok += n;
+	}
+	if (rc)
+		return rc;
+	*loss = ntok ? sum / (double)ntok : 0;
+	double norm;
+	int inf;
+	rc = gpt_optimizer_grad_norm(&tr->opt, 1.0 / tr->scaler.scale, &norm, &inf, err);
+	if (rc)
+		return rc;
+	*skipped = gpt_loss_scaler_update(&tr->scaler, inf || !isfinite(*loss));
+	if (*skipped)
+		return 0;
+	double clip = tr->cfg->optimizer.grad_clip.clip_norm, scale = 1.0 / tr->scaler.scale;
+	if (clip > 0 && norm > clip)
+		scale *= clip / (norm + 1e-6);
+	return gpt_optimizer_step(&tr->opt, gpt_lr_at(&tr->lr, tr->step + 1), scale, err);
+}
+
+static int run(trainer *tr, gpt_err *err)
+{
+	const gpt_config *cfg = tr->cfg;
+	int64_t per_epoch = gpt_loader_epoch_samples(tr->train);
+	double t_int = gpt_now_s(), reader = 0;
+	int64_t steps_in_int = 0;
+	int rc = 0;
+	if (tr->step < tr->total_steps)
+		prefetch_request(&tr->pf, tr->step * tr->G, tr->G);
+	while (tr->step < tr->total_steps && !rc) {
+		double w0 = gpt_now_s();
+		int32_t *rows = prefetch_wait(&tr->pf, tr->step * tr->G, err);
+		reader += gpt_now_s() - w0;
+		if (!rows)
+			return gpt_err_prefix(err, "reading the batch of global step %lld", (long long)tr->step + 1);
+		if (tr->step + 1 < tr->total_steps)
+			prefetch_request(&tr->pf, (tr->step + 1) * tr->G, tr->G);
+		double loss;
+		int skipped = 0;
+		rc = train_step(tr, rows, &loss, &skipped, err);
+		if (rc)
+			return gpt_err_prefix(err, "global step %lld", (long long)tr->step + 1);
+		tr->step++;
+		steps_in_int++;
+		if (skipped && !tr->mixed)
+			return gpt_err_set(err, GPT_EDATA,
+					   "global step %lld: the loss or the gradients are not finite (loss %g); stopping before the update%s%s",
+					   (long long)tr->step, loss, tr->last_ckpt[0] ? "; the last good checkpoint is " : "",
+					   tr->last_ckpt);
+		if (skipped) {
+			char line[256];
+			gpt_amp_skip_line_format(line, sizeof line, tr->step, tr->scaler.scale / tr->scaler.decr_ratio,
+						 tr->scaler.scale);
+			gpt_log_printf(&tr->log, GPT_LOG_WARNING, "%s", line);
+		}
+		if (tr->step % cfg->engine.logging_freq == 0 || tr->step == tr->total_steps) {
+			double el = gpt_now_s() - t_int;
+			double cost = el / (double)steps_in_int;
+			gpt_step_line sl = {.step = tr->step,
+					    .epoch = (tr->step - 1) * tr->G / per_epoch,
+					    .batch = ((tr->step - 1) * tr->G % per_epoch) / tr->G,
+					    .loss = loss,
+					    .avg_reader_cost = reader / (double)steps_in_int,
+					    .avg_batch_cost = cost,
+					    .ips_total = (double)(tr->G * tr->T) / cost,
+					    .ips = (double)(tr->G * tr->T) / cost / (double)cfg->world_size,
+					    .lr = gpt_lr_at(&tr->lr, tr->step)};
+			char line[512];
+			gpt_step_line_format(line, sizeof line, &sl);
+			gpt_log_printf(&tr->log, GPT_LOG_INFO, "%s", line);
+			t_int = gpt_now_s();
+			reader = 0;
+			steps_in_int = 0;
+		}
+		if (tr->valid && cfg->engine.eval_freq > 0 && tr->step % cfg->engine.eval_freq == 0)
+			rc = evaluate(tr, err);
+		if (!rc && cfg->engine.save_load.save_steps > 0 &&
+		    (tr->step % cfg->engine.save_load.save_steps == 0 || tr->step == tr->total_steps))
+			rc = save_checkpoint(tr, err);
+	}
+	return rc;
+}
+
+static void trainer_free(trainer *tr)
+{
+	prefetch_stop(&tr->pf);
+	gpt_optimizer_free(&tr->opt);
+	gpt_model_free(&tr->model);
+	if (tr->be.ops)
+		gpt_backend_cpu_free(&tr->be);
+	gpt_loader_close(tr->train);
+	gpt_loader_close(tr->valid);
+	free(tr->inp);
+	free(tr->tgt);
+}
+
+int gpt_train_run(const gpt_config *cfg, FILE *log, gpt_err *err)
+{
+	trainer tr;
+	memset(&tr, 0, sizeof tr);
+	tr.cfg = cfg;
+	gpt_log_init(&tr.log, log, GPT_LOG_INFO);
+	tr.G = cfg->global.global_batch_size;
+	tr.MB = cfg->global.micro_batch_size;
+	tr.accum = cfg->engine.accumulate_steps;
+	tr.T = cfg->data.train.dataset.max_seq_len;
+	tr.mixed = cfg->mixed;
+	int rc = check_supported(cfg, err);
+	if (!rc && tr.MB * tr.accum != tr.G)
+		rc = gpt_err_set(err, GPT_EINTERNAL, "batch: micro %lld x accumulate %lld != global %lld",
+				 (long long)tr.MB, (long long)tr.accum, (long long)tr.G);
+	if (!rc)
+		rc = setup_data(&tr, err);
+	if (!rc)
+		rc = setup_schedule(&tr, err);
+	if (!rc)
+		rc = setup_model(&tr, err);
+	/* Resume: an explicit ckpt_dir must load; otherwise output_dir/latest
+	 * (a restarted job) does when it exists. */
+	const char *ck = cfg->engine.save_load.ckpt_dir;
+	if (!rc && ck && *ck) {
+		rc = load_checkpoint(&tr, ck, err);
+	} else if (!rc && cfg->engine.save_load.output_dir) {
+		char latest[4096];
+		snprintf(latest, sizeof latest, "%s/latest", cfg->engine.save_load.output_dir);
+		if (gpt_path_exists(latest))
+			rc = load_checkpoint(&tr, cfg->engine.save_load.output_dir, err);
+	}
+	if (!rc) {
+		gpt_log_printf(&tr.log, GPT_LOG_INFO,
+			       "training %lld parameters for %lld steps: global batch %lld x %lld tokens, micro-batch %lld, %lld accumulation steps",
+			       (long long)gpt_param_count(&tr.model.shape), (long long)tr.total_steps,
+			       (long long)tr.G, (long long)tr.T, (long long)tr.MB, (long long)tr.accum);
+		rc = run(&tr, err);
+	}
+	trainer_free(&tr);
+	return rc;
+}
