@@ -83,8 +83,10 @@ typedef struct gpt_dropout {
  * Weight decay is per call: call once per decayed and once per non-decayed
  * range (0 here). grad_scale folds in 1/loss_scale and the clipping factor. */
 typedef struct gpt_adamw {
-	float lr, beta1, beta2, eps, weight_decay;
-	float grad_scale;
+	/* double so that 1 - beta2 and the bias corrections are exact before
+	 * the kernel turns them into fp32 coefficients */
+	double lr, beta1, beta2, eps, weight_decay;
+	double grad_scale;
 	int64_t t;        /* 1-based step count, for bias correction */
 } gpt_adamw;
 
