@@ -1,4 +1,5 @@
-/* AdamW over a flat range, with optional fp32 master weights. */
+/* AdamW over a flat range, with optional fp32 master weights (fp32 storage;
+ * 16-bit parameters go through lowp.c, which updates the master here). */
 #include "cpu/kernels.h"
 
 #include <math.h>
@@ -12,10 +13,6 @@ int gpt_cpu_adamw(gpt_backend *be, void *param, float *master, const void *grad,
 	if (h->t < 1)
 		return gpt_err_set(err, GPT_EINTERNAL, "adamw: step %lld is not 1-based",
 				   (long long)h->t);
-	if (!master && be->dtype != GPT_DTYPE_F32)
-		return gpt_err_set(err, GPT_EINTERNAL,
-				   "adamw: %s parameters need fp32 master weights",
-				   gpt_dtype_name(be->dtype));
 	float *p = param;
 	float *w = master ? master : p;
 	const float *g = grad;

@@ -37,11 +37,16 @@ int main(void)
 		   "an unknown op name is an error: %s", err.msg);
 	}
 
-	/* storage dtypes the cpu backend does not do yet are a clear error */
+	/* storage dtypes: fp32, bf16 and fp16; anything else is a clear error */
 	{
 		gpt_backend b16;
-		int rc = gpt_backend_cpu_init(&b16, GPT_DTYPE_BF16, 0, &err);
-		ok(rc == GPT_EUSAGE && strstr(err.msg, "bf16"), "bf16 storage refused: %s", err.msg);
+		CHK(gpt_backend_cpu_init(&b16, GPT_DTYPE_BF16, 0, &chk_err));
+		ok(b16.dtype == GPT_DTYPE_BF16 && gpt_backend_require(&b16, all, &err) == 0,
+		   "bf16 storage: every op is there");
+		gpt_backend_cpu_free(&b16);
+		int rc = gpt_backend_cpu_init(&b16, GPT_DTYPE_I32, 0, &err);
+		ok(rc == GPT_EUSAGE && strstr(err.msg, "int32 is not a float type"),
+		   "int32 storage refused: %s", err.msg);
 	}
 
 	/* memory ops */
