@@ -66,6 +66,7 @@ static const gpt_backend_ops cpu_ops = {
 	.attention_fwd = gpt_cpu_attention_fwd,
 	.attention_bwd = gpt_cpu_attention_bwd,
 	.attention_saved_size = gpt_cpu_attention_saved_size,
+	.attention_kv = gpt_cpu_attention_kv,
 	.xent_fwd = gpt_cpu_xent_fwd,
 	.xent_rescale = gpt_cpu_xent_rescale,
 	.xent_loss = gpt_cpu_xent_loss,

@@ -55,6 +55,9 @@ int gpt_cpu_attention_bwd(gpt_backend *be, void *dqkv, const void *dout, const v
 			  const gpt_dropout *d, gpt_err *err);
 int64_t gpt_cpu_attention_saved_size(gpt_backend *be, int64_t B, int64_t T, int64_t NH,
 				     int64_t HS);
+int gpt_cpu_attention_kv(gpt_backend *be, void *out, void *kcache, void *vcache,
+			 const void *qkv, int64_t B, int64_t Tn, int64_t t0, int64_t maxT,
+			 int64_t NH, int64_t HS, gpt_err *err);
 
 int gpt_cpu_xent_fwd(gpt_backend *be, float *max, float *sumexp, float *tlogit,
 		     const void *logits, const int32_t *targets, int64_t N, int64_t Vl,

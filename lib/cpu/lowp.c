@@ -279,6 +279,27 @@ static int lp_attention_bwd(gpt_backend *be, void *dqkv, const void *dout, const
 	return lp_done(t, rc);
 }
 
+static int lp_attention_kv(gpt_backend *be, void *out, void *kcache, void *vcache,
+			   const void *qkv, int64_t B, int64_t Tn, int64_t t0, int64_t maxT,
+			   int64_t NH, int64_t HS, gpt_err *err)
+{
+	int rc = gpt_cpu_check_sizes("attention_kv", err, 6, B, Tn, t0, maxT, NH, HS);
+	if (rc)
+		return rc;
+	LP_BEGIN(be, err);
+	int64_t nc = B * NH * maxT * HS;
+	float *x = lp_in(t, qkv, B * Tn * 3 * NH * HS), *o = lp_out(t, out, B * Tn * NH * HS);
+	float *kc = lp_in(t, kcache, nc), *vc = lp_in(t, vcache, nc);
+	if (!t->rc)
+		rc = gpt_cpu_attention_kv(be, o, kc, vc, x, B, Tn, t0, maxT, NH, HS, err);
+	if (!rc) {
+		lp_store(t, out, o, B * Tn * NH * HS);
+		lp_store(t, kcache, kc, nc);
+		lp_store(t, vcache, vc, nc);
+	}
+	return lp_done(t, rc);
+}
+
 static int lp_xent_fwd(gpt_backend *be, float *max, float *sumexp, float *tlogit,
 		       const void *logits, const int32_t *targets, int64_t N, int64_t Vl,
 		       int64_t ld, int64_t v0, int64_t V, gpt_err *err)
@@ -475,6 +496,7 @@ const gpt_backend_ops gpt_cpu_lowp_ops = {
 	.attention_fwd = lp_attention_fwd,
 	.attention_bwd = lp_attention_bwd,
 	.attention_saved_size = gpt_cpu_attention_saved_size,
+	.attention_kv = lp_attention_kv,
 	.xent_fwd = lp_xent_fwd,
 	.xent_rescale = gpt_cpu_xent_rescale,
 	.xent_loss = gpt_cpu_xent_loss,

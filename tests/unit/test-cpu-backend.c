@@ -13,7 +13,7 @@ int main(void)
 		"alloc", "free", "upload", "download", "copy", "zero", "sync", "convert", "gemm",
 		"gemm_batched", "linear_fwd", "linear_bwd", "bias_add", "layernorm_fwd",
 		"layernorm_bwd", "gelu_fwd", "gelu_bwd", "attention_fwd", "attention_bwd",
-		"attention_saved_size", "xent_fwd", "xent_rescale", "xent_loss", "xent_bwd",
+		"attention_saved_size", "attention_kv", "xent_fwd", "xent_rescale", "xent_loss", "xent_bwd",
 		"embedding_fwd", "embedding_bwd", "residual_fwd", "residual_bwd", "dropout_fwd",
 		"dropout_bwd", "adamw", "sum_squares", "check_finite", NULL};
 	gpt_err err = {0};

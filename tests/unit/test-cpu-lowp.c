@@ -145,6 +145,14 @@ static void ops(void)
 		CHK(f32.ops->attention_bwd(&f32, dx, g, x, s32, B, T, NH, HS, &d, &chk_err));
 		CHK(lp.ops->attention_bwd(&lp, dx16, g16, x16, s16, B, T, NH, HS, &d, &chk_err));
 		same("attention_bwd", dx16, dx, B * T * C3);
+		enum { MAXT = 6 };
+		float kc[B * NH * MAXT * HS] = {0}, vc[B * NH * MAXT * HS] = {0};
+		uint16_t kc16[B * NH * MAXT * HS] = {0}, vc16[B * NH * MAXT * HS] = {0};
+		CHK(f32.ops->attention_kv(&f32, o, kc, vc, x, B, T, 0, MAXT, NH, HS, &chk_err));
+		CHK(lp.ops->attention_kv(&lp, o16, kc16, vc16, x16, B, T, 0, MAXT, NH, HS,
+					 &chk_err));
+		same("attention_kv", o16, o, B * T * CL);
+		same("attention_kv k cache", kc16, kc, B * NH * MAXT * HS);
 		free(x), free(g), free(x16), free(g16);
 	}
 	/* cross-entropy on a padded, strided piece; in-place backward */
