@@ -22,7 +22,9 @@
  *     step. Activation gradients are written, except layernorm_bwd (adds into
  *     the residual stream's gradient) and residual_bwd.
  *   - Errors: every op returns 0 or a gpt_status and leaves a message in err
- *     (CPU ops fail only on bad arguments or when scratch cannot grow).
+ *     (CPU ops fail only on bad arguments, on a target outside the
+ *     vocabulary (GPT_EDATA), or when memory for scratch or for 16-bit
+ *     temporaries runs out).
  *     Pointers marked "may be NULL" are optional; others must be valid.
  *   - A NULL slot means the backend does not support that op; check a list
  *     of needed ops once with gpt_backend_require, which names the missing
