@@ -15,7 +15,7 @@ static const struct {
 	SLOT(sync), SLOT(convert), SLOT(gemm), SLOT(gemm_batched), SLOT(linear_fwd),
 	SLOT(linear_bwd), SLOT(bias_add), SLOT(layernorm_fwd), SLOT(layernorm_bwd),
 	SLOT(gelu_fwd), SLOT(gelu_bwd), SLOT(attention_fwd), SLOT(attention_bwd),
-	SLOT(attention_saved_size), SLOT(xent_fwd), SLOT(xent_rescale), SLOT(xent_loss),
+	SLOT(attention_saved_size), SLOT(attention_kv), SLOT(xent_fwd), SLOT(xent_rescale), SLOT(xent_loss),
 	SLOT(xent_bwd), SLOT(embedding_fwd), SLOT(embedding_bwd), SLOT(residual_fwd),
 	SLOT(residual_bwd), SLOT(dropout_fwd), SLOT(dropout_bwd), SLOT(adamw),
 	SLOT(sum_squares), SLOT(check_finite),

@@ -22,7 +22,9 @@
  *     step. Activation gradients are written, except layernorm_bwd (adds into
  *     the residual stream's gradient) and residual_bwd.
  *   - Errors: every op returns 0 or a gpt_status and leaves a message in err
- *     (CPU ops fail only on bad arguments or when scratch cannot grow).
+ *     (CPU ops fail only on bad arguments, on a target outside the
+ *     vocabulary (GPT_EDATA), or when memory for scratch or for 16-bit
+ *     temporaries runs out).
  *     Pointers marked "may be NULL" are optional; others must be valid.
  *   - A NULL slot means the backend does not support that op; check a list
  *     of needed ops once with gpt_backend_require, which names the missing
@@ -83,8 +85,10 @@ typedef struct gpt_dropout {
  * Weight decay is per call: call once per decayed and once per non-decayed
  * range (0 here). grad_scale folds in 1/loss_scale and the clipping factor. */
 typedef struct gpt_adamw {
-	float lr, beta1, beta2, eps, weight_decay;
-	float grad_scale;
+	/* double so that 1 - beta2 and the bias corrections are exact before
+	 * the kernel turns them into fp32 coefficients */
+	double lr, beta1, beta2, eps, weight_decay;
+	double grad_scale;
 	int64_t t;        /* 1-based step count, for bias correction */
 } gpt_adamw;
 
@@ -171,9 +175,18 @@ typedef struct gpt_backend_ops {
 			     const float *saved, int64_t B, int64_t T, int64_t NH, int64_t HS,
 			     const gpt_dropout *d, gpt_err *err);
 	/* Number of floats attention_fwd saves for these sizes (CPU: the
-	 * probabilities, B*NH*T*T). */
+	 * probabilities, B*NH*T*T). Cannot fail. */
 	int64_t (*attention_saved_size)(gpt_backend *be, int64_t B, int64_t T, int64_t NH,
 					int64_t HS);
+	/* Generation with a KV cache. qkv (B, Tn, 3, Cl) holds the projections
+	 * of Tn new tokens at positions [t0, t0 + Tn). Their k and v are first
+	 * stored into kcache and vcache, each (B, NH, maxT, HS) in the storage
+	 * dtype, at those positions; then new token i attends to cache
+	 * positions [0, t0 + i]. out (B, Tn, Cl) is written. No dropout. A
+	 * prompt is one call with t0 = 0; each next token one call with Tn = 1. */
+	int (*attention_kv)(gpt_backend *be, void *out, void *kcache, void *vcache,
+			    const void *qkv, int64_t B, int64_t Tn, int64_t t0, int64_t maxT,
+			    int64_t NH, int64_t HS, gpt_err *err);
 
 	/* ---- vocabulary-parallel softmax cross-entropy ---------------------- */
 	/* logits is (N, Vl) with row stride ld, holding global vocabulary
@@ -254,7 +267,9 @@ typedef struct gpt_backend_ops {
 			    gpt_err *err);
 } gpt_backend_ops;
 
-/* A backend context: passed to every op; nothing in the library is global. */
+/* A backend context: passed to every op; nothing in the library is global.
+ * One thread issues ops on a context at a time (the scratch is shared by its
+ * ops); threads that run ops concurrently each use their own context. */
 struct gpt_backend {
 	const char *name;            /* "cpu", "cuda" */
 	const gpt_backend_ops *ops;  /* the backend's static table */

@@ -1,4 +1,5 @@
-/* AdamW over a flat range, with optional fp32 master weights. */
+/* AdamW over a flat range, with optional fp32 master weights (fp32 storage;
+ * 16-bit parameters go through lowp.c, which updates the master here). */
 #include "cpu/kernels.h"
 
 #include <math.h>
@@ -12,22 +13,20 @@ int gpt_cpu_adamw(gpt_backend *be, void *param, float *master, const void *grad,
 	if (h->t < 1)
 		return gpt_err_set(err, GPT_EINTERNAL, "adamw: step %lld is not 1-based",
 				   (long long)h->t);
-	if (!master && be->dtype != GPT_DTYPE_F32)
-		return gpt_err_set(err, GPT_EINTERNAL,
-				   "adamw: %s parameters need fp32 master weights",
-				   gpt_dtype_name(be->dtype));
 	float *p = param;
 	float *w = master ? master : p;
 	const float *g = grad;
-	float b1 = h->beta1, b2 = h->beta2;
-	float c1 = 1.0f / (1.0f - (float)pow(b1, (double)h->t));
-	float c2 = 1.0f / (1.0f - (float)pow(b2, (double)h->t));
-	float lr = h->lr, wd = h->weight_decay, eps = h->eps, gs = h->grad_scale;
+	float b1 = (float)h->beta1, b2 = (float)h->beta2;
+	float a1 = (float)(1.0 - h->beta1), a2 = (float)(1.0 - h->beta2);
+	float c1 = (float)(1.0 / (1.0 - pow(h->beta1, (double)h->t)));
+	float c2 = (float)(1.0 / (1.0 - pow(h->beta2, (double)h->t)));
+	float lr = (float)h->lr, wd = (float)h->weight_decay, eps = (float)h->eps;
+	float gs = (float)h->grad_scale;
 	#pragma omp parallel for num_threads(be->threads) schedule(static) if (n > 16384)
 	for (int64_t i = 0; i < n; i++) {
 		float gi = g[i] * gs;
-		float mi = b1 * m[i] + (1.0f - b1) * gi;
-		float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+		float mi = b1 * m[i] + a1 * gi;
+		float vi = b2 * v[i] + a2 * gi * gi;
 		m[i] = mi;
 		v[i] = vi;
 		float wi = w[i];

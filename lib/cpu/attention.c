@@ -1,11 +1,14 @@
 /* Causal multi-head attention with dropout on the probabilities. The CPU
  * version materialises each head's (T x T) probabilities (kept in `saved`
- * for the backward); the backward regenerates the dropout mask. */
+ * for the backward); the backward regenerates the dropout mask. Per head,
+ * the four products go to BLAS (threaded inside, called from no parallel
+ * region) and the row-wise softmax and dropout run as OpenMP loops between
+ * them. The full T x T score square is computed and the upper triangle
+ * zeroed, which BLAS does faster than a triangle by hand. */
 #include "cpu/kernels.h"
 
+#include <cblas.h>
 #include <math.h>
-#include <omp.h>
-#include <string.h>
 
 int64_t gpt_cpu_attention_saved_size(gpt_backend *be, int64_t B, int64_t T, int64_t NH,
 				     int64_t HS)
@@ -24,10 +27,21 @@ static int check(const char *op, int64_t B, int64_t T, int64_t NH, int64_t HS,
 	return rc;
 }
 
-/* Per-thread temporaries of `rows` rows of T floats each, in be->scratch. */
-static int thread_rows(gpt_backend *be, int64_t rows, int64_t T, gpt_err *err)
+/* C = alpha op(A) op(B) (+ beta C), row-major, sizes known to fit int. */
+static void mm(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+	       int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc)
 {
-	return gpt_backend_scratch(be, (size_t)(be->threads * rows * T) * sizeof(float), err);
+	cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+		    (int)m, (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+}
+
+static int check_blas(const char *op, int64_t T, int64_t NH, int64_t HS, gpt_err *err)
+{
+	if (T > INT32_MAX || 3 * NH * HS > INT32_MAX)
+		return gpt_err_set(err, GPT_EINTERNAL,
+				   "%s: sequence %lld or width %lld exceeds the 32-bit BLAS interface",
+				   op, (long long)T, (long long)(3 * NH * HS));
+	return 0;
 }
 
 int gpt_cpu_attention_fwd(gpt_backend *be, void *out, float *saved, const void *qkv,
@@ -36,60 +50,50 @@ int gpt_cpu_attention_fwd(gpt_backend *be, void *out, float *saved, const void *
 {
 	int rc = check("attention_fwd", B, T, NH, HS, d, err);
 	if (!rc)
-		rc = thread_rows(be, 1, T, err);
-	if (rc)
+		rc = check_blas("attention_fwd", T, NH, HS, err);
+	int drop = d && d->p > 0.0f;
+	if (!rc && drop)
+		rc = gpt_backend_scratch(be, (size_t)(T * T) * sizeof(float), err);
+	if (rc || T == 0)
 		return rc;
 	const float *x = qkv;
 	float *o = out;
 	int64_t Cl = NH * HS, C3 = 3 * Cl;
 	float sc = 1.0f / sqrtf((float)HS);
-	int drop = d && d->p > 0.0f;
 	uint32_t thr = drop ? gpt_dropout_threshold(d->p) : 0;
 	float dscale = drop ? gpt_dropout_scale(d->p) : 1.0f;
-	float *tmp_all = be->scratch;
-	#pragma omp parallel for num_threads(be->threads) collapse(3) schedule(static)
+	float *pd_all = be->scratch;
 	for (int64_t b = 0; b < B; b++)
-		for (int64_t h = 0; h < NH; h++)
+		for (int64_t h = 0; h < NH; h++) {
+			const float *q = x + b * T * C3 + h * HS, *k = q + Cl, *v = q + 2 * Cl;
+			float *p = saved + (b * NH + h) * T * T;
+			mm(0, 1, T, T, HS, sc, q, C3, k, C3, 0.0f, p, T);
+			#pragma omp parallel for num_threads(be->threads) schedule(static) if (T * T > 16384)
 			for (int64_t t = 0; t < T; t++) {
-				const float *q = x + (b * T + t) * C3 + h * HS;
-				float *p = saved + ((b * NH + h) * T + t) * T;
-				float m = -INFINITY;
+				float *row = p + t * T;
+				float m = -INFINITY, sum = 0.0f;
+				for (int64_t j = 0; j <= t; j++)
+					m = row[j] > m ? row[j] : m;
 				for (int64_t j = 0; j <= t; j++) {
-					const float *k = x + (b * T + j) * C3 + Cl + h * HS;
-					float s = 0.0f;
-					for (int64_t i = 0; i < HS; i++)
-						s += q[i] * k[i];
-					s *= sc;
-					p[j] = s;
-					m = s > m ? s : m;
-				}
-				float sum = 0.0f;
-				for (int64_t j = 0; j <= t; j++) {
-					p[j] = expf(p[j] - m);
-					sum += p[j];
+					row[j] = expf(row[j] - m);
+					sum += row[j];
 				}
 				float inv = 1.0f / sum;
 				for (int64_t j = 0; j <= t; j++)
-					p[j] *= inv;
+					row[j] *= inv;
 				for (int64_t j = t + 1; j < T; j++)
-					p[j] = 0.0f;
-				const float *pd = p;
+					row[j] = 0.0f;
 				if (drop) {
-					float *tmp = tmp_all + (int64_t)omp_get_thread_num() * T;
-					gpt_cpu_dropout_row(tmp, p, t + 1, d, thr, dscale,
+					float *pd = pd_all + t * T;
+					gpt_cpu_dropout_row(pd, row, t + 1, d, thr, dscale,
 							    d->sample0 + b, t, (d->feature0 + h) * T);
-					pd = tmp;
-				}
-				float *orow = o + (b * T + t) * Cl + h * HS;
-				for (int64_t i = 0; i < HS; i++)
-					orow[i] = 0.0f;
-				for (int64_t j = 0; j <= t; j++) {
-					const float *v = x + (b * T + j) * C3 + 2 * Cl + h * HS;
-					float w = pd[j];
-					for (int64_t i = 0; i < HS; i++)
-						orow[i] += w * v[i];
+					for (int64_t j = t + 1; j < T; j++)
+						pd[j] = 0.0f;
 				}
 			}
+			mm(0, 0, T, HS, T, 1.0f, drop ? pd_all : p, T, v, C3, 0.0f,
+			   o + b * T * Cl + h * HS, Cl);
+		}
 	return 0;
 }
 
@@ -99,8 +103,10 @@ int gpt_cpu_attention_bwd(gpt_backend *be, void *dqkv, const void *dout, const v
 {
 	int rc = check("attention_bwd", B, T, NH, HS, d, err);
 	if (!rc)
-		rc = thread_rows(be, 2, T, err);
-	if (rc)
+		rc = check_blas("attention_bwd", T, NH, HS, err);
+	if (!rc)
+		rc = gpt_backend_scratch(be, (size_t)(2 * T * T) * sizeof(float), err);
+	if (rc || T == 0)
 		return rc;
 	const float *x = qkv, *dy = dout;
 	float *dx = dqkv;
@@ -109,58 +115,45 @@ int gpt_cpu_attention_bwd(gpt_backend *be, void *dqkv, const void *dout, const v
 	int drop = d && d->p > 0.0f;
 	uint32_t thr = drop ? gpt_dropout_threshold(d->p) : 0;
 	float dscale = drop ? gpt_dropout_scale(d->p) : 1.0f;
-	float *tmp_all = be->scratch;
-	/* One task per (sample, head): it owns that head's slices of dq, dk and
-	 * dv for the sample's tokens, so there are no races and sums over query
-	 * positions run in a fixed order. */
-	#pragma omp parallel for num_threads(be->threads) collapse(2) schedule(static)
+	float *dp = be->scratch, *pd = dp + T * T;
 	for (int64_t b = 0; b < B; b++)
 		for (int64_t h = 0; h < NH; h++) {
-			float *pd = tmp_all + (int64_t)omp_get_thread_num() * 2 * T;
-			float *dp = pd + T;
-			for (int64_t t = 0; t < T; t++)
-				for (int64_t part = 0; part < 3; part++)
-					memset(dx + (b * T + t) * C3 + part * Cl + h * HS, 0,
-					       (size_t)HS * sizeof *dx);
-			for (int64_t t = 0; t < T; t++) {
-				const float *p = saved + ((b * NH + h) * T + t) * T;
-				const float *q = x + (b * T + t) * C3 + h * HS;
-				const float *g = dy + (b * T + t) * Cl + h * HS;
-				float *dq = dx + (b * T + t) * C3 + h * HS;
-				const float *pw = p;
-				if (drop) {
-					gpt_cpu_dropout_row(pd, p, t + 1, d, thr, dscale,
+			const float *q = x + b * T * C3 + h * HS, *k = q + Cl, *v = q + 2 * Cl;
+			const float *g = dy + b * T * Cl + h * HS;
+			float *dq = dx + b * T * C3 + h * HS, *dk = dq + Cl, *dv = dq + 2 * Cl;
+			const float *p = saved + (b * NH + h) * T * T;
+			if (drop) {
+				#pragma omp parallel for num_threads(be->threads) schedule(static) \
+					if (T * T > 16384)
+				for (int64_t t = 0; t < T; t++) {
+					gpt_cpu_dropout_row(pd + t * T, p + t * T, t + 1, d, thr, dscale,
 							    d->sample0 + b, t, (d->feature0 + h) * T);
-					pw = pd;
+					for (int64_t j = t + 1; j < T; j++)
+						pd[t * T + j] = 0.0f;
 				}
-				/* out = sum_j pw_j v_j: gradients for v and for pw */
-				for (int64_t j = 0; j <= t; j++) {
-					const float *v = x + (b * T + j) * C3 + 2 * Cl + h * HS;
-					float *dv = dx + (b * T + j) * C3 + 2 * Cl + h * HS;
-					float s = 0.0f;
-					for (int64_t i = 0; i < HS; i++) {
-						s += g[i] * v[i];
-						dv[i] += pw[j] * g[i];
-					}
-					dp[j] = s;
-				}
-				/* back through the dropout, then the softmax */
+			}
+			/* out = pd v: dv = pd^T dout, d(pd) = dout v^T */
+			mm(1, 0, T, HS, T, 1.0f, drop ? pd : p, T, g, Cl, 0.0f, dv, C3);
+			mm(0, 1, T, T, HS, 1.0f, g, Cl, v, C3, 0.0f, dp, T);
+			/* back through the dropout and the softmax, row by row */
+			#pragma omp parallel for num_threads(be->threads) schedule(static) if (T * T > 16384)
+			for (int64_t t = 0; t < T; t++) {
+				float *row = dp + t * T;
+				const float *prow = p + t * T;
 				if (drop)
-					gpt_cpu_dropout_row(dp, dp, t + 1, d, thr, dscale,
+					gpt_cpu_dropout_row(row, row, t + 1, d, thr, dscale,
 							    d->sample0 + b, t, (d->feature0 + h) * T);
 				float dot = 0.0f;
 				for (int64_t j = 0; j <= t; j++)
-					dot += p[j] * dp[j];
-				for (int64_t j = 0; j <= t; j++) {
-					float ds = p[j] * (dp[j] - dot) * sc;
-					const float *k = x + (b * T + j) * C3 + Cl + h * HS;
-					float *dk = dx + (b * T + j) * C3 + Cl + h * HS;
-					for (int64_t i = 0; i < HS; i++) {
-						dq[i] += ds * k[i];
-						dk[i] += ds * q[i];
-					}
-				}
+					dot += prow[j] * row[j];
+				for (int64_t j = 0; j <= t; j++)
+					row[j] = prow[j] * (row[j] - dot) * sc;
+				for (int64_t j = t + 1; j < T; j++)
+					row[j] = 0.0f;
 			}
+			/* scores = sc q k^T: dq = ds k, dk = ds^T q (sc folded into ds) */
+			mm(0, 0, T, HS, T, 1.0f, dp, T, k, C3, 0.0f, dq, C3);
+			mm(1, 0, T, HS, T, 1.0f, dp, T, q, C3, 0.0f, dk, C3);
 		}
 	return 0;
 }

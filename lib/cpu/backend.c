@@ -1,4 +1,5 @@
-/* The CPU backend's table, its context and its memory ops (host memory). */
+/* The CPU backend's fp32 table, its context and its memory ops (host
+ * memory); the bf16/fp16 table is in lowp.c. */
 #include "cpu/cpu.h"
 #include "cpu/kernels.h"
 
@@ -6,36 +7,36 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void *cpu_alloc(gpt_backend *be, size_t bytes, const char *what, gpt_err *err)
+void *gpt_cpu_alloc(gpt_backend *be, size_t bytes, const char *what, gpt_err *err)
 {
 	return gpt_aligned_alloc(bytes ? bytes : 1, what, err);
 }
 
-static void cpu_free(gpt_backend *be, void *p)
+void gpt_cpu_free(gpt_backend *be, void *p)
 {
 	free(p);
 }
 
-static int cpu_copy(gpt_backend *be, void *dst, const void *src, size_t bytes, gpt_err *err)
+int gpt_cpu_copy(gpt_backend *be, void *dst, const void *src, size_t bytes, gpt_err *err)
 {
 	if (bytes)
 		memmove(dst, src, bytes);
 	return 0;
 }
 
-static int cpu_zero(gpt_backend *be, void *dst, size_t bytes, gpt_err *err)
+int gpt_cpu_zero(gpt_backend *be, void *dst, size_t bytes, gpt_err *err)
 {
 	if (bytes)
 		memset(dst, 0, bytes);
 	return 0;
 }
 
-static int cpu_sync(gpt_backend *be, gpt_err *err)
+int gpt_cpu_sync(gpt_backend *be, gpt_err *err)
 {
 	return 0;
 }
 
-static int cpu_convert(gpt_backend *be, void *dst, gpt_dtype dst_t, const void *src,
+int gpt_cpu_convert(gpt_backend *be, void *dst, gpt_dtype dst_t, const void *src,
 		       gpt_dtype src_t, int64_t n, gpt_err *err)
 {
 	if (n < 0)
@@ -45,14 +46,14 @@ static int cpu_convert(gpt_backend *be, void *dst, gpt_dtype dst_t, const void *
 }
 
 static const gpt_backend_ops cpu_ops = {
-	.alloc = cpu_alloc,
-	.free = cpu_free,
-	.upload = cpu_copy,
-	.download = cpu_copy,
-	.copy = cpu_copy,
-	.zero = cpu_zero,
-	.sync = cpu_sync,
-	.convert = cpu_convert,
+	.alloc = gpt_cpu_alloc,
+	.free = gpt_cpu_free,
+	.upload = gpt_cpu_copy,
+	.download = gpt_cpu_copy,
+	.copy = gpt_cpu_copy,
+	.zero = gpt_cpu_zero,
+	.sync = gpt_cpu_sync,
+	.convert = gpt_cpu_convert,
 	.gemm = gpt_cpu_gemm,
 	.gemm_batched = gpt_cpu_gemm_batched,
 	.linear_fwd = gpt_cpu_linear_fwd,
@@ -65,6 +66,7 @@ static const gpt_backend_ops cpu_ops = {
 	.attention_fwd = gpt_cpu_attention_fwd,
 	.attention_bwd = gpt_cpu_attention_bwd,
 	.attention_saved_size = gpt_cpu_attention_saved_size,
+	.attention_kv = gpt_cpu_attention_kv,
 	.xent_fwd = gpt_cpu_xent_fwd,
 	.xent_rescale = gpt_cpu_xent_rescale,
 	.xent_loss = gpt_cpu_xent_loss,
@@ -83,14 +85,14 @@ static const gpt_backend_ops cpu_ops = {
 int gpt_backend_cpu_init(gpt_backend *be, gpt_dtype dtype, int threads, gpt_err *err)
 {
 	memset(be, 0, sizeof *be);
-	if (dtype != GPT_DTYPE_F32)
+	if (dtype != GPT_DTYPE_F32 && dtype != GPT_DTYPE_BF16 && dtype != GPT_DTYPE_F16)
 		return gpt_err_set(err, GPT_EUSAGE,
-				   "cpu backend: storage dtype %s is not supported yet; use fp32",
-				   gpt_dtype_name(dtype));
+				   "cpu backend: storage dtype %s is not a float type; use fp32, "
+				   "bf16 or fp16", gpt_dtype_name(dtype));
 	if (threads > 0 && threads != omp_get_max_threads())
 		omp_set_num_threads(threads);
 	be->name = "cpu";
-	be->ops = &cpu_ops;
+	be->ops = dtype == GPT_DTYPE_F32 ? &cpu_ops : &gpt_cpu_lowp_ops;
 	be->dtype = dtype;
 	be->threads = threads > 0 ? threads : omp_get_max_threads();
 	return 0;

@@ -18,8 +18,11 @@
 void gpt_cpu_describe(char *out, size_t size);
 
 /* Fills be with the CPU backend. dtype is the storage dtype of the ops'
- * tensors; only GPT_DTYPE_F32 is supported so far (anything else is
- * GPT_EUSAGE with a message). threads <= 0 takes OpenMP's default
+ * tensors: fp32, or bf16/fp16, where each op converts its 16-bit operands to
+ * fp32, computes exactly as the fp32 backend does and rounds what it stores
+ * to nearest even (so a 16-bit run equals an fp32 run with a rounding after
+ * every op; slower, for exercising the mixed-precision path without a GPU).
+ * Any other dtype is GPT_EUSAGE. threads <= 0 takes OpenMP's default
  * (OMP_NUM_THREADS or the CPU count); a positive count also becomes the
  * calling thread's OpenMP default, which OpenBLAS follows. */
 int gpt_backend_cpu_init(gpt_backend *be, gpt_dtype dtype, int threads, gpt_err *err);

@@ -5,7 +5,7 @@
 #include <cblas.h>
 #include <limits.h>
 
-static int check_gemm(const char *op, int trans_a, int trans_b, int64_t m, int64_t n,
+int gpt_cpu_gemm_check(const char *op, int trans_a, int trans_b, int64_t m, int64_t n,
 		      int64_t k, int64_t lda, int64_t ldb, int64_t ldc, gpt_err *err)
 {
 	if (m < 0 || n < 0 || k < 0)
@@ -54,7 +54,7 @@ int gpt_cpu_gemm(gpt_backend *be, int trans_a, int trans_b, int64_t m, int64_t n
 		 float alpha, const void *a, int64_t lda, const void *b, int64_t ldb, float beta,
 		 void *c, int64_t ldc, gpt_err *err)
 {
-	int rc = check_gemm("gemm", trans_a, trans_b, m, n, k, lda, ldb, ldc, err);
+	int rc = gpt_cpu_gemm_check("gemm", trans_a, trans_b, m, n, k, lda, ldb, ldc, err);
 	if (rc)
 		return rc;
 	sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
@@ -66,7 +66,7 @@ int gpt_cpu_gemm_batched(gpt_backend *be, int trans_a, int trans_b, int64_t m, i
 			 const void *b, int64_t ldb, int64_t stride_b, float beta, void *c,
 			 int64_t ldc, int64_t stride_c, int64_t batch, gpt_err *err)
 {
-	int rc = check_gemm("gemm_batched", trans_a, trans_b, m, n, k, lda, ldb, ldc, err);
+	int rc = gpt_cpu_gemm_check("gemm_batched", trans_a, trans_b, m, n, k, lda, ldb, ldc, err);
 	if (rc)
 		return rc;
 	if (batch < 0 || stride_a < 0 || stride_b < 0 || stride_c < 0)
@@ -84,7 +84,7 @@ int gpt_cpu_gemm_batched(gpt_backend *be, int trans_a, int trans_b, int64_t m, i
 int gpt_cpu_linear_fwd(gpt_backend *be, void *out, const void *inp, const void *w,
 		       const void *bias, int64_t M, int64_t K, int64_t N, gpt_err *err)
 {
-	int rc = check_gemm("linear_fwd", 0, 1, M, N, K, K, K, N, err);
+	int rc = gpt_cpu_gemm_check("linear_fwd", 0, 1, M, N, K, K, K, N, err);
 	if (rc)
 		return rc;
 	float *o = out;
@@ -122,7 +122,7 @@ int gpt_cpu_linear_bwd(gpt_backend *be, void *dinp, void *dw, void *dbias, const
 		       const void *inp, const void *w, int64_t M, int64_t K, int64_t N,
 		       gpt_err *err)
 {
-	int rc = check_gemm("linear_bwd", 0, 1, M, N, K, K, K, N, err);
+	int rc = gpt_cpu_gemm_check("linear_bwd", 0, 1, M, N, K, K, K, N, err);
 	if (rc)
 		return rc;
 	if (dinp)

@@ -7,9 +7,21 @@
 #include "backend/backend.h"
 #include "backend/philox.h"
 
+/* Memory ops (host memory), shared by the fp32 and 16-bit tables. */
+void *gpt_cpu_alloc(gpt_backend *be, size_t bytes, const char *what, gpt_err *err);
+void gpt_cpu_free(gpt_backend *be, void *p);
+int gpt_cpu_copy(gpt_backend *be, void *dst, const void *src, size_t bytes, gpt_err *err);
+int gpt_cpu_zero(gpt_backend *be, void *dst, size_t bytes, gpt_err *err);
+int gpt_cpu_sync(gpt_backend *be, gpt_err *err);
+int gpt_cpu_convert(gpt_backend *be, void *dst, gpt_dtype dst_t, const void *src,
+		    gpt_dtype src_t, int64_t n, gpt_err *err);
+
 /* Fails with GPT_EINTERNAL unless every size is >= 0; `op` names the op. */
 int gpt_cpu_check_sizes(const char *op, gpt_err *err, int count, ...);
 
+/* Validates a gemm's sizes and leading dimensions (row-major, cblas). */
+int gpt_cpu_gemm_check(const char *op, int trans_a, int trans_b, int64_t m, int64_t n,
+		       int64_t k, int64_t lda, int64_t ldb, int64_t ldc, gpt_err *err);
 int gpt_cpu_gemm(gpt_backend *be, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
 		 float alpha, const void *a, int64_t lda, const void *b, int64_t ldb, float beta,
 		 void *c, int64_t ldc, gpt_err *err);
@@ -43,6 +55,9 @@ int gpt_cpu_attention_bwd(gpt_backend *be, void *dqkv, const void *dout, const v
 			  const gpt_dropout *d, gpt_err *err);
 int64_t gpt_cpu_attention_saved_size(gpt_backend *be, int64_t B, int64_t T, int64_t NH,
 				     int64_t HS);
+int gpt_cpu_attention_kv(gpt_backend *be, void *out, void *kcache, void *vcache,
+			 const void *qkv, int64_t B, int64_t Tn, int64_t t0, int64_t maxT,
+			 int64_t NH, int64_t HS, gpt_err *err);
 
 int gpt_cpu_xent_fwd(gpt_backend *be, float *max, float *sumexp, float *tlogit,
 		     const void *logits, const int32_t *targets, int64_t N, int64_t Vl,
@@ -94,5 +109,9 @@ int gpt_cpu_adamw(gpt_backend *be, void *param, float *master, const void *grad,
 int gpt_cpu_sum_squares(gpt_backend *be, float *acc, const void *x, int64_t n, gpt_err *err);
 int gpt_cpu_check_finite(gpt_backend *be, float *flag, const void *x, int64_t n,
 			 gpt_err *err);
+
+/* The same ops for bf16/fp16 storage (lowp.c): operands converted to fp32,
+ * the kernels above, results rounded to nearest even on store. */
+extern const gpt_backend_ops gpt_cpu_lowp_ops;
 
 #endif

@@ -74,7 +74,7 @@ int gpt_cpu_layernorm_bwd(gpt_backend *be, void *dinp, void *dw, void *db, const
 	#pragma omp parallel for num_threads(be->threads) schedule(static) if (N * C > 4096)
 	for (int64_t blk = 0; blk < nblocks; blk++) {
 		int64_t j0 = blk * BLOCK, j1 = j0 + BLOCK < C ? j0 + BLOCK : C;
-		float aw[BLOCK] = {0}, ab[BLOCK] = {0};
+		double aw[BLOCK] = {0}, ab[BLOCK] = {0}; /* sums over every row */
 		for (int64_t i = 0; i < N; i++) {
 			const float *xi = x + i * C, *dyi = dy + i * C;
 			float m = mean[i], s = rstd[i];
@@ -85,9 +85,9 @@ int gpt_cpu_layernorm_bwd(gpt_backend *be, void *dinp, void *dw, void *db, const
 		}
 		for (int64_t j = j0; j < j1; j++) {
 			if (dwt)
-				dwt[j] += aw[j - j0];
+				dwt[j] += (float)aw[j - j0];
 			if (dbs)
-				dbs[j] += ab[j - j0];
+				dbs[j] += (float)ab[j - j0];
 		}
 	}
 	return 0;

@@ -44,12 +44,12 @@ int gpt_cpu_xent_fwd(gpt_backend *be, float *max, float *sumexp, float *tlogit,
 		float m = -INFINITY;
 		for (int64_t j = 0; j < nr; j++)
 			m = row[j] > m ? row[j] : m;
-		float s = 0.0f;
+		double s = 0.0; /* tens of thousands of terms: sum in double */
 		for (int64_t j = 0; j < nr; j++)
 			s += expf(row[j] - m);
 		int64_t t = (int64_t)targets[r] - v0;
 		max[r] = m;
-		sumexp[r] = s;
+		sumexp[r] = (float)s;
 		tlogit[r] = targets[r] >= 0 && t >= 0 && t < nr ? row[t] : 0.0f;
 	}
 	return 0;

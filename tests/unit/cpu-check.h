@@ -48,7 +48,8 @@ CHK_MAYBE static int chk_close(const char *what, const float *got, const double 
 	double worst = 0.0;
 	int64_t wi = 0;
 	for (int64_t i = 0; i < n; i++) {
-		double e = fabs((double)got[i] - want[i]) / (atol + rtol * fabs(want[i]));
+		double diff = fabs((double)got[i] - want[i]);
+		double e = diff == 0.0 ? 0.0 : diff / (atol + rtol * fabs(want[i]));
 		if (!(e <= worst)) {
 			worst = e;
 			wi = i;

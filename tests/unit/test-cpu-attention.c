@@ -125,6 +125,49 @@ int main(void)
 		ok(same, "attention: heads 1..2 run alone (feature0 + 1) give the same output");
 		free(x), free(saved);
 	}
+	/* generation: a 3-token prompt, then one token at a time, through the
+	 * KV cache, equals full attention over the 5 tokens */
+	{
+		enum { MAXT = 7 };
+		float *x = chk_floats(B * T * C3, 1.5), full[B * T * CL];
+		float *saved = malloc(B * NH * T * T * sizeof *saved);
+		CHK(be.ops->attention_fwd(&be, full, saved, x, B, T, NH, HS, NULL, &chk_err));
+		float *kc = malloc(B * NH * MAXT * HS * sizeof *kc);
+		float *vc = malloc(B * NH * MAXT * HS * sizeof *vc);
+		float inc[B * T * CL];
+		int64_t steps[3][2] = {{0, 3}, {3, 1}, {4, 1}}; /* t0, Tn */
+		for (int s = 0; s < 3; s++) {
+			int64_t t0 = steps[s][0], tn = steps[s][1];
+			float xs[B * 3 * C3], os[B * 3 * CL];
+			for (int b = 0; b < B; b++)
+				memcpy(xs + b * tn * C3, x + (b * T + t0) * C3,
+				       (size_t)(tn * C3) * sizeof *xs);
+			CHK(be.ops->attention_kv(&be, os, kc, vc, xs, B, tn, t0, MAXT, NH, HS,
+						 &chk_err));
+			for (int b = 0; b < B; b++)
+				memcpy(inc + (b * T + t0) * CL, os + b * tn * CL,
+				       (size_t)(tn * CL) * sizeof *os);
+		}
+		chk_close_f("attention_kv: prompt then single tokens equal full attention", inc, full,
+			    B * T * CL, 1e-6, 1e-5);
+		int cached = 1;
+		for (int b = 0; b < B; b++)
+			for (int h = 0; h < NH; h++)
+				for (int t = 0; t < T; t++)
+					cached &= memcmp(kc + ((b * NH + h) * MAXT + t) * HS,
+							 x + (b * T + t) * C3 + CL + h * HS,
+							 HS * sizeof *kc) == 0 &&
+						  memcmp(vc + ((b * NH + h) * MAXT + t) * HS,
+							 x + (b * T + t) * C3 + 2 * CL + h * HS,
+							 HS * sizeof *vc) == 0;
+		ok(cached, "attention_kv: the cache holds every position's k and v, (B, NH, maxT, HS)");
+		gpt_err err = {0};
+		float o1[B * CL];
+		int rc = be.ops->attention_kv(&be, o1, kc, vc, x, B, 1, MAXT, MAXT, NH, HS, &err);
+		ok(rc == GPT_EUSAGE && strstr(err.msg, "do not fit the cache of 7"),
+		   "attention_kv past the cache is an error: %s", err.msg);
+		free(x), free(saved), free(kc), free(vc);
+	}
 	gpt_backend_cpu_free(&be);
 	return done_testing();
 }

@@ -1,0 +1,513 @@
+/* bf16/fp16 storage for the CPU backend. Each op converts its 16-bit
+ * operands to fp32 temporaries, runs the fp32 kernel, and rounds what it
+ * stores back to nearest even. Outputs that accumulate (+=) are read,
+ * updated in fp32 and rounded once, as a GPU kernel with fp32 arithmetic
+ * would. Only the rows and columns an op owns are stored, never the gaps of
+ * a strided matrix. This favours obviously-right over fast: it exists so the
+ * mixed-precision path (master weights, loss scaling, overflow skips) runs
+ * and is tested without a GPU. */
+#include "cpu/kernels.h"
+
+#include <stdlib.h>
+
+typedef struct lp {
+	gpt_backend *be;
+	gpt_err *err;
+	int rc;
+	int n;
+	float *mem[12];
+} lp;
+
+static float *lp_alloc(lp *t, int64_t n)
+{
+	if (t->rc)
+		return NULL;
+	if (n < 0 || t->n == (int)(sizeof t->mem / sizeof *t->mem)) {
+		t->rc = gpt_err_set(t->err, GPT_EINTERNAL, "cpu %s: bad temporary of %lld elements",
+				    gpt_dtype_name(t->be->dtype), (long long)n);
+		return NULL;
+	}
+	float *p = gpt_aligned_alloc((size_t)(n ? n : 1) * sizeof *p,
+				     "an fp32 copy of a 16-bit operand", t->err);
+	if (!p) {
+		t->rc = t->err ? t->err->code : GPT_EINTERNAL;
+		return NULL;
+	}
+	t->mem[t->n++] = p;
+	return p;
+}
+
+/* An fp32 copy of n 16-bit elements at src; NULL for a NULL src. */
+static float *lp_in(lp *t, const void *src, int64_t n)
+{
+	if (!src)
+		return NULL;
+	float *p = lp_alloc(t, n);
+	if (p)
+		gpt_convert(p, GPT_DTYPE_F32, src, t->be->dtype, (size_t)n, NULL);
+	return p;
+}
+
+/* An uninitialised fp32 buffer for a write-only output; NULL for NULL dst. */
+static float *lp_out(lp *t, const void *dst, int64_t n)
+{
+	return dst ? lp_alloc(t, n) : NULL;
+}
+
+/* Rounds rows x cols of src (row stride ld) into dst (same layout). */
+static void lp_store_rows(lp *t, void *dst, const float *src, int64_t rows, int64_t cols,
+			  int64_t ld)
+{
+	if (!dst || t->rc)
+		return;
+	size_t es = gpt_dtype_size(t->be->dtype);
+	if (ld == cols) {
+		gpt_convert(dst, t->be->dtype, src, GPT_DTYPE_F32, (size_t)(rows * cols), NULL);
+		return;
+	}
+	for (int64_t i = 0; i < rows; i++)
+		gpt_convert((char *)dst + (size_t)(i * ld) * es, t->be->dtype, src + i * ld,
+			    GPT_DTYPE_F32, (size_t)cols, NULL);
+}
+
+static void lp_store(lp *t, void *dst, const float *src, int64_t n)
+{
+	lp_store_rows(t, dst, src, 1, n, n);
+}
+
+/* Frees the temporaries; returns the first failure (alloc or op). */
+static int lp_done(lp *t, int rc)
+{
+	for (int i = 0; i < t->n; i++)
+		free(t->mem[i]);
+	return t->rc ? t->rc : rc;
+}
+
+#define LP_BEGIN(be, err) lp t_ = {(be), (err), 0, 0, {0}}, *t = &t_
+
+/* Elements a stored (rows x cols, row stride ld) matrix spans. */
+static int64_t span(int64_t rows, int64_t cols, int64_t ld)
+{
+	return rows > 0 && cols > 0 ? (rows - 1) * ld + cols : 0;
+}
+
+static int lp_gemm_batched(gpt_backend *be, int ta, int tb, int64_t m, int64_t n, int64_t k,
+			   float alpha, const void *a, int64_t lda, int64_t sa, const void *b,
+			   int64_t ldb, int64_t sb, float beta, void *c, int64_t ldc, int64_t sc,
+			   int64_t batch, gpt_err *err)
+{
+	int rc = gpt_cpu_gemm_check("gemm", ta, tb, m, n, k, lda, ldb, ldc, err);
+	if (rc)
+		return rc;
+	if (batch < 0 || sa < 0 || sb < 0 || sc < 0)
+		return gpt_err_set(err, GPT_EINTERNAL, "gemm_batched: negative batch or stride");
+	if (batch == 0 || m == 0 || n == 0)
+		return 0;
+	LP_BEGIN(be, err);
+	int64_t na = (batch - 1) * sa + span(ta ? k : m, ta ? m : k, lda);
+	int64_t nb = (batch - 1) * sb + span(tb ? n : k, tb ? k : n, ldb);
+	int64_t nc = (batch - 1) * sc + span(m, n, ldc);
+	float *a32 = lp_in(t, a, na), *b32 = lp_in(t, b, nb);
+	float *c32 = beta == 0.0f ? lp_out(t, c, nc) : lp_in(t, c, nc);
+	if (!t->rc)
+		rc = gpt_cpu_gemm_batched(be, ta, tb, m, n, k, alpha, a32, lda, sa, b32, ldb, sb, beta,
+					  c32, ldc, sc, batch, err);
+	for (int64_t i = 0; i < batch && !rc; i++)
+		lp_store_rows(t, (char *)c + (size_t)(i * sc) * gpt_dtype_size(be->dtype),
+			      c32 + i * sc, m, n, ldc);
+	return lp_done(t, rc);
+}
+
+static int lp_gemm(gpt_backend *be, int ta, int tb, int64_t m, int64_t n, int64_t k,
+		   float alpha, const void *a, int64_t lda, const void *b, int64_t ldb, float beta,
+		   void *c, int64_t ldc, gpt_err *err)
+{
+	return lp_gemm_batched(be, ta, tb, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0,
+			       1, err);
+}
+
+static int lp_linear_fwd(gpt_backend *be, void *out, const void *inp, const void *w,
+			 const void *bias, int64_t M, int64_t K, int64_t N, gpt_err *err)
+{
+	int rc = gpt_cpu_gemm_check("linear_fwd", 0, 1, M, N, K, K, K, N, err);
+	if (rc)
+		return rc;
+	LP_BEGIN(be, err);
+	float *x = lp_in(t, inp, M * K), *w32 = lp_in(t, w, N * K), *b32 = lp_in(t, bias, N);
+	float *o = lp_out(t, out, M * N);
+	if (!t->rc)
+		rc = gpt_cpu_linear_fwd(be, o, x, w32, b32, M, K, N, err);
+	if (!rc)
+		lp_store(t, out, o, M * N);
+	return lp_done(t, rc);
+}
+
+static int lp_linear_bwd(gpt_backend *be, void *dinp, void *dw, void *dbias, const void *dout,
+			 const void *inp, const void *w, int64_t M, int64_t K, int64_t N,
+			 gpt_err *err)
+{
+	int rc = gpt_cpu_gemm_check("linear_bwd", 0, 1, M, N, K, K, K, N, err);
+	if (rc)
+		return rc;
+	LP_BEGIN(be, err);
+	float *g = lp_in(t, dout, M * N);
+	float *x = dw ? lp_in(t, inp, M * K) : NULL, *w32 = dinp ? lp_in(t, w, N * K) : NULL;
+	float *dx = lp_out(t, dinp, M * K), *dw32 = lp_in(t, dw, N * K);
+	float *db32 = lp_in(t, dbias, N);
+	if (!t->rc)
+		rc = gpt_cpu_linear_bwd(be, dx, dw32, db32, g, x, w32, M, K, N, err);
+	if (!rc) {
+		lp_store(t, dinp, dx, M * K);
+		lp_store(t, dw, dw32, N * K);
+		lp_store(t, dbias, db32, N);
+	}
+	return lp_done(t, rc);
+}
+
+static int lp_bias_add(gpt_backend *be, void *out, const void *bias, int64_t M, int64_t N,
+		       gpt_err *err)
+{
+	int rc = gpt_cpu_check_sizes("bias_add", err, 2, M, N);
+	if (rc)
+		return rc;
+	LP_BEGIN(be, err);
+	float *o = lp_in(t, out, M * N), *b32 = lp_in(t, bias, N);
+	if (!t->rc)
+		rc = gpt_cpu_bias_add(be, o, b32, M, N, err);
+	if (!rc)
+		lp_store(t, out, o, M * N);
+	return lp_done(t, rc);
+}
+
+static int lp_layernorm_fwd(gpt_backend *be, void *out, float *mean, float *rstd,
+			    const void *inp, const void *w, const void *b, int64_t N, int64_t C,
+			    float eps, gpt_err *err)
+{
+	int rc = gpt_cpu_check_sizes("layernorm_fwd", err, 2, N, C);
+	if (rc)
+		return rc;
+	LP_BEGIN(be, err);
+	float *x = lp_in(t, inp, N * C), *w32 = lp_in(t, w, C), *b32 = lp_in(t, b, C);
+	float *o = lp_out(t, out, N * C);
+	if (!t->rc)
+		rc = gpt_cpu_layernorm_fwd(be, o, mean, rstd, x, w32, b32, N, C, eps, err);
+	if (!rc)
+		lp_store(t, out, o, N * C);
+	return lp_done(t, rc);
+}
+
+static int lp_layernorm_bwd(gpt_backend *be, void *dinp, void *dw, void *db, const void *dout,
+			    const void *inp, const void *w, const float *mean, const float *rstd,
+			    int64_t N, int64_t C, gpt_err *err)
+{
+	int rc = gpt_cpu_check_sizes("layernorm_bwd", err, 2, N, C);
+	if (rc)
+		return rc;
+	LP_BEGIN(be, err);
+	float *g = lp_in(t, dout, N * C), *x = lp_in(t, inp, N * C), *w32 = lp_in(t, w, C);
+	float *dx = lp_in(t, dinp, N * C), *dw32 = lp_in(t, dw, C), *db32 = lp_in(t, db, C);
+	if (!t->rc)
+		rc = gpt_cpu_layernorm_bwd(be, dx, dw32, db32, g, x, w32, mean, rstd, N, C, err);
+	if (!rc) {
+		lp_store(t, dinp, dx, N * C);
+		lp_store(t, dw, dw32, C);
+		lp_store(t, db, db32, C);
+	}
+	return lp_done(t, rc);
+}
+
+static int lp_gelu_fwd(gpt_backend *be, void *out, const void *inp, int64_t n, gpt_err *err)
+{
+	int rc = gpt_cpu_check_sizes("gelu_fwd", err, 1, n);
+	if (rc)
+		return rc;
+	LP_BEGIN(be, err);
+	float *x = lp_in(t, inp, n);
+	if (!t->rc)
+		rc = gpt_cpu_gelu_fwd(be, x, x, n, err);
+	if (!rc)
+		lp_store(t, out, x, n);
+	return lp_done(t, rc);
+}
+
+static int lp_gelu_bwd(gpt_backend *be, void *dinp, const void *inp, const void *dout,
+		       int64_t n, gpt_err *err)
+{
+	int rc = gpt_cpu_check_sizes("gelu_bwd", err, 1, n);
+	if (rc)
+		return rc;
+	LP_BEGIN(be, err);
+	float *x = lp_in(t, inp, n), *g = lp_in(t, dout, n);
+	if (!t->rc)
+		rc = gpt_cpu_gelu_bwd(be, g, x, g, n, err);
+	if (!rc)
+		lp_store(t, dinp, g, n);
+	return lp_done(t, rc);
+}
+
+static int lp_attention_fwd(gpt_backend *be, void *out, float *saved, const void *qkv,
+			    int64_t B, int64_t T, int64_t NH, int64_t HS, const gpt_dropout *d,
+			    gpt_err *err)
+{
+	int rc = gpt_cpu_check_sizes("attention_fwd", err, 4, B, T, NH, HS);
+	if (rc)
+		return rc;
+	LP_BEGIN(be, err);
+	float *x = lp_in(t, qkv, B * T * 3 * NH * HS), *o = lp_out(t, out, B * T * NH * HS);
+	if (!t->rc)
+		rc = gpt_cpu_attention_fwd(be, o, saved, x, B, T, NH, HS, d, err);
+	if (!rc)
+		lp_store(t, out, o, B * T * NH * HS);
+	return lp_done(t, rc);
+}
+
+static int lp_attention_bwd(gpt_backend *be, void *dqkv, const void *dout, const void *qkv,
+			    const float *saved, int64_t B, int64_t T, int64_t NH, int64_t HS,
+			    const gpt_dropout *d, gpt_err *err)
+{
+	int rc = gpt_cpu_check_sizes("attention_bwd", err, 4, B, T, NH, HS);
+	if (rc)
+		return rc;
+	LP_BEGIN(be, err);
+	int64_t n3 = B * T * 3 * NH * HS;
+	float *x = lp_in(t, qkv, n3), *g = lp_in(t, dout, B * T * NH * HS);
+	float *dx = lp_out(t, dqkv, n3);
+	if (!t->rc)
+		rc = gpt_cpu_attention_bwd(be, dx, g, x, saved, B, T, NH, HS, d, err);
+	if (!rc)
+		lp_store(t, dqkv, dx, n3);
+	return lp_done(t, rc);
+}
+
+static int lp_attention_kv(gpt_backend *be, void *out, void *kcache, void *vcache,
+			   const void *qkv, int64_t B, int64_t Tn, int64_t t0, int64_t maxT,
+			   int64_t NH, int64_t HS, gpt_err *err)
+{
+	int rc = gpt_cpu_check_sizes("attention_kv", err, 6, B, Tn, t0, maxT, NH, HS);
+	if (rc)
+		return rc;
+	LP_BEGIN(be, err);
+	int64_t nc = B * NH * maxT * HS;
+	float *x = lp_in(t, qkv, B * Tn * 3 * NH * HS), *o = lp_out(t, out, B * Tn * NH * HS);
+	float *kc = lp_in(t, kcache, nc), *vc = lp_in(t, vcache, nc);
+	if (!t->rc)
+		rc = gpt_cpu_attention_kv(be, o, kc, vc, x, B, Tn, t0, maxT, NH, HS, err);
+	if (!rc) {
+		lp_store(t, out, o, B * Tn * NH * HS);
+		lp_store(t, kcache, kc, nc);
+		lp_store(t, vcache, vc, nc);
+	}
+	return lp_done(t, rc);
+}
+
+static int lp_xent_fwd(gpt_backend *be, float *max, float *sumexp, float *tlogit,
+		       const void *logits, const int32_t *targets, int64_t N, int64_t Vl,
+		       int64_t ld, int64_t v0, int64_t V, gpt_err *err)
+{
+	int rc = gpt_cpu_check_sizes("xent_fwd", err, 3, N, Vl, ld);
+	if (rc)
+		return rc;
+	LP_BEGIN(be, err);
+	float *l = lp_in(t, logits, span(N, Vl, ld));
+	if (!t->rc)
+		rc = gpt_cpu_xent_fwd(be, max, sumexp, tlogit, l, targets, N, Vl, ld, v0, V, err);
+	return lp_done(t, rc);
+}
+
+static int lp_xent_bwd(gpt_backend *be, void *dlogits, const void *logits,
+		       const int32_t *targets, const float *max, const float *sumexp, float dloss,
+		       int64_t N, int64_t Vl, int64_t ld, int64_t v0, int64_t V, gpt_err *err)
+{
+	int rc = gpt_cpu_check_sizes("xent_bwd", err, 3, N, Vl, ld);
+	if (rc)
+		return rc;
+	LP_BEGIN(be, err);
+	float *l = lp_in(t, logits, span(N, Vl, ld));
+	if (!t->rc)
+		rc = gpt_cpu_xent_bwd(be, l, l, targets, max, sumexp, dloss, N, Vl, ld, v0, V, err);
+	if (!rc)
+		lp_store_rows(t, dlogits, l, N, Vl, ld);
+	return lp_done(t, rc);
+}
+
+/* The embedding ops touch only positions [t0, t0 + T) of wpe (whose row
+ * count the op is not told), so only those rows are converted. */
+static int lp_embedding_fwd(gpt_backend *be, void *out, const int32_t *tokens, const void *wte,
+			    const void *wpe, int64_t B, int64_t T, int64_t C, int64_t v0,
+			    int64_t Vl, int64_t t0, gpt_err *err)
+{
+	int rc = gpt_cpu_check_sizes("embedding_fwd", err, 6, B, T, C, v0, Vl, t0);
+	if (rc)
+		return rc;
+	LP_BEGIN(be, err);
+	size_t es = gpt_dtype_size(be->dtype);
+	float *te = lp_in(t, wte, Vl * C);
+	float *pe = lp_in(t, wpe ? (const char *)wpe + (size_t)(t0 * C) * es : NULL, T * C);
+	float *o = lp_out(t, out, B * T * C);
+	if (!t->rc)
+		rc = gpt_cpu_embedding_fwd(be, o, tokens, te, pe, B, T, C, v0, Vl, 0, err);
+	if (!rc)
+		lp_store(t, out, o, B * T * C);
+	return lp_done(t, rc);
+}
+
+static int lp_embedding_bwd(gpt_backend *be, void *dwte, void *dwpe, const void *dout,
+			    const int32_t *tokens, int64_t B, int64_t T, int64_t C, int64_t v0,
+			    int64_t Vl, int64_t t0, gpt_err *err)
+{
+	int rc = gpt_cpu_check_sizes("embedding_bwd", err, 6, B, T, C, v0, Vl, t0);
+	if (rc)
+		return rc;
+	LP_BEGIN(be, err);
+	size_t es = gpt_dtype_size(be->dtype);
+	void *pe16 = dwpe ? (char *)dwpe + (size_t)(t0 * C) * es : NULL;
+	float *g = lp_in(t, dout, B * T * C), *te = lp_in(t, dwte, Vl * C);
+	float *pe = lp_in(t, pe16, T * C);
+	if (!t->rc)
+		rc = gpt_cpu_embedding_bwd(be, te, pe, g, tokens, B, T, C, v0, Vl, 0, err);
+	if (!rc) {
+		lp_store(t, dwte, te, Vl * C);
+		lp_store(t, pe16, pe, T * C);
+	}
+	return lp_done(t, rc);
+}
+
+static int lp_residual_fwd(gpt_backend *be, void *out, const void *a, const void *b, int64_t n,
+			   gpt_err *err)
+{
+	int rc = gpt_cpu_check_sizes("residual_fwd", err, 1, n);
+	if (rc)
+		return rc;
+	LP_BEGIN(be, err);
+	float *x = lp_in(t, a, n), *y = lp_in(t, b, n);
+	if (!t->rc)
+		rc = gpt_cpu_residual_fwd(be, x, x, y, n, err);
+	if (!rc)
+		lp_store(t, out, x, n);
+	return lp_done(t, rc);
+}
+
+static int lp_residual_bwd(gpt_backend *be, void *da, void *db, const void *dout, int64_t n,
+			   gpt_err *err)
+{
+	int rc = gpt_cpu_check_sizes("residual_bwd", err, 1, n);
+	if (rc)
+		return rc;
+	LP_BEGIN(be, err);
+	float *x = lp_in(t, da, n), *y = lp_in(t, db, n), *g = lp_in(t, dout, n);
+	if (!t->rc)
+		rc = gpt_cpu_residual_bwd(be, x, y, g, n, err);
+	if (!rc) {
+		lp_store(t, da, x, n);
+		lp_store(t, db, y, n);
+	}
+	return lp_done(t, rc);
+}
+
+static int lp_dropout(gpt_backend *be, int bwd, void *out, const void *inp, int64_t B,
+		      int64_t T, int64_t F, const gpt_dropout *d, gpt_err *err)
+{
+	int rc = gpt_cpu_check_sizes(bwd ? "dropout_bwd" : "dropout_fwd", err, 3, B, T, F);
+	if (rc)
+		return rc;
+	LP_BEGIN(be, err);
+	float *x = lp_in(t, inp, B * T * F);
+	if (!t->rc)
+		rc = (bwd ? gpt_cpu_dropout_bwd : gpt_cpu_dropout_fwd)(be, x, x, B, T, F, d, err);
+	if (!rc)
+		lp_store(t, out, x, B * T * F);
+	return lp_done(t, rc);
+}
+
+static int lp_dropout_fwd(gpt_backend *be, void *out, const void *inp, int64_t B, int64_t T,
+			  int64_t F, const gpt_dropout *d, gpt_err *err)
+{
+	return lp_dropout(be, 0, out, inp, B, T, F, d, err);
+}
+
+static int lp_dropout_bwd(gpt_backend *be, void *dinp, const void *dout, int64_t B, int64_t T,
+			  int64_t F, const gpt_dropout *d, gpt_err *err)
+{
+	return lp_dropout(be, 1, dinp, dout, B, T, F, d, err);
+}
+
+static int lp_adamw(gpt_backend *be, void *param, float *master, const void *grad, float *m,
+		    float *v, int64_t n, const gpt_adamw *h, gpt_err *err)
+{
+	int rc = gpt_cpu_check_sizes("adamw", err, 1, n);
+	if (rc)
+		return rc;
+	if (!master)
+		return gpt_err_set(err, GPT_EINTERNAL,
+				   "adamw: %s parameters need fp32 master weights",
+				   gpt_dtype_name(be->dtype));
+	LP_BEGIN(be, err);
+	float *g = lp_in(t, grad, n);
+	if (!t->rc)
+		rc = gpt_cpu_adamw(be, master, NULL, g, m, v, n, h, err);
+	if (!rc)
+		lp_store(t, param, master, n);
+	return lp_done(t, rc);
+}
+
+static int lp_sum_squares(gpt_backend *be, float *acc, const void *x, int64_t n, gpt_err *err)
+{
+	int rc = gpt_cpu_check_sizes("sum_squares", err, 1, n);
+	if (rc)
+		return rc;
+	LP_BEGIN(be, err);
+	float *x32 = lp_in(t, x, n);
+	if (!t->rc)
+		rc = gpt_cpu_sum_squares(be, acc, x32, n, err);
+	return lp_done(t, rc);
+}
+
+static int lp_check_finite(gpt_backend *be, float *flag, const void *x, int64_t n,
+			   gpt_err *err)
+{
+	int rc = gpt_cpu_check_sizes("check_finite", err, 1, n);
+	if (rc)
+		return rc;
+	LP_BEGIN(be, err);
+	float *x32 = lp_in(t, x, n);
+	if (!t->rc)
+		rc = gpt_cpu_check_finite(be, flag, x32, n, err);
+	return lp_done(t, rc);
+}
+
+const gpt_backend_ops gpt_cpu_lowp_ops = {
+	.alloc = gpt_cpu_alloc,
+	.free = gpt_cpu_free,
+	.upload = gpt_cpu_copy,
+	.download = gpt_cpu_copy,
+	.copy = gpt_cpu_copy,
+	.zero = gpt_cpu_zero,
+	.sync = gpt_cpu_sync,
+	.convert = gpt_cpu_convert,
+	.gemm = lp_gemm,
+	.gemm_batched = lp_gemm_batched,
+	.linear_fwd = lp_linear_fwd,
+	.linear_bwd = lp_linear_bwd,
+	.bias_add = lp_bias_add,
+	.layernorm_fwd = lp_layernorm_fwd,
+	.layernorm_bwd = lp_layernorm_bwd,
+	.gelu_fwd = lp_gelu_fwd,
+	.gelu_bwd = lp_gelu_bwd,
+	.attention_fwd = lp_attention_fwd,
+	.attention_bwd = lp_attention_bwd,
+	.attention_saved_size = gpt_cpu_attention_saved_size,
+	.attention_kv = lp_attention_kv,
+	.xent_fwd = lp_xent_fwd,
+	.xent_rescale = gpt_cpu_xent_rescale,
+	.xent_loss = gpt_cpu_xent_loss,
+	.xent_bwd = lp_xent_bwd,
+	.embedding_fwd = lp_embedding_fwd,
+	.embedding_bwd = lp_embedding_bwd,
+	.residual_fwd = lp_residual_fwd,
+	.residual_bwd = lp_residual_bwd,
+	.dropout_fwd = lp_dropout_fwd,
+	.dropout_bwd = lp_dropout_bwd,
+	.adamw = lp_adamw,
+	.sum_squares = lp_sum_squares,
+	.check_finite = lp_check_finite,
+};
