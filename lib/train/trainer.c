@@ -39,6 +39,8 @@ typedef struct trainer {
 	gpt_lr_schedule lr;
 	gpt_loss_scaler scaler;
 	int mixed;
+	gpt_dtype dtype;     /* storage dtype of parameters and activations */
+	double last_scale;   /* the loss scale before the last update */
 	int64_t G, MB, accum, T, total_steps, step;
 	int32_t *inp, *tgt;  /* one micro-batch, host */
 	prefetch pf;
@@ -155,9 +157,6 @@ static int check_supported(const gpt_config *cfg, gpt_err *err)
 				   (long long)cfg->world_size, (long long)cfg->distributed.dp_degree,
 				   (long long)cfg->distributed.mp_degree, (long long)cfg->distributed.pp_degree,
 				   (long long)cfg->distributed.sharding.sharding_degree);
-	if (cfg->mixed)
-		return gpt_err_set(err, GPT_EUSAGE,
-				   "Engine.mix_precision: 16-bit storage is not supported by the CPU backend yet; train in fp32 with -o Engine.mix_precision.enable=False -o Engine.mix_precision.use_pure_fp16=False");
 	if (!cfg->data.train.dataset.input_dir || !*cfg->data.train.dataset.input_dir)
 		return gpt_err_set(err, GPT_EUSAGE,
 				   "Data.Train.dataset.input_dir: not set; name a dataset made by gpt-preprocess");
@@ -183,7 +182,7 @@ static int setup_model(trainer *tr, gpt_err *err)
 		if (gpt_recompute_parse(g, &mo.recompute))
 			return gpt_err_set(err, GPT_EUSAGE, "Model.recompute_granularity: '%s' is not full, only_attn or core_attn", g);
 	}
-	int rc = gpt_backend_cpu_init(&tr->be, GPT_DTYPE_F32, 0, err);
+	int rc = gpt_backend_cpu_init(&tr->be, tr->dtype, 0, err);
 	if (!rc)
 		rc = gpt_model_init(&tr->model, &tr->be, &s, &lo, &mo, err);
 	if (!rc)
@@ -212,10 +211,9 @@ static int setup_schedule(trainer *tr, gpt_err *err)
 		return gpt_err_set(err, GPT_EUSAGE,
 				   "Optimizer.lr.name: '%s' is not supported; use CosineAnnealingWithWarmupDecay", name);
 	int rc = gpt_lr_check(&tr->lr, err);
-	gpt_loss_scaler_init(&tr->scaler, cfg->engine.mix_precision.scale_loss > 0 ? cfg->engine.mix_precision.scale_loss : 1.0,
-			     tr->mixed);
-	if (!tr->mixed)
-		tr->scaler.scale = 1.0;
+	/* fp16 needs a (dynamic) loss scale; fp32 and bf16 have fp32's range. */
+	int fp16 = tr->dtype == GPT_DTYPE_F16;
+	gpt_loss_scaler_init(&tr->scaler, fp16 ? cfg->engine.mix_precision.scale_loss : 1.0, fp16);
 	return rc;
 }
 
@@ -313,7 +311,12 @@ static int save_checkpoint(trainer *tr, gpt_err *err)
 	double t0 = gpt_now_s();
 	void *w = NULL, *ea = NULL, *eas = NULL;
 	size_t es = gpt_dtype_size(be->dtype);
-	int rc = download_flat(be, m->params, (size_t)m->n_flat * es, &w, err);
+	/* The weights are saved in fp32: the master copy when there is one, so a
+	 * resumed run continues from exactly the same state. */
+	int rc = tr->opt.master ? download_flat(be, tr->opt.master, (size_t)m->n_flat * 4, &w, err)
+				: download_flat(be, m->params, (size_t)m->n_flat * es, &w, err);
+	if (tr->opt.master)
+		es = 4;
 	if (!rc)
 		rc = download_flat(be, tr->opt.exp_avg, (size_t)m->n_flat * 4, &ea, err);
 	if (!rc)
@@ -335,7 +338,7 @@ static int save_checkpoint(trainer *tr, gpt_err *err)
 		const char *pre[3] = {"", "optim.exp_avg.", "optim.exp_avg_sq."};
 		for (int k = 0; k < 3; k++) {
 			snprintf(names[n], 64, "%s%s", pre[k], p->name);
-			pc[n] = (gpt_ckpt_piece){.tensor = names[n], .dtype = k ? GPT_DTYPE_F32 : be->dtype,
+			pc[n] = (gpt_ckpt_piece){.tensor = names[n], .dtype = k || tr->opt.master ? GPT_DTYPE_F32 : be->dtype,
 						 .ndim = p->ndim, .box = m->box[i], .data = src[k]};
 			memcpy(pc[n].shape, p->shape, sizeof p->shape);
 			n++;
@@ -410,13 +413,19 @@ static int load_checkpoint(trainer *tr, const char *path, gpt_err *err)
 		const char *pre[3] = {"", "optim.exp_avg.", "optim.exp_avg_sq."};
 		for (int k = 0; k < 3 && !rc; k++) {
 			snprintf(name, sizeof name, "%s%s", pre[k], p->name);
-			gpt_dtype dt = k ? GPT_DTYPE_F32 : be->dtype;
+			int to_master = k == 0 && tr->opt.master;
+			gpt_dtype dt = k || to_master ? GPT_DTYPE_F32 : be->dtype;
 			rc = gpt_ckpt_read_box(ck, name, dt, p->ndim, p->shape, &m->box[i], host, err);
-			void *dst = k == 0 ? gpt_model_param(m, i)
+			void *dst = to_master ? (void *)(tr->opt.master + m->offset[i])
+				  : k == 0 ? gpt_model_param(m, i)
 				  : k == 1 ? (void *)(tr->opt.exp_avg + m->offset[i])
 					   : (void *)(tr->opt.exp_avg_sq + m->offset[i]);
 			if (!rc)
 				rc = be->ops->upload(be, dst, host, n * gpt_dtype_size(dt), err);
+			/* the 16-bit parameters are the master weights rounded */
+			if (!rc && to_master)
+				rc = be->ops->convert(be, gpt_model_param(m, i), be->dtype, dst, GPT_DTYPE_F32,
+						      (int64_t)n, err);
 		}
 	}
 	(void)es;
@@ -505,6 +514,7 @@ static int train_step(trainer *tr, const int32_t *rows, double *loss, int *skipp
 	rc = gpt_optimizer_grad_norm(&tr->opt, 1.0 / tr->scaler.scale, &norm, &inf, err);
 	if (rc)
 		return rc;
+	tr->last_scale = tr->scaler.scale;
 	*skipped = gpt_loss_scaler_update(&tr->scaler, inf || !isfinite(*loss));
 	if (*skipped)
 		return 0;
@@ -538,15 +548,14 @@ static int run(trainer *tr, gpt_err *err)
 			return gpt_err_prefix(err, "global step %lld", (long long)tr->step + 1);
 		tr->step++;
 		steps_in_int++;
-		if (skipped && !tr->mixed)
+		if (skipped && !tr->scaler.dynamic)
 			return gpt_err_set(err, GPT_EDATA,
 					   "global step %lld: the loss or the gradients are not finite (loss %g); stopping before the update%s%s",
 					   (long long)tr->step, loss, tr->last_ckpt[0] ? "; the last good checkpoint is " : "",
 					   tr->last_ckpt);
 		if (skipped) {
 			char line[256];
-			gpt_amp_skip_line_format(line, sizeof line, tr->step, tr->scaler.scale / tr->scaler.decr_ratio,
-						 tr->scaler.scale);
+			gpt_amp_skip_line_format(line, sizeof line, tr->step, tr->last_scale, tr->scaler.scale);
 			gpt_log_printf(&tr->log, GPT_LOG_WARNING, "%s", line);
 		}
 		if (tr->step % cfg->engine.logging_freq == 0 || tr->step == tr->total_steps) {
@@ -601,6 +610,9 @@ int gpt_train_run(const gpt_config *cfg, FILE *log, gpt_err *err)
 	tr.accum = cfg->engine.accumulate_steps;
 	tr.T = cfg->data.train.dataset.max_seq_len;
 	tr.mixed = cfg->mixed;
+	tr.dtype = !tr.mixed ? GPT_DTYPE_F32
+		 : cfg->engine.mix_precision.dtype && strcmp(cfg->engine.mix_precision.dtype, "bfloat16") == 0
+			 ? GPT_DTYPE_BF16 : GPT_DTYPE_F16;
 	int rc = check_supported(cfg, err);
 	if (!rc && tr.MB * tr.accum != tr.G)
 		rc = gpt_err_set(err, GPT_EINTERNAL, "batch: micro %lld x accumulate %lld != global %lld",

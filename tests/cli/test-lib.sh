@@ -20,6 +20,10 @@ export GPT_ROOT PATH
 unset GPT_RANK GPT_WORLD_SIZE GPT_LOCAL_RANK GPT_MASTER RANK WORLD_SIZE LOCAL_RANK \
 	SLURM_PROCID SLURM_NTASKS OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE
 export NO_COLOR=1 LC_ALL=C GPT_PROGRESS=0
+# One OpenMP thread per test: prove runs tests side by side, and OpenMP
+# barriers on an oversubscribed machine are an order of magnitude slower.
+# Results do not depend on the thread count (the unit tests check that).
+export OMP_NUM_THREADS="${GPT_TEST_THREADS:-1}"
 
 GPT_TRASH=$(mktemp -d "${TMPDIR:-/tmp}/gptkit-$GPT_TEST_NAME.XXXXXX") || exit 1
 cd "$GPT_TRASH" || exit 1

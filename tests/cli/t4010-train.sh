@@ -1,0 +1,132 @@
+#!/bin/sh
+# gpt-train on one process: it learns, resumes bit for bit, skips fp16
+# overflows, stops on NaN, and refuses bad data and bad checkpoints.
+. "$(dirname "$0")/test-lib.sh"
+
+train () {
+	gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" \
+		-o Data.Train.dataset.input_dir=data/lic -o Data.Eval.dataset.input_dir=data/lic \
+		-o Data.Train.dataset.split=15,2,0 -o Data.Eval.dataset.split=15,2,0 \
+		-o Global.micro_batch_size=8 -o Engine.eval_iters=2 -o Optimizer.lr.max_lr=2e-3 \
+		-o Optimizer.lr.decay_steps=150 -o Optimizer.lr.warmup_rate=0.02 "$@"
+}
+
+# the loss field of each step line: "STEP LOSS LR"
+losses () {
+	sed -n 's/.*global step \([0-9]*\), epoch.*loss: \([0-9.e+-]*\),.*learning rate: \(.*\)$/\1 \2 \3/p' "$1"
+}
+
+test_expect_success 'set up: the licence texts as a byte-level dataset' '
+	mkdir data &&
+	gpt-preprocess -t bytes -o data/lic /usr/share/common-licenses/* &&
+	gpt-preprocess --info data/lic >info &&
+	test_grep "^documents: [0-9]+" info
+'
+
+test_expect_success 'it learns: training and validation loss fall far below ln(257) = 5.55' '
+	train -o Engine.max_steps=150 -o Engine.logging_freq=1 -o Engine.eval_freq=150 \
+		-o Engine.save_load.save_steps=0 >log 2>&1 &&
+	losses log >l &&
+	first=$(head -n 1 l | cut -d" " -f2) && last=$(tail -n 1 l | cut -d" " -f2) &&
+	eval_loss=$(sed -n "s/.*\[eval\] global step 150,.*loss: \([0-9.]*\),.*/\1/p" log) &&
+	echo "first $first last $last eval $eval_loss" &&
+	test "$(echo "$first > 5.0 && $last < 3.2 && $eval_loss < 3.3" | bc)" = 1
+'
+
+test_expect_success 'log lines are FleetX lines with true figures' '
+	test_grep "\[    INFO\] - global step 10, epoch: 0, batch: 9, loss: [0-9.]+, avg_reader_cost: [0-9.]+ sec, avg_batch_cost: [0-9.]+ sec, speed: [0-9.]+ step/s, ips_total: [0-9]+ tokens/s, ips: [0-9]+ tokens/s, learning rate: [0-9.e+-]+$" log &&
+	! grep -q "ips_total: 0 tokens/s" log
+'
+
+test_expect_success 'an unbroken run of 20 steps, saving every 10' '
+	train -o Engine.max_steps=20 -o Engine.save_load.save_steps=10 -o Engine.eval_freq=0 \
+		-o Engine.save_load.output_dir=full -o Model.hidden_dropout_prob=0.1 \
+		-o Model.attention_probs_dropout_prob=0.1 >full.log 2>&1 &&
+	test "$(cat full/latest)" = step_00000020 &&
+	test -f full/step_00000010/index.json
+'
+
+test_expect_success 'stop at 10 and resume to 20: the same losses and the same bytes' '
+	train -o Engine.max_steps=10 -o Engine.save_load.save_steps=10 -o Engine.eval_freq=0 \
+		-o Engine.save_load.output_dir=part -o Model.hidden_dropout_prob=0.1 \
+		-o Model.attention_probs_dropout_prob=0.1 >part1.log 2>&1 &&
+	train -o Engine.max_steps=20 -o Engine.save_load.save_steps=10 -o Engine.eval_freq=0 \
+		-o Engine.save_load.output_dir=part -o Model.hidden_dropout_prob=0.1 \
+		-o Model.attention_probs_dropout_prob=0.1 >part2.log 2>&1 &&
+	test_grep "resumed from part/step_00000010 at global step 10" part2.log &&
+	losses full.log >a && { losses part1.log; losses part2.log; } >b &&
+	test_cmp a b &&
+	cmp full/step_00000020/rank-00000.safetensors part/step_00000020/rank-00000.safetensors
+'
+
+test_expect_success 'a corrupted checkpoint is refused with the file named' '
+	cp -r part/step_00000010 bad &&
+	printf X | dd of=bad/rank-00000.safetensors bs=1 seek=5000 conv=notrunc 2>/dev/null &&
+	test_expect_code 65 train -o Engine.max_steps=20 -o Engine.save_load.ckpt_dir=bad \
+		-o Engine.save_load.output_dir=never >out 2>err &&
+	test_grep "error: cannot resume: bad/rank-00000.safetensors: checksum .* corrupted" err &&
+	test ! -e never/latest
+'
+
+test_expect_success 'latest pointing at an incomplete checkpoint is refused, not ignored' '
+	mkdir -p inc/step_00000030 && echo step_00000030 >inc/latest &&
+	test_expect_code 65 train -o Engine.max_steps=40 -o Engine.save_load.output_dir=inc >out 2>err &&
+	test_grep "not a complete checkpoint" err
+'
+
+test_expect_success 'a checkpoint of another model shape is refused naming the tensor' '
+	test_expect_code 65 train -o Engine.max_steps=20 -o Engine.save_load.ckpt_dir=part \
+		-o Model.hidden_size=32 -o Model.ffn_hidden_size=128 -o Engine.save_load.output_dir=o2 >out 2>err &&
+	test_grep "tensor .wte. has shape \[384, 64\] in the checkpoint but \[384, 32\] in the model" err
+'
+
+test_expect_success 'fp16 overflow: the step is skipped, the scale backs off, training goes on' '
+	train -o Engine.max_steps=6 -o Engine.save_load.save_steps=0 -o Engine.eval_freq=0 \
+		-o Engine.mix_precision.enable=True -o Engine.mix_precision.scale_loss=1e9 >amp.log 2>&1 &&
+	test_grep "\[ WARNING\] - \[amp\] global step 2, found inf/nan in gradients: skipped the update, loss scale 1e\+09 -> 5e\+08" amp.log &&
+	test "$(grep -c "\[amp\]" amp.log)" -ge 4
+'
+
+test_expect_success 'bf16 storage trains with fp32 master weights' '
+	train -o Engine.max_steps=8 -o Engine.save_load.save_steps=0 -o Engine.eval_freq=0 \
+		-o Engine.mix_precision.enable=True -o Engine.mix_precision.dtype=bfloat16 >bf.log 2>&1 &&
+	losses bf.log >l &&
+	test "$(echo "$(tail -n 1 l | cut -d" " -f2) < $(head -n 1 l | cut -d" " -f2)" | bc)" = 1 &&
+	! grep -q "\[amp\]" bf.log
+'
+
+test_expect_success 'a diverging run stops on the first non-finite loss and saves nothing after it' '
+	test_expect_code 65 train -o Engine.max_steps=50 -o Optimizer.lr.max_lr=1e4 -o Optimizer.grad_clip.clip_norm=0 \
+		-o Engine.save_load.save_steps=1 -o Engine.eval_freq=0 -o Engine.save_load.output_dir=nan >nan.log 2>err &&
+	test_grep "error: global step [0-9]+: the loss or the gradients are not finite" err &&
+	bad=$(sed -n "s/.*error: global step \([0-9]*\):.*/\1/p" err) &&
+	test ! -e nan/step_$(printf %08d "$bad")
+'
+
+test_expect_success 'a missing dataset is exit 66 naming it' '
+	test_expect_code 66 train -o Data.Train.dataset.input_dir=nothere -o Engine.max_steps=1 >out 2>err &&
+	test_grep "nothere" err
+'
+
+test_expect_success 'a dataset smaller than one sample is exit 65' '
+	printf "tiny" >small.txt &&
+	gpt-preprocess -t bytes -o data/small small.txt small.txt small.txt &&
+	test_expect_code 65 train -o Data.Train.dataset.input_dir=data/small -o Engine.max_steps=1 >out 2>err &&
+	test_grep "fewer than one sample" err
+'
+
+test_expect_success 'data from a larger vocabulary than the model is refused' '
+	gpt-preprocess -t bytes -o data/hi /usr/share/common-licenses/GPL-3 &&
+	test_expect_code 65 train -o Data.Train.dataset.input_dir=data/hi -o Data.Train.dataset.split=1 \
+		-o Engine.eval_freq=0 -o Model.vocab_size=100 -o Engine.max_steps=1 >out 2>err &&
+	test_grep "outside the model.s vocabulary of 100" err
+'
+
+test_expect_success 'settings this build cannot train are clear errors' '
+	test_expect_code 64 train -o Global.device=gpu -o Engine.max_steps=1 >out 2>err &&
+	test_grep "Global.device" err &&
+	test_expect_code 64 train --world-size 2 -o Global.micro_batch_size=4 -o Engine.max_steps=1 >out 2>err &&
+	test_grep "one process" err
+'
+
+test_done
