@@ -76,7 +76,9 @@ NVCC_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90a,code=
 NVCCFLAGS_ALL := -std=c++17 $(OPT) -g -Ilib -DGPT_HAVE_CUDA=1 $(NVCC_ARCH) \
 	--compiler-options -Wall,-Wextra,-Wno-unused-parameter,-fPIC -Werror all-warnings $(NVCCFLAGS)
 ifeq ($(WITH_CUDA),1)
-  LIBS_ALL += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lnccl -lcudart -lstdc++
+  # --no-as-needed: every program links the CUDA runtime, cuBLAS and NCCL even
+  # when it calls none of them yet (the toolchain may default to --as-needed).
+  LIBS_ALL += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -Wl,--no-as-needed -lcublasLt -lcublas -lnccl -lcudart -Wl,--as-needed -lstdc++
 endif
 
 MODULES := core config text data logs backend cpu comm model train ckpt infer
@@ -93,6 +95,7 @@ UNIT_C := $(sort $(wildcard tests/unit/test-*.c))
 UNIT_BIN := $(UNIT_C:tests/unit/%.c=build/tests/unit/%)
 GPU_C := $(if $(filter 1,$(WITH_CUDA)),$(sort $(wildcard tests/gpu/test-*.c)))
 GPU_BIN := $(GPU_C:tests/gpu/%.c=build/tests/gpu/%)
+CLI_TESTS := $(sort $(wildcard tests/cli/t[0-9]*.sh))
 HELPER := tests/helper/test-tool
 MAN := $(sort $(wildcard man/man1/*.1 man/man5/*.5))
 
@@ -151,13 +154,13 @@ build/tests/gpu/%: build/tests/gpu/%.o lib/libgpt.a
 # ---- tests ------------------------------------------------------------------
 
 test: all $(UNIT_BIN)
-	$(PROVE) -j$(JOBS) $(UNIT_BIN) tests/cli/t[0-9]*.sh
+	$(PROVE) -j$(JOBS) $(UNIT_BIN) $(CLI_TESTS)
 
 test-unit: all $(UNIT_BIN)
 	$(PROVE) -j$(JOBS) $(UNIT_BIN)
 
 test-cli: all
-	$(PROVE) -j$(JOBS) tests/cli/t[0-9]*.sh
+	$(PROVE) -j$(JOBS) $(CLI_TESTS)
 
 test-gpu: all $(GPU_BIN)
 ifeq ($(WITH_CUDA),1)
