@@ -199,6 +199,30 @@ static int alloc_head_and_work(gpt_model *m, gpt_err *err)
 	return m->host_losses ? 0 : GPT_EINTERNAL;
 }
 
+int64_t gpt_model_activation_bytes(const gpt_model_shape *s, const gpt_layout *lo,
+				   const gpt_model_opts *o, size_t elem_size, int64_t saved_floats)
+{
+	int64_t es = (int64_t)elem_size, BT = o->batch * o->seq_len, C = s->hidden;
+	int64_t F = s->ffn / lo->tp, Cl = (s->heads / lo->tp) * (C / s->heads);
+	int64_t Vl = s->padded_vocab / lo->tp, L = lo->layer_end - lo->layer_begin;
+	int64_t saved = (saved_floats > 0 ? saved_floats : 1) * 4;
+	/* mirrors alloc_layer: the attention part, the MLP part, the saved state */
+	int64_t attn = BT * (C + 3 * Cl + Cl + C) * es + 2 * BT * 4;
+	int64_t mlp = BT * (C + 2 * F) * es + 2 * BT * 4;
+	int64_t per_layer = 0, shared = 0;
+	switch (o->recompute) {
+	case GPT_RECOMPUTE_NONE: per_layer = attn + mlp + saved; break;
+	case GPT_RECOMPUTE_FULL: shared = attn + mlp + saved; break;
+	case GPT_RECOMPUTE_ONLY_ATTN: shared = attn + saved; per_layer = mlp + BT * C * es; break;
+	case GPT_RECOMPUTE_CORE_ATTN: shared = saved; per_layer = attn + mlp; break;
+	}
+	int64_t res = (L + 1) * BT * C * es;
+	/* mirrors alloc_head_and_work */
+	int64_t head = BT * C * es + 2 * BT * 4 + BT * Vl * es + 4 * BT * 4;
+	int64_t work = BT * (4 * C + F + 3 * C) * es + 2 * BT * 4;
+	return res + L * per_layer + shared + head + work;
+}
+
 static int check_setup(const gpt_model_shape *s, const gpt_layout *lo, const gpt_model_opts *o,
 		       gpt_err *err)
 {

@@ -102,6 +102,13 @@ int gpt_model_init(gpt_model *m, gpt_backend *be, const gpt_model_shape *s, cons
 		   const gpt_model_opts *opts, gpt_err *err);
 void gpt_model_free(gpt_model *m);
 
+/* The bytes of activations (and work buffers) gpt_model_init allocates for
+ * these options, given the per-layer size of the attention's saved state in
+ * floats (the backend's attention_saved_size). gpt-train --dry-run uses it,
+ * and gpt_model_init's own total is checked against it by the tests. */
+int64_t gpt_model_activation_bytes(const gpt_model_shape *s, const gpt_layout *lo,
+				   const gpt_model_opts *o, size_t elem_size, int64_t saved_floats);
+
 /* Index of a global parameter in the table, or -1. */
 int64_t gpt_model_find(const gpt_model *m, const char *name);
 /* The element offset of table entry i in the flat buffers (-1: not held). */

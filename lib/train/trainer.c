@@ -635,6 +635,18 @@ int gpt_train_run(const gpt_config *cfg, FILE *log, gpt_err *err)
 			rc = load_checkpoint(&tr, cfg->engine.save_load.output_dir, err);
 	}
 	if (!rc) {
+		/* What this run allocated, to hold against gpt-train --dry-run. */
+		double es = (double)gpt_dtype_size(tr.dtype), n = (double)tr.model.n_flat;
+		double opt = n * (tr.opt.master ? 12.0 : 8.0), act = (double)tr.model.act_bytes;
+		char a[32], b[32], c[32], d[32], e[32];
+		gpt_format_bytes(n * es, a, sizeof a);
+		gpt_format_bytes(n * es, b, sizeof b);
+		gpt_format_bytes(opt, c, sizeof c);
+		gpt_format_bytes(act, d, sizeof d);
+		gpt_format_bytes(2 * n * es + opt + act, e, sizeof e);
+		gpt_log_printf(&tr.log, GPT_LOG_INFO,
+			       "memory: parameters %s, gradients %s, optimizer state %s, activations %s, total %s (%.0f bytes)",
+			       a, b, c, d, e, 2 * n * es + opt + act);
 		gpt_log_printf(&tr.log, GPT_LOG_INFO,
 			       "training %lld parameters for %lld steps: global batch %lld x %lld tokens, micro-batch %lld, %lld accumulation steps",
 			       (long long)gpt_param_count(&tr.model.shape), (long long)tr.total_steps,

@@ -9,7 +9,7 @@ PY=/usr/bin/python3
 
 test_expect_success TORCH 'tiny GPT matches PyTorch (fp32 vs float64 reference)' '
 	$PY "$REF/make_input.py" in.safetensors &&
-	test-tool model-ref in.safetensors ours.safetensors &&
+	test-tool model-ref in.safetensors ours.safetensors 2>mem-none &&
 	$PY "$REF/gpt_ref.py" in.safetensors ref.safetensors &&
 	$PY "$REF/compare.py" ref.safetensors ours.safetensors >report &&
 	cat report
@@ -25,8 +25,12 @@ test_expect_success TORCH 'a wider model, one layer, no clipping, padded vocabul
 for r in full only_attn core_attn; do
 	test_expect_success TORCH "recompute $r gives bit-identical results" '
 		$PY "$REF/make_input.py" in-$r.safetensors recompute='$r' &&
-		test-tool model-ref in-$r.safetensors ours-$r.safetensors &&
-		cmp ours.safetensors ours-$r.safetensors
+		test-tool model-ref in-$r.safetensors ours-$r.safetensors 2>mem-$r &&
+		cmp ours.safetensors ours-$r.safetensors &&
+		none=$(sed -n "s/activations: \([0-9]*\) bytes/\1/p" mem-none) &&
+		this=$(sed -n "s/activations: \([0-9]*\) bytes/\1/p" mem-$r) &&
+		echo "activations: none $none, '$r' $this" &&
+		test "$this" -lt "$none"
 	'
 done
 

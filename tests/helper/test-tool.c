@@ -8,6 +8,7 @@
  *   test-tool progress TOTAL STEP        drive a progress reporter on stderr
  *   test-tool backends                   describe the compute backends
  *   test-tool model-ref IN OUT           the tests/ref/gpt_ref.py computation in gptkit
+ *   test-tool sgemm N [REPEATS]          GFLOP/s of an N x N x N fp32 GEMM on the CPU backend
  */
 #include "backend/backend.h"
 #include "ckpt/ckpt.h"
@@ -108,6 +109,14 @@ static int model_ref(const char *in, const char *out, gpt_err *err)
 		rc = gpt_backend_cpu_init(&be, GPT_DTYPE_F32, 0, err);
 	if (!rc)
 		rc = gpt_model_init(&m, &be, &s, &lo, &mo, err);
+	if (!rc) {
+		int64_t want = gpt_model_activation_bytes(&s, &lo, &mo, 4,
+							  be.ops->attention_saved_size(&be, B, T, s.heads, s.hidden / s.heads));
+		if (want != m.act_bytes)
+			rc = gpt_err_set(err, GPT_EINTERNAL, "activations: allocated %lld bytes, gpt_model_activation_bytes says %lld",
+					 (long long)m.act_bytes, (long long)want);
+		fprintf(stderr, "activations: %lld bytes\n", (long long)m.act_bytes);
+	}
 	for (int64_t i = 0; !rc && i < m.n_table; i++) {
 		const gpt_st_tensor *t = gpt_st_find(&f, m.table[i].name);
 		if (!t || t->dtype != GPT_DTYPE_F32 || gpt_box_numel(&m.box[i]) * 4 != (int64_t)(t->end - t->begin))
@@ -247,6 +256,28 @@ int main(int argc, char **argv)
 			usleep(2000);
 		}
 		gpt_progress_finish(&p);
+		return 0;
+	}
+	if (strcmp(verb, "sgemm") == 0 && (argc == 3 || argc == 4)) {
+		int64_t n, reps = 10;
+		if (gpt_parse_i64(argv[2], &n) || n < 1 || (argc == 4 && gpt_parse_i64(argv[3], &reps)))
+			return usage();
+		gpt_backend be;
+		if (gpt_backend_cpu_init(&be, GPT_DTYPE_F32, 0, &err))
+			return gpt_cmd_fail(prog, &err);
+		float *a = calloc((size_t)(n * n), 4), *b = calloc((size_t)(n * n), 4), *c = calloc((size_t)(n * n), 4);
+		for (int64_t i = 0; i < n * n; i++)
+			a[i] = b[i] = (float)(i % 7) * 0.1f;
+		be.ops->gemm(&be, 0, 1, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n, &err); /* warm up */
+		double t0 = gpt_now_s();
+		for (int64_t r = 0; r < reps; r++)
+			be.ops->gemm(&be, 0, 1, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n, &err);
+		double el = gpt_now_s() - t0;
+		printf("%.1f\n", 2.0 * (double)n * (double)n * (double)n * (double)reps / el * 1e-9);
+		free(a);
+		free(b);
+		free(c);
+		gpt_backend_cpu_free(&be);
 		return 0;
 	}
 	if (strcmp(verb, "model-ref") == 0 && argc == 4)

@@ -1,0 +1,73 @@
+#!/usr/bin/python3
+"""The peer for bench/train-cpu.sh: the same GPT-2 model and AdamW in PyTorch
+(fp32, CPU), timed the same way: tokens per second over steps after warm-up.
+
+    torch_gpt.py LAYERS HIDDEN HEADS VOCAB BATCH SEQ STEPS THREADS
+prints one line: "tokens_per_s N".
+"""
+import math
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Block(nn.Module):
+    def __init__(self, C, nh):
+        super().__init__()
+        self.nh = nh
+        self.ln_1, self.ln_2 = nn.LayerNorm(C), nn.LayerNorm(C)
+        self.qkv, self.proj = nn.Linear(C, 3 * C), nn.Linear(C, C)
+        self.fc, self.mproj = nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.qkv(self.ln_1(x)).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.nh, C // self.nh).transpose(1, 2) for t in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(C // self.nh)
+        mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+        att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(B, T, C)
+        x = x + self.proj(y)
+        return x + self.mproj(F.gelu(self.fc(self.ln_2(x)), approximate="tanh"))
+
+
+class GPT(nn.Module):
+    def __init__(self, L, C, nh, V, maxT):
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(V, C), nn.Embedding(maxT, C)
+        self.h = nn.ModuleList(Block(C, nh) for _ in range(L))
+        self.ln_f = nn.LayerNorm(C)
+
+    def forward(self, idx, tgt):
+        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+        for b in self.h:
+            x = b(x)
+        logits = self.ln_f(x) @ self.wte.weight.T
+        return F.cross_entropy(logits.view(-1, logits.shape[-1]), tgt.view(-1))
+
+
+def main():
+    L, C, nh, V, B, T, steps, threads = map(int, sys.argv[1:9])
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    model = GPT(L, C, nh, V, T)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1)
+    data = torch.randint(0, V, (B, T + 1))
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = model(data[:, :-1], data[:, 1:])
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        times.append(time.perf_counter() - t0)
+    warm = times[2:] if len(times) > 3 else times
+    print(f"tokens_per_s {B * T * len(warm) / sum(warm):.1f}")
+
+
+if __name__ == "__main__":
+    main()
