@@ -91,6 +91,7 @@ static void *act_alloc(gpt_model *m, int64_t elems, size_t esize, const char *wh
 			return err->code;                       \
 	} while (0)
 
+/* attn_part: 1 with the residual after attention, 2 without it */
 static int alloc_layer(gpt_model *m, gpt_layer_acts *a, int attn_part, int mlp_part, int saved,
 		       gpt_err *err)
 {
@@ -104,7 +105,8 @@ static int alloc_layer(gpt_model *m, gpt_layer_acts *a, int attn_part, int mlp_p
 		ALLOC_OR_FAIL(a->ln1_rstd, BT, 4, "activations (ln_1 rstd)");
 		ALLOC_OR_FAIL(a->qkv, BT * 3 * Cl, es, "activations (qkv)");
 		ALLOC_OR_FAIL(a->atty, BT * Cl, es, "activations (attention)");
-		ALLOC_OR_FAIL(a->res_mid, BT * C, es, "activations (residual)");
+		if (attn_part == 1)
+			ALLOC_OR_FAIL(a->res_mid, BT * C, es, "activations (residual)");
 	}
 	if (saved) {
 		int64_t n = m->be->ops->attention_saved_size(m->be, B, T, NH, HS);
@@ -147,7 +149,7 @@ static int alloc_acts(gpt_model *m, gpt_err *err)
 			m->acts[l] = shared;
 		break;
 	case GPT_RECOMPUTE_ONLY_ATTN:
-		rc = alloc_layer(m, &shared, 1, 0, 1, err);
+		rc = alloc_layer(m, &shared, 2, 0, 1, err);
 		for (int64_t l = 0; l < L && !rc; l++) {
 			gpt_layer_acts *a = &m->acts[l];
 			rc = alloc_layer(m, a, 0, 1, 0, err);
@@ -213,7 +215,7 @@ int64_t gpt_model_activation_bytes(const gpt_model_shape *s, const gpt_layout *l
 	switch (o->recompute) {
 	case GPT_RECOMPUTE_NONE: per_layer = attn + mlp + saved; break;
 	case GPT_RECOMPUTE_FULL: shared = attn + mlp + saved; break;
-	case GPT_RECOMPUTE_ONLY_ATTN: shared = attn + saved; per_layer = mlp + BT * C * es; break;
+	case GPT_RECOMPUTE_ONLY_ATTN: shared = attn - BT * C * es + saved; per_layer = mlp + BT * C * es; break;
 	case GPT_RECOMPUTE_CORE_ATTN: shared = saved; per_layer = attn + mlp; break;
 	}
 	int64_t res = (L + 1) * BT * C * es;
