@@ -1,0 +1,33 @@
+#!/bin/sh
+# bench/logparse.sh: how many MB of training log gpt-logparse parses per second
+# on one core. Generates a log of FleetX step lines (with the usual noise
+# lines between them) of about SIZE_MB (default 512) once, then times rows
+# to /dev/null and --summary.
+#
+#   sh bench/logparse.sh [SIZE_MB]
+set -e
+root=$(cd "$(dirname "$0")/.." && pwd)
+bin=$root/bin/gpt-logparse
+size_mb=${1:-512}
+dir=${TMPDIR:-/tmp}/gptkit-bench-logparse
+log=$dir/big-$size_mb.log
+mkdir -p "$dir"
+if [ ! -s "$log" ]; then
+	# ~260 bytes a step line, one noise line every 20 steps.
+	awk -v n=$((size_mb * 1024 * 1024 / 262)) 'BEGIN {
+		for (i = 1; i <= n; i++) {
+			if (i % 20 == 0)
+				printf "[2026-11-21 10:%02d:%02d,%03d] [    INFO] - saving dataloader state, consumed samples %d\n", (i / 60000) % 60, (i / 1000) % 60, i % 1000, i * 8
+			printf "[2026-11-21 10:%02d:%02d,%03d] [    INFO] - global step %d, epoch: 0, batch: %d, loss: %.9f, avg_reader_cost: 0.00013 sec, avg_batch_cost: %.5f sec, speed: 9.31 step/s, ips_total: %d tokens/s, ips: %d tokens/s, learning rate: %.5e\n", (i / 60000) % 60, (i / 1000) % 60, i % 1000, i, i - 1, 11 - i * 1e-6, 0.1 + (i % 7) * 0.001, 76000 + i % 5000, 9500 + i % 600, i * 1e-9
+		}
+	}' >"$log"
+fi
+bytes=$(wc -c <"$log")
+echo "log: $log ($bytes bytes)"
+for mode in rows summary; do
+	case $mode in rows) args= ;; summary) args=--summary ;; esac
+	start=$(date +%s.%N)
+	taskset -c 0 "$bin" $args "$log" >/dev/null 2>&1 || "$bin" $args "$log" >/dev/null
+	end=$(date +%s.%N)
+	echo "$mode: $(echo "$bytes $start $end" | awk '{ printf "%.2f s, %.0f MB/s", $3 - $2, $1 / 1e6 / ($3 - $2) }')"
+done
