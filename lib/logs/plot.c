@@ -70,9 +70,9 @@ static const double *values(const gpt_logs_series *s, int p, int *total)
 	return s->tok_total;
 }
 
-static void panel(FILE *fp, int p, const gpt_logs_series *const *ser, const char *const *names, int n)
+static void panel(FILE *fp, int p, int y0, const gpt_logs_series *const *ser, int n)
 {
-	int top = p * PANEL_H, pw = W - ML - MR, ph = PANEL_H - MT - MB;
+	int top = y0 + p * PANEL_H, pw = W - ML - MR, ph = PANEL_H - MT - MB;
 	range x = {INFINITY, -INFINITY}, y = {INFINITY, -INFINITY};
 	int any_total = 0, any_card = 0;
 	for (int k = 0; k < n; k++) {
@@ -116,8 +116,10 @@ static void panel(FILE *fp, int p, const gpt_logs_series *const *ser, const char
 	for (double t = ceil(y.lo / dy) * dy; t <= y.hi; t += dy) {
 		fprintf(fp, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", ML,
 			PY(t), ML + pw, PY(t));
-		fprintf(fp, "<text x=\"%d\" y=\"%.1f\" font-size=\"13\" text-anchor=\"end\">%.6g</text>\n",
-			ML - 6, PY(t) + 4, fabs(t) < dy * 1e-9 ? 0.0 : t);
+		double v = fabs(t) < dy * 1e-9 ? 0.0 : t;
+		const char *unit = fabs(v) >= 1e6 ? "M" : fabs(v) >= 1e4 ? "k" : "";
+		fprintf(fp, "<text x=\"%d\" y=\"%.1f\" font-size=\"13\" text-anchor=\"end\">%.6g%s</text>\n",
+			ML - 6, PY(t) + 4, *unit == 'M' ? v / 1e6 : *unit == 'k' ? v / 1e3 : v, unit);
 	}
 	fprintf(fp, "<text x=\"%d\" y=\"%d\" font-size=\"14\" text-anchor=\"middle\">step</text>\n",
 		ML + pw / 2, top + MT + ph + 40);
@@ -144,16 +146,46 @@ static void panel(FILE *fp, int p, const gpt_logs_series *const *ser, const char
 		}
 		if (open)
 			fputs("\"/>\n", fp);
-		/* Legend, top right inside the panel. */
-		int ly = top + MT + 18 + 18 * k;
-		fprintf(fp, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"3\"/>\n",
-			ML + pw - 300, ly - 5, ML + pw - 276, ly - 5, color);
-		fprintf(fp, "<text x=\"%d\" y=\"%d\" font-size=\"13\">", ML + pw - 270, ly);
-		xml_text(fp, names[k]);
-		fputs("</text>\n", fp);
 	}
 #undef PX
 #undef PY
+}
+
+#define LEGEND_COLS 2
+
+static int legend_h(int n)
+{
+	return 16 + 20 * ((n + LEGEND_COLS - 1) / LEGEND_COLS);
+}
+
+/* Names without the directory part they all share, and at most 50 bytes
+ * (keeping the end, where workerlog.N is). */
+static void legend(FILE *fp, const char *const *names, int n)
+{
+	size_t common = 0;
+	if (n > 1) {
+		const char *a = names[0];
+		size_t len = strlen(a);
+		for (int k = 1; k < n; k++) {
+			size_t i = 0;
+			while (i < len && names[k][i] == a[i])
+				i++;
+			len = i;
+		}
+		while (len > 0 && a[len - 1] != '/')
+			len--;
+		common = len;
+	}
+	for (int k = 0; k < n; k++) {
+		const char *name = names[k] + common;
+		size_t len = strlen(name);
+		int x = ML + (k % LEGEND_COLS) * ((W - ML - MR) / LEGEND_COLS), y = 24 + 20 * (k / LEGEND_COLS);
+		fprintf(fp, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"3\"/>\n",
+			x, y - 5, x + 24, y - 5, colors[k % 8]);
+		fprintf(fp, "<text x=\"%d\" y=\"%d\" font-size=\"13\">%s", x + 30, y, len > 50 ? "..." : "");
+		xml_text(fp, len > 50 ? name + len - 47 : name);
+		fputs("</text>\n", fp);
+	}
 }
 
 int gpt_logs_plot_svg(const char *path, const gpt_logs_series *const *series,
@@ -167,9 +199,10 @@ int gpt_logs_plot_svg(const char *path, const gpt_logs_series *const *series,
 		    "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
 		    "viewBox=\"0 0 %d %d\" font-family=\"DejaVu Sans, Arial, sans-serif\">\n"
 		    "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
-		    W, 2 * PANEL_H, W, 2 * PANEL_H);
+		    W, legend_h(n) + 2 * PANEL_H, W, legend_h(n) + 2 * PANEL_H);
+	legend(fp, names, n);
 	for (int p = 0; p < 2; p++)
-		panel(fp, p, series, names, n);
+		panel(fp, p, legend_h(n), series, n);
 	fputs("</svg>\n", fp);
 	return gpt_afile_commit(&af, err);
 }
