@@ -22,7 +22,7 @@ enum {
 static const gpt_opt options[] = {
 	{"format", 0, "FMT", OPT_FORMAT, "output as tsv (default), csv or json (JSON Lines)"},
 	{"summary", 's', NULL, OPT_SUMMARY, "one summary row per log instead of one row per step"},
-	{"skip-steps", 0, "N", OPT_SKIP, "warm-up steps left out of speed figures (default: 10%, at least 1)"},
+	{"skip-steps", 0, "N", OPT_SKIP, "warm-up steps left out of --summary speeds (default 10%, rounded up)"},
 	{"plot", 0, "FILE.svg", OPT_PLOT, "draw loss and tokens/s against step into an SVG file"},
 	{"params", 0, "N", OPT_PARAMS, "model parameters for MFU (e.g. 1.3e9, 345M, 1.3B)"},
 	{"peak-tflops", 0, "X", OPT_PEAK, "peak TFLOPS of one card for MFU (e.g. 989 for H100 bf16)"},
