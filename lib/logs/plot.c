@@ -192,8 +192,11 @@ int gpt_logs_plot_svg(const char *path, const gpt_logs_series *const *series,
 		      const char *const *names, int n, gpt_err *err)
 {
 	gpt_afile af;
-	if (gpt_afile_open(&af, path, err))
-		return gpt_err_prefix(err, "--plot");
+	if (gpt_afile_open(&af, path, err)) {
+		/* An output that cannot be created is a write failure, not a missing input. */
+		err->code = GPT_EIO;
+		return gpt_err_prefix(err, "--plot: cannot write %s", path);
+	}
 	FILE *fp = af.fp;
 	fprintf(fp, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
 		    "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
