@@ -23,8 +23,10 @@ enum {
 	P_MEGATRON_EVAL,
 	P_MEGATRON_CKPT,
 	P_LLMC_STEP,
+	P_LLMC_MID,
 	P_LLMC_OLD,
 	P_LLMC_VAL,
+	P_LLMC_FILE,
 	P_COUNT
 };
 
@@ -60,8 +62,15 @@ static const char *const patterns[P_COUNT] = {
 			"(?:.*? \\| lr " NUM ")?"
 			"(?:.*? \\| " NUM " ms)?"
 			"(?:.*? \\| " NUM " tok/s)?",
+	/* train_gpt2.cu before the "|" columns: "step 1/37: train loss 4.40 norm 1.2
+	 * lr 6e-4 (224.49 ms, 36484 tok/s)". */
+	[P_LLMC_MID] = "step\\s+" INT "/" INT ": train loss " NUM
+		       "(?:.*? lr " NUM ")?"
+		       "(?:.*?\\(" NUM " ms, " NUM " tok/s\\))?",
 	[P_LLMC_OLD] = "step " INT ": train loss " NUM "(?: \\(took " NUM " ms\\))?",
 	[P_LLMC_VAL] = "val loss " NUM,
+	/* llm.c's own log file (-o DIR/main.log): "s:10 trl:5.2 lr:0.0006 norm:1.2", "s:10 tel:5.3". */
+	[P_LLMC_FILE] = "s:" INT " (trl|tel):" NUM "(?: lr:" NUM ")?",
 };
 
 struct gpt_logs_parser {
@@ -385,6 +394,28 @@ static int parse_llmc(gpt_logs_parser *p, const char *s, size_t n, gpt_logs_rec 
 		r->tok_total = num(p, s, rc, 6);
 		return 1;
 	}
+	if ((rc = run(p, P_LLMC_MID, s, n))) {
+		r->kind = GPT_LOGS_STEP;
+		r->step = integer(p, s, rc, 1);
+		r->total_steps = integer(p, s, rc, 2);
+		r->loss = num(p, s, rc, 3);
+		r->lr = num(p, s, rc, 4);
+		gpt_logs_num ms = num(p, s, rc, 5);
+		if (ms.txt)
+			r->step_time = derived(ms.v / 1000.0);
+		r->tok_total = num(p, s, rc, 6);
+		return 1;
+	}
+	if ((rc = run(p, P_LLMC_FILE, s, n))) {
+		const char *k;
+		int klen;
+		group(p, s, rc, 2, &k, &klen);
+		r->kind = k[1] == 'r' ? GPT_LOGS_STEP : GPT_LOGS_EVAL;
+		r->step = integer(p, s, rc, 1);
+		r->loss = num(p, s, rc, 3);
+		r->lr = num(p, s, rc, 4);
+		return 1;
+	}
 	if ((rc = run(p, P_LLMC_OLD, s, n))) {
 		r->kind = GPT_LOGS_STEP;
 		r->step = integer(p, s, rc, 1);
@@ -434,7 +465,10 @@ int gpt_logs_parse_line(gpt_logs_parser *p, const char *line, size_t len, gpt_lo
 	size_t i = 0;
 	while (i < len && (line[i] == ' ' || line[i] == '\t'))
 		i++;
-	if (len - i >= 8 && (memcmp(line + i, "step ", 5) == 0 || memcmp(line + i, "val loss ", 9) == 0)) {
+	size_t rest = len - i;
+	if ((rest >= 5 && memcmp(line + i, "step ", 5) == 0) ||
+	    (rest >= 9 && memcmp(line + i, "val loss ", 9) == 0) ||
+	    (rest >= 2 && memcmp(line + i, "s:", 2) == 0)) {
 		if (parse_llmc(p, line + i, len - i, r))
 			return 1;
 		rec_init(r);

@@ -107,7 +107,8 @@ static int quantiles(const double *v, int64_t from, int64_t n, double out[3], do
 	for (int64_t i = from; i < n; i++)
 		if (isfinite(v[i]))
 			tmp[m++] = v[i];
-	qsort(tmp, (size_t)m, sizeof *tmp, cmp_double);
+	if (m > 0)
+		qsort(tmp, (size_t)m, sizeof *tmp, cmp_double);
 	out[0] = gpt_logs_quantile(tmp, m, 0.1);
 	out[1] = gpt_logs_quantile(tmp, m, 0.5);
 	out[2] = gpt_logs_quantile(tmp, m, 0.9);

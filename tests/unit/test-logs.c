@@ -134,6 +134,14 @@ static void test_llmc(void)
 	ok(parse("step 1: train loss 4.677 (took 1234.56 ms)", &r) && r.step == 1 && r.loss.v == 4.677 &&
 		   fabs(r.step_time.v - 1.23456) < 1e-12, "old llm.c line");
 	ok(parse("val loss 3.456", &r) && r.kind == GPT_LOGS_EVAL && r.loss.v == 3.456, "llm.c val loss");
+	ok(parse("step    1/37: train loss 4.406481 norm 1.2345 lr 6.00e-04 (224.49 ms, 36484 tok/s)", &r) &&
+		   r.step == 1 && r.total_steps == 37 && r.loss.v == 4.406481 && r.lr.v == 6e-4 &&
+		   fabs(r.step_time.v - 0.22449) < 1e-12 && r.tok_total.v == 36484,
+	   "llm.c line of the colon era");
+	ok(parse("s:20 trl:5.123400 lr:0.000600 norm:1.2000", &r) && r.kind == GPT_LOGS_STEP &&
+		   r.step == 20 && r.loss.v == 5.1234 && r.lr.v == 6e-4, "llm.c main.log train line");
+	ok(parse("s:20 tel:5.3", &r) && r.kind == GPT_LOGS_EVAL && r.step == 20 && r.loss.v == 5.3,
+	   "llm.c main.log eval line");
 }
 
 static void test_garbage(void)
