@@ -279,7 +279,11 @@ static int parse_paddlenlp(gpt_logs_parser *p, const char *line, size_t len, gpt
 		const char *k = c;
 		while (k > s && ((k[-1] >= 'a' && k[-1] <= 'z') || k[-1] == '_'))
 			k--;
-		int rc = k < c ? run(p, P_PADDLENLP_KV, k, (size_t)(end - k)) : 0;
+		/* A window, not the rest of the line: PCRE2 may scan the whole
+		 * subject for a required character on every call, which made
+		 * a line of many colons quadratic. */
+		size_t win = (size_t)(end - k) < 200 ? (size_t)(end - k) : 200;
+		int rc = k < c && c - k < 100 ? run(p, P_PADDLENLP_KV, k, win) : 0;
 		if (!rc) {
 			s = c + 1;
 			continue;

@@ -11,7 +11,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define CHUNK (1u << 20)
+/* Bytes asked for per read; the buffer starts at this size and grows only
+ * while a line longer than it is being assembled (up to max_line + CHUNK),
+ * so following many logs at once stays cheap. */
+#define CHUNK (512u << 10)
 
 struct gpt_logs_reader {
 	char *name;
@@ -116,7 +119,7 @@ int gpt_logs_reader_open(gpt_logs_reader **out, const char *path, size_t max_lin
 		return err->code;
 	r->fd = -1;
 	r->max_line = max_line ? max_line : GPT_LOGS_MAX_LINE_DEFAULT;
-	r->cap = r->max_line + CHUNK + 2;
+	r->cap = CHUNK + 2;
 	r->name = gpt_strdup(strcmp(path, "-") == 0 ? "(stdin)" : path, err);
 	r->buf = gpt_malloc(r->cap, "log line buffer", err);
 	if (!r->name || !r->buf)
@@ -158,6 +161,16 @@ static int fill(gpt_logs_reader *r, size_t *got, gpt_err *err)
 		r->start = 0;
 	}
 	size_t room = r->cap - 1 - r->end;
+	size_t most = r->max_line + CHUNK + 2;
+	if (room < CHUNK / 2 && r->cap < most) {
+		size_t cap = 2 * r->cap < most ? 2 * r->cap : most;
+		char *b = gpt_realloc(r->buf, cap, "log line buffer", err);
+		if (!b)
+			return err->code;
+		r->buf = b;
+		r->cap = cap;
+		room = r->cap - 1 - r->end;
+	}
 	if (!r->ar)
 		return read_fd(r, r->buf + r->end, room, got, err);
 	la_ssize_t n = archive_read_data(r->ar, r->buf + r->end, room);

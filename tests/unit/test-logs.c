@@ -198,6 +198,24 @@ static void test_reader(void)
 	is_int(gpt_logs_reader_bytes(r), (long long)n, "bytes counted");
 	gpt_logs_reader_close(r);
 	unlink(path);
+
+	/* Lines longer than a read: the buffer grows up to the cap, no further. */
+	size_t big = 1500000, huge = 3000000;
+	char *d2 = malloc(big + huge + 16);
+	memset(d2, 'a', big);
+	d2[big] = '\n';
+	memset(d2 + big + 1, 'b', huge);
+	memcpy(d2 + big + 1 + huge, "\nend\n", 5);
+	path = write_tmp(d2, big + huge + 6);
+	free(d2);
+	ok(path && gpt_logs_reader_open(&r, path, 2000000, 0, &err) == 0, "reader opens with a 2 MB cap");
+	st = gpt_logs_reader_next(r, &line, &len, &err);
+	ok(st == GPT_LOGS_LINE && len == big && line[0] == 'a' && line[big - 1] == 'a', "a 1.5 MB line is read whole");
+	st = gpt_logs_reader_next(r, &line, &len, &err);
+	ok(st == GPT_LOGS_LINE && len == 3 && strcmp(line, "end") == 0, "the 3 MB line is skipped");
+	is_int(gpt_logs_reader_too_long(r), 1, "and counted");
+	gpt_logs_reader_close(r);
+	unlink(path);
 	ok(gpt_logs_reader_open(&r, "/nonexistent/log", 0, 0, &err) == GPT_ENOINPUT, "missing file: 66");
 	ok(strstr(err.msg, "/nonexistent/log") != NULL, "the message names the file");
 }
