@@ -105,7 +105,12 @@ static void put_int(gpt_buf *b, gpt_logs_format f, int64_t v, gpt_err *err)
 			gpt_buf_puts(b, "null", err);
 		return;
 	}
-	gpt_buf_printf(b, err, "%lld", (long long)v);
+	char d[24];
+	int i = sizeof d;
+	do
+		d[--i] = (char)('0' + v % 10);
+	while ((v /= 10) > 0);
+	gpt_buf_append(b, d + i, sizeof d - (size_t)i, err);
 }
 
 static const char *sep(gpt_logs_format f)

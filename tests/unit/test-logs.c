@@ -144,6 +144,29 @@ static void test_llmc(void)
 	   "llm.c main.log eval line");
 }
 
+/* Numbers come out as strtod would read them, on the fast path and off it. */
+static void test_numbers(void)
+{
+	const char *nums[] = {"0.00013", "11.083364487", "5.55556e-09", "1.000E-06", "3989", "-0.0", "5.",
+			      "1234567890123456789", "12345678901234567890123", "9007199254740993",
+			      "1e22", "1e23", "4.9e-324", "2.2250738585072014e-308", "0.1", "+7.5e+01",
+			      "123.456e-30", "0000000000000000000000012.5"};
+	int good = 1;
+	for (size_t i = 0; i < sizeof nums / sizeof *nums; i++) {
+		char line[160];
+		gpt_logs_rec r;
+		snprintf(line, sizeof line, "[x] - global step 1, loss: %s, learning rate: 1", nums[i]);
+		if (!parse(line, &r) || r.loss.v != strtod(nums[i], NULL)) {
+			diag("%s: got %.17g, want %.17g", nums[i], r.loss.v, strtod(nums[i], NULL));
+			good = 0;
+		}
+	}
+	ok(good, "decimal conversion matches strtod");
+	gpt_logs_rec r;
+	ok(parse("[x] - global step 1, loss: nan, learning rate: inf", &r) && isnan(r.loss.v) && isinf(r.lr.v),
+	   "nan and inf");
+}
+
 static void test_garbage(void)
 {
 	gpt_logs_rec r;
@@ -228,6 +251,39 @@ static void test_stats(void)
 	is_near(gpt_logs_quantile(v, 10, 0.9), 9.1, 1e-12, "p90 of 1..10 (linear)");
 	is_near(gpt_logs_quantile(v, 1, 0.9), 1, 0, "one value");
 	ok(isnan(gpt_logs_quantile(v, 0, 0.5)), "no values: NaN");
+	/* The summary's quantiles (quickselect) agree with the sorted ones. */
+	{
+		gpt_err e = {0};
+		gpt_logs_series s;
+		gpt_logs_series_init(&s);
+		int64_t n = 1000; /* p10, median, p90 interpolate */
+		double *sorted = malloc((size_t)n * sizeof *sorted);
+		unsigned x = 12345;
+		for (int64_t i = 0; i < n; i++) {
+			gpt_logs_rec r;
+			memset(&r, 0, sizeof r);
+			r.kind = GPT_LOGS_STEP;
+			r.step = i;
+			x = x * 1103515245u + 12345u;
+			r.tok_card.v = sorted[i] = (double)(x % 1000); /* many ties */
+			r.loss.v = r.step_time.v = r.tok_total.v = 1;
+			gpt_logs_series_add(&s, &r, &e);
+		}
+		for (int64_t i = 1; i < n; i++) /* insertion sort: the reference */
+			for (int64_t j = i; j > 0 && sorted[j - 1] > sorted[j]; j--) {
+				double t = sorted[j];
+				sorted[j] = sorted[j - 1];
+				sorted[j - 1] = t;
+			}
+		gpt_logs_summary m;
+		gpt_logs_summarize(&s, 0, 0, 0, &m, &e);
+		ok(m.tok_card[0] == gpt_logs_quantile(sorted, n, 0.1) &&
+			   m.tok_card[1] == gpt_logs_quantile(sorted, n, 0.5) &&
+			   m.tok_card[2] == gpt_logs_quantile(sorted, n, 0.9),
+		   "quickselect quantiles equal sorted ones");
+		free(sorted);
+		gpt_logs_series_free(&s);
+	}
 	is_int(gpt_logs_default_skip(0), 0, "default skip of 0 steps");
 	is_int(gpt_logs_default_skip(1), 0, "default skip of 1 step");
 	is_int(gpt_logs_default_skip(2), 1, "default skip of 2 steps");
@@ -293,6 +349,7 @@ int main(void)
 	test_paddlenlp();
 	test_megatron();
 	test_llmc();
+	test_numbers();
 	test_garbage();
 	test_reader();
 	test_stats();
