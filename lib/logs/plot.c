@@ -117,7 +117,8 @@ static void panel(FILE *fp, int p, int y0, const gpt_logs_series *const *ser, in
 		fprintf(fp, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", ML,
 			PY(t), ML + pw, PY(t));
 		double v = fabs(t) < dy * 1e-9 ? 0.0 : t;
-		const char *unit = fabs(v) >= 1e6 ? "M" : fabs(v) >= 1e4 ? "k" : "";
+		double big = fmax(fabs(y.lo), fabs(y.hi)); /* one unit for the whole axis */
+		const char *unit = big >= 1e6 ? "M" : big >= 1e4 ? "k" : "";
 		fprintf(fp, "<text x=\"%d\" y=\"%.1f\" font-size=\"13\" text-anchor=\"end\">%.6g%s</text>\n",
 			ML - 6, PY(t) + 4, *unit == 'M' ? v / 1e6 : *unit == 'k' ? v / 1e3 : v, unit);
 	}
