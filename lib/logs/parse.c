@@ -52,9 +52,9 @@ static const char *const patterns[P_COUNT] = {
 			  "(?:.*?, avg_eval_cost: " NUM " sec)?",
 	[P_PADDLENLP_KV] = "([a-z_]+): " NUM "(?=,|\\s|$)",
 	[P_MEGATRON_STEP] = "iteration\\s+" INT "/\\s*" INT "\\s*\\|"
-			    "(?:.*?\\| elapsed time per iteration \\(ms\\):\\s*" NUM ")?"
-			    "(?:.*?\\| learning rate:\\s*" NUM ")?"
-			    "(?:.*?\\| lm loss:\\s*" NUM ")?",
+			    "(?:.*?elapsed time per iteration \\(ms\\):\\s*" NUM ")?"
+			    "(?:.*?learning rate:\\s*" NUM ")?"
+			    "(?:.*?\\blm loss:\\s*" NUM ")?",
 	[P_MEGATRON_EVAL] = "validation loss at iteration\\s+" INT ".*?\\| lm loss value:\\s*" NUM
 			    "(?:.*?\\| lm loss PPL:\\s*" NUM ")?",
 	[P_MEGATRON_CKPT] = "saved checkpoint (?:from |at )?iteration\\s+" INT " to (\\S+)",

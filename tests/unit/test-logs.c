@@ -114,6 +114,10 @@ static void test_megatron(void)
 	is_near(r.step_time.v, 2.1, 1e-12, "elapsed ms to seconds");
 	is_near(r.loss.v, 10.5, 1e-12, "lm loss");
 	is_near(r.lr.v, 2e-6, 1e-18, "learning rate");
+	ok(parse("[2024-05-01 10:00:00] iteration      100/  500000 | elapsed time per iteration (ms): 250.5 | "
+		 "learning rate: 3.000E-04 | lm loss: 3.250000E+00 |", &r) &&
+		     r.step == 100 && fabs(r.step_time.v - 0.2505) < 1e-12 && r.loss.v == 3.25 && r.lr.v == 3e-4,
+	   "Megatron line with fewer columns and a time stamp");
 	ok(parse(" validation loss at iteration 4 | lm loss value: 9.400000E+00 | lm loss PPL: 1.210286E+04 | ", &r) &&
 		     r.kind == GPT_LOGS_EVAL && r.step == 4 && r.loss.v == 9.4,
 	   "Megatron validation line");
