@@ -36,3 +36,14 @@ for mode in rows summary; do
 		printf "wall %.2f s (%.0f MB/s), cpu %.2f s (%.0f MB/s per cpu second)",
 			$2, $1 / 1e6 / $2, cpu, $1 / 1e6 / cpu }')"
 done
+
+# The peer: the awk one-liner people write for these logs (step, loss, lr,
+# step time, tokens/s per card and total), timed the same way.
+/usr/bin/time -f "%e %U %S" -o "$dir/time" $pin awk -F', ' '/global step / {
+	split($1, a, "global step "); split($4, l, ": "); split($6, t, ": ");
+	split($8, tt, ": "); split($9, c, ": "); split($10, r, ": ");
+	print a[2], l[2], r[2], t[2] + 0, c[2] + 0, tt[2] + 0 }' "$log" >/dev/null 2>&1
+read -r wall user sys <"$dir/time"
+echo "peer awk rows: $(echo "$bytes $wall $user $sys" | awk '{ cpu = $3 + $4;
+	printf "wall %.2f s (%.0f MB/s), cpu %.2f s (%.0f MB/s per cpu second)",
+		$2, $1 / 1e6 / $2, cpu, $1 / 1e6 / cpu }')"
