@@ -30,6 +30,7 @@ struct gpt_logs_reader {
 	int discarding;     /* inside a too-long line: drop bytes until its newline */
 	int eof;
 	int64_t too_long, bytes;
+	int64_t pos;        /* offset in a followed file */
 };
 
 static la_ssize_t ar_read(struct archive *a, void *data, const void **out)
@@ -87,7 +88,7 @@ static int sniff(gpt_logs_reader *r, gpt_err *err)
 		r->end += got;
 	}
 	if (!is_compressed((unsigned char *)r->buf, r->end)) {
-		r->bytes = (int64_t)r->end;
+		r->bytes = r->pos = (int64_t)r->end;
 		return 0;
 	}
 	r->prefix = gpt_malloc(r->end, "log sniff buffer", err);
@@ -226,11 +227,24 @@ gpt_logs_read_status gpt_logs_reader_next(gpt_logs_reader *r, const char **line,
 		if (fill(r, &got, err))
 			return GPT_LOGS_ERROR;
 		r->bytes += (int64_t)got;
+		r->pos += (int64_t)got;
 		r->end += got;
 		if (got == 0) {
-			if (r->follow)
-				return GPT_LOGS_AGAIN;
-			r->eof = 1;
+			if (!r->follow) {
+				r->eof = 1;
+				continue;
+			}
+			/* A log truncated under us (a restarted run, copytruncate
+			 * rotation) starts again from its beginning. */
+			struct stat st;
+			if (fstat(r->fd, &st) == 0 && st.st_size < r->pos &&
+			    lseek(r->fd, 0, SEEK_SET) == 0) {
+				r->pos = 0;
+				r->start = r->end = r->scan = 0;
+				r->discarding = 0;
+				continue;
+			}
+			return GPT_LOGS_AGAIN;
 		}
 	}
 }

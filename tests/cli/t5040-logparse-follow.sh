@@ -35,6 +35,24 @@ test_expect_success 'rows appear as the log grows; a partial line waits for its 
 	printf "1 2 3 4 5 " >expect && test_cmp expect actual
 '
 
+test_expect_success 'a followed log that is truncated is read again from its start' '
+	sed -n 2,4p "$D/fleetx.log" >run2.log
+	: >out
+	gpt-logparse --follow run2.log >out 2>/dev/null &
+	pid=$!
+	good=0
+	wait_rows 4 out &&
+	sed -n 2p "$D/gptkit.log" >run2.log &&
+	wait_rows 5 out &&
+	good=1
+	kill $pid || :
+	wait $pid || :
+	test $good = 1 &&
+	tail -n 1 out | cut -f 3,7 >actual &&
+	printf "1\t1995\n" >expect && test_cmp expect actual &&
+	sed -n 4p out | cut -f 3 >actual && echo 3 >expect && test_cmp expect actual
+'
+
 test_expect_success 'following a pipe ends with the pipe' '
 	sed -n 2,4p "$D/fleetx.log" | gpt-logparse --follow >out 2>/dev/null &&
 	test_line_count = 4 out

@@ -54,6 +54,26 @@ static void test_fleetx(void)
 	   "a message that only mentions a global step is not a record");
 }
 
+/* What the trainer writes (lib/core's header and step line, with and
+ * without colour) parses back to the numbers it was given. */
+static void test_roundtrip(void)
+{
+	gpt_step_line sl = {.step = 123456, .epoch = 2, .batch = 77, .loss = 3.141592653,
+			    .avg_reader_cost = 0.00012, .avg_batch_cost = 0.25,
+			    .ips_total = 262144, .ips = 32768, .lr = 6.0e-4};
+	for (int color = 0; color < 2; color++) {
+		char head[96], body[512], line[640];
+		gpt_log_header(head, sizeof head, 1700000000123, GPT_LOG_INFO, color);
+		gpt_step_line_format(body, sizeof body, &sl);
+		snprintf(line, sizeof line, "%s%s", head, body);
+		gpt_logs_rec r;
+		ok(parse(line, &r) && r.kind == GPT_LOGS_STEP && r.step == 123456 &&
+			   fabs(r.loss.v - 3.141592653) < 1e-12 && r.step_time.v == 0.25 &&
+			   r.tok_total.v == 262144 && r.tok_card.v == 32768 && fabs(r.lr.v - 6e-4) < 1e-15,
+		   "gpt_step_line_format output parses back (colour %d)", color);
+	}
+}
+
 static void test_gptkit_extras(void)
 {
 	gpt_logs_rec r;
@@ -349,6 +369,7 @@ int main(void)
 		return 1;
 	}
 	test_fleetx();
+	test_roundtrip();
 	test_gptkit_extras();
 	test_paddlenlp();
 	test_megatron();
