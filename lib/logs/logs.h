@@ -109,7 +109,8 @@ typedef struct gpt_logs_reader gpt_logs_reader;
  * the length of a line (0: GPT_LOGS_MAX_LINE_DEFAULT); a longer line is
  * skipped and counted. With follow, the end of a regular file is not the end:
  * next() answers GPT_LOGS_AGAIN and a later call sees what was appended (a
- * partial last line waits for its newline). Compressed input cannot be followed. */
+ * partial last line waits for its newline; a file that shrinks is read again
+ * from its start). Compressed input is read to its end, not followed. */
 int gpt_logs_reader_open(gpt_logs_reader **out, const char *path, size_t max_line, int follow,
 			 gpt_err *err);
 /* The next line, without its newline and NUL-terminated; *line stays valid
