@@ -37,6 +37,17 @@ _gptkit()
 		gpt-export) COMPREPLY=($(compgen -W "bundle gguf hf" -- "$cur")) ;;
 		esac
 		return ;;
+	--plot)
+		COMPREPLY=($(compgen -f -X '!*.svg' -- "$cur") $(compgen -d -- "$cur"))
+		return ;;
+	--params)
+		COMPREPLY=($(compgen -W "124M 345M 760M 1.3B 2.7B 6.7B 13B 175B" -- "$cur"))
+		return ;;
+	--peak-tflops)
+		COMPREPLY=($(compgen -W "312 989" -- "$cur"))
+		return ;;
+	--skip-steps|-j|--jobs|--doc|--world-size)
+		return ;;
 	--dtype)
 		COMPREPLY=($(compgen -W "fp32 bf16 fp16 int8" -- "$cur"))
 		return ;;

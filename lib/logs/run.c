@@ -1,0 +1,356 @@
+/* gpt-logparse as a library call: inputs to rows, summaries and a plot. */
+#include "logs.h"
+#include "write.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+typedef struct source {
+	char *path;
+	int64_t rank;
+	gpt_logs_reader *r;
+	int done;
+	int64_t last_step;   /* for records that do not carry their step */
+	gpt_logs_series series;
+	gpt_buf prefix;      /* the source and rank fields of its rows */
+} source;
+
+typedef struct run_ctx {
+	const gpt_logs_opts *o;
+	gpt_logs_counts *counts;
+	gpt_logs_parser *parser;
+	source *src;
+	int nsrc, cap;
+	gpt_buf out;
+} run_ctx;
+
+int64_t gpt_logs_rank_from_path(const char *path)
+{
+	const char *base = strrchr(path, '/');
+	base = base ? base + 1 : path;
+	if (strncmp(base, "workerlog.", 10) != 0)
+		return 0;
+	const char *d = base + 10;
+	int64_t v = 0;
+	int n = 0;
+	for (; *d >= '0' && *d <= '9' && n < 18; d++, n++)
+		v = v * 10 + (*d - '0');
+	if (n == 0 || (*d && *d != '.'))
+		return 0;
+	return v;
+}
+
+static int add_source(run_ctx *c, const char *path, gpt_err *err)
+{
+	if (c->nsrc == c->cap) {
+		int cap = c->cap ? 2 * c->cap : 8;
+		source *s = gpt_realloc(c->src, (size_t)cap * sizeof *s, "log list", err);
+		if (!s)
+			return err->code;
+		c->src = s;
+		c->cap = cap;
+	}
+	source *s = &c->src[c->nsrc];
+	memset(s, 0, sizeof *s);
+	if (!(s->path = gpt_strdup(path, err)))
+		return err->code;
+	c->nsrc++;
+	s->rank = gpt_logs_rank_from_path(path);
+	s->last_step = -1;
+	gpt_logs_series_init(&s->series);
+	gpt_logs_write_prefix(&s->prefix, c->o->format, path, s->rank, err);
+	return err->code;
+}
+
+typedef struct dent {
+	char *name;
+	int64_t rank;
+} dent;
+
+static int cmp_dent(const void *a, const void *b)
+{
+	const dent *x = a, *y = b;
+	if (x->rank != y->rank)
+		return x->rank < y->rank ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+/* A directory stands for its workerlog.* files, in rank order. */
+static int add_dir(run_ctx *c, const char *dir, gpt_err *err)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return gpt_err_errno_read(err, errno, "%s: cannot list the directory", dir);
+	dent *list = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *e;
+	int rc = 0;
+	while ((e = readdir(d))) {
+		if (strncmp(e->d_name, "workerlog.", 10) != 0)
+			continue;
+		if (n == cap) {
+			cap = cap ? 2 * cap : 16;
+			dent *l = gpt_realloc(list, cap * sizeof *l, "directory listing", err);
+			if (!l) {
+				rc = err->code;
+				break;
+			}
+			list = l;
+		}
+		list[n].name = gpt_strdup(e->d_name, err);
+		if (!list[n].name) {
+			rc = err->code;
+			break;
+		}
+		list[n].rank = gpt_logs_rank_from_path(e->d_name);
+		n++;
+	}
+	closedir(d);
+	if (!rc && n == 0)
+		rc = gpt_err_set(err, GPT_ENOINPUT,
+				 "%s: no workerlog.* files in the directory; name the log files instead", dir);
+	if (!rc)
+		qsort(list, n, sizeof *list, cmp_dent);
+	gpt_buf path = GPT_BUF_INIT;
+	size_t dl = strlen(dir);
+	for (size_t i = 0; i < n && !rc; i++) {
+		gpt_buf_reset(&path);
+		if (gpt_buf_printf(&path, err, "%s%s%s", dir, dl && dir[dl - 1] == '/' ? "" : "/",
+				   list[i].name) ||
+		    add_source(c, path.data, err))
+			rc = err->code;
+	}
+	for (size_t i = 0; i < n; i++)
+		free(list[i].name);
+	free(list);
+	gpt_buf_free(&path);
+	return rc;
+}
+
+static int expand_inputs(run_ctx *c, gpt_err *err)
+{
+	const gpt_logs_opts *o = c->o;
+	if (o->ninputs == 0)
+		return add_source(c, "-", err);
+	int stdin_seen = 0;
+	for (int i = 0; i < o->ninputs; i++) {
+		const char *p = o->inputs[i];
+		struct stat st;
+		if (strcmp(p, "-") == 0) {
+			if (stdin_seen++)
+				return gpt_err_set(err, GPT_EUSAGE, "'-' (stdin) is named twice; it can be read once");
+			if (add_source(c, p, err))
+				return err->code;
+		} else if (stat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
+			if (add_dir(c, p, err))
+				return err->code;
+		} else if (add_source(c, p, err)) {
+			return err->code;
+		}
+	}
+	return 0;
+}
+
+static int flush_out(run_ctx *c, gpt_err *err)
+{
+	if (c->out.len && fwrite(c->out.data, 1, c->out.len, c->o->out) != c->out.len)
+		return gpt_err_errno(err, GPT_EIO, errno, "writing the rows failed");
+	gpt_buf_reset(&c->out);
+	return 0;
+}
+
+/* One record: fill in what the log left implicit, print, keep. */
+static int take(run_ctx *c, source *s, gpt_logs_rec *r, gpt_err *err)
+{
+	const gpt_logs_opts *o = c->o;
+	if (r->step < 0 && r->kind == GPT_LOGS_EVAL)
+		r->step = s->last_step;
+	if (r->kind == GPT_LOGS_STEP) {
+		/* PaddleNLP gives the time of the whole logging interval. */
+		if (r->interval_s > 0 && !r->step_time.txt) {
+			double steps = round(r->interval_s * r->step_rate);
+			if (!(steps >= 1) && r->step > s->last_step)
+				steps = (double)(r->step - (s->last_step > 0 ? s->last_step : 0));
+			if (steps >= 1)
+				r->step_time = (gpt_logs_num){r->interval_s / steps, NULL, 0};
+		}
+		if (r->step >= 0)
+			s->last_step = r->step;
+		if (!o->summary) {
+			gpt_logs_write_row(&c->out, o->format, s->prefix.data, s->prefix.len, r, err);
+			if (err->code)
+				return err->code;
+			if (c->out.len >= (1u << 16) && flush_out(c, err))
+				return err->code;
+		}
+	}
+	if (o->summary || o->plot)
+		return gpt_logs_series_add(&s->series, r, err);
+	return 0;
+}
+
+/* Reads what s has now: to its end, or in follow mode until no complete
+ * line is left. *got counts the lines. */
+static int drain(run_ctx *c, source *s, int64_t *got, gpt_err *err)
+{
+	const char *line;
+	size_t len;
+	gpt_logs_rec rec;
+	for (;;) {
+		gpt_logs_read_status st = gpt_logs_reader_next(s->r, &line, &len, err);
+		if (st == GPT_LOGS_ERROR)
+			return err->code;
+		if (st == GPT_LOGS_AGAIN)
+			return 0;
+		if (st == GPT_LOGS_END) {
+			s->done = 1;
+			return 0;
+		}
+		(*got)++;
+		c->counts->lines++;
+		if (gpt_logs_parse_line(c->parser, line, len, &rec)) {
+			c->counts->records++;
+			if (take(c, s, &rec, err))
+				return err->code;
+			continue;
+		}
+		size_t i = 0;
+		while (i < len && (line[i] == ' ' || line[i] == '\t'))
+			i++;
+		if (i < len)
+			c->counts->unknown++;
+	}
+}
+
+static void account(run_ctx *c, source *s)
+{
+	c->counts->too_long += gpt_logs_reader_too_long(s->r);
+	c->counts->bytes += gpt_logs_reader_bytes(s->r);
+	gpt_logs_reader_close(s->r);
+	s->r = NULL;
+}
+
+static int read_all(run_ctx *c, gpt_err *err)
+{
+	const gpt_logs_opts *o = c->o;
+	for (int i = 0; i < c->nsrc; i++) {
+		source *s = &c->src[i];
+		if (gpt_logs_reader_open(&s->r, s->path, o->max_line, 0, err))
+			return err->code;
+		c->counts->logs++;
+		int64_t got = 0;
+		int rc = drain(c, s, &got, err);
+		account(c, s);
+		if (rc || flush_out(c, err))
+			return err->code;
+	}
+	return 0;
+}
+
+static int follow_all(run_ctx *c, gpt_err *err)
+{
+	const gpt_logs_opts *o = c->o;
+	for (int i = 0; i < c->nsrc; i++) {
+		if (gpt_logs_reader_open(&c->src[i].r, c->src[i].path, o->max_line, 1, err))
+			return err->code;
+		c->counts->logs++;
+	}
+	double poll = o->poll_s > 0 ? o->poll_s : 0.2;
+	for (;;) {
+		int64_t got = 0;
+		int open = 0;
+		for (int i = 0; i < c->nsrc; i++) {
+			source *s = &c->src[i];
+			if (s->done)
+				continue;
+			if (drain(c, s, &got, err))
+				return err->code;
+			if (s->done)
+				account(c, s);
+			else
+				open++;
+		}
+		if (flush_out(c, err))
+			return err->code;
+		if (fflush(o->out) != 0)
+			return gpt_err_errno(err, GPT_EIO, errno, "writing the rows failed");
+		if (!open)
+			return 0;
+		if (!got) {
+			struct timespec ts = {(time_t)poll, (long)((poll - (double)(time_t)poll) * 1e9)};
+			nanosleep(&ts, NULL);
+		}
+	}
+}
+
+static int summaries(run_ctx *c, gpt_err *err)
+{
+	const gpt_logs_opts *o = c->o;
+	gpt_logs_write_summary_header(&c->out, o->format, err);
+	for (int i = 0; i < c->nsrc && !err->code; i++) {
+		source *s = &c->src[i];
+		gpt_logs_summary m;
+		if (gpt_logs_summarize(&s->series, o->skip_steps, o->params, o->peak_tflops, &m, err))
+			return err->code;
+		gpt_logs_write_summary(&c->out, o->format, s->path, s->rank, &s->series, &m, err);
+	}
+	return err->code ? err->code : flush_out(c, err);
+}
+
+static int plot(run_ctx *c, gpt_err *err)
+{
+	const gpt_logs_series **ser = gpt_calloc((size_t)c->nsrc, sizeof *ser, "plot list", err);
+	const char **names = gpt_calloc((size_t)c->nsrc, sizeof *names, "plot list", err);
+	int rc = err->code;
+	if (!rc) {
+		for (int i = 0; i < c->nsrc; i++) {
+			ser[i] = &c->src[i].series;
+			names[i] = strcmp(c->src[i].path, "-") == 0 ? "(stdin)" : c->src[i].path;
+		}
+		rc = gpt_logs_plot_svg(c->o->plot, ser, names, c->nsrc, err);
+	}
+	free(ser);
+	free(names);
+	return rc;
+}
+
+int gpt_logs_run(const gpt_logs_opts *o, gpt_logs_counts *counts, gpt_err *err)
+{
+	gpt_logs_counts local;
+	run_ctx c = {.o = o, .counts = counts ? counts : &local};
+	memset(c.counts, 0, sizeof *c.counts);
+	if (o->follow && (o->summary || o->plot))
+		return gpt_err_set(err, GPT_EUSAGE, "--follow prints rows as they come; it cannot be "
+						    "combined with --summary or --plot");
+	int rc = expand_inputs(&c, err);
+	if (!rc && !(c.parser = gpt_logs_parser_new(err)))
+		rc = err->code;
+	if (!rc && !o->summary) {
+		gpt_logs_write_row_header(&c.out, o->format, err);
+		rc = err->code;
+	}
+	if (!rc)
+		rc = o->follow ? follow_all(&c, err) : read_all(&c, err);
+	if (!rc && o->summary)
+		rc = summaries(&c, err);
+	if (!rc && o->plot)
+		rc = plot(&c, err);
+	if (!rc && fflush(o->out) != 0)
+		rc = gpt_err_errno(err, GPT_EIO, errno, "writing the output failed");
+	for (int i = 0; i < c.nsrc; i++) {
+		if (c.src[i].r)
+			account(&c, &c.src[i]);
+		free(c.src[i].path);
+		gpt_logs_series_free(&c.src[i].series);
+		gpt_buf_free(&c.src[i].prefix);
+	}
+	free(c.src);
+	gpt_buf_free(&c.out);
+	gpt_logs_parser_free(c.parser);
+	return rc;
+}

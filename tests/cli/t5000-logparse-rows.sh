@@ -1,0 +1,113 @@
+#!/bin/sh
+# gpt-logparse: one row per step for each dialect, as TSV, CSV and JSON.
+. "$(dirname "$0")/test-lib.sh"
+D=$GPT_ROOT/tests/cli/data/logparse
+
+test_expect_success 'FleetX seed log: rows with the logged digits' '
+	gpt-logparse "$D/fleetx.log" >out 2>err &&
+	test_line_count = 10 out &&
+	printf "source\trank\tstep\tloss\tlr\tstep_time\ttokens_per_s\ttokens_per_s_total\n" >expect &&
+	head -n 1 out >actual && test_cmp expect actual &&
+	printf "%s\t0\t1\t11.083364487\t5.55556e-09\t2.05344\t499\t3989\n" "$D/fleetx.log" >expect &&
+	sed -n 2p out >actual && test_cmp expect actual &&
+	printf "%s\t0\t9\t11.076778412\t2.77778e-08\t0.10425\t9822\t78577\n" "$D/fleetx.log" >expect &&
+	tail -n 1 out >actual && test_cmp expect actual &&
+	test_grep "^gpt-logparse: 2 lines skipped \(unknown format\), 0 too long$" err
+'
+
+test_expect_success 'FleetX colour codes, with and without the ESC bytes, give the same rows' '
+	gpt-logparse "$D/fleetx-color.log" | cut -f 3- >a &&
+	gpt-logparse "$D/fleetx-color-noesc.log" | cut -f 3- >b &&
+	test_cmp a b &&
+	test_line_count = 11 a &&
+	printf "10\t11.674280167\t3.43750e-08\t0.28149\t909\t7276\n" >expect &&
+	tail -n 1 a >actual && test_cmp expect actual
+'
+
+test_expect_success 'older FleetX lines: a lone ips is the all-card figure' '
+	gpt-logparse "$D/fleetx-old.log" | cut -f 3- >out &&
+	printf "2\t10.987654321\t7.50000e-09\t0.20000\t\t40960\n" >expect &&
+	sed -n 3p out >actual && test_cmp expect actual
+'
+
+test_expect_success 'gptkit: eval, checkpoint and overflow lines are not step rows' '
+	gpt-logparse "$D/gptkit.log" >out &&
+	test_line_count = 11 out &&
+	cut -f 3 out | sed 1d | tr "\n" " " >actual &&
+	printf "1 2 3 4 5 6 7 8 9 10 " >expect && test_cmp expect actual
+'
+
+test_expect_success 'PaddleNLP Trainer lines' '
+	gpt-logparse "$D/paddlenlp.log" | cut -f 3- >out &&
+	cat >expect <<-\EOT &&
+	step	loss	lr	step_time	tokens_per_s	tokens_per_s_total
+	10	10.98765432	1e-05	1.0512		
+	20	9.87654321	2e-05	0.85		
+	30	8.7654321	3e-05	0.8		
+	40	7.6543210	4e-05	0.8	5120.0	
+	EOT
+	test_cmp expect out
+'
+
+test_expect_success 'Megatron-LM lines: ms become seconds' '
+	gpt-logparse "$D/megatron.log" | cut -f 3- >out &&
+	cat >expect <<-\EOT &&
+	step	loss	lr	step_time	tokens_per_s	tokens_per_s_total
+	1	1.100000E+01	1.000E-06	12.3456		
+	2	1.050000E+01	2.000E-06	2.1		
+	3	1.000000E+01	3.000E-06	2		
+	4	9.500000E+00	4.000E-06	2.05		
+	EOT
+	test_cmp expect out
+'
+
+test_expect_success 'llm.c lines, new and old' '
+	gpt-logparse "$D/llmc.log" "$D/llmc-old.log" | cut -f 3- >out &&
+	cat >expect <<-\EOT &&
+	step	loss	lr	step_time	tokens_per_s	tokens_per_s_total
+	1	7.926287	8.57e-06	1.02088		514073
+	2	7.713380	1.71e-05	0.33652		1557977
+	3	7.493471	2.57e-05	0.33597		1560503
+	4	7.262049	3.43e-05	0.3371		1555280
+	0	5.356085		1.452121		
+	1	4.300641		1.288673		
+	2	4.623082		1.369394		
+	EOT
+	test_cmp expect out
+'
+
+test_expect_success 'mixed dialects in one file' '
+	cat "$D/llmc.log" "$D/fleetx.log" "$D/megatron.log" "$D/paddlenlp.log" >mixed.log &&
+	gpt-logparse mixed.log >out 2>err &&
+	test_line_count = 22 out &&
+	test_grep "^gpt-logparse: 10 lines skipped" err
+'
+
+test_expect_success 'CSV quotes a source with a comma' '
+	cp "$D/fleetx.log" "a,b.log" &&
+	gpt-logparse --format csv "a,b.log" >out 2>/dev/null &&
+	echo "source,rank,step,loss,lr,step_time,tokens_per_s,tokens_per_s_total" >expect &&
+	head -n 1 out >actual && test_cmp expect actual &&
+	echo "\"a,b.log\",0,1,11.083364487,5.55556e-09,2.05344,499,3989" >expect &&
+	sed -n 2p out >actual && test_cmp expect actual
+'
+
+test_expect_success 'JSON Lines: one valid object per row, null for unknowns' '
+	gpt-logparse --format json "$D/megatron.log" >out 2>/dev/null &&
+	test_line_count = 4 out &&
+	head -n 1 out >actual &&
+	printf "%s\n" "{\"source\":\"$D/megatron.log\",\"rank\":0,\"step\":1,\"loss\":1.100000E+01,\"lr\":1.000E-06,\"step_time\":12.3456,\"tokens_per_s\":null,\"tokens_per_s_total\":null}" >expect &&
+	test_cmp expect actual &&
+	if command -v python3 >/dev/null; then
+		python3 -c "import json,sys; [json.loads(l) for l in sys.stdin]" <out
+	fi
+'
+
+test_expect_success 'stdin is read when no log is named, and as -' '
+	gpt-logparse <"$D/fleetx.log" >a 2>/dev/null &&
+	gpt-logparse - <"$D/fleetx.log" >b 2>/dev/null &&
+	test_cmp a b &&
+	cut -f 1 a | sed -n 2p >actual && echo - >expect && test_cmp expect actual
+'
+
+test_done

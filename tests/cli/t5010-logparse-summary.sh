@@ -1,0 +1,111 @@
+#!/bin/sh
+# gpt-logparse --summary: figures checked against a hand count.
+. "$(dirname "$0")/test-lib.sh"
+D=$GPT_ROOT/tests/cli/data/logparse
+
+# col NAME FILE: the values of column NAME of a TSV with a header, one a line.
+col () {
+	awk -F '\t' -v name="$1" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == name) c = i; next }
+		{ print $c }' "$2"
+}
+
+test_expect_success 'gptkit log: default warm-up, quantiles, losses, evals, MFU' '
+	gpt-logparse --summary --params 1.3B --peak-tflops 312 "$D/gptkit.log" >out 2>/dev/null &&
+	test_line_count = 2 out &&
+	test "$(col format out)" = fleetx &&
+	test "$(col steps out)" = 10 &&
+	test "$(col skipped out)" = 1 &&
+	# steps 2..10 per card, sorted: 30765 35612 36274 37240 38145 39289 39511 39693 40355
+	test "$(col tokens_per_s_median out)" = 38145 &&
+	test "$(col tokens_per_s_p10 out)" = 34642.6 &&
+	test "$(col tokens_per_s_p90 out)" = 39825.4 &&
+	test "$(col tokens_per_s_total_median out)" = 76289 &&
+	test "$(col step_time_median out)" = 0.10738 &&
+	test "$(col loss_first out)" = 11.083364487 &&
+	test "$(col loss_last out)" = 10.074280167 &&
+	test "$(col loss_min out)" = 10.074280167 &&
+	test "$(col loss_min_step out)" = 10 &&
+	test "$(col evals out)" = 2 &&
+	test "$(col eval_loss_last out)" = 9.87654321 &&
+	test "$(col eval_losses out)" = "5:10.123456789 10:9.87654321" &&
+	test "$(col checkpoints out)" = 1 &&
+	test "$(col overflows out)" = 1 &&
+	# 38145 x 6 x 1.3e9 / 312e12
+	test "$(col mfu out)" = 0.953625
+'
+
+test_expect_success '--skip-steps changes only the speed figures' '
+	gpt-logparse --summary --skip-steps 0 "$D/gptkit.log" >out0 &&
+	test "$(col skipped out0)" = 0 &&
+	# all ten: ... 37240 38145 ... median of 10 values = (37240 + 38145) / 2
+	test "$(col tokens_per_s_median out0)" = 37692.5 &&
+	gpt-logparse --summary --skip-steps 8 "$D/gptkit.log" >out8 &&
+	test "$(col tokens_per_s_median out8)" = 39822 &&
+	test "$(col loss_first out8)" = 11.083364487 &&
+	test "$(col mfu out8)" = ""
+'
+
+test_expect_success 'seed FleetX logs: one summary row each, side by side' '
+	gpt-logparse --summary "$D/fleetx.log" "$D/fleetx-1card.log" "$D/fleetx-color.log" >out 2>/dev/null &&
+	test_line_count = 4 out &&
+	col tokens_per_s_median out >actual &&
+	printf "9423\n16501.5\n867\n" >expect &&
+	test_cmp expect actual &&
+	col loss_min out >actual &&
+	printf "11.046300888\n11.025435448\n11.620714188\n" >expect &&
+	test_cmp expect actual
+'
+
+test_expect_success 'PaddleNLP, Megatron-LM and llm.c summaries' '
+	gpt-logparse --summary --skip-steps 1 "$D/paddlenlp.log" "$D/megatron.log" "$D/llmc.log" >out 2>/dev/null &&
+	col format out >actual &&
+	printf "paddlenlp\nmegatron\nllm.c\n" >expect && test_cmp expect actual &&
+	col step_time_median out >actual &&
+	printf "0.8\n2.05\n0.33652\n" >expect && test_cmp expect actual &&
+	col tokens_per_s_total_median out >actual &&
+	printf "\n\n1557977\n" >expect && test_cmp expect actual &&
+	col eval_losses out >actual &&
+	printf "30:8.5\n4:9.4\n:11.009589 4:7.151734\n" >expect && test_cmp expect actual
+'
+
+test_expect_success 'a directory gives one summary per workerlog, in rank order' '
+	mkdir log &&
+	cp "$D/fleetx.log" log/workerlog.10 &&
+	cp "$D/gptkit.log" log/workerlog.2 &&
+	echo junk >log/other.txt &&
+	gpt-logparse --summary log >out 2>/dev/null &&
+	col rank out >actual &&
+	printf "2\n10\n" >expect && test_cmp expect actual &&
+	col source out >actual &&
+	printf "log/workerlog.2\nlog/workerlog.10\n" >expect && test_cmp expect actual
+'
+
+test_expect_success 'JSON summary is one valid object per log' '
+	gpt-logparse --summary --format json "$D/gptkit.log" "$D/megatron.log" >out 2>/dev/null &&
+	test_line_count = 2 out &&
+	grep -q "\"eval_losses\":\[\[5,10.123456789\],\[10,9.87654321\]\]" out &&
+	if command -v python3 >/dev/null; then
+		python3 -c "import json,sys; [json.loads(l) for l in sys.stdin]" <out
+	fi
+'
+
+test_expect_success 'a log without steps gives an empty summary row' '
+	: >empty.log &&
+	gpt-logparse --summary empty.log >out 2>err &&
+	test "$(col steps out)" = 0 &&
+	test "$(col tokens_per_s_median out)" = "" &&
+	test_grep "no training log lines found" err
+'
+
+test_expect_success 'bad option values are usage errors' '
+	test_expect_code 64 gpt-logparse --format xml "$D/gptkit.log" 2>err &&
+	test_grep "^gpt-logparse: error: --format: expected tsv, csv or json, not .xml.$" err &&
+	test_expect_code 64 gpt-logparse --skip-steps -1 "$D/gptkit.log" 2>err &&
+	test_expect_code 64 gpt-logparse --params 0 "$D/gptkit.log" 2>err &&
+	test_expect_code 64 gpt-logparse --peak-tflops abc "$D/gptkit.log" 2>err &&
+	test_expect_code 64 gpt-logparse --follow --summary "$D/gptkit.log" 2>err &&
+	test_grep "cannot be combined with --summary" err &&
+	test_expect_code 64 gpt-logparse --model x.yaml "$D/gptkit.log" 2>err
+'
+
+test_done

@@ -1,0 +1,104 @@
+#!/bin/sh
+# gpt-logparse inputs: compressed files, directories, missing files, and bad
+# input (binary garbage, truncated lines, empty files, a 1 GB line).
+. "$(dirname "$0")/test-lib.sh"
+D=$GPT_ROOT/tests/cli/data/logparse
+
+test_expect_success 'a .gz log reads like the plain one, from a file and from stdin' '
+	gpt-logparse "$D/gptkit.log" | cut -f 2- >plain &&
+	gzip -c "$D/gptkit.log" >run.log.gz &&
+	gpt-logparse run.log.gz | cut -f 2- >gz &&
+	test_cmp plain gz &&
+	gpt-logparse <run.log.gz | cut -f 2- >gz-stdin &&
+	test_cmp plain gz-stdin
+'
+
+test_expect_success 'xz and zstd logs are recognised by their magic bytes' '
+	for z in xz zstd; do
+		command -v $z >/dev/null || continue
+		$z -c "$D/gptkit.log" >run.$z &&
+		gpt-logparse run.$z | cut -f 2- >out &&
+		test_cmp plain out || exit 1
+	done
+'
+
+test_expect_success 'a corrupt .gz file is a data error that names it' '
+	head -c 200 run.log.gz >bad.gz &&
+	printf "\037\213garbage" >>bad.gz &&
+	test_expect_code 65 gpt-logparse bad.gz >/dev/null 2>err &&
+	test_grep "^gpt-logparse: error: bad.gz: " err
+'
+
+test_expect_success 'a missing log is exit 66 with the name' '
+	test_expect_code 66 gpt-logparse nonexistent.log 2>err &&
+	test_grep "^gpt-logparse: error: nonexistent.log: cannot open the log: " err
+'
+
+test_expect_success 'a directory without workerlog files is exit 66' '
+	mkdir empty-dir &&
+	test_expect_code 66 gpt-logparse empty-dir 2>err &&
+	test_grep "empty-dir: no workerlog.\* files in the directory" err
+'
+
+test_expect_success 'rank comes from workerlog.N, also compressed' '
+	mkdir log &&
+	cp "$D/fleetx.log" log/workerlog.0 &&
+	gzip -c "$D/fleetx-1card.log" >log/workerlog.3.gz &&
+	gpt-logparse log/ >out 2>/dev/null &&
+	cut -f 2 out | sort | uniq -c | awk "{print \$2 \":\" \$1}" | tr "\n" " " >actual &&
+	printf "0:9 3:9 rank:1 " >expect && test_cmp expect actual &&
+	cut -f 1 out | sed -n 2p >actual && echo log/workerlog.0 >expect && test_cmp expect actual
+'
+
+test_expect_success 'binary garbage, truncated lines, empty files: no crash, counts' '
+	head -c 300000 /dev/urandom >garbage.bin &&
+	: >empty.log &&
+	{
+		sed -n 2,4p "$D/fleetx.log"
+		printf "[2022-07-27 12:40:01,298] [    INFO] - global step 5, epoch: 0, bat\n"
+		printf "\000\001\002 global step 6, loss: \377\n"
+		sed -n 5p "$D/fleetx.log" | cut -c 1-150
+		printf "[2022-07-27 12:40:01,402] [    INFO] - global step 7, epoch: 0, batch: 6, loss: 11.04"
+	} >truncated.log &&
+	gpt-logparse garbage.bin empty.log truncated.log >out 2>err &&
+	cut -f 1,3,4 out | grep truncated >actual &&
+	cat >expect <<-\EOT &&
+	truncated.log	1	11.083364487
+	truncated.log	2	11.054802895
+	truncated.log	3	11.082803726
+	truncated.log	4	11.070495605
+	truncated.log	7	11.04
+	EOT
+	test_cmp expect actual &&
+	test_grep "^gpt-logparse: [0-9]+ lines skipped \(unknown format\), 0 too long$" err
+'
+
+test_expect_success 'long lines are skipped and counted, the next line still parses' '
+	{
+		sed -n 2p "$D/fleetx.log"
+		head -c 3000000 /dev/zero | tr "\0" a; echo
+		sed -n 3p "$D/fleetx.log"
+		head -c 1048577 /dev/zero | tr "\0" b
+	} >long.log &&
+	gpt-logparse long.log >out 2>err &&
+	test_line_count = 3 out &&
+	test_grep "^gpt-logparse: 0 lines skipped \(unknown format\), 2 too long$" err
+'
+
+# ASan reserves terabytes of address space, so the memory bound is only
+# enforced in ordinary builds.
+grep -q sanitize "$GPT_ROOT/build/FLAGS" 2>/dev/null || test_set_prereq NO_ASAN
+limit=
+test_have_prereq NO_ASAN && limit="ulimit -v 400000;"
+
+test_expect_success 'a 1 GB line on stdin streams past in bounded memory' '
+	{
+		sed -n 2p "$D/fleetx.log"
+		head -c 1000000000 /dev/zero | tr "\0" a; echo
+		sed -n 3p "$D/fleetx.log"
+	} | ( eval "$limit" gpt-logparse ) >out 2>err &&
+	test_line_count = 3 out &&
+	test_grep "1 too long" err
+'
+
+test_done

@@ -1,0 +1,82 @@
+#!/bin/sh
+# gpt-logparse --follow: rows of a growing log appear as lines are appended.
+. "$(dirname "$0")/test-lib.sh"
+D=$GPT_ROOT/tests/cli/data/logparse
+
+# wait_rows N FILE: wait up to 10 s for FILE to have N lines.
+wait_rows () {
+	i=0
+	while [ "$(wc -l <"$2")" -lt "$1" ] && [ $i -lt 100 ]; do
+		sleep 0.1; i=$((i + 1))
+	done
+	test_line_count = "$1" "$2"
+}
+
+test_expect_success 'rows appear as the log grows; a partial line waits for its newline' '
+	sed -n 2,3p "$D/fleetx.log" >run.log
+	: >out
+	gpt-logparse --follow run.log >out 2>err &
+	pid=$!
+	good=0
+	line=$(sed -n 4p "$D/fleetx.log")
+	wait_rows 3 out &&
+	printf "%s" "$(echo "$line" | cut -c 1-100)" >>run.log &&
+	sleep 0.5 &&
+	test_line_count = 3 out &&
+	printf "%s\n" "$(echo "$line" | cut -c 101-)" >>run.log &&
+	wait_rows 4 out &&
+	sed -n 5,6p "$D/fleetx.log" >>run.log &&
+	wait_rows 6 out &&
+	good=1
+	kill $pid || :
+	wait $pid || :
+	test $good = 1 &&
+	cut -f 3 out | sed 1d | tr "\n" " " >actual &&
+	printf "1 2 3 4 5 " >expect && test_cmp expect actual
+'
+
+test_expect_success 'a followed log that is truncated is read again from its start' '
+	sed -n 2,4p "$D/fleetx.log" >run2.log
+	: >out
+	gpt-logparse --follow run2.log >out 2>/dev/null &
+	pid=$!
+	good=0
+	wait_rows 4 out &&
+	sed -n 2p "$D/gptkit.log" >run2.log &&
+	wait_rows 5 out &&
+	good=1
+	kill $pid || :
+	wait $pid || :
+	test $good = 1 &&
+	tail -n 1 out | cut -f 3,7 >actual &&
+	printf "1\t1995\n" >expect && test_cmp expect actual &&
+	sed -n 4p out | cut -f 3 >actual && echo 3 >expect && test_cmp expect actual
+'
+
+test_expect_success 'following a pipe ends with the pipe' '
+	sed -n 2,4p "$D/fleetx.log" | gpt-logparse --follow >out 2>/dev/null &&
+	test_line_count = 4 out
+'
+
+test_expect_success 'following two logs from a directory' '
+	mkdir log
+	: >log/workerlog.0
+	: >log/workerlog.1
+	: >out
+	gpt-logparse -f log >out 2>/dev/null &
+	pid=$!
+	good=0
+	wait_rows 1 out &&
+	sed -n 2p "$D/fleetx.log" >>log/workerlog.1 &&
+	wait_rows 2 out &&
+	sed -n 2p "$D/gptkit.log" >>log/workerlog.0 &&
+	wait_rows 3 out &&
+	good=1
+	kill $pid || :
+	wait $pid || :
+	test $good = 1 &&
+	cut -f 1 out | sed 1d >actual &&
+	printf "log/workerlog.1\nlog/workerlog.0\n" >expect && test_cmp expect actual
+'
+
+test_done
