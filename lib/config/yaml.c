@@ -12,6 +12,11 @@
 #define MAX_CONFIG_BYTES (16u << 20)
 #define MAX_BASE_DEPTH 8
 #define MAX_PATH_LEN 256
+/* A configuration nests four levels deep; libyaml's scanner slows down
+ * quadratically with nesting, so deeper input is refused while streaming,
+ * before it gets that far. Aliases are bounded for the same reason. */
+#define MAX_DEPTH 32
+#define MAX_ALIASES 1024
 
 typedef struct reader {
 	gpt_config *cfg;
@@ -177,24 +182,72 @@ static int read_doc(reader *r, gpt_err *err)
 	return walk(r, root, "", err);
 }
 
+static int syntax_error(yaml_parser_t *p, const char *name, gpt_err *err)
+{
+	return gpt_err_set(err, GPT_EDATA, "%s:%zu:%zu: YAML syntax error: %s%s%s", name,
+			   p->problem_mark.line + 1, p->problem_mark.column + 1,
+			   p->problem ? p->problem : "unknown problem", p->context ? " " : "",
+			   p->context ? p->context : "");
+}
+
+/* One pass over the event stream that stops at the first sign of abuse. */
+static int prescan(const char *text, size_t len, const char *name, gpt_err *err)
+{
+	yaml_parser_t parser;
+	yaml_event_t ev;
+	int depth = 0, aliases = 0, rc = 0;
+	if (!yaml_parser_initialize(&parser))
+		return gpt_err_set(err, GPT_EINTERNAL, "%s: cannot initialise libyaml", name);
+	yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+	for (;;) {
+		if (!yaml_parser_parse(&parser, &ev)) {
+			rc = syntax_error(&parser, name, err);
+			break;
+		}
+		yaml_event_type_t t = ev.type;
+		size_t line = ev.start_mark.line + 1, col = ev.start_mark.column + 1;
+		yaml_event_delete(&ev);
+		if (t == YAML_STREAM_END_EVENT)
+			break;
+		if (t == YAML_SEQUENCE_START_EVENT || t == YAML_MAPPING_START_EVENT)
+			depth++;
+		else if (t == YAML_SEQUENCE_END_EVENT || t == YAML_MAPPING_END_EVENT)
+			depth--;
+		else if (t == YAML_ALIAS_EVENT)
+			aliases++;
+		if (depth > MAX_DEPTH) {
+			rc = gpt_err_set(err, GPT_EDATA,
+					 "%s:%zu:%zu: expected a configuration nested at most %d levels, "
+					 "found deeper nesting", name, line, col, MAX_DEPTH);
+			break;
+		}
+		if (aliases > MAX_ALIASES) {
+			rc = gpt_err_set(err, GPT_EDATA,
+					 "%s:%zu:%zu: expected at most %d YAML aliases, found more", name,
+					 line, col, MAX_ALIASES);
+			break;
+		}
+	}
+	yaml_parser_delete(&parser);
+	return rc;
+}
+
 static int parse_text(gpt_config *cfg, const char *text, size_t len, const char *name,
 		      const char *dir, gpt_err *err)
 {
 	reader r = {cfg, NULL, NULL, dir};
 	if (!(r.file = gpt_arena_strdup(&cfg->arena, name, err)))
 		return err->code;
+	int rc = prescan(text, len, name, err);
+	if (rc)
+		return rc;
 	yaml_parser_t parser;
 	yaml_document_t doc;
 	if (!yaml_parser_initialize(&parser))
 		return gpt_err_set(err, GPT_EINTERNAL, "%s: cannot initialise libyaml", name);
 	yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
-	int rc = 0;
 	if (!yaml_parser_load(&parser, &doc)) {
-		const char *ctx = parser.context;
-		rc = gpt_err_set(err, GPT_EDATA, "%s:%zu:%zu: YAML syntax error: %s%s%s", name,
-				 parser.problem_mark.line + 1, parser.problem_mark.column + 1,
-				 parser.problem ? parser.problem : "unknown problem",
-				 ctx ? " " : "", ctx ? ctx : "");
+		rc = syntax_error(&parser, name, err);
 		yaml_parser_delete(&parser);
 		return rc;
 	}
@@ -204,9 +257,7 @@ static int parse_text(gpt_config *cfg, const char *text, size_t len, const char 
 		/* One document per file: a second one would be silently ignored. */
 		yaml_document_t more;
 		if (!yaml_parser_load(&parser, &more)) {
-			rc = gpt_err_set(err, GPT_EDATA, "%s:%zu:%zu: YAML syntax error: %s", name,
-					 parser.problem_mark.line + 1, parser.problem_mark.column + 1,
-					 parser.problem ? parser.problem : "unknown problem");
+			rc = syntax_error(&parser, name, err);
 		} else {
 			yaml_node_t *root2 = yaml_document_get_root_node(&more);
 			if (root2)
