@@ -22,16 +22,16 @@
 #define BIG 9.2e18
 
 #define DATA_KEYS(SEC, f)                                                                          \
-	S("Data." SEC ".dataset.name", f.dataset.name, "GPTDataset",                                \
-	  "dataset kind; only GPTDataset (a Megatron indexed dataset) exists"),                      \
+	E("Data." SEC ".dataset.name", f.dataset.name, "GPTDataset", "GPTDataset",                  \
+	  "dataset kind: GPTDataset, a Megatron indexed dataset"),                                   \
 	S("Data." SEC ".dataset.input_dir", f.dataset.input_dir, "./data",                          \
 	  "directory holding the .bin/.idx pair written by gpt-preprocess, or their path prefix"),   \
 	K("Data." SEC ".dataset.split", GPT_CT_SPLIT, f.dataset.split, "949,50,1", NULL, 0, 0, 0,   \
 	  "train,valid,test shares of the documents, '949,50,1' or [949, 50, 1]"),                  \
 	I("Data." SEC ".dataset.max_seq_len", f.dataset.max_seq_len, "1024", 1, 1048576,            \
 	  "tokens per sample (the sequence length s)"),                                              \
-	S("Data." SEC ".sampler.name", f.sampler_name, "GPTBatchSampler",                            \
-	  "batch sampler; only GPTBatchSampler (consecutive global batches) exists"),               \
+	E("Data." SEC ".sampler.name", f.sampler_name, "GPTBatchSampler", "GPTBatchSampler",         \
+	  "batch sampler: GPTBatchSampler, consecutive global batches"),                            \
 	B("Data." SEC ".sampler.shuffle", f.shuffle, "False",                                        \
 	  "shuffle the order of samples within each epoch"),                                         \
 	B("Data." SEC ".sampler.drop_last", f.drop_last, "True",                                     \
@@ -92,8 +92,9 @@ static const gpt_config_key keys[] = {
 	S("Engine.save_load.ckpt_dir", engine.save_load.ckpt_dir, NULL,
 	  "checkpoint to start from (null: fresh initialisation)"),
 
-	S("Model.module", model.module, "GPTModule", "FleetX module name; GPTModule"),
-	S("Model.name", model.name, "GPT", "model family; GPT"),
+	C("Model.module", GPT_CT_STR, model.module, "GPTModule",
+	  "FleetX task module (gptkit picks the task by program: gpt-train, gpt-infer)"),
+	E("Model.name", model.name, "GPT", "GPT", "model family: GPT"),
 	I("Model.vocab_size", model.vocab_size, "50304", 1, 1 << 30,
 	  "tokenizer vocabulary; rows are padded to a multiple of 128 (50257 -> 50304)"),
 	I("Model.hidden_size", model.hidden_size, "1024", 1, 1 << 20, "hidden size h (C)"),
