@@ -13,7 +13,8 @@
 #define I(name, field, def, min, max, help) K(name, GPT_CT_INT, field, def, NULL, min, max, 0, help)
 #define ID(name, field, min, max, help) \
 	K(name, GPT_CT_INT, field, NULL, NULL, min, max, GPT_CK_DERIVED, help)
-#define F(name, field, def, min, max, help) K(name, GPT_CT_FLOAT, field, def, NULL, min, max, 0, help)
+#define F(name, field, def, min, max, help) \
+	K(name, GPT_CT_FLOAT, field, def, NULL, min, max, 0, help)
 #define B(name, field, def, help) K(name, GPT_CT_BOOL, field, def, NULL, 0, 0, 0, help)
 #define S(name, field, def, help) K(name, GPT_CT_STR, field, def, NULL, 0, 0, 0, help)
 #define E(name, field, def, choices, help) K(name, GPT_CT_ENUM, field, def, choices, 0, 0, 0, help)
@@ -206,7 +207,8 @@ static const gpt_config_key keys[] = {
 	B("Quantization.enable", quantization.enable, "False",
 	  "quantization-aware training (fake-quantized weights and activations)"),
 	E("Quantization.weight_quantize_type", quantization.weight_quantize_type,
-	  "channel_wise_abs_max", "abs_max|channel_wise_abs_max", "weight scale: per tensor or per output channel"),
+	  "channel_wise_abs_max", "abs_max|channel_wise_abs_max",
+	  "weight scale: per tensor or per output channel"),
 	E("Quantization.activation_quantize_type", quantization.activation_quantize_type,
 	  "moving_average_abs_max", "abs_max|moving_average_abs_max",
 	  "activation scale: per batch or a moving average"),

@@ -23,11 +23,8 @@ void gpt_config_where(const gpt_config *cfg, int k, char *out, size_t size)
 	case GPT_SRC_FLAG:
 		snprintf(out, size, "%s", o->where);
 		break;
-	case GPT_SRC_DERIVED:
-		snprintf(out, size, "%s (derived)", o->where ? o->where : "configuration");
-		break;
-	default:
-		snprintf(out, size, "%s (default)", o->where ? o->where : "configuration");
+	default: /* defaulted or derived: the file as a whole is the best place */
+		snprintf(out, size, "%s", cfg->file ? cfg->file : "configuration");
 		break;
 	}
 }

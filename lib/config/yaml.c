@@ -297,6 +297,10 @@ static int read_path(gpt_config *cfg, const char *path, gpt_err *err)
 		return gpt_err_set(err, GPT_EDATA,
 				   "%s: expected a YAML text file, found NUL bytes (a binary file?)", path);
 	}
+	if (!cfg->file && !(cfg->file = gpt_arena_strdup(&cfg->arena, path, err))) {
+		free(text);
+		return err->code;
+	}
 	char *dcopy = gpt_strdup(path, err);
 	if (!dcopy) {
 		free(text);

@@ -86,10 +86,11 @@ test_expect_success 'batch sizes that do not divide' '
 test_expect_success 'model shape that the layout cannot split' '
 	fails 64 "-o Distributed.mp_degree=3: Distributed.mp_degree: expected a divisor of Model.num_attention_heads 4" \
 		gpt-train -c "$C/tiny_cpu.yaml" -o Distributed.mp_degree=3 --print-config &&
-	fails 64 "--pipeline_parallel_degree 4: Distributed.pp_degree" \
-		gpt-train -c "$C/tiny_cpu.yaml" --pipeline_parallel_degree 4 --print-config ||
-	fails 65 "Model.num_layers: expected a multiple of pp_degree x virtual_pp_degree = 4 x 1 = 4, found 2" \
-		gpt-train -c "$C/tiny_cpu.yaml" --pipeline_parallel_degree 4 --print-config
+	fails 65 "tiny_cpu.yaml:30:15: Model.num_layers: expected a multiple of pp_degree x virtual_pp_degree = 4 x 1 = 4, found 2" \
+		gpt-train -c "$C/tiny_cpu.yaml" --pipeline_parallel_degree 4 --print-config &&
+	printf "Model:\n  hidden_size: 1000\n" >bad.yaml &&
+	fails 65 "bad.yaml:2:16: Model.num_attention_heads (not given): expected a divisor of hidden_size 1000, found 16" \
+		gpt-train -c bad.yaml --print-config
 '
 
 test_expect_success 'missing file (66), directory, empty file, syntax error' '

@@ -116,7 +116,8 @@ static void test_overrides_and_flags(void)
 	gpt_config_free(&cfg);
 	unsetenv("GPT_WORLD_SIZE");
 
-	is_int(load(&cfg, "Model:\n  num_layers: 32\nDistributed:\n  mp_degree: 8\n  pp_degree: 16\n", NULL, 0, 0, &err), 0,
+	is_int(load(&cfg, "Model:\n  num_layers: 32\nDistributed:\n  mp_degree: 8\n  pp_degree: 16\n",
+		    NULL, 0, 0, &err), 0,
 	       "no world size: the layout decides");
 	is_int(cfg.world_size, 128, "world = product of the degrees");
 	gpt_config_free(&cfg);
@@ -157,7 +158,8 @@ static void test_errors(void)
 		   "Global.local_batch_size", "found 3", "inconsistent local");
 	expect_err("Model: [\n", NULL, 0, GPT_EDATA, "YAML syntax error", NULL, "syntax");
 	expect_err("", NULL, 0, GPT_EDATA, "empty", NULL, "empty");
-	expect_err("Model:\n  num_layers: 2\nModel:\n  num_layers: 4\n", NULL, 0, GPT_EDATA, "duplicate key Model", NULL,
+	expect_err("Model:\n  num_layers: 2\nModel:\n  num_layers: 4\n", NULL, 0, GPT_EDATA,
+		   "duplicate key Model", NULL,
 		   "duplicate");
 	expect_err(NULL, "Model.hidden_sise=8", 0, GPT_EUSAGE, "-o Model.hidden_sise=8",
 		   "did you mean Model.hidden_size?", "unknown override");
