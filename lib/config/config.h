@@ -193,6 +193,7 @@ typedef struct gpt_config {
 	struct gpt_config_origin *origin; /* one per key, indexed like gpt_config_keys() */
 	int sharding_takes_rest;          /* --sharding stageN without a degree */
 	int base_depth;
+	const char *base_chain[9];        /* real paths of the files being read, for cycles */
 	const char *file;                 /* the file named on the command line */
 	gpt_arena arena;                  /* strings and lists */
 } gpt_config;

@@ -134,6 +134,24 @@ static void range_text(const gpt_config_key *k, const char *what, char *out, siz
 
 static int store_default(gpt_config *cfg, int k, gpt_err *err);
 
+/* The file is UTF-8 (libyaml checks); -o text must be too, or the printed
+ * configuration would not read back. */
+static int utf8_ok(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	while (*p) {
+		int n = *p < 0x80 ? 0 : (*p & 0xe0) == 0xc0 ? 1 : (*p & 0xf0) == 0xe0 ? 2
+			: (*p & 0xf8) == 0xf0 ? 3 : -1;
+		if (n < 0 || (n == 1 && *p < 0xc2))
+			return 0;
+		p++;
+		for (int i = 0; i < n; i++, p++)
+			if ((*p & 0xc0) != 0x80)
+				return 0;
+	}
+	return 1;
+}
+
 int gpt_config_set_scalar(gpt_config *cfg, int k, const char *text, int is_null,
 			  const gpt_config_origin *o, gpt_err *err)
 {
@@ -174,6 +192,8 @@ int gpt_config_set_scalar(gpt_config *cfg, int k, const char *text, int is_null,
 		break;
 	}
 	case GPT_CT_STR: {
+		if (!utf8_ok(text))
+			return bad_value(key, o, "UTF-8 text", text, err);
 		char *s = gpt_arena_strdup(&cfg->arena, text, err);
 		if (!s)
 			return err->code;
@@ -272,8 +292,8 @@ int gpt_config_set_list(gpt_config *cfg, int k, const char *const *items, int n,
 		if (n && !v)
 			return err->code;
 		for (int i = 0; i < n; i++) {
-			if (!items[i][0])
-				return bad_value(key, o, "a list of names", "an empty item", err);
+			if (!items[i][0] || !utf8_ok(items[i]))
+				return bad_value(key, o, "a list of UTF-8 names", items[i], err);
 			if (!(v[i] = gpt_arena_strdup(&cfg->arena, items[i], err)))
 				return err->code;
 		}
@@ -366,6 +386,9 @@ int gpt_config_override(gpt_config *cfg, const char *assignment, gpt_err *err)
 	gpt_buf_free(&w);
 	if (!where)
 		return err->code;
+	for (char *p = where; *p; p++) /* messages stay printable, one line */
+		if ((unsigned char)*p < 32 || (unsigned char)*p >= 127)
+			*p = '?';
 	if (!eq || eq == assignment)
 		return gpt_err_set(err, GPT_EUSAGE,
 				   "%s: expected Section.key=value, e.g. -o Model.hidden_size=1024", where);

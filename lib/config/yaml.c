@@ -3,6 +3,7 @@
 #include "config/config.h"
 
 #include <libgen.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <yaml.h>
@@ -284,6 +285,21 @@ static int read_path(gpt_config *cfg, const char *path, gpt_err *err)
 {
 	char *text = NULL;
 	size_t len = 0;
+	char *real = realpath(path, NULL);
+	cfg->base_chain[cfg->base_depth] = NULL;
+	if (real) {
+		for (int i = 0; i < cfg->base_depth; i++)
+			if (cfg->base_chain[i] && strcmp(cfg->base_chain[i], real) == 0) {
+				free(real);
+				return gpt_err_set(err, GPT_EDATA,
+						   "%s: expected a chain of _base_ files, found a cycle back "
+						   "to this file", path);
+			}
+		cfg->base_chain[cfg->base_depth] = gpt_arena_strdup(&cfg->arena, real, err);
+		free(real);
+		if (!cfg->base_chain[cfg->base_depth])
+			return err->code;
+	}
 	int rc = gpt_file_read_all(path, MAX_CONFIG_BYTES, &text, &len, err);
 	if (rc) {
 		if (rc == GPT_EDATA)

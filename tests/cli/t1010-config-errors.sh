@@ -138,6 +138,18 @@ test_expect_success 'anchors and aliases cannot blow up' '
 	fails 65 "unknown key Global.num_layers" gpt-train -c alias2.yaml --print-config
 '
 
+test_expect_success '_base_: missing, not a name, a cycle' '
+	printf "_base_: nothere.yaml\n" >b1.yaml &&
+	fails 66 "b1.yaml:1:9: _base_: ./nothere.yaml: No such file or directory" \
+		gpt-train -c b1.yaml --print-config &&
+	printf "_base_: [x]\n" >b2.yaml &&
+	fails 65 "b2.yaml:1:9: _base_: expected a file name, found a sequence" \
+		gpt-train -c b2.yaml --print-config &&
+	printf "_base_: b4.yaml\n" >b3.yaml && printf "_base_: b3.yaml\n" >b4.yaml &&
+	fails 65 "expected a chain of _base_ files, found a cycle back to this file" \
+		gpt-train -c b3.yaml --print-config
+'
+
 test_expect_success 'bad overrides, flags and world sizes are usage errors (64)' '
 	fails 64 "-o Model.hidden_sise=8: unknown key Model.hidden_sise; did you mean Model.hidden_size?" \
 		gpt-train -c "$C/tiny_cpu.yaml" -o Model.hidden_sise=8 --print-config &&
@@ -156,7 +168,9 @@ test_expect_success 'bad overrides, flags and world sizes are usage errors (64)'
 	fails 64 "unknown option --bogus" gpt-train -c "$C/tiny_cpu.yaml" --bogus &&
 	fails 64 "option --config needs an argument" gpt-train --config &&
 	fails 64 "unexpected argument" gpt-train -c "$C/tiny_cpu.yaml" extra &&
-	fails 64 "no configuration given" gpt-train
+	fails 64 "no configuration given" gpt-train &&
+	fails 64 "Engine.save_load.output_dir: expected UTF-8 text, found '"'"'a\\xe9b'"'"'" \
+		gpt-train -c "$C/tiny_cpu.yaml" -o "Engine.save_load.output_dir=$(printf "a\351b")" --print-config
 '
 
 test_expect_success 'inconsistent settings name both keys' '
