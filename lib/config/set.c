@@ -91,6 +91,7 @@ static const char *enum_alias(const gpt_config_key *k, const char *text)
 		"Engine.mix_precision.dtype", "fp16", "float16",
 		"Engine.mix_precision.dtype", "half", "float16",
 		"Engine.mix_precision.dtype", "bf16", "bfloat16",
+		"Optimizer.name", "FusedAdamW", "AdamW", /* FleetX: the same update, fused */
 		NULL, NULL, NULL,
 	};
 	for (int i = 0; tbl[i]; i += 3)

@@ -286,11 +286,13 @@ int gpt_train_memory_write(const gpt_config *cfg, const gpt_train_memory *m, FIL
 	fprintf(fp, "  one layer, one micro-batch: %s stored, %s kept under full recompute\n",
 		gib(m->layer_none, a, sizeof a), gib(m->layer_full, b, sizeof b));
 	if (m->pp > 1) {
-		fprintf(fp, "\nby stage: stage layers device-total activations(configured)\n");
+		fprintf(fp, "\nper stage:\n  %5s %6s %14s %14s %14s\n", "stage", "layers",
+			"parameters", "activations", "device total");
 		for (int64_t s = 0; s < m->pp; s++)
-			fprintf(fp, "  %lld %lld %s %s\n", (long long)s, (long long)m->stage[s].layers,
-				gib(m->stage[s].device_total, a, sizeof a),
-				gib(m->stage[s].act_config, b, sizeof b));
+			fprintf(fp, "  %5lld %6lld %14s %14s %14s\n", (long long)s,
+				(long long)m->stage[s].layers, gib(m->stage[s].param_bytes, a, sizeof a),
+				gib(m->stage[s].act_config, b, sizeof b),
+				gib(m->stage[s].device_total, c, sizeof c));
 	}
 	if (fflush(fp) || ferror(fp))
 		return gpt_err_set(err, GPT_EIO, "writing the dry-run report failed");
