@@ -79,11 +79,12 @@ static const gpt_config_key keys[] = {
 	F("Engine.mix_precision.scale_loss", engine.mix_precision.scale_loss, "32768.0", 1e-30, 1e38,
 	  "initial dynamic loss scale (float16 only)"),
 	K("Engine.mix_precision.custom_black_list", GPT_CT_STRLIST,
-	  engine.mix_precision.custom_black_list, NULL, NULL, 0, 0, 0,
-	  "op names kept in fp32 (reduce_sum, c_softmax_with_cross_entropy, elementwise_div)"),
+	  engine.mix_precision.custom_black_list, NULL, NULL, 0, 0, GPT_CK_COMPAT,
+	  "Paddle op names kept in fp32; gptkit always keeps softmax, LayerNorm statistics, "
+	  "the loss and reductions in fp32"),
 	K("Engine.mix_precision.custom_white_list", GPT_CT_STRLIST,
-	  engine.mix_precision.custom_white_list, NULL, NULL, 0, 0, 0,
-	  "op names run in 16 bits (lookup_table, lookup_table_v2)"),
+	  engine.mix_precision.custom_white_list, NULL, NULL, 0, 0, GPT_CK_COMPAT,
+	  "Paddle op names run in 16 bits; gptkit runs GEMMs and embeddings in 16 bits"),
 	I("Engine.save_load.save_steps", engine.save_load.save_steps, "1000", 0, BIG,
 	  "steps between checkpoints (0: only at the end)"),
 	I("Engine.save_load.save_epoch", engine.save_load.save_epoch, "1", 0, BIG,
@@ -123,8 +124,8 @@ static const gpt_config_key keys[] = {
 	  0, "layer indices kept out of recompute"),
 	B("Model.fused_linear", model.fused_linear, "False",
 	  "fuse bias addition into the GEMM epilogue (CUDA)"),
-	B("Model.fuse_attn_qkv", model.fuse_attn_qkv, "True",
-	  "one GEMM for Q, K and V (the parameter is one [3, C, C] tensor either way)"),
+	C("Model.fuse_attn_qkv", GPT_CT_BOOL, model.fuse_attn_qkv, "True",
+	  "Paddle's fused QKV layer; gptkit always has one [3, C, C] qkv tensor and one GEMM"),
 	B("Model.sequence_parallel", model.sequence_parallel, "False",
 	  "split LayerNorm/dropout activations over tp along the sequence (needs mp_degree > 1)"),
 
@@ -152,8 +153,8 @@ static const gpt_config_key keys[] = {
 	  "ClipGradByGlobalNorm", "gradient clipping; by the global L2 norm"),
 	F("Optimizer.grad_clip.clip_norm", optimizer.grad_clip.clip_norm, "1.0", 0, 1e30,
 	  "largest global gradient norm (0: no clipping)"),
-	B("Optimizer.tensor_fusion", optimizer.tensor_fusion, "False",
-	  "reduce gradients in fused buckets rather than tensor by tensor"),
+	C("Optimizer.tensor_fusion", GPT_CT_BOOL, optimizer.tensor_fusion, "False",
+	  "Paddle's fused parameter buffers; gptkit always keeps flat buffers"),
 
 	ID("Distributed.dp_degree", distributed.dp_degree, 1, 1 << 20,
 	   "data parallel ways (default: world size / the other degrees)"),
@@ -224,8 +225,8 @@ static const gpt_config_key keys[] = {
 	K("Quantization.activation_preprocess_type", GPT_CT_ENUM,
 	  quantization.activation_preprocess_type, NULL, "PACT", 0, 0, 0,
 	  "null or PACT (learned clipping)"),
-	B("Quantization.onnx_format", quantization.onnx_format, "True",
-	  "export quantize/dequantize pairs (True) or fake-quant ops"),
+	C("Quantization.onnx_format", GPT_CT_BOOL, quantization.onnx_format, "True",
+	  "Paddle's export format of quantized ops"),
 };
 
 /* Spellings from older FleetX configs (seed 002) and FleetX's Model section. */
