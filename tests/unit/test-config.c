@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char base_yaml[] =
 	"Global:\n"
@@ -297,6 +298,41 @@ static void test_keys(void)
 	gpt_config_free(&cfg);
 }
 
+static void test_load_file(void)
+{
+	char dir[] = "/tmp/gpt-test-config.XXXXXX", base[64], top[64];
+	gpt_config cfg;
+	gpt_err err = {0};
+	if (!mkdtemp(dir)) {
+		ok(0, "mkdtemp");
+		return;
+	}
+	snprintf(base, sizeof base, "%s/base.yaml", dir);
+	snprintf(top, sizeof top, "%s/top.yaml", dir);
+	FILE *f = fopen(base, "w");
+	fputs(base_yaml, f);
+	fclose(f);
+	f = fopen(top, "w");
+	fputs("_base_: base.yaml\nModel:\n  num_layers: 8\n", f);
+	fclose(f);
+	char *ov[] = {"Global.micro_batch_size=4"};
+	setenv("WORLD_SIZE", "4", 1);
+	is_int(gpt_config_load(&cfg, top, ov, 1, &err), 0, "gpt_config_load with _base_ (%s)",
+	       err.msg);
+	unsetenv("WORLD_SIZE");
+	is_int(cfg.model.num_layers, 8, "the file overrides its base");
+	is_int(cfg.model.hidden_size, 256, "the base supplies the rest");
+	is_int(cfg.distributed.dp_degree, 2, "world size 4 from WORLD_SIZE, mp 2");
+	is_int(cfg.engine.accumulate_steps, 4, "32 / (2 x 1) / 4");
+	gpt_config_free(&cfg);
+	is_int(gpt_config_load(&cfg, "/nonexistent/x.yaml", NULL, 0, &err),
+	       GPT_ENOINPUT, "missing file is 66");
+	gpt_config_free(&cfg);
+	remove(base);
+	remove(top);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	(void)skip_all; /* tap.h defines it static; this file never skips */
@@ -311,5 +347,6 @@ int main(void)
 	test_params();
 	test_plan();
 	test_keys();
+	test_load_file();
 	return done_testing();
 }
