@@ -9,7 +9,7 @@
  *
  * Use:
  *     gpt_config cfg;
- *     gpt_config_init(&cfg);                          defaults
+ *     gpt_config_init(&cfg, &err);                    defaults
  *     gpt_config_read_file(&cfg, path, &err);         the YAML file (and its _base_)
  *     gpt_config_override(&cfg, "Model.hidden_size=1024", &err);   each -o
  *     gpt_config_paddlenlp(&cfg, "tensor_parallel_degree", "8", &err);
@@ -17,6 +17,9 @@
  *     ...
  *     gpt_config_free(&cfg);
  * or gpt_config_load() for the common file + overrides + resolve sequence.
+ * Settings apply in call order (a later one wins); resolve runs once, last.
+ * Every string and list of the struct lives in its arena until
+ * gpt_config_free.
  *
  * Errors: a problem in the file is GPT_EDATA (65), a missing file
  * GPT_ENOINPUT (66), a bad override, flag or world size GPT_EUSAGE (64).
@@ -193,6 +196,8 @@ typedef struct gpt_config {
 	struct gpt_config_origin *origin; /* one per key, indexed like gpt_config_keys() */
 	int sharding_takes_rest;          /* --sharding stageN without a degree */
 	int base_depth;
+	const char *base_chain[9];        /* real paths of the files being read, for cycles */
+	const char *file;                 /* the file named on the command line */
 	gpt_arena arena;                  /* strings and lists */
 } gpt_config;
 
@@ -239,8 +244,8 @@ const char *const *gpt_config_aliases(void);
 
 /* ---- loading ---- */
 
-/* Sets every key to its default. Never fails (allocation failure is caught
- * when the first string is set). */
+/* Sets every key to its default. Fails (GPT_EINTERNAL) only when memory runs
+ * out; gpt_config_free is safe after a failed init. */
 int gpt_config_init(gpt_config *cfg, gpt_err *err);
 void gpt_config_free(gpt_config *cfg);
 

@@ -13,7 +13,8 @@
 #define I(name, field, def, min, max, help) K(name, GPT_CT_INT, field, def, NULL, min, max, 0, help)
 #define ID(name, field, min, max, help) \
 	K(name, GPT_CT_INT, field, NULL, NULL, min, max, GPT_CK_DERIVED, help)
-#define F(name, field, def, min, max, help) K(name, GPT_CT_FLOAT, field, def, NULL, min, max, 0, help)
+#define F(name, field, def, min, max, help) \
+	K(name, GPT_CT_FLOAT, field, def, NULL, min, max, 0, help)
 #define B(name, field, def, help) K(name, GPT_CT_BOOL, field, def, NULL, 0, 0, 0, help)
 #define S(name, field, def, help) K(name, GPT_CT_STR, field, def, NULL, 0, 0, 0, help)
 #define E(name, field, def, choices, help) K(name, GPT_CT_ENUM, field, def, choices, 0, 0, 0, help)
@@ -22,16 +23,16 @@
 #define BIG 9.2e18
 
 #define DATA_KEYS(SEC, f)                                                                          \
-	S("Data." SEC ".dataset.name", f.dataset.name, "GPTDataset",                                \
-	  "dataset kind; only GPTDataset (a Megatron indexed dataset) exists"),                      \
+	E("Data." SEC ".dataset.name", f.dataset.name, "GPTDataset", "GPTDataset",                  \
+	  "dataset kind: GPTDataset, a Megatron indexed dataset"),                                   \
 	S("Data." SEC ".dataset.input_dir", f.dataset.input_dir, "./data",                          \
 	  "directory holding the .bin/.idx pair written by gpt-preprocess, or their path prefix"),   \
 	K("Data." SEC ".dataset.split", GPT_CT_SPLIT, f.dataset.split, "949,50,1", NULL, 0, 0, 0,   \
 	  "train,valid,test shares of the documents, '949,50,1' or [949, 50, 1]"),                  \
 	I("Data." SEC ".dataset.max_seq_len", f.dataset.max_seq_len, "1024", 1, 1048576,            \
 	  "tokens per sample (the sequence length s)"),                                              \
-	S("Data." SEC ".sampler.name", f.sampler_name, "GPTBatchSampler",                            \
-	  "batch sampler; only GPTBatchSampler (consecutive global batches) exists"),               \
+	E("Data." SEC ".sampler.name", f.sampler_name, "GPTBatchSampler", "GPTBatchSampler",         \
+	  "batch sampler: GPTBatchSampler, consecutive global batches"),                            \
 	B("Data." SEC ".sampler.shuffle", f.shuffle, "False",                                        \
 	  "shuffle the order of samples within each epoch"),                                         \
 	B("Data." SEC ".sampler.drop_last", f.drop_last, "True",                                     \
@@ -78,11 +79,12 @@ static const gpt_config_key keys[] = {
 	F("Engine.mix_precision.scale_loss", engine.mix_precision.scale_loss, "32768.0", 1e-30, 1e38,
 	  "initial dynamic loss scale (float16 only)"),
 	K("Engine.mix_precision.custom_black_list", GPT_CT_STRLIST,
-	  engine.mix_precision.custom_black_list, NULL, NULL, 0, 0, 0,
-	  "op names kept in fp32 (reduce_sum, c_softmax_with_cross_entropy, elementwise_div)"),
+	  engine.mix_precision.custom_black_list, NULL, NULL, 0, 0, GPT_CK_COMPAT,
+	  "Paddle op names kept in fp32; gptkit always keeps softmax, LayerNorm statistics, "
+	  "the loss and reductions in fp32"),
 	K("Engine.mix_precision.custom_white_list", GPT_CT_STRLIST,
-	  engine.mix_precision.custom_white_list, NULL, NULL, 0, 0, 0,
-	  "op names run in 16 bits (lookup_table, lookup_table_v2)"),
+	  engine.mix_precision.custom_white_list, NULL, NULL, 0, 0, GPT_CK_COMPAT,
+	  "Paddle op names run in 16 bits; gptkit runs GEMMs and embeddings in 16 bits"),
 	I("Engine.save_load.save_steps", engine.save_load.save_steps, "1000", 0, BIG,
 	  "steps between checkpoints (0: only at the end)"),
 	I("Engine.save_load.save_epoch", engine.save_load.save_epoch, "1", 0, BIG,
@@ -92,8 +94,9 @@ static const gpt_config_key keys[] = {
 	S("Engine.save_load.ckpt_dir", engine.save_load.ckpt_dir, NULL,
 	  "checkpoint to start from (null: fresh initialisation)"),
 
-	S("Model.module", model.module, "GPTModule", "FleetX module name; GPTModule"),
-	S("Model.name", model.name, "GPT", "model family; GPT"),
+	C("Model.module", GPT_CT_STR, model.module, "GPTModule",
+	  "FleetX task module (gptkit picks the task by program: gpt-train, gpt-infer)"),
+	E("Model.name", model.name, "GPT", "GPT", "model family: GPT"),
 	I("Model.vocab_size", model.vocab_size, "50304", 1, 1 << 30,
 	  "tokenizer vocabulary; rows are padded to a multiple of 128 (50257 -> 50304)"),
 	I("Model.hidden_size", model.hidden_size, "1024", 1, 1 << 20, "hidden size h (C)"),
@@ -121,8 +124,8 @@ static const gpt_config_key keys[] = {
 	  0, "layer indices kept out of recompute"),
 	B("Model.fused_linear", model.fused_linear, "False",
 	  "fuse bias addition into the GEMM epilogue (CUDA)"),
-	B("Model.fuse_attn_qkv", model.fuse_attn_qkv, "True",
-	  "one GEMM for Q, K and V (the parameter is one [3, C, C] tensor either way)"),
+	C("Model.fuse_attn_qkv", GPT_CT_BOOL, model.fuse_attn_qkv, "True",
+	  "Paddle's fused QKV layer; gptkit always has one [3, C, C] qkv tensor and one GEMM"),
 	B("Model.sequence_parallel", model.sequence_parallel, "False",
 	  "split LayerNorm/dropout activations over tp along the sequence (needs mp_degree > 1)"),
 
@@ -150,8 +153,8 @@ static const gpt_config_key keys[] = {
 	  "ClipGradByGlobalNorm", "gradient clipping; by the global L2 norm"),
 	F("Optimizer.grad_clip.clip_norm", optimizer.grad_clip.clip_norm, "1.0", 0, 1e30,
 	  "largest global gradient norm (0: no clipping)"),
-	B("Optimizer.tensor_fusion", optimizer.tensor_fusion, "False",
-	  "reduce gradients in fused buckets rather than tensor by tensor"),
+	C("Optimizer.tensor_fusion", GPT_CT_BOOL, optimizer.tensor_fusion, "False",
+	  "Paddle's fused parameter buffers; gptkit always keeps flat buffers"),
 
 	ID("Distributed.dp_degree", distributed.dp_degree, 1, 1 << 20,
 	   "data parallel ways (default: world size / the other degrees)"),
@@ -205,7 +208,8 @@ static const gpt_config_key keys[] = {
 	B("Quantization.enable", quantization.enable, "False",
 	  "quantization-aware training (fake-quantized weights and activations)"),
 	E("Quantization.weight_quantize_type", quantization.weight_quantize_type,
-	  "channel_wise_abs_max", "abs_max|channel_wise_abs_max", "weight scale: per tensor or per output channel"),
+	  "channel_wise_abs_max", "abs_max|channel_wise_abs_max",
+	  "weight scale: per tensor or per output channel"),
 	E("Quantization.activation_quantize_type", quantization.activation_quantize_type,
 	  "moving_average_abs_max", "abs_max|moving_average_abs_max",
 	  "activation scale: per batch or a moving average"),
@@ -221,8 +225,8 @@ static const gpt_config_key keys[] = {
 	K("Quantization.activation_preprocess_type", GPT_CT_ENUM,
 	  quantization.activation_preprocess_type, NULL, "PACT", 0, 0, 0,
 	  "null or PACT (learned clipping)"),
-	B("Quantization.onnx_format", quantization.onnx_format, "True",
-	  "export quantize/dequantize pairs (True) or fake-quant ops"),
+	C("Quantization.onnx_format", GPT_CT_BOOL, quantization.onnx_format, "True",
+	  "Paddle's export format of quantized ops"),
 };
 
 /* Spellings from older FleetX configs (seed 002) and FleetX's Model section. */

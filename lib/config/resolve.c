@@ -15,18 +15,24 @@ static int kid(const char *name)
 	return gpt_config_key_find(name);
 }
 
-static int fail(const gpt_config *cfg, int k, gpt_err *err, const char *fmt, ...) GPT_PRINTF(4, 5);
-static int fail(const gpt_config *cfg, int k, gpt_err *err, const char *fmt, ...)
+/* Blames key k. When k was not given but the related key alt was, the
+ * message points at alt's place, since that is what the user wrote. */
+static int fail(const gpt_config *cfg, int k, int alt, gpt_err *err, const char *fmt, ...)
+	GPT_PRINTF(5, 6);
+static int fail(const gpt_config *cfg, int k, int alt, gpt_err *err, const char *fmt, ...)
 {
 	char where[512], msg[GPT_ERR_MSG_MAX];
-	int n;
-	gpt_config_where(cfg, k, where, sizeof where);
+	int n, at = k;
+	if (!gpt_config_given(cfg, k) && alt >= 0 && gpt_config_given(cfg, alt))
+		at = alt;
+	gpt_config_where(cfg, at, where, sizeof where);
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	return gpt_err_set(err, gpt_config_where_code(cfg, k), "%s: %s: %s", where,
-			   gpt_config_keys(&n)[k].name, msg);
+	return gpt_err_set(err, gpt_config_where_code(cfg, at), "%s: %s%s: %s", where,
+			   gpt_config_keys(&n)[k].name,
+			   gpt_config_given(cfg, k) ? "" : " (not given)", msg);
 }
 
 static void derived(gpt_config *cfg, int k, const char *why)
@@ -77,7 +83,7 @@ static int resolve_degrees(gpt_config *cfg, gpt_err *err)
 		cfg->world_size = mul(mul(*dp, *sh), mul(mp, pp));
 		cfg->world_size_from = "the product of the degrees";
 		if (cfg->world_size >= (1 << 24))
-			return fail(cfg, kmp, err,
+			return fail(cfg, kmp, -1, err,
 				    "expected dp_degree x mp_degree x pp_degree x sharding_degree "
 				    "below 16777216 ranks, found %lld x %lld x %lld x %lld",
 				    (long long)*dp, (long long)mp, (long long)pp, (long long)*sh);
@@ -103,7 +109,7 @@ static int resolve_degrees(gpt_config *cfg, gpt_err *err)
 		int blame = gpt_config_given(cfg, kmp) ? kmp : gpt_config_given(cfg, kpp) ? kpp
 							  : gdp ? kdp : ksh;
 		if (world % others != 0)
-			return fail(cfg, blame, err,
+			return fail(cfg, blame, -1, err,
 				    "expected the other degrees (mp_degree %lld x pp_degree %lld%s%lld) "
 				    "to divide the world size %lld (from %s), found a product of %lld",
 				    (long long)mp, (long long)pp,
@@ -121,7 +127,7 @@ static int resolve_degrees(gpt_config *cfg, gpt_err *err)
 	}
 	int64_t prod = mul(mul(*dp, *sh), mul(mp, pp));
 	if (prod != world)
-		return fail(cfg, kdp, err,
+		return fail(cfg, kdp, -1, err,
 			    "expected dp_degree x mp_degree x pp_degree x sharding_degree to equal the "
 			    "world size %lld (from %s), found %lld x %lld x %lld x %lld = %lld; change "
 			    "a degree or leave dp_degree out to derive it",
@@ -137,7 +143,8 @@ static int resolve_model(gpt_config *cfg, gpt_err *err)
 	int64_t vpp = cfg->distributed.virtual_pp_degree, L = cfg->model.num_layers;
 	int kffn = kid("Model.ffn_hidden_size");
 	if (h % a)
-		return fail(cfg, kid("Model.num_attention_heads"), err,
+		return fail(cfg, kid("Model.num_attention_heads"), kid("Model.hidden_size"),
+			    err,
 			    "expected a divisor of hidden_size %lld, found %lld", (long long)h,
 			    (long long)a);
 	cfg->head_size = h / a;
@@ -148,31 +155,31 @@ static int resolve_model(gpt_config *cfg, gpt_err *err)
 	cfg->padded_vocab_size =
 		(cfg->model.vocab_size + GPT_VOCAB_PAD - 1) / GPT_VOCAB_PAD * GPT_VOCAB_PAD;
 	if (a % mp)
-		return fail(cfg, kid("Distributed.mp_degree"), err,
+		return fail(cfg, kid("Distributed.mp_degree"), -1, err,
 			    "expected a divisor of Model.num_attention_heads %lld (heads are split over "
 			    "tensor parallel ranks), found %lld", (long long)a, (long long)mp);
 	if (cfg->model.ffn_hidden_size % mp)
-		return fail(cfg, kid("Distributed.mp_degree"), err,
+		return fail(cfg, kid("Distributed.mp_degree"), -1, err,
 			    "expected a divisor of Model.ffn_hidden_size %lld, found %lld",
 			    (long long)cfg->model.ffn_hidden_size, (long long)mp);
 	if (cfg->padded_vocab_size % mp)
-		return fail(cfg, kid("Distributed.mp_degree"), err,
+		return fail(cfg, kid("Distributed.mp_degree"), -1, err,
 			    "expected a divisor of the padded vocabulary %lld (Model.vocab_size %lld "
 			    "rounded up to a multiple of %d), found %lld",
 			    (long long)cfg->padded_vocab_size, (long long)cfg->model.vocab_size,
 			    GPT_VOCAB_PAD, (long long)mp);
 	if (L % mul(pp, vpp))
-		return fail(cfg, kid("Model.num_layers"), err,
+		return fail(cfg, kid("Model.num_layers"), kid("Distributed.pp_degree"), err,
 			    "expected a multiple of pp_degree x virtual_pp_degree = %lld x %lld = %lld, "
 			    "found %lld", (long long)pp, (long long)vpp, (long long)mul(pp, vpp),
 			    (long long)L);
 	for (int i = 0; i < cfg->model.no_recompute_layers.n; i++)
 		if (cfg->model.no_recompute_layers.v[i] >= L)
-			return fail(cfg, kid("Model.no_recompute_layers"), err,
+			return fail(cfg, kid("Model.no_recompute_layers"), -1, err,
 				    "expected layer indices below num_layers %lld, found %lld",
 				    (long long)L, (long long)cfg->model.no_recompute_layers.v[i]);
 	if (cfg->model.sequence_parallel && mp == 1)
-		return fail(cfg, kid("Model.sequence_parallel"), err,
+		return fail(cfg, kid("Model.sequence_parallel"), -1, err,
 			    "expected False when Distributed.mp_degree is 1 (sequence parallelism "
 			    "splits activations over tensor parallel ranks), found True");
 	/* The evaluation data follows the training data unless it says otherwise. */
@@ -193,11 +200,13 @@ static int resolve_model(gpt_config *cfg, gpt_err *err)
 	}
 	int64_t maxpos = cfg->model.max_position_embeddings;
 	if (cfg->data.train.dataset.max_seq_len > maxpos)
-		return fail(cfg, kid("Data.Train.dataset.max_seq_len"), err,
+		return fail(cfg, kid("Data.Train.dataset.max_seq_len"),
+			    kid("Model.max_position_embeddings"), err,
 			    "expected at most Model.max_position_embeddings %lld, found %lld",
 			    (long long)maxpos, (long long)cfg->data.train.dataset.max_seq_len);
 	if (cfg->data.eval.dataset.max_seq_len > maxpos)
-		return fail(cfg, kid("Data.Eval.dataset.max_seq_len"), err,
+		return fail(cfg, kid("Data.Eval.dataset.max_seq_len"),
+			    kid("Model.max_position_embeddings"), err,
 			    "expected at most Model.max_position_embeddings %lld, found %lld",
 			    (long long)maxpos, (long long)cfg->data.eval.dataset.max_seq_len);
 	return 0;
@@ -208,7 +217,7 @@ static int resolve_pipeline(gpt_config *cfg, gpt_err *err)
 	int ks = kid("Distributed.pipeline_schedule"), kv = kid("Distributed.virtual_pp_degree");
 	int64_t vpp = cfg->distributed.virtual_pp_degree;
 	if (vpp > 1 && cfg->distributed.pp_degree == 1)
-		return fail(cfg, kv, err,
+		return fail(cfg, kv, kid("Distributed.pp_degree"), err,
 			    "expected 1 when Distributed.pp_degree is 1 (virtual stages interleave "
 			    "pipeline stages), found %lld", (long long)vpp);
 	if (!cfg->distributed.pipeline_schedule) {
@@ -218,11 +227,11 @@ static int resolve_pipeline(gpt_config *cfg, gpt_err *err)
 	}
 	int inter = strcmp(cfg->distributed.pipeline_schedule, "interleaved") == 0;
 	if (inter && vpp == 1)
-		return fail(cfg, ks, err,
+		return fail(cfg, ks, kv, err,
 			    "expected FThenB or 1F1B when Distributed.virtual_pp_degree is 1, found "
 			    "interleaved; set virtual_pp_degree to 2 or more");
 	if (!inter && vpp > 1)
-		return fail(cfg, ks, err,
+		return fail(cfg, ks, kv, err,
 			    "expected interleaved when Distributed.virtual_pp_degree is %lld, found %s",
 			    (long long)vpp, cfg->distributed.pipeline_schedule);
 	return 0;
@@ -241,12 +250,12 @@ static int resolve_batch(gpt_config *cfg, gpt_err *err)
 
 	if (gg) {
 		if (*g % data)
-			return fail(cfg, kg, err,
+			return fail(cfg, kg, -1, err,
 				    "expected a multiple of dp_degree x sharding_degree = %lld x %lld = "
 				    "%lld (the data replicas), found %lld",
 				    (long long)dp, (long long)sh, (long long)data, (long long)*g);
 		if (gl && *l != *g / data)
-			return fail(cfg, kl, err,
+			return fail(cfg, kl, -1, err,
 				    "expected global_batch_size / (dp_degree x sharding_degree) = %lld / "
 				    "(%lld x %lld) = %lld, found %lld",
 				    (long long)*g, (long long)dp, (long long)sh, (long long)(*g / data),
@@ -261,13 +270,13 @@ static int resolve_batch(gpt_config *cfg, gpt_err *err)
 	if (gg || gl) {
 		if (gm) {
 			if (*l % *m)
-				return fail(cfg, km, err,
+				return fail(cfg, km, -1, err,
 					    "expected a divisor of local_batch_size %lld (global_batch_size "
 					    "%lld / (dp_degree %lld x sharding_degree %lld)), found %lld",
 					    (long long)*l, (long long)*g, (long long)dp, (long long)sh,
 					    (long long)*m);
 			if (ga && *acc != *l / *m)
-				return fail(cfg, ka, err,
+				return fail(cfg, ka, -1, err,
 					    "expected local_batch_size / micro_batch_size = %lld / %lld = "
 					    "%lld, found %lld",
 					    (long long)*l, (long long)*m, (long long)(*l / *m),
@@ -279,7 +288,7 @@ static int resolve_batch(gpt_config *cfg, gpt_err *err)
 			if (!ga)
 				*acc = 1;
 			if (*l % *acc)
-				return fail(cfg, ka, err,
+				return fail(cfg, ka, -1, err,
 					    "expected a divisor of local_batch_size %lld, found %lld",
 					    (long long)*l, (long long)*acc);
 			*m = *l / *acc;
@@ -302,7 +311,7 @@ static int resolve_batch(gpt_config *cfg, gpt_err *err)
 		derived(cfg, kg, "local_batch_size x dp_degree x sharding_degree");
 	}
 	if (*g >= LIMIT)
-		return fail(cfg, kg, err, "expected a global batch below 2^53 samples, found more");
+		return fail(cfg, kg, -1, err, "expected a global batch below 2^53 samples, found more");
 	return 0;
 }
 
@@ -314,11 +323,11 @@ static int resolve_precision(gpt_config *cfg, gpt_err *err)
 	if (level && gpt_config_given(cfg, kl)) {
 		int l0 = strcmp(level, "O0") == 0, l2 = strcmp(level, "O2") == 0;
 		if (cfg->engine.mix_precision.use_pure_fp16 && !l2)
-			return fail(cfg, kl, err,
+			return fail(cfg, kl, -1, err,
 				    "expected O2 with Engine.mix_precision.use_pure_fp16 True, found %s",
 				    level);
 		if (cfg->engine.mix_precision.enable && l0)
-			return fail(cfg, kl, err,
+			return fail(cfg, kl, -1, err,
 				    "expected O1 or O2 with Engine.mix_precision.enable True, found O0");
 		on = !l0;
 	} else {
@@ -341,28 +350,33 @@ static int resolve_rest(gpt_config *cfg, gpt_err *err)
 		derived(cfg, kw, "warmup_rate x decay_steps");
 	}
 	if (cfg->optimizer.lr.warmup_steps > cfg->optimizer.lr.decay_steps)
-		return fail(cfg, kw, err, "expected at most Optimizer.lr.decay_steps %lld, found %lld",
+		return fail(cfg, kw, kid("Optimizer.lr.decay_steps"), err,
+			    "expected at most Optimizer.lr.decay_steps %lld, found %lld",
 			    (long long)cfg->optimizer.lr.decay_steps,
 			    (long long)cfg->optimizer.lr.warmup_steps);
 	if (cfg->generation.min_dec_len > cfg->generation.max_dec_len)
-		return fail(cfg, kid("Generation.min_dec_len"), err,
+		return fail(cfg, kid("Generation.min_dec_len"), kid("Generation.max_dec_len"),
+			    err,
 			    "expected at most Generation.max_dec_len %lld, found %lld",
 			    (long long)cfg->generation.max_dec_len,
 			    (long long)cfg->generation.min_dec_len);
 	int beam = strcmp(cfg->generation.decode_strategy, "beam_search") == 0;
 	if (!beam && cfg->generation.num_beams > 1)
-		return fail(cfg, kid("Generation.num_beams"), err,
+		return fail(cfg, kid("Generation.num_beams"), kid("Generation.decode_strategy"),
+			    err,
 			    "expected 1 unless Generation.decode_strategy is beam_search (it is %s), "
 			    "found %lld", cfg->generation.decode_strategy,
 			    (long long)cfg->generation.num_beams);
 	if (beam && cfg->generation.num_return_sequences > cfg->generation.num_beams)
-		return fail(cfg, kid("Generation.num_return_sequences"), err,
+		return fail(cfg, kid("Generation.num_return_sequences"),
+			    kid("Generation.decode_strategy"), err,
 			    "expected at most Generation.num_beams %lld with beam_search, found %lld",
 			    (long long)cfg->generation.num_beams,
 			    (long long)cfg->generation.num_return_sequences);
 	if (!strcmp(cfg->generation.decode_strategy, "greedy_search") &&
 	    cfg->generation.num_return_sequences > 1)
-		return fail(cfg, kid("Generation.num_return_sequences"), err,
+		return fail(cfg, kid("Generation.num_return_sequences"),
+			    kid("Generation.decode_strategy"), err,
 			    "expected 1 with greedy_search (every sequence would be the same), "
 			    "found %lld", (long long)cfg->generation.num_return_sequences);
 	return 0;

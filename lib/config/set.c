@@ -23,11 +23,8 @@ void gpt_config_where(const gpt_config *cfg, int k, char *out, size_t size)
 	case GPT_SRC_FLAG:
 		snprintf(out, size, "%s", o->where);
 		break;
-	case GPT_SRC_DERIVED:
-		snprintf(out, size, "%s (derived)", o->where ? o->where : "configuration");
-		break;
-	default:
-		snprintf(out, size, "%s (default)", o->where ? o->where : "configuration");
+	default: /* defaulted or derived: the file as a whole is the best place */
+		snprintf(out, size, "%s", cfg->file ? cfg->file : "configuration");
 		break;
 	}
 }
@@ -94,6 +91,7 @@ static const char *enum_alias(const gpt_config_key *k, const char *text)
 		"Engine.mix_precision.dtype", "fp16", "float16",
 		"Engine.mix_precision.dtype", "half", "float16",
 		"Engine.mix_precision.dtype", "bf16", "bfloat16",
+		"Optimizer.name", "FusedAdamW", "AdamW", /* FleetX: the same update, fused */
 		NULL, NULL, NULL,
 	};
 	for (int i = 0; tbl[i]; i += 3)
@@ -137,6 +135,24 @@ static void range_text(const gpt_config_key *k, const char *what, char *out, siz
 
 static int store_default(gpt_config *cfg, int k, gpt_err *err);
 
+/* The file is UTF-8 (libyaml checks); -o text must be too, or the printed
+ * configuration would not read back. */
+static int utf8_ok(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	while (*p) {
+		int n = *p < 0x80 ? 0 : (*p & 0xe0) == 0xc0 ? 1 : (*p & 0xf0) == 0xe0 ? 2
+			: (*p & 0xf8) == 0xf0 ? 3 : -1;
+		if (n < 0 || (n == 1 && *p < 0xc2))
+			return 0;
+		p++;
+		for (int i = 0; i < n; i++, p++)
+			if ((*p & 0xc0) != 0x80)
+				return 0;
+	}
+	return 1;
+}
+
 int gpt_config_set_scalar(gpt_config *cfg, int k, const char *text, int is_null,
 			  const gpt_config_origin *o, gpt_err *err)
 {
@@ -177,6 +193,8 @@ int gpt_config_set_scalar(gpt_config *cfg, int k, const char *text, int is_null,
 		break;
 	}
 	case GPT_CT_STR: {
+		if (!utf8_ok(text))
+			return bad_value(key, o, "UTF-8 text", text, err);
 		char *s = gpt_arena_strdup(&cfg->arena, text, err);
 		if (!s)
 			return err->code;
@@ -275,8 +293,8 @@ int gpt_config_set_list(gpt_config *cfg, int k, const char *const *items, int n,
 		if (n && !v)
 			return err->code;
 		for (int i = 0; i < n; i++) {
-			if (!items[i][0])
-				return bad_value(key, o, "a list of names", "an empty item", err);
+			if (!items[i][0] || !utf8_ok(items[i]))
+				return bad_value(key, o, "a list of UTF-8 names", items[i], err);
 			if (!(v[i] = gpt_arena_strdup(&cfg->arena, items[i], err)))
 				return err->code;
 		}
@@ -369,6 +387,9 @@ int gpt_config_override(gpt_config *cfg, const char *assignment, gpt_err *err)
 	gpt_buf_free(&w);
 	if (!where)
 		return err->code;
+	for (char *p = where; *p; p++) /* messages stay printable, one line */
+		if ((unsigned char)*p < 32 || (unsigned char)*p >= 127)
+			*p = '?';
 	if (!eq || eq == assignment)
 		return gpt_err_set(err, GPT_EUSAGE,
 				   "%s: expected Section.key=value, e.g. -o Model.hidden_size=1024", where);

@@ -3,6 +3,7 @@
 #include "config/config.h"
 
 #include <libgen.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <yaml.h>
@@ -12,6 +13,11 @@
 #define MAX_CONFIG_BYTES (16u << 20)
 #define MAX_BASE_DEPTH 8
 #define MAX_PATH_LEN 256
+/* A configuration nests four levels deep; libyaml's scanner slows down
+ * quadratically with nesting, so deeper input is refused while streaming,
+ * before it gets that far. Aliases are bounded for the same reason. */
+#define MAX_DEPTH 32
+#define MAX_ALIASES 1024
 
 typedef struct reader {
 	gpt_config *cfg;
@@ -177,24 +183,72 @@ static int read_doc(reader *r, gpt_err *err)
 	return walk(r, root, "", err);
 }
 
+static int syntax_error(yaml_parser_t *p, const char *name, gpt_err *err)
+{
+	return gpt_err_set(err, GPT_EDATA, "%s:%zu:%zu: YAML syntax error: %s%s%s", name,
+			   p->problem_mark.line + 1, p->problem_mark.column + 1,
+			   p->problem ? p->problem : "unknown problem", p->context ? " " : "",
+			   p->context ? p->context : "");
+}
+
+/* One pass over the event stream that stops at the first sign of abuse. */
+static int prescan(const char *text, size_t len, const char *name, gpt_err *err)
+{
+	yaml_parser_t parser;
+	yaml_event_t ev;
+	int depth = 0, aliases = 0, rc = 0;
+	if (!yaml_parser_initialize(&parser))
+		return gpt_err_set(err, GPT_EINTERNAL, "%s: cannot initialise libyaml", name);
+	yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+	for (;;) {
+		if (!yaml_parser_parse(&parser, &ev)) {
+			rc = syntax_error(&parser, name, err);
+			break;
+		}
+		yaml_event_type_t t = ev.type;
+		size_t line = ev.start_mark.line + 1, col = ev.start_mark.column + 1;
+		yaml_event_delete(&ev);
+		if (t == YAML_STREAM_END_EVENT)
+			break;
+		if (t == YAML_SEQUENCE_START_EVENT || t == YAML_MAPPING_START_EVENT)
+			depth++;
+		else if (t == YAML_SEQUENCE_END_EVENT || t == YAML_MAPPING_END_EVENT)
+			depth--;
+		else if (t == YAML_ALIAS_EVENT)
+			aliases++;
+		if (depth > MAX_DEPTH) {
+			rc = gpt_err_set(err, GPT_EDATA,
+					 "%s:%zu:%zu: expected a configuration nested at most %d levels, "
+					 "found deeper nesting", name, line, col, MAX_DEPTH);
+			break;
+		}
+		if (aliases > MAX_ALIASES) {
+			rc = gpt_err_set(err, GPT_EDATA,
+					 "%s:%zu:%zu: expected at most %d YAML aliases, found more", name,
+					 line, col, MAX_ALIASES);
+			break;
+		}
+	}
+	yaml_parser_delete(&parser);
+	return rc;
+}
+
 static int parse_text(gpt_config *cfg, const char *text, size_t len, const char *name,
 		      const char *dir, gpt_err *err)
 {
 	reader r = {cfg, NULL, NULL, dir};
 	if (!(r.file = gpt_arena_strdup(&cfg->arena, name, err)))
 		return err->code;
+	int rc = prescan(text, len, name, err);
+	if (rc)
+		return rc;
 	yaml_parser_t parser;
 	yaml_document_t doc;
 	if (!yaml_parser_initialize(&parser))
 		return gpt_err_set(err, GPT_EINTERNAL, "%s: cannot initialise libyaml", name);
 	yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
-	int rc = 0;
 	if (!yaml_parser_load(&parser, &doc)) {
-		const char *ctx = parser.context;
-		rc = gpt_err_set(err, GPT_EDATA, "%s:%zu:%zu: YAML syntax error: %s%s%s", name,
-				 parser.problem_mark.line + 1, parser.problem_mark.column + 1,
-				 parser.problem ? parser.problem : "unknown problem",
-				 ctx ? " " : "", ctx ? ctx : "");
+		rc = syntax_error(&parser, name, err);
 		yaml_parser_delete(&parser);
 		return rc;
 	}
@@ -204,9 +258,7 @@ static int parse_text(gpt_config *cfg, const char *text, size_t len, const char 
 		/* One document per file: a second one would be silently ignored. */
 		yaml_document_t more;
 		if (!yaml_parser_load(&parser, &more)) {
-			rc = gpt_err_set(err, GPT_EDATA, "%s:%zu:%zu: YAML syntax error: %s", name,
-					 parser.problem_mark.line + 1, parser.problem_mark.column + 1,
-					 parser.problem ? parser.problem : "unknown problem");
+			rc = syntax_error(&parser, name, err);
 		} else {
 			yaml_node_t *root2 = yaml_document_get_root_node(&more);
 			if (root2)
@@ -233,6 +285,21 @@ static int read_path(gpt_config *cfg, const char *path, gpt_err *err)
 {
 	char *text = NULL;
 	size_t len = 0;
+	char *real = realpath(path, NULL);
+	cfg->base_chain[cfg->base_depth] = NULL;
+	if (real) {
+		for (int i = 0; i < cfg->base_depth; i++)
+			if (cfg->base_chain[i] && strcmp(cfg->base_chain[i], real) == 0) {
+				free(real);
+				return gpt_err_set(err, GPT_EDATA,
+						   "%s: expected a chain of _base_ files, found a cycle back "
+						   "to this file", path);
+			}
+		cfg->base_chain[cfg->base_depth] = gpt_arena_strdup(&cfg->arena, real, err);
+		free(real);
+		if (!cfg->base_chain[cfg->base_depth])
+			return err->code;
+	}
 	int rc = gpt_file_read_all(path, MAX_CONFIG_BYTES, &text, &len, err);
 	if (rc) {
 		if (rc == GPT_EDATA)
@@ -245,6 +312,10 @@ static int read_path(gpt_config *cfg, const char *path, gpt_err *err)
 		free(text);
 		return gpt_err_set(err, GPT_EDATA,
 				   "%s: expected a YAML text file, found NUL bytes (a binary file?)", path);
+	}
+	if (!cfg->file && !(cfg->file = gpt_arena_strdup(&cfg->arena, path, err))) {
+		free(text);
+		return err->code;
 	}
 	char *dcopy = gpt_strdup(path, err);
 	if (!dcopy) {

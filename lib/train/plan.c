@@ -99,10 +99,13 @@ int gpt_train_memory_plan(const gpt_config *cfg, gpt_train_memory *m, gpt_err *e
 	m->grad_bytes_each = o2 ? 2 : 4;
 	m->optim_bytes_each = o2 ? 12 : 8;
 	m->act_bytes_each = cfg->mixed ? 2 : 4;
+	int64_t layer_params = 0; /* one layer's elements on a tp rank */
 	for (int64_t i = 0; i < n; i++) {
 		const gpt_param_info *p = &tab[i];
 		int64_t el = gpt_param_numel_tp(p, tp);
 		m->param_count += p->numel;
+		if (p->place == GPT_PARAM_LAYER && p->layer == 0)
+			layer_params += el;
 		if (p->place == GPT_PARAM_LAYER) {
 			m->stage[stage_of_layer(p->layer, L, pp, vpp)].params += el;
 		} else if (p->place == GPT_PARAM_FINAL) {
@@ -166,6 +169,9 @@ int gpt_train_memory_plan(const gpt_config *cfg, gpt_train_memory *m, gpt_err *e
 					  (strcmp(gran, "full") == 0 ? 0 : m->layer_config);
 		double P = (double)st->params;
 		st->param_bytes = ceil_div(P, stage >= 3 ? d : 1) * m->param_bytes_each;
+		/* stage 3 gathers each layer whole just before using it */
+		if (stage >= 3 && d > 1)
+			st->param_bytes += (double)layer_params * m->param_bytes_each;
 		st->grad_bytes = ceil_div(P, stage >= 2 ? d : 1) * m->grad_bytes_each;
 		double opt = ceil_div(P, d) * m->optim_bytes_each;
 		if (cfg->distributed.sharding.sharding_offload)
@@ -270,7 +276,8 @@ int gpt_train_memory_write(const gpt_config *cfg, const gpt_train_memory *m, FIL
 		(grouped(w->params, a, sizeof a), a), w->in_flight);
 	fprintf(fp, "  parameters:       %12s  (%d bytes each%s)\n",
 		gib(w->param_bytes, a, sizeof a), m->param_bytes_each,
-		sstage >= 3 && sh > 1 ? ", split over the sharding group" : "");
+		sstage >= 3 && sh > 1 ? ", split over the sharding group, plus one gathered layer"
+				      : "");
 	fprintf(fp, "  gradients:        %12s  (%d bytes each%s)\n", gib(w->grad_bytes, a, sizeof a),
 		m->grad_bytes_each, sstage >= 2 && sh > 1 ? ", split over the sharding group" : "");
 	fprintf(fp, "  optimizer state:  %12s  device, %s host  (%s, %d bytes each%s)\n",
@@ -286,11 +293,13 @@ int gpt_train_memory_write(const gpt_config *cfg, const gpt_train_memory *m, FIL
 	fprintf(fp, "  one layer, one micro-batch: %s stored, %s kept under full recompute\n",
 		gib(m->layer_none, a, sizeof a), gib(m->layer_full, b, sizeof b));
 	if (m->pp > 1) {
-		fprintf(fp, "\nby stage: stage layers device-total activations(configured)\n");
+		fprintf(fp, "\nper stage:\n  %5s %6s %14s %14s %14s\n", "stage", "layers",
+			"parameters", "activations", "device total");
 		for (int64_t s = 0; s < m->pp; s++)
-			fprintf(fp, "  %lld %lld %s %s\n", (long long)s, (long long)m->stage[s].layers,
-				gib(m->stage[s].device_total, a, sizeof a),
-				gib(m->stage[s].act_config, b, sizeof b));
+			fprintf(fp, "  %5lld %6lld %14s %14s %14s\n", (long long)s,
+				(long long)m->stage[s].layers, gib(m->stage[s].param_bytes, a, sizeof a),
+				gib(m->stage[s].act_config, b, sizeof b),
+				gib(m->stage[s].device_total, c, sizeof c));
 	}
 	if (fflush(fp) || ferror(fp))
 		return gpt_err_set(err, GPT_EIO, "writing the dry-run report failed");

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char base_yaml[] =
 	"Global:\n"
@@ -116,7 +117,8 @@ static void test_overrides_and_flags(void)
 	gpt_config_free(&cfg);
 	unsetenv("GPT_WORLD_SIZE");
 
-	is_int(load(&cfg, "Model:\n  num_layers: 32\nDistributed:\n  mp_degree: 8\n  pp_degree: 16\n", NULL, 0, 0, &err), 0,
+	is_int(load(&cfg, "Model:\n  num_layers: 32\nDistributed:\n  mp_degree: 8\n  pp_degree: 16\n",
+		    NULL, 0, 0, &err), 0,
 	       "no world size: the layout decides");
 	is_int(cfg.world_size, 128, "world = product of the degrees");
 	gpt_config_free(&cfg);
@@ -157,7 +159,8 @@ static void test_errors(void)
 		   "Global.local_batch_size", "found 3", "inconsistent local");
 	expect_err("Model: [\n", NULL, 0, GPT_EDATA, "YAML syntax error", NULL, "syntax");
 	expect_err("", NULL, 0, GPT_EDATA, "empty", NULL, "empty");
-	expect_err("Model:\n  num_layers: 2\nModel:\n  num_layers: 4\n", NULL, 0, GPT_EDATA, "duplicate key Model", NULL,
+	expect_err("Model:\n  num_layers: 2\nModel:\n  num_layers: 4\n", NULL, 0, GPT_EDATA,
+		   "duplicate key Model", NULL,
 		   "duplicate");
 	expect_err(NULL, "Model.hidden_sise=8", 0, GPT_EUSAGE, "-o Model.hidden_sise=8",
 		   "did you mean Model.hidden_size?", "unknown override");
@@ -254,7 +257,9 @@ static void test_plan(void)
 	is_int(load(&cfg, y, ov, 4, 0, &err), 0, "sharded config (%s)", err.msg);
 	gpt_train_memory_plan(&cfg, &m, &err);
 	double P = (double)m.param_count;
-	is_near(m.stage[0].param_bytes, 2 * ceil(P / 4), 0.5, "stage 3 splits parameters");
+	double layer = 12.0 * 1024 * 1024 + 13 * 1024;
+	is_near(m.stage[0].param_bytes, 2 * ceil(P / 4) + 2 * layer, 0.5,
+		"stage 3 splits parameters (and gathers one layer at a time)");
 	is_near(m.stage[0].grad_bytes, 2 * ceil(P / 4), 0.5, "and gradients");
 	is_near(m.stage[0].optim_device, 0, 0, "offload: no optimizer state on the device");
 	is_near(m.stage[0].optim_host, 12 * ceil(P / 4), 0.5, "but a quarter of it on the host");
@@ -293,6 +298,41 @@ static void test_keys(void)
 	gpt_config_free(&cfg);
 }
 
+static void test_load_file(void)
+{
+	char dir[] = "/tmp/gpt-test-config.XXXXXX", base[64], top[64];
+	gpt_config cfg;
+	gpt_err err = {0};
+	if (!mkdtemp(dir)) {
+		ok(0, "mkdtemp");
+		return;
+	}
+	snprintf(base, sizeof base, "%s/base.yaml", dir);
+	snprintf(top, sizeof top, "%s/top.yaml", dir);
+	FILE *f = fopen(base, "w");
+	fputs(base_yaml, f);
+	fclose(f);
+	f = fopen(top, "w");
+	fputs("_base_: base.yaml\nModel:\n  num_layers: 8\n", f);
+	fclose(f);
+	char *ov[] = {"Global.micro_batch_size=4"};
+	setenv("WORLD_SIZE", "4", 1);
+	is_int(gpt_config_load(&cfg, top, ov, 1, &err), 0, "gpt_config_load with _base_ (%s)",
+	       err.msg);
+	unsetenv("WORLD_SIZE");
+	is_int(cfg.model.num_layers, 8, "the file overrides its base");
+	is_int(cfg.model.hidden_size, 256, "the base supplies the rest");
+	is_int(cfg.distributed.dp_degree, 2, "world size 4 from WORLD_SIZE, mp 2");
+	is_int(cfg.engine.accumulate_steps, 4, "32 / (2 x 1) / 4");
+	gpt_config_free(&cfg);
+	is_int(gpt_config_load(&cfg, "/nonexistent/x.yaml", NULL, 0, &err),
+	       GPT_ENOINPUT, "missing file is 66");
+	gpt_config_free(&cfg);
+	remove(base);
+	remove(top);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	(void)skip_all; /* tap.h defines it static; this file never skips */
@@ -307,5 +347,6 @@ int main(void)
 	test_params();
 	test_plan();
 	test_keys();
+	test_load_file();
 	return done_testing();
 }

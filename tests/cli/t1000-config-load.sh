@@ -1,0 +1,123 @@
+#!/bin/sh
+# Every reference configuration loads, validates and resolves as documented;
+# overrides, PaddleNLP flags and the world size sources.
+. "$(dirname "$0")/test-lib.sh"
+
+C=$GPT_ROOT/configs
+
+test_expect_success 'every reference configuration resolves' '
+	for f in "$C"/*.yaml; do
+		gpt-train -c "$f" --print-config >out || { echo "failed: $f"; exit 1; }
+		test -s out
+	done
+'
+
+test_expect_success '345M single card: the documented shape and precision' '
+	gpt-train -c "$C/pretrain_gpt_345M_single_card.yaml" --print-config >out &&
+	grep -E "^  hidden_size: 1024$" out &&
+	grep -E "^  num_layers: 24$" out &&
+	grep -E "^  num_attention_heads: 16$" out &&
+	grep -E "^  ffn_hidden_size: 4096$" out &&
+	grep -E "^  vocab_size: 50304$" out &&
+	grep -E "^      max_seq_len: 1024$" out &&
+	grep -E "^    use_pure_fp16: True$" out &&
+	grep -E "^    scale_loss: 32768.0$" out &&
+	grep -E "^  global_batch_size: 8$" out &&
+	grep -E "^  local_batch_size: 8$" out &&
+	grep -E "^  micro_batch_size: 8$" out
+'
+
+test_expect_success 'generation config: FleetX sampling settings through _base_' '
+	gpt-train -c "$C/generation_gpt_345M.yaml" --print-config >out &&
+	grep -E "^  top_k: 50$" out && grep -E "^  top_p: 0.75$" out &&
+	grep -E "^  temperature: 1.0$" out && grep -E "^  min_dec_len: 1$" out &&
+	grep -E "^  max_dec_len: 200$" out && grep -E "^  num_return_sequences: 1$" out &&
+	grep -E "^  decode_strategy: sampling$" out &&
+	grep -E "^  hidden_size: 1024$" out
+'
+
+test_expect_success 'layouts of the large configurations' '
+	gpt-train -c "$C/pretrain_gpt_175B_mp8_pp16.yaml" --print-config >out &&
+	grep -E "^# world size 128 " out && grep -E "^  mp_degree: 8$" out &&
+	grep -E "^  pp_degree: 16$" out && grep -E "^  use_recompute: True$" out &&
+	gpt-train -c "$C/pretrain_gpt_6.7B_sharding16.yaml" --print-config >out &&
+	grep -E "^    sharding_degree: 16$" out &&
+	gpt-train -c "$C/gpt2_13b.yaml" --print-config >out &&
+	grep -E "^# world size 32 " out && grep -E "^  accumulate_steps: 24$" out &&
+	gpt-train -c "$C/pretrain_gpt_345M_mp8_qat.yaml" --print-config >out &&
+	sed -n "/^Quantization:/,\$p" out | grep -E "^  enable: True$"
+'
+
+test_expect_success 'byte vocabulary 257 is padded to 384' '
+	gpt-train -c "$C/tiny_cpu_bytes.yaml" --print-config >out &&
+	grep -E "^  vocab_size: 257  # padded to 384$" out
+'
+
+test_expect_success '-o sets nested keys, typed, in order' '
+	gpt-train -c "$C/tiny_cpu.yaml" -o Distributed.sharding.sharding_stage=2 \
+		-o Model.hidden_size=128 -o Model.hidden_size=96 \
+		-o Engine.mix_precision.custom_white_list=lookup_table,matmul --print-config >out &&
+	grep -E "^    sharding_stage: 2$" out &&
+	grep -E "^  hidden_size: 96$" out &&
+	grep -E "^  ffn_hidden_size: 384$" out &&
+	grep -F "custom_white_list: [\"lookup_table\", \"matmul\"]" out
+'
+
+test_expect_success 'older FleetX spellings are read (seed: single-card GPT)' '
+	cat >old.yaml <<-\EOT &&
+	Global:
+	  batch_size:
+	    global_batch_size: 8
+	    local_batch_size: 8
+	    micro_batch_size: 8
+	Optimizer:
+	  weight_decay: 0.01
+	  adam_beta1: 0.9
+	  adam_beta2: 0.95
+	  adam_epsilon: 1.0e-8
+	  grad_clip: 0.5
+	Data:
+	  dataset:
+	    input_dir: ./data
+	    split: '"'"'949,50,1'"'"'
+	    max_seq_len: 1024
+	EOT
+	gpt-train -c old.yaml --print-config >out &&
+	grep -E "^  beta2: 0.95$" out && grep -E "^    clip_norm: 0.5$" out &&
+	grep -E "^      input_dir: \"./data\"$" out
+'
+
+test_expect_success 'PaddleNLP flags map onto the Distributed keys' '
+	gpt-train -c "$C/tiny_cpu.yaml" --world-size 8 --tensor_parallel_degree 2 \
+		--sharding "stage2 offload" --print-config >out &&
+	grep -E "^  mp_degree: 2$" out && grep -E "^  dp_degree: 1$" out &&
+	grep -E "^    sharding_degree: 4$" out && grep -E "^    sharding_stage: 2$" out &&
+	grep -E "^    sharding_offload: True$" out &&
+	gpt-train -c "$C/tiny_cpu.yaml" --world-size 8 --pipeline_parallel_degree 2 \
+		--sharding stage1 --sharding_parallel_degree 2 --print-config >out &&
+	grep -E "^  dp_degree: 2$" out && grep -E "^  pp_degree: 2$" out &&
+	grep -E "^    sharding_degree: 2$" out
+'
+
+test_expect_success 'world size from the environment, in the documented order' '
+	GPT_WORLD_SIZE=4 WORLD_SIZE=2 gpt-train -c "$C/tiny_cpu.yaml" --print-config >out &&
+	grep -E "^  dp_degree: 4$" out &&
+	WORLD_SIZE=2 SLURM_NTASKS=8 gpt-train -c "$C/tiny_cpu.yaml" --print-config >out &&
+	grep -E "^  dp_degree: 2$" out &&
+	SLURM_NTASKS=8 OMPI_COMM_WORLD_SIZE=2 gpt-train -c "$C/tiny_cpu.yaml" --print-config >out &&
+	grep -E "^  dp_degree: 8$" out &&
+	OMPI_COMM_WORLD_SIZE=2 gpt-train -c "$C/tiny_cpu.yaml" --print-config >out &&
+	grep -E "^  dp_degree: 2$" out &&
+	GPT_WORLD_SIZE=4 gpt-train -c "$C/tiny_cpu.yaml" --world-size 1 --print-config >out &&
+	grep -E "^  dp_degree: 1$" out
+'
+
+test_expect_success 'batch arithmetic: global = micro x accumulate x dp x sharding' '
+	gpt-train -c "$C/tiny_cpu.yaml" --world-size 4 -o Global.global_batch_size=32 \
+		-o Global.micro_batch_size=2 -o Distributed.sharding.sharding_degree=2 \
+		--print-config >out &&
+	grep -E "^  dp_degree: 2$" out && grep -E "^  local_batch_size: 8$" out &&
+	grep -E "^  accumulate_steps: 4$" out
+'
+
+test_done

@@ -1,0 +1,189 @@
+#!/bin/sh
+# Bad configurations, overrides and flags: each gives one line on stderr that
+# says where, which key, what was expected and what was found, the documented
+# exit code (64 command line, 65 file contents, 66 missing file), nothing on
+# stdout, and never a crash or a sanitizer report.
+. "$(dirname "$0")/test-lib.sh"
+
+C=$GPT_ROOT/configs
+
+# fails CODE PATTERN gpt-train ARGS...: exit CODE, one stderr line matching
+# PATTERN (fixed string), empty stdout.
+fails () {
+	code=$1 pat=$2
+	shift 2
+	test_expect_code "$code" "$@" >out 2>err &&
+	test_line_count = 1 err &&
+	grep -F -e "$pat" err >/dev/null || { echo "stderr does not contain: $pat" >&2; cat err >&2; return 1; }
+	test_grep "^gpt-train: error: " err &&
+	test_line_count = 0 out
+}
+
+test_expect_success 'unknown key: file:line:column and the nearest key' '
+	printf "Model:\n  hidden_size: 64\n  num_layer: 2\n" >bad.yaml &&
+	fails 65 "bad.yaml:3:3: unknown key Model.num_layer; did you mean Model.num_layers?" \
+		gpt-train -c bad.yaml --print-config
+'
+
+test_expect_success 'unknown nested key and unknown section' '
+	printf "Distributed:\n  sharding:\n    sharding_stages: 2\n" >bad.yaml &&
+	fails 65 "bad.yaml:3:5: unknown key Distributed.sharding.sharding_stages; did you mean Distributed.sharding.sharding_stage?" \
+		gpt-train -c bad.yaml --print-config &&
+	printf "Optimiser:\n  weight_decay: 0.1\n" >bad.yaml &&
+	fails 65 "bad.yaml:1:1: unknown key Optimiser; did you mean Optimizer?" \
+		gpt-train -c bad.yaml --print-config
+'
+
+test_expect_success 'wrong type names the key, expected and found' '
+	printf "Model:\n  num_layers: two\n" >bad.yaml &&
+	fails 65 "bad.yaml:2:15: Model.num_layers: expected an integer >= 1, found '"'"'two'"'"'" \
+		gpt-train -c bad.yaml --dry-run &&
+	printf "Model:\n  use_recompute: maybe\n" >bad.yaml &&
+	fails 65 "Model.use_recompute: expected True or False, found '"'"'maybe'"'"'" \
+		gpt-train -c bad.yaml --dry-run &&
+	printf "Model:\n  recompute_granularity: half\n" >bad.yaml &&
+	fails 65 "expected one of full,only_attn,core_attn, found '"'"'half'"'"'" \
+		gpt-train -c bad.yaml --dry-run &&
+	printf "Distributed:\n  sharding: 2\n" >bad.yaml &&
+	fails 65 "bad.yaml:2:13: Distributed.sharding: expected a mapping" \
+		gpt-train -c bad.yaml --dry-run
+'
+
+test_expect_success 'zero and negative degrees' '
+	printf "Distributed:\n  mp_degree: 0\n" >bad.yaml &&
+	fails 65 "Distributed.mp_degree: expected an integer >= 1, found '"'"'0'"'"'" \
+		gpt-train -c bad.yaml --print-config &&
+	printf "Distributed:\n  sharding:\n    sharding_degree: -4\n" >bad.yaml &&
+	fails 65 "bad.yaml:3:22: Distributed.sharding.sharding_degree: expected an integer >= 1, found '"'"'-4'"'"'" \
+		gpt-train -c bad.yaml --print-config &&
+	fails 64 "--tensor_parallel_degree 0: Distributed.mp_degree: expected an integer >= 1" \
+		gpt-train -c "$C/tiny_cpu.yaml" --tensor_parallel_degree 0 --print-config
+'
+
+test_expect_success 'degrees that do not divide the world size' '
+	printf "Model:\n  num_attention_heads: 4\n  hidden_size: 64\nDistributed:\n  mp_degree: 4\n" >bad.yaml &&
+	fails 65 "bad.yaml:5:14: Distributed.mp_degree: expected the other degrees (mp_degree 4 x pp_degree 1 x sharding_degree 1) to divide the world size 6 (from --world-size), found a product of 4" \
+		gpt-train -c bad.yaml --world-size 6 --print-config &&
+	fails 65 "world size 6 (from GPT_WORLD_SIZE)" env GPT_WORLD_SIZE=6 gpt-train -c bad.yaml --print-config &&
+	fails 65 "Distributed.dp_degree: expected dp_degree x mp_degree x pp_degree x sharding_degree to equal the world size 16 (from --world-size), found 1 x 1 x 1 x 1 = 1" \
+		gpt-train -c "$C/pretrain_gpt_345M_single_card.yaml" --world-size 16 --print-config
+'
+
+test_expect_success 'batch sizes that do not divide' '
+	printf "Global:\n  global_batch_size: 10\nDistributed:\n  dp_degree: 4\n" >bad.yaml &&
+	fails 65 "bad.yaml:2:22: Global.global_batch_size: expected a multiple of dp_degree x sharding_degree = 4 x 1 = 4 (the data replicas), found 10" \
+		gpt-train -c bad.yaml --print-config &&
+	printf "Global:\n  global_batch_size: 16\n  micro_batch_size: 3\n" >bad.yaml &&
+	fails 65 "bad.yaml:3:21: Global.micro_batch_size: expected a divisor of local_batch_size 16" \
+		gpt-train -c bad.yaml --print-config &&
+	printf "Global:\n  global_batch_size: 16\n  local_batch_size: 4\n" >bad.yaml &&
+	fails 65 "Global.local_batch_size: expected global_batch_size / (dp_degree x sharding_degree) = 16 / (1 x 1) = 16, found 4" \
+		gpt-train -c bad.yaml --print-config &&
+	fails 64 "-o Engine.accumulate_steps=3: Engine.accumulate_steps: expected local_batch_size / micro_batch_size = 8 / 1 = 8, found 3" \
+		gpt-train -c "$C/tiny_cpu.yaml" -o Engine.accumulate_steps=3 --print-config
+'
+
+test_expect_success 'model shape that the layout cannot split' '
+	fails 64 "-o Distributed.mp_degree=3: Distributed.mp_degree: expected a divisor of Model.num_attention_heads 4" \
+		gpt-train -c "$C/tiny_cpu.yaml" -o Distributed.mp_degree=3 --print-config &&
+	fails 65 "tiny_cpu.yaml:30:15: Model.num_layers: expected a multiple of pp_degree x virtual_pp_degree = 4 x 1 = 4, found 2" \
+		gpt-train -c "$C/tiny_cpu.yaml" --pipeline_parallel_degree 4 --print-config &&
+	printf "Model:\n  hidden_size: 1000\n" >bad.yaml &&
+	fails 65 "bad.yaml:2:16: Model.num_attention_heads (not given): expected a divisor of hidden_size 1000, found 16" \
+		gpt-train -c bad.yaml --print-config
+'
+
+test_expect_success 'missing file (66), directory, empty file, syntax error' '
+	fails 66 "nope.yaml: No such file or directory" gpt-train -c nope.yaml --print-config &&
+	mkdir dir && fails 66 "dir: is a directory" gpt-train -c dir --print-config &&
+	: >empty.yaml &&
+	fails 65 "empty.yaml: the configuration is empty" gpt-train -c empty.yaml --print-config &&
+	printf "# only a comment\n" >comment.yaml &&
+	fails 65 "comment.yaml: the configuration is empty" gpt-train -c comment.yaml --print-config &&
+	printf "Model:\n  hidden_size: 64\n   num_layers: 2\n" >bad.yaml &&
+	fails 65 "bad.yaml:3:14: YAML syntax error" gpt-train -c bad.yaml --print-config &&
+	printf "Model: {hidden_size: 64\n" >bad.yaml &&
+	fails 65 "YAML syntax error" gpt-train -c bad.yaml --print-config &&
+	printf "Model:\n  hidden_size: 64\n---\nModel:\n  hidden_size: 32\n" >bad.yaml &&
+	fails 65 "bad.yaml:4:1: expected one YAML document, found a second one" \
+		gpt-train -c bad.yaml --print-config &&
+	printf "Model:\n  num_layers: 2\nModel:\n  num_layers: 4\n" >bad.yaml &&
+	fails 65 "bad.yaml:3:1: duplicate key Model (first at line 1)" gpt-train -c bad.yaml --print-config &&
+	printf -- "- Model\n- Global\n" >bad.yaml &&
+	fails 65 "bad.yaml:1:1: expected a mapping of sections" gpt-train -c bad.yaml --print-config
+'
+
+test_expect_success 'a 10 MB file of garbage: binary, text, and deeply nested' '
+	head -c 10000000 /dev/urandom >garbage.yaml &&
+	fails 65 "garbage.yaml" gpt-train -c garbage.yaml --print-config &&
+	head -c 7500000 /dev/urandom | tr -d "\000" >garbage2.yaml &&
+	fails 65 "garbage2.yaml" gpt-train -c garbage2.yaml --print-config &&
+	head -c 7500000 /dev/urandom | base64 >garbage3.yaml &&
+	fails 65 "garbage3.yaml:1:1: expected a mapping of sections" gpt-train -c garbage3.yaml --print-config &&
+	awk "BEGIN { for (i = 0; i < 1000000; i++) printf \"[\"; print \"\" }" >deep.yaml &&
+	fails 65 "deep.yaml" gpt-train -c deep.yaml --print-config &&
+	head -c 20000000 /dev/zero | tr "\000" "a" >big.yaml &&
+	fails 65 "big.yaml: expected a YAML configuration of at most 16 MB" gpt-train -c big.yaml --print-config
+'
+
+test_expect_success 'anchors and aliases cannot blow up' '
+	cat >alias.yaml <<-\EOT &&
+	a: &a [x, x, x, x, x, x, x, x, x, x]
+	b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]
+	c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]
+	Model: *c
+	EOT
+	fails 65 "alias.yaml:1:1: unknown key a" gpt-train -c alias.yaml --print-config &&
+	printf "Model: &m {num_layers: 2}\nGlobal: *m\n" >alias2.yaml &&
+	fails 65 "unknown key Global.num_layers" gpt-train -c alias2.yaml --print-config
+'
+
+test_expect_success '_base_: missing, not a name, a cycle' '
+	printf "_base_: nothere.yaml\n" >b1.yaml &&
+	fails 66 "b1.yaml:1:9: _base_: ./nothere.yaml: No such file or directory" \
+		gpt-train -c b1.yaml --print-config &&
+	printf "_base_: [x]\n" >b2.yaml &&
+	fails 65 "b2.yaml:1:9: _base_: expected a file name, found a sequence" \
+		gpt-train -c b2.yaml --print-config &&
+	printf "_base_: b4.yaml\n" >b3.yaml && printf "_base_: b3.yaml\n" >b4.yaml &&
+	fails 65 "expected a chain of _base_ files, found a cycle back to this file" \
+		gpt-train -c b3.yaml --print-config
+'
+
+test_expect_success 'bad overrides, flags and world sizes are usage errors (64)' '
+	fails 64 "-o Model.hidden_sise=8: unknown key Model.hidden_sise; did you mean Model.hidden_size?" \
+		gpt-train -c "$C/tiny_cpu.yaml" -o Model.hidden_sise=8 --print-config &&
+	fails 64 "-o Model: expected Section.key=value" \
+		gpt-train -c "$C/tiny_cpu.yaml" -o Model --print-config &&
+	fails 64 "-o Distributed.sharding=2: Distributed.sharding is a section, not a key" \
+		gpt-train -c "$C/tiny_cpu.yaml" -o Distributed.sharding=2 --print-config &&
+	fails 64 "-o Model.hidden_dropout_prob=1.5: Model.hidden_dropout_prob: expected a number in [0, 1], found '"'"'1.5'"'"'" \
+		gpt-train -c "$C/tiny_cpu.yaml" -o Model.hidden_dropout_prob=1.5 --print-config &&
+	fails 64 "--sharding stage5: expected stage1, stage2 or stage3" \
+		gpt-train -c "$C/tiny_cpu.yaml" --sharding stage5 --print-config &&
+	fails 64 "--world-size: expected a number of ranks >= 1, found '"'"'0'"'"'" \
+		gpt-train -c "$C/tiny_cpu.yaml" --world-size 0 --print-config &&
+	fails 64 "environment variable WORLD_SIZE: expected a world size >= 1, found '"'"'many'"'"'" \
+		env WORLD_SIZE=many gpt-train -c "$C/tiny_cpu.yaml" --print-config &&
+	fails 64 "unknown option --bogus" gpt-train -c "$C/tiny_cpu.yaml" --bogus &&
+	fails 64 "option --config needs an argument" gpt-train --config &&
+	fails 64 "unexpected argument" gpt-train -c "$C/tiny_cpu.yaml" extra &&
+	fails 64 "no configuration given" gpt-train &&
+	fails 64 "Engine.save_load.output_dir: expected UTF-8 text, found '"'"'a\\xe9b'"'"'" \
+		gpt-train -c "$C/tiny_cpu.yaml" -o "Engine.save_load.output_dir=$(printf "a\351b")" --print-config
+'
+
+test_expect_success 'inconsistent settings name both keys' '
+	fails 64 "-o Engine.mix_precision.level=O1: Engine.mix_precision.level: expected O2 with Engine.mix_precision.use_pure_fp16 True, found O1" \
+		gpt-train -c "$C/pretrain_gpt_345M_single_card.yaml" -o Engine.mix_precision.level=O1 --print-config &&
+	fails 64 "Distributed.pipeline_schedule: expected FThenB or 1F1B when Distributed.virtual_pp_degree is 1" \
+		gpt-train -c "$C/tiny_cpu.yaml" -o Distributed.pipeline_schedule=interleaved --print-config &&
+	fails 64 "Model.sequence_parallel: expected False when Distributed.mp_degree is 1" \
+		gpt-train -c "$C/tiny_cpu.yaml" -o Model.sequence_parallel=True --print-config &&
+	fails 64 "Data.Train.dataset.max_seq_len: expected at most Model.max_position_embeddings 64, found 128" \
+		gpt-train -c "$C/tiny_cpu.yaml" -o Data.Train.dataset.max_seq_len=128 --print-config &&
+	fails 64 "Generation.min_dec_len: expected at most Generation.max_dec_len 200, found 300" \
+		gpt-train -c "$C/generation_gpt_345M.yaml" -o Generation.min_dec_len=300 --print-config
+'
+
+test_done

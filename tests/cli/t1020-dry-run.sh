@@ -1,0 +1,108 @@
+#!/bin/sh
+# gpt-train --dry-run: parameter count from the parameter table and per-rank
+# memory with sharding stages, offload, recompute, tp and pp applied.
+. "$(dirname "$0")/test-lib.sh"
+
+C=$GPT_ROOT/configs
+
+# field NAME FILE: the first number after "NAME:" in bytes (GiB/MiB/B units).
+field () {
+	sed -n "s/^  $1: *//p" "$2" | head -n 1 | awk '{
+		v = $1; u = $2
+		if (u == "GiB") v *= 1073741824; else if (u == "MiB") v *= 1048576
+		printf "%.0f\n", v }'
+}
+
+test_expect_success '175B mp8 x pp16: about 175 billion parameters on 128 ranks' '
+	gpt-train -c "$C/pretrain_gpt_175B_mp8_pp16.yaml" --dry-run >out &&
+	test_grep "^parameters: 174,[0-9,]* \(174\.[0-9]B\)$" out &&
+	test_grep "^layout: world size 128 \(from the product of the degrees\) = dp 1 x mp 8 x pp 16 x sharding 1" out &&
+	test_grep "^per-rank memory, busiest rank \(pipeline stage [0-9]+ of 16: 6 layers" out &&
+	test_grep "^  total: +[0-9.]+ GiB  device" out
+'
+
+test_expect_success 'parameter counts of the reference shapes' '
+	gpt-train -c "$C/pretrain_gpt_345M_single_card.yaml" --dry-run >out &&
+	test_grep "^parameters: 354,871,296 \(354.9M\)$" out &&
+	gpt-train -c "$C/pretrain_gpt_1.3B_dp8.yaml" --dry-run >out &&
+	test_grep "^parameters: 1,313,722,368 \(1.3B\)$" out &&
+	gpt-train -c "$C/pretrain_gpt_6.7B_sharding16.yaml" --dry-run >out &&
+	test_grep "^parameters: 6,654,402,560 \(6.7B\)$" out &&
+	gpt-train -c "$C/gpt2_13b.yaml" --dry-run >out &&
+	test_grep "^parameters: 12,853,626,880 \(12.9B\)$" out &&
+	gpt-train -c "$C/gpt2_52b.yaml" --dry-run >out &&
+	test_grep "^parameters: 51,975,307,264 \(52.0B\)$" out
+'
+
+test_expect_success 'every reference configuration dry-runs' '
+	for f in "$C"/*.yaml; do
+		gpt-train -c "$f" --dry-run >out || { echo "failed: $f"; exit 1; }
+		grep "^  total:" out >/dev/null || { echo "no total: $f"; exit 1; }
+	done
+'
+
+test_expect_success '345M single card: 2-byte parameters, 12-byte optimizer state' '
+	gpt-train -c "$C/pretrain_gpt_345M_single_card.yaml" --dry-run >out &&
+	test_grep "^precision: O2 float16 .*loss scale 32768$" out &&
+	test_grep "^  parameters: +676.9 MiB  \(2 bytes each\)$" out &&
+	test_grep "^  optimizer state: +3.97 GiB  device, 0 B host  \(fp32 master \+ m \+ v, 12 bytes each\)$" out &&
+	test_grep "one layer, one micro-batch: 912.0 MiB stored, 16.0 MiB kept" out
+'
+
+test_expect_success 'sharding stages split optimizer state, then gradients, then parameters' '
+	for s in 1 2 3; do
+		gpt-train -c "$C/pretrain_gpt_6.7B_sharding16.yaml" --sharding stage$s --dry-run >s$s || exit 1
+	done &&
+	p1=$(field parameters s1) && p2=$(field parameters s2) && p3=$(field parameters s3) &&
+	g1=$(field gradients s1) && g2=$(field gradients s2) &&
+	o1=$(field "optimizer state" s1) && o3=$(field "optimizer state" s3) &&
+	test "$p1" = "$p2" && test "$p3" -lt "$p2" &&
+	test "$g2" -lt "$g1" && test "$o1" = "$o3" &&
+	gpt-train -c "$C/pretrain_gpt_6.7B_sharding16.yaml" -o Distributed.sharding.sharding_degree=1 \
+		--world-size 1 --dry-run >s0 &&
+	o0=$(field "optimizer state" s0) && test "$o1" -lt "$o0"
+'
+
+test_expect_success 'offload moves master weights and optimizer state to the host' '
+	gpt-train -c "$C/pretrain_gpt_6.7B_sharding16.yaml" --sharding "stage2 offload" --dry-run >out &&
+	test_grep "^sharding: stage 2 over 16 ranks, offload on$" out &&
+	test_grep "^  optimizer state: +0 B  device, 4.65 GiB host" out &&
+	test_grep "^  total: .* device, 4.65 GiB host$" out
+'
+
+test_expect_success 'recompute: configured figure follows use_recompute and the granularity' '
+	gpt-train -c "$C/pretrain_gpt_1.3B_single_card.yaml" --dry-run >full &&
+	gpt-train -c "$C/pretrain_gpt_1.3B_single_card.yaml" -o Model.use_recompute=False --dry-run >none &&
+	gpt-train -c "$C/pretrain_gpt_1.3B_single_card.yaml" -o Model.recompute_granularity=core_attn --dry-run >core &&
+	test_grep "^recompute: full$" full && test_grep "^recompute: off$" none &&
+	f=$(sed -n "s/.* with full recompute, \(.*\) as configured/\1/p" full) &&
+	n=$(sed -n "s/.* with full recompute, \(.*\) as configured/\1/p" none) &&
+	c=$(sed -n "s/.* with full recompute, \(.*\) as configured/\1/p" core) &&
+	test "$f" != "$n" && test "$c" != "$f" && test "$c" != "$n" &&
+	grep "  activations: *$n  without recompute" none
+'
+
+test_expect_success 'tp splits activations and parameters; pp spreads layers' '
+	gpt-train -c "$C/pretrain_gpt_345M_mp8_qat.yaml" --dry-run >tp8 &&
+	test_grep "one layer, one micro-batch: 184.0 MiB stored" tp8 &&
+	gpt-train -c "$C/tiny_cpu.yaml" --pipeline_parallel_degree 2 --world-size 2 --dry-run >pp2 &&
+	test_grep "^ +0 +1 " pp2 && test_grep "^ +1 +1 " pp2 &&
+	gpt-train -c "$C/tiny_cpu.yaml" --pipeline_parallel_degree 2 --virtual_pp_degree 2 \
+		-o Model.num_layers=4 --world-size 2 --dry-run >vpp &&
+	test_grep "schedule interleaved$" vpp
+'
+
+test_expect_success 'fp32 training: 4-byte parameters, 8-byte optimizer state' '
+	gpt-train -c "$C/tiny_cpu.yaml" --dry-run >out &&
+	test_grep "^precision: fp32" out &&
+	test_grep "^  parameters: .*\(4 bytes each\)$" out &&
+	test_grep "\(m \+ v, 8 bytes each\)$" out
+'
+
+test_expect_success '--dry-run with --world-size derives dp from it' '
+	gpt-train -c "$C/pretrain_gpt_1.3B_single_card.yaml" -o Distributed.dp_degree=null \
+		-o Global.global_batch_size=32 --world-size 4 --dry-run >out &&
+	test_grep "^layout: world size 4 \(from --world-size\) = dp 4 " out
+'
+
+test_done
