@@ -16,6 +16,9 @@
  * micro-batches; the interleaved schedule multiplies that by
  * (1 + (pp - 1)/(pp * virtual_pp_degree)) (same paper, section 4.2.3);
  * FThenB holds all of them.
+ *
+ * That is the GPU picture. With Global.device cpu the activations are
+ * instead exactly the buffers the CPU model allocates (cpu_activations).
  */
 #include "train/train.h"
 
@@ -69,6 +72,32 @@ static int is_norecompute(const gpt_config *cfg, int64_t layer)
 static double ceil_div(double a, int64_t d)
 {
 	return d > 1 ? (double)(((int64_t)a + d - 1) / d) : a;
+}
+
+/* On the CPU the plan is what gpt_model_init allocates for one micro-batch
+ * (lib/model counts its own buffers; the CPU attention keeps its B*NH*T*T
+ * fp32 probabilities), times the micro-batches in flight. */
+static void cpu_activations(const gpt_config *cfg, const gpt_model_shape *shape,
+			    gpt_train_stage_mem *st, int64_t s, int64_t tp, int64_t pp)
+{
+	gpt_layout lo = {.tp = tp, .tp_rank = 0, .pp = pp, .pp_rank = s, .layer_begin = 0,
+			 .layer_end = st->layers};
+	gpt_model_opts o = {.batch = cfg->global.micro_batch_size,
+			    .seq_len = cfg->data.train.dataset.max_seq_len};
+	int64_t saved = o.batch * (shape->heads / tp) * o.seq_len * o.seq_len;
+	size_t es = cfg->mixed ? 2 : 4;
+	double none = (double)gpt_model_activation_bytes(shape, &lo, &o, es, saved);
+	o.recompute = GPT_RECOMPUTE_FULL;
+	double full = (double)gpt_model_activation_bytes(shape, &lo, &o, es, saved);
+	o.recompute = GPT_RECOMPUTE_NONE;
+	if (cfg->model.use_recompute) {
+		const char *g = cfg->model.recompute_granularity ? cfg->model.recompute_granularity : "full";
+		gpt_recompute_parse(g, &o.recompute);
+	}
+	double conf = (double)gpt_model_activation_bytes(shape, &lo, &o, es, saved);
+	st->act_none = st->in_flight * none;
+	st->act_full = st->in_flight * full;
+	st->act_config = st->in_flight * conf;
 }
 
 int gpt_train_memory_plan(const gpt_config *cfg, gpt_train_memory *m, gpt_err *err)
@@ -167,6 +196,8 @@ int gpt_train_memory_plan(const gpt_config *cfg, gpt_train_memory *m, gpt_err *e
 		if (rc_l > 0)
 			st->act_config += m->layer_none -
 					  (strcmp(gran, "full") == 0 ? 0 : m->layer_config);
+		if (cfg->global.device && strcmp(cfg->global.device, "cpu") == 0)
+			cpu_activations(cfg, &shape, st, s, tp, pp);
 		double P = (double)st->params;
 		st->param_bytes = ceil_div(P, stage >= 3 ? d : 1) * m->param_bytes_each;
 		/* stage 3 gathers each layer whole just before using it */

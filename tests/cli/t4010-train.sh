@@ -103,6 +103,18 @@ test_expect_success 'a diverging run stops on the first non-finite loss and save
 	test ! -e nan/step_$(printf %08d "$bad")
 '
 
+for rc in "" "-o Model.use_recompute=True -o Model.recompute_granularity=full" "-o Engine.mix_precision.enable=True -o Engine.mix_precision.dtype=bfloat16"; do
+	test_expect_success "--dry-run matches what a run allocates within 10% ($rc)" '
+		train -o Engine.max_steps=1 -o Engine.eval_freq=0 -o Engine.save_load.save_steps=0 \
+			-o Model.hidden_size=128 -o Model.ffn_hidden_size=512 $rc >mem.log 2>&1 &&
+		train -o Model.hidden_size=128 -o Model.ffn_hidden_size=512 $rc --dry-run >plan &&
+		used=$(sed -n "s/.*memory: .*(\([0-9]*\) bytes)$/\1/p" mem.log) &&
+		planned=$(sed -n "s/^  total: *\([0-9.]*\) MiB.*/\1/p" plan) &&
+		echo "allocated $used bytes, planned $planned MiB" &&
+		test "$(echo "r = $planned * 1048576 / $used; r > 0.9 && r < 1.1" | bc -l)" = 1
+	'
+done
+
 test_expect_success 'a missing dataset is exit 66 naming it' '
 	test_expect_code 66 train -o Data.Train.dataset.input_dir=nothere -o Engine.max_steps=1 >out 2>err &&
 	test_grep "nothere" err
