@@ -1,7 +1,9 @@
 /* gpt-logparse: training logs (gptkit, FleetX, PaddleNLP, Megatron-LM,
  * llm.c) to step rows, per-log summaries and an SVG plot. */
 #include "core/core.h"
+#include "config/config.h"
 #include "logs/logs.h"
+#include "model/model.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -13,6 +15,7 @@ enum {
 	OPT_SKIP,
 	OPT_PLOT,
 	OPT_PARAMS,
+	OPT_MODEL,
 	OPT_PEAK,
 	OPT_FOLLOW,
 	OPT_HELP,
@@ -25,6 +28,7 @@ static const gpt_opt options[] = {
 	{"skip-steps", 0, "N", OPT_SKIP, "warm-up steps left out of --summary speeds (default 10%, rounded up)"},
 	{"plot", 0, "FILE.svg", OPT_PLOT, "draw loss and tokens/s against step into an SVG file"},
 	{"params", 0, "N", OPT_PARAMS, "model parameters for MFU (e.g. 1.3e9, 345M, 1.3B)"},
+	{"model", 0, "CONFIG", OPT_MODEL, "take the parameter count for MFU from a gpt-train configuration"},
 	{"peak-tflops", 0, "X", OPT_PEAK, "peak TFLOPS of one card for MFU (e.g. 989 for H100 bf16)"},
 	{"follow", 'f', NULL, OPT_FOLLOW, "keep reading growing logs and print rows as they come"},
 	{"help", 'h', NULL, OPT_HELP, "show this help and exit"},
@@ -60,6 +64,20 @@ static int parse_count(const char *s, double *out)
 	return 0;
 }
 
+/* The parameter count of the model a gpt-train configuration describes. */
+static int model_params(const char *path, double *out, gpt_err *err)
+{
+	gpt_config cfg;
+	int rc = gpt_config_load(&cfg, path, NULL, 0, err);
+	if (!rc) {
+		gpt_model_shape s;
+		gpt_model_shape_from_config(&cfg, &s);
+		*out = (double)gpt_param_count(&s);
+	}
+	gpt_config_free(&cfg);
+	return rc ? gpt_err_prefix(err, "--model") : 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *prog = "gpt-logparse";
@@ -89,6 +107,10 @@ int main(int argc, char **argv)
 					    "--params: expected a positive parameter count such as 1.3e9 or 345M, not '%s'", a);
 				return gpt_cmd_fail(prog, &err);
 			}
+			break;
+		case OPT_MODEL:
+			if (model_params(a, &o.params, &err))
+				return gpt_cmd_fail(prog, &err);
 			break;
 		case OPT_PEAK:
 			if (gpt_parse_f64(a, &o.peak_tflops) || !(o.peak_tflops > 0) || !isfinite(o.peak_tflops)) {

@@ -105,7 +105,17 @@ test_expect_success 'bad option values are usage errors' '
 	test_expect_code 64 gpt-logparse --peak-tflops abc "$D/gptkit.log" 2>err &&
 	test_expect_code 64 gpt-logparse --follow --summary "$D/gptkit.log" 2>err &&
 	test_grep "cannot be combined with --summary" err &&
-	test_expect_code 64 gpt-logparse --model x.yaml "$D/gptkit.log" 2>err
+	test_expect_code 66 gpt-logparse --model x.yaml "$D/gptkit.log" 2>err &&
+	test_grep "^gpt-logparse: error: --model: x.yaml: No such file" err
+'
+
+test_expect_success '--model takes the parameter count from a gpt-train config' '
+	cfg="$GPT_ROOT/configs/pretrain_gpt_345M_single_card.yaml" &&
+	n=$(gpt-train -c "$cfg" --dry-run | sed -n "s/^parameters: \([0-9,]*\) .*/\1/p" | tr -d ,) &&
+	gpt-logparse --summary --model "$cfg" --peak-tflops 312 "$D/fleetx.log" >a &&
+	gpt-logparse --summary --params "$n" --peak-tflops 312 "$D/fleetx.log" >b &&
+	test_cmp b a &&
+	test -n "$(col mfu a)"
 '
 
 test_done
