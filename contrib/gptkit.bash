@@ -27,8 +27,8 @@ _gptkit()
 			COMPREPLY=($(compgen -f -- "$cur"))
 			return ;;
 		esac
-		# Section.key=value: offer the sections; keys are in gpt-config(5).
-		COMPREPLY=($(compgen -W "Global. Engine. Model. Data. Optimizer. Distributed. Generation. Inference. Quantization." -- "$cur"))
+		# Section.key=: every key gpt-train knows (gpt-config(5))
+		COMPREPLY=($(compgen -W "$(gpt-train --list-keys 2>/dev/null | cut -f1 | sed 's/$/=/')" -- "$cur"))
 		compopt -o nospace 2>/dev/null
 		return ;;
 	--format)
