@@ -5,7 +5,8 @@
  * Run as `test-comm-shm worker` it is one worker under gpt-launch (or srun,
  * mpirun): it finds its rank in the environment, all-reduces rank + 1 over
  * the world and prints "rank R of W: sum S"; with GPT_TEST_MESH=tp,sh,dp,pp it
- * also builds that mesh's groups and all-reduces in each. */
+ * also builds that mesh's groups and all-reduces in each. `test-comm-shm
+ * free-port` prints a TCP port that was free a moment ago. */
 #include "comm/comm.h"
 #include "tap.h"
 
@@ -481,6 +482,16 @@ int main(int argc, char **argv)
 {
 	if (argc > 1 && strcmp(argv[1], "worker") == 0)
 		return worker();
+	if (argc > 1 && strcmp(argv[1], "free-port") == 0) {
+		/* For the shell tests: a port that was free a moment ago. */
+		gpt_err err = {0};
+		gpt_store_server *s = NULL;
+		if (gpt_store_server_start("127.0.0.1", 0, &s, &err))
+			return gpt_cmd_fail("test-comm-shm", &err);
+		printf("%d\n", gpt_store_server_port(s));
+		gpt_store_server_stop(s);
+		return 0;
+	}
 	int sizes[] = {1, 2, 3, 4, 8};
 	for (int i = 0; i < 5; i++) {
 		int n = sizes[i];
