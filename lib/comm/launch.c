@@ -34,6 +34,7 @@ typedef struct launch {
 	const gpt_launch_options *o;
 	int nproc, world;
 	char **devices;     /* one per local worker, or NULL */
+	int ndevices;
 	char master[300];   /* what workers get in GPT_MASTER */
 	char master_host[256];
 	int master_port;
@@ -64,6 +65,7 @@ static int parse_devices(launch *L, gpt_err *err)
 	L->devices = gpt_calloc((size_t)n, sizeof *L->devices, "device list", err);
 	if (!L->devices)
 		return err->code;
+	L->ndevices = n;
 	const char *p = d;
 	for (int i = 0; i < n; i++) {
 		size_t len = strcspn(p, ",");
@@ -521,7 +523,7 @@ static void teardown(launch *L)
 		close(L->sfd);
 		sigprocmask(SIG_SETMASK, &L->old_mask, NULL);
 	}
-	for (int i = 0; L->devices && i < L->nproc; i++)
+	for (int i = 0; L->devices && i < L->ndevices; i++)
 		free(L->devices[i]);
 	free(L->devices);
 	free(L->w);

@@ -52,7 +52,7 @@ static void fill(void *buf, gpt_dtype t, int tag, int r, int64_t n)
 		case GPT_DTYPE_BF16: ((uint16_t *)buf)[i] = gpt_f32_to_bf16((float)v); break;
 		case GPT_DTYPE_F16: ((uint16_t *)buf)[i] = gpt_f32_to_f16((float)(v / 64)); break;
 		case GPT_DTYPE_I32: ((int32_t *)buf)[i] = (int32_t)(mix((uint32_t)(i + r * 1000003)) >> 1) - (1 << 30); break;
-		default: ((int64_t *)buf)[i] = (int64_t)mix((uint32_t)(i * 31 + r)) * 4000000007LL - (1LL << 61); break;
+		default: ((int64_t *)buf)[i] = (int64_t)((uint64_t)mix((uint32_t)(i * 31 + r)) * 4000000007ULL - (1ULL << 61)); break;
 		}
 	}
 }
