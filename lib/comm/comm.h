@@ -268,6 +268,11 @@ typedef struct gpt_mesh_groups {
 	gpt_group *g[GPT_MESH_AXES]; /* indexed by gpt_mesh_axis */
 } gpt_mesh_groups;
 
+/* Removes the shm segments that process pid created and had not yet
+ * unlinked (it died while a group was being set up): a supervisor calls
+ * this for each worker that exited, so a crash leaves nothing in /dev/shm. */
+void gpt_comm_shm_remove(int pid);
+
 /* Builds every group of m by splitting world (collective over world). */
 int gpt_mesh_groups_init(gpt_mesh_groups *out, gpt_group *world, const gpt_mesh *m, gpt_err *err);
 void gpt_mesh_groups_free(gpt_mesh_groups *mg);

@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -192,9 +193,13 @@ static void free_env(char **env)
 }
 
 /* In the child: become a process group leader, wire up output, exec. */
-static void exec_worker(launch *L, worker *w, int pout[2], int perr[2], char **env)
+static void exec_worker(launch *L, worker *w, int pout[2], int perr[2], char **env, pid_t parent)
 {
 	setpgid(0, 0);
+	/* Should gpt-launch itself be killed, its workers must not run on. */
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	if (getppid() != parent)
+		_exit(128 + SIGTERM);
 	sigprocmask(SIG_SETMASK, &L->old_mask, NULL);
 	int devnull = open("/dev/null", O_RDONLY);
 	if (devnull > 0) {
@@ -231,13 +236,14 @@ static int start_worker(launch *L, int local, int restart, gpt_err *err)
 	char **env = worker_env(L, local, restart, err);
 	if (!env)
 		return err->code;
+	pid_t self = getpid();
 	pid_t pid = fork();
 	if (pid < 0) {
 		free_env(env);
 		return gpt_err_errno(err, GPT_EIO, errno, "rank %d: cannot fork", w->rank);
 	}
 	if (pid == 0)
-		exec_worker(L, w, pout, perr, env);
+		exec_worker(L, w, pout, perr, env, self);
 	/* Also here, so that a kill of the group right away cannot miss it. */
 	setpgid(pid, pid);
 	free_env(env);
@@ -325,6 +331,7 @@ static void reap(launch *L, outcome *out, int *stopping, double *kill_at, char *
 				continue;
 			w->exited = 1;
 			w->status = status;
+			gpt_comm_shm_remove((int)p);
 			int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
 			if (ok || out->code || out->interrupted)
 				continue;

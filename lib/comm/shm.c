@@ -14,6 +14,7 @@
  * the others: every rank gets the same bits whatever the timing. */
 #include "comm/comm-impl.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -433,9 +434,14 @@ static int shm_group_init(gpt_comm *comm, gpt_group *parent, int color, int key,
 	if (g->rank == 0) {
 		char fullkey[256];
 		gpt_comm_group_key(g, fullkey, sizeof fullkey, "shm");
+		/* gpt_comm_shm_remove finds the segments of a dead pid by this name. */
 		snprintf(name, sizeof name, "/gptkit-%d-%016llx", (int)getpid(),
 			 (unsigned long long)gpt_xxh3_64(fullkey, strlen(fullkey)));
 		fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		/* The name holds our pid: one that exists was left by a crashed
+		 * process that had the same pid before us. */
+		if (fd < 0 && errno == EEXIST && shm_unlink(name) == 0)
+			fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 		if (fd < 0 || ftruncate(fd, (off_t)s->map_bytes)) {
 			rc = gpt_err_errno(err, GPT_EIO, errno,
 					   "group %s: cannot create the shared memory segment %s of %zu bytes (is /dev/shm full?)",
@@ -494,6 +500,23 @@ static int shm_group_init(gpt_comm *comm, gpt_group *parent, int color, int key,
 		g->impl = NULL;
 	}
 	return rc;
+}
+
+void gpt_comm_shm_remove(int pid)
+{
+	char prefix[32];
+	int pl = snprintf(prefix, sizeof prefix, "gptkit-%d-", pid);
+	DIR *d = opendir("/dev/shm");
+	if (!d)
+		return;
+	for (struct dirent *e; (e = readdir(d));) {
+		if (strncmp(e->d_name, prefix, (size_t)pl) != 0)
+			continue;
+		char name[300];
+		snprintf(name, sizeof name, "/%s", e->d_name);
+		shm_unlink(name);
+	}
+	closedir(d);
 }
 
 const gpt_comm_backend gpt_comm_backend_shm = {

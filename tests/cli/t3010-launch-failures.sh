@@ -17,10 +17,17 @@ wait_for () {
 	done
 }
 
-# all_gone PIDFILE...: the processes named in the files have exited.
+# all_gone PIDFILE...: the processes named in the files have exited (or
+# are zombies waiting for init), within 5 s.
 all_gone () {
 	for f in "$@"; do
-		if kill -0 "$(cat "$f")" 2>/dev/null; then echo "pid $(cat "$f") from $f still runs" >&2; return 1; fi
+		i=0
+		while kill -0 "$(cat "$f")" 2>/dev/null &&
+			! grep -q "^State:.*Z" "/proc/$(cat "$f")/status" 2>/dev/null; do
+			i=$((i + 1))
+			if [ $i -gt 100 ]; then echo "pid $(cat "$f") from $f still runs" >&2; return 1; fi
+			sleep 0.05
+		done
 	done
 }
 
@@ -96,6 +103,16 @@ test_expect_success 'a worker that ignores SIGTERM is killed after --grace-perio
 	all_gone pid.0 pid.1
 '
 
+test_expect_success 'workers do not outlive a gpt-launch killed with SIGKILL' '
+	rm -f pid.* &&
+	{ gpt-launch --nproc-per-node 2 -- sh -c "echo \$\$ >pid.\$GPT_RANK; exec sleep 30" 2>err & } &&
+	launcher=$! &&
+	wait_for pid.0 pid.1 &&
+	kill -KILL $launcher &&
+	{ wait $launcher || true; } &&
+	all_gone pid.0 pid.1
+'
+
 test_expect_success 'a failure on node 1 stops node 0 too' '
 	port=$("$worker" free-port) &&
 	{ gpt-launch --nnodes 2 --node-rank 1 --nproc-per-node 1 --master 127.0.0.1:$port -- sh -c "sleep 0.3; exit 6" 2>node1.err & } &&
@@ -133,12 +150,30 @@ test_expect_success 'node 1 gives up on an unreachable master after GPT_COMM_TIM
 	test ! -e unreach
 '
 
-test_expect_success 'a worker whose peer never arrives gets a timeout naming it' '
+test_expect_success 'a worker whose peer never arrives gets a timeout naming it; no segment is left' '
+	rm -f pid.* &&
 	test_expect_code 74 env GPT_COMM_TIMEOUT=1 gpt-launch --nproc-per-node 3 --log-dir peer -- sh -c "
+		echo \$\$ >pid.\$GPT_RANK
 		[ \$GPT_RANK = 2 ] && exec sleep 5; exec \"$worker\" worker" 2>err &&
+	! ls /dev/shm/gptkit-$(cat pid.0)-* 2>/dev/null &&
 	test_grep "^gpt-launch: error: rank [01] \(pid [0-9]+\) exited with status 74; stopped the other 2 workers$" err &&
 	cat peer/workerlog.0 peer/workerlog.1 >both &&
 	test_grep "^test-comm-shm worker: error: group world: shm setup timed out after 1 s waiting for ranks 2 \(world 2\)$" both
+'
+
+test_expect_success 'the shm segment of a worker killed during setup is removed' '
+	rm -f pid.* seen &&
+	test_expect_code 137 env GPT_COMM_TIMEOUT=20 gpt-launch --nproc-per-node 3 --log-dir crash -- sh -c "
+		echo \$\$ >pid.\$GPT_RANK
+		case \$GPT_RANK in
+		0) exec \"$worker\" worker ;;
+		1) while ! ls /dev/shm/gptkit-\$(cat pid.0)-* >seen 2>/dev/null; do sleep 0.05; done
+		   kill -KILL \$(cat pid.0); sleep 5 ;;
+		*) exec sleep 5 ;;
+		esac" 2>err &&
+	test_grep "^gpt-launch: error: rank 0 \(pid $(cat pid.0)\) was killed by signal 9 \(SIGKILL\)" err &&
+	test_line_count = 1 seen &&
+	! ls $(cat seen) 2>/dev/null
 '
 
 bad () {
