@@ -217,7 +217,7 @@ struct gpt_group {
 	char key[96];     /* unique per comm, the same on every member: scopes store keys */
 	int nsplit;       /* splits of this group so far (the same count on every member) */
 	char name[64];    /* "world", "tp.3", ... for messages */
-	double timeout_s;
+	double timeout_s; /* every wait of a call on this group; the caller may change it */
 	int broken;       /* 1 after a failure: every later call fails at once */
 };
 

@@ -65,23 +65,27 @@ static void nccl_group_free(gpt_group *g)
 static int nccl_all_reduce(gpt_group *g, const void *send, void *recv, int64_t count, gpt_dtype t,
 			   gpt_reduce_op op, gpt_err *err)
 {
+	gpt_nccl_set_timeout(g->impl, g->timeout_s);
 	return gpt_nccl_all_reduce(g->impl, send, recv, count, t, op == GPT_REDUCE_MAX, err);
 }
 
 static int nccl_reduce_scatter(gpt_group *g, const void *send, void *recv, int64_t count, gpt_dtype t,
 			       gpt_reduce_op op, gpt_err *err)
 {
+	gpt_nccl_set_timeout(g->impl, g->timeout_s);
 	return gpt_nccl_reduce_scatter(g->impl, send, recv, count, t, op == GPT_REDUCE_MAX, err);
 }
 
 static int nccl_all_gather(gpt_group *g, const void *send, void *recv, int64_t count, gpt_dtype t,
 			   gpt_err *err)
 {
+	gpt_nccl_set_timeout(g->impl, g->timeout_s);
 	return gpt_nccl_all_gather(g->impl, send, recv, count, t, err);
 }
 
 static int nccl_broadcast(gpt_group *g, void *buf, int64_t count, gpt_dtype t, int root, gpt_err *err)
 {
+	gpt_nccl_set_timeout(g->impl, g->timeout_s);
 	return gpt_nccl_broadcast(g->impl, buf, count, t, root, err);
 }
 
@@ -92,6 +96,7 @@ static int nccl_p2p(gpt_group *g, const gpt_p2p *ops, int n, gpt_dtype t, gpt_er
 		return err->code;
 	for (int i = 0; i < n; i++)
 		x[i] = (gpt_nccl_xfer){ops[i].peer, ops[i].is_send, ops[i].buf, ops[i].count};
+	gpt_nccl_set_timeout(g->impl, g->timeout_s);
 	int rc = gpt_nccl_p2p(g->impl, x, n, t, err);
 	free(x);
 	return rc;
@@ -99,6 +104,7 @@ static int nccl_p2p(gpt_group *g, const gpt_p2p *ops, int n, gpt_dtype t, gpt_er
 
 static int nccl_barrier(gpt_group *g, gpt_err *err)
 {
+	gpt_nccl_set_timeout(g->impl, g->timeout_s);
 	return gpt_nccl_barrier(g->impl, err);
 }
 

@@ -192,6 +192,11 @@ extern "C" void gpt_nccl_free(gpt_nccl *c)
 	free(c);
 }
 
+extern "C" void gpt_nccl_set_timeout(gpt_nccl *c, double timeout_s)
+{
+	c->timeout_s = timeout_s;
+}
+
 extern "C" int gpt_nccl_all_reduce(gpt_nccl *c, const void *send, void *recv, int64_t count, gpt_dtype t,
 				   int max, gpt_err *err)
 {

@@ -36,6 +36,8 @@ int gpt_nccl_init(gpt_nccl **out, const unsigned char id[GPT_NCCL_ID_BYTES], int
 int gpt_nccl_split(gpt_nccl *parent, int color, int key, double timeout_s, const char *name,
 		   gpt_nccl **out, gpt_err *err);
 void gpt_nccl_free(gpt_nccl *c);
+/* The deadline of the following operations, in seconds. */
+void gpt_nccl_set_timeout(gpt_nccl *c, double timeout_s);
 
 int gpt_nccl_all_reduce(gpt_nccl *c, const void *send, void *recv, int64_t count, gpt_dtype t,
 			int max, gpt_err *err);
