@@ -481,6 +481,62 @@ static int nodes_meet(launch *L, int restart, gpt_err *err)
 	return rc;
 }
 
+/* After this node's workers all succeeded: say so, and on node 0 keep the
+ * store up until every node has, since the others still need it. A failure
+ * elsewhere or a signal ends the wait. Returns 0 or fills out. */
+static int nodes_finish(launch *L, int restart, outcome *out, gpt_err *err)
+{
+	char key[64], fail_key[64];
+	snprintf(key, sizeof key, "launch/%d/done/%d", restart, L->o->node_rank);
+	snprintf(fail_key, sizeof fail_key, "launch/%d/failed", restart);
+	int rc = gpt_store_set(L->st, key, "1", 1, err);
+	if (rc || L->o->node_rank != 0)
+		return rc;
+	int n = L->o->nnodes;
+	char **keys = gpt_calloc((size_t)n, sizeof *keys, "node keys", err);
+	for (int i = 0; keys && i < n && !rc; i++) {
+		snprintf(key, sizeof key, "launch/%d/done/%d", restart, i);
+		if (!(keys[i] = gpt_strdup(key, err)))
+			rc = err->code;
+	}
+	if (!keys)
+		return err->code;
+	while (!rc) {
+		gpt_err e2 = {0};
+		int missing_any = gpt_store_wait(L->st, (const char *const *)keys, n, 0.2, NULL, &e2);
+		if (!missing_any)
+			break;
+		int ex = 0;
+		void *v = NULL;
+		if (gpt_store_check(L->st, fail_key, &ex, err)) {
+			rc = err->code;
+		} else if (ex && (rc = gpt_store_get(L->st, fail_key, &v, NULL, err)) == 0) {
+			const char *what = strchr(v, ' ');
+			out->code = atoi(v) > 0 ? atoi(v) : 1;
+			snprintf(out->msg, sizeof out->msg, "%s (the workers of node 0 had finished)",
+				 what ? what + 1 : "another node failed");
+			free(v);
+			break;
+		}
+		struct signalfd_siginfo si;
+		while (!rc && read(L->sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+			char sn[32];
+			if (si.ssi_signo == SIGCHLD)
+				continue;
+			out->interrupted = (int)si.ssi_signo;
+			out->code = 128 + (int)si.ssi_signo;
+			snprintf(out->msg, sizeof out->msg, "received %s while waiting for the other nodes to finish",
+				 sig_name((int)si.ssi_signo, sn, sizeof sn));
+		}
+		if (out->code)
+			break;
+	}
+	for (int i = 0; i < n; i++)
+		free(keys[i]);
+	free(keys);
+	return rc;
+}
+
 static int setup(launch *L, gpt_err *err)
 {
 	const gpt_launch_options *o = L->o;
@@ -552,6 +608,8 @@ int gpt_launch_run(const gpt_launch_options *o, gpt_err *err)
 			break;
 		outcome out;
 		if ((rc = attempt(&L, restart, &out, err)))
+			break;
+		if (!out.code && L.st && (rc = nodes_finish(&L, restart, &out, err)))
 			break;
 		if (!out.code)
 			break;

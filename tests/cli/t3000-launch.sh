@@ -81,6 +81,16 @@ test_expect_success 'two nodes on one host: one world across both launchers' '
 	test_grep "^rank 3 of 4 .*local rank 1.*sum 10$" log/workerlog.3
 '
 
+test_expect_success 'node 0 keeps serving until the slower nodes are done' '
+	port=$("$worker" free-port) &&
+	{ gpt-launch --nnodes 2 --node-rank 1 --master 127.0.0.1:$port -- sh -c "sleep 1; echo late done" >node1.out 2>node1.err & } &&
+	node1=$! &&
+	gpt-launch --nnodes 2 --master 127.0.0.1:$port -- true &&
+	wait $node1 &&
+	test_grep "^late done$" node1.out &&
+	test ! -s node1.err
+'
+
 test_expect_success 'nodes that disagree on --nproc-per-node are told so' '
 	port=$("$worker" free-port) &&
 	{ gpt-launch --nnodes 2 --node-rank 1 --nproc-per-node 1 --master 127.0.0.1:$port -- true 2>node1.err & } &&
