@@ -78,7 +78,6 @@ int gpt_comm_exchange(gpt_group *g, const char *tag, const char *op, const char 
 		for (int i = 0; i < g->size && !rc; i++) {
 			snprintf(sub, sizeof sub, "%s/%d", tag, i);
 			gpt_comm_group_key(g, key, sizeof key, sub);
-			int ex = 0;
 			const char *k1 = key;
 			int miss = 0;
 			rc = gpt_store_wait(st, &k1, 1, g->timeout_s, &miss, err);
@@ -94,7 +93,6 @@ int gpt_comm_exchange(gpt_group *g, const char *tag, const char *op, const char 
 			if (!rc)
 				rc = gpt_buf_puts(&b, v, err) || gpt_buf_puts(&b, "\n", err) ? GPT_EINTERNAL : 0;
 			free(v);
-			(void)ex;
 		}
 		if (!rc)
 			rc = gpt_store_set(st, all_key, b.data, b.len, err);
@@ -367,11 +365,11 @@ int gpt_group_split(gpt_group *parent, int color, int key, const char *name, gpt
 
 /* ---- dispatch ----------------------------------------------------------- */
 
-static int ready(gpt_group *g, const void *slot, const char *op, int64_t count, gpt_dtype t, gpt_err *err)
+static int ready(gpt_group *g, int have, const char *op, int64_t count, gpt_dtype t, gpt_err *err)
 {
 	if (g->broken)
 		return gpt_err_set(err, GPT_EIO, "group %s: %s: unusable after an earlier failure", g->name, op);
-	if (!slot)
+	if (!have)
 		return gpt_err_set(err, GPT_EUSAGE, "group %s: the %s backend has no %s", g->name, g->be->name, op);
 	if (count < 0)
 		return gpt_err_set(err, GPT_EUSAGE, "group %s: %s of %lld elements", g->name, op, (long long)count);
@@ -393,27 +391,27 @@ static int after(gpt_group *g, int rc)
 int gpt_comm_all_reduce(gpt_group *g, const void *send, void *recv, int64_t count, gpt_dtype t,
 			gpt_reduce_op op, gpt_err *err)
 {
-	int rc = ready(g, (const void *)g->be->all_reduce, "all-reduce", count, t, err);
+	int rc = ready(g, g->be->all_reduce != NULL, "all-reduce", count, t, err);
 	return rc ? rc : after(g, g->be->all_reduce(g, send, recv, count, t, op, err));
 }
 
 int gpt_comm_reduce_scatter(gpt_group *g, const void *send, void *recv, int64_t count,
 			    gpt_dtype t, gpt_reduce_op op, gpt_err *err)
 {
-	int rc = ready(g, (const void *)g->be->reduce_scatter, "reduce-scatter", count, t, err);
+	int rc = ready(g, g->be->reduce_scatter != NULL, "reduce-scatter", count, t, err);
 	return rc ? rc : after(g, g->be->reduce_scatter(g, send, recv, count, t, op, err));
 }
 
 int gpt_comm_all_gather(gpt_group *g, const void *send, void *recv, int64_t count, gpt_dtype t,
 			gpt_err *err)
 {
-	int rc = ready(g, (const void *)g->be->all_gather, "all-gather", count, t, err);
+	int rc = ready(g, g->be->all_gather != NULL, "all-gather", count, t, err);
 	return rc ? rc : after(g, g->be->all_gather(g, send, recv, count, t, err));
 }
 
 int gpt_comm_broadcast(gpt_group *g, void *buf, int64_t count, gpt_dtype t, int root, gpt_err *err)
 {
-	int rc = ready(g, (const void *)g->be->broadcast, "broadcast", count, t, err);
+	int rc = ready(g, g->be->broadcast != NULL, "broadcast", count, t, err);
 	if (!rc && (root < 0 || root >= g->size))
 		rc = gpt_err_set(err, GPT_EUSAGE, "group %s: broadcast from rank %d of %d", g->name, root, g->size);
 	return rc ? rc : after(g, g->be->broadcast(g, buf, count, t, root, err));
@@ -421,7 +419,7 @@ int gpt_comm_broadcast(gpt_group *g, void *buf, int64_t count, gpt_dtype t, int 
 
 int gpt_comm_p2p(gpt_group *g, const gpt_p2p *ops, int n, gpt_dtype t, gpt_err *err)
 {
-	int rc = ready(g, (const void *)g->be->p2p, "send/recv", 0, t, err);
+	int rc = ready(g, g->be->p2p != NULL, "send/recv", 0, t, err);
 	for (int i = 0; !rc && i < n; i++)
 		if (ops[i].peer < 0 || ops[i].peer >= g->size || ops[i].peer == g->rank || ops[i].count < 0)
 			rc = gpt_err_set(err, GPT_EUSAGE, "group %s: %s %lld elements %s rank %d of %d (this is rank %d)",
@@ -444,7 +442,7 @@ int gpt_comm_recv(gpt_group *g, void *buf, int64_t count, gpt_dtype t, int peer,
 
 int gpt_comm_barrier(gpt_group *g, gpt_err *err)
 {
-	int rc = ready(g, (const void *)g->be->barrier, "barrier", 0, GPT_DTYPE_F32, err);
+	int rc = ready(g, g->be->barrier != NULL, "barrier", 0, GPT_DTYPE_F32, err);
 	return rc ? rc : after(g, g->be->barrier(g, err));
 }
 

@@ -44,6 +44,8 @@ typedef struct launch {
 	gpt_store *st;      /* multi-node coordination; NULL on one node */
 	int sfd;            /* signalfd */
 	sigset_t old_mask;
+	struct sigaction old_pipe;
+	int term_gone[2];   /* our stdout/stderr were closed: log only */
 	double timeout_s;
 	worker *w;
 } launch;
@@ -201,6 +203,7 @@ static void exec_worker(launch *L, worker *w, int pout[2], int perr[2], char **e
 	if (getppid() != parent)
 		_exit(128 + SIGTERM);
 	sigprocmask(SIG_SETMASK, &L->old_mask, NULL);
+	sigaction(SIGPIPE, &L->old_pipe, NULL);
 	int devnull = open("/dev/null", O_RDONLY);
 	if (devnull > 0) {
 		dup2(devnull, 0);
@@ -286,7 +289,11 @@ static void relay(launch *L, int which)
 		return;
 	}
 	gpt_write_all(w->log_fd, buf, (size_t)n, "worker log", NULL);
-	gpt_write_all(which ? L->o->err_fd : L->o->out_fd, buf, (size_t)n, "terminal", NULL);
+	/* A reader that went away (gpt-launch ... | head) costs the terminal
+	 * copy, never the run. */
+	if (!L->term_gone[which] &&
+	    gpt_write_all(which ? L->o->err_fd : L->o->out_fd, buf, (size_t)n, "terminal", NULL))
+		L->term_gone[which] = 1;
 }
 
 /* ---- one attempt ------------------------------------------------------------ */
@@ -297,7 +304,7 @@ typedef struct outcome {
 	char msg[GPT_ERR_MSG_MAX];
 } outcome;
 
-static void describe_failure(launch *L, const worker *w, int others, outcome *out)
+static void describe_failure(const worker *w, int others, outcome *out)
 {
 	char sn[32], tail[96];
 	if (others)
@@ -314,7 +321,6 @@ static void describe_failure(launch *L, const worker *w, int others, outcome *ou
 		snprintf(out->msg, sizeof out->msg, "rank %d (pid %d) exited with status %d%s%s", w->rank,
 			 (int)w->pid, out->code, out->code == 127 ? " (program not found)" : "", tail);
 	}
-	(void)L;
 }
 
 /* Reaps exited workers; on the first failure starts stopping the rest. */
@@ -336,7 +342,7 @@ static void reap(launch *L, outcome *out, int *stopping, double *kill_at, char *
 			if (ok || out->code || out->interrupted)
 				continue;
 			int others = running(L);
-			describe_failure(L, w, others, out);
+			describe_failure(w, others, out);
 			signal_all(L, SIGTERM);
 			*stopping = 1;
 			*kill_at = gpt_now_s() + L->o->grace_s;
@@ -556,6 +562,8 @@ static int setup(launch *L, gpt_err *err)
 	 * ignored under nohup). The workers inherit the default too. */
 	signal(SIGINT, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);
+	struct sigaction ign = {.sa_handler = SIG_IGN};
+	sigaction(SIGPIPE, &ign, &L->old_pipe);
 	L->sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (L->sfd < 0)
 		return gpt_err_errno(err, GPT_EINTERNAL, errno, "gpt-launch: signalfd");
@@ -585,6 +593,7 @@ static void teardown(launch *L)
 	if (L->sfd >= 0) {
 		close(L->sfd);
 		sigprocmask(SIG_SETMASK, &L->old_mask, NULL);
+		sigaction(SIGPIPE, &L->old_pipe, NULL);
 	}
 	for (int i = 0; L->devices && i < L->ndevices; i++)
 		free(L->devices[i]);

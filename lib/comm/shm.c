@@ -405,7 +405,7 @@ static void shm_group_free(gpt_group *g)
 	g->impl = NULL;
 }
 
-static int shm_layout(shm *s, int n)
+static void shm_layout(shm *s, int n)
 {
 	s->n = n;
 	s->slot_bytes = n <= 16 ? (512 << 10) : (128 << 10);
@@ -417,7 +417,6 @@ static int shm_layout(shm *s, int n)
 	s->data_off = s->ctl_off + (size_t)n * CTL_STRIDE;
 	s->ring_off = s->data_off + 2 * (size_t)(n + 1) * (size_t)s->slot_bytes;
 	s->map_bytes = s->ring_off + (size_t)n * (size_t)n * (sizeof(shm_ring) + (size_t)s->ring_bytes);
-	return 0;
 }
 
 static int shm_group_init(gpt_comm *comm, gpt_group *parent, int color, int key, gpt_group *g,

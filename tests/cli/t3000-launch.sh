@@ -51,6 +51,12 @@ test_expect_success 'each worker logs to LOG_DIR/workerlog.RANK; only rank 0 sho
 	echo "err 0" >expect.err && test_cmp expect.err err
 '
 
+test_expect_success 'a closed terminal pipe costs only the terminal copy' '
+	gpt-launch --log-dir piped -- sh -c "seq 1 50000; echo end" | head -n 1 >out &&
+	echo 1 >expect && test_cmp expect out &&
+	test_grep "^end$" piped/workerlog.0
+'
+
 test_expect_success 'the default log directory is log/' '
 	gpt-launch --nproc-per-node 2 -- sh -c "echo hi \$GPT_RANK" >out &&
 	test_grep "^hi 1$" log/workerlog.1 &&
