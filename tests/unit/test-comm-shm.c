@@ -250,6 +250,13 @@ static int rank_collectives(rank_ctx *x)
 				CHECK(rc == 0 && memcmp(got, (uint8_t *)want + (size_t)(me * rcnt) * es, (size_t)rcnt * es) == 0,
 				      "reduce-scatter %s %s of %lld per rank differs (%s)", op ? "max" : "sum",
 				      gpt_dtype_name(t), (long long)rcnt, rc ? err.msg : "");
+				/* in place, as ZeRO does it: recv is this rank's block of send */
+				rc = gpt_comm_reduce_scatter(w, in[me], (uint8_t *)in[me] + (size_t)(me * rcnt) * es, rcnt, t,
+							     (gpt_reduce_op)op, &err);
+				CHECK(rc == 0 && memcmp((uint8_t *)in[me] + (size_t)(me * rcnt) * es,
+							(uint8_t *)want + (size_t)(me * rcnt) * es, (size_t)rcnt * es) == 0,
+				      "in-place reduce-scatter %s %s of %lld per rank differs", op ? "max" : "sum",
+				      gpt_dtype_name(t), (long long)rcnt);
 				free_inputs(in, n);
 				free(want), free(got);
 			}

@@ -225,6 +225,43 @@ static void test_env(void)
 	is_near(t, GPT_COMM_DEFAULT_TIMEOUT_S, 0, "default timeout");
 }
 
+/* One process: gpt_comm_open serves its own store; argument checks. */
+static void test_single(void)
+{
+	gpt_err err = {0};
+	gpt_dist_env env;
+	char *none[] = {NULL};
+	gpt_dist_env_parse(&env, none, &err);
+	gpt_comm *c = NULL;
+	gpt_comm_options o = {.backend = "tcp"};
+	is_int(gpt_comm_open(&c, &env, &o, &err), GPT_EUSAGE, "an unknown backend");
+	ok(strstr(err.msg, "communication backend 'tcp': expected shm or nccl") != NULL, "names it: %s", err.msg);
+	o.backend = "shm";
+	is_int(gpt_comm_open(&c, &env, &o, &err), 0, "a single process opens a world of one");
+	gpt_group *w = gpt_comm_world(c);
+	ok(w->size == 1 && w->rank == 0 && strcmp(w->name, "world") == 0, "its world group");
+	float x[3] = {1, 2, 3}, y[3] = {0};
+	is_int(gpt_comm_all_reduce(w, x, y, 3, GPT_DTYPE_F32, GPT_REDUCE_SUM, &err), 0, "all-reduce of one rank");
+	int8_t b[4] = {0};
+	is_int(gpt_comm_all_reduce(w, b, b, 4, GPT_DTYPE_I8, GPT_REDUCE_SUM, &err), GPT_EUSAGE, "int8 is refused");
+	ok(strstr(err.msg, "group world: all-reduce: dtype int8 is not supported") != NULL, "and named: %s", err.msg);
+	is_int(gpt_comm_broadcast(w, x, 3, GPT_DTYPE_F32, 1, &err), GPT_EUSAGE, "a root outside the group");
+	is_int(gpt_comm_all_gather(w, x, y, -1, GPT_DTYPE_F32, &err), GPT_EUSAGE, "a negative count");
+	is_int(gpt_comm_barrier(w, &err), 0, "usage errors leave the group usable");
+	gpt_group *sub = NULL;
+	is_int(gpt_group_split(w, -1, 0, "none", &sub, &err), 0, "a split with no colour");
+	ok(sub == NULL, "gives no group");
+	is_int(gpt_group_split(w, 5, 0, "tp", &sub, &err), 0, "a split with a colour");
+	ok(sub && strcmp(sub->name, "tp.5") == 0 && sub->size == 1, "gives a group named by it");
+	gpt_group_free(sub);
+	gpt_comm_close(c);
+#if !GPT_HAVE_CUDA
+	o.backend = "nccl";
+	is_int(gpt_comm_open(&c, &env, &o, &err), GPT_EUSAGE, "nccl without CUDA");
+	ok(strstr(err.msg, "rebuild with CUDA=1") != NULL, "says how to get it: %s", err.msg);
+#endif
+}
+
 int main(void)
 {
 	gpt_err err = {0};
@@ -245,5 +282,6 @@ int main(void)
 	test_server_gone();
 	test_host_port();
 	test_env();
+	test_single();
 	return done_testing();
 }
