@@ -393,6 +393,8 @@ static int attempt(launch *L, int restart, outcome *out, gpt_err *err)
 	char fail_key[64];
 	snprintf(fail_key, sizeof fail_key, "launch/%d/failed", restart);
 	int rc = 0;
+	for (int i = 0; i < L->nproc; i++)
+		L->w[i] = (worker){.out = {-1, -1}, .log_fd = -1};
 	for (int i = 0; i < L->nproc && !rc; i++)
 		rc = start_worker(L, i, restart, err);
 	int stopping = 0;
