@@ -176,6 +176,19 @@ test_expect_success 'the shm segment of a worker killed during setup is removed'
 	! ls $(cat seen) 2>/dev/null
 '
 
+test_expect_success 'a log directory that is a file' '
+	echo x >afile &&
+	test_expect_code 74 gpt-launch --log-dir afile -- true 2>err &&
+	test_grep "^gpt-launch: error: afile" err
+'
+
+test_expect_success NOT_ROOT 'a log directory without write permission: nothing starts' '
+	mkdir ro && chmod 555 ro &&
+	test_expect_code 74 gpt-launch --nproc-per-node 2 --log-dir ro -- sh -c "echo ran >ran.\$GPT_RANK" 2>err &&
+	test_grep "^gpt-launch: error: ro/workerlog.0: cannot open the worker log: Permission denied$" err &&
+	test ! -e ran.0 && test ! -e ran.1
+'
+
 bad () {
 	desc=$1; shift
 	pattern=$1; shift
