@@ -1,0 +1,203 @@
+/* Who am I: rank, world and master from the launcher's environment. */
+#include "comm/comm.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+extern char **environ;
+
+static const char *env_get(char *const *envp, const char *name)
+{
+	size_t n = strlen(name);
+	for (char *const *e = envp; e && *e; e++)
+		if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')
+			return *e + n + 1;
+	return NULL;
+}
+
+/* Reads an integer variable in [lo, hi]; absent leaves *out and returns 0. */
+static int env_int(char *const *envp, const char *name, int lo, int hi, int *out, gpt_err *err)
+{
+	const char *v = env_get(envp, name);
+	if (!v)
+		return 0;
+	int64_t x;
+	if (gpt_parse_i64(v, &x) || x < lo || x > hi)
+		return gpt_err_set(err, GPT_EUSAGE, "environment variable %s='%s': expected an integer in [%d, %d]",
+				   name, v, lo, hi);
+	*out = (int)x;
+	return 0;
+}
+
+int gpt_parse_host_port(const char *s, const char *what, char *host, size_t host_size, int *port,
+			gpt_err *err)
+{
+	const char *colon = strrchr(s, ':');
+	const char *h = s;
+	size_t hl = colon ? (size_t)(colon - s) : 0;
+	if (colon && s[0] == '[' && hl >= 2 && s[hl - 1] == ']')
+		h = s + 1, hl -= 2;
+	int64_t p;
+	if (!colon || hl == 0 || hl >= host_size || gpt_parse_i64(colon + 1, &p) || p < 1 || p > 65535)
+		return gpt_err_set(err, GPT_EUSAGE, "%s '%s': expected HOST:PORT with a port in [1, 65535]",
+				   what, s);
+	memcpy(host, h, hl);
+	host[hl] = '\0';
+	*port = (int)p;
+	return 0;
+}
+
+const char *gpt_dist_source_name(gpt_dist_source s)
+{
+	switch (s) {
+	case GPT_DIST_GPT_LAUNCH: return "gpt-launch";
+	case GPT_DIST_TORCHRUN: return "torchrun";
+	case GPT_DIST_SLURM: return "slurm";
+	case GPT_DIST_OPENMPI: return "openmpi";
+	default: return "single";
+	}
+}
+
+/* MASTER_ADDR/MASTER_PORT when set, else fallback_host and the default port. */
+static int master_from_env(gpt_dist_env *d, char *const *envp, const char *fallback_host,
+			   const char *why, gpt_err *err)
+{
+	const char *addr = env_get(envp, "MASTER_ADDR");
+	d->master_port = GPT_DIST_DEFAULT_PORT;
+	int rc = env_int(envp, "MASTER_PORT", 1, 65535, &d->master_port, err);
+	if (rc)
+		return rc;
+	if (!addr || !*addr)
+		addr = fallback_host;
+	if (!addr)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "%s: no master address: set MASTER_ADDR (and MASTER_PORT) to the host of rank 0",
+				   why);
+	snprintf(d->master_host, sizeof d->master_host, "%s", addr);
+	return 0;
+}
+
+static int check_ranks(const gpt_dist_env *d, const char *rank_var, gpt_err *err)
+{
+	if (d->world_size < 1 || d->rank < 0 || d->rank >= d->world_size)
+		return gpt_err_set(err, GPT_EUSAGE, "environment variable %s=%d is outside the world of %d ranks",
+				   rank_var, d->rank, d->world_size);
+	if (d->local_rank < 0 || d->local_rank >= d->local_world_size)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "local rank %d is outside the %d local ranks; check the launcher's variables",
+				   d->local_rank, d->local_world_size);
+	return 0;
+}
+
+int gpt_dist_env_parse(gpt_dist_env *d, char *const *envp, gpt_err *err)
+{
+	memset(d, 0, sizeof *d);
+	d->world_size = d->local_world_size = 1;
+	snprintf(d->master_host, sizeof d->master_host, "127.0.0.1");
+	const int BIG = 1 << 24;
+	int rc = 0;
+	if (env_get(envp, "GPT_RANK")) {
+		d->source = GPT_DIST_GPT_LAUNCH;
+		d->world_size = -1;
+		if ((rc = env_int(envp, "GPT_RANK", 0, BIG, &d->rank, err)) ||
+		    (rc = env_int(envp, "GPT_WORLD_SIZE", 1, BIG, &d->world_size, err)))
+			return rc;
+		if (d->world_size < 0)
+			return gpt_err_set(err, GPT_EUSAGE, "GPT_RANK is set but GPT_WORLD_SIZE is not");
+		d->local_rank = d->rank;
+		d->local_world_size = d->world_size;
+		if ((rc = env_int(envp, "GPT_LOCAL_RANK", 0, BIG, &d->local_rank, err)) ||
+		    (rc = env_int(envp, "GPT_LOCAL_WORLD_SIZE", 1, BIG, &d->local_world_size, err)) ||
+		    (rc = env_int(envp, "GPT_NODE_RANK", 0, BIG, &d->node_rank, err)) ||
+		    (rc = env_int(envp, "GPT_RESTART_COUNT", 0, BIG, &d->restart_count, err)))
+			return rc;
+		const char *m = env_get(envp, "GPT_MASTER");
+		if (!m)
+			return gpt_err_set(err, GPT_EUSAGE, "GPT_RANK is set but GPT_MASTER (HOST:PORT) is not");
+		if ((rc = gpt_parse_host_port(m, "environment variable GPT_MASTER", d->master_host,
+					      sizeof d->master_host, &d->master_port, err)))
+			return rc;
+		return check_ranks(d, "GPT_RANK", err);
+	}
+	if (env_get(envp, "RANK") && env_get(envp, "WORLD_SIZE")) {
+		d->source = GPT_DIST_TORCHRUN;
+		if ((rc = env_int(envp, "RANK", 0, BIG, &d->rank, err)) ||
+		    (rc = env_int(envp, "WORLD_SIZE", 1, BIG, &d->world_size, err)))
+			return rc;
+		d->local_rank = d->rank;
+		d->local_world_size = d->world_size;
+		if ((rc = env_int(envp, "LOCAL_RANK", 0, BIG, &d->local_rank, err)) ||
+		    (rc = env_int(envp, "LOCAL_WORLD_SIZE", 1, BIG, &d->local_world_size, err)) ||
+		    (rc = env_int(envp, "GROUP_RANK", 0, BIG, &d->node_rank, err)) ||
+		    (rc = env_int(envp, "TORCHELASTIC_RESTART_COUNT", 0, BIG, &d->restart_count, err)) ||
+		    (rc = master_from_env(d, envp, d->world_size == d->local_world_size ? "127.0.0.1" : NULL,
+					  "torchrun environment", err)))
+			return rc;
+		/* torchrun's agent keeps its own store on MASTER_PORT. */
+		if (env_get(envp, "TORCHELASTIC_RUN_ID"))
+			d->master_port = d->master_port == 65535 ? 65534 : d->master_port + 1;
+		d->serve_store = 1;
+		return check_ranks(d, "RANK", err);
+	}
+	if (env_get(envp, "SLURM_PROCID") && env_get(envp, "SLURM_NTASKS")) {
+		d->source = GPT_DIST_SLURM;
+		if ((rc = env_int(envp, "SLURM_PROCID", 0, BIG, &d->rank, err)) ||
+		    (rc = env_int(envp, "SLURM_NTASKS", 1, BIG, &d->world_size, err)) ||
+		    (rc = env_int(envp, "SLURM_LOCALID", 0, BIG, &d->local_rank, err)) ||
+		    (rc = env_int(envp, "SLURM_NODEID", 0, BIG, &d->node_rank, err)))
+			return rc;
+		d->local_world_size = d->world_size;
+		/* SLURM_TASKS_PER_NODE is "4(x2)" or "4,3": its first number is
+		 * this layout's tasks per node when they are even. */
+		const char *tpn = env_get(envp, "SLURM_NTASKS_PER_NODE");
+		if (tpn && (rc = env_int(envp, "SLURM_NTASKS_PER_NODE", 1, BIG, &d->local_world_size, err)))
+			return rc;
+		if (!tpn && (tpn = env_get(envp, "SLURM_TASKS_PER_NODE")))
+			d->local_world_size = atoi(tpn) > 0 ? atoi(tpn) : d->world_size;
+		int nnodes = 1;
+		if ((rc = env_int(envp, "SLURM_NNODES", 1, BIG, &nnodes, err)) ||
+		    (rc = master_from_env(d, envp,
+					  env_get(envp, "SLURM_LAUNCH_NODE_IPADDR") ? env_get(envp, "SLURM_LAUNCH_NODE_IPADDR")
+					  : nnodes == 1 ? "127.0.0.1" : NULL,
+					  "slurm environment", err)))
+			return rc;
+		d->serve_store = 1;
+		return check_ranks(d, "SLURM_PROCID", err);
+	}
+	if (env_get(envp, "OMPI_COMM_WORLD_RANK") && env_get(envp, "OMPI_COMM_WORLD_SIZE")) {
+		d->source = GPT_DIST_OPENMPI;
+		if ((rc = env_int(envp, "OMPI_COMM_WORLD_RANK", 0, BIG, &d->rank, err)) ||
+		    (rc = env_int(envp, "OMPI_COMM_WORLD_SIZE", 1, BIG, &d->world_size, err)))
+			return rc;
+		d->local_world_size = d->world_size;
+		if ((rc = env_int(envp, "OMPI_COMM_WORLD_LOCAL_RANK", 0, BIG, &d->local_rank, err)) ||
+		    (rc = env_int(envp, "OMPI_COMM_WORLD_LOCAL_SIZE", 1, BIG, &d->local_world_size, err)) ||
+		    (rc = env_int(envp, "OMPI_COMM_WORLD_NODE_RANK", 0, BIG, &d->node_rank, err)) ||
+		    (rc = master_from_env(d, envp, d->local_world_size == d->world_size ? "127.0.0.1" : NULL,
+					  "open mpi environment", err)))
+			return rc;
+		d->serve_store = 1;
+		return check_ranks(d, "OMPI_COMM_WORLD_RANK", err);
+	}
+	d->source = GPT_DIST_SINGLE;
+	return 0;
+}
+
+int gpt_dist_env_detect(gpt_dist_env *out, gpt_err *err)
+{
+	return gpt_dist_env_parse(out, environ, err);
+}
+
+int gpt_comm_timeout(double *out, gpt_err *err)
+{
+	*out = GPT_COMM_DEFAULT_TIMEOUT_S;
+	const char *v = getenv("GPT_COMM_TIMEOUT");
+	if (!v || !*v)
+		return 0;
+	double t;
+	if (gpt_parse_f64(v, &t) || !(t > 0) || t > 1e7)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "environment variable GPT_COMM_TIMEOUT='%s': expected seconds > 0", v);
+	*out = t;
+	return 0;
+}

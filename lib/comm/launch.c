@@ -1,0 +1,640 @@
+/* gpt-launch's supervisor: start this node's workers, relay and log their
+ * output, stop them all when one fails, restart the group, forward signals.
+ *
+ * Signals arrive through a signalfd (they are blocked, before the store's
+ * thread starts, so that no thread takes them by default), so the whole
+ * supervisor is one poll loop without handlers or global state. Each worker
+ * leads its own process group: a stop reaches what it started too, and a
+ * Ctrl-C on the terminal reaches the workers only through us, once. */
+#include "comm/comm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+typedef struct worker {
+	pid_t pid;      /* 0: not started or reaped */
+	int rank, local_rank;
+	int status;     /* wait status once reaped */
+	int exited;
+	int out[2];     /* first local worker: its stdout and stderr pipes (read ends), else -1 */
+	int log_fd;
+} worker;
+
+typedef struct launch {
+	const gpt_launch_options *o;
+	int nproc, world;
+	char **devices;     /* one per local worker, or NULL */
+	int ndevices;
+	char master[300];   /* what workers get in GPT_MASTER */
+	char master_host[256];
+	int master_port;
+	const char *log_dir;
+	gpt_store_server *srv;
+	gpt_store *st;      /* multi-node coordination; NULL on one node */
+	int sfd;            /* signalfd */
+	sigset_t old_mask;
+	struct sigaction old_pipe;
+	int term_gone[2];   /* our stdout/stderr were closed: log only */
+	double timeout_s;
+	worker *w;
+} launch;
+
+static const char *sig_name(int sig, char *buf, size_t size)
+{
+	const char *ab = sigabbrev_np(sig);
+	snprintf(buf, size, "SIG%s", ab ? ab : "?");
+	return buf;
+}
+
+/* ---- options ----------------------------------------------------------- */
+
+static int parse_devices(launch *L, gpt_err *err)
+{
+	const char *d = L->o->devices;
+	int n = 1;
+	for (const char *p = d; *p; p++)
+		n += *p == ',';
+	L->devices = gpt_calloc((size_t)n, sizeof *L->devices, "device list", err);
+	if (!L->devices)
+		return err->code;
+	L->ndevices = n;
+	const char *p = d;
+	for (int i = 0; i < n; i++) {
+		size_t len = strcspn(p, ",");
+		int64_t v;
+		char tmp[32];
+		if (len == 0 || len >= sizeof tmp)
+			return gpt_err_set(err, GPT_EUSAGE, "--devices '%s': expected device numbers separated by commas", d);
+		memcpy(tmp, p, len);
+		tmp[len] = '\0';
+		if (gpt_parse_i64(tmp, &v) || v < 0 || v > 1023)
+			return gpt_err_set(err, GPT_EUSAGE, "--devices '%s': '%s' is not a device number", d, tmp);
+		if (!(L->devices[i] = gpt_strdup(tmp, err)))
+			return err->code;
+		p += len + (p[len] == ',');
+	}
+	if (L->o->nproc_per_node > 0 && L->o->nproc_per_node != n)
+		return gpt_err_set(err, GPT_EUSAGE, "--nproc-per-node %d but --devices lists %d devices; give one of them",
+				   L->o->nproc_per_node, n);
+	L->nproc = n;
+	return 0;
+}
+
+static int check_options(launch *L, gpt_err *err)
+{
+	const gpt_launch_options *o = L->o;
+	if (!o->argv || !o->argv[0])
+		return gpt_err_set(err, GPT_EUSAGE, "no program to launch; usage: gpt-launch [options] [--] PROGRAM ARGS...");
+	L->nproc = o->nproc_per_node > 0 ? o->nproc_per_node : 1;
+	if (o->devices) {
+		int rc = parse_devices(L, err);
+		if (rc)
+			return rc;
+	}
+	if (L->nproc > 4096)
+		return gpt_err_set(err, GPT_EUSAGE, "--nproc-per-node %d: at most 4096 workers per node", L->nproc);
+	if (o->nnodes < 1 || o->node_rank < 0 || o->node_rank >= o->nnodes)
+		return gpt_err_set(err, GPT_EUSAGE, "--node-rank %d: expected 0 to %d for --nnodes %d", o->node_rank,
+				   o->nnodes - 1, o->nnodes);
+	if (o->nnodes > 1 && !o->master)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "--nnodes %d needs --master HOST:PORT (node 0's address, the same on every node)",
+				   o->nnodes);
+	if ((int64_t)L->nproc * o->nnodes > (1 << 24))
+		return gpt_err_set(err, GPT_EUSAGE, "%d nodes x %d workers is too many", o->nnodes, L->nproc);
+	L->world = L->nproc * o->nnodes;
+	if (o->master) {
+		int rc = gpt_parse_host_port(o->master, "--master", L->master_host, sizeof L->master_host,
+					     &L->master_port, err);
+		if (rc)
+			return rc;
+	}
+	L->log_dir = o->log_dir && *o->log_dir ? o->log_dir : "log";
+	return 0;
+}
+
+/* ---- workers ------------------------------------------------------------ */
+
+/* The environment of one worker: ours, minus what we set, plus what we set. */
+static char **worker_env(launch *L, int local, int restart, gpt_err *err)
+{
+	static const char *const ours[] = {
+		"GPT_RANK", "GPT_WORLD_SIZE", "GPT_LOCAL_RANK", "GPT_LOCAL_WORLD_SIZE", "GPT_NODE_RANK",
+		"GPT_MASTER", "GPT_RESTART_COUNT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+		"MASTER_ADDR", "MASTER_PORT", "CUDA_VISIBLE_DEVICES", NULL};
+	size_t n = 0;
+	while (environ[n])
+		n++;
+	char **env = gpt_calloc(n + 16, sizeof *env, "worker environment", err);
+	if (!env)
+		return NULL;
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		int mine = 0;
+		for (const char *const *p = ours; *p && !mine; p++) {
+			size_t l = strlen(*p);
+			mine = strncmp(environ[i], *p, l) == 0 && environ[i][l] == '=';
+			/* Without --devices, the inherited device list stays. */
+			if (mine && !L->devices && strcmp(*p, "CUDA_VISIBLE_DEVICES") == 0)
+				mine = 0;
+		}
+		if (!mine)
+			env[k++] = gpt_strdup(environ[i], NULL);
+	}
+	int rank = L->o->node_rank * L->nproc + local;
+	char host[256];
+	int port;
+	gpt_parse_host_port(L->master, "master", host, sizeof host, &port, NULL);
+	char *add[14];
+	int na = 0;
+	if (asprintf(&add[na++], "GPT_RANK=%d", rank) < 0 ||
+	    asprintf(&add[na++], "GPT_WORLD_SIZE=%d", L->world) < 0 ||
+	    asprintf(&add[na++], "GPT_LOCAL_RANK=%d", local) < 0 ||
+	    asprintf(&add[na++], "GPT_LOCAL_WORLD_SIZE=%d", L->nproc) < 0 ||
+	    asprintf(&add[na++], "GPT_NODE_RANK=%d", L->o->node_rank) < 0 ||
+	    asprintf(&add[na++], "GPT_MASTER=%s", L->master) < 0 ||
+	    asprintf(&add[na++], "GPT_RESTART_COUNT=%d", restart) < 0 ||
+	    asprintf(&add[na++], "RANK=%d", rank) < 0 ||
+	    asprintf(&add[na++], "WORLD_SIZE=%d", L->world) < 0 ||
+	    asprintf(&add[na++], "LOCAL_RANK=%d", local) < 0 ||
+	    asprintf(&add[na++], "LOCAL_WORLD_SIZE=%d", L->nproc) < 0 ||
+	    asprintf(&add[na++], "MASTER_ADDR=%s", host) < 0 ||
+	    asprintf(&add[na++], "MASTER_PORT=%d", port) < 0 ||
+	    (L->devices && asprintf(&add[na++], "CUDA_VISIBLE_DEVICES=%s", L->devices[local]) < 0)) {
+		add[na - 1] = NULL;
+		for (int i = 0; i < na; i++)
+			free(add[i]);
+		for (size_t i = 0; i < k; i++)
+			free(env[i]);
+		free(env);
+		gpt_err_nomem(err, 64, "worker environment");
+		return NULL;
+	}
+	for (int i = 0; i < na; i++)
+		env[k++] = add[i];
+	env[k] = NULL;
+	return env;
+}
+
+static void free_env(char **env)
+{
+	for (size_t i = 0; env && env[i]; i++)
+		free(env[i]);
+	free(env);
+}
+
+/* In the child: become a process group leader, wire up output, exec. */
+static void exec_worker(launch *L, worker *w, int pout[2], int perr[2], char **env, pid_t parent)
+{
+	setpgid(0, 0);
+	/* Should gpt-launch itself be killed, its workers must not run on. */
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	if (getppid() != parent)
+		_exit(128 + SIGTERM);
+	sigprocmask(SIG_SETMASK, &L->old_mask, NULL);
+	sigaction(SIGPIPE, &L->old_pipe, NULL);
+	int devnull = open("/dev/null", O_RDONLY);
+	if (devnull > 0) {
+		dup2(devnull, 0);
+		close(devnull);
+	}
+	if (pout[1] >= 0) {
+		dup2(pout[1], 1);
+		dup2(perr[1], 2);
+	} else {
+		dup2(w->log_fd, 1);
+		dup2(w->log_fd, 2);
+	}
+	environ = env;
+	execvp(L->o->argv[0], L->o->argv);
+	int e = errno;
+	dprintf(2, "gpt-launch: rank %d: cannot run %s: %s\n", w->rank, L->o->argv[0], strerror(e));
+	_exit(e == ENOENT ? 127 : 126);
+}
+
+static int start_worker(launch *L, int local, int restart, gpt_err *err)
+{
+	worker *w = &L->w[local];
+	*w = (worker){.rank = L->o->node_rank * L->nproc + local, .local_rank = local, .out = {-1, -1}};
+	char path[4096];
+	snprintf(path, sizeof path, "%s/workerlog.%d", L->log_dir, w->rank);
+	/* A restart appends, so that the failed attempt's output stays. */
+	w->log_fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_APPEND | (restart ? 0 : O_TRUNC), 0644);
+	if (w->log_fd < 0)
+		return gpt_err_errno(err, GPT_EIO, errno, "%s: cannot open the worker log", path);
+	int pout[2] = {-1, -1}, perr[2] = {-1, -1};
+	if (local == 0 && (pipe2(pout, O_CLOEXEC) || pipe2(perr, O_CLOEXEC)))
+		return gpt_err_errno(err, GPT_EIO, errno, "rank %d: cannot create output pipes", w->rank);
+	char **env = worker_env(L, local, restart, err);
+	if (!env)
+		return err->code;
+	pid_t self = getpid();
+	pid_t pid = fork();
+	if (pid < 0) {
+		free_env(env);
+		return gpt_err_errno(err, GPT_EIO, errno, "rank %d: cannot fork", w->rank);
+	}
+	if (pid == 0)
+		exec_worker(L, w, pout, perr, env, self);
+	/* Also here, so that a kill of the group right away cannot miss it. */
+	setpgid(pid, pid);
+	free_env(env);
+	w->pid = pid;
+	if (local == 0) {
+		close(pout[1]);
+		close(perr[1]);
+		w->out[0] = pout[0];
+		w->out[1] = perr[0];
+	}
+	return 0;
+}
+
+static int running(const launch *L)
+{
+	int n = 0;
+	for (int i = 0; i < L->nproc; i++)
+		n += L->w[i].pid > 0 && !L->w[i].exited;
+	return n;
+}
+
+static void signal_all(launch *L, int sig)
+{
+	for (int i = 0; i < L->nproc; i++)
+		if (L->w[i].pid > 0 && !L->w[i].exited)
+			kill(-L->w[i].pid, sig);
+}
+
+/* Copies what the first local worker wrote to its log and our terminal. */
+static void relay(launch *L, int which)
+{
+	worker *w = &L->w[0];
+	char buf[65536];
+	ssize_t n = read(w->out[which], buf, sizeof buf);
+	if (n <= 0) {
+		if (n < 0 && errno == EINTR)
+			return;
+		close(w->out[which]);
+		w->out[which] = -1;
+		return;
+	}
+	gpt_write_all(w->log_fd, buf, (size_t)n, "worker log", NULL);
+	/* A reader that went away (gpt-launch ... | head) costs the terminal
+	 * copy, never the run. */
+	if (!L->term_gone[which] &&
+	    gpt_write_all(which ? L->o->err_fd : L->o->out_fd, buf, (size_t)n, "terminal", NULL))
+		L->term_gone[which] = 1;
+}
+
+/* ---- one attempt ------------------------------------------------------------ */
+
+typedef struct outcome {
+	int code;          /* 0: all exited 0; else the exit status to return */
+	int interrupted;   /* the signal we received, or 0 */
+	char msg[GPT_ERR_MSG_MAX];
+} outcome;
+
+static void describe_failure(const worker *w, int others, outcome *out)
+{
+	char sn[32], tail[96];
+	if (others)
+		snprintf(tail, sizeof tail, "; stopped the other %d worker%s", others, others == 1 ? "" : "s");
+	else
+		snprintf(tail, sizeof tail, "; no other worker was running");
+	if (WIFSIGNALED(w->status)) {
+		int sig = WTERMSIG(w->status);
+		out->code = 128 + sig;
+		snprintf(out->msg, sizeof out->msg, "rank %d (pid %d) was killed by signal %d (%s)%s", w->rank,
+			 (int)w->pid, sig, sig_name(sig, sn, sizeof sn), tail);
+	} else {
+		out->code = WEXITSTATUS(w->status);
+		snprintf(out->msg, sizeof out->msg, "rank %d (pid %d) exited with status %d%s%s", w->rank,
+			 (int)w->pid, out->code, out->code == 127 ? " (program not found)" : "", tail);
+	}
+}
+
+/* Reaps exited workers; on the first failure starts stopping the rest. */
+static void reap(launch *L, outcome *out, int *stopping, double *kill_at, char *fail_key)
+{
+	for (;;) {
+		int status;
+		pid_t p = waitpid(-1, &status, WNOHANG);
+		if (p <= 0)
+			return;
+		for (int i = 0; i < L->nproc; i++) {
+			worker *w = &L->w[i];
+			if (w->pid != p || w->exited)
+				continue;
+			w->exited = 1;
+			w->status = status;
+			gpt_comm_shm_remove((int)p);
+			int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+			if (ok || out->code || out->interrupted)
+				continue;
+			int others = running(L);
+			describe_failure(w, others, out);
+			signal_all(L, SIGTERM);
+			*stopping = 1;
+			*kill_at = gpt_now_s() + L->o->grace_s;
+			if (L->st) {
+				char val[GPT_ERR_MSG_MAX + 16];
+				snprintf(val, sizeof val, "%d node %d: %s", out->code, L->o->node_rank, out->msg);
+				gpt_store_set(L->st, fail_key, val, strlen(val), NULL);
+			}
+		}
+	}
+}
+
+/* A failure reported by another node: stop ours too. */
+static void check_remote(launch *L, outcome *out, int *stopping, double *kill_at, const char *fail_key,
+			 double *next_check)
+{
+	double now = gpt_now_s();
+	if (!L->st || out->code || out->interrupted || now < *next_check)
+		return;
+	*next_check = now + 0.2;
+	int ex = 0;
+	gpt_err e2 = {0};
+	void *v = NULL;
+	if (gpt_store_check(L->st, fail_key, &ex, &e2) == 0 && ex && gpt_store_get(L->st, fail_key, &v, NULL, &e2) == 0) {
+		int code = atoi(v);
+		const char *what = strchr(v, ' ');
+		int n = running(L);
+		out->code = code > 0 ? code : 1;
+		snprintf(out->msg, sizeof out->msg, "%s; stopped the %d worker%s of node %d", what ? what + 1 : "another node failed",
+			 n, n == 1 ? "" : "s", L->o->node_rank);
+		free(v);
+	} else if (e2.code) {
+		int n = running(L);
+		out->code = GPT_EIO;
+		snprintf(out->msg, sizeof out->msg, "%s; stopped the %d worker%s of node %d", e2.msg, n,
+			 n == 1 ? "" : "s", L->o->node_rank);
+	} else {
+		return;
+	}
+	signal_all(L, SIGTERM);
+	*stopping = 1;
+	*kill_at = now + L->o->grace_s;
+}
+
+static int attempt(launch *L, int restart, outcome *out, gpt_err *err)
+{
+	memset(out, 0, sizeof *out);
+	char fail_key[64];
+	snprintf(fail_key, sizeof fail_key, "launch/%d/failed", restart);
+	int rc = 0;
+	for (int i = 0; i < L->nproc; i++)
+		L->w[i] = (worker){.out = {-1, -1}, .log_fd = -1};
+	for (int i = 0; i < L->nproc && !rc; i++)
+		rc = start_worker(L, i, restart, err);
+	int stopping = 0;
+	double kill_at = 0, next_check = 0;
+	if (rc) {
+		/* Those already started must not outlive us. */
+		signal_all(L, SIGKILL);
+		stopping = 1;
+	}
+	for (;;) {
+		reap(L, out, &stopping, &kill_at, fail_key);
+		check_remote(L, out, &stopping, &kill_at, fail_key, &next_check);
+		worker *w0 = &L->w[0];
+		if (!running(L) && w0->out[0] < 0 && w0->out[1] < 0)
+			break;
+		struct pollfd pf[3] = {{L->sfd, POLLIN, 0}, {w0->out[0], POLLIN, 0}, {w0->out[1], POLLIN, 0}};
+		int tmo = 200;
+		/* Output of a worker's children may keep a pipe open after the
+		 * workers are gone: drain briefly, then let go. */
+		if (!running(L))
+			tmo = 500;
+		int pr = poll(pf, 3, tmo);
+		if (pr < 0 && errno != EINTR)
+			return gpt_err_errno(err, GPT_EINTERNAL, errno, "gpt-launch: poll");
+		if (pr == 0 && !running(L)) {
+			for (int k = 0; k < 2; k++)
+				if (w0->out[k] >= 0)
+					close(w0->out[k]), w0->out[k] = -1;
+		}
+		for (int k = 0; k < 2; k++)
+			if (w0->out[k] >= 0 && (pf[1 + k].revents & (POLLIN | POLLHUP | POLLERR)))
+				relay(L, k);
+		if (pf[0].revents & POLLIN) {
+			struct signalfd_siginfo si;
+			while (read(L->sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+				int sig = (int)si.ssi_signo;
+				if (sig == SIGCHLD)
+					continue;
+				if (out->interrupted || stopping) {
+					/* A second signal: no more grace. */
+					signal_all(L, SIGKILL);
+					continue;
+				}
+				char sn[32];
+				int n = running(L);
+				out->interrupted = sig;
+				out->code = 128 + sig;
+				snprintf(out->msg, sizeof out->msg, "received %s; forwarded it to the %d running worker%s",
+					 sig_name(sig, sn, sizeof sn), n, n == 1 ? "" : "s");
+				signal_all(L, sig);
+				stopping = 1;
+				kill_at = gpt_now_s() + L->o->grace_s;
+				if (L->st) {
+					char val[GPT_ERR_MSG_MAX + 16];
+					snprintf(val, sizeof val, "%d node %d received %s", out->code, L->o->node_rank, sn);
+					gpt_store_set(L->st, fail_key, val, strlen(val), NULL);
+				}
+			}
+		}
+		if (stopping && gpt_now_s() >= kill_at && running(L))
+			signal_all(L, SIGKILL);
+	}
+	for (int i = 0; i < L->nproc; i++)
+		if (L->w[i].log_fd >= 0)
+			close(L->w[i].log_fd), L->w[i].log_fd = -1;
+	return rc;
+}
+
+/* ---- nodes ------------------------------------------------------------------ */
+
+/* Every node's launcher meets before each attempt, and they check that they
+ * agree on the number of workers per node. */
+static int nodes_meet(launch *L, int restart, gpt_err *err)
+{
+	char key[64], val[32];
+	snprintf(key, sizeof key, "launch/nproc/%d", L->o->node_rank);
+	snprintf(val, sizeof val, "%d", L->nproc);
+	int rc = gpt_store_set(L->st, key, val, strlen(val), err);
+	snprintf(key, sizeof key, "launch/%d/start", restart);
+	if (!rc && (rc = gpt_store_barrier(L->st, key, L->o->node_rank, L->o->nnodes, err)))
+		return gpt_err_prefix(err, "nodes did not all start (a node's rank is a barrier index)");
+	for (int n = 0; n < L->o->nnodes && !rc; n++) {
+		void *v = NULL;
+		snprintf(key, sizeof key, "launch/nproc/%d", n);
+		if ((rc = gpt_store_get(L->st, key, &v, NULL, err)))
+			break;
+		if (atoi(v) != L->nproc)
+			rc = gpt_err_set(err, GPT_EUSAGE, "node %d runs %s workers but node %d runs %d; give every node the same --nproc-per-node",
+					 n, (char *)v, L->o->node_rank, L->nproc);
+		free(v);
+	}
+	return rc;
+}
+
+/* After this node's workers all succeeded: say so, and on node 0 keep the
+ * store up until every node has, since the others still need it. A failure
+ * elsewhere or a signal ends the wait. Returns 0 or fills out. */
+static int nodes_finish(launch *L, int restart, outcome *out, gpt_err *err)
+{
+	char key[64], fail_key[64];
+	snprintf(key, sizeof key, "launch/%d/done/%d", restart, L->o->node_rank);
+	snprintf(fail_key, sizeof fail_key, "launch/%d/failed", restart);
+	int rc = gpt_store_set(L->st, key, "1", 1, err);
+	if (rc || L->o->node_rank != 0)
+		return rc;
+	int n = L->o->nnodes;
+	char **keys = gpt_calloc((size_t)n, sizeof *keys, "node keys", err);
+	for (int i = 0; keys && i < n && !rc; i++) {
+		snprintf(key, sizeof key, "launch/%d/done/%d", restart, i);
+		if (!(keys[i] = gpt_strdup(key, err)))
+			rc = err->code;
+	}
+	if (!keys)
+		return err->code;
+	while (!rc) {
+		gpt_err e2 = {0};
+		int missing_any = gpt_store_wait(L->st, (const char *const *)keys, n, 0.2, NULL, &e2);
+		if (!missing_any)
+			break;
+		int ex = 0;
+		void *v = NULL;
+		if (gpt_store_check(L->st, fail_key, &ex, err)) {
+			rc = err->code;
+		} else if (ex && (rc = gpt_store_get(L->st, fail_key, &v, NULL, err)) == 0) {
+			const char *what = strchr(v, ' ');
+			out->code = atoi(v) > 0 ? atoi(v) : 1;
+			snprintf(out->msg, sizeof out->msg, "%s (the workers of node 0 had finished)",
+				 what ? what + 1 : "another node failed");
+			free(v);
+			break;
+		}
+		struct signalfd_siginfo si;
+		while (!rc && read(L->sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+			char sn[32];
+			if (si.ssi_signo == SIGCHLD)
+				continue;
+			out->interrupted = (int)si.ssi_signo;
+			out->code = 128 + (int)si.ssi_signo;
+			snprintf(out->msg, sizeof out->msg, "received %s while waiting for the other nodes to finish",
+				 sig_name((int)si.ssi_signo, sn, sizeof sn));
+		}
+		if (out->code)
+			break;
+	}
+	for (int i = 0; i < n; i++)
+		free(keys[i]);
+	free(keys);
+	return rc;
+}
+
+static int setup(launch *L, gpt_err *err)
+{
+	const gpt_launch_options *o = L->o;
+	int rc = gpt_comm_timeout(&L->timeout_s, err);
+	if (rc)
+		return rc;
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGCHLD);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP);
+	/* Before the store's thread exists, so that it inherits the mask. */
+	sigprocmask(SIG_BLOCK, &set, &L->old_mask);
+	/* A shell starts background jobs with SIGINT ignored, and an ignored
+	 * signal never reaches the signalfd: take INT and TERM back (HUP stays
+	 * ignored under nohup). The workers inherit the default too. */
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+	struct sigaction ign = {.sa_handler = SIG_IGN};
+	sigaction(SIGPIPE, &ign, &L->old_pipe);
+	L->sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (L->sfd < 0)
+		return gpt_err_errno(err, GPT_EINTERNAL, errno, "gpt-launch: signalfd");
+	if (o->node_rank == 0) {
+		rc = gpt_store_server_start(o->master ? NULL : "127.0.0.1", o->master ? L->master_port : 0, &L->srv, err);
+		if (rc)
+			return rc;
+		if (o->master)
+			snprintf(L->master, sizeof L->master, "%s", o->master);
+		else
+			snprintf(L->master, sizeof L->master, "127.0.0.1:%d", gpt_store_server_port(L->srv));
+	} else {
+		snprintf(L->master, sizeof L->master, "%s", o->master);
+	}
+	if (o->nnodes > 1) {
+		const char *host = o->node_rank == 0 ? "127.0.0.1" : L->master_host;
+		if ((rc = gpt_store_connect(host, L->master_port, L->timeout_s, L->timeout_s, &L->st, err)))
+			return gpt_err_prefix(err, "node %d", o->node_rank);
+	}
+	return 0;
+}
+
+static void teardown(launch *L)
+{
+	gpt_store_close(L->st);
+	gpt_store_server_stop(L->srv);
+	if (L->sfd >= 0) {
+		close(L->sfd);
+		sigprocmask(SIG_SETMASK, &L->old_mask, NULL);
+		sigaction(SIGPIPE, &L->old_pipe, NULL);
+	}
+	for (int i = 0; L->devices && i < L->ndevices; i++)
+		free(L->devices[i]);
+	free(L->devices);
+	free(L->w);
+}
+
+int gpt_launch_run(const gpt_launch_options *o, gpt_err *err)
+{
+	launch L = {.o = o, .sfd = -1};
+	int rc = check_options(&L, err);
+	if (!rc)
+		rc = setup(&L, err);
+	if (!rc && !(L.w = gpt_calloc((size_t)L.nproc, sizeof *L.w, "workers", err)))
+		rc = err->code;
+	/* Only now: a launch that cannot start leaves no empty log directory. */
+	if (!rc)
+		rc = gpt_mkdir_p(L.log_dir, err);
+	for (int restart = 0; !rc; restart++) {
+		if (L.st && (rc = nodes_meet(&L, restart, err)))
+			break;
+		outcome out;
+		if ((rc = attempt(&L, restart, &out, err)))
+			break;
+		if (!out.code && L.st && (rc = nodes_finish(&L, restart, &out, err)))
+			break;
+		if (!out.code)
+			break;
+		if (out.interrupted || restart >= o->max_restarts) {
+			rc = gpt_err_set(err, out.code, "%s", out.msg);
+			if (o->max_restarts > 0 && !out.interrupted)
+				gpt_err_prefix(err, "gave up after %d restart%s", o->max_restarts,
+					       o->max_restarts == 1 ? "" : "s");
+			break;
+		}
+		if (o->log)
+			gpt_log_printf(o->log, GPT_LOG_WARNING, "gpt-launch: %s; restarting the group (restart %d of %d)",
+				       out.msg, restart + 1, o->max_restarts);
+	}
+	teardown(&L);
+	return rc;
+}

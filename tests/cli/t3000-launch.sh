@@ -1,0 +1,107 @@
+#!/bin/sh
+# gpt-launch: the workers' environment, worker logs, rank 0 on the terminal,
+# and real collectives between launched workers.
+. "$(dirname "$0")/test-lib.sh"
+
+worker="$GPT_ROOT/build/tests/unit/test-comm-shm"
+
+test_expect_success 'workers see their rank, world and master (GPT_* and torchrun names)' '
+	gpt-launch --nproc-per-node 2 -- sh -c "env | grep -E \"^(GPT_(RANK|WORLD_SIZE|LOCAL_RANK|LOCAL_WORLD_SIZE|NODE_RANK|MASTER|RESTART_COUNT)|RANK|WORLD_SIZE|LOCAL_RANK|LOCAL_WORLD_SIZE|MASTER_ADDR|MASTER_PORT|CUDA_VISIBLE_DEVICES)=\" | sort >env.\$GPT_RANK" &&
+	port=$(sed -n "s/^MASTER_PORT=//p" env.0) &&
+	test -n "$port" &&
+	cat >expect.1 <<-EOF &&
+	GPT_LOCAL_RANK=1
+	GPT_LOCAL_WORLD_SIZE=2
+	GPT_MASTER=127.0.0.1:$port
+	GPT_NODE_RANK=0
+	GPT_RANK=1
+	GPT_RESTART_COUNT=0
+	GPT_WORLD_SIZE=2
+	LOCAL_RANK=1
+	LOCAL_WORLD_SIZE=2
+	MASTER_ADDR=127.0.0.1
+	MASTER_PORT=$port
+	RANK=1
+	WORLD_SIZE=2
+	EOF
+	test_cmp expect.1 env.1 &&
+	test_grep "^GPT_RANK=0$" env.0 &&
+	test_grep "^LOCAL_RANK=0$" env.0
+'
+
+test_expect_success '--devices gives one worker per device and sets CUDA_VISIBLE_DEVICES' '
+	CUDA_VISIBLE_DEVICES=9 gpt-launch --devices 3,1 -- sh -c "echo \$GPT_RANK \$GPT_WORLD_SIZE \$CUDA_VISIBLE_DEVICES >dev.\$GPT_RANK" &&
+	echo "0 2 3" >expect.0 && echo "1 2 1" >expect.1 &&
+	test_cmp expect.0 dev.0 && test_cmp expect.1 dev.1
+'
+
+test_expect_success 'without --devices an inherited CUDA_VISIBLE_DEVICES stays' '
+	CUDA_VISIBLE_DEVICES=5 gpt-launch -- sh -c "echo \$CUDA_VISIBLE_DEVICES \$GPT_WORLD_SIZE" >out &&
+	echo "5 1" >expect && test_cmp expect out
+'
+
+test_expect_success 'each worker logs to LOG_DIR/workerlog.RANK; only rank 0 shows on the terminal' '
+	gpt-launch --nproc-per-node 3 --log-dir logs -- sh -c "echo out \$GPT_RANK; echo err \$GPT_RANK >&2" >out 2>err &&
+	for r in 0 1 2; do
+		test_grep "^out $r$" logs/workerlog.$r &&
+		test_grep "^err $r$" logs/workerlog.$r &&
+		test_line_count = 2 logs/workerlog.$r || exit 1
+	done &&
+	echo "out 0" >expect.out && test_cmp expect.out out &&
+	echo "err 0" >expect.err && test_cmp expect.err err
+'
+
+test_expect_success 'a closed terminal pipe costs only the terminal copy' '
+	gpt-launch --log-dir piped -- sh -c "seq 1 50000; echo end" | head -n 1 >out &&
+	echo 1 >expect && test_cmp expect out &&
+	test_grep "^end$" piped/workerlog.0
+'
+
+test_expect_success 'the default log directory is log/' '
+	gpt-launch --nproc-per-node 2 -- sh -c "echo hi \$GPT_RANK" >out &&
+	test_grep "^hi 1$" log/workerlog.1 &&
+	test_grep "^hi 0$" out
+'
+
+test_expect_success 'launched workers meet through the store and all-reduce over shm' '
+	gpt-launch --nproc-per-node 4 -- "$worker" worker >out &&
+	echo "rank 0 of 4 (gpt-launch, local rank 0, restart 0): sum 10" >expect &&
+	test_cmp expect out &&
+	test_grep "^rank 3 of 4 .*sum 10$" log/workerlog.3
+'
+
+test_expect_success 'launched workers build the groups of a mesh (tp2 x sharding1 x dp1 x pp2)' '
+	GPT_TEST_MESH=2,1,1,2 gpt-launch --nproc-per-node 4 -- "$worker" worker >out &&
+	test_grep "^rank 0: tp group tp.0 of 2: sum 3$" out &&
+	test_grep "^rank 0: pp group pp.0 of 2: sum 4$" out &&
+	test_grep "^rank 3: embed group embed.1 of 2: sum 6$" log/workerlog.3
+'
+
+test_expect_success 'two nodes on one host: one world across both launchers' '
+	port=$("$worker" free-port) &&
+	{ gpt-launch --nnodes 2 --node-rank 1 --nproc-per-node 2 --master 127.0.0.1:$port -- "$worker" worker >node1.out 2>node1.err & } &&
+	gpt-launch --nnodes 2 --node-rank 0 --nproc-per-node 2 --master 127.0.0.1:$port -- "$worker" worker >node0.out &&
+	wait &&
+	test_grep "^rank 0 of 4 .*sum 10$" node0.out &&
+	test_grep "^rank 2 of 4 .*local rank 0.*sum 10$" node1.out &&
+	test_grep "^rank 3 of 4 .*local rank 1.*sum 10$" log/workerlog.3
+'
+
+test_expect_success 'node 0 keeps serving until the slower nodes are done' '
+	port=$("$worker" free-port) &&
+	{ gpt-launch --nnodes 2 --node-rank 1 --master 127.0.0.1:$port -- sh -c "sleep 1; echo late done" >node1.out 2>node1.err & } &&
+	node1=$! &&
+	gpt-launch --nnodes 2 --master 127.0.0.1:$port -- true &&
+	wait $node1 &&
+	test_grep "^late done$" node1.out &&
+	test ! -s node1.err
+'
+
+test_expect_success 'nodes that disagree on --nproc-per-node are told so' '
+	port=$("$worker" free-port) &&
+	{ gpt-launch --nnodes 2 --node-rank 1 --nproc-per-node 1 --master 127.0.0.1:$port -- true 2>node1.err & } &&
+	test_expect_code 64 gpt-launch --nnodes 2 --nproc-per-node 2 --master 127.0.0.1:$port -- true 2>err &&
+	wait ; test_grep "node 1 runs 1 workers but node 0 runs 2; give every node the same --nproc-per-node" err
+'
+
+test_done

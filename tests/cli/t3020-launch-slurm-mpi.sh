@@ -1,0 +1,82 @@
+#!/bin/sh
+# Workers started by Slurm, Open MPI or torchrun instead of gpt-launch find
+# their rank in those launchers' variables (rank 0 then serves the store),
+# and contrib/slurm-gptkit.sbatch runs one gpt-launch per node.
+. "$(dirname "$0")/test-lib.sh"
+
+worker="$GPT_ROOT/build/tests/unit/test-comm-shm"
+
+# run_two VARS0 -- VARS1: two workers at once with the given variables.
+run_pair () {
+	env $1 "$worker" worker >out.0 2>err.0 &
+	p0=$!
+	env $2 "$worker" worker >out.1 2>err.1 &&
+	wait $p0
+}
+
+test_expect_success 'srun: ranks from SLURM_PROCID/SLURM_NTASKS, rank 0 serves the store' '
+	port=$("$worker" free-port) &&
+	run_pair "SLURM_PROCID=0 SLURM_NTASKS=2 SLURM_LOCALID=0 SLURM_NNODES=1 MASTER_PORT=$port" \
+		"SLURM_PROCID=1 SLURM_NTASKS=2 SLURM_LOCALID=1 SLURM_NNODES=1 MASTER_PORT=$port" &&
+	test_grep "^rank 0 of 2 \(slurm, local rank 0, restart 0\): sum 3$" out.0 &&
+	test_grep "^rank 1 of 2 \(slurm, local rank 1, restart 0\): sum 3$" out.1
+'
+
+test_expect_success 'mpirun: ranks from OMPI_COMM_WORLD_*' '
+	port=$("$worker" free-port) &&
+	run_pair "OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_LOCAL_RANK=0 OMPI_COMM_WORLD_LOCAL_SIZE=2 MASTER_PORT=$port" \
+		"OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_LOCAL_RANK=1 OMPI_COMM_WORLD_LOCAL_SIZE=2 MASTER_PORT=$port" &&
+	test_grep "^rank 1 of 2 \(openmpi, local rank 1, restart 0\): sum 3$" out.1
+'
+
+test_expect_success 'torchrun-style variables: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT' '
+	port=$("$worker" free-port) &&
+	run_pair "RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port" \
+		"RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port" &&
+	test_grep "^rank 0 of 2 \(torchrun, local rank 0, restart 0\): sum 3$" out.0
+'
+
+test_expect_success 'no launcher variables: a single process' '
+	"$worker" worker >out &&
+	test_grep "^rank 0 of 1 \(single, local rank 0, restart 0\): sum 1$" out
+'
+
+test_expect_success 'a bad launcher variable is an error naming it' '
+	test_expect_code 64 env SLURM_PROCID=3 SLURM_NTASKS=2 "$worker" worker 2>err &&
+	test_grep "SLURM_PROCID=3 is outside the world of 2 ranks" err
+'
+
+test_expect_success 'slurm-gptkit.sbatch: one gpt-launch per node, master from the first host' '
+	mkdir fake &&
+	cat >fake/scontrol <<-\EOF &&
+	#!/bin/sh
+	# scontrol show hostnames LIST
+	printf "127.0.0.1\nnode02\n"
+	EOF
+	cat >fake/srun <<-\EOF &&
+	#!/bin/sh
+	# Two "nodes" on this host: the command once per node, SLURM_NODEID set.
+	while [ $# -gt 0 ]; do case $1 in --*) shift ;; *) break ;; esac; done
+	SLURM_NODEID=1 "$@" >srun.1 2>&1 &
+	p=$!
+	SLURM_NODEID=0 "$@"
+	rc=$?
+	wait $p || rc=$?
+	exit $rc
+	EOF
+	cat >fake/gpt-train <<-\EOF &&
+	#!/bin/sh
+	echo "train rank $GPT_RANK of $GPT_WORLD_SIZE node $GPT_NODE_RANK gpu $CUDA_VISIBLE_DEVICES master $GPT_MASTER args $*"
+	EOF
+	chmod +x fake/* &&
+	port=$("$worker" free-port) &&
+	PATH="$PWD/fake:$PATH" SLURM_JOB_ID=42 SLURM_JOB_NODELIST="node[01-02]" SLURM_JOB_NUM_NODES=2 \
+		GPUS_PER_NODE=2 MASTER_PORT=$port \
+		bash "$GPT_ROOT/contrib/slurm-gptkit.sbatch" cfg.yaml -o Global.seed=7 >out 2>err &&
+	test_grep "^gptkit: 2 nodes x 2 GPUs, master 127.0.0.1:$port, logs in log/42$" out &&
+	test_grep "^train rank 0 of 4 node 0 gpu 0 master 127.0.0.1:$port args -c cfg.yaml -o Global.seed=7$" out &&
+	test_grep "^train rank 3 of 4 node 1 gpu 1 master 127.0.0.1:$port args -c cfg.yaml -o Global.seed=7$" log/42/workerlog.3 &&
+	test_grep "^train rank 2 of 4 node 1 gpu 0 " srun.1
+'
+
+test_done

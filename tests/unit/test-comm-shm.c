@@ -1,0 +1,525 @@
+/* lib/comm: the shm backend. Forks N ranks around a local store and checks
+ * every collective, for every dtype, bit for bit against a serial
+ * computation; groups split from meshes; timeouts and dead peers.
+ *
+ * Run as `test-comm-shm worker` it is one worker under gpt-launch (or srun,
+ * mpirun): it finds its rank in the environment, all-reduces rank + 1 over
+ * the world and prints "rank R of W: sum S"; with GPT_TEST_MESH=tp,sh,dp,pp it
+ * also builds that mesh's groups and all-reduces in each. `test-comm-shm
+ * free-port` prints a TCP port that was free a moment ago. */
+#include "comm/comm.h"
+#include "tap.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static const gpt_dtype dtypes[] = {GPT_DTYPE_F32, GPT_DTYPE_BF16, GPT_DTYPE_F16, GPT_DTYPE_I32, GPT_DTYPE_I64};
+#define NDT 5
+
+/* ---- data and the serial reference ----------------------------------------- */
+
+static uint32_t mix(uint32_t x)
+{
+	x ^= x >> 16;
+	x *= 0x7feb352dU;
+	x ^= x >> 15;
+	x *= 0x846ca68bU;
+	x ^= x >> 16;
+	return x;
+}
+
+/* Rank r's element i of a buffer tagged `tag`: values of mixed sign and
+ * magnitude, so that the order of a floating-point sum shows. */
+static double value(int tag, int r, int64_t i)
+{
+	uint32_t h = mix((uint32_t)(i * 2654435761u) ^ mix((uint32_t)(r * 97 + tag * 7919)));
+	double v = ((int)(h % 20001) - 10000) * 0.0137;
+	return v * (double)(1u << ((h >> 27) & 7));
+}
+
+static void fill(void *buf, gpt_dtype t, int tag, int r, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++) {
+		double v = value(tag, r, i);
+		switch (t) {
+		case GPT_DTYPE_F32: ((float *)buf)[i] = (float)v; break;
+		case GPT_DTYPE_BF16: ((uint16_t *)buf)[i] = gpt_f32_to_bf16((float)v); break;
+		case GPT_DTYPE_F16: ((uint16_t *)buf)[i] = gpt_f32_to_f16((float)(v / 64)); break;
+		case GPT_DTYPE_I32: ((int32_t *)buf)[i] = (int32_t)(mix((uint32_t)(i + r * 1000003)) >> 1) - (1 << 30); break;
+		default: ((int64_t *)buf)[i] = (int64_t)((uint64_t)mix((uint32_t)(i * 31 + r)) * 4000000007ULL - (1ULL << 61)); break;
+		}
+	}
+}
+
+static float as_f32(const void *buf, gpt_dtype t, int64_t i)
+{
+	if (t == GPT_DTYPE_F32)
+		return ((const float *)buf)[i];
+	uint16_t h = ((const uint16_t *)buf)[i];
+	return t == GPT_DTYPE_BF16 ? gpt_bf16_to_f32(h) : gpt_f16_to_f32(h);
+}
+
+/* out[i] = in[0][i] op in[1][i] op ... folded left to right: the definition
+ * the backend promises, written out plainly. */
+static void serial_reduce(void *out, void *const *in, int n, int64_t count, gpt_dtype t, gpt_reduce_op op)
+{
+	for (int64_t i = 0; i < count; i++) {
+		if (t == GPT_DTYPE_I32 || t == GPT_DTYPE_I64) {
+			int64_t acc = t == GPT_DTYPE_I32 ? ((int32_t *)in[0])[i] : ((int64_t *)in[0])[i];
+			for (int r = 1; r < n; r++) {
+				int64_t x = t == GPT_DTYPE_I32 ? ((int32_t *)in[r])[i] : ((int64_t *)in[r])[i];
+				if (op == GPT_REDUCE_MAX)
+					acc = x > acc ? x : acc;
+				else if (t == GPT_DTYPE_I32)
+					acc = (int32_t)(uint32_t)((uint32_t)acc + (uint32_t)x);
+				else
+					acc = (int64_t)((uint64_t)acc + (uint64_t)x);
+			}
+			if (t == GPT_DTYPE_I32)
+				((int32_t *)out)[i] = (int32_t)acc;
+			else
+				((int64_t *)out)[i] = acc;
+			continue;
+		}
+		float acc = as_f32(in[0], t, i);
+		for (int r = 1; r < n; r++) {
+			float x = as_f32(in[r], t, i);
+			if (op == GPT_REDUCE_MAX)
+				acc = isnan(acc) || isnan(x) ? NAN : (x > acc ? x : acc);
+			else
+				acc = acc + x;
+		}
+		if (t == GPT_DTYPE_F32)
+			((float *)out)[i] = acc;
+		else
+			((uint16_t *)out)[i] = t == GPT_DTYPE_BF16 ? gpt_f32_to_bf16(acc) : gpt_f32_to_f16(acc);
+	}
+}
+
+/* ---- running N ranks ----------------------------------------------------------- */
+
+typedef struct rank_ctx {
+	gpt_store *st;
+	int rank, n, port;
+	double timeout;
+	void *arg;
+} rank_ctx;
+
+typedef int (*rank_fn)(rank_ctx *rc);
+
+static int open_comm(rank_ctx *x, gpt_comm **c, gpt_err *err)
+{
+	gpt_comm_options o = {.backend = "shm", .timeout_s = x->timeout};
+	return gpt_comm_open_store(c, x->st, x->rank, x->n, &o, err);
+}
+
+/* Forks n ranks running fn around a fresh store; returns how many failed
+ * (a rank fails by returning non-zero, or by dying). */
+static int run_ranks(int n, double timeout, rank_fn fn, void *arg)
+{
+	gpt_err err = {0};
+	gpt_store_server *srv = NULL;
+	if (gpt_store_server_start("127.0.0.1", 0, &srv, &err)) {
+		diag("%s", err.msg);
+		return n;
+	}
+	int port = gpt_store_server_port(srv);
+	pid_t pids[64];
+	for (int r = 0; r < n; r++) {
+		pids[r] = fork();
+		if (pids[r] == 0) {
+			rank_ctx x = {NULL, r, n, port, timeout, arg};
+			gpt_err e2 = {0};
+			if (gpt_store_connect("127.0.0.1", port, 10, timeout, &x.st, &e2)) {
+				fprintf(stderr, "rank %d: %s\n", r, e2.msg);
+				_exit(1);
+			}
+			int rc = fn(&x);
+			gpt_store_close(x.st);
+			_exit(rc ? 1 : 0);
+		}
+	}
+	int failed = 0, left = n;
+	double deadline = gpt_now_s() + 120;
+	while (left > 0) {
+		int status;
+		pid_t p = waitpid(-1, &status, WNOHANG);
+		if (p > 0) {
+			left--;
+			if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+				failed++;
+			continue;
+		}
+		if (gpt_now_s() > deadline) {
+			diag("ranks still running after 120 s: killing them");
+			for (int r = 0; r < n; r++)
+				kill(pids[r], SIGKILL);
+			deadline = 1e300;
+		}
+		struct timespec ts = {0, 2000000};
+		nanosleep(&ts, NULL);
+	}
+	gpt_store_server_stop(srv);
+	return failed;
+}
+
+#define CHECK(cond, ...)                                                     \
+	do {                                                                 \
+		if (!(cond)) {                                               \
+			fprintf(stderr, "rank %d: ", x->rank);               \
+			fprintf(stderr, __VA_ARGS__);                        \
+			fprintf(stderr, "\n");                               \
+			fail = 1;                                            \
+		}                                                            \
+	} while (0)
+
+/* ---- collectives against the serial reference ------------------------------------ */
+
+typedef struct coll_arg {
+	int big; /* also sizes that need several slot-sized chunks */
+} coll_arg;
+
+/* Inputs of every rank for (tag, t, count): in[r] malloc'd. */
+static void **all_inputs(int n, gpt_dtype t, int tag, int64_t count)
+{
+	void **in = calloc((size_t)n, sizeof *in);
+	for (int r = 0; r < n; r++) {
+		in[r] = malloc((size_t)(count ? count : 1) * gpt_dtype_size(t));
+		fill(in[r], t, tag, r, count);
+	}
+	return in;
+}
+
+static void free_inputs(void **in, int n)
+{
+	for (int r = 0; r < n; r++)
+		free(in[r]);
+	free(in);
+}
+
+static int rank_collectives(rank_ctx *x)
+{
+	const coll_arg *a = x->arg;
+	gpt_err err = {0};
+	gpt_comm *c = NULL;
+	int fail = 0, n = x->n, me = x->rank;
+	if (open_comm(x, &c, &err)) {
+		fprintf(stderr, "rank %d: %s\n", me, err.msg);
+		return 1;
+	}
+	gpt_group *w = gpt_comm_world(c);
+	int64_t counts[] = {0, 1, 1000, a->big ? 140000 : 0};
+	int tag = 0;
+	for (int d = 0; d < NDT; d++) {
+		gpt_dtype t = dtypes[d];
+		size_t es = gpt_dtype_size(t);
+		for (int op = 0; op < 2; op++)
+			for (int k = 0; k < 4; k++) {
+				int64_t cnt = counts[k];
+				if (k == 3 && !cnt)
+					continue;
+				tag++;
+				/* all-reduce, out of place and in place */
+				void **in = all_inputs(n, t, tag, cnt);
+				void *want = malloc((size_t)(cnt + 1) * es), *got = malloc((size_t)(cnt + 1) * es);
+				serial_reduce(want, in, n, cnt, t, (gpt_reduce_op)op);
+				int rc = gpt_comm_all_reduce(w, in[me], got, cnt, t, (gpt_reduce_op)op, &err);
+				CHECK(rc == 0 && memcmp(got, want, (size_t)cnt * es) == 0,
+				      "all-reduce %s %s of %lld differs from the serial result (%s)",
+				      op ? "max" : "sum", gpt_dtype_name(t), (long long)cnt, rc ? err.msg : "");
+				rc = gpt_comm_all_reduce(w, in[me], in[me], cnt, t, (gpt_reduce_op)op, &err);
+				CHECK(rc == 0 && memcmp(in[me], want, (size_t)cnt * es) == 0,
+				      "in-place all-reduce %s %s of %lld differs", op ? "max" : "sum",
+				      gpt_dtype_name(t), (long long)cnt);
+				free_inputs(in, n);
+				free(want), free(got);
+
+				/* reduce-scatter: rank r gets the reduction of block r */
+				int64_t rcnt = k == 3 ? 50000 : cnt / 3 + (k > 0);
+				in = all_inputs(n, t, ++tag, rcnt * n);
+				want = malloc((size_t)(rcnt * n + 1) * es);
+				got = malloc((size_t)(rcnt + 1) * es);
+				serial_reduce(want, in, n, rcnt * n, t, (gpt_reduce_op)op);
+				rc = gpt_comm_reduce_scatter(w, in[me], got, rcnt, t, (gpt_reduce_op)op, &err);
+				CHECK(rc == 0 && memcmp(got, (uint8_t *)want + (size_t)(me * rcnt) * es, (size_t)rcnt * es) == 0,
+				      "reduce-scatter %s %s of %lld per rank differs (%s)", op ? "max" : "sum",
+				      gpt_dtype_name(t), (long long)rcnt, rc ? err.msg : "");
+				/* in place, as ZeRO does it: recv is this rank's block of send */
+				rc = gpt_comm_reduce_scatter(w, in[me], (uint8_t *)in[me] + (size_t)(me * rcnt) * es, rcnt, t,
+							     (gpt_reduce_op)op, &err);
+				CHECK(rc == 0 && memcmp((uint8_t *)in[me] + (size_t)(me * rcnt) * es,
+							(uint8_t *)want + (size_t)(me * rcnt) * es, (size_t)rcnt * es) == 0,
+				      "in-place reduce-scatter %s %s of %lld per rank differs", op ? "max" : "sum",
+				      gpt_dtype_name(t), (long long)rcnt);
+				free_inputs(in, n);
+				free(want), free(got);
+			}
+		/* all-gather, broadcast from every root */
+		for (int k = 0; k < 4; k++) {
+			int64_t cnt = counts[k];
+			if (k == 3 && !cnt)
+				continue;
+			void **in = all_inputs(n, t, ++tag, cnt);
+			uint8_t *got = malloc((size_t)(cnt * n + 1) * es);
+			int rc = gpt_comm_all_gather(w, in[me], got, cnt, t, &err);
+			int same = rc == 0;
+			for (int r = 0; r < n && same; r++)
+				same = memcmp(got + (size_t)(r * cnt) * es, in[r], (size_t)cnt * es) == 0;
+			CHECK(same, "all-gather %s of %lld differs (%s)", gpt_dtype_name(t), (long long)cnt, rc ? err.msg : "");
+			for (int root = 0; root < n; root++) {
+				memcpy(got, in[me], (size_t)cnt * es);
+				rc = gpt_comm_broadcast(w, got, cnt, t, root, &err);
+				CHECK(rc == 0 && memcmp(got, in[root], (size_t)cnt * es) == 0,
+				      "broadcast %s of %lld from %d differs", gpt_dtype_name(t), (long long)cnt, root);
+			}
+			free_inputs(in, n);
+			free(got);
+		}
+	}
+	for (int i = 0; i < 20; i++)
+		CHECK(gpt_comm_barrier(w, &err) == 0, "barrier %d: %s", i, err.msg);
+	gpt_comm_close(c);
+	return fail;
+}
+
+/* ---- send/recv --------------------------------------------------------------------- */
+
+static int rank_p2p(rank_ctx *x)
+{
+	gpt_err err = {0};
+	gpt_comm *c = NULL;
+	int fail = 0, n = x->n, me = x->rank;
+	if (open_comm(x, &c, &err)) {
+		fprintf(stderr, "rank %d: %s\n", me, err.msg);
+		return 1;
+	}
+	gpt_group *w = gpt_comm_world(c);
+	/* A ring shift larger than the rings: both directions in one batch. */
+	int64_t cnt = 200000;
+	void **in = all_inputs(n, GPT_DTYPE_F32, 77, cnt);
+	float *got = malloc((size_t)cnt * 4);
+	CHECK(gpt_comm_send(w, got, 1, GPT_DTYPE_F32, me, &err) == GPT_EUSAGE, "send to oneself accepted");
+	int next = (me + 1) % n, prev = (me + n - 1) % n;
+	gpt_p2p ops[2] = {{next, 1, in[me], cnt}, {prev, 0, got, cnt}};
+	int rc = gpt_comm_p2p(w, ops, 2, GPT_DTYPE_F32, &err);
+	CHECK(rc == 0 && memcmp(got, in[prev], (size_t)cnt * 4) == 0, "ring shift differs (%s)", rc ? err.msg : "");
+	/* Two messages to one peer keep their order. */
+	if (me < 2) {
+		int64_t a[3] = {1, 2, 3}, b[2] = {4, 5}, ra[3] = {0}, rb[2] = {0};
+		if (me == 0) {
+			gpt_p2p two[2] = {{1, 1, a, 3}, {1, 1, b, 2}};
+			rc = gpt_comm_p2p(w, two, 2, GPT_DTYPE_I64, &err);
+		} else {
+			rc = gpt_comm_recv(w, ra, 3, GPT_DTYPE_I64, 0, &err);
+			if (!rc)
+				rc = gpt_comm_recv(w, rb, 2, GPT_DTYPE_I64, 0, &err);
+			CHECK(!rc && ra[0] == 1 && ra[2] == 3 && rb[0] == 4 && rb[1] == 5, "ordered messages arrived wrong");
+		}
+		CHECK(rc == 0, "ordered messages: %s", err.msg);
+	}
+	/* A receiver that expects a different count finds out. */
+	if (me == 0) {
+		int32_t v[10] = {0};
+		CHECK(gpt_comm_send(w, v, 10, GPT_DTYPE_I32, 1, &err) == 0, "send of 10: %s", err.msg);
+	} else if (me == 1) {
+		int32_t v[20];
+		rc = gpt_comm_recv(w, v, 20, GPT_DTYPE_I32, 0, &err);
+		CHECK(rc == GPT_EDATA && strstr(err.msg, "group world: recv from rank 0 (world 0): it sent 40 bytes"),
+		      "count mismatch not reported: %s", err.msg);
+		CHECK(gpt_comm_barrier(w, &err) == GPT_EIO && strstr(err.msg, "unusable after an earlier failure"),
+		      "a broken group refuses further calls: %s", err.msg);
+	}
+	free_inputs(in, n);
+	free(got);
+	gpt_comm_close(c);
+	return fail;
+}
+
+/* ---- mesh groups -------------------------------------------------------------------- */
+
+/* All-reduces world rank + 1 in every group of the mesh and checks the sum
+ * and the membership against gpt_mesh_group. Shared with worker mode. */
+static int check_mesh_groups(gpt_group *w, const gpt_mesh *m, int verbose, gpt_err *err)
+{
+	gpt_mesh_groups mg;
+	int rc = gpt_mesh_groups_init(&mg, w, m, err);
+	if (rc)
+		return rc;
+	int ranks[64];
+	for (int a = 0; a < GPT_MESH_AXES && !rc; a++) {
+		int n = 0;
+		gpt_mesh_group(m, (gpt_mesh_axis)a, w->rank, ranks, &n);
+		gpt_group *g = mg.g[a];
+		if ((g == NULL) != (n == 0)) {
+			rc = gpt_err_set(err, GPT_EINTERNAL, "%s group: membership differs from the mesh", gpt_mesh_axis_name(a));
+			break;
+		}
+		if (!g)
+			continue;
+		int64_t want = 0;
+		for (int i = 0; i < n; i++) {
+			want += ranks[i] + 1;
+			if (g->ranks[i] != ranks[i] || (ranks[i] == w->rank && g->rank != i))
+				rc = gpt_err_set(err, GPT_EINTERNAL, "group %s: member %d is world %d, the mesh says %d",
+						 g->name, i, g->ranks[i], ranks[i]);
+		}
+		int64_t v = w->rank + 1, sum = 0;
+		if (!rc)
+			rc = gpt_comm_all_reduce(g, &v, &sum, 1, GPT_DTYPE_I64, GPT_REDUCE_SUM, err);
+		if (!rc && sum != want)
+			rc = gpt_err_set(err, GPT_EINTERNAL, "group %s: sum %lld, want %lld", g->name, (long long)sum,
+					 (long long)want);
+		if (!rc && verbose) {
+			printf("rank %d: %s group %s of %d: sum %lld\n", w->rank, gpt_mesh_axis_name(a), g->name,
+			       g->size, (long long)sum);
+			fflush(stdout);
+		}
+	}
+	gpt_mesh_groups_free(&mg);
+	return rc;
+}
+
+static int rank_mesh(rank_ctx *x)
+{
+	const int *deg = x->arg;
+	gpt_err err = {0};
+	gpt_comm *c = NULL;
+	int fail = 0;
+	gpt_mesh m;
+	if (gpt_mesh_init(&m, deg[0], deg[1], deg[2], deg[3], x->n, &err) || open_comm(x, &c, &err)) {
+		fprintf(stderr, "rank %d: %s\n", x->rank, err.msg);
+		return 1;
+	}
+	CHECK(check_mesh_groups(gpt_comm_world(c), &m, 0, &err) == 0, "%s", err.msg);
+	gpt_comm_close(c);
+	return fail;
+}
+
+/* ---- failures ------------------------------------------------------------------------ */
+
+enum { LATE_JOIN, SKIP_COLLECTIVE, DIE_BEFORE };
+
+static int rank_failure(rank_ctx *x)
+{
+	int mode = *(int *)x->arg, fail = 0, victim = x->n - 1;
+	gpt_err err = {0};
+	gpt_comm *c = NULL;
+	if (mode == LATE_JOIN && x->rank == victim) {
+		sleep(2); /* never joins within the others' timeout */
+		return 0;
+	}
+	int rc = open_comm(x, &c, &err);
+	if (mode == LATE_JOIN) {
+		CHECK(rc == GPT_EIO && strstr(err.msg, "group world: shm setup timed out after 0.5 s waiting for ranks 2 (world 2)"),
+		      "a rank that never arrives is not named: %s", err.msg);
+		gpt_comm_close(c);
+		return fail;
+	}
+	if (rc) {
+		fprintf(stderr, "rank %d: %s\n", x->rank, err.msg);
+		return 1;
+	}
+	if (x->rank == victim) {
+		if (mode == SKIP_COLLECTIVE)
+			sleep(2);
+		gpt_comm_close(c);
+		return 0;
+	}
+	float v = 1, s = 0;
+	double t0 = gpt_now_s();
+	rc = gpt_comm_all_reduce(gpt_comm_world(c), &v, &s, 1, GPT_DTYPE_F32, GPT_REDUCE_SUM, &err);
+	double dt = gpt_now_s() - t0;
+	if (mode == SKIP_COLLECTIVE)
+		CHECK(rc == GPT_EIO && strstr(err.msg, "group world: all-reduce timed out after 0.5 s waiting for ranks 2 (world 2)"),
+		      "a rank that skips a collective is not named: %s", err.msg);
+	else
+		CHECK(rc == GPT_EIO && strstr(err.msg, "group world: all-reduce: rank 2 (world 2) exited without arriving") &&
+			      dt < 5,
+		      "a dead rank is not found quickly (%.1f s): %s", dt, err.msg);
+	gpt_comm_close(c);
+	return fail;
+}
+
+/* ---- worker mode (for gpt-launch) ---------------------------------------------------------- */
+
+static int worker(void)
+{
+	const char *prog = "test-comm-shm worker";
+	gpt_err err = {0};
+	gpt_dist_env env;
+	if (gpt_dist_env_detect(&env, &err))
+		return gpt_cmd_fail(prog, &err);
+	gpt_comm *c = NULL;
+	gpt_comm_options o = {.backend = "shm"};
+	if (gpt_comm_open(&c, &env, &o, &err))
+		return gpt_cmd_fail(prog, &err);
+	gpt_group *w = gpt_comm_world(c);
+	int64_t v = env.rank + 1, sum = 0;
+	if (gpt_comm_all_reduce(w, &v, &sum, 1, GPT_DTYPE_I64, GPT_REDUCE_SUM, &err))
+		return gpt_cmd_fail(prog, &err);
+	printf("rank %d of %d (%s, local rank %d, restart %d): sum %lld\n", env.rank, env.world_size,
+	       gpt_dist_source_name(env.source), env.local_rank, env.restart_count, (long long)sum);
+	fflush(stdout);
+	int rc = sum == (int64_t)env.world_size * (env.world_size + 1) / 2 ? 0 : 1;
+	const char *mesh = getenv("GPT_TEST_MESH");
+	int d[4];
+	if (!rc && mesh) {
+		gpt_mesh m;
+		if (sscanf(mesh, "%d,%d,%d,%d", &d[0], &d[1], &d[2], &d[3]) != 4 ||
+		    gpt_mesh_init(&m, d[0], d[1], d[2], d[3], env.world_size, &err) ||
+		    check_mesh_groups(w, &m, 1, &err)) {
+			if (!err.code)
+				gpt_err_set(&err, GPT_EUSAGE, "GPT_TEST_MESH='%s': expected tp,sharding,dp,pp", mesh);
+			rc = gpt_cmd_fail(prog, &err);
+		}
+	}
+	if (!rc && gpt_comm_barrier(w, &err))
+		rc = gpt_cmd_fail(prog, &err);
+	gpt_comm_close(c);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 1 && strcmp(argv[1], "worker") == 0)
+		return worker();
+	if (argc > 1 && strcmp(argv[1], "free-port") == 0) {
+		/* For the shell tests: a port that was free a moment ago. */
+		gpt_err err = {0};
+		gpt_store_server *s = NULL;
+		if (gpt_store_server_start("127.0.0.1", 0, &s, &err))
+			return gpt_cmd_fail("test-comm-shm", &err);
+		printf("%d\n", gpt_store_server_port(s));
+		gpt_store_server_stop(s);
+		return 0;
+	}
+	int sizes[] = {1, 2, 3, 4, 8};
+	for (int i = 0; i < 5; i++) {
+		int n = sizes[i];
+		coll_arg a = {n <= 3};
+		is_int(run_ranks(n, 60, rank_collectives, &a), 0,
+		       "%d rank%s: all-reduce, reduce-scatter (sum, max), all-gather, broadcast, barrier "
+		       "for fp32/bf16/fp16/int32/int64 equal the serial result bit for bit%s",
+		       n, n == 1 ? "" : "s", a.big ? ", several chunks too" : "");
+	}
+	is_int(run_ranks(2, 60, rank_p2p, NULL), 0, "2 ranks: send/recv, batched exchange, order, count mismatch");
+	is_int(run_ranks(5, 60, rank_p2p, NULL), 0, "5 ranks: a ring shift larger than the rings");
+	int layouts[][4] = {{2, 1, 2, 2}, {1, 4, 2, 1}, {2, 2, 1, 2}, {1, 1, 1, 8}, {8, 1, 1, 1}, {1, 2, 2, 2}};
+	for (int i = 0; i < 6; i++)
+		is_int(run_ranks(8, 60, rank_mesh, layouts[i]), 0,
+		       "mesh tp%d x sharding%d x dp%d x pp%d: every group has the mesh's members and sums right",
+		       layouts[i][0], layouts[i][1], layouts[i][2], layouts[i][3]);
+	int mode = LATE_JOIN;
+	is_int(run_ranks(3, 0.5, rank_failure, &mode), 0, "a rank that never arrives: a timeout naming it");
+	mode = SKIP_COLLECTIVE;
+	is_int(run_ranks(3, 0.5, rank_failure, &mode), 0, "a rank that skips a collective: a timeout naming it");
+	mode = DIE_BEFORE;
+	is_int(run_ranks(3, 30, rank_failure, &mode), 0, "a rank that exits: found within seconds, named");
+	return done_testing();
+}
