@@ -99,6 +99,10 @@ typedef struct gpt_ds_writer gpt_ds_writer;
 int gpt_ds_writer_open(gpt_ds_writer **out, const char *prefix, gpt_ds_dtype dtype, gpt_err *err);
 /* Appends one document; an id that does not fit the dtype is GPT_EDATA. */
 int gpt_ds_writer_add(gpt_ds_writer *w, const int32_t *ids, int64_t n, gpt_err *err);
+/* The same in parts: append tokens to the current document, then end it
+ * (a document longer than INT32_MAX tokens is GPT_EDATA). */
+int gpt_ds_writer_append(gpt_ds_writer *w, const int32_t *ids, int64_t n, gpt_err *err);
+int gpt_ds_writer_end_doc(gpt_ds_writer *w, gpt_err *err);
 int64_t gpt_ds_writer_docs(const gpt_ds_writer *w);
 int64_t gpt_ds_writer_tokens(const gpt_ds_writer *w);
 /* Writes the index, removes an old PREFIX.idx, renames PREFIX.bin then

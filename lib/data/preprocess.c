@@ -9,13 +9,18 @@
 
 #define BATCH_BYTES ((size_t)256 << 10)
 #define BATCH_DOCS 4096
+/* Long documents are cut into segments of about this size (at places that
+ * do not change their encoding), so that one big document keeps every
+ * thread busy too. */
+#define SEGMENT_BYTES ((size_t)64 << 10)
 
 enum { SLOT_FREE, SLOT_FILLED, SLOT_DONE };
 
 typedef struct batch {
 	gpt_buf text;
-	int64_t *doff; /* document i is text[doff[i] .. doff[i+1]) */
-	int64_t *dtok; /* tokens of document i */
+	int64_t *doff; /* segment i is text[doff[i] .. doff[i+1]) */
+	int64_t *dtok; /* tokens of segment i */
+	uint8_t *last; /* 1: segment i ends its document */
 	int ndocs, cap;
 	gpt_ids ids;
 	int state;
@@ -38,7 +43,7 @@ typedef struct pipeline {
 	char prog_items[128];
 } pipeline;
 
-static int batch_add(batch *b, const uint8_t *p, size_t n, gpt_err *err)
+static int batch_add(batch *b, const uint8_t *p, size_t n, int last, gpt_err *err)
 {
 	if (b->ndocs + 1 >= b->cap) {
 		int cap = b->cap ? b->cap * 2 : 1024;
@@ -50,12 +55,17 @@ static int batch_add(batch *b, const uint8_t *p, size_t n, gpt_err *err)
 		if (!d)
 			return GPT_EINTERNAL;
 		b->dtok = d;
+		uint8_t *l = gpt_realloc(b->last, (size_t)cap, "batch", err);
+		if (!l)
+			return GPT_EINTERNAL;
+		b->last = l;
 		b->cap = cap;
 	}
 	if (b->ndocs == 0)
 		b->doff[0] = 0;
 	if (gpt_buf_append(&b->text, p, n, err))
 		return GPT_EINTERNAL;
+	b->last[b->ndocs] = (uint8_t)last;
 	b->doff[++b->ndocs] = (int64_t)b->text.len;
 	return 0;
 }
@@ -69,7 +79,7 @@ static int batch_encode(const gpt_preprocess_opts *o, gpt_encoder *enc, batch *b
 		int rc = gpt_encode(enc, b->text.data + b->doff[i], (size_t)(b->doff[i + 1] - b->doff[i]), &b->ids, err);
 		if (rc)
 			return rc;
-		if (o->append_eod) {
+		if (o->append_eod && b->last[i]) {
 			if (gpt_ids_reserve(&b->ids, 1, err))
 				return GPT_EINTERNAL;
 			b->ids.data[b->ids.len++] = eot;
@@ -103,7 +113,9 @@ static int flush_one(pipeline *pl, gpt_err *err)
 	}
 	int64_t at = 0;
 	for (int i = 0; i < b->ndocs; i++) {
-		int rc = gpt_ds_writer_add(pl->w, b->ids.data + at, b->dtok[i], err);
+		int rc = gpt_ds_writer_append(pl->w, b->ids.data + at, b->dtok[i], err);
+		if (!rc && b->last[i])
+			rc = gpt_ds_writer_end_doc(pl->w, err);
 		if (rc)
 			return rc;
 		at += b->dtok[i];
@@ -137,10 +149,8 @@ static int submit(pipeline *pl, gpt_err *err)
 	return flush_one(pl, err);
 }
 
-static int on_doc(void *ctx, const char *where, const uint8_t *p, size_t n, gpt_err *err)
+static int add_segment(pipeline *pl, const uint8_t *p, size_t n, int last, gpt_err *err)
 {
-	pipeline *pl = ctx;
-	(void)where;
 	/* The slot to fill may still hold the batch nslots back: write that first. */
 	while (pl->submitted - pl->flushed >= pl->nslots) {
 		int rc = flush_one(pl, err);
@@ -148,7 +158,7 @@ static int on_doc(void *ctx, const char *where, const uint8_t *p, size_t n, gpt_
 			return rc;
 	}
 	batch *b = &pl->slots[pl->submitted % pl->nslots];
-	int rc = batch_add(b, p, n, err);
+	int rc = batch_add(b, p, n, last, err);
 	if (rc)
 		return rc;
 	if (b->text.len >= BATCH_BYTES || b->ndocs >= BATCH_DOCS) {
@@ -159,6 +169,23 @@ static int on_doc(void *ctx, const char *where, const uint8_t *p, size_t n, gpt_
 			rc = flush_one(pl, err);
 	}
 	return rc;
+}
+
+static int on_doc(void *ctx, const char *where, const uint8_t *p, size_t n, gpt_err *err)
+{
+	pipeline *pl = ctx;
+	(void)where;
+	while (n > 2 * SEGMENT_BYTES) {
+		size_t cut = gpt_encode_cut(pl->o->tok, p, n, SEGMENT_BYTES);
+		if (cut >= n)
+			break;
+		int rc = add_segment(pl, p, cut, 0, err);
+		if (rc)
+			return rc;
+		p += cut;
+		n -= cut;
+	}
+	return add_segment(pl, p, n, 1, err);
 }
 
 typedef struct worker_arg {
@@ -194,6 +221,7 @@ static void pipeline_free(pipeline *pl)
 		gpt_buf_free(&pl->slots[i].text);
 		free(pl->slots[i].doff);
 		free(pl->slots[i].dtok);
+		free(pl->slots[i].last);
 		gpt_ids_free(&pl->slots[i].ids);
 	}
 	free(pl->slots);

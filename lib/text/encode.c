@@ -294,6 +294,28 @@ int gpt_encode(gpt_encoder *e, const void *text, size_t n, gpt_ids *out, gpt_err
 	return 0;
 }
 
+size_t gpt_encode_cut(const gpt_tokenizer *t, const void *text, size_t n, size_t target)
+{
+	const uint8_t *s = text;
+	if (target == 0 || target >= n)
+		return n;
+	if (t->kind == GPT_TOK_BYTES)
+		return target;
+	/* No piece of the GPT-2 pattern holds a space except at its start, or
+	 * in a run of whitespace, which a printable character before the space
+	 * rules out: the piece holding the space starts at it. Cutting there
+	 * keeps UTF-8 runs and <|endoftext|> (no spaces) whole as well. */
+	for (size_t i = target; i < n; i++) {
+		const uint8_t *sp = memchr(s + i, ' ', n - i);
+		if (!sp)
+			return n;
+		i = (size_t)(sp - s);
+		if (s[i - 1] > 0x20 && s[i - 1] < 0x7f)
+			return i;
+	}
+	return n;
+}
+
 int gpt_decode(const gpt_tokenizer *t, const int32_t *ids, int64_t n, gpt_buf *out, gpt_err *err)
 {
 	for (int64_t i = 0; i < n; i++) {

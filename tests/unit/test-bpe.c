@@ -169,6 +169,26 @@ static void test_gpt2(const char *dir)
 	ok(ids_equal(&ids, &ref), "a cold encoder gives the same ids");
 	gpt_encoder_free(cold);
 
+	/* Cutting where gpt_encode_cut says keeps the ids. */
+	const char *mixed = "x  y\n\n z.  'll 12 34\xe2\x80 caf\xc3\xa9 !! <|endoftext|> a\tb   c";
+	gpt_buf mix = GPT_BUF_INIT;
+	for (int k = 0; k < 2000; k++)
+		gpt_buf_append(&mix, mixed + next_rand() % 20, 1 + next_rand() % 30, NULL);
+	ids.len = 0;
+	gpt_encode(e, mix.data, mix.len, &ids, &err);
+	int cuts = 0, kept = 1;
+	for (size_t target = 1; target < mix.len && kept; target += 1 + next_rand() % 997) {
+		size_t cut = gpt_encode_cut(t, mix.data, mix.len, target);
+		if (cut >= mix.len)
+			break;
+		ref.len = 0;
+		gpt_encode(e, mix.data, cut, &ref, &err);
+		gpt_encode(e, mix.data + cut, mix.len - cut, &ref, &err);
+		kept = ids_equal(&ids, &ref);
+		cuts++;
+	}
+	ok(kept && cuts > 10, "encoding both sides of %d cuts gives the ids of the whole", cuts);
+	gpt_buf_free(&mix);
 	gpt_buf_free(&words);
 	gpt_buf_free(&back);
 	gpt_ids_free(&ids);
