@@ -23,6 +23,7 @@ typedef struct batch {
 	uint8_t *last; /* 1: segment i ends its document */
 	int ndocs, cap;
 	gpt_ids ids;
+	int64_t in_pos; /* input bytes consumed up to the end of the last segment */
 	int state;
 	int rc;
 	gpt_err err;
@@ -39,6 +40,8 @@ typedef struct pipeline {
 	int64_t submitted, claimed, flushed;
 	int finished;
 	gpt_input_stats *in;
+	int64_t prev_in; /* input position at the end of the previous document */
+	int64_t shown;   /* input position of the last batch written */
 	gpt_progress prog;
 	char prog_items[128];
 } pipeline;
@@ -89,14 +92,30 @@ static int batch_encode(const gpt_preprocess_opts *o, gpt_encoder *enc, batch *b
 	return 0;
 }
 
+static void format_count(double v, char *out, size_t size)
+{
+	if (v >= 1e9)
+		snprintf(out, size, "%.2fG", v / 1e9);
+	else if (v >= 1e6)
+		snprintf(out, size, "%.2fM", v / 1e6);
+	else if (v >= 1e3)
+		snprintf(out, size, "%.1fk", v / 1e3);
+	else
+		snprintf(out, size, "%.0f", v);
+}
+
+/* Progress counts input bytes up to what has been written, not read, so
+ * that a big document shows its tokenization, not its reading. */
 static void progress_update(pipeline *pl)
 {
 	double el = gpt_now_s() - pl->prog.start_s;
 	int64_t tokens = gpt_ds_writer_tokens(pl->w);
+	char tok[32], rate[32];
+	format_count((double)tokens, tok, sizeof tok);
+	format_count(el > 0 ? (double)tokens / el : 0.0, rate, sizeof rate);
 	pl->prog.total = pl->in->total_bytes; /* known once gpt_input_read has listed the input */
-	snprintf(pl->prog_items, sizeof pl->prog_items, "docs, %lld tokens, %.0f tokens/s", (long long)tokens,
-		 el > 0 ? (double)tokens / el : 0.0);
-	gpt_progress_update(&pl->prog, pl->in->bytes, gpt_ds_writer_docs(pl->w));
+	snprintf(pl->prog_items, sizeof pl->prog_items, "docs, %s tokens, %s tokens/s", tok, rate);
+	gpt_progress_update(&pl->prog, pl->shown, gpt_ds_writer_docs(pl->w));
 }
 
 /* Writes the oldest batch once it is tokenized and frees its slot. */
@@ -120,6 +139,7 @@ static int flush_one(pipeline *pl, gpt_err *err)
 			return rc;
 		at += b->dtok[i];
 	}
+	pl->shown = b->in_pos;
 	gpt_buf_reset(&b->text);
 	b->ndocs = 0;
 	pthread_mutex_lock(&pl->mu);
@@ -149,7 +169,7 @@ static int submit(pipeline *pl, gpt_err *err)
 	return flush_one(pl, err);
 }
 
-static int add_segment(pipeline *pl, const uint8_t *p, size_t n, int last, gpt_err *err)
+static int add_segment(pipeline *pl, const uint8_t *p, size_t n, int last, int64_t in_pos, gpt_err *err)
 {
 	/* The slot to fill may still hold the batch nslots back: write that first. */
 	while (pl->submitted - pl->flushed >= pl->nslots) {
@@ -161,6 +181,7 @@ static int add_segment(pipeline *pl, const uint8_t *p, size_t n, int last, gpt_e
 	int rc = batch_add(b, p, n, last, err);
 	if (rc)
 		return rc;
+	b->in_pos = in_pos;
 	if (b->text.len >= BATCH_BYTES || b->ndocs >= BATCH_DOCS) {
 		rc = submit(pl, err);
 		/* Write whatever is ready without waiting, to keep memory flat. */
@@ -175,17 +196,23 @@ static int on_doc(void *ctx, const char *where, const uint8_t *p, size_t n, gpt_
 {
 	pipeline *pl = ctx;
 	(void)where;
+	/* The document came from input bytes [prev_in, in->bytes); its
+	 * segments get positions in proportion. */
+	int64_t start = pl->prev_in, span = pl->in->bytes - start;
+	size_t total = n, done = 0;
+	pl->prev_in = pl->in->bytes;
 	while (n > 2 * SEGMENT_BYTES) {
 		size_t cut = gpt_encode_cut(pl->o->tok, p, n, SEGMENT_BYTES);
 		if (cut >= n)
 			break;
-		int rc = add_segment(pl, p, cut, 0, err);
+		done += cut;
+		int rc = add_segment(pl, p, cut, 0, start + (int64_t)((double)span * (double)done / (double)total), err);
 		if (rc)
 			return rc;
 		p += cut;
 		n -= cut;
 	}
-	return add_segment(pl, p, n, 1, err);
+	return add_segment(pl, p, n, 1, pl->prev_in, err);
 }
 
 typedef struct worker_arg {
@@ -300,6 +327,7 @@ int gpt_preprocess(const gpt_preprocess_opts *o, const char *const *paths, int n
 		gpt_encoder_free(args[i].enc);
 	free(tids);
 	free(args);
+	pl.shown = st->input.bytes;
 	progress_update(&pl);
 	gpt_progress_finish(&pl.prog);
 	st->docs = gpt_ds_writer_docs(pl.w);
