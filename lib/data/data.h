@@ -144,10 +144,13 @@ typedef struct gpt_input_stats {
 	char first_binary[512];
 } gpt_input_stats;
 
-/* Called for each document in input order; the bytes are valid only during
- * the call. `where` names the file (and member). A non-zero return stops the
- * reading and is returned. */
-typedef int (*gpt_input_fn)(void *ctx, const char *where, const uint8_t *p, size_t n, gpt_err *err);
+/* Called with each document in input order, in one or more parts (a long
+ * file streams through in blocks): `end` is 1 on a document's last part.
+ * Parts are never empty except for the end of a document whose size was a
+ * multiple of the block. The bytes are valid only during the call. `where`
+ * names the file (and member). A non-zero return stops the reading and is
+ * returned. */
+typedef int (*gpt_input_fn)(void *ctx, const char *where, const uint8_t *p, size_t n, int end, gpt_err *err);
 
 /* Reads every input ("-" is stdin; directories are walked recursively in
  * name order) and calls fn for each document. */

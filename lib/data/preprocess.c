@@ -40,7 +40,8 @@ typedef struct pipeline {
 	int64_t submitted, claimed, flushed;
 	int finished;
 	gpt_input_stats *in;
-	int64_t prev_in; /* input position at the end of the previous document */
+	int64_t prev_in; /* input position at the end of the previous part */
+	gpt_buf carry;   /* the part of a document not yet cut into segments */
 	int64_t shown;   /* input position of the last batch written */
 	gpt_progress prog;
 	char prog_items[128];
@@ -192,15 +193,23 @@ static int add_segment(pipeline *pl, const uint8_t *p, size_t n, int last, int64
 	return rc;
 }
 
-static int on_doc(void *ctx, const char *where, const uint8_t *p, size_t n, gpt_err *err)
+/* Parts of a document arrive in blocks; they are cut into segments only
+ * where gpt_encode_cut allows, the rest carried over to the next part. */
+static int on_doc(void *ctx, const char *where, const uint8_t *p, size_t n, int end, gpt_err *err)
 {
 	pipeline *pl = ctx;
 	(void)where;
-	/* The document came from input bytes [prev_in, in->bytes); its
-	 * segments get positions in proportion. */
+	gpt_buf *carry = &pl->carry;
+	if (carry->len) {
+		if (gpt_buf_append(carry, p, n, err))
+			return GPT_EINTERNAL;
+		p = (const uint8_t *)carry->data;
+		n = carry->len;
+	}
+	/* The text came from input bytes [prev_in, in->bytes); its segments
+	 * get positions in proportion, for the progress report. */
 	int64_t start = pl->prev_in, span = pl->in->bytes - start;
 	size_t total = n, done = 0;
-	pl->prev_in = pl->in->bytes;
 	while (n > 2 * SEGMENT_BYTES) {
 		size_t cut = gpt_encode_cut(pl->o->tok, p, n, SEGMENT_BYTES);
 		if (cut >= n)
@@ -212,7 +221,19 @@ static int on_doc(void *ctx, const char *where, const uint8_t *p, size_t n, gpt_
 		p += cut;
 		n -= cut;
 	}
-	return add_segment(pl, p, n, 1, pl->prev_in, err);
+	pl->prev_in = start + (int64_t)((double)span * (double)done / (double)total);
+	if (end) {
+		pl->prev_in = pl->in->bytes;
+		int rc = add_segment(pl, p, n, 1, pl->prev_in, err);
+		gpt_buf_reset(carry);
+		return rc;
+	}
+	if (carry->len) {
+		memmove(carry->data, p, n);
+		carry->len = n;
+		return 0;
+	}
+	return gpt_buf_append(carry, p, n, err);
 }
 
 typedef struct worker_arg {
@@ -252,6 +273,7 @@ static void pipeline_free(pipeline *pl)
 		gpt_ids_free(&pl->slots[i].ids);
 	}
 	free(pl->slots);
+	gpt_buf_free(&pl->carry);
 	gpt_encoder_free(pl->enc);
 	pthread_mutex_destroy(&pl->mu);
 	pthread_cond_destroy(&pl->cv);

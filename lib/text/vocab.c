@@ -44,17 +44,24 @@ static uint64_t pow2_at_least(uint64_t n)
 	return c;
 }
 
-int32_t gpt_tok_lookup(const gpt_tokenizer *t, const uint8_t *p, size_t n)
+int32_t gpt_tok_lookup_h(const gpt_tokenizer *t, const uint8_t *p, size_t n, uint64_t h)
 {
-	uint64_t h = gpt_xxh3_64(p, n);
-	for (;; h++) {
-		uint32_t v = t->tok_slots[h & t->tok_mask];
+	uint64_t tag = h >> 32;
+	for (uint64_t i = h;; i++) {
+		uint64_t v = t->tok_slots[i & t->tok_mask];
 		if (v == 0)
 			return -1;
-		int32_t id = (int32_t)v - 1;
+		if (v >> 32 != tag)
+			continue;
+		int32_t id = (int32_t)(uint32_t)v - 1;
 		if ((size_t)(t->off[id + 1] - t->off[id]) == n && memcmp(t->bytes + t->off[id], p, n) == 0)
 			return id;
 	}
+}
+
+int32_t gpt_tok_lookup(const gpt_tokenizer *t, const uint8_t *p, size_t n)
+{
+	return gpt_tok_lookup_h(t, p, n, gpt_xxh3_64(p, n));
 }
 
 static void tok_insert(gpt_tokenizer *t, int32_t id)
@@ -62,10 +69,10 @@ static void tok_insert(gpt_tokenizer *t, int32_t id)
 	const uint8_t *p = t->bytes + t->off[id];
 	size_t n = (size_t)(t->off[id + 1] - t->off[id]);
 	uint64_t h = gpt_xxh3_64(p, n);
-	for (;; h++) {
-		uint32_t *s = &t->tok_slots[h & t->tok_mask];
+	for (uint64_t i = h;; i++) {
+		uint64_t *s = &t->tok_slots[i & t->tok_mask];
 		if (*s == 0) {
-			*s = (uint32_t)id + 1;
+			*s = (h >> 32) << 32 | ((uint64_t)id + 1);
 			return;
 		}
 	}
@@ -273,7 +280,7 @@ out:
 
 static int build_tables(gpt_tokenizer *t, const char *enc_path, gpt_err *err)
 {
-	t->tok_mask = pow2_at_least((uint64_t)t->n * 2) - 1;
+	t->tok_mask = pow2_at_least((uint64_t)t->n * 4) - 1;
 	t->tok_slots = gpt_calloc(t->tok_mask + 1, sizeof *t->tok_slots, "vocabulary index", err);
 	t->rank = gpt_malloc((size_t)t->n * sizeof *t->rank, "vocabulary ranks", err);
 	if (!t->tok_slots || !t->rank)
