@@ -203,12 +203,18 @@ static int has_pair(const char *dir, const char *a, const char *b)
 
 static int load_encoder(gpt_tokenizer *t, const char *path, gpt_err *err)
 {
+	/* Parsing from memory: json_load_file reads a byte at a time. */
+	char *text;
+	size_t len;
+	int rc = gpt_file_read_all(path, 0, &text, &len, err);
+	if (rc)
+		return rc;
 	json_error_t je;
-	json_t *root = json_load_file(path, 0, &je);
+	json_t *root = json_loadb(text, len, 0, &je);
+	free(text);
 	if (!root)
 		return gpt_err_set(err, GPT_EDATA, "%s:%d: not valid JSON: %s; fetch the file again", path,
 				   je.line, je.text);
-	int rc = 0;
 	if (!json_is_object(root)) {
 		rc = gpt_err_set(err, GPT_EDATA, "%s: expected a JSON object of token -> id", path);
 		goto out;
@@ -265,10 +271,11 @@ static int load_encoder(gpt_tokenizer *t, const char *path, gpt_err *err)
 			off += (int64_t)slen[id];
 			continue;
 		}
-		long len = alphabet_decode(cp_to_byte, str[id], slen[id], t->bytes + off);
-		if (len <= 0)
+		long blen = alphabet_decode(cp_to_byte, str[id], slen[id], t->bytes + off);
+		if (blen <= 0)
 			rc = gpt_err_set(err, GPT_EDATA, "%s: token %d '%s' is not in GPT-2's byte alphabet", path, id, str[id]);
-		off += len;
+		else
+			off += blen;
 	}
 	t->off[t->n] = off;
 	free(str);
@@ -361,7 +368,7 @@ static int build_pairs(gpt_tokenizer *t, gpt_err *err)
 	for (int32_t id = 0; id < t->n; id++)
 		if (t->rank[id] != INT32_MAX)
 			count += (uint64_t)(t->off[id + 1] - t->off[id] - 1);
-	t->pair_mask = pow2_at_least(count * 2 + 16) - 1;
+	t->pair_mask = pow2_at_least(count + count / 4 + 16) - 1; /* most splits are not pairs */
 	t->pairs = gpt_calloc(t->pair_mask + 1, sizeof *t->pairs, "merge table", err);
 	if (!t->pairs)
 		return GPT_EINTERNAL;
