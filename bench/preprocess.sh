@@ -1,6 +1,6 @@
 #!/bin/sh
 # bench/preprocess.sh [MB]: tokenizes the same text (about MB megabytes,
-# default 64, gathered from man pages, licenses, documentation and C headers
+# default 128, gathered from man pages, licenses, documentation and C headers
 # on this machine) with gpt-preprocess -j1, gpt-preprocess -j2 and npm
 # tiktoken (node), in one run, and prints MB/s and tokens/s for each and the
 # ratios. Targets: -j1 at least as fast as tiktoken; -j2 at least 1.8x -j1.
@@ -12,7 +12,7 @@ set -eu
 cd "$(dirname "$0")/.."
 GPT_ROOT=$(pwd)
 export GPT_ROOT
-MB=${1:-64}
+MB=${1:-128}
 REPEAT=${REPEAT:-3}
 BIN=bin/gpt-preprocess
 [ -x "$BIN" ] || { echo "bench: build first (make)" >&2; exit 1; }
