@@ -129,6 +129,7 @@ typedef struct gpt_input_opts {
 	int n_keys;
 	int stdin_json;  /* 1: stdin in AUTO format is JSON lines (a key was given) */
 	int skip_bad;    /* 1: skip bad JSON records (counted) instead of failing */
+	int skip_binary; /* 1: skip files that look binary; 0: encode them too (counted) */
 } gpt_input_opts;
 
 typedef struct gpt_input_stats {
@@ -139,7 +140,7 @@ typedef struct gpt_input_stats {
 	int64_t text_bytes;    /* bytes of document text handed out */
 	int64_t empty;         /* empty documents skipped */
 	int64_t bad_records;   /* bad JSON records skipped (skip_bad) */
-	int64_t binary;        /* binary files skipped */
+	int64_t binary;        /* files that look binary (a NUL byte in the first 8000): skipped or encoded */
 	char first_bad[512];   /* where the first skipped bad record was */
 	char first_binary[512];
 } gpt_input_stats;

@@ -241,10 +241,13 @@ static int read_text(in_ctx *c, struct archive *a, const char *where)
 		doc->len += (size_t)got;
 		if (!sniffed && (got == 0 || doc->len >= BINARY_SNIFF)) {
 			sniffed = 1;
+			/* Byte-level BPE encodes anything, so binary-looking files are
+			 * only counted unless asked to skip them. */
 			if (memchr(doc->data, 0, doc->len < BINARY_SNIFF ? doc->len : BINARY_SNIFF)) {
 				if (c->st->binary++ == 0)
 					snprintf(c->st->first_binary, sizeof c->st->first_binary, "%s", where);
-				return 0;
+				if (c->o->skip_binary)
+					return 0;
 			}
 		}
 		if (got == 0)
