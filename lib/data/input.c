@@ -402,7 +402,9 @@ static int read_dir(in_ctx *c, const char *path, int depth)
 	for (int i = 0; i < n; i++) {
 		if (!rc && !skip_name(list[i]->d_name)) {
 			gpt_buf sub = GPT_BUF_INIT;
-			rc = gpt_buf_printf(&sub, c->err, "%s/%s", path, list[i]->d_name);
+			size_t pl = strlen(path);
+			rc = gpt_buf_printf(&sub, c->err, "%s%s%s", path, pl && path[pl - 1] == '/' ? "" : "/",
+					    list[i]->d_name);
 			if (!rc)
 				rc = read_path(c, sub.data, depth + 1);
 			gpt_buf_free(&sub);
