@@ -218,12 +218,50 @@ static void test_bad_vocab(void)
 	rmdir(dir);
 }
 
+/* The default places: <exe dir>/../share/gpt2, then the installed
+ * <exe dir>/../share/gptkit/gpt2. Only the files' presence matters here. */
+static void test_vocab_find(void)
+{
+	gpt_err err = {0};
+	char root[] = "/tmp/test-vocab.XXXXXX";
+	if (!mkdtemp(root))
+		return;
+	char p[512], found[512], exe[512];
+	snprintf(exe, sizeof exe, "%s/bin/gpt-preprocess", root);
+	snprintf(p, sizeof p, "%s/bin", root);
+	mkdir(p, 0777);
+	gpt_file_write_atomic(exe, "", 0, &err);
+	is_int(gpt_vocab_find(exe, found, sizeof found, &err), GPT_ENOINPUT, "no vocabulary next to the program");
+	ok(strstr(err.msg, "make deps") && strstr(err.msg, "--vocab"), "the message says how to get one");
+	snprintf(p, sizeof p, "%s/share/gptkit/gpt2", root);
+	gpt_mkdir_p(p, &err);
+	snprintf(p, sizeof p, "%s/share/gptkit/gpt2/encoder.json", root);
+	gpt_file_write_atomic(p, "", 0, &err);
+	snprintf(p, sizeof p, "%s/share/gptkit/gpt2/vocab.bpe", root);
+	gpt_file_write_atomic(p, "", 0, &err);
+	is_int(gpt_vocab_find(exe, found, sizeof found, &err), 0, "the installed place is found");
+	ok(strstr(found, "/share/gptkit/gpt2") != NULL, "as %s", found);
+	snprintf(p, sizeof p, "%s/share/gpt2", root);
+	gpt_mkdir_p(p, &err);
+	snprintf(p, sizeof p, "%s/share/gpt2/vocab.json", root);
+	gpt_file_write_atomic(p, "", 0, &err);
+	snprintf(p, sizeof p, "%s/share/gpt2/merges.txt", root);
+	gpt_file_write_atomic(p, "", 0, &err);
+	is_int(gpt_vocab_find(exe, found, sizeof found, &err), 0, "the source-tree place wins");
+	ok(strstr(found, "/share/gpt2") != NULL && !strstr(found, "gptkit"), "as %s", found);
+	char cmd[600];
+	snprintf(cmd, sizeof cmd, "rm -rf %s", root);
+	if (system(cmd) != 0)
+		diag("could not remove %s", root);
+}
+
 int main(void)
 {
 	(void)skip_all;
 	test_bytes();
 	test_utf8();
 	test_bad_vocab();
+	test_vocab_find();
 	const char *root = getenv("GPT_ROOT");
 	char dir[1024];
 	snprintf(dir, sizeof dir, "%s/share/gpt2", root ? root : ".");
