@@ -13,7 +13,7 @@ static const char *prog = "gpt-preprocess";
 
 enum {
 	O_TOK = 256, O_VOCAB, O_KEY, O_FORMAT, O_SKIP_BAD, O_EOD, O_NO_EOD, O_JOBS, O_OUT,
-	O_INFO, O_DECODE, O_DOC, O_HELP, O_VERSION,
+	O_INFO, O_DECODE, O_DOC, O_HELP, O_VERSION, O_SKIP_BIN,
 };
 
 static const gpt_opt options[] = {
@@ -23,6 +23,7 @@ static const gpt_opt options[] = {
 	{"json-key", 0, "KEY", O_KEY, "JSON key holding the text (repeat: the first present wins; default text)"},
 	{"format", 0, "FMT", O_FORMAT, "auto (default, by file name), text, lines or jsonl"},
 	{"skip-bad", 0, NULL, O_SKIP_BAD, "skip bad JSON records (counted) instead of failing"},
+	{"skip-binary", 0, NULL, O_SKIP_BIN, "skip files with a NUL byte in their first 8000 bytes"},
 	{"append-eod", 0, NULL, O_EOD, "end each document with <|endoftext|> (default)"},
 	{"no-append-eod", 0, NULL, O_NO_EOD, "do not end documents with <|endoftext|>"},
 	{"jobs", 'j', "N", O_JOBS, "tokenize on N threads (default 1; output is the same for any N)"},
@@ -91,12 +92,13 @@ static int show(const char *info, const char *decode, int64_t doc, gpt_tokenizer
 	return rc;
 }
 
-static void report(const gpt_preprocess_stats *st, const char *prefix)
+static void report(const gpt_preprocess_stats *st, const char *prefix, int skip_binary)
 {
 	const gpt_input_stats *in = &st->input;
 	if (in->binary)
-		fprintf(stderr, "%s: warning: skipped %lld binary file%s (first: %s)\n", prog, (long long)in->binary,
-			in->binary == 1 ? "" : "s", in->first_binary);
+		fprintf(stderr, "%s: warning: %s %lld file%s that look%s binary (first: %s)%s\n", prog,
+			skip_binary ? "skipped" : "tokenized", (long long)in->binary, in->binary == 1 ? "" : "s",
+			in->binary == 1 ? "s" : "", in->first_binary, skip_binary ? "" : "; --skip-binary leaves them out");
 	if (in->bad_records)
 		fprintf(stderr, "%s: warning: skipped %lld bad JSON record%s (first: %s)\n", prog,
 			(long long)in->bad_records, in->bad_records == 1 ? "" : "s", in->first_bad);
@@ -135,6 +137,7 @@ int main(int argc, char **argv)
 				return gpt_cmd_fail(prog, &err);
 			break;
 		case O_SKIP_BAD: po.input.skip_bad = 1; break;
+		case O_SKIP_BIN: po.input.skip_binary = 1; break;
 		case O_EOD: po.append_eod = 1; break;
 		case O_NO_EOD: po.append_eod = 0; break;
 		case O_JOBS:
@@ -184,7 +187,7 @@ int main(int argc, char **argv)
 		po.threads = (int)jobs;
 		rc = gpt_preprocess(&po, (const char *const *)argv + o.index, n_in, &st, &err);
 		if (!rc)
-			report(&st, po.prefix);
+			report(&st, po.prefix, po.input.skip_binary);
 	}
 	gpt_tokenizer_free(tok);
 	return rc ? gpt_cmd_fail(prog, &err) : 0;

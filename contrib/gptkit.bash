@@ -35,6 +35,7 @@ _gptkit()
 		case "$prog" in
 		gpt-logparse) COMPREPLY=($(compgen -W "tsv csv json" -- "$cur")) ;;
 		gpt-export) COMPREPLY=($(compgen -W "bundle gguf hf" -- "$cur")) ;;
+		gpt-preprocess) COMPREPLY=($(compgen -W "auto text lines jsonl" -- "$cur")) ;;
 		esac
 		return ;;
 	--plot)
@@ -46,7 +47,7 @@ _gptkit()
 	--peak-tflops)
 		COMPREPLY=($(compgen -W "312 989" -- "$cur"))
 		return ;;
-	--skip-steps|-j|--jobs|--doc|--world-size)
+	--skip-steps|-j|--jobs|--doc|--world-size|--nproc-per-node|--nnodes|--node-rank|--max-restarts|--grace-period|--devices|--master)
 		return ;;
 	--dtype)
 		COMPREPLY=($(compgen -W "fp32 bf16 fp16 int8" -- "$cur"))
@@ -61,6 +62,19 @@ _gptkit()
 		COMPREPLY=($(compgen -d -- "$cur"))
 		return ;;
 	esac
+
+	# gpt-launch: after "--" or the program name, complete that program
+	if [[ "$prog" == gpt-launch ]]; then
+		local i
+		for ((i = 1; i < COMP_CWORD; i++)); do
+			case "${COMP_WORDS[i]}" in
+			--) _command_offset $((i + 1)); return ;;
+			--nproc-per-node|--devices|--nnodes|--node-rank|--master|--log-dir|--max-restarts|--grace-period) ((i++)) ;;
+			-*) ;;
+			*) _command_offset $i; return ;;
+			esac
+		done
+	fi
 
 	if [[ "$cur" == -* ]]; then
 		COMPREPLY=($(compgen -W "$(_gptkit_opts "$prog")" -- "$cur"))

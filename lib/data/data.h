@@ -99,6 +99,10 @@ typedef struct gpt_ds_writer gpt_ds_writer;
 int gpt_ds_writer_open(gpt_ds_writer **out, const char *prefix, gpt_ds_dtype dtype, gpt_err *err);
 /* Appends one document; an id that does not fit the dtype is GPT_EDATA. */
 int gpt_ds_writer_add(gpt_ds_writer *w, const int32_t *ids, int64_t n, gpt_err *err);
+/* The same in parts: append tokens to the current document, then end it
+ * (a document longer than INT32_MAX tokens is GPT_EDATA). */
+int gpt_ds_writer_append(gpt_ds_writer *w, const int32_t *ids, int64_t n, gpt_err *err);
+int gpt_ds_writer_end_doc(gpt_ds_writer *w, gpt_err *err);
 int64_t gpt_ds_writer_docs(const gpt_ds_writer *w);
 int64_t gpt_ds_writer_tokens(const gpt_ds_writer *w);
 /* Writes the index, removes an old PREFIX.idx, renames PREFIX.bin then
@@ -125,6 +129,7 @@ typedef struct gpt_input_opts {
 	int n_keys;
 	int stdin_json;  /* 1: stdin in AUTO format is JSON lines (a key was given) */
 	int skip_bad;    /* 1: skip bad JSON records (counted) instead of failing */
+	int skip_binary; /* 1: skip files that look binary; 0: encode them too (counted) */
 } gpt_input_opts;
 
 typedef struct gpt_input_stats {
@@ -135,15 +140,18 @@ typedef struct gpt_input_stats {
 	int64_t text_bytes;    /* bytes of document text handed out */
 	int64_t empty;         /* empty documents skipped */
 	int64_t bad_records;   /* bad JSON records skipped (skip_bad) */
-	int64_t binary;        /* binary files skipped */
+	int64_t binary;        /* files that look binary (a NUL byte in the first 8000): skipped or encoded */
 	char first_bad[512];   /* where the first skipped bad record was */
 	char first_binary[512];
 } gpt_input_stats;
 
-/* Called for each document in input order; the bytes are valid only during
- * the call. `where` names the file (and member). A non-zero return stops the
- * reading and is returned. */
-typedef int (*gpt_input_fn)(void *ctx, const char *where, const uint8_t *p, size_t n, gpt_err *err);
+/* Called with each document in input order, in one or more parts (a long
+ * file streams through in blocks): `end` is 1 on a document's last part.
+ * Parts are never empty except for the end of a document whose size was a
+ * multiple of the block. The bytes are valid only during the call. `where`
+ * names the file (and member). A non-zero return stops the reading and is
+ * returned. */
+typedef int (*gpt_input_fn)(void *ctx, const char *where, const uint8_t *p, size_t n, int end, gpt_err *err);
 
 /* Reads every input ("-" is stdin; directories are walked recursively in
  * name order) and calls fn for each document. */

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 int gpt_dataset_describe(const gpt_dataset *ds, const char *path, gpt_buf *out, gpt_err *err)
 {
@@ -39,8 +40,12 @@ static int decode_doc(const gpt_dataset *ds, const gpt_tokenizer *tok, int64_t d
 		if (rc)
 			return rc;
 		gpt_buf_reset(text);
-		if (gpt_decode(tok, ids, k, text, err))
-			return gpt_err_prefix(err, "document %lld", (long long)doc);
+		if (gpt_decode(tok, ids, k, text, err)) {
+			gpt_err_prefix(err, "document %lld", (long long)doc);
+			size_t used = strlen(err->msg);
+			snprintf(err->msg + used, sizeof err->msg - used, "; was the dataset made with another tokenizer (-t)?");
+			return err->code;
+		}
 		if (text->len && fwrite(text->data, 1, text->len, fp) != text->len)
 			return gpt_err_errno(err, GPT_EIO, errno, "decoded text: write");
 	}

@@ -72,6 +72,7 @@ static void update_bytes(in_ctx *c)
 		c->st->bytes = c->bytes_base + archive_filter_bytes(c->top, -1);
 }
 
+/* A whole document in one part. */
 static int emit(in_ctx *c, const char *where, const uint8_t *p, size_t n)
 {
 	if (n == 0) {
@@ -81,7 +82,7 @@ static int emit(in_ctx *c, const char *where, const uint8_t *p, size_t n)
 	update_bytes(c);
 	c->st->docs++;
 	c->st->text_bytes += (int64_t)n;
-	return c->fn(c->ctx, where, p, n, c->err);
+	return c->fn(c->ctx, where, p, n, 1, c->err);
 }
 
 static gpt_input_format format_of(const in_ctx *c, const char *name)
@@ -224,26 +225,49 @@ static int read_lines(in_ctx *c, struct archive *a, gpt_input_format fmt, const 
 	return 0;
 }
 
+/* A document per file, streamed in blocks once the first block has shown
+ * it is not binary, so that a big file is tokenized while it is read. */
 static int read_text(in_ctx *c, struct archive *a, const char *where)
 {
 	gpt_buf *doc = &c->doc;
 	gpt_buf_reset(doc);
+	int sniffed = 0, started = 0;
 	for (;;) {
 		if (gpt_buf_reserve(doc, BLOCK, c->err))
 			return GPT_EINTERNAL;
 		la_ssize_t got = archive_read_data(a, doc->data + doc->len, BLOCK);
 		if (got < 0)
 			return read_failed(c, a, where);
+		doc->len += (size_t)got;
+		if (!sniffed && (got == 0 || doc->len >= BINARY_SNIFF)) {
+			sniffed = 1;
+			/* Byte-level BPE encodes anything, so binary-looking files are
+			 * only counted unless asked to skip them. */
+			if (memchr(doc->data, 0, doc->len < BINARY_SNIFF ? doc->len : BINARY_SNIFF)) {
+				if (c->st->binary++ == 0)
+					snprintf(c->st->first_binary, sizeof c->st->first_binary, "%s", where);
+				if (c->o->skip_binary)
+					return 0;
+			}
+		}
 		if (got == 0)
 			break;
-		doc->len += (size_t)got;
+		if (sniffed && doc->len >= BLOCK) {
+			update_bytes(c);
+			c->st->text_bytes += (int64_t)doc->len;
+			int rc = c->fn(c->ctx, where, (const uint8_t *)doc->data, doc->len, 0, c->err);
+			if (rc)
+				return rc;
+			started = 1;
+			gpt_buf_reset(doc);
+		}
 	}
-	if (memchr(doc->data ? doc->data : "", 0, doc->len < BINARY_SNIFF ? doc->len : BINARY_SNIFF)) {
-		if (c->st->binary++ == 0)
-			snprintf(c->st->first_binary, sizeof c->st->first_binary, "%s", where);
-		return 0;
-	}
-	return emit(c, where, (const uint8_t *)doc->data, doc->len);
+	if (!started)
+		return emit(c, where, (const uint8_t *)doc->data, doc->len);
+	update_bytes(c);
+	c->st->docs++;
+	c->st->text_bytes += (int64_t)doc->len;
+	return c->fn(c->ctx, where, (const uint8_t *)doc->data, doc->len, 1, c->err);
 }
 
 typedef struct nested {
@@ -378,7 +402,9 @@ static int read_dir(in_ctx *c, const char *path, int depth)
 	for (int i = 0; i < n; i++) {
 		if (!rc && !skip_name(list[i]->d_name)) {
 			gpt_buf sub = GPT_BUF_INIT;
-			rc = gpt_buf_printf(&sub, c->err, "%s/%s", path, list[i]->d_name);
+			size_t pl = strlen(path);
+			rc = gpt_buf_printf(&sub, c->err, "%s%s%s", path, pl && path[pl - 1] == '/' ? "" : "/",
+					    list[i]->d_name);
 			if (!rc)
 				rc = read_path(c, sub.data, depth + 1);
 			gpt_buf_free(&sub);

@@ -9,15 +9,21 @@
 
 #define BATCH_BYTES ((size_t)256 << 10)
 #define BATCH_DOCS 4096
+/* Long documents are cut into segments of about this size (at places that
+ * do not change their encoding), so that one big document keeps every
+ * thread busy too. */
+#define SEGMENT_BYTES ((size_t)64 << 10)
 
 enum { SLOT_FREE, SLOT_FILLED, SLOT_DONE };
 
 typedef struct batch {
 	gpt_buf text;
-	int64_t *doff; /* document i is text[doff[i] .. doff[i+1]) */
-	int64_t *dtok; /* tokens of document i */
+	int64_t *doff; /* segment i is text[doff[i] .. doff[i+1]) */
+	int64_t *dtok; /* tokens of segment i */
+	uint8_t *last; /* 1: segment i ends its document */
 	int ndocs, cap;
 	gpt_ids ids;
+	int64_t in_pos; /* input bytes consumed up to the end of the last segment */
 	int state;
 	int rc;
 	gpt_err err;
@@ -34,11 +40,14 @@ typedef struct pipeline {
 	int64_t submitted, claimed, flushed;
 	int finished;
 	gpt_input_stats *in;
+	int64_t prev_in; /* input position at the end of the previous part */
+	gpt_buf carry;   /* the part of a document not yet cut into segments */
+	int64_t shown;   /* input position of the last batch written */
 	gpt_progress prog;
 	char prog_items[128];
 } pipeline;
 
-static int batch_add(batch *b, const uint8_t *p, size_t n, gpt_err *err)
+static int batch_add(batch *b, const uint8_t *p, size_t n, int last, gpt_err *err)
 {
 	if (b->ndocs + 1 >= b->cap) {
 		int cap = b->cap ? b->cap * 2 : 1024;
@@ -50,12 +59,17 @@ static int batch_add(batch *b, const uint8_t *p, size_t n, gpt_err *err)
 		if (!d)
 			return GPT_EINTERNAL;
 		b->dtok = d;
+		uint8_t *l = gpt_realloc(b->last, (size_t)cap, "batch", err);
+		if (!l)
+			return GPT_EINTERNAL;
+		b->last = l;
 		b->cap = cap;
 	}
 	if (b->ndocs == 0)
 		b->doff[0] = 0;
 	if (gpt_buf_append(&b->text, p, n, err))
 		return GPT_EINTERNAL;
+	b->last[b->ndocs] = (uint8_t)last;
 	b->doff[++b->ndocs] = (int64_t)b->text.len;
 	return 0;
 }
@@ -69,7 +83,7 @@ static int batch_encode(const gpt_preprocess_opts *o, gpt_encoder *enc, batch *b
 		int rc = gpt_encode(enc, b->text.data + b->doff[i], (size_t)(b->doff[i + 1] - b->doff[i]), &b->ids, err);
 		if (rc)
 			return rc;
-		if (o->append_eod) {
+		if (o->append_eod && b->last[i]) {
 			if (gpt_ids_reserve(&b->ids, 1, err))
 				return GPT_EINTERNAL;
 			b->ids.data[b->ids.len++] = eot;
@@ -79,14 +93,30 @@ static int batch_encode(const gpt_preprocess_opts *o, gpt_encoder *enc, batch *b
 	return 0;
 }
 
+static void format_count(double v, char *out, size_t size)
+{
+	if (v >= 1e9)
+		snprintf(out, size, "%.2fG", v / 1e9);
+	else if (v >= 1e6)
+		snprintf(out, size, "%.2fM", v / 1e6);
+	else if (v >= 1e3)
+		snprintf(out, size, "%.1fk", v / 1e3);
+	else
+		snprintf(out, size, "%.0f", v);
+}
+
+/* Progress counts input bytes up to what has been written, not read, so
+ * that a big document shows its tokenization, not its reading. */
 static void progress_update(pipeline *pl)
 {
 	double el = gpt_now_s() - pl->prog.start_s;
 	int64_t tokens = gpt_ds_writer_tokens(pl->w);
+	char tok[32], rate[32];
+	format_count((double)tokens, tok, sizeof tok);
+	format_count(el > 0 ? (double)tokens / el : 0.0, rate, sizeof rate);
 	pl->prog.total = pl->in->total_bytes; /* known once gpt_input_read has listed the input */
-	snprintf(pl->prog_items, sizeof pl->prog_items, "docs, %lld tokens, %.0f tokens/s", (long long)tokens,
-		 el > 0 ? (double)tokens / el : 0.0);
-	gpt_progress_update(&pl->prog, pl->in->bytes, gpt_ds_writer_docs(pl->w));
+	snprintf(pl->prog_items, sizeof pl->prog_items, "docs, %s tokens, %s tokens/s", tok, rate);
+	gpt_progress_update(&pl->prog, pl->shown, gpt_ds_writer_docs(pl->w));
 }
 
 /* Writes the oldest batch once it is tokenized and frees its slot. */
@@ -103,11 +133,14 @@ static int flush_one(pipeline *pl, gpt_err *err)
 	}
 	int64_t at = 0;
 	for (int i = 0; i < b->ndocs; i++) {
-		int rc = gpt_ds_writer_add(pl->w, b->ids.data + at, b->dtok[i], err);
+		int rc = gpt_ds_writer_append(pl->w, b->ids.data + at, b->dtok[i], err);
+		if (!rc && b->last[i])
+			rc = gpt_ds_writer_end_doc(pl->w, err);
 		if (rc)
 			return rc;
 		at += b->dtok[i];
 	}
+	pl->shown = b->in_pos;
 	gpt_buf_reset(&b->text);
 	b->ndocs = 0;
 	pthread_mutex_lock(&pl->mu);
@@ -137,10 +170,8 @@ static int submit(pipeline *pl, gpt_err *err)
 	return flush_one(pl, err);
 }
 
-static int on_doc(void *ctx, const char *where, const uint8_t *p, size_t n, gpt_err *err)
+static int add_segment(pipeline *pl, const uint8_t *p, size_t n, int last, int64_t in_pos, gpt_err *err)
 {
-	pipeline *pl = ctx;
-	(void)where;
 	/* The slot to fill may still hold the batch nslots back: write that first. */
 	while (pl->submitted - pl->flushed >= pl->nslots) {
 		int rc = flush_one(pl, err);
@@ -148,9 +179,10 @@ static int on_doc(void *ctx, const char *where, const uint8_t *p, size_t n, gpt_
 			return rc;
 	}
 	batch *b = &pl->slots[pl->submitted % pl->nslots];
-	int rc = batch_add(b, p, n, err);
+	int rc = batch_add(b, p, n, last, err);
 	if (rc)
 		return rc;
+	b->in_pos = in_pos;
 	if (b->text.len >= BATCH_BYTES || b->ndocs >= BATCH_DOCS) {
 		rc = submit(pl, err);
 		/* Write whatever is ready without waiting, to keep memory flat. */
@@ -159,6 +191,49 @@ static int on_doc(void *ctx, const char *where, const uint8_t *p, size_t n, gpt_
 			rc = flush_one(pl, err);
 	}
 	return rc;
+}
+
+/* Parts of a document arrive in blocks; they are cut into segments only
+ * where gpt_encode_cut allows, the rest carried over to the next part. */
+static int on_doc(void *ctx, const char *where, const uint8_t *p, size_t n, int end, gpt_err *err)
+{
+	pipeline *pl = ctx;
+	(void)where;
+	gpt_buf *carry = &pl->carry;
+	if (carry->len) {
+		if (gpt_buf_append(carry, p, n, err))
+			return GPT_EINTERNAL;
+		p = (const uint8_t *)carry->data;
+		n = carry->len;
+	}
+	/* The text came from input bytes [prev_in, in->bytes); its segments
+	 * get positions in proportion, for the progress report. */
+	int64_t start = pl->prev_in, span = pl->in->bytes - start;
+	size_t total = n, done = 0;
+	while (n > 2 * SEGMENT_BYTES) {
+		size_t cut = gpt_encode_cut(pl->o->tok, p, n, SEGMENT_BYTES);
+		if (cut >= n)
+			break;
+		done += cut;
+		int rc = add_segment(pl, p, cut, 0, start + (int64_t)((double)span * (double)done / (double)total), err);
+		if (rc)
+			return rc;
+		p += cut;
+		n -= cut;
+	}
+	pl->prev_in = start + (int64_t)((double)span * (double)done / (double)total);
+	if (end) {
+		pl->prev_in = pl->in->bytes;
+		int rc = add_segment(pl, p, n, 1, pl->prev_in, err);
+		gpt_buf_reset(carry);
+		return rc;
+	}
+	if (carry->len) {
+		memmove(carry->data, p, n);
+		carry->len = n;
+		return 0;
+	}
+	return gpt_buf_append(carry, p, n, err);
 }
 
 typedef struct worker_arg {
@@ -194,9 +269,11 @@ static void pipeline_free(pipeline *pl)
 		gpt_buf_free(&pl->slots[i].text);
 		free(pl->slots[i].doff);
 		free(pl->slots[i].dtok);
+		free(pl->slots[i].last);
 		gpt_ids_free(&pl->slots[i].ids);
 	}
 	free(pl->slots);
+	gpt_buf_free(&pl->carry);
 	gpt_encoder_free(pl->enc);
 	pthread_mutex_destroy(&pl->mu);
 	pthread_cond_destroy(&pl->cv);
@@ -272,13 +349,14 @@ int gpt_preprocess(const gpt_preprocess_opts *o, const char *const *paths, int n
 		gpt_encoder_free(args[i].enc);
 	free(tids);
 	free(args);
+	pl.shown = st->input.bytes;
 	progress_update(&pl);
 	gpt_progress_finish(&pl.prog);
 	st->docs = gpt_ds_writer_docs(pl.w);
 	st->tokens = gpt_ds_writer_tokens(pl.w);
 	if (!rc && st->docs == 0)
-		rc = gpt_err_set(err, GPT_EDATA, "no documents in the input (%lld empty, %lld binary skipped); nothing written",
-				 (long long)st->input.empty, (long long)st->input.binary);
+		rc = gpt_err_set(err, GPT_EDATA, "no documents in the input (%lld empty%s); nothing written",
+				 (long long)st->input.empty, o->input.skip_binary && st->input.binary ? ", binary ones skipped" : "");
 	if (rc)
 		gpt_ds_writer_abort(pl.w);
 	else

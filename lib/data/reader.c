@@ -147,7 +147,10 @@ static int check_index(gpt_dataset *ds, const char *idx_path, const char *bin_pa
 	uint64_t prev = 0;
 	for (uint64_t k = 0; k < d; k++) {
 		uint64_t first = rd64(docs + 8 * k);
-		if (first < prev || first > s)
+		if (first > s)
+			return gpt_err_set(err, GPT_EDATA, "%s: document index %llu is %llu, beyond the %llu sequences",
+					   idx_path, (unsigned long long)k, (unsigned long long)first, (unsigned long long)s);
+		if (first < prev)
 			return gpt_err_set(err, GPT_EDATA, "%s: document index %llu is %llu, after %llu; they must not decrease",
 					   idx_path, (unsigned long long)k, (unsigned long long)first,
 					   (unsigned long long)prev);

@@ -50,6 +50,7 @@ struct gpt_ds_writer {
 	int32_t *lens;
 	int64_t n_docs, cap_docs;
 	int64_t tokens;
+	int64_t cur; /* tokens of the document being appended */
 	uint16_t conv[32768];
 };
 
@@ -99,20 +100,8 @@ int gpt_ds_writer_open(gpt_ds_writer **out, const char *prefix, gpt_ds_dtype dty
 int64_t gpt_ds_writer_docs(const gpt_ds_writer *w) { return w->n_docs; }
 int64_t gpt_ds_writer_tokens(const gpt_ds_writer *w) { return w->tokens; }
 
-int gpt_ds_writer_add(gpt_ds_writer *w, const int32_t *ids, int64_t n, gpt_err *err)
+int gpt_ds_writer_append(gpt_ds_writer *w, const int32_t *ids, int64_t n, gpt_err *err)
 {
-	if (n > INT32_MAX)
-		return gpt_err_set(err, GPT_EDATA,
-				   "%s: document %lld has %lld tokens; Megatron's index stores lengths as int32 (at most %d)",
-				   w->prefix, (long long)w->n_docs, (long long)n, INT32_MAX);
-	if (w->n_docs == w->cap_docs) {
-		int64_t cap = w->cap_docs ? w->cap_docs * 2 : 4096;
-		int32_t *l = gpt_realloc(w->lens, (size_t)cap * sizeof *l, "document lengths", err);
-		if (!l)
-			return GPT_EINTERNAL;
-		w->lens = l;
-		w->cap_docs = cap;
-	}
 	FILE *fp = w->bin.fp;
 	if (w->dtype == GPT_DS_UINT16) {
 		for (int64_t i = 0; i < n;) {
@@ -130,9 +119,34 @@ int gpt_ds_writer_add(gpt_ds_writer *w, const int32_t *ids, int64_t n, gpt_err *
 	} else if (n && fwrite(ids, 4, (size_t)n, fp) != (size_t)n) {
 		return gpt_err_errno(err, GPT_EIO, errno, "%s: write", w->bin.tmp_path);
 	}
-	w->lens[w->n_docs++] = (int32_t)n;
+	w->cur += n;
 	w->tokens += n;
 	return 0;
+}
+
+int gpt_ds_writer_end_doc(gpt_ds_writer *w, gpt_err *err)
+{
+	if (w->cur > INT32_MAX)
+		return gpt_err_set(err, GPT_EDATA,
+				   "%s: document %lld has %lld tokens; Megatron's index stores lengths as int32 (at most %d)",
+				   w->prefix, (long long)w->n_docs, (long long)w->cur, INT32_MAX);
+	if (w->n_docs == w->cap_docs) {
+		int64_t cap = w->cap_docs ? w->cap_docs * 2 : 4096;
+		int32_t *l = gpt_realloc(w->lens, (size_t)cap * sizeof *l, "document lengths", err);
+		if (!l)
+			return GPT_EINTERNAL;
+		w->lens = l;
+		w->cap_docs = cap;
+	}
+	w->lens[w->n_docs++] = (int32_t)w->cur;
+	w->cur = 0;
+	return 0;
+}
+
+int gpt_ds_writer_add(gpt_ds_writer *w, const int32_t *ids, int64_t n, gpt_err *err)
+{
+	int rc = gpt_ds_writer_append(w, ids, n, err);
+	return rc ? rc : gpt_ds_writer_end_doc(w, err);
 }
 
 static int write_le64(FILE *fp, uint64_t v)
@@ -175,6 +189,10 @@ static void writer_release(gpt_ds_writer *w)
 
 int gpt_ds_writer_commit(gpt_ds_writer *w, gpt_err *err)
 {
+	if (w->cur) {
+		gpt_ds_writer_abort(w);
+		return gpt_err_set(err, GPT_EINTERNAL, "dataset writer: commit inside a document");
+	}
 	gpt_afile idx;
 	int rc = gpt_afile_open(&idx, w->idx_path, err);
 	if (rc) {

@@ -58,7 +58,7 @@ static int merge_short(const gpt_tokenizer *t, const uint8_t *p, size_t n, gpt_i
 typedef struct heap_ent {
 	int32_t rank;
 	int32_t left, right; /* the ids the pair had when pushed */
-	int64_t pos;         /* node of the left symbol = its first byte */
+	int32_t pos;         /* node of the left symbol = its first byte */
 } heap_ent;
 
 static int ent_less(const heap_ent *a, const heap_ent *b)
@@ -110,7 +110,7 @@ static heap_ent heap_pop(heap *h)
 	return top;
 }
 
-static int push_pair(const gpt_tokenizer *t, heap *h, const int32_t *id, int64_t pos, int64_t nx, gpt_err *err)
+static int push_pair(const gpt_tokenizer *t, heap *h, const int32_t *id, int32_t pos, int32_t nx, gpt_err *err)
 {
 	const gpt_pair_slot *s = gpt_tok_pair(t, id[pos], id[nx]);
 	if (!s)
@@ -121,21 +121,24 @@ static int push_pair(const gpt_tokenizer *t, heap *h, const int32_t *id, int64_t
 
 static int merge_long(const gpt_tokenizer *t, const uint8_t *p, size_t n, gpt_ids *out, gpt_err *err)
 {
+	if (n > INT32_MAX)
+		return gpt_err_set(err, GPT_EDATA, "a piece of %zu bytes without a break is too long to merge (at most %d)",
+				   n, INT32_MAX);
 	int32_t *id = gpt_malloc(n * sizeof *id, "merge state", err);
-	int64_t *next = gpt_malloc(n * sizeof *next, "merge state", err);
-	int64_t *prev = gpt_malloc(n * sizeof *prev, "merge state", err);
+	int32_t *next = gpt_malloc(n * sizeof *next, "merge state", err);
+	int32_t *prev = gpt_malloc(n * sizeof *prev, "merge state", err);
 	heap h = {NULL, 0, 0};
 	int rc = (!id || !next || !prev) ? GPT_EINTERNAL : 0;
 	for (size_t i = 0; !rc && i < n; i++) {
 		id[i] = t->byte_id[p[i]];
-		next[i] = i + 1 < n ? (int64_t)i + 1 : -1;
-		prev[i] = (int64_t)i - 1;
+		next[i] = i + 1 < n ? (int32_t)i + 1 : -1;
+		prev[i] = (int32_t)i - 1;
 	}
 	for (size_t i = 0; !rc && i + 1 < n; i++)
-		rc = push_pair(t, &h, id, (int64_t)i, (int64_t)i + 1, err);
+		rc = push_pair(t, &h, id, (int32_t)i, (int32_t)i + 1, err);
 	while (!rc && h.n) {
 		heap_ent v = heap_pop(&h);
-		int64_t nx = next[v.pos];
+		int32_t nx = next[v.pos];
 		/* Stale when either side has merged since the entry was pushed. */
 		if (id[v.pos] != v.left || nx < 0 || id[nx] != v.right)
 			continue;
@@ -152,10 +155,10 @@ static int merge_long(const gpt_tokenizer *t, const uint8_t *p, size_t n, gpt_id
 	}
 	if (!rc) {
 		int64_t m = 0;
-		for (int64_t i = 0; i >= 0; i = next[i])
+		for (int32_t i = 0; i >= 0; i = next[i])
 			m++;
 		rc = gpt_ids_reserve(out, m, err);
-		for (int64_t i = 0; !rc && i >= 0; i = next[i])
+		for (int32_t i = 0; !rc && i >= 0; i = next[i])
 			out->data[out->len++] = id[i];
 	}
 	free(h.e);

@@ -9,10 +9,10 @@
 /* Pieces up to this long are cached; longer ones are rare and cheap to
  * miss relative to their merging. */
 #define CACHE_PIECE_MAX 64
-#define CACHE_SLOTS (1u << 17)
+#define CACHE_SLOTS (1u << 19)
 #define CACHE_ENTRIES (CACHE_SLOTS / 2)
-#define CACHE_KEY_BYTES ((size_t)4 << 20)
-#define CACHE_IDS ((size_t)1 << 20)
+#define CACHE_KEY_BYTES ((size_t)8 << 20)
+#define CACHE_IDS ((size_t)2 << 20)
 
 typedef struct cache_ent {
 	uint64_t hash;
@@ -126,17 +126,20 @@ static const cache_ent *cache_get(const gpt_encoder *e, uint64_t h, const uint8_
 	}
 }
 
-/* One piece: the whole piece if it is a token, else a cached or fresh merge. */
+/* One piece: the whole piece if it is a token (most are), else a cached
+ * or fresh merge. Only merged pieces are cached, so the cache holds what is
+ * expensive and does not fill with common words. */
 static int encode_piece(gpt_encoder *e, const uint8_t *p, size_t n, gpt_ids *out, gpt_err *err)
 {
 	const gpt_tokenizer *t = e->t;
 	if (n == 1)
 		return push_id(out, t->byte_id[p[0]], err);
-	if (n > CACHE_PIECE_MAX) {
-		int32_t id = gpt_tok_lookup(t, p, n);
-		return id >= 0 ? push_id(out, id, err) : gpt_bpe_merge(t, p, n, out, err);
-	}
 	uint64_t h = gpt_xxh3_64(p, n);
+	int32_t id = gpt_tok_lookup_h(t, p, n, h);
+	if (id >= 0)
+		return push_id(out, id, err);
+	if (n > CACHE_PIECE_MAX)
+		return gpt_bpe_merge(t, p, n, out, err);
 	const cache_ent *c = cache_get(e, h, p, n);
 	if (c) {
 		if (gpt_ids_reserve(out, c->n_ids, err))
@@ -146,8 +149,7 @@ static int encode_piece(gpt_encoder *e, const uint8_t *p, size_t n, gpt_ids *out
 		return 0;
 	}
 	int64_t start = out->len;
-	int32_t id = gpt_tok_lookup(t, p, n);
-	int rc = id >= 0 ? push_id(out, id, err) : gpt_bpe_merge(t, p, n, out, err);
+	int rc = gpt_bpe_merge(t, p, n, out, err);
 	if (!rc)
 		cache_put(e, h, p, n, out->data + start, (size_t)(out->len - start));
 	return rc;
@@ -292,6 +294,28 @@ int gpt_encode(gpt_encoder *e, const void *text, size_t n, gpt_ids *out, gpt_err
 		n -= seg + el;
 	}
 	return 0;
+}
+
+size_t gpt_encode_cut(const gpt_tokenizer *t, const void *text, size_t n, size_t target)
+{
+	const uint8_t *s = text;
+	if (target == 0 || target >= n)
+		return n;
+	if (t->kind == GPT_TOK_BYTES)
+		return target;
+	/* No piece of the GPT-2 pattern holds a space except at its start, or
+	 * in a run of whitespace, which a printable character before the space
+	 * rules out: the piece holding the space starts at it. Cutting there
+	 * keeps UTF-8 runs and <|endoftext|> (no spaces) whole as well. */
+	for (size_t i = target; i < n; i++) {
+		const uint8_t *sp = memchr(s + i, ' ', n - i);
+		if (!sp)
+			return n;
+		i = (size_t)(sp - s);
+		if (s[i - 1] > 0x20 && s[i - 1] < 0x7f)
+			return i;
+	}
+	return n;
 }
 
 int gpt_decode(const gpt_tokenizer *t, const int32_t *ids, int64_t n, gpt_buf *out, gpt_err *err)

@@ -84,6 +84,13 @@ void gpt_encoder_free(gpt_encoder *e);
  * regex error. */
 int gpt_encode(gpt_encoder *e, const void *text, size_t n, gpt_ids *out, gpt_err *err);
 
+/* A place at or after `target` where text[0..n) can be cut in two without
+ * changing its encoding (the ids of the halves, concatenated, equal the ids
+ * of the whole), so long documents can be encoded in parallel; n when there
+ * is none. For GPT-2: a space after a printable ASCII character, which the
+ * pattern always starts a new piece at. */
+size_t gpt_encode_cut(const gpt_tokenizer *t, const void *text, size_t n, size_t target);
+
 /* Appends the bytes of ids[0..n) to out; an id out of range is GPT_EDATA. */
 int gpt_decode(const gpt_tokenizer *t, const int32_t *ids, int64_t n, gpt_buf *out, gpt_err *err);
 

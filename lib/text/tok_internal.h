@@ -22,7 +22,7 @@ struct gpt_tokenizer {
 	int64_t *off;       /* token i is bytes[off[i] .. off[i+1]) */
 	int32_t *rank;      /* merge rank of token i; INT32_MAX: not a merge result */
 	int32_t byte_id[256];
-	uint32_t *tok_slots; /* bytes -> id + 1 (0: empty), open addressing */
+	uint64_t *tok_slots; /* bytes -> (hash >> 32) << 32 | (id + 1); 0: empty */
 	uint64_t tok_mask;
 	gpt_pair_slot *pairs;
 	uint64_t pair_mask;
@@ -30,8 +30,10 @@ struct gpt_tokenizer {
 	int jit;            /* 1 when re was JIT-compiled */
 };
 
-/* The id of the token with exactly these bytes, or -1. */
+/* The id of the token with exactly these bytes, or -1; _h takes the bytes'
+ * gpt_xxh3_64 when the caller has it already. */
 int32_t gpt_tok_lookup(const gpt_tokenizer *t, const uint8_t *p, size_t n);
+int32_t gpt_tok_lookup_h(const gpt_tokenizer *t, const uint8_t *p, size_t n, uint64_t h);
 
 static inline const gpt_pair_slot *gpt_tok_pair(const gpt_tokenizer *t, int32_t a, int32_t b)
 {

@@ -44,17 +44,24 @@ static uint64_t pow2_at_least(uint64_t n)
 	return c;
 }
 
-int32_t gpt_tok_lookup(const gpt_tokenizer *t, const uint8_t *p, size_t n)
+int32_t gpt_tok_lookup_h(const gpt_tokenizer *t, const uint8_t *p, size_t n, uint64_t h)
 {
-	uint64_t h = gpt_xxh3_64(p, n);
-	for (;; h++) {
-		uint32_t v = t->tok_slots[h & t->tok_mask];
+	uint64_t tag = h >> 32;
+	for (uint64_t i = h;; i++) {
+		uint64_t v = t->tok_slots[i & t->tok_mask];
 		if (v == 0)
 			return -1;
-		int32_t id = (int32_t)v - 1;
+		if (v >> 32 != tag)
+			continue;
+		int32_t id = (int32_t)(uint32_t)v - 1;
 		if ((size_t)(t->off[id + 1] - t->off[id]) == n && memcmp(t->bytes + t->off[id], p, n) == 0)
 			return id;
 	}
+}
+
+int32_t gpt_tok_lookup(const gpt_tokenizer *t, const uint8_t *p, size_t n)
+{
+	return gpt_tok_lookup_h(t, p, n, gpt_xxh3_64(p, n));
 }
 
 static void tok_insert(gpt_tokenizer *t, int32_t id)
@@ -62,10 +69,10 @@ static void tok_insert(gpt_tokenizer *t, int32_t id)
 	const uint8_t *p = t->bytes + t->off[id];
 	size_t n = (size_t)(t->off[id + 1] - t->off[id]);
 	uint64_t h = gpt_xxh3_64(p, n);
-	for (;; h++) {
-		uint32_t *s = &t->tok_slots[h & t->tok_mask];
+	for (uint64_t i = h;; i++) {
+		uint64_t *s = &t->tok_slots[i & t->tok_mask];
 		if (*s == 0) {
-			*s = (uint32_t)id + 1;
+			*s = (h >> 32) << 32 | ((uint64_t)id + 1);
 			return;
 		}
 	}
@@ -196,12 +203,18 @@ static int has_pair(const char *dir, const char *a, const char *b)
 
 static int load_encoder(gpt_tokenizer *t, const char *path, gpt_err *err)
 {
+	/* Parsing from memory: json_load_file reads a byte at a time. */
+	char *text;
+	size_t len;
+	int rc = gpt_file_read_all(path, 0, &text, &len, err);
+	if (rc)
+		return rc;
 	json_error_t je;
-	json_t *root = json_load_file(path, 0, &je);
+	json_t *root = json_loadb(text, len, 0, &je);
+	free(text);
 	if (!root)
 		return gpt_err_set(err, GPT_EDATA, "%s:%d: not valid JSON: %s; fetch the file again", path,
 				   je.line, je.text);
-	int rc = 0;
 	if (!json_is_object(root)) {
 		rc = gpt_err_set(err, GPT_EDATA, "%s: expected a JSON object of token -> id", path);
 		goto out;
@@ -258,10 +271,11 @@ static int load_encoder(gpt_tokenizer *t, const char *path, gpt_err *err)
 			off += (int64_t)slen[id];
 			continue;
 		}
-		long len = alphabet_decode(cp_to_byte, str[id], slen[id], t->bytes + off);
-		if (len <= 0)
+		long blen = alphabet_decode(cp_to_byte, str[id], slen[id], t->bytes + off);
+		if (blen <= 0)
 			rc = gpt_err_set(err, GPT_EDATA, "%s: token %d '%s' is not in GPT-2's byte alphabet", path, id, str[id]);
-		off += len;
+		else
+			off += blen;
 	}
 	t->off[t->n] = off;
 	free(str);
@@ -273,7 +287,7 @@ out:
 
 static int build_tables(gpt_tokenizer *t, const char *enc_path, gpt_err *err)
 {
-	t->tok_mask = pow2_at_least((uint64_t)t->n * 2) - 1;
+	t->tok_mask = pow2_at_least((uint64_t)t->n * 4) - 1;
 	t->tok_slots = gpt_calloc(t->tok_mask + 1, sizeof *t->tok_slots, "vocabulary index", err);
 	t->rank = gpt_malloc((size_t)t->n * sizeof *t->rank, "vocabulary ranks", err);
 	if (!t->tok_slots || !t->rank)
@@ -354,7 +368,7 @@ static int build_pairs(gpt_tokenizer *t, gpt_err *err)
 	for (int32_t id = 0; id < t->n; id++)
 		if (t->rank[id] != INT32_MAX)
 			count += (uint64_t)(t->off[id + 1] - t->off[id] - 1);
-	t->pair_mask = pow2_at_least(count * 2 + 16) - 1;
+	t->pair_mask = pow2_at_least(count + count / 4 + 16) - 1; /* most splits are not pairs */
 	t->pairs = gpt_calloc(t->pair_mask + 1, sizeof *t->pairs, "merge table", err);
 	if (!t->pairs)
 		return GPT_EINTERNAL;

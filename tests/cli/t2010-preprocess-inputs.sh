@@ -133,6 +133,13 @@ test_expect_success 'the output is byte-identical for every -j' '
 	cmp m1.bin m3.bin && cmp m1.idx m3.idx
 '
 
+test_expect_success 'progress on a terminal (forced): bytes, documents, tokens/s, ETA' '
+	GPT_PROGRESS=1 gpt-preprocess -t bytes -o prog many.txt a.txt 2>err &&
+	tr "\r" "\n" <err >lines &&
+	test_grep "gpt-preprocess \[#+\] 100% .* 2 docs, .* tokens, .* tokens/s, .*/s, ETA" lines &&
+	gpt-preprocess -t bytes -o quiet a.txt 2>err && test_line_count = 0 err
+'
+
 test_expect_success 'a rerun replaces the pair and leaves no temporary files' '
 	gpt-preprocess -t bytes -o j1 a.txt &&
 	test "$(docs j1)" = 1 &&

@@ -81,18 +81,23 @@ test_expect_success 'a corrupt or truncated archive is an error' '
 	no_pair out
 '
 
-test_expect_success 'a binary file is skipped with a warning' '
+test_expect_success 'a binary file is tokenized with a warning, or skipped with --skip-binary' '
 	printf "text\000with a NUL byte" >blob.bin &&
 	gpt-preprocess -t bytes -o bin good.txt blob.bin 2>err &&
-	test_grep "warning: skipped 1 binary file \(first: blob.bin\)" err &&
+	test_grep "warning: tokenized 1 file that looks binary \(first: blob.bin\); --skip-binary leaves them out" err &&
+	gpt-preprocess --info bin >info && test_grep "^documents: 2$" info &&
+	gpt-preprocess -t bytes --decode bin --doc 1 | cmp - blob.bin &&
+	gpt-preprocess -t bytes --skip-binary -o bin good.txt blob.bin 2>err &&
+	test_grep "warning: skipped 1 file that looks binary \(first: blob.bin\)$" err &&
 	gpt-preprocess --info bin >info && test_grep "^documents: 1$" info
 '
 
 test_expect_success 'empty input is an error and writes nothing' '
 	: >empty.txt &&
 	test_expect_code 65 gpt-preprocess -t bytes -o out empty.txt 2>err &&
-	test_grep "no documents in the input \(1 empty, 0 binary skipped\); nothing written" err &&
-	test_expect_code 65 gpt-preprocess -t bytes -o out blob.bin </dev/null 2>err &&
+	test_grep "no documents in the input \(1 empty\); nothing written" err &&
+	test_expect_code 65 gpt-preprocess -t bytes --skip-binary -o out blob.bin </dev/null 2>err &&
+	test_grep "no documents in the input \(0 empty, binary ones skipped\); nothing written" err &&
 	test_expect_code 65 gpt-preprocess -t bytes -o out - </dev/null 2>err &&
 	no_pair out
 '

@@ -2,7 +2,8 @@
 // comparison: contractions, runs of spaces and newlines, numbers, Unicode
 // whitespace, CJK, emoji, combining marks, special-token look-alikes and
 // invalid UTF-8, as fixed strings and as a seeded random mix (about KB
-// kilobytes; default 300). No NUL bytes: a file with one reads as binary.
+// kilobytes; default 300). NUL bytes included: such files look binary to
+// gpt-preprocess, which tokenizes them all the same.
 'use strict';
 const fs = require('fs');
 const fixed = [
@@ -44,7 +45,7 @@ for (const s of [" ", "  ", "\n", "\n\n", "'s", "'ll", "'", "0", "12", "Ã©", "ä¸
 const want = 1024 * parseInt(process.argv[3] || '300', 10);
 let size = out.reduce((n, b) => n + b.length, 0);
 while (size < want) {
-	const b = rnd(50) === 0 ? Buffer.from(Array.from({ length: 1 + rnd(12) }, () => 1 + rnd(255))) : frags[rnd(frags.length)];
+	const b = rnd(50) === 0 ? Buffer.from(Array.from({ length: 1 + rnd(12) }, () => rnd(256))) : frags[rnd(frags.length)];
 	out.push(b);
 	size += b.length;
 }
