@@ -46,7 +46,7 @@ class GPT(nn.Module):
         for b in self.h:
             x = b(x)
         logits = self.ln_f(x) @ self.wte.weight.T
-        return F.cross_entropy(logits.view(-1, logits.shape[-1]), tgt.view(-1))
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1))
 
 
 def main():

@@ -413,6 +413,7 @@ int gpt_model_init_weights(gpt_model *m, uint64_t seed, double std, gpt_err *err
 		int is_ln = strstr(p->name, "ln_") != NULL;
 		int is_proj = strstr(p->name, "attn.proj.weight") || strstr(p->name, "mlp.proj.weight");
 		double sd = is_proj ? proj_std : std;
+		#pragma omp parallel for schedule(static) if (n > 65536)
 		for (int64_t k = 0; k < n; k++) {
 			uint64_t g = global_index(&m->box[i], p->shape, k);
 			if (is_bias)
