@@ -283,7 +283,9 @@ int gpt_model_init(gpt_model *m, gpt_backend *be, const gpt_model_shape *s, cons
 		}
 	}
 	m->n_layers = lo->layer_end - lo->layer_begin;
-	size_t bytes = (size_t)m->n_flat * gpt_dtype_size(be->dtype);
+	int64_t mult = opts->flat_multiple > 1 ? opts->flat_multiple : 1;
+	m->n_alloc = (m->n_flat + mult - 1) / mult * mult;
+	size_t bytes = (size_t)m->n_alloc * gpt_dtype_size(be->dtype);
 	m->params = be->ops->alloc(be, bytes, "parameters", err);
 	m->grads = m->params ? be->ops->alloc(be, bytes, "gradients", err) : NULL;
 	rc = m->grads ? 0 : err->code;
@@ -444,7 +446,7 @@ int gpt_model_init_weights(gpt_model *m, uint64_t seed, double std, gpt_err *err
 
 int gpt_model_zero_grad(gpt_model *m, gpt_err *err)
 {
-	return m->be->ops->zero(m->be, m->grads, (size_t)m->n_flat * gpt_dtype_size(m->be->dtype), err);
+	return m->be->ops->zero(m->be, m->grads, (size_t)m->n_alloc * gpt_dtype_size(m->be->dtype), err);
 }
 
 /* ---- forward ---- */

@@ -57,6 +57,8 @@ typedef struct gpt_model_opts {
 	float attn_dropout;       /* attention probabilities */
 	uint32_t seed;            /* dropout seed */
 	float ln_eps;             /* 1e-5 */
+	int64_t flat_multiple;    /* the flat buffers' length is rounded up to a multiple
+				     of this (the sharding degree, so shards are equal); <= 1: none */
 } gpt_model_opts;
 
 /* Per-layer activations kept for the backward (pointers may be shared
@@ -76,7 +78,8 @@ typedef struct gpt_model {
 	int64_t n_table;
 	int64_t *offset;          /* per table entry: element offset in the flat buffers, -1: not held */
 	gpt_box *box;             /* per table entry: the box held */
-	int64_t n_flat;           /* elements in the flat buffers */
+	int64_t n_flat;           /* elements of parameters in the flat buffers */
+	int64_t n_alloc;          /* their length: n_flat rounded up, the tail zero */
 	void *params, *grads;     /* flat, storage dtype, backend memory */
 
 	/* activations, backend memory */

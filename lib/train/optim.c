@@ -4,11 +4,16 @@
 #include <math.h>
 #include <string.h>
 
-int gpt_optimizer_init(gpt_optimizer *op, gpt_model *m, double beta1, double beta2, double eps,
-		       double weight_decay, gpt_err *err)
+int gpt_optimizer_init(gpt_optimizer *op, gpt_model *m, int64_t begin, int64_t end, double beta1,
+		       double beta2, double eps, double weight_decay, gpt_err *err)
 {
 	memset(op, 0, sizeof *op);
+	if (begin < 0 || end > m->n_alloc || begin > end)
+		return gpt_err_set(err, GPT_EINTERNAL, "optimizer: range [%lld, %lld) outside the %lld-element buffers",
+				   (long long)begin, (long long)end, (long long)m->n_alloc);
 	op->model = m;
+	op->begin = begin;
+	op->end = end;
 	op->beta1 = beta1;
 	op->beta2 = beta2;
 	op->eps = eps;
@@ -18,15 +23,16 @@ int gpt_optimizer_init(gpt_optimizer *op, gpt_model *m, double beta1, double bet
 	int rc = gpt_backend_require(be, needed, err);
 	if (rc)
 		return rc;
-	size_t bytes = (size_t)m->n_flat * 4;
+	size_t bytes = (size_t)(end - begin) * 4;
 	op->exp_avg = be->ops->alloc(be, bytes, "optimizer state (exp_avg)", err);
 	op->exp_avg_sq = op->exp_avg ? be->ops->alloc(be, bytes, "optimizer state (exp_avg_sq)", err) : NULL;
 	op->acc = op->exp_avg_sq ? be->ops->alloc(be, 4, "reduction", err) : NULL;
 	rc = op->acc ? 0 : err->code;
 	if (!rc && be->dtype != GPT_DTYPE_F32) {
 		op->master = be->ops->alloc(be, bytes, "optimizer state (fp32 master weights)", err);
-		rc = op->master ? be->ops->convert(be, op->master, GPT_DTYPE_F32, m->params, be->dtype,
-						   m->n_flat, err)
+		rc = op->master ? be->ops->convert(be, op->master, GPT_DTYPE_F32,
+						   (char *)m->params + begin * (int64_t)gpt_dtype_size(be->dtype),
+						   be->dtype, end - begin, err)
 				: err->code;
 	}
 	if (!rc)
@@ -50,8 +56,7 @@ void gpt_optimizer_free(gpt_optimizer *op)
 	memset(op, 0, sizeof *op);
 }
 
-int gpt_optimizer_grad_norm(gpt_optimizer *op, double grad_scale, double *norm, int *found_inf,
-			    gpt_err *err)
+int gpt_optimizer_grad_sumsq(gpt_optimizer *op, double *sumsq, gpt_err *err)
 {
 	gpt_model *m = op->model;
 	gpt_backend *be = m->be;
@@ -59,15 +64,15 @@ int gpt_optimizer_grad_norm(gpt_optimizer *op, double grad_scale, double *norm, 
 	/* An Inf or NaN anywhere makes the sum of squares Inf or NaN, so the
 	 * one pass over the gradients answers both questions. */
 	int rc = be->ops->upload(be, op->acc, &zero, 4, err);
-	if (!rc)
-		rc = be->ops->sum_squares(be, op->acc, m->grads, m->n_flat, err);
+	if (!rc && op->end > op->begin)
+		rc = be->ops->sum_squares(be, op->acc,
+					  (char *)m->grads + op->begin * (int64_t)gpt_dtype_size(be->dtype),
+					  op->end - op->begin, err);
 	if (!rc)
 		rc = be->ops->download(be, &acc, op->acc, 4, err);
-	if (rc)
-		return rc;
-	*found_inf = !isfinite(acc);
-	*norm = sqrt((double)acc) * grad_scale;
-	return 0;
+	if (!rc)
+		*sumsq = (double)acc;
+	return rc;
 }
 
 int gpt_optimizer_step(gpt_optimizer *op, double lr, double grad_scale, gpt_err *err)
@@ -91,14 +96,22 @@ int gpt_optimizer_step(gpt_optimizer *op, double lr, double grad_scale, gpt_err 
 			end += gpt_box_numel(&m->box[j]);
 			j++;
 		}
-		gpt_adamw h = {.lr = (float)lr, .beta1 = (float)op->beta1, .beta2 = (float)op->beta2,
-			       .eps = (float)op->eps, .weight_decay = decay ? (float)op->weight_decay : 0.0f,
-			       .grad_scale = (float)grad_scale, .t = op->t};
-		rc = be->ops->adamw(be, (char *)m->params + begin * (int64_t)es,
-				    op->master ? op->master + begin : NULL,
-				    (char *)m->grads + begin * (int64_t)es, op->exp_avg + begin,
-				    op->exp_avg_sq + begin, end - begin, &h, err);
 		i = j;
+		/* only this optimizer's range (a shard cuts runs anywhere) */
+		if (begin < op->begin)
+			begin = op->begin;
+		if (end > op->end)
+			end = op->end;
+		if (end <= begin)
+			continue;
+		int64_t k = begin - op->begin;
+		gpt_adamw h = {.lr = lr, .beta1 = op->beta1, .beta2 = op->beta2, .eps = op->eps,
+			       .weight_decay = decay ? op->weight_decay : 0.0, .grad_scale = grad_scale,
+			       .t = op->t};
+		rc = be->ops->adamw(be, (char *)m->params + begin * (int64_t)es,
+				    op->master ? op->master + k : NULL,
+				    (char *)m->grads + begin * (int64_t)es, op->exp_avg + k,
+				    op->exp_avg_sq + k, end - begin, &h, err);
 	}
 	return rc;
 }

@@ -68,7 +68,8 @@ int gpt_train_memory_write(const gpt_config *cfg, const gpt_train_memory *m, FIL
  * table marks (not to biases and LayerNorm weights). */
 typedef struct gpt_optimizer {
 	gpt_model *model;
-	float *master;      /* NULL when parameters are fp32 */
+	int64_t begin, end; /* the range of the flat buffers this rank updates (a shard) */
+	float *master;      /* NULL when parameters are fp32; these three hold end - begin */
 	float *exp_avg;
 	float *exp_avg_sq;
 	float *acc;         /* one float of backend memory for reductions */
@@ -76,15 +77,17 @@ typedef struct gpt_optimizer {
 	int64_t t;          /* updates made */
 } gpt_optimizer;
 
-int gpt_optimizer_init(gpt_optimizer *op, gpt_model *m, double beta1, double beta2, double eps,
-		       double weight_decay, gpt_err *err);
+/* The state for elements [begin, end) of the flat buffers: the whole model
+ * (0, m->n_alloc) or one rank's shard under ZeRO sharding. */
+int gpt_optimizer_init(gpt_optimizer *op, gpt_model *m, int64_t begin, int64_t end, double beta1,
+		       double beta2, double eps, double weight_decay, gpt_err *err);
 void gpt_optimizer_free(gpt_optimizer *op);
-/* The L2 norm of the gradients times grad_scale (e.g. 1/loss_scale); *found_inf
- * is set when any gradient is Inf or NaN. */
-int gpt_optimizer_grad_norm(gpt_optimizer *op, double grad_scale, double *norm, int *found_inf,
-			    gpt_err *err);
-/* One update with learning rate lr; gradients are multiplied by grad_scale
- * (1/loss_scale times the clipping factor) first. */
+/* The sum of squares of the gradients in [begin, end) (a shard's part of
+ * the global norm: the caller adds the parts of the shards and scales);
+ * Inf or NaN when any of them is. */
+int gpt_optimizer_grad_sumsq(gpt_optimizer *op, double *sumsq, gpt_err *err);
+/* One update of [begin, end) with learning rate lr; gradients are multiplied
+ * by grad_scale (1/loss_scale times the clipping factor) first. */
 int gpt_optimizer_step(gpt_optimizer *op, double lr, double grad_scale, gpt_err *err);
 
 /* Trains as the resolved configuration says, in this process: log lines

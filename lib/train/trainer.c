@@ -3,6 +3,7 @@
 #include "train/train.h"
 
 #include "ckpt/ckpt.h"
+#include "comm/comm.h"
 #include "cpu/cpu.h"
 #include "data/sample.h"
 
@@ -45,6 +46,15 @@ typedef struct trainer {
 	int32_t *inp, *tgt;  /* one micro-batch, host */
 	prefetch pf;
 	char last_ckpt[4096];
+	/* data parallel and ZeRO sharding (single process: comm NULL, 1 and 1) */
+	gpt_comm *comm;
+	gpt_mesh mesh;
+	gpt_mesh_groups groups;
+	int rank;
+	int64_t replica, replicas; /* this rank's data replica, dp x sharding */
+	int64_t LB;                /* samples per replica per step */
+	int64_t sh, sh_rank;       /* sharding degree and this rank's place in it */
+	int64_t shard;             /* elements per shard of the flat buffers */
 } trainer;
 
 /* ---- prefetch ---- */
@@ -151,12 +161,14 @@ static int check_supported(const gpt_config *cfg, gpt_err *err)
 		return gpt_err_set(err, GPT_EUSAGE,
 				   "Global.device: '%s': this build trains on the CPU only (the CUDA training backend is not built yet); use -o Global.device=cpu",
 				   dev);
-	if (cfg->world_size != 1)
+	if (cfg->distributed.mp_degree != 1 || cfg->distributed.pp_degree != 1)
 		return gpt_err_set(err, GPT_EUSAGE,
-				   "world size %lld: this build trains in one process only (dp %lld, mp %lld, pp %lld, sharding %lld); run with a world size of 1",
-				   (long long)cfg->world_size, (long long)cfg->distributed.dp_degree,
-				   (long long)cfg->distributed.mp_degree, (long long)cfg->distributed.pp_degree,
-				   (long long)cfg->distributed.sharding.sharding_degree);
+				   "Distributed: mp_degree %lld x pp_degree %lld: tensor and pipeline parallelism are not in this build; train with dp_degree and sharding only",
+				   (long long)cfg->distributed.mp_degree, (long long)cfg->distributed.pp_degree);
+	if (cfg->distributed.sharding.sharding_degree > 1 && cfg->distributed.sharding.sharding_stage > 2)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "Distributed.sharding.sharding_stage: stage %lld is not in this build; use stage 1 or 2",
+				   (long long)cfg->distributed.sharding.sharding_stage);
 	if (!cfg->data.train.dataset.input_dir || !*cfg->data.train.dataset.input_dir)
 		return gpt_err_set(err, GPT_EUSAGE,
 				   "Data.Train.dataset.input_dir: not set; name a dataset made by gpt-preprocess");
@@ -176,6 +188,7 @@ static int setup_model(trainer *tr, gpt_err *err)
 		.hidden_dropout = (float)cfg->model.hidden_dropout_prob,
 		.attn_dropout = (float)cfg->model.attention_probs_dropout_prob,
 		.seed = (uint32_t)cfg->global.seed,
+		.flat_multiple = tr->sh,
 	};
 	if (cfg->model.use_recompute) {
 		const char *g = cfg->model.recompute_granularity ? cfg->model.recompute_granularity : "full";
@@ -188,9 +201,13 @@ static int setup_model(trainer *tr, gpt_err *err)
 	if (!rc)
 		rc = gpt_model_init_weights(&tr->model, (uint64_t)cfg->global.seed,
 					    cfg->model.initializer_range, err);
+	/* Under sharding each rank keeps the optimizer state of one shard. */
+	tr->shard = tr->model.n_alloc / tr->sh;
 	if (!rc)
-		rc = gpt_optimizer_init(&tr->opt, &tr->model, cfg->optimizer.beta1, cfg->optimizer.beta2,
-					cfg->optimizer.epsilon, cfg->optimizer.weight_decay, err);
+		rc = gpt_optimizer_init(&tr->opt, &tr->model, tr->sh_rank * tr->shard,
+					(tr->sh_rank + 1) * tr->shard, cfg->optimizer.beta1,
+					cfg->optimizer.beta2, cfg->optimizer.epsilon,
+					cfg->optimizer.weight_decay, err);
 	return rc;
 }
 
@@ -263,7 +280,7 @@ static int setup_data(trainer *tr, gpt_err *err)
 	tr->tgt = gpt_malloc((size_t)(tr->MB * tr->T) * 4, "targets", err);
 	if (!tr->inp || !tr->tgt)
 		return GPT_EINTERNAL;
-	return prefetch_start(&tr->pf, tr->train, tr->G, tr->T + 1, err);
+	return prefetch_start(&tr->pf, tr->train, tr->LB, tr->T + 1, err);
 }
 
 /* Splits sample rows (T + 1 tokens) into inputs and next-token targets. */
@@ -296,12 +313,28 @@ static char *state_json(trainer *tr)
 			       (json_int_t)tr->scaler.good_steps, "bad_steps", (json_int_t)tr->scaler.bad_steps,
 			       "optimizer_steps", (json_int_t)tr->opt.t,
 			       "seed", (json_int_t)tr->cfg->global.seed,
-			       "layout", "world_size", (json_int_t)1, "dp", (json_int_t)1, "mp", (json_int_t)1,
-			       "pp", (json_int_t)1, "sharding", (json_int_t)1,
+			       "layout", "world_size", (json_int_t)tr->cfg->world_size,
+			       "dp", (json_int_t)tr->cfg->distributed.dp_degree, "mp", (json_int_t)1,
+			       "pp", (json_int_t)1, "sharding", (json_int_t)tr->sh,
 			       "gptkit_version", GPT_VERSION);
 	char *text = st ? json_dumps(st, JSON_INDENT(2)) : NULL;
 	json_decref(st);
 	return text;
+}
+
+/* The whole flat fp32 optimizer buffer whose [begin, end) this rank holds:
+ * gathered over the shard group under sharding, else just downloaded. */
+static int gather_f32(trainer *tr, const float *part, float **out, gpt_err *err)
+{
+	gpt_backend *be = tr->model.be;
+	size_t n = (size_t)tr->model.n_alloc;
+	*out = gpt_malloc(n * 4, "checkpoint staging", err);
+	if (!*out)
+		return GPT_EINTERNAL;
+	if (tr->sh == 1)
+		return be->ops->download(be, *out, part, n * 4, err);
+	/* CPU backend memory is host memory, which the shm backend works on */
+	return gpt_comm_all_gather(tr->groups.g[GPT_MESH_SHARDING], part, *out, tr->shard, GPT_DTYPE_F32, err);
 }
 
 static int save_checkpoint(trainer *tr, gpt_err *err)
@@ -309,18 +342,27 @@ static int save_checkpoint(trainer *tr, gpt_err *err)
 	gpt_model *m = &tr->model;
 	gpt_backend *be = m->be;
 	double t0 = gpt_now_s();
-	void *w = NULL, *ea = NULL, *eas = NULL;
+	void *w = NULL;
+	float *ea = NULL, *eas = NULL;
 	size_t es = gpt_dtype_size(be->dtype);
 	/* The weights are saved in fp32: the master copy when there is one, so a
-	 * resumed run continues from exactly the same state. */
-	int rc = tr->opt.master ? download_flat(be, tr->opt.master, (size_t)m->n_flat * 4, &w, err)
+	 * resumed run continues from exactly the same state. Sharded optimizer
+	 * state is gathered from the shard group (every rank takes part); rank 0
+	 * writes. */
+	int rc = tr->opt.master ? gather_f32(tr, tr->opt.master, (float **)&w, err)
 				: download_flat(be, m->params, (size_t)m->n_flat * es, &w, err);
 	if (tr->opt.master)
 		es = 4;
 	if (!rc)
-		rc = download_flat(be, tr->opt.exp_avg, (size_t)m->n_flat * 4, &ea, err);
+		rc = gather_f32(tr, tr->opt.exp_avg, &ea, err);
 	if (!rc)
-		rc = download_flat(be, tr->opt.exp_avg_sq, (size_t)m->n_flat * 4, &eas, err);
+		rc = gather_f32(tr, tr->opt.exp_avg_sq, &eas, err);
+	if (!rc && tr->rank != 0) {
+		free(w);
+		free(ea);
+		free(eas);
+		return 0;
+	}
 	int64_t held = 0;
 	for (int64_t i = 0; i < m->n_table; i++)
 		held += m->offset[i] >= 0;
@@ -392,44 +434,42 @@ static int load_checkpoint(trainer *tr, const char *path, gpt_err *err)
 		return gpt_err_prefix(err, "cannot resume");
 	gpt_model *m = &tr->model;
 	gpt_backend *be = m->be;
-	size_t es = gpt_dtype_size(be->dtype);
-	void *host = NULL;
-	size_t cap = 0;
+	/* Whole flat fp32 images of the weights and moments; each rank then
+	 * keeps the range its optimizer holds (a shard under sharding). */
+	size_t n_all = (size_t)m->n_alloc;
+	float *full[3] = {gpt_calloc(n_all, 4, "checkpoint staging", err),
+			  gpt_calloc(n_all, 4, "checkpoint staging", err),
+			  gpt_calloc(n_all, 4, "checkpoint staging", err)};
+	if (!full[0] || !full[1] || !full[2])
+		rc = GPT_EINTERNAL;
 	for (int64_t i = 0; !rc && i < m->n_table; i++) {
 		if (m->offset[i] < 0)
 			continue;
 		const gpt_param_info *p = &m->table[i];
-		size_t n = (size_t)gpt_box_numel(&m->box[i]);
-		if (n * 4 > cap) {
-			void *h = realloc(host, n * 4);
-			if (!h) {
-				rc = gpt_err_nomem(err, n * 4, "checkpoint staging");
-				break;
-			}
-			host = h;
-			cap = n * 4;
-		}
 		char name[96];
 		const char *pre[3] = {"", "optim.exp_avg.", "optim.exp_avg_sq."};
 		for (int k = 0; k < 3 && !rc; k++) {
 			snprintf(name, sizeof name, "%s%s", pre[k], p->name);
-			int to_master = k == 0 && tr->opt.master;
-			gpt_dtype dt = k || to_master ? GPT_DTYPE_F32 : be->dtype;
-			rc = gpt_ckpt_read_box(ck, name, dt, p->ndim, p->shape, &m->box[i], host, err);
-			void *dst = to_master ? (void *)(tr->opt.master + m->offset[i])
-				  : k == 0 ? gpt_model_param(m, i)
-				  : k == 1 ? (void *)(tr->opt.exp_avg + m->offset[i])
-					   : (void *)(tr->opt.exp_avg_sq + m->offset[i]);
-			if (!rc)
-				rc = be->ops->upload(be, dst, host, n * gpt_dtype_size(dt), err);
-			/* the 16-bit parameters are the master weights rounded */
-			if (!rc && to_master)
-				rc = be->ops->convert(be, gpt_model_param(m, i), be->dtype, dst, GPT_DTYPE_F32,
-						      (int64_t)n, err);
+			rc = gpt_ckpt_read_box(ck, name, GPT_DTYPE_F32, p->ndim, p->shape, &m->box[i],
+					       full[k] + m->offset[i], err);
 		}
 	}
-	(void)es;
-	free(host);
+	int64_t b0 = tr->opt.begin, cnt = tr->opt.end - tr->opt.begin;
+	if (!rc)
+		rc = be->ops->upload(be, tr->opt.exp_avg, full[1] + b0, (size_t)cnt * 4, err);
+	if (!rc)
+		rc = be->ops->upload(be, tr->opt.exp_avg_sq, full[2] + b0, (size_t)cnt * 4, err);
+	if (!rc && tr->opt.master)
+		rc = be->ops->upload(be, tr->opt.master, full[0] + b0, (size_t)cnt * 4, err);
+	/* the parameters, whole: fp32, or the master weights rounded */
+	if (!rc && be->dtype != GPT_DTYPE_F32)
+		rc = gpt_convert(full[1], be->dtype, full[0], GPT_DTYPE_F32, n_all, err);
+	if (!rc)
+		rc = be->ops->upload(be, m->params, be->dtype == GPT_DTYPE_F32 ? full[0] : full[1],
+				     n_all * gpt_dtype_size(be->dtype), err);
+	for (int k = 0; k < 3; k++)
+		free(full[k]);
+
 	json_error_t je;
 	json_t *st = rc ? NULL : json_loads(gpt_ckpt_state_json(ck), 0, &je);
 	int64_t step = 0, t = 0, good = 0, bad = 0;
@@ -456,16 +496,31 @@ static int load_checkpoint(trainer *tr, const char *path, gpt_err *err)
 
 /* ---- steps ---- */
 
+/* Adds a loss sum and a token count over the data replicas. */
+static int sum_over_replicas(trainer *tr, double *sum, int64_t *n, gpt_err *err)
+{
+	if (tr->replicas == 1)
+		return 0;
+	float v[2] = {(float)*sum, (float)*n};
+	int rc = gpt_comm_all_reduce(tr->groups.g[GPT_MESH_DATA], v, v, 2, GPT_DTYPE_F32,
+				     GPT_REDUCE_SUM, err);
+	*sum = v[0];
+	*n = (int64_t)v[1];
+	return rc;
+}
+
+/* Each replica evaluates its share of every eval batch; the sums are added. */
 static int evaluate(trainer *tr, gpt_err *err)
 {
 	double t0 = gpt_now_s(), sum = 0;
-	int64_t ntok = 0, iters = tr->cfg->engine.eval_iters;
+	int64_t ntok = 0, iters = tr->cfg->engine.eval_iters, first = tr->replica * tr->LB;
 	int32_t *rows = gpt_malloc((size_t)(tr->MB * (tr->T + 1)) * 4, "eval batch", err);
 	int rc = rows ? 0 : GPT_EINTERNAL;
 	for (int64_t it = 0; it < iters && !rc; it++)
-		for (int64_t j = 0; j < tr->G / tr->MB && !rc; j++) {
+		for (int64_t j = 0; j < tr->accum && !rc; j++) {
 			for (int64_t b = 0; b < tr->MB && !rc; b++)
-				rc = gpt_loader_sample(tr->valid, (it * tr->G + j * tr->MB + b) % gpt_loader_size(tr->valid),
+				rc = gpt_loader_sample(tr->valid,
+						       (it * tr->G + first + j * tr->MB + b) % gpt_loader_size(tr->valid),
 						       rows + b * (tr->T + 1), err);
 			split_rows(tr, rows);
 			double s = 0;
@@ -476,6 +531,8 @@ static int evaluate(trainer *tr, gpt_err *err)
 			ntok += n;
 		}
 	free(rows);
+	if (!rc)
+		rc = sum_over_replicas(tr, &sum, &ntok, err);
 	if (rc)
 		return gpt_err_prefix(err, "evaluation at global step %lld", (long long)tr->step);
 	gpt_eval_line e = {.step = tr->step, .epoch = 0, .batch = tr->step,
@@ -487,33 +544,69 @@ static int evaluate(trainer *tr, gpt_err *err)
 	return 0;
 }
 
-/* One optimizer step over the global batch in `rows`; *loss gets its mean. */
+/* Sums the gradients over the replicas: all-reduce without sharding; with
+ * it, reduce-scatter over the shard group (each rank keeps the sum of its
+ * shard) then all-reduce of the shard over dp. */
+static int reduce_grads(trainer *tr, gpt_err *err)
+{
+	gpt_model *m = &tr->model;
+	gpt_dtype t = m->be->dtype;
+	if (tr->sh == 1)
+		return tr->replicas == 1 ? 0
+					 : gpt_comm_all_reduce(tr->groups.g[GPT_MESH_DATA], m->grads, m->grads,
+							       m->n_alloc, t, GPT_REDUCE_SUM, err);
+	void *mine = (char *)m->grads + tr->opt.begin * (int64_t)gpt_dtype_size(t);
+	int rc = gpt_comm_reduce_scatter(tr->groups.g[GPT_MESH_SHARDING], m->grads, mine, tr->shard, t,
+					 GPT_REDUCE_SUM, err);
+	if (!rc && tr->mesh.dp > 1)
+		rc = gpt_comm_all_reduce(tr->groups.g[GPT_MESH_DP], mine, mine, tr->shard, t,
+					 GPT_REDUCE_SUM, err);
+	return rc;
+}
+
+/* One optimizer step over this replica's part of the global batch in
+ * `rows`; *loss gets the mean over the whole global batch. */
 static int train_step(trainer *tr, const int32_t *rows, double *loss, int *skipped, gpt_err *err)
 {
 	gpt_model *m = &tr->model;
 	int rc = gpt_model_zero_grad(m, err);
 	double sum = 0;
 	int64_t ntok = 0;
+	/* every token of the global batch weighs the same, whichever rank has it */
 	float dloss = (float)(tr->scaler.scale / (double)(tr->G * tr->T));
 	uint32_t step = (uint32_t)(tr->step + 1);
 	for (int64_t j = 0; j < tr->accum && !rc; j++) {
 		split_rows(tr, rows + j * tr->MB * (tr->T + 1));
 		double s = 0;
 		int64_t n = 0;
-		rc = gpt_model_forward(m, tr->inp, tr->tgt, 1, step, j * tr->MB, &s, &n, err);
+		/* sample0: the global index of this micro-batch's first sample,
+		 * which keys dropout the same in every layout */
+		rc = gpt_model_forward(m, tr->inp, tr->tgt, 1, step, tr->replica * tr->LB + j * tr->MB,
+				       &s, &n, err);
 		if (!rc)
 			rc = gpt_model_backward(m, dloss, err);
 		sum += s;
 		ntok += n;
 	}
+	if (!rc)
+		rc = sum_over_replicas(tr, &sum, &ntok, err);
+	if (!rc)
+		rc = reduce_grads(tr, err);
+	double sumsq = 0;
+	if (!rc)
+		rc = gpt_optimizer_grad_sumsq(&tr->opt, &sumsq, err);
+	/* the shards are disjoint, so their parts add to the global norm */
+	if (!rc && tr->sh > 1) {
+		float v = (float)sumsq;
+		rc = gpt_comm_all_reduce(tr->groups.g[GPT_MESH_SHARDING], &v, &v, 1, GPT_DTYPE_F32,
+					 GPT_REDUCE_SUM, err);
+		sumsq = v;
+	}
 	if (rc)
 		return rc;
 	*loss = ntok ? sum / (double)ntok : 0;
-	double norm;
-	int inf;
-	rc = gpt_optimizer_grad_norm(&tr->opt, 1.0 / tr->scaler.scale, &norm, &inf, err);
-	if (rc)
-		return rc;
+	double norm = sqrt(sumsq) / tr->scaler.scale;
+	int inf = !isfinite(sumsq);
 	tr->last_scale = tr->scaler.scale;
 	*skipped = gpt_loss_scaler_update(&tr->scaler, inf || !isfinite(*loss));
 	if (*skipped)
@@ -521,7 +614,13 @@ static int train_step(trainer *tr, const int32_t *rows, double *loss, int *skipp
 	double clip = tr->cfg->optimizer.grad_clip.clip_norm, scale = 1.0 / tr->scaler.scale;
 	if (clip > 0 && norm > clip)
 		scale *= clip / (norm + 1e-6);
-	return gpt_optimizer_step(&tr->opt, gpt_lr_at(&tr->lr, tr->step + 1), scale, err);
+	rc = gpt_optimizer_step(&tr->opt, gpt_lr_at(&tr->lr, tr->step + 1), scale, err);
+	/* each rank updated its shard: gather the whole parameters again */
+	if (!rc && tr->sh > 1)
+		rc = gpt_comm_all_gather(tr->groups.g[GPT_MESH_SHARDING],
+					 (char *)m->params + tr->opt.begin * (int64_t)gpt_dtype_size(m->be->dtype),
+					 m->params, tr->shard, m->be->dtype, err);
+	return rc;
 }
 
 static int run(trainer *tr, gpt_err *err)
@@ -532,15 +631,15 @@ static int run(trainer *tr, gpt_err *err)
 	int64_t steps_in_int = 0;
 	int rc = 0;
 	if (tr->step < tr->total_steps)
-		prefetch_request(&tr->pf, tr->step * tr->G, tr->G);
+		prefetch_request(&tr->pf, tr->step * tr->G + tr->replica * tr->LB, tr->LB);
 	while (tr->step < tr->total_steps && !rc) {
 		double w0 = gpt_now_s();
-		int32_t *rows = prefetch_wait(&tr->pf, tr->step * tr->G, err);
+		int32_t *rows = prefetch_wait(&tr->pf, tr->step * tr->G + tr->replica * tr->LB, err);
 		reader += gpt_now_s() - w0;
 		if (!rows)
 			return gpt_err_prefix(err, "reading the batch of global step %lld", (long long)tr->step + 1);
 		if (tr->step + 1 < tr->total_steps)
-			prefetch_request(&tr->pf, (tr->step + 1) * tr->G, tr->G);
+			prefetch_request(&tr->pf, (tr->step + 1) * tr->G + tr->replica * tr->LB, tr->LB);
 		double loss;
 		int skipped = 0;
 		rc = train_step(tr, rows, &loss, &skipped, err);
@@ -586,6 +685,41 @@ static int run(trainer *tr, gpt_err *err)
 	return rc;
 }
 
+/* Data parallel and sharding: the rank's place in the mesh, the comm and
+ * its groups. One process needs none of it. */
+static int setup_parallel(trainer *tr, gpt_err *err)
+{
+	const gpt_config *cfg = tr->cfg;
+	tr->sh = cfg->distributed.sharding.sharding_degree;
+	tr->replicas = cfg->distributed.dp_degree * tr->sh;
+	tr->LB = tr->G / tr->replicas;
+	if (cfg->world_size == 1)
+		return 0;
+	gpt_dist_env env;
+	int rc = gpt_dist_env_detect(&env, err);
+	if (rc)
+		return rc;
+	if (env.world_size != cfg->world_size)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "the layout needs %lld ranks (dp %lld x sharding %lld) but this process is one of %d (%s); start it with gpt-launch --nproc-per-node %lld",
+				   (long long)cfg->world_size, (long long)cfg->distributed.dp_degree,
+				   (long long)tr->sh, env.world_size, gpt_dist_source_name(env.source),
+				   (long long)cfg->world_size);
+	gpt_comm_options o = {.backend = "shm"};
+	rc = gpt_comm_open(&tr->comm, &env, &o, err);
+	if (!rc)
+		rc = gpt_mesh_init(&tr->mesh, 1, (int)tr->sh, (int)cfg->distributed.dp_degree, 1,
+				   (int)cfg->world_size, err);
+	if (!rc)
+		rc = gpt_mesh_groups_init(&tr->groups, gpt_comm_world(tr->comm), &tr->mesh, err);
+	if (rc)
+		return rc;
+	tr->rank = env.rank;
+	tr->replica = gpt_mesh_replica(&tr->mesh, env.rank);
+	tr->sh_rank = gpt_mesh_coord_of(&tr->mesh, env.rank).sh;
+	return 0;
+}
+
 static void trainer_free(trainer *tr)
 {
 	prefetch_stop(&tr->pf);
@@ -597,6 +731,10 @@ static void trainer_free(trainer *tr)
 	gpt_loader_close(tr->valid);
 	free(tr->inp);
 	free(tr->tgt);
+	if (tr->comm) {
+		gpt_mesh_groups_free(&tr->groups);
+		gpt_comm_close(tr->comm);
+	}
 }
 
 int gpt_train_run(const gpt_config *cfg, FILE *log, gpt_err *err)
@@ -614,9 +752,11 @@ int gpt_train_run(const gpt_config *cfg, FILE *log, gpt_err *err)
 		 : cfg->engine.mix_precision.dtype && strcmp(cfg->engine.mix_precision.dtype, "bfloat16") == 0
 			 ? GPT_DTYPE_BF16 : GPT_DTYPE_F16;
 	int rc = check_supported(cfg, err);
-	if (!rc && tr.MB * tr.accum != tr.G)
-		rc = gpt_err_set(err, GPT_EINTERNAL, "batch: micro %lld x accumulate %lld != global %lld",
-				 (long long)tr.MB, (long long)tr.accum, (long long)tr.G);
+	if (!rc)
+		rc = setup_parallel(&tr, err);
+	if (!rc && tr.MB * tr.accum * tr.replicas != tr.G)
+		rc = gpt_err_set(err, GPT_EINTERNAL, "batch: micro %lld x accumulate %lld x replicas %lld != global %lld",
+				 (long long)tr.MB, (long long)tr.accum, (long long)tr.replicas, (long long)tr.G);
 	if (!rc)
 		rc = setup_data(&tr, err);
 	if (!rc)
@@ -636,8 +776,9 @@ int gpt_train_run(const gpt_config *cfg, FILE *log, gpt_err *err)
 	}
 	if (!rc) {
 		/* What this run allocated, to hold against gpt-train --dry-run. */
-		double es = (double)gpt_dtype_size(tr.dtype), n = (double)tr.model.n_flat;
-		double opt = n * (tr.opt.master ? 12.0 : 8.0), act = (double)tr.model.act_bytes;
+		double es = (double)gpt_dtype_size(tr.dtype), n = (double)tr.model.n_alloc;
+		double opt = (double)(tr.opt.end - tr.opt.begin) * (tr.opt.master ? 12.0 : 8.0);
+		double act = (double)tr.model.act_bytes;
 		char a[32], b[32], c[32], d[32], e[32];
 		gpt_format_bytes(n * es, a, sizeof a);
 		gpt_format_bytes(n * es, b, sizeof b);
@@ -648,9 +789,12 @@ int gpt_train_run(const gpt_config *cfg, FILE *log, gpt_err *err)
 			       "memory: parameters %s, gradients %s, optimizer state %s, activations %s, total %s (%.0f bytes)",
 			       a, b, c, d, e, 2 * n * es + opt + act);
 		gpt_log_printf(&tr.log, GPT_LOG_INFO,
-			       "training %lld parameters for %lld steps: global batch %lld x %lld tokens, micro-batch %lld, %lld accumulation steps",
+			       "training %lld parameters for %lld steps: global batch %lld x %lld tokens, micro-batch %lld, %lld accumulation steps, rank %d of %lld (data replica %lld of %lld, sharding stage %lld over %lld)",
 			       (long long)gpt_param_count(&tr.model.shape), (long long)tr.total_steps,
-			       (long long)tr.G, (long long)tr.T, (long long)tr.MB, (long long)tr.accum);
+			       (long long)tr.G, (long long)tr.T, (long long)tr.MB, (long long)tr.accum,
+			       tr.rank, (long long)cfg->world_size, (long long)tr.replica,
+			       (long long)tr.replicas, tr.sh > 1 ? (long long)cfg->distributed.sharding.sharding_stage : 0LL,
+			       (long long)tr.sh);
 		rc = run(&tr, err);
 	}
 	trainer_free(&tr);

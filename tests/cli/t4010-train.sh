@@ -13,7 +13,7 @@ train () {
 
 # the loss field of each step line: "STEP LOSS LR"
 losses () {
-	sed -n 's/.*global step \([0-9]*\), epoch.*loss: \([0-9.e+-]*\),.*learning rate: \(.*\)$/\1 \2 \3/p' "$1"
+	sed -n 's/.* - global step \([0-9]*\), epoch.*loss: \([0-9.e+-]*\),.*learning rate: \(.*\)$/\1 \2 \3/p' "$1"
 }
 
 test_expect_success 'set up: the licence texts as a byte-level dataset' '
@@ -138,7 +138,11 @@ test_expect_success 'settings this build cannot train are clear errors' '
 	test_expect_code 64 train -o Global.device=gpu -o Engine.max_steps=1 >out 2>err &&
 	test_grep "Global.device" err &&
 	test_expect_code 64 train --world-size 2 -o Global.micro_batch_size=4 -o Engine.max_steps=1 >out 2>err &&
-	test_grep "one process" err
+	test_grep "the layout needs 2 ranks .* but this process is one of 1 \(single\); start it with gpt-launch --nproc-per-node 2" err &&
+	test_expect_code 64 train --world-size 2 --tensor_parallel_degree 2 -o Engine.max_steps=1 >out 2>err &&
+	test_grep "tensor and pipeline parallelism are not in this build" err &&
+	test_expect_code 64 train --world-size 2 --sharding stage3 -o Global.micro_batch_size=4 -o Engine.max_steps=1 >out 2>err &&
+	test_grep "sharding_stage: stage 3 is not in this build" err
 '
 
 test_done

@@ -9,6 +9,7 @@
  *   test-tool backends                   describe the compute backends
  *   test-tool model-ref IN OUT           the tests/ref/gpt_ref.py computation in gptkit
  *   test-tool sgemm N [REPEATS]          GFLOP/s of an N x N x N fp32 GEMM on the CPU backend
+ *   test-tool ckpt-diff A B              largest difference of any tensor of two checkpoints
  */
 #include "backend/backend.h"
 #include "ckpt/ckpt.h"
@@ -148,7 +149,7 @@ static int model_ref(const char *in, const char *out, gpt_err *err)
 	gpt_optimizer op;
 	memset(&op, 0, sizeof op);
 	if (!rc)
-		rc = gpt_optimizer_init(&op, &m, json_real_value(json_object_get(cfg, "beta1")),
+		rc = gpt_optimizer_init(&op, &m, 0, m.n_alloc, json_real_value(json_object_get(cfg, "beta1")),
 					json_real_value(json_object_get(cfg, "beta2")),
 					json_number_value(json_object_get(cfg, "epsilon")),
 					json_number_value(json_object_get(cfg, "weight_decay")), err);
@@ -160,10 +161,10 @@ static int model_ref(const char *in, const char *out, gpt_err *err)
 			rc = gpt_model_forward(&m, inp, tgt, 1, (uint32_t)k, 0, &loss_sum, &ntok, err);
 		if (!rc)
 			rc = gpt_model_backward(&m, 1.0f / (float)ntok, err);
-		double norm = 0;
-		int inf = 0;
+		double sumsq = 0;
 		if (!rc)
-			rc = gpt_optimizer_grad_norm(&op, 1.0, &norm, &inf, err);
+			rc = gpt_optimizer_grad_sumsq(&op, &sumsq, err);
+		double norm = sqrt(sumsq);
 		double scale = clip > 0 && norm > clip ? clip / (norm + 1e-6) : 1.0;
 		if (!rc)
 			rc = gpt_optimizer_step(&op, json_number_value(json_object_get(cfg, "lr")), scale, err);
@@ -191,6 +192,50 @@ static int model_ref(const char *in, const char *out, gpt_err *err)
 	free(tgt);
 	json_decref(cfg);
 	gpt_st_close(&f);
+	return rc;
+}
+
+/* Prints the largest absolute difference over every tensor two checkpoints
+ * share ("max-abs-diff X TENSOR"); different tensor sets are an error. */
+static int ckpt_diff(const char *a, const char *b, gpt_err *err)
+{
+	gpt_ckpt *ca = NULL, *cb = NULL;
+	int rc = gpt_ckpt_open(&ca, a, err);
+	if (!rc)
+		rc = gpt_ckpt_open(&cb, b, err);
+	double worst = 0;
+	const char *where = "-";
+	int n = rc ? 0 : gpt_ckpt_tensor_count(ca);
+	if (!rc && n != gpt_ckpt_tensor_count(cb))
+		rc = gpt_err_set(err, GPT_EDATA, "%s and %s hold different numbers of tensors", a, b);
+	for (int i = 0; i < n && !rc; i++) {
+		const char *name;
+		gpt_dtype dt;
+		int nd;
+		const int64_t *shape;
+		gpt_ckpt_tensor_info(ca, i, &name, &dt, &nd, &shape);
+		gpt_box box = gpt_box_full(nd, shape);
+		size_t cnt = (size_t)gpt_box_numel(&box);
+		float *x = malloc(cnt * 4 + 4), *y = malloc(cnt * 4 + 4);
+		rc = !x || !y ? gpt_err_nomem(err, cnt * 8, "diff") : 0;
+		if (!rc)
+			rc = gpt_ckpt_read_box(ca, name, GPT_DTYPE_F32, nd, shape, &box, x, err);
+		if (!rc)
+			rc = gpt_ckpt_read_box(cb, name, GPT_DTYPE_F32, nd, shape, &box, y, err);
+		for (size_t k = 0; !rc && k < cnt; k++) {
+			double d = fabs((double)x[k] - (double)y[k]);
+			if (!(d <= worst)) {
+				worst = d;
+				where = name;
+			}
+		}
+		free(x);
+		free(y);
+	}
+	if (!rc)
+		printf("max-abs-diff %.3g %s\n", worst, where);
+	gpt_ckpt_close(ca);
+	gpt_ckpt_close(cb);
 	return rc;
 }
 
@@ -280,6 +325,8 @@ int main(int argc, char **argv)
 		gpt_backend_cpu_free(&be);
 		return 0;
 	}
+	if (strcmp(verb, "ckpt-diff") == 0 && argc == 4)
+		return ckpt_diff(argv[2], argv[3], &err) ? gpt_cmd_fail(prog, &err) : 0;
 	if (strcmp(verb, "model-ref") == 0 && argc == 4)
 		return model_ref(argv[2], argv[3], &err) ? gpt_cmd_fail(prog, &err) : 0;
 	if (strcmp(verb, "backends") == 0 && argc == 2) {

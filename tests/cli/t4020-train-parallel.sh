@@ -1,0 +1,118 @@
+#!/bin/sh
+# Data parallel and ZeRO sharding (stages 1 and 2) on CPU ranks started by
+# gpt-launch: with dropout on, every layout gives the single-process losses
+# (relative 1e-5) and final weights (absolute 1e-5); resuming is bit for bit;
+# a worker killed mid-run is restarted from the last checkpoint.
+. "$(dirname "$0")/test-lib.sh"
+
+STEPS=10
+train () {
+	gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" \
+		-o Data.Train.dataset.input_dir=data/lic -o Data.Eval.dataset.input_dir=data/lic \
+		-o Data.Train.dataset.split=15,2,0 -o Data.Eval.dataset.split=15,2,0 \
+		-o Global.micro_batch_size=1 -o Engine.eval_iters=1 -o Optimizer.lr.max_lr=2e-3 \
+		-o Optimizer.lr.decay_steps=150 -o Engine.eval_freq=5 \
+		-o Model.hidden_dropout_prob=0.1 -o Model.attention_probs_dropout_prob=0.1 "$@"
+}
+
+losses () {
+	sed -n 's/.* - global step \([0-9]*\), epoch.*loss: \([0-9.e+-]*\),.*/\1 \2/p' "$1"
+}
+
+# same steps, losses within a relative 1e-5
+same_losses () {
+	losses "$1" >l1 && losses "$2" >l2 &&
+	test_line_count = "$STEPS" l1 && test_line_count = "$STEPS" l2 &&
+	paste l1 l2 | awk '{ d = $2 - $4; if (d < 0) d = -d; r = d / $2;
+		if ($1 != $3 || r > 1e-5) { print "step " $1 ": " $2 " vs " $4 " (rel " r ")"; bad = 1 } }
+		END { exit bad }'
+}
+
+test_expect_success 'set up: data and the single-process reference' '
+	mkdir data &&
+	gpt-preprocess -t bytes -o data/lic /usr/share/common-licenses/* &&
+	train -o Engine.max_steps=$STEPS -o Engine.save_load.save_steps=$STEPS \
+		-o Engine.save_load.output_dir=single >single.log 2>&1 &&
+	test -f single/step_00000010/index.json
+'
+
+layout () { # name nproc flags...
+	name=$1 nproc=$2
+	shift 2
+	test_expect_success "$name on $nproc ranks equals one process" '
+		gpt-launch --nproc-per-node '$nproc' --log-dir log-'$name' -- \
+			gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" '"$*"' \
+			-o Data.Train.dataset.input_dir=data/lic -o Data.Eval.dataset.input_dir=data/lic \
+			-o Data.Train.dataset.split=15,2,0 -o Data.Eval.dataset.split=15,2,0 \
+			-o Global.micro_batch_size=1 -o Engine.eval_iters=1 -o Optimizer.lr.max_lr=2e-3 \
+			-o Optimizer.lr.decay_steps=150 -o Engine.eval_freq=5 \
+			-o Model.hidden_dropout_prob=0.1 -o Model.attention_probs_dropout_prob=0.1 \
+			-o Engine.max_steps=$STEPS -o Engine.save_load.save_steps=$STEPS \
+			-o Engine.save_load.output_dir=out-'$name' >'$name'.log 2>&1 &&
+		same_losses single.log log-'$name'/workerlog.0 &&
+		test-tool ckpt-diff single/step_00000010 out-'$name'/step_00000010 >diff &&
+		cat diff &&
+		awk "{ exit !(\$2 <= 1e-5) }" diff
+	'
+}
+
+layout dp2 2
+layout dp4 4
+layout sharding2-stage1 2 --sharding_parallel_degree 2 --sharding stage1
+layout sharding2-stage2 2 --sharding_parallel_degree 2 --sharding stage2
+layout sharding2-dp2-stage2 4 --sharding_parallel_degree 2 --sharding stage2 -o Distributed.dp_degree=2
+layout sharding4-dp2-stage1 8 --sharding_parallel_degree 4 --sharding stage1 -o Distributed.dp_degree=2
+
+test_expect_success 'sharding cuts the optimizer state per rank' '
+	one=$(sed -n "s/.*optimizer state \([0-9.]* [KM]B\),.*/\1/p" single.log) &&
+	two=$(sed -n "s/.*optimizer state \([0-9.]* [KM]B\),.*/\1/p" log-sharding2-stage1/workerlog.0) &&
+	echo "one process: $one, sharding 2: $two" &&
+	test "$one" = "1.0 MB" && test "$two" = "515.1 KB"
+'
+
+test_expect_success 'stop and resume under sharding 2 x dp 2 is bit for bit' '
+	run () {
+		gpt-launch --nproc-per-node 4 --log-dir "log-$1" -- \
+			gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" \
+			--sharding_parallel_degree 2 --sharding stage2 -o Distributed.dp_degree=2 \
+			-o Data.Train.dataset.input_dir=data/lic -o Data.Eval.dataset.input_dir=data/lic \
+			-o Data.Train.dataset.split=15,2,0 -o Data.Eval.dataset.split=15,2,0 \
+			-o Global.micro_batch_size=1 -o Engine.eval_freq=0 -o Optimizer.lr.max_lr=2e-3 \
+			-o Optimizer.lr.decay_steps=150 -o Model.hidden_dropout_prob=0.1 \
+			-o Model.attention_probs_dropout_prob=0.1 -o Engine.save_load.save_steps=5 \
+			-o Engine.save_load.output_dir="$2" -o Engine.max_steps="$3"
+	} &&
+	run full full 10 >/dev/null 2>&1 &&
+	run part1 part 5 >/dev/null 2>&1 &&
+	run part2 part 10 >/dev/null 2>&1 &&
+	test_grep "resumed from part/step_00000005 at global step 5" log-part2/workerlog.3 &&
+	cmp full/step_00000010/rank-00000.safetensors part/step_00000010/rank-00000.safetensors
+'
+
+test_expect_success 'a worker killed with SIGKILL mid-run: restarted from the last checkpoint, same end' '
+	launch () {
+		gpt-launch --nproc-per-node 2 --max-restarts "$1" --log-dir "$2" -- \
+			gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" \
+			-o Data.Train.dataset.input_dir=data/lic -o Data.Train.dataset.split=15,2,0 \
+			-o Global.micro_batch_size=1 -o Engine.eval_freq=0 -o Optimizer.lr.max_lr=2e-3 \
+			-o Optimizer.lr.decay_steps=400 -o Engine.save_load.save_steps=50 \
+			-o Engine.save_load.output_dir="$3" -o Engine.max_steps=300
+	} &&
+	launch 0 log-ref ref >/dev/null 2>&1 &&
+	{ launch 1 log-kill killed >kill.out 2>&1 & } &&
+	n=0 && while [ ! -e killed/latest ] && [ $n -lt 600 ]; do sleep 0.05; n=$((n + 1)); done &&
+	test -e killed/latest &&
+	victim=$(for p in $(pgrep -f "output_dir=killed"); do
+		grep -qz "^GPT_RANK=1$" /proc/$p/environ 2>/dev/null && echo $p; done | head -n 1) &&
+	test -n "$victim" &&
+	kill -9 "$victim" &&
+	wait &&
+	test_grep "rank 1 .* killed by signal 9" kill.out &&
+	test_grep "resumed from killed/step_" log-kill/workerlog.0 &&
+	a=$(losses log-ref/workerlog.0 | tail -n 1) && b=$(losses log-kill/workerlog.0 | tail -n 1) &&
+	echo "unbroken: $a; killed and restarted: $b" &&
+	test "$a" = "$b" &&
+	cmp ref/step_00000300/rank-00000.safetensors killed/step_00000300/rank-00000.safetensors
+'
+
+test_done
