@@ -104,4 +104,12 @@ test_expect_success 'nodes that disagree on --nproc-per-node are told so' '
 	wait ; test_grep "node 1 runs 1 workers but node 0 runs 2; give every node the same --nproc-per-node" err
 '
 
+test_expect_success 'workers share the cores through OMP_NUM_THREADS unless it is set' '
+	(unset OMP_NUM_THREADS; gpt-launch --nproc-per-node 2 --log-dir omp -- sh -c "echo threads=\$OMP_NUM_THREADS") >out 2>&1 &&
+	want=$(( $(nproc) / 2 )) && [ "$want" -ge 1 ] || want=1 &&
+	test_grep "^threads=$want$" omp/workerlog.1 &&
+	OMP_NUM_THREADS=3 gpt-launch --nproc-per-node 2 --log-dir omp3 -- sh -c "echo threads=\$OMP_NUM_THREADS" >out 2>&1 &&
+	test_grep "^threads=3$" omp3/workerlog.1
+'
+
 test_done
