@@ -68,6 +68,40 @@ int gpt_recompute_parse(const char *s, gpt_recompute *out)
 	return -1;
 }
 
+int gpt_model_unit_of(const gpt_model *m, int64_t i)
+{
+	if (i < 2)
+		return 0;
+	if (i >= T_LNF_W(m))
+		return m->n_units - 1;
+	return 1 + (int)((i - 2) / P_PER_LAYER);
+}
+
+static void *locate(const gpt_model *m, void *whole, void *const *win, int64_t i)
+{
+	int64_t es = (int64_t)gpt_dtype_size(m->be->dtype);
+	int u = gpt_model_unit_of(m, i);
+	if (win && win[u])
+		return (char *)win[u] + (m->offset[i] - m->unit_begin[u]) * es;
+	return (char *)whole + m->offset[i] * es;
+}
+
+void *gpt_model_param(const gpt_model *m, int64_t i)
+{
+	return locate(m, m->params, m->pwin, i);
+}
+
+void *gpt_model_grad(const gpt_model *m, int64_t i)
+{
+	return locate(m, m->grads, m->gwin, i);
+}
+
+static int hook(gpt_model *m, int acquire, int unit, int backward, gpt_err *err)
+{
+	int (*f)(void *, gpt_model *, int, int, gpt_err *) = acquire ? m->hooks.acquire : m->hooks.release;
+	return f ? f(m->hooks.ctx, m, unit, backward, err) : 0;
+}
+
 int64_t gpt_model_find(const gpt_model *m, const char *name)
 {
 	for (int64_t i = 0; i < m->n_table; i++)
@@ -285,14 +319,29 @@ int gpt_model_init(gpt_model *m, gpt_backend *be, const gpt_model_shape *s, cons
 	m->n_layers = lo->layer_end - lo->layer_begin;
 	int64_t mult = opts->flat_multiple > 1 ? opts->flat_multiple : 1;
 	m->n_alloc = (m->n_flat + mult - 1) / mult * mult;
+	/* units: embedding, the layers, the final LayerNorm (tp = pp = 1 here,
+	 * so every unit is held and contiguous in table order) */
+	m->n_units = (int)m->n_layers + 2;
+	m->unit_begin = gpt_calloc((size_t)m->n_units, sizeof(int64_t), "units", err);
+	m->unit_end = gpt_calloc((size_t)m->n_units, sizeof(int64_t), "units", err);
+	m->pwin = gpt_calloc((size_t)m->n_units, sizeof(void *), "units", err);
+	m->gwin = gpt_calloc((size_t)m->n_units, sizeof(void *), "units", err);
+	rc = m->unit_begin && m->unit_end && m->pwin && m->gwin ? 0 : GPT_EINTERNAL;
+	for (int u = 0; !rc && u < m->n_units; u++) {
+		int64_t first = u == 0 ? T_WTE : u == m->n_units - 1 ? T_LNF_W(m) : T_LAYER(u - 1, 0);
+		int64_t last = u == 0 ? T_WPE : u == m->n_units - 1 ? T_LNF_B(m) : T_LAYER(u - 1, P_PER_LAYER - 1);
+		m->unit_begin[u] = m->offset[first];
+		m->unit_end[u] = m->offset[last] + gpt_box_numel(&m->box[last]);
+	}
 	size_t bytes = (size_t)m->n_alloc * gpt_dtype_size(be->dtype);
-	m->params = be->ops->alloc(be, bytes, "parameters", err);
-	m->grads = m->params ? be->ops->alloc(be, bytes, "gradients", err) : NULL;
-	rc = m->grads ? 0 : err->code;
-	if (!rc)
-		rc = be->ops->zero(be, m->params, bytes, err);
-	if (!rc)
-		rc = be->ops->zero(be, m->grads, bytes, err);
+	if (!rc && !opts->no_full_params) {
+		m->params = be->ops->alloc(be, bytes, "parameters", err);
+		rc = m->params ? be->ops->zero(be, m->params, bytes, err) : err->code;
+	}
+	if (!rc && !opts->no_full_grads) {
+		m->grads = be->ops->alloc(be, bytes, "gradients", err);
+		rc = m->grads ? be->ops->zero(be, m->grads, bytes, err) : err->code;
+	}
 	if (!rc)
 		rc = alloc_acts(m, err);
 	if (!rc)
@@ -363,6 +412,10 @@ void gpt_model_free(gpt_model *m)
 	free(m->table);
 	free(m->offset);
 	free(m->box);
+	free(m->unit_begin);
+	free(m->unit_end);
+	free(m->pwin);
+	free(m->gwin);
 	memset(m, 0, sizeof *m);
 }
 
@@ -394,16 +447,25 @@ static uint64_t global_index(const gpt_box *b, const int64_t *shape, int64_t k)
 	return g;
 }
 
-int gpt_model_init_weights(gpt_model *m, uint64_t seed, double std, gpt_err *err)
+int gpt_model_init_weights_range(gpt_model *m, uint64_t seed, double std, void *dst,
+				 int64_t begin, int64_t end, gpt_err *err)
 {
 	float *host = NULL;
 	int rc = 0;
 	double proj_std = std / sqrt(2.0 * (double)m->shape.layers);
+	size_t es = gpt_dtype_size(m->be->dtype);
 	for (int64_t i = 0; i < m->n_table && !rc; i++) {
 		if (m->offset[i] < 0)
 			continue;
 		const gpt_param_info *p = &m->table[i];
-		int64_t n = gpt_box_numel(&m->box[i]);
+		/* the part of this tensor inside [begin, end), as local indices */
+		int64_t k0 = begin > m->offset[i] ? begin - m->offset[i] : 0;
+		int64_t k1 = gpt_box_numel(&m->box[i]);
+		if (m->offset[i] + k1 > end)
+			k1 = end - m->offset[i];
+		if (k1 <= k0)
+			continue;
+		int64_t n = k1 - k0;
 		float *h = realloc(host, (size_t)n * sizeof *h);
 		if (!h) {
 			rc = gpt_err_nomem(err, (size_t)n * sizeof *h, "initial weights");
@@ -416,27 +478,28 @@ int gpt_model_init_weights(gpt_model *m, uint64_t seed, double std, gpt_err *err
 		int is_proj = strstr(p->name, "attn.proj.weight") || strstr(p->name, "mlp.proj.weight");
 		double sd = is_proj ? proj_std : std;
 		#pragma omp parallel for schedule(static) if (n > 65536)
-		for (int64_t k = 0; k < n; k++) {
+		for (int64_t k = k0; k < k1; k++) {
 			uint64_t g = global_index(&m->box[i], p->shape, k);
+			float v;
 			if (is_bias)
-				h[k] = 0.0f;
+				v = 0.0f;
 			else if (is_ln)
-				h[k] = 1.0f;
+				v = 1.0f;
 			else if (i == T_WTE && g / (uint64_t)m->shape.hidden >= (uint64_t)m->shape.vocab_size)
-				h[k] = 0.0f; /* padding rows */
+				v = 0.0f; /* padding rows */
 			else
-				h[k] = (float)(sd * init_normal(seed, (uint32_t)i, g));
+				v = (float)(sd * init_normal(seed, (uint32_t)i, g));
+			h[k - k0] = v;
 		}
-		void *dst = gpt_model_param(m, i);
+		void *to = (char *)dst + (m->offset[i] + k0 - begin) * (int64_t)es;
 		if (m->be->dtype == GPT_DTYPE_F32) {
-			rc = m->be->ops->upload(m->be, dst, h, (size_t)n * 4, err);
+			rc = m->be->ops->upload(m->be, to, h, (size_t)n * 4, err);
 		} else {
-			size_t es = gpt_dtype_size(m->be->dtype);
 			void *conv = gpt_malloc((size_t)n * es, "initial weights", err);
 			rc = conv ? gpt_convert(conv, m->be->dtype, h, GPT_DTYPE_F32, (size_t)n, err)
 				  : GPT_EINTERNAL;
 			if (!rc)
-				rc = m->be->ops->upload(m->be, dst, conv, (size_t)n * es, err);
+				rc = m->be->ops->upload(m->be, to, conv, (size_t)n * es, err);
 			free(conv);
 		}
 	}
@@ -444,8 +507,17 @@ int gpt_model_init_weights(gpt_model *m, uint64_t seed, double std, gpt_err *err
 	return rc;
 }
 
+int gpt_model_init_weights(gpt_model *m, uint64_t seed, double std, gpt_err *err)
+{
+	if (!m->params)
+		return gpt_err_set(err, GPT_EINTERNAL, "model: no whole parameter buffer; initialise the shards");
+	return gpt_model_init_weights_range(m, seed, std, m->params, 0, m->n_flat, err);
+}
+
 int gpt_model_zero_grad(gpt_model *m, gpt_err *err)
 {
+	if (!m->grads) /* windows are zeroed when acquired */
+		return 0;
 	return m->be->ops->zero(m->be, m->grads, (size_t)m->n_alloc * gpt_dtype_size(m->be->dtype), err);
 }
 
@@ -539,19 +611,26 @@ int gpt_model_forward(gpt_model *m, const int32_t *tokens, const int32_t *target
 					   "token id %d at position %lld is outside the model's vocabulary of %lld; the data was made with a larger vocabulary than Model.vocab_size",
 					   tokens[i], (long long)i, (long long)V);
 	OP(o->upload(be, m->tokens, tokens, (size_t)BT * 4, err));
+	int last = m->n_units - 1;
+	OP(hook(m, 1, 0, 0, err));
 	OP(o->embedding_fwd(be, m->res[0], m->tokens, gpt_model_param(m, T_WTE),
 			    gpt_model_param(m, T_WPE), B, T, C, 0, Vl, 0, err));
 	gpt_dropout de = dropout_at(m, m->opts.hidden_dropout, 0, GPT_RNG_SITE_EMBED, 0);
 	if (de.p > 0)
 		OP(o->dropout_fwd(be, m->res[0], m->res[0], B, T, C, &de, err));
 	for (int64_t l = 0; l < m->n_layers; l++) {
+		OP(hook(m, 1, 1 + (int)l, 0, err));
 		OP(attn_half_fwd(m, l, err));
 		OP(mlp_half_fwd(m, l, err));
+		OP(hook(m, 0, 1 + (int)l, 0, err));
 	}
+	OP(hook(m, 1, last, 0, err));
 	OP(o->layernorm_fwd(be, m->lnf, m->lnf_mean, m->lnf_rstd, m->res[m->n_layers],
 			    gpt_model_param(m, T_LNF_W(m)), gpt_model_param(m, T_LNF_B(m)), BT, C,
 			    m->opts.ln_eps, err));
 	OP(o->linear_fwd(be, m->logits, m->lnf, gpt_model_param(m, T_WTE), NULL, BT, C, Vl, err));
+	OP(hook(m, 0, last, 0, err));
+	OP(hook(m, 0, 0, 0, err));
 	if (loss_sum)
 		*loss_sum = 0;
 	if (n_tokens)
@@ -679,7 +758,11 @@ int gpt_model_backward(gpt_model *m, float dloss, gpt_err *err)
 	int64_t B = m->opts.batch, T = m->opts.seq_len, BT = B * T, C = m->shape.hidden;
 	int64_t V = m->shape.vocab_size, Vl = m->shape.padded_vocab / m->layout.tp;
 	size_t es = gpt_dtype_size(be->dtype);
-	int rc;
+	int rc, last = m->n_units - 1;
+	/* the head uses wte (unit 0), whose gradient is complete only after
+	 * the embedding's backward at the end */
+	OP(hook(m, 1, 0, 1, err));
+	OP(hook(m, 1, last, 1, err));
 	/* logits -> their gradient, in place (llm.c) */
 	OP(o->xent_bwd(be, m->logits, m->logits, m->targets, m->xent_max, m->xent_sumexp, dloss, BT,
 		       Vl, Vl, 0, V, err));
@@ -689,8 +772,12 @@ int gpt_model_backward(gpt_model *m, float dloss, gpt_err *err)
 	OP(o->layernorm_bwd(be, m->d_res, gpt_model_grad(m, T_LNF_W(m)), gpt_model_grad(m, T_LNF_B(m)),
 			    m->d_c, m->res[m->n_layers], gpt_model_param(m, T_LNF_W(m)), m->lnf_mean,
 			    m->lnf_rstd, BT, C, err));
-	for (int64_t l = m->n_layers - 1; l >= 0; l--)
+	OP(hook(m, 0, last, 1, err));
+	for (int64_t l = m->n_layers - 1; l >= 0; l--) {
+		OP(hook(m, 1, 1 + (int)l, 1, err));
 		OP(layer_bwd(m, l, err));
+		OP(hook(m, 0, 1 + (int)l, 1, err));
+	}
 	const void *demb = m->d_res;
 	gpt_dropout de = dropout_at(m, m->opts.hidden_dropout, 0, GPT_RNG_SITE_EMBED, 0);
 	if (de.p > 0) {
@@ -699,5 +786,6 @@ int gpt_model_backward(gpt_model *m, float dloss, gpt_err *err)
 	}
 	OP(o->embedding_bwd(be, gpt_model_grad(m, T_WTE), gpt_model_grad(m, T_WPE), demb, m->tokens,
 			    B, T, C, 0, Vl, 0, err));
+	OP(hook(m, 0, 0, 1, err));
 	return 0;
 }

@@ -59,7 +59,28 @@ typedef struct gpt_model_opts {
 	float ln_eps;             /* 1e-5 */
 	int64_t flat_multiple;    /* the flat buffers' length is rounded up to a multiple
 				     of this (the sharding degree, so shards are equal); <= 1: none */
+	int no_full_params;       /* 1: no whole parameter buffer (ZeRO stage 3): the hooks
+				     provide each unit's parameters in a window */
+	int no_full_grads;        /* 1: no whole gradient buffer (ZeRO stages 2, 3): the hooks
+				     provide each unit's gradient window and take it back */
 } gpt_model_opts;
+
+/* Units: the pieces of the flat buffers a pass uses one after another:
+ * unit 0 is the embedding (wte, wpe), units 1..L the layers, unit L+1 the
+ * final LayerNorm. Each is one contiguous range [unit_begin, unit_end). */
+typedef struct gpt_model gpt_model;
+
+/* Called around each unit's use when set (ZeRO stages 2 and 3). acquire
+ * runs before a unit's parameters are read (backward: 1) and must make
+ * gpt_model_param work for it (setting pwin[u] when there is no whole
+ * parameter buffer) and, in the backward, gradient windows gwin[u] set to
+ * zero when there is no whole gradient buffer. release runs after; after the
+ * backward the unit's gradients of this micro-batch are complete in gwin[u]. */
+typedef struct gpt_model_hooks {
+	void *ctx;
+	int (*acquire)(void *ctx, gpt_model *m, int unit, int backward, gpt_err *err);
+	int (*release)(void *ctx, gpt_model *m, int unit, int backward, gpt_err *err);
+} gpt_model_hooks;
 
 /* Per-layer activations kept for the backward (pointers may be shared
  * between layers under recompute). */
@@ -69,7 +90,7 @@ typedef struct gpt_layer_acts {
 	float *att_saved;
 } gpt_layer_acts;
 
-typedef struct gpt_model {
+struct gpt_model {
 	gpt_backend *be;
 	gpt_model_shape shape;
 	gpt_layout layout;
@@ -97,7 +118,13 @@ typedef struct gpt_model {
 	int dropout_on;            /* set by forward: 1 in training */
 	uint32_t step;             /* the step forward ran for */
 	int64_t sample0;
-} gpt_model;
+
+	/* units and windows (see gpt_model_hooks) */
+	int n_units;
+	int64_t *unit_begin, *unit_end; /* element ranges of the flat buffers */
+	void **pwin, **gwin;      /* per unit: a window holding its range, or NULL */
+	gpt_model_hooks hooks;
+};
 
 /* Lays out the flat buffers and allocates parameters, gradients and the
  * activations for micro-batches of opts->batch x opts->seq_len. */
@@ -114,15 +141,12 @@ int64_t gpt_model_activation_bytes(const gpt_model_shape *s, const gpt_layout *l
 
 /* Index of a global parameter in the table, or -1. */
 int64_t gpt_model_find(const gpt_model *m, const char *name);
-/* The element offset of table entry i in the flat buffers (-1: not held). */
-static inline void *gpt_model_param(const gpt_model *m, int64_t i)
-{
-	return (char *)m->params + m->offset[i] * (int64_t)gpt_dtype_size(m->be->dtype);
-}
-static inline void *gpt_model_grad(const gpt_model *m, int64_t i)
-{
-	return (char *)m->grads + m->offset[i] * (int64_t)gpt_dtype_size(m->be->dtype);
-}
+/* The unit table entry i belongs to. */
+int gpt_model_unit_of(const gpt_model *m, int64_t i);
+/* Where table entry i's parameters / gradients are: in the whole buffer, or
+ * in its unit's window when there is one. */
+void *gpt_model_param(const gpt_model *m, int64_t i);
+void *gpt_model_grad(const gpt_model *m, int64_t i);
 
 /* GPT-2 initialisation from a counter-based generator keyed by (seed, tensor,
  * global element index), so every layout initialises the same global
@@ -130,6 +154,10 @@ static inline void *gpt_model_grad(const gpt_model *m, int64_t i)
  * output projections, zero biases, unit LayerNorm weights, zero padding rows
  * of wte. */
 int gpt_model_init_weights(gpt_model *m, uint64_t seed, double std, gpt_err *err);
+/* The same for the flat range [begin, end) only, written to dst (backend
+ * memory holding that range): a shard under ZeRO stage 3. */
+int gpt_model_init_weights_range(gpt_model *m, uint64_t seed, double std, void *dst,
+				 int64_t begin, int64_t end, gpt_err *err);
 
 int gpt_model_zero_grad(gpt_model *m, gpt_err *err);
 

@@ -4,8 +4,9 @@
 #include <math.h>
 #include <string.h>
 
-int gpt_optimizer_init(gpt_optimizer *op, gpt_model *m, int64_t begin, int64_t end, double beta1,
-		       double beta2, double eps, double weight_decay, gpt_err *err)
+int gpt_optimizer_init(gpt_optimizer *op, gpt_model *m, int64_t begin, int64_t end, void *params,
+		       void *grads, double beta1, double beta2, double eps, double weight_decay,
+		       gpt_err *err)
 {
 	memset(op, 0, sizeof *op);
 	if (begin < 0 || end > m->n_alloc || begin > end)
@@ -14,6 +15,13 @@ int gpt_optimizer_init(gpt_optimizer *op, gpt_model *m, int64_t begin, int64_t e
 	op->model = m;
 	op->begin = begin;
 	op->end = end;
+	int64_t es0 = (int64_t)gpt_dtype_size(m->be->dtype);
+	op->params = params ? params : m->params ? (char *)m->params + begin * es0 : NULL;
+	op->grads = grads ? grads : m->grads ? (char *)m->grads + begin * es0 : NULL;
+	if (!op->params || !op->grads) {
+		memset(op, 0, sizeof *op);
+		return gpt_err_set(err, GPT_EINTERNAL, "optimizer: no parameters or gradients for its range");
+	}
 	op->beta1 = beta1;
 	op->beta2 = beta2;
 	op->eps = eps;
@@ -30,9 +38,8 @@ int gpt_optimizer_init(gpt_optimizer *op, gpt_model *m, int64_t begin, int64_t e
 	rc = op->acc ? 0 : err->code;
 	if (!rc && be->dtype != GPT_DTYPE_F32) {
 		op->master = be->ops->alloc(be, bytes, "optimizer state (fp32 master weights)", err);
-		rc = op->master ? be->ops->convert(be, op->master, GPT_DTYPE_F32,
-						   (char *)m->params + begin * (int64_t)gpt_dtype_size(be->dtype),
-						   be->dtype, end - begin, err)
+		rc = op->master ? be->ops->convert(be, op->master, GPT_DTYPE_F32, op->params, be->dtype,
+						   end - begin, err)
 				: err->code;
 	}
 	if (!rc)
@@ -65,9 +72,7 @@ int gpt_optimizer_grad_sumsq(gpt_optimizer *op, double *sumsq, gpt_err *err)
 	 * one pass over the gradients answers both questions. */
 	int rc = be->ops->upload(be, op->acc, &zero, 4, err);
 	if (!rc && op->end > op->begin)
-		rc = be->ops->sum_squares(be, op->acc,
-					  (char *)m->grads + op->begin * (int64_t)gpt_dtype_size(be->dtype),
-					  op->end - op->begin, err);
+		rc = be->ops->sum_squares(be, op->acc, op->grads, op->end - op->begin, err);
 	if (!rc)
 		rc = be->ops->download(be, &acc, op->acc, 4, err);
 	if (!rc)
@@ -108,10 +113,9 @@ int gpt_optimizer_step(gpt_optimizer *op, double lr, double grad_scale, gpt_err 
 		gpt_adamw h = {.lr = lr, .beta1 = op->beta1, .beta2 = op->beta2, .eps = op->eps,
 			       .weight_decay = decay ? op->weight_decay : 0.0, .grad_scale = grad_scale,
 			       .t = op->t};
-		rc = be->ops->adamw(be, (char *)m->params + begin * (int64_t)es,
-				    op->master ? op->master + k : NULL,
-				    (char *)m->grads + begin * (int64_t)es, op->exp_avg + k,
-				    op->exp_avg_sq + k, end - begin, &h, err);
+		rc = be->ops->adamw(be, (char *)op->params + k * (int64_t)es,
+				    op->master ? op->master + k : NULL, (char *)op->grads + k * (int64_t)es,
+				    op->exp_avg + k, op->exp_avg_sq + k, end - begin, &h, err);
 	}
 	return rc;
 }

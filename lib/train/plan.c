@@ -129,12 +129,17 @@ int gpt_train_memory_plan(const gpt_config *cfg, gpt_train_memory *m, gpt_err *e
 	m->optim_bytes_each = o2 ? 12 : 8;
 	m->act_bytes_each = cfg->mixed ? 2 : 4;
 	int64_t layer_params = 0; /* one layer's elements on a tp rank */
+	int64_t embed_params = 0, final_params = 0;
 	for (int64_t i = 0; i < n; i++) {
 		const gpt_param_info *p = &tab[i];
 		int64_t el = gpt_param_numel_tp(p, tp);
 		m->param_count += p->numel;
 		if (p->place == GPT_PARAM_LAYER && p->layer == 0)
 			layer_params += el;
+		if (p->place == GPT_PARAM_EMBED)
+			embed_params += el;
+		if (p->place == GPT_PARAM_FINAL)
+			final_params += el;
 		if (p->place == GPT_PARAM_LAYER) {
 			m->stage[stage_of_layer(p->layer, L, pp, vpp)].params += el;
 		} else if (p->place == GPT_PARAM_FINAL) {
@@ -199,11 +204,17 @@ int gpt_train_memory_plan(const gpt_config *cfg, gpt_train_memory *m, gpt_err *e
 		if (cfg->global.device && strcmp(cfg->global.device, "cpu") == 0)
 			cpu_activations(cfg, &shape, st, s, tp, pp);
 		double P = (double)st->params;
+		/* Stages 2 and 3 work on one unit at a time: a window for one layer,
+		 * plus the embedding and the final LayerNorm, which stay whole for
+		 * the step (wte is used at both ends of the model). */
+		double window = (double)layer_params + (s == 0 || s == pp - 1 ? (double)embed_params : 0) +
+				(s == pp - 1 ? (double)final_params : 0);
 		st->param_bytes = ceil_div(P, stage >= 3 ? d : 1) * m->param_bytes_each;
-		/* stage 3 gathers each layer whole just before using it */
 		if (stage >= 3 && d > 1)
-			st->param_bytes += (double)layer_params * m->param_bytes_each;
+			st->param_bytes += window * m->param_bytes_each;
 		st->grad_bytes = ceil_div(P, stage >= 2 ? d : 1) * m->grad_bytes_each;
+		if (stage >= 2 && d > 1)
+			st->grad_bytes += window * m->grad_bytes_each;
 		double opt = ceil_div(P, d) * m->optim_bytes_each;
 		if (cfg->distributed.sharding.sharding_offload)
 			st->optim_host = opt;
@@ -307,10 +318,14 @@ int gpt_train_memory_write(const gpt_config *cfg, const gpt_train_memory *m, FIL
 		(grouped(w->params, a, sizeof a), a), w->in_flight);
 	fprintf(fp, "  parameters:       %12s  (%d bytes each%s)\n",
 		gib(w->param_bytes, a, sizeof a), m->param_bytes_each,
-		sstage >= 3 && sh > 1 ? ", split over the sharding group, plus one gathered layer"
-				      : "");
+		sstage >= 3 && sh > 1
+			? ", split over the sharding group, plus a window for one layer, the embedding and ln_f"
+			: "");
 	fprintf(fp, "  gradients:        %12s  (%d bytes each%s)\n", gib(w->grad_bytes, a, sizeof a),
-		m->grad_bytes_each, sstage >= 2 && sh > 1 ? ", split over the sharding group" : "");
+		m->grad_bytes_each,
+		sstage >= 2 && sh > 1
+			? ", split over the sharding group, plus a window for one layer, the embedding and ln_f"
+			: "");
 	fprintf(fp, "  optimizer state:  %12s  device, %s host  (%s, %d bytes each%s)\n",
 		gib(w->optim_device, a, sizeof a), gib(w->optim_host, b, sizeof b),
 		m->optim_bytes_each == 12 ? "fp32 master + m + v" : "m + v", m->optim_bytes_each,

@@ -69,6 +69,7 @@ int gpt_train_memory_write(const gpt_config *cfg, const gpt_train_memory *m, FIL
 typedef struct gpt_optimizer {
 	gpt_model *model;
 	int64_t begin, end; /* the range of the flat buffers this rank updates (a shard) */
+	void *params, *grads; /* where element `begin` of the parameters and gradients is */
 	float *master;      /* NULL when parameters are fp32; these three hold end - begin */
 	float *exp_avg;
 	float *exp_avg_sq;
@@ -78,9 +79,13 @@ typedef struct gpt_optimizer {
 } gpt_optimizer;
 
 /* The state for elements [begin, end) of the flat buffers: the whole model
- * (0, m->n_alloc) or one rank's shard under ZeRO sharding. */
-int gpt_optimizer_init(gpt_optimizer *op, gpt_model *m, int64_t begin, int64_t end, double beta1,
-		       double beta2, double eps, double weight_decay, gpt_err *err);
+ * (0, m->n_alloc) or one rank's shard under ZeRO sharding. params and grads
+ * point at element `begin` of where the parameters and gradients of the
+ * range live; NULL takes the model's whole buffers. The master weights (16-bit
+ * parameters) start as the parameters found there. */
+int gpt_optimizer_init(gpt_optimizer *op, gpt_model *m, int64_t begin, int64_t end, void *params,
+		       void *grads, double beta1, double beta2, double eps, double weight_decay,
+		       gpt_err *err);
 void gpt_optimizer_free(gpt_optimizer *op);
 /* The sum of squares of the gradients in [begin, end) (a shard's part of
  * the global norm: the caller adds the parts of the shards and scales);

@@ -55,6 +55,12 @@ typedef struct trainer {
 	int64_t LB;                /* samples per replica per step */
 	int64_t sh, sh_rank;       /* sharding degree and this rank's place in it */
 	int64_t shard;             /* elements per shard of the flat buffers */
+	int64_t stage;             /* ZeRO stage when sh > 1, else 0 */
+	/* stages 2 and 3: the shard of the gradients (and at 3 of the parameters)
+	 * and windows for one unit at a time: 0 embedding, 1 a layer, 2 final */
+	void *gshard, *pshard;
+	void *gw[3], *pw[3];
+	int pw_valid[3];           /* embedding/final parameter windows are current */
 } trainer;
 
 /* ---- prefetch ---- */
@@ -165,14 +171,125 @@ static int check_supported(const gpt_config *cfg, gpt_err *err)
 		return gpt_err_set(err, GPT_EUSAGE,
 				   "Distributed: mp_degree %lld x pp_degree %lld: tensor and pipeline parallelism are not in this build; train with dp_degree and sharding only",
 				   (long long)cfg->distributed.mp_degree, (long long)cfg->distributed.pp_degree);
-	if (cfg->distributed.sharding.sharding_degree > 1 && cfg->distributed.sharding.sharding_stage > 2)
-		return gpt_err_set(err, GPT_EUSAGE,
-				   "Distributed.sharding.sharding_stage: stage %lld is not in this build; use stage 1 or 2",
-				   (long long)cfg->distributed.sharding.sharding_stage);
+
 	if (!cfg->data.train.dataset.input_dir || !*cfg->data.train.dataset.input_dir)
 		return gpt_err_set(err, GPT_EUSAGE,
 				   "Data.Train.dataset.input_dir: not set; name a dataset made by gpt-preprocess");
 	return 0;
+}
+
+/* ---- ZeRO stages 2 and 3: one unit's parameters and gradients at a time ---- */
+
+static int win_slot(const gpt_model *m, int unit)
+{
+	return unit == 0 ? 0 : unit == m->n_units - 1 ? 2 : 1;
+}
+
+/* The part of [a, b) this rank's shard holds, as [x0, x1). */
+static int shard_overlap(const trainer *tr, int64_t a, int64_t b, int64_t *x0, int64_t *x1)
+{
+	*x0 = a > tr->opt.begin ? a : tr->opt.begin;
+	*x1 = b < tr->opt.end ? b : tr->opt.end;
+	return *x1 > *x0;
+}
+
+/* Stage 3: the whole of unit u's parameters in window w: each rank puts in
+ * its shard's part, zeros elsewhere, and a sum over the sharding group fills
+ * the rest (adding zeros is exact in every dtype). */
+static int gather_unit(trainer *tr, int u, void *w, gpt_err *err)
+{
+	gpt_model *m = &tr->model;
+	gpt_backend *be = m->be;
+	int64_t es = (int64_t)gpt_dtype_size(be->dtype), a = m->unit_begin[u], b = m->unit_end[u], x0, x1;
+	int rc = be->ops->zero(be, w, (size_t)((b - a) * es), err);
+	if (!rc && shard_overlap(tr, a, b, &x0, &x1))
+		rc = be->ops->copy(be, (char *)w + (x0 - a) * es, (char *)tr->pshard + (x0 - tr->opt.begin) * es,
+				   (size_t)((x1 - x0) * es), err);
+	if (!rc)
+		rc = gpt_comm_all_reduce(tr->groups.g[GPT_MESH_SHARDING], w, w, b - a, be->dtype,
+					 GPT_REDUCE_SUM, err);
+	return rc;
+}
+
+static int zero_acquire(void *ctx, gpt_model *m, int u, int backward, gpt_err *err)
+{
+	trainer *tr = ctx;
+	gpt_backend *be = m->be;
+	int k = win_slot(m, u), rc = 0;
+	if (tr->stage >= 3 && (k == 1 || !tr->pw_valid[k])) {
+		rc = gather_unit(tr, u, tr->pw[k], err);
+		tr->pw_valid[k] = k != 1;
+		m->pwin[u] = tr->pw[k];
+	}
+	if (!rc && backward) {
+		m->gwin[u] = tr->gw[k];
+		rc = be->ops->zero(be, tr->gw[k],
+				   (size_t)(m->unit_end[u] - m->unit_begin[u]) * gpt_dtype_size(be->dtype), err);
+	}
+	return rc;
+}
+
+/* After the backward of unit u its gradients of this micro-batch are whole:
+ * sum them over the replicas and add this rank's part into its shard. */
+static int zero_release(void *ctx, gpt_model *m, int u, int backward, gpt_err *err)
+{
+	trainer *tr = ctx;
+	gpt_backend *be = m->be;
+	int k = win_slot(m, u), rc = 0;
+	if (tr->stage >= 3 && k == 1)
+		m->pwin[u] = NULL;
+	if (!backward)
+		return 0;
+	int64_t es = (int64_t)gpt_dtype_size(be->dtype), a = m->unit_begin[u], b = m->unit_end[u], x0, x1;
+	rc = gpt_comm_all_reduce(tr->groups.g[GPT_MESH_DATA], tr->gw[k], tr->gw[k], b - a, be->dtype,
+				 GPT_REDUCE_SUM, err);
+	if (!rc && shard_overlap(tr, a, b, &x0, &x1)) {
+		void *acc = (char *)tr->gshard + (x0 - tr->opt.begin) * es;
+		rc = be->ops->residual_fwd(be, acc, acc, (char *)tr->gw[k] + (x0 - a) * es, x1 - x0, err);
+	}
+	m->gwin[u] = NULL;
+	return rc;
+}
+
+/* The shard buffers and windows of stages 2 and 3, and the hooks. */
+static int setup_zero(trainer *tr, gpt_err *err)
+{
+	gpt_model *m = &tr->model;
+	gpt_backend *be = m->be;
+	size_t es = gpt_dtype_size(be->dtype);
+	int64_t span[3] = {m->unit_end[0] - m->unit_begin[0], 0,
+			   m->unit_end[m->n_units - 1] - m->unit_begin[m->n_units - 1]};
+	for (int u = 1; u < m->n_units - 1; u++)
+		if (m->unit_end[u] - m->unit_begin[u] > span[1])
+			span[1] = m->unit_end[u] - m->unit_begin[u];
+	int rc = 0;
+	for (int k = 0; k < 3 && !rc; k++) {
+		tr->gw[k] = be->ops->alloc(be, (size_t)(span[k] ? span[k] : 1) * es, "gradient window", err);
+		if (tr->gw[k] && tr->stage >= 3)
+			tr->pw[k] = be->ops->alloc(be, (size_t)(span[k] ? span[k] : 1) * es, "parameter window", err);
+		rc = tr->gw[k] && (tr->stage < 3 || tr->pw[k]) ? 0 : err->code;
+	}
+	if (!rc) {
+		tr->gshard = be->ops->alloc(be, (size_t)tr->shard * es, "gradient shard", err);
+		rc = tr->gshard ? be->ops->zero(be, tr->gshard, (size_t)tr->shard * es, err) : err->code;
+	}
+	if (!rc && tr->stage >= 3) {
+		tr->pshard = be->ops->alloc(be, (size_t)tr->shard * es, "parameter shard", err);
+		rc = tr->pshard ? be->ops->zero(be, tr->pshard, (size_t)tr->shard * es, err) : err->code;
+	}
+	m->hooks = (gpt_model_hooks){.ctx = tr, .acquire = zero_acquire, .release = zero_release};
+	return rc;
+}
+
+static void free_zero(trainer *tr)
+{
+	gpt_backend *be = tr->model.be;
+	if (!be)
+		return;
+	void *p[] = {tr->gshard, tr->pshard, tr->gw[0], tr->gw[1], tr->gw[2], tr->pw[0], tr->pw[1], tr->pw[2]};
+	for (size_t i = 0; i < sizeof p / sizeof *p; i++)
+		if (p[i])
+			be->ops->free(be, p[i]);
 }
 
 static int setup_model(trainer *tr, gpt_err *err)
@@ -189,6 +306,8 @@ static int setup_model(trainer *tr, gpt_err *err)
 		.attn_dropout = (float)cfg->model.attention_probs_dropout_prob,
 		.seed = (uint32_t)cfg->global.seed,
 		.flat_multiple = tr->sh,
+		.no_full_grads = tr->stage >= 2,
+		.no_full_params = tr->stage >= 3,
 	};
 	if (cfg->model.use_recompute) {
 		const char *g = cfg->model.recompute_granularity ? cfg->model.recompute_granularity : "full";
@@ -198,14 +317,24 @@ static int setup_model(trainer *tr, gpt_err *err)
 	int rc = gpt_backend_cpu_init(&tr->be, tr->dtype, 0, err);
 	if (!rc)
 		rc = gpt_model_init(&tr->model, &tr->be, &s, &lo, &mo, err);
-	if (!rc)
-		rc = gpt_model_init_weights(&tr->model, (uint64_t)cfg->global.seed,
-					    cfg->model.initializer_range, err);
 	/* Under sharding each rank keeps the optimizer state of one shard. */
 	tr->shard = tr->model.n_alloc / tr->sh;
+	tr->opt.begin = tr->sh_rank * tr->shard; /* for setup_zero, before the optimizer */
+	tr->opt.end = tr->opt.begin + tr->shard;
+	if (!rc && tr->stage >= 2)
+		rc = setup_zero(tr, err);
+	if (!rc) {
+		int64_t end = tr->opt.end < tr->model.n_flat ? tr->opt.end : tr->model.n_flat;
+		rc = tr->stage >= 3
+			? gpt_model_init_weights_range(&tr->model, (uint64_t)cfg->global.seed,
+						       cfg->model.initializer_range, tr->pshard,
+						       tr->opt.begin, end > tr->opt.begin ? end : tr->opt.begin, err)
+			: gpt_model_init_weights(&tr->model, (uint64_t)cfg->global.seed,
+						 cfg->model.initializer_range, err);
+	}
 	if (!rc)
 		rc = gpt_optimizer_init(&tr->opt, &tr->model, tr->sh_rank * tr->shard,
-					(tr->sh_rank + 1) * tr->shard, cfg->optimizer.beta1,
+					(tr->sh_rank + 1) * tr->shard, tr->pshard, tr->gshard, cfg->optimizer.beta1,
 					cfg->optimizer.beta2, cfg->optimizer.epsilon,
 					cfg->optimizer.weight_decay, err);
 	return rc;
@@ -350,6 +479,7 @@ static int save_checkpoint(trainer *tr, gpt_err *err)
 	 * state is gathered from the shard group (every rank takes part); rank 0
 	 * writes. */
 	int rc = tr->opt.master ? gather_f32(tr, tr->opt.master, (float **)&w, err)
+		 : tr->pshard	? gather_f32(tr, tr->pshard, (float **)&w, err) /* fp32: no master */
 				: download_flat(be, m->params, (size_t)m->n_flat * es, &w, err);
 	if (tr->opt.master)
 		es = 4;
@@ -461,12 +591,15 @@ static int load_checkpoint(trainer *tr, const char *path, gpt_err *err)
 		rc = be->ops->upload(be, tr->opt.exp_avg_sq, full[2] + b0, (size_t)cnt * 4, err);
 	if (!rc && tr->opt.master)
 		rc = be->ops->upload(be, tr->opt.master, full[0] + b0, (size_t)cnt * 4, err);
-	/* the parameters, whole: fp32, or the master weights rounded */
+	/* the parameters: fp32, or the master weights rounded; whole, or the
+	 * shard at stage 3 */
 	if (!rc && be->dtype != GPT_DTYPE_F32)
 		rc = gpt_convert(full[1], be->dtype, full[0], GPT_DTYPE_F32, n_all, err);
+	size_t pes = gpt_dtype_size(be->dtype);
+	const char *img = (const char *)(be->dtype == GPT_DTYPE_F32 ? full[0] : full[1]);
 	if (!rc)
-		rc = be->ops->upload(be, m->params, be->dtype == GPT_DTYPE_F32 ? full[0] : full[1],
-				     n_all * gpt_dtype_size(be->dtype), err);
+		rc = tr->pshard ? be->ops->upload(be, tr->pshard, img + b0 * (int64_t)pes, (size_t)cnt * pes, err)
+				: be->ops->upload(be, m->params, img, n_all * pes, err);
 	for (int k = 0; k < 3; k++)
 		free(full[k]);
 
@@ -551,6 +684,8 @@ static int reduce_grads(trainer *tr, gpt_err *err)
 {
 	gpt_model *m = &tr->model;
 	gpt_dtype t = m->be->dtype;
+	if (tr->stage >= 2)
+		return 0; /* done unit by unit during the backward (zero_release) */
 	if (tr->sh == 1)
 		return tr->replicas == 1 ? 0
 					 : gpt_comm_all_reduce(tr->groups.g[GPT_MESH_DATA], m->grads, m->grads,
@@ -570,6 +705,8 @@ static int train_step(trainer *tr, const int32_t *rows, double *loss, int *skipp
 {
 	gpt_model *m = &tr->model;
 	int rc = gpt_model_zero_grad(m, err);
+	if (!rc && tr->gshard)
+		rc = m->be->ops->zero(m->be, tr->gshard, (size_t)tr->shard * gpt_dtype_size(m->be->dtype), err);
 	double sum = 0;
 	int64_t ntok = 0;
 	/* every token of the global batch weighs the same, whichever rank has it */
@@ -615,8 +752,10 @@ static int train_step(trainer *tr, const int32_t *rows, double *loss, int *skipp
 	if (clip > 0 && norm > clip)
 		scale *= clip / (norm + 1e-6);
 	rc = gpt_optimizer_step(&tr->opt, gpt_lr_at(&tr->lr, tr->step + 1), scale, err);
-	/* each rank updated its shard: gather the whole parameters again */
-	if (!rc && tr->sh > 1)
+	/* each rank updated its shard: gather the whole parameters again (at
+	 * stage 3 they stay sharded; the windows are gathered when used) */
+	tr->pw_valid[0] = tr->pw_valid[2] = 0;
+	if (!rc && tr->sh > 1 && tr->stage < 3)
 		rc = gpt_comm_all_gather(tr->groups.g[GPT_MESH_SHARDING],
 					 (char *)m->params + tr->opt.begin * (int64_t)gpt_dtype_size(m->be->dtype),
 					 m->params, tr->shard, m->be->dtype, err);
@@ -715,6 +854,7 @@ static int setup_parallel(trainer *tr, gpt_err *err)
 	if (rc)
 		return rc;
 	tr->rank = env.rank;
+	tr->stage = tr->sh > 1 ? cfg->distributed.sharding.sharding_stage : 0;
 	tr->replica = gpt_mesh_replica(&tr->mesh, env.rank);
 	tr->sh_rank = gpt_mesh_coord_of(&tr->mesh, env.rank).sh;
 	return 0;
@@ -724,6 +864,7 @@ static void trainer_free(trainer *tr)
 {
 	prefetch_stop(&tr->pf);
 	gpt_optimizer_free(&tr->opt);
+	free_zero(tr);
 	gpt_model_free(&tr->model);
 	if (tr->be.ops)
 		gpt_backend_cpu_free(&tr->be);
@@ -777,17 +918,29 @@ int gpt_train_run(const gpt_config *cfg, FILE *log, gpt_err *err)
 	if (!rc) {
 		/* What this run allocated, to hold against gpt-train --dry-run. */
 		double es = (double)gpt_dtype_size(tr.dtype), n = (double)tr.model.n_alloc;
+		double wb = 0; /* stages 2 and 3: the three windows */
+		if (tr.stage >= 2) {
+			int64_t l = 0;
+			for (int u = 1; u < tr.model.n_units - 1; u++)
+				if (tr.model.unit_end[u] - tr.model.unit_begin[u] > l)
+					l = tr.model.unit_end[u] - tr.model.unit_begin[u];
+			int last = tr.model.n_units - 1;
+			wb = (double)(tr.model.unit_end[0] - tr.model.unit_begin[0] + l +
+				      tr.model.unit_end[last] - tr.model.unit_begin[last]) * es;
+		}
+		double shard = (double)tr.shard * es;
+		double pb = tr.stage >= 3 ? shard + wb : n * es, gb = tr.stage >= 2 ? shard + wb : n * es;
 		double opt = (double)(tr.opt.end - tr.opt.begin) * (tr.opt.master ? 12.0 : 8.0);
 		double act = (double)tr.model.act_bytes;
 		char a[32], b[32], c[32], d[32], e[32];
-		gpt_format_bytes(n * es, a, sizeof a);
-		gpt_format_bytes(n * es, b, sizeof b);
+		gpt_format_bytes(pb, a, sizeof a);
+		gpt_format_bytes(gb, b, sizeof b);
 		gpt_format_bytes(opt, c, sizeof c);
 		gpt_format_bytes(act, d, sizeof d);
-		gpt_format_bytes(2 * n * es + opt + act, e, sizeof e);
+		gpt_format_bytes(pb + gb + opt + act, e, sizeof e);
 		gpt_log_printf(&tr.log, GPT_LOG_INFO,
 			       "memory: parameters %s, gradients %s, optimizer state %s, activations %s, total %s (%.0f bytes)",
-			       a, b, c, d, e, 2 * n * es + opt + act);
+			       a, b, c, d, e, pb + gb + opt + act);
 		gpt_log_printf(&tr.log, GPT_LOG_INFO,
 			       "training %lld parameters for %lld steps: global batch %lld x %lld tokens, micro-batch %lld, %lld accumulation steps, rank %d of %lld (data replica %lld of %lld, sharding stage %lld over %lld)",
 			       (long long)gpt_param_count(&tr.model.shape), (long long)tr.total_steps,

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Data parallel and ZeRO sharding (stages 1 and 2) on CPU ranks started by
+# Data parallel and ZeRO sharding (stages 1, 2 and 3) on CPU ranks started by
 # gpt-launch: with dropout on, every layout gives the single-process losses
 # (relative 1e-5) and final weights (absolute 1e-5); resuming is bit for bit;
 # a worker killed mid-run is restarted from the last checkpoint.
@@ -62,12 +62,35 @@ layout sharding2-stage1 2 --sharding_parallel_degree 2 --sharding stage1
 layout sharding2-stage2 2 --sharding_parallel_degree 2 --sharding stage2
 layout sharding2-dp2-stage2 4 --sharding_parallel_degree 2 --sharding stage2 -o Distributed.dp_degree=2
 layout sharding4-dp2-stage1 8 --sharding_parallel_degree 4 --sharding stage1 -o Distributed.dp_degree=2
+layout sharding2-stage3 2 --sharding_parallel_degree 2 --sharding stage3
+layout sharding4-stage3-offload 4 --sharding_parallel_degree 4 --sharding "stage3\ offload"
+layout sharding2-dp2-stage3 4 --sharding_parallel_degree 2 --sharding stage3 -o Distributed.dp_degree=2
+layout sharding2-stage3-recompute 2 --sharding_parallel_degree 2 --sharding stage3 -o Model.use_recompute=True
 
 test_expect_success 'sharding cuts the optimizer state per rank' '
 	one=$(sed -n "s/.*optimizer state \([0-9.]* [KM]B\),.*/\1/p" single.log) &&
 	two=$(sed -n "s/.*optimizer state \([0-9.]* [KM]B\),.*/\1/p" log-sharding2-stage1/workerlog.0) &&
 	echo "one process: $one, sharding 2: $two" &&
 	test "$one" = "1.0 MB" && test "$two" = "515.1 KB"
+'
+
+test_expect_success 'per-rank memory falls stage by stage as --dry-run predicts (within 10%)' '
+	prev=
+	for st in 1 2 3; do
+		gpt-launch --nproc-per-node 4 --log-dir mem$st -- \
+			gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" -o Model.num_layers=8 \
+			--sharding_parallel_degree 4 --sharding stage$st -o Data.Train.dataset.input_dir=data/lic \
+			-o Data.Train.dataset.split=15,2,0 -o Global.micro_batch_size=1 -o Engine.eval_freq=0 \
+			-o Engine.save_load.save_steps=0 -o Engine.max_steps=1 >/dev/null 2>&1 &&
+		gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" -o Model.num_layers=8 \
+			--sharding_parallel_degree 4 --sharding stage$st --world-size 4 --dry-run >plan$st &&
+		used=$(sed -n "s/.*memory: .*(\([0-9]*\) bytes)$/\1/p" mem$st/workerlog.0) &&
+		planned=$(sed -n "s/^  total: *\([0-9.]*\) MiB.*/\1/p" plan$st) &&
+		echo "stage $st: allocated $used bytes, planned $planned MiB" &&
+		test "$(echo "r = $planned * 1048576 / $used; r > 0.9 && r < 1.1" | bc -l)" = 1 &&
+		if [ -n "$prev" ]; then test "$used" -lt "$prev"; fi &&
+		prev=$used || exit 1
+	done
 '
 
 test_expect_success 'stop and resume under sharding 2 x dp 2 is bit for bit' '
@@ -87,6 +110,21 @@ test_expect_success 'stop and resume under sharding 2 x dp 2 is bit for bit' '
 	run part2 part 10 >/dev/null 2>&1 &&
 	test_grep "resumed from part/step_00000005 at global step 5" log-part2/workerlog.3 &&
 	cmp full/step_00000010/rank-00000.safetensors part/step_00000010/rank-00000.safetensors
+'
+
+test_expect_success 'a checkpoint of one layout resumes in another (sharding 2 stage 3 -> dp 2, 2 -> 4 ranks)' '
+	gpt-launch --nproc-per-node 2 --log-dir log-x1 -- \
+		gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" --sharding_parallel_degree 2 --sharding stage3 \
+		-o Data.Train.dataset.input_dir=data/lic -o Data.Train.dataset.split=15,2,0 \
+		-o Global.micro_batch_size=1 -o Engine.eval_freq=0 -o Engine.save_load.save_steps=5 \
+		-o Engine.save_load.output_dir=xl -o Engine.max_steps=5 >/dev/null 2>&1 &&
+	gpt-launch --nproc-per-node 4 --log-dir log-x2 -- \
+		gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" \
+		-o Data.Train.dataset.input_dir=data/lic -o Data.Train.dataset.split=15,2,0 \
+		-o Global.micro_batch_size=1 -o Engine.eval_freq=0 -o Engine.save_load.save_steps=5 \
+		-o Engine.save_load.output_dir=xl -o Engine.max_steps=10 >/dev/null 2>&1 &&
+	test_grep "resumed from xl/step_00000005 at global step 5" log-x2/workerlog.0 &&
+	test_grep " - global step 10, epoch" log-x2/workerlog.0
 '
 
 test_expect_success 'a worker killed with SIGKILL mid-run: restarted from the last checkpoint, same end' '

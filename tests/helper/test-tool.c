@@ -149,7 +149,7 @@ static int model_ref(const char *in, const char *out, gpt_err *err)
 	gpt_optimizer op;
 	memset(&op, 0, sizeof op);
 	if (!rc)
-		rc = gpt_optimizer_init(&op, &m, 0, m.n_alloc, json_real_value(json_object_get(cfg, "beta1")),
+		rc = gpt_optimizer_init(&op, &m, 0, m.n_alloc, NULL, NULL, json_real_value(json_object_get(cfg, "beta1")),
 					json_real_value(json_object_get(cfg, "beta2")),
 					json_number_value(json_object_get(cfg, "epsilon")),
 					json_number_value(json_object_get(cfg, "weight_decay")), err);
