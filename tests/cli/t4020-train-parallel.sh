@@ -62,6 +62,7 @@ layout sharding2-stage1 2 --sharding_parallel_degree 2 --sharding stage1
 layout sharding2-stage2 2 --sharding_parallel_degree 2 --sharding stage2
 layout sharding2-dp2-stage2 4 --sharding_parallel_degree 2 --sharding stage2 -o Distributed.dp_degree=2
 layout sharding4-dp2-stage1 8 --sharding_parallel_degree 4 --sharding stage1 -o Distributed.dp_degree=2
+layout sharding4-dp2-stage2 8 --sharding_parallel_degree 4 --sharding stage2 -o Distributed.dp_degree=2
 layout sharding2-stage3 2 --sharding_parallel_degree 2 --sharding stage3
 layout sharding4-stage3-offload 4 --sharding_parallel_degree 4 --sharding "stage3\ offload"
 layout sharding2-dp2-stage3 4 --sharding_parallel_degree 2 --sharding stage3 -o Distributed.dp_degree=2
@@ -93,11 +94,12 @@ test_expect_success 'per-rank memory falls stage by stage as --dry-run predicts 
 	done
 '
 
-test_expect_success 'stop and resume under sharding 2 x dp 2 is bit for bit' '
+for lay in "--sharding_parallel_degree 2 --sharding stage2 -o Distributed.dp_degree=2" \
+	   "--sharding_parallel_degree 2 --sharding stage3" "-o Distributed.dp_degree=2"; do
+test_expect_success "stop and resume is bit for bit ($lay)" '
 	run () {
-		gpt-launch --nproc-per-node 4 --log-dir "log-$1" -- \
-			gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" \
-			--sharding_parallel_degree 2 --sharding stage2 -o Distributed.dp_degree=2 \
+		gpt-launch --nproc-per-node '"$(echo "$lay" | grep -q dp_degree=2 && echo "$lay" | grep -q sharding && echo 4 || echo 2)"' --log-dir "log-$1" -- \
+			gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" '"$lay"' \
 			-o Data.Train.dataset.input_dir=data/lic -o Data.Eval.dataset.input_dir=data/lic \
 			-o Data.Train.dataset.split=15,2,0 -o Data.Eval.dataset.split=15,2,0 \
 			-o Global.micro_batch_size=1 -o Engine.eval_freq=0 -o Optimizer.lr.max_lr=2e-3 \
@@ -105,11 +107,22 @@ test_expect_success 'stop and resume under sharding 2 x dp 2 is bit for bit' '
 			-o Model.attention_probs_dropout_prob=0.1 -o Engine.save_load.save_steps=5 \
 			-o Engine.save_load.output_dir="$2" -o Engine.max_steps="$3"
 	} &&
+	rm -rf full part log-full log-part1 log-part2 &&
 	run full full 10 >/dev/null 2>&1 &&
 	run part1 part 5 >/dev/null 2>&1 &&
 	run part2 part 10 >/dev/null 2>&1 &&
-	test_grep "resumed from part/step_00000005 at global step 5" log-part2/workerlog.3 &&
+	test_grep "resumed from part/step_00000005 at global step 5" log-part2/workerlog.1 &&
 	cmp full/step_00000010/rank-00000.safetensors part/step_00000010/rank-00000.safetensors
+'
+done
+
+test_expect_success 'a world size that does not fit the degrees is an error naming the numbers' '
+	test_expect_code 65 gpt-launch --nproc-per-node 3 --log-dir log-bad -- \
+		gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" -o Distributed.dp_degree=2 \
+		-o Data.Train.dataset.input_dir=data/lic -o Engine.max_steps=1 >bad.out 2>&1 &&
+	test_grep "rank [0-9] .* exited with status 65" bad.out &&
+	cat log-bad/workerlog.* >bad.log &&
+	test_grep "dp_degree 2\) to divide the world size 3 \(from GPT_WORLD_SIZE\)" bad.log
 '
 
 test_expect_success 'a checkpoint of one layout resumes in another (sharding 2 stage 3 -> dp 2, 2 -> 4 ranks)' '
