@@ -568,6 +568,25 @@ static int attn_half_fwd(gpt_model *m, int64_t l, gpt_err *err)
 	return 0;
 }
 
+/* The inside of the MLP half of layer l: ln_2, fc and GELU (what a
+ * recompute must restore). */
+static int mlp_inner_fwd(gpt_model *m, int64_t l, gpt_err *err)
+{
+	gpt_backend *be = m->be;
+	const gpt_backend_ops *o = be->ops;
+	gpt_layer_acts *a = &m->acts[l];
+	int64_t gl = m->layout.layer_begin + l;
+	int64_t BT = m->opts.batch * m->opts.seq_len, C = m->shape.hidden;
+	int64_t F = m->shape.ffn / m->layout.tp;
+	int rc;
+	OP(o->layernorm_fwd(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->res_mid,
+			    gpt_model_param(m, T_LAYER(gl, P_LN2_W)), gpt_model_param(m, T_LAYER(gl, P_LN2_B)),
+			    BT, C, m->opts.ln_eps, err));
+	OP(o->linear_fwd(be, a->fch, a->ln2, gpt_model_param(m, T_LAYER(gl, P_FC_W)),
+			 gpt_model_param(m, T_LAYER(gl, P_FC_B)), BT, C, F, err));
+	return o->gelu_fwd(be, a->fch_gelu, a->fch, BT * F, err);
+}
+
 /* The MLP half of layer l: ln_2, fc, GELU, projection, dropout, residual. */
 static int mlp_half_fwd(gpt_model *m, int64_t l, gpt_err *err)
 {
@@ -578,12 +597,7 @@ static int mlp_half_fwd(gpt_model *m, int64_t l, gpt_err *err)
 	int64_t B = m->opts.batch, T = m->opts.seq_len, BT = B * T, C = m->shape.hidden;
 	int64_t F = m->shape.ffn / m->layout.tp;
 	int rc;
-	OP(o->layernorm_fwd(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->res_mid,
-			    gpt_model_param(m, T_LAYER(gl, P_LN2_W)), gpt_model_param(m, T_LAYER(gl, P_LN2_B)),
-			    BT, C, m->opts.ln_eps, err));
-	OP(o->linear_fwd(be, a->fch, a->ln2, gpt_model_param(m, T_LAYER(gl, P_FC_W)),
-			 gpt_model_param(m, T_LAYER(gl, P_FC_B)), BT, C, F, err));
-	OP(o->gelu_fwd(be, a->fch_gelu, a->fch, BT * F, err));
+	OP(mlp_inner_fwd(m, l, err));
 	OP(o->linear_fwd(be, m->tmp_c, a->fch_gelu, gpt_model_param(m, T_LAYER(gl, P_MPROJ_W)),
 			 gpt_model_param(m, T_LAYER(gl, P_MPROJ_B)), BT, F, C, err));
 	gpt_dropout dr = dropout_at(m, m->opts.hidden_dropout, gl, GPT_RNG_SITE_MLP_RESID, 0);
@@ -666,23 +680,9 @@ static int recompute_layer(gpt_model *m, int64_t l, gpt_err *err)
 	case GPT_RECOMPUTE_NONE:
 		return 0;
 	case GPT_RECOMPUTE_FULL:
+		/* res[l + 1] is already there: the MLP half up to its GELU is enough */
 		OP(attn_half_fwd(m, l, err));
-		/* the MLP half without its output: res[l + 1] is already there */
-		{
-			gpt_backend *be = m->be;
-			const gpt_backend_ops *o = be->ops;
-			gpt_layer_acts *a = &m->acts[l];
-			int64_t gl = m->layout.layer_begin + l;
-			int64_t BT = m->opts.batch * m->opts.seq_len, C = m->shape.hidden;
-			int64_t F = m->shape.ffn / m->layout.tp;
-			OP(o->layernorm_fwd(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->res_mid,
-					    gpt_model_param(m, T_LAYER(gl, P_LN2_W)),
-					    gpt_model_param(m, T_LAYER(gl, P_LN2_B)), BT, C, m->opts.ln_eps, err));
-			OP(o->linear_fwd(be, a->fch, a->ln2, gpt_model_param(m, T_LAYER(gl, P_FC_W)),
-					 gpt_model_param(m, T_LAYER(gl, P_FC_B)), BT, C, F, err));
-			OP(o->gelu_fwd(be, a->fch_gelu, a->fch, BT * F, err));
-		}
-		return 0;
+		return mlp_inner_fwd(m, l, err);
 	case GPT_RECOMPUTE_ONLY_ATTN:
 		return attn_half_fwd(m, l, err);
 	case GPT_RECOMPUTE_CORE_ATTN: {
