@@ -428,7 +428,8 @@ static int parse_llmc(gpt_logs_parser *p, const char *s, size_t n, gpt_logs_rec 
 		r->loss = num(p, s, rc, 1);
 		return 1;
 	}
-	if ((rc = run(p, P_LLMC_STEP, s, n))) {
+	/* the current step line and the colon-era one capture the same fields */
+	if ((rc = run(p, P_LLMC_STEP, s, n)) || (rc = run(p, P_LLMC_MID, s, n))) {
 		r->kind = GPT_LOGS_STEP;
 		r->step = integer(p, s, rc, 1);
 		r->total_steps = integer(p, s, rc, 2);
@@ -438,18 +439,6 @@ static int parse_llmc(gpt_logs_parser *p, const char *s, size_t n, gpt_logs_rec 
 		if (ms.txt)
 			r->step_time = derived(ms.v / 1000.0);
 		/* llm.c's tok/s counts every process's tokens. */
-		r->tok_total = num(p, s, rc, 6);
-		return 1;
-	}
-	if ((rc = run(p, P_LLMC_MID, s, n))) {
-		r->kind = GPT_LOGS_STEP;
-		r->step = integer(p, s, rc, 1);
-		r->total_steps = integer(p, s, rc, 2);
-		r->loss = num(p, s, rc, 3);
-		r->lr = num(p, s, rc, 4);
-		gpt_logs_num ms = num(p, s, rc, 5);
-		if (ms.txt)
-			r->step_time = derived(ms.v / 1000.0);
 		r->tok_total = num(p, s, rc, 6);
 		return 1;
 	}
