@@ -57,7 +57,7 @@ static const gpt_config_key keys[] = {
 
 	I("Engine.max_steps", engine.max_steps, "500000", 1, BIG, "optimizer steps to train"),
 	I("Engine.num_train_epochs", engine.num_train_epochs, "1", 1, BIG,
-	  "passes over the training split (training stops at whichever limit comes first)"),
+	  "passes over the training split; when given, training stops at whichever of it and max_steps comes first"),
 	ID("Engine.accumulate_steps", engine.accumulate_steps, 1, BIG,
 	   "micro-batches per optimizer step: local_batch_size / micro_batch_size"),
 	I("Engine.logging_freq", engine.logging_freq, "1", 1, BIG, "steps between log lines"),

@@ -36,7 +36,7 @@ typedef struct trainer {
 	gpt_backend be;
 	gpt_model model;
 	gpt_optimizer opt;
-	gpt_loader *train, *valid;
+	gpt_loader *train, *valid, *test;
 	gpt_lr_schedule lr;
 	gpt_loss_scaler scaler;
 	int mixed;
@@ -172,6 +172,26 @@ static int check_supported(const gpt_config *cfg, gpt_err *err)
 				   "Distributed: mp_degree %lld x pp_degree %lld: tensor and pipeline parallelism are not in this build; train with dp_degree and sharding only",
 				   (long long)cfg->distributed.mp_degree, (long long)cfg->distributed.pp_degree);
 
+	/* Settings this trainer has no way to honour are refused, not ignored. */
+	if (cfg->mixed && cfg->engine.mix_precision.level &&
+	    strcmp(cfg->engine.mix_precision.level, "O1") == 0)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "Engine.mix_precision.level: O1 (fp32 parameters, 16-bit compute) is not supported; the CPU backend trains O2 (16-bit parameters, fp32 master weights): use -o Engine.mix_precision.level=O2");
+	if (cfg->model.no_recompute_layers.n > 0)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "Model.no_recompute_layers: recompute applies to every layer in this build; leave the list empty");
+	if (cfg->model.sequence_parallel)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "Model.sequence_parallel: needs tensor parallelism, which this build does not have; set it to False");
+	if (cfg->model.fused_linear)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "Model.fused_linear: a CUDA GEMM epilogue; the CPU backend has none; set it to False");
+	if (!cfg->data.train.drop_last || !cfg->data.eval.drop_last)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "Data.*.sampler.drop_last: False is not supported; every step takes a full global batch");
+	if (cfg->distributed.sharding.reduce_overlap || cfg->distributed.sharding.broadcast_overlap)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "Distributed.sharding.reduce_overlap/broadcast_overlap: the shm backend's collectives block, so nothing can overlap on the CPU; set them to False");
 	if (!cfg->data.train.dataset.input_dir || !*cfg->data.train.dataset.input_dir)
 		return gpt_err_set(err, GPT_EUSAGE,
 				   "Data.Train.dataset.input_dir: not set; name a dataset made by gpt-preprocess");
@@ -404,6 +424,15 @@ static int setup_data(trainer *tr, gpt_err *err)
 				&tr->valid, err);
 		if (rc)
 			return rc;
+	}
+	/* The test split is evaluated after training; a split without test
+	 * documents (a small corpus, or a third weight of 0) skips that. */
+	if (cfg->engine.test_iters > 0) {
+		gpt_err terr = {0};
+		if (open_split(&cfg->data.eval, 2, tr->T, cfg->engine.test_iters * tr->G, seed + 2,
+			       &tr->test, &terr))
+			gpt_log_printf(&tr->log, GPT_LOG_WARNING, "no test evaluation after training: %s",
+				       terr.msg);
 	}
 	tr->inp = gpt_malloc((size_t)(tr->MB * tr->T) * 4, "inputs", err);
 	tr->tgt = gpt_malloc((size_t)(tr->MB * tr->T) * 4, "targets", err);
@@ -642,18 +671,18 @@ static int sum_over_replicas(trainer *tr, double *sum, int64_t *n, gpt_err *err)
 	return rc;
 }
 
-/* Each replica evaluates its share of every eval batch; the sums are added. */
-static int evaluate(trainer *tr, gpt_err *err)
+/* Each replica evaluates its share of every batch of `l`; the sums are
+ * added. The line is the [eval] line, or the same with [test]. */
+static int evaluate(trainer *tr, const gpt_loader *l, int64_t iters, int test, gpt_err *err)
 {
 	double t0 = gpt_now_s(), sum = 0;
-	int64_t ntok = 0, iters = tr->cfg->engine.eval_iters, first = tr->replica * tr->LB;
+	int64_t ntok = 0, first = tr->replica * tr->LB;
 	int32_t *rows = gpt_malloc((size_t)(tr->MB * (tr->T + 1)) * 4, "eval batch", err);
 	int rc = rows ? 0 : GPT_EINTERNAL;
 	for (int64_t it = 0; it < iters && !rc; it++)
 		for (int64_t j = 0; j < tr->accum && !rc; j++) {
 			for (int64_t b = 0; b < tr->MB && !rc; b++)
-				rc = gpt_loader_sample(tr->valid,
-						       (it * tr->G + first + j * tr->MB + b) % gpt_loader_size(tr->valid),
+				rc = gpt_loader_sample(l, (it * tr->G + first + j * tr->MB + b) % gpt_loader_size(l),
 						       rows + b * (tr->T + 1), err);
 			split_rows(tr, rows);
 			double s = 0;
@@ -667,12 +696,15 @@ static int evaluate(trainer *tr, gpt_err *err)
 	if (!rc)
 		rc = sum_over_replicas(tr, &sum, &ntok, err);
 	if (rc)
-		return gpt_err_prefix(err, "evaluation at global step %lld", (long long)tr->step);
+		return gpt_err_prefix(err, "%s at global step %lld", test ? "test" : "evaluation",
+				      (long long)tr->step);
 	gpt_eval_line e = {.step = tr->step, .epoch = 0, .batch = tr->step,
 			   .loss = ntok ? sum / (double)ntok : 0,
 			   .avg_eval_cost = iters ? (gpt_now_s() - t0) / (double)iters : 0};
 	char line[512];
 	gpt_eval_line_format(line, sizeof line, &e);
+	if (test)
+		memcpy(line, "[test]", 6); /* same width as "[eval]" */
 	gpt_log_printf(&tr->log, GPT_LOG_INFO, "%s", line);
 	return 0;
 }
@@ -765,7 +797,9 @@ static int train_step(trainer *tr, const int32_t *rows, double *loss, int *skipp
 static int run(trainer *tr, gpt_err *err)
 {
 	const gpt_config *cfg = tr->cfg;
-	int64_t per_epoch = gpt_loader_epoch_samples(tr->train);
+	/* An epoch is the steps one pass over the training split makes, whole
+	 * global batches only (drop_last); the samples left over start the next. */
+	int64_t spe = gpt_loader_epoch_samples(tr->train) / tr->G;
 	double t_int = gpt_now_s(), reader = 0;
 	int64_t steps_in_int = 0;
 	int rc = 0;
@@ -800,8 +834,8 @@ static int run(trainer *tr, gpt_err *err)
 			double el = gpt_now_s() - t_int;
 			double cost = el / (double)steps_in_int;
 			gpt_step_line sl = {.step = tr->step,
-					    .epoch = (tr->step - 1) * tr->G / per_epoch,
-					    .batch = ((tr->step - 1) * tr->G % per_epoch) / tr->G,
+					    .epoch = (tr->step - 1) / spe,
+					    .batch = (tr->step - 1) % spe,
 					    .loss = loss,
 					    .avg_reader_cost = reader / (double)steps_in_int,
 					    .avg_batch_cost = cost,
@@ -816,11 +850,19 @@ static int run(trainer *tr, gpt_err *err)
 			steps_in_int = 0;
 		}
 		if (tr->valid && cfg->engine.eval_freq > 0 && tr->step % cfg->engine.eval_freq == 0)
-			rc = evaluate(tr, err);
-		if (!rc && cfg->engine.save_load.save_steps > 0 &&
-		    (tr->step % cfg->engine.save_load.save_steps == 0 || tr->step == tr->total_steps))
+			rc = evaluate(tr, tr->valid, cfg->engine.eval_iters, 0, err);
+		/* every save_steps steps, at the end, and every save_epoch epochs */
+		int64_t epochs_done = tr->step / spe;
+		int epoch_end = tr->step % spe == 0;
+		int64_t se = cfg->engine.save_load.save_epoch;
+		int by_steps = cfg->engine.save_load.save_steps > 0 &&
+			       (tr->step % cfg->engine.save_load.save_steps == 0 || tr->step == tr->total_steps);
+		int by_epoch = se > 0 && epoch_end && epochs_done % se == 0;
+		if (!rc && (by_steps || by_epoch))
 			rc = save_checkpoint(tr, err);
 	}
+	if (!rc && tr->test && tr->step == tr->total_steps)
+		rc = evaluate(tr, tr->test, cfg->engine.test_iters, 1, err);
 	return rc;
 }
 
@@ -870,6 +912,7 @@ static void trainer_free(trainer *tr)
 		gpt_backend_cpu_free(&tr->be);
 	gpt_loader_close(tr->train);
 	gpt_loader_close(tr->valid);
+	gpt_loader_close(tr->test);
 	free(tr->inp);
 	free(tr->tgt);
 	if (tr->comm) {

@@ -115,6 +115,39 @@ for rc in "" "-o Model.use_recompute=True -o Model.recompute_granularity=full" "
 	'
 done
 
+test_expect_success 'the test split is evaluated after training; without one, a warning says so' '
+	train -o Engine.max_steps=3 -o Engine.eval_freq=0 -o Engine.save_load.save_steps=0 \
+		-o Data.Train.dataset.split=13,2,2 -o Data.Eval.dataset.split=13,2,2 -o Engine.test_iters=2 >t.log 2>&1 &&
+	test_grep "\[    INFO\] - \[test\] global step 3, epoch: 0, batch: 3, loss: [0-9.]+, ppl: " t.log &&
+	train -o Engine.max_steps=1 -o Engine.eval_freq=0 -o Engine.save_load.save_steps=0 >t2.log 2>&1 &&
+	test_grep "WARNING\] - no test evaluation after training: .*test split" t2.log
+'
+
+test_expect_success 'save_epoch writes a checkpoint at the end of an epoch' '
+	gpt-preprocess -t bytes -o data/short /usr/share/common-licenses/BSD /usr/share/common-licenses/CC0-1.0 \
+		/usr/share/common-licenses/Apache-2.0 &&
+	train -o Data.Train.dataset.input_dir=data/short -o Data.Train.dataset.split=1 -o Engine.eval_freq=0 \
+		-o Engine.save_load.save_steps=0 -o Engine.save_load.save_epoch=1 -o Engine.num_train_epochs=2 -o Engine.max_steps=1000 \
+		-o Engine.save_load.output_dir=ep >ep.log 2>&1 &&
+	first=$(sed -n "s/.* - global step \([0-9]*\), epoch: 1, batch: 0,.*/\1/p" ep.log) &&
+	last=$(sed -n "s/.* - global step \([0-9]*\), epoch: 1,.*/\1/p" ep.log | tail -n 1) &&
+	echo "epoch 1 is steps $first to $last" &&
+	test "$last" = $((2 * (first - 1))) &&
+	ls ep >dirs &&
+	printf "latest\nstep_%08d\nstep_%08d\n" $((first - 1)) "$last" >expect &&
+	test_cmp expect dirs
+'
+
+test_expect_success 'settings the trainer cannot honour are refused, not ignored' '
+	for o in Engine.mix_precision.level=O1 Model.no_recompute_layers=[0] Model.sequence_parallel=True \
+		 Model.fused_linear=True Data.Train.sampler.drop_last=False \
+		 Distributed.sharding.reduce_overlap=True; do
+		key=${o%%=*} &&
+		test_expect_code 64 train -o Engine.mix_precision.enable=True -o "$o" -o Engine.max_steps=1 >out 2>err &&
+		grep -q "${key##*.}" err || { echo "$o:"; cat err; exit 1; }
+	done
+'
+
 test_expect_success 'a missing dataset is exit 66 naming it' '
 	test_expect_code 66 train -o Data.Train.dataset.input_dir=nothere -o Engine.max_steps=1 >out 2>err &&
 	test_grep "nothere" err
