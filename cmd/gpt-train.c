@@ -5,6 +5,7 @@
 #include "core/core.h"
 #include "train/train.h"
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,6 +77,31 @@ static int apply(gpt_config *cfg, const setting *s, gpt_err *err)
 		return gpt_config_paddlenlp(cfg, "sharding_parallel_degree", s->arg, err);
 	default: return gpt_config_paddlenlp(cfg, "virtual_pp_degree", s->arg, err);
 	}
+}
+
+/* SIGTERM or SIGUSR1 asks the trainer to finish the step, save and stop
+ * (Engine.save_load.save_on_signal); a second SIGTERM ends the process at
+ * once, as the default action would have. */
+static volatile sig_atomic_t stop_requested;
+
+static void on_stop_signal(int sig)
+{
+	if (stop_requested && sig == SIGTERM) {
+		signal(sig, SIG_DFL);
+		raise(sig);
+	}
+	stop_requested = 1;
+}
+
+static void catch_stop_signals(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_stop_signal;
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGUSR1, &sa, NULL);
 }
 
 int main(int argc, char **argv)
@@ -153,8 +179,11 @@ int main(int argc, char **argv)
 			gpt_train_memory_free(&m);
 		}
 	}
-	if (!rc && !print && !dry)
-		rc = gpt_train_run(&cfg, stdout, &err);
+	if (!rc && !print && !dry) {
+		if (cfg.engine.save_load.save_on_signal)
+			catch_stop_signals();
+		rc = gpt_train_run(&cfg, stdout, &stop_requested, &err);
+	}
 	gpt_config_free(&cfg);
 	free(set);
 	return rc ? gpt_cmd_fail(prog, &err) : 0;

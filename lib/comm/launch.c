@@ -304,6 +304,14 @@ static void relay(launch *L, int which)
 
 /* ---- one attempt ------------------------------------------------------------ */
 
+static int all_exited_ok(const launch *L)
+{
+	for (int i = 0; i < L->nproc; i++)
+		if (!L->w[i].exited || !WIFEXITED(L->w[i].status) || WEXITSTATUS(L->w[i].status) != 0)
+			return 0;
+	return 1;
+}
+
 typedef struct outcome {
 	int code;          /* 0: all exited 0; else the exit status to return */
 	int interrupted;   /* the signal we received, or 0 */
@@ -562,6 +570,7 @@ static int setup(launch *L, gpt_err *err)
 	sigaddset(&set, SIGCHLD);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGUSR1); /* Slurm's --signal=USR1@T before a time limit */
 	sigaddset(&set, SIGHUP);
 	/* Before the store's thread exists, so that it inherits the mask. */
 	sigprocmask(SIG_BLOCK, &set, &L->old_mask);
@@ -626,6 +635,14 @@ int gpt_launch_run(const gpt_launch_options *o, gpt_err *err)
 		outcome out;
 		if ((rc = attempt(&L, restart, &out, err)))
 			break;
+		/* A forwarded SIGTERM or SIGUSR1 that every worker answered by
+		 * saving and exiting 0 (gpt-train's save_on_signal) is a clean stop. */
+		if (out.interrupted && all_exited_ok(&L)) {
+			if (o->log)
+				gpt_log_printf(o->log, GPT_LOG_INFO, "gpt-launch: %s; every worker exited 0",
+					       out.msg);
+			out.code = 0;
+		}
 		if (!out.code && L.st && (rc = nodes_finish(&L, restart, &out, err)))
 			break;
 		if (!out.code)

@@ -95,6 +95,7 @@ typedef struct gpt_config {
 			int64_t save_epoch;
 			char *output_dir;
 			char *ckpt_dir;
+			int save_on_signal;
 		} save_load;
 	} engine;
 	struct {

@@ -92,7 +92,9 @@ static const gpt_config_key keys[] = {
 	S("Engine.save_load.output_dir", engine.save_load.output_dir, "./output",
 	  "directory that receives step_N/ checkpoints"),
 	S("Engine.save_load.ckpt_dir", engine.save_load.ckpt_dir, NULL,
-	  "checkpoint to start from (null: fresh initialisation)"),
+	  "checkpoint to start from (null: output_dir/latest when it exists, else a fresh start)"),
+	B("Engine.save_load.save_on_signal", engine.save_load.save_on_signal, "True",
+	  "on SIGTERM or SIGUSR1 finish the step, save a checkpoint and exit 0 (a second SIGTERM stops at once)"),
 
 	C("Model.module", GPT_CT_STR, model.module, "GPTModule",
 	  "FleetX task module (gptkit picks the task by program: gpt-train, gpt-infer)"),

@@ -19,6 +19,8 @@
 #include "model/model.h"
 #include "model/gpt.h"
 
+#include <signal.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -98,8 +100,11 @@ int gpt_optimizer_step(gpt_optimizer *op, double lr, double grad_scale, gpt_err 
 /* Trains as the resolved configuration says, in this process: log lines
  * go to `log` (FleetX's format), checkpoints to Engine.save_load.output_dir.
  * Resumes from Engine.save_load.ckpt_dir when set (it must load), else from
- * output_dir/latest when that exists. */
-int gpt_train_run(const gpt_config *cfg, FILE *log, gpt_err *err);
+ * output_dir/latest when that exists. When *stop (may be NULL) becomes
+ * non-zero on any rank (a signal handler of the command sets it), every
+ * rank finishes the step, a checkpoint is saved and 0 is returned. */
+int gpt_train_run(const gpt_config *cfg, FILE *log, const volatile sig_atomic_t *stop,
+		  gpt_err *err);
 
 /* FleetX's CosineAnnealingWithWarmupDecay: a linear warmup from 0 to max_lr
  * over warmup_rate x decay_steps steps, then a half cosine from max_lr down

@@ -46,6 +46,7 @@ typedef struct trainer {
 	int32_t *inp, *tgt;  /* one micro-batch, host */
 	prefetch pf;
 	char last_ckpt[4096];
+	const volatile sig_atomic_t *stop; /* set by a signal handler of the command */
 	/* data parallel and ZeRO sharding (single process: comm NULL, 1 and 1) */
 	gpt_comm *comm;
 	gpt_mesh mesh;
@@ -860,6 +861,19 @@ static int run(trainer *tr, gpt_err *err)
 		int by_epoch = se > 0 && epoch_end && epochs_done % se == 0;
 		if (!rc && (by_steps || by_epoch))
 			rc = save_checkpoint(tr, err);
+		/* A stop signal on any rank: every rank ends after this step. */
+		int32_t stop = tr->stop && *tr->stop;
+		if (!rc && tr->comm)
+			rc = gpt_comm_all_reduce(gpt_comm_world(tr->comm), &stop, &stop, 1, GPT_DTYPE_I32,
+						 GPT_REDUCE_MAX, err);
+		if (!rc && stop) {
+			gpt_log_printf(&tr->log, GPT_LOG_WARNING,
+				       "stop requested (SIGTERM or SIGUSR1): saving global step %lld and stopping",
+				       (long long)tr->step);
+			if (!by_steps && !by_epoch)
+				rc = save_checkpoint(tr, err);
+			return rc;
+		}
 	}
 	if (!rc && tr->test && tr->step == tr->total_steps)
 		rc = evaluate(tr, tr->test, cfg->engine.test_iters, 1, err);
@@ -921,11 +935,13 @@ static void trainer_free(trainer *tr)
 	}
 }
 
-int gpt_train_run(const gpt_config *cfg, FILE *log, gpt_err *err)
+int gpt_train_run(const gpt_config *cfg, FILE *log, const volatile sig_atomic_t *stop,
+		  gpt_err *err)
 {
 	trainer tr;
 	memset(&tr, 0, sizeof tr);
 	tr.cfg = cfg;
+	tr.stop = stop;
 	gpt_log_init(&tr.log, log, GPT_LOG_INFO);
 	tr.G = cfg->global.global_batch_size;
 	tr.MB = cfg->global.micro_batch_size;

@@ -85,9 +85,19 @@ test_expect_success 'SIGTERM to gpt-launch is forwarded to every worker' '
 	wait_for pid.0 pid.1 &&
 	kill -TERM $launcher &&
 	code=0 && wait $launcher || code=$? &&
-	test "$code" = 143 &&
+	test "$code" = 0 &&
 	test_grep "got TERM" term.0 && test_grep "got TERM" term.1 &&
-	test_grep "^gpt-launch: error: received SIGTERM; forwarded it to the 2 running workers$" err
+	test_grep "gpt-launch: received SIGTERM; forwarded it to the 2 running workers; every worker exited 0$" err
+'
+
+test_expect_success 'SIGTERM that the workers do not survive: gpt-launch exits 143' '
+	{ gpt-launch --nproc-per-node 2 -- sh -c "echo \$\$ >pid2.\$GPT_RANK; exec sleep 20" 2>err2 & } &&
+	launcher=$! &&
+	wait_for pid2.0 pid2.1 &&
+	kill -TERM $launcher &&
+	code=0 && wait $launcher || code=$? &&
+	test "$code" = 143 &&
+	test_grep "^gpt-launch: error: received SIGTERM; forwarded it to the 2 running workers$" err2
 '
 
 test_expect_success 'a worker that ignores SIGTERM is killed after --grace-period' '

@@ -1,0 +1,91 @@
+#!/bin/sh
+# Preemption: SIGTERM or SIGUSR1 (as Slurm sends before a time limit) makes
+# the trainers finish the step, save a checkpoint and exit 0; the run then
+# resumes where it stopped. A second SIGTERM stops at once and never leaves a
+# checkpoint that a resume would take half-written.
+. "$(dirname "$0")/test-lib.sh"
+
+# "exec" so that a run started with "train ... &" is gpt-train itself and
+# $! is its pid (a backgrounded shell function is a subshell otherwise)
+train () {
+	exec gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" \
+		-o Data.Train.dataset.input_dir=data/lic -o Data.Train.dataset.split=15,2,0 \
+		-o Global.micro_batch_size=1 -o Engine.eval_freq=0 -o Engine.test_iters=0 \
+		-o Engine.save_load.save_steps=0 -o Engine.save_load.save_epoch=0 \
+		-o Optimizer.lr.decay_steps=100000 -o Engine.max_steps=100000 "$@"
+}
+
+# wait_for FILE PATTERN: until a line matches (at most 30 s)
+wait_for () {
+	n=0
+	while ! grep -q "$2" "$1" 2>/dev/null; do
+		n=$((n + 1))
+		[ $n -lt 600 ] || { echo "timed out waiting for '$2' in $1" >&2; return 1; }
+		sleep 0.05
+	done
+}
+
+test_expect_success 'set up' '
+	mkdir data &&
+	gpt-preprocess -t bytes -o data/lic /usr/share/common-licenses/*
+'
+
+test_expect_success 'SIGTERM: the step is finished, saved, exit 0; the run resumes from it' '
+	{ (train -o Engine.save_load.output_dir=out >log 2>&1) & } &&
+	pid=$! &&
+	{ wait_for log " - global step 5, epoch" || { kill -9 $pid; false; }; } &&
+	kill -TERM $pid &&
+	code=0 && wait $pid || code=$? &&
+	test "$code" = 0 &&
+	test_grep "stop requested \(SIGTERM or SIGUSR1\): saving global step [0-9]+ and stopping" log &&
+	step=$(sed -n "s/.*saving global step \([0-9]*\) and stopping/\1/p" log) &&
+	test "$(cat out/latest)" = "step_$(printf %08d $step)" &&
+	(train -o Engine.save_load.output_dir=out -o Engine.max_steps=$((step + 2)) >log2 2>&1) &&
+	test_grep "resumed from out/step_$(printf %08d $step) at global step $step" log2
+'
+
+test_expect_success 'SIGUSR1 to gpt-launch: both workers save and stop together, gpt-launch exits 0' '
+	{ gpt-launch --nproc-per-node 2 --log-dir wl -- \
+		gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" \
+		-o Data.Train.dataset.input_dir=data/lic -o Data.Train.dataset.split=15,2,0 \
+		-o Global.micro_batch_size=1 -o Engine.eval_freq=0 -o Engine.test_iters=0 \
+		-o Engine.save_load.save_steps=0 -o Engine.save_load.save_epoch=0 \
+		-o Optimizer.lr.decay_steps=100000 -o Engine.max_steps=100000 \
+		-o Engine.save_load.output_dir=dout >launch.log 2>&1 & } &&
+	pid=$! &&
+	{ wait_for wl/workerlog.1 " - global step 5, epoch" || { kill -9 $pid; false; }; } &&
+	kill -USR1 $pid &&
+	code=0 && wait $pid || code=$? &&
+	cat launch.log &&
+	test "$code" = 0 &&
+	test_grep "every worker exited 0" launch.log &&
+	s0=$(sed -n "s/.*saving global step \([0-9]*\) and stopping/\1/p" wl/workerlog.0) &&
+	s1=$(sed -n "s/.*saving global step \([0-9]*\) and stopping/\1/p" wl/workerlog.1) &&
+	test -n "$s0" && test "$s0" = "$s1" &&
+	test -f dout/step_$(printf %08d $s0)/index.json
+'
+
+test_expect_success 'a second SIGTERM stops at once; latest never names a partial checkpoint' '
+	{ (train -o Engine.save_load.output_dir=twice -o Engine.save_load.save_steps=3 >tlog 2>&1) & } &&
+	pid=$! &&
+	{ wait_for tlog "\[checkpoint\] global step 6," || { kill -9 $pid; false; }; } &&
+	kill -TERM $pid && kill -TERM $pid &&
+	code=0 && wait $pid || code=$? &&
+	echo "exit $code" &&
+	{ test "$code" = 0 || test "$code" = 143; } &&
+	test -f "twice/$(cat twice/latest)/index.json" &&
+	(train -o Engine.save_load.output_dir=twice -o Engine.max_steps=100 >tlog2 2>&1) &&
+	test_grep "resumed from twice/step_" tlog2
+'
+
+test_expect_success 'with save_on_signal False a SIGTERM stops at once' '
+	{ (train -o Engine.save_load.output_dir=nosig -o Engine.save_load.save_on_signal=False >nlog 2>&1) & } &&
+	pid=$! &&
+	{ wait_for nlog " - global step 5, epoch" || { kill -9 $pid; false; }; } &&
+	kill -TERM $pid &&
+	code=0 && wait $pid || code=$? &&
+	test "$code" = 143 &&
+	test ! -e nosig/latest
+'
+
+test_done
