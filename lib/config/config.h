@@ -78,6 +78,7 @@ typedef struct gpt_config {
 		int64_t num_train_epochs;
 		int64_t accumulate_steps;
 		int64_t logging_freq;
+		char *nan_policy; /* stop | skip */
 		int64_t eval_freq;
 		int64_t eval_iters;
 		int64_t test_iters;

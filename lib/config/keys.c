@@ -61,6 +61,8 @@ static const gpt_config_key keys[] = {
 	ID("Engine.accumulate_steps", engine.accumulate_steps, 1, BIG,
 	   "micro-batches per optimizer step: local_batch_size / micro_batch_size"),
 	I("Engine.logging_freq", engine.logging_freq, "1", 1, BIG, "steps between log lines"),
+	E("Engine.nan_policy", engine.nan_policy, "stop", "stop|skip",
+	  "a loss or gradient that is not finite (outside fp16 loss scaling): stop the run, or skip the update"),
 	I("Engine.eval_freq", engine.eval_freq, "500", 0, BIG,
 	  "steps between evaluations on the valid split (0: never)"),
 	I("Engine.eval_iters", engine.eval_iters, "10", 0, BIG, "batches per evaluation"),

@@ -821,12 +821,18 @@ static int run(trainer *tr, gpt_err *err)
 			return gpt_err_prefix(err, "global step %lld", (long long)tr->step + 1);
 		tr->step++;
 		steps_in_int++;
-		if (skipped && !tr->scaler.dynamic)
+		int skip_nan = skipped && !tr->scaler.dynamic && cfg->engine.nan_policy &&
+			       strcmp(cfg->engine.nan_policy, "skip") == 0;
+		if (skip_nan)
+			gpt_log_printf(&tr->log, GPT_LOG_WARNING,
+				       "global step %lld: the loss or the gradients are not finite (loss %g); skipped the update (Engine.nan_policy: skip)",
+				       (long long)tr->step, loss);
+		if (skipped && !tr->scaler.dynamic && !skip_nan)
 			return gpt_err_set(err, GPT_EDATA,
 					   "global step %lld: the loss or the gradients are not finite (loss %g); stopping before the update%s%s",
 					   (long long)tr->step, loss, tr->last_ckpt[0] ? "; the last good checkpoint is " : "",
 					   tr->last_ckpt);
-		if (skipped) {
+		if (skipped && tr->scaler.dynamic) {
 			char line[256];
 			gpt_amp_skip_line_format(line, sizeof line, tr->step, tr->last_scale, tr->scaler.scale);
 			gpt_log_printf(&tr->log, GPT_LOG_WARNING, "%s", line);

@@ -103,6 +103,15 @@ test_expect_success 'a diverging run stops on the first non-finite loss and save
 	test ! -e nan/step_$(printf %08d "$bad")
 '
 
+test_expect_success 'with Engine.nan_policy skip the bad updates are skipped and the checkpoint stays finite' '
+	train -o Engine.max_steps=12 -o Optimizer.lr.max_lr=1e4 -o Optimizer.grad_clip.clip_norm=0 \
+		-o Engine.nan_policy=skip -o Engine.save_load.save_steps=12 -o Engine.eval_freq=0 \
+		-o Engine.save_load.output_dir=skip >skip.log 2>&1 &&
+	test_grep "WARNING\] - global step [0-9]+: the loss or the gradients are not finite .*skipped the update \(Engine.nan_policy: skip\)" skip.log &&
+	test-tool ckpt-diff skip/step_00000012 skip/step_00000012 >d &&
+	test_grep "^max-abs-diff 0 " d
+'
+
 for rc in "" "-o Model.use_recompute=True -o Model.recompute_granularity=full" "-o Engine.mix_precision.enable=True -o Engine.mix_precision.dtype=bfloat16"; do
 	test_expect_success "--dry-run matches what a run allocates within 10% ($rc)" '
 		train -o Engine.max_steps=1 -o Engine.eval_freq=0 -o Engine.save_load.save_steps=0 \
