@@ -1,163 +1,10 @@
 /* The training loop of one process: data, micro-batches, AdamW, schedule,
  * clipping, evaluation, log lines, checkpoints and resume. */
-#include "train/train.h"
+#include "train/trainer-impl.h"
 
-#include "ckpt/ckpt.h"
-#include "comm/comm.h"
-#include "cpu/cpu.h"
-#include "data/sample.h"
-
-#include <jansson.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* A batch being prefetched on a thread while the previous step computes. */
-typedef struct prefetch {
-	pthread_t tid;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	const gpt_loader *loader;
-	int64_t want_first, want_count; /* samples requested; want_count 0: none */
-	int64_t have_first;             /* samples in buf, -1: none */
-	int32_t *buf[2];
-	int filling;                    /* buffer the thread writes next */
-	int ready;                      /* 1: buf[filling ^ 1] holds have_first */
-	int quit, started;
-	int rc;
-	gpt_err err;
-	int64_t seq1;                   /* seq_len + 1 */
-} prefetch;
-
-typedef struct trainer {
-	const gpt_config *cfg;
-	gpt_log log;
-	gpt_backend be;
-	gpt_model model;
-	gpt_optimizer opt;
-	gpt_loader *train, *valid, *test;
-	gpt_lr_schedule lr;
-	gpt_loss_scaler scaler;
-	int mixed;
-	gpt_dtype dtype;     /* storage dtype of parameters and activations */
-	double last_scale;   /* the loss scale before the last update */
-	int64_t G, MB, accum, T, total_steps, step;
-	int32_t *inp, *tgt;  /* one micro-batch, host */
-	prefetch pf;
-	char last_ckpt[4096];
-	const volatile sig_atomic_t *stop; /* set by a signal handler of the command */
-	/* data parallel and ZeRO sharding (single process: comm NULL, 1 and 1) */
-	gpt_comm *comm;
-	gpt_mesh mesh;
-	gpt_mesh_groups groups;
-	int rank;
-	int64_t replica, replicas; /* this rank's data replica, dp x sharding */
-	int64_t LB;                /* samples per replica per step */
-	int64_t sh, sh_rank;       /* sharding degree and this rank's place in it */
-	int64_t shard;             /* elements per shard of the flat buffers */
-	int64_t stage;             /* ZeRO stage when sh > 1, else 0 */
-	/* stages 2 and 3: the shard of the gradients (and at 3 of the parameters)
-	 * and windows for one unit at a time: 0 embedding, 1 a layer, 2 final */
-	void *gshard, *pshard;
-	void *gw[3], *pw[3];
-	int pw_valid[3];           /* embedding/final parameter windows are current */
-} trainer;
-
-/* ---- prefetch ---- */
-
-static void *prefetch_main(void *arg)
-{
-	prefetch *p = arg;
-	pthread_mutex_lock(&p->mu);
-	for (;;) {
-		while (!p->quit && p->want_count == 0)
-			pthread_cond_wait(&p->cv, &p->mu);
-		if (p->quit)
-			break;
-		int64_t first = p->want_first, count = p->want_count;
-		int32_t *dst = p->buf[p->filling];
-		p->want_count = 0;
-		pthread_mutex_unlock(&p->mu);
-		int rc = 0;
-		gpt_err err = {0};
-		for (int64_t i = 0; i < count && !rc; i++)
-			rc = gpt_loader_sample(p->loader, first + i, dst + i * p->seq1, &err);
-		pthread_mutex_lock(&p->mu);
-		p->rc = rc;
-		p->err = err;
-		p->have_first = first;
-		p->filling ^= 1;
-		p->ready = 1;
-		pthread_cond_broadcast(&p->cv);
-	}
-	pthread_mutex_unlock(&p->mu);
-	return NULL;
-}
-
-static int prefetch_start(prefetch *p, const gpt_loader *l, int64_t per_batch, int64_t seq1,
-			  gpt_err *err)
-{
-	memset(p, 0, sizeof *p);
-	p->loader = l;
-	p->seq1 = seq1;
-	p->have_first = -1;
-	for (int i = 0; i < 2; i++)
-		if (!(p->buf[i] = gpt_malloc((size_t)(per_batch * seq1) * 4, "batch buffer", err)))
-			return GPT_EINTERNAL;
-	pthread_mutex_init(&p->mu, NULL);
-	pthread_cond_init(&p->cv, NULL);
-	int e = pthread_create(&p->tid, NULL, prefetch_main, p);
-	if (e)
-		return gpt_err_errno(err, GPT_EINTERNAL, e, "cannot start the data prefetch thread");
-	p->started = 1;
-	return 0;
-}
-
-static void prefetch_request(prefetch *p, int64_t first, int64_t count)
-{
-	pthread_mutex_lock(&p->mu);
-	p->want_first = first;
-	p->want_count = count;
-	p->ready = 0;
-	pthread_cond_broadcast(&p->cv);
-	pthread_mutex_unlock(&p->mu);
-}
-
-/* Waits for the requested batch; returns its buffer. */
-static int32_t *prefetch_wait(prefetch *p, int64_t first, gpt_err *err)
-{
-	pthread_mutex_lock(&p->mu);
-	while (!p->ready)
-		pthread_cond_wait(&p->cv, &p->mu);
-	int32_t *b = p->buf[p->filling ^ 1];
-	int rc = p->rc;
-	if (rc && err)
-		*err = p->err;
-	if (!rc && p->have_first != first) {
-		gpt_err_set(err, GPT_EINTERNAL, "prefetch: got samples from %lld, wanted %lld",
-			    (long long)p->have_first, (long long)first);
-		rc = GPT_EINTERNAL;
-	}
-	pthread_mutex_unlock(&p->mu);
-	return rc ? NULL : b;
-}
-
-static void prefetch_stop(prefetch *p)
-{
-	if (p->started) {
-		pthread_mutex_lock(&p->mu);
-		p->quit = 1;
-		pthread_cond_broadcast(&p->cv);
-		pthread_mutex_unlock(&p->mu);
-		pthread_join(p->tid, NULL);
-		pthread_mutex_destroy(&p->mu);
-		pthread_cond_destroy(&p->cv);
-	}
-	free(p->buf[0]);
-	free(p->buf[1]);
-	memset(p, 0, sizeof *p);
-}
 
 /* ---- set-up ---- */
 
@@ -199,120 +46,6 @@ static int check_supported(const gpt_config *cfg, gpt_err *err)
 	return 0;
 }
 
-/* ---- ZeRO stages 2 and 3: one unit's parameters and gradients at a time ---- */
-
-static int win_slot(const gpt_model *m, int unit)
-{
-	return unit == 0 ? 0 : unit == m->n_units - 1 ? 2 : 1;
-}
-
-/* The part of [a, b) this rank's shard holds, as [x0, x1). */
-static int shard_overlap(const trainer *tr, int64_t a, int64_t b, int64_t *x0, int64_t *x1)
-{
-	*x0 = a > tr->opt.begin ? a : tr->opt.begin;
-	*x1 = b < tr->opt.end ? b : tr->opt.end;
-	return *x1 > *x0;
-}
-
-/* Stage 3: the whole of unit u's parameters in window w: each rank puts in
- * its shard's part, zeros elsewhere, and a sum over the sharding group fills
- * the rest (adding zeros is exact in every dtype). */
-static int gather_unit(trainer *tr, int u, void *w, gpt_err *err)
-{
-	gpt_model *m = &tr->model;
-	gpt_backend *be = m->be;
-	int64_t es = (int64_t)gpt_dtype_size(be->dtype), a = m->unit_begin[u], b = m->unit_end[u], x0, x1;
-	int rc = be->ops->zero(be, w, (size_t)((b - a) * es), err);
-	if (!rc && shard_overlap(tr, a, b, &x0, &x1))
-		rc = be->ops->copy(be, (char *)w + (x0 - a) * es, (char *)tr->pshard + (x0 - tr->opt.begin) * es,
-				   (size_t)((x1 - x0) * es), err);
-	if (!rc)
-		rc = gpt_comm_all_reduce(tr->groups.g[GPT_MESH_SHARDING], w, w, b - a, be->dtype,
-					 GPT_REDUCE_SUM, err);
-	return rc;
-}
-
-static int zero_acquire(void *ctx, gpt_model *m, int u, int backward, gpt_err *err)
-{
-	trainer *tr = ctx;
-	gpt_backend *be = m->be;
-	int k = win_slot(m, u), rc = 0;
-	if (tr->stage >= 3 && (k == 1 || !tr->pw_valid[k])) {
-		rc = gather_unit(tr, u, tr->pw[k], err);
-		tr->pw_valid[k] = k != 1;
-		m->pwin[u] = tr->pw[k];
-	}
-	if (!rc && backward) {
-		m->gwin[u] = tr->gw[k];
-		rc = be->ops->zero(be, tr->gw[k],
-				   (size_t)(m->unit_end[u] - m->unit_begin[u]) * gpt_dtype_size(be->dtype), err);
-	}
-	return rc;
-}
-
-/* After the backward of unit u its gradients of this micro-batch are whole:
- * sum them over the replicas and add this rank's part into its shard. */
-static int zero_release(void *ctx, gpt_model *m, int u, int backward, gpt_err *err)
-{
-	trainer *tr = ctx;
-	gpt_backend *be = m->be;
-	int k = win_slot(m, u), rc = 0;
-	if (tr->stage >= 3 && k == 1)
-		m->pwin[u] = NULL;
-	if (!backward)
-		return 0;
-	int64_t es = (int64_t)gpt_dtype_size(be->dtype), a = m->unit_begin[u], b = m->unit_end[u], x0, x1;
-	rc = gpt_comm_all_reduce(tr->groups.g[GPT_MESH_DATA], tr->gw[k], tr->gw[k], b - a, be->dtype,
-				 GPT_REDUCE_SUM, err);
-	if (!rc && shard_overlap(tr, a, b, &x0, &x1)) {
-		void *acc = (char *)tr->gshard + (x0 - tr->opt.begin) * es;
-		rc = be->ops->residual_fwd(be, acc, acc, (char *)tr->gw[k] + (x0 - a) * es, x1 - x0, err);
-	}
-	m->gwin[u] = NULL;
-	return rc;
-}
-
-/* The shard buffers and windows of stages 2 and 3, and the hooks. */
-static int setup_zero(trainer *tr, gpt_err *err)
-{
-	gpt_model *m = &tr->model;
-	gpt_backend *be = m->be;
-	size_t es = gpt_dtype_size(be->dtype);
-	int64_t span[3] = {m->unit_end[0] - m->unit_begin[0], 0,
-			   m->unit_end[m->n_units - 1] - m->unit_begin[m->n_units - 1]};
-	for (int u = 1; u < m->n_units - 1; u++)
-		if (m->unit_end[u] - m->unit_begin[u] > span[1])
-			span[1] = m->unit_end[u] - m->unit_begin[u];
-	int rc = 0;
-	for (int k = 0; k < 3 && !rc; k++) {
-		tr->gw[k] = be->ops->alloc(be, (size_t)(span[k] ? span[k] : 1) * es, "gradient window", err);
-		if (tr->gw[k] && tr->stage >= 3)
-			tr->pw[k] = be->ops->alloc(be, (size_t)(span[k] ? span[k] : 1) * es, "parameter window", err);
-		rc = tr->gw[k] && (tr->stage < 3 || tr->pw[k]) ? 0 : err->code;
-	}
-	if (!rc) {
-		tr->gshard = be->ops->alloc(be, (size_t)tr->shard * es, "gradient shard", err);
-		rc = tr->gshard ? be->ops->zero(be, tr->gshard, (size_t)tr->shard * es, err) : err->code;
-	}
-	if (!rc && tr->stage >= 3) {
-		tr->pshard = be->ops->alloc(be, (size_t)tr->shard * es, "parameter shard", err);
-		rc = tr->pshard ? be->ops->zero(be, tr->pshard, (size_t)tr->shard * es, err) : err->code;
-	}
-	m->hooks = (gpt_model_hooks){.ctx = tr, .acquire = zero_acquire, .release = zero_release};
-	return rc;
-}
-
-static void free_zero(trainer *tr)
-{
-	gpt_backend *be = tr->model.be;
-	if (!be)
-		return;
-	void *p[] = {tr->gshard, tr->pshard, tr->gw[0], tr->gw[1], tr->gw[2], tr->pw[0], tr->pw[1], tr->pw[2]};
-	for (size_t i = 0; i < sizeof p / sizeof *p; i++)
-		if (p[i])
-			be->ops->free(be, p[i]);
-}
-
 static int setup_model(trainer *tr, gpt_err *err)
 {
 	const gpt_config *cfg = tr->cfg;
@@ -343,7 +76,7 @@ static int setup_model(trainer *tr, gpt_err *err)
 	tr->opt.begin = tr->sh_rank * tr->shard; /* for setup_zero, before the optimizer */
 	tr->opt.end = tr->opt.begin + tr->shard;
 	if (!rc && tr->stage >= 2)
-		rc = setup_zero(tr, err);
+		rc = gpt_tr_setup_zero(tr, err);
 	if (!rc) {
 		int64_t end = tr->opt.end < tr->model.n_flat ? tr->opt.end : tr->model.n_flat;
 		rc = tr->stage >= 3
@@ -439,7 +172,7 @@ static int setup_data(trainer *tr, gpt_err *err)
 	tr->tgt = gpt_malloc((size_t)(tr->MB * tr->T) * 4, "targets", err);
 	if (!tr->inp || !tr->tgt)
 		return GPT_EINTERNAL;
-	return prefetch_start(&tr->pf, tr->train, tr->LB, tr->T + 1, err);
+	return gpt_tr_prefetch_start(&tr->pf, tr->train, tr->LB, tr->T + 1, err);
 }
 
 /* Splits sample rows (T + 1 tokens) into inputs and next-token targets. */
@@ -452,225 +185,7 @@ static void split_rows(trainer *tr, const int32_t *rows)
 		}
 }
 
-/* ---- checkpoints ---- */
-
-static int download_flat(gpt_backend *be, const void *src, size_t bytes, void **out, gpt_err *err)
-{
-	*out = gpt_malloc(bytes, "checkpoint staging", err);
-	if (!*out)
-		return GPT_EINTERNAL;
-	return be->ops->download(be, *out, src, bytes, err);
-}
-
-static char *state_json(trainer *tr)
-{
-	json_t *st = json_pack("{s:I, s:I, s:f, s:{s:f, s:I, s:I}, s:I, s:I, s:{s:I, s:I, s:I, s:I, s:I}, s:s}",
-			       "step", (json_int_t)tr->step,
-			       "consumed_samples", (json_int_t)(tr->step * tr->G),
-			       "lr", gpt_lr_at(&tr->lr, tr->step),
-			       "loss_scale", "scale", tr->scaler.scale, "good_steps",
-			       (json_int_t)tr->scaler.good_steps, "bad_steps", (json_int_t)tr->scaler.bad_steps,
-			       "optimizer_steps", (json_int_t)tr->opt.t,
-			       "seed", (json_int_t)tr->cfg->global.seed,
-			       "layout", "world_size", (json_int_t)tr->cfg->world_size,
-			       "dp", (json_int_t)tr->cfg->distributed.dp_degree, "mp", (json_int_t)1,
-			       "pp", (json_int_t)1, "sharding", (json_int_t)tr->sh,
-			       "gptkit_version", GPT_VERSION);
-	char *text = st ? json_dumps(st, JSON_INDENT(2)) : NULL;
-	json_decref(st);
-	return text;
-}
-
-/* The whole flat fp32 optimizer buffer whose [begin, end) this rank holds:
- * gathered over the shard group under sharding, else just downloaded. */
-static int gather_f32(trainer *tr, const float *part, float **out, gpt_err *err)
-{
-	gpt_backend *be = tr->model.be;
-	size_t n = (size_t)tr->model.n_alloc;
-	*out = gpt_malloc(n * 4, "checkpoint staging", err);
-	if (!*out)
-		return GPT_EINTERNAL;
-	if (tr->sh == 1)
-		return be->ops->download(be, *out, part, n * 4, err);
-	/* CPU backend memory is host memory, which the shm backend works on */
-	return gpt_comm_all_gather(tr->groups.g[GPT_MESH_SHARDING], part, *out, tr->shard, GPT_DTYPE_F32, err);
-}
-
-static int save_checkpoint(trainer *tr, gpt_err *err)
-{
-	gpt_model *m = &tr->model;
-	gpt_backend *be = m->be;
-	double t0 = gpt_now_s();
-	void *w = NULL;
-	float *ea = NULL, *eas = NULL;
-	size_t es = gpt_dtype_size(be->dtype);
-	/* The weights are saved in fp32: the master copy when there is one, so a
-	 * resumed run continues from exactly the same state. Sharded optimizer
-	 * state is gathered from the shard group (every rank takes part); rank 0
-	 * writes. */
-	int rc = tr->opt.master ? gather_f32(tr, tr->opt.master, (float **)&w, err)
-		 : tr->pshard	? gather_f32(tr, tr->pshard, (float **)&w, err) /* fp32: no master */
-				: download_flat(be, m->params, (size_t)m->n_flat * es, &w, err);
-	if (tr->opt.master)
-		es = 4;
-	if (!rc)
-		rc = gather_f32(tr, tr->opt.exp_avg, &ea, err);
-	if (!rc)
-		rc = gather_f32(tr, tr->opt.exp_avg_sq, &eas, err);
-	if (!rc && tr->rank != 0) {
-		free(w);
-		free(ea);
-		free(eas);
-		return 0;
-	}
-	int64_t held = 0;
-	for (int64_t i = 0; i < m->n_table; i++)
-		held += m->offset[i] >= 0;
-	gpt_ckpt_piece *pc = rc ? NULL : gpt_calloc((size_t)(3 * held), sizeof *pc, "checkpoint pieces", err);
-	char (*names)[64] = pc ? gpt_calloc((size_t)(3 * held), 64, "names", err) : NULL;
-	if (!rc && !names)
-		rc = GPT_EINTERNAL;
-	int n = 0;
-	for (int64_t i = 0; !rc && i < m->n_table; i++) {
-		if (m->offset[i] < 0)
-			continue;
-		const gpt_param_info *p = &m->table[i];
-		void *src[3] = {(char *)w + m->offset[i] * (int64_t)es, (float *)ea + m->offset[i],
-				(float *)eas + m->offset[i]};
-		const char *pre[3] = {"", "optim.exp_avg.", "optim.exp_avg_sq."};
-		for (int k = 0; k < 3; k++) {
-			snprintf(names[n], 64, "%s%s", pre[k], p->name);
-			pc[n] = (gpt_ckpt_piece){.tensor = names[n], .dtype = k || tr->opt.master ? GPT_DTYPE_F32 : be->dtype,
-						 .ndim = p->ndim, .box = m->box[i], .data = src[k]};
-			memcpy(pc[n].shape, p->shape, sizeof p->shape);
-			n++;
-		}
-	}
-	char *state = rc ? NULL : state_json(tr);
-	char *yaml = NULL;
-	size_t yl = 0;
-	if (!rc && state) {
-		FILE *mf = open_memstream(&yaml, &yl);
-		rc = mf ? gpt_config_write_yaml(tr->cfg, mf, err) : gpt_err_nomem(err, 0, "config text");
-		if (mf)
-			fclose(mf);
-	} else if (!rc) {
-		rc = gpt_err_nomem(err, 0, "state.json");
-	}
-	int64_t bytes = 0;
-	if (!rc)
-		rc = gpt_ckpt_save(tr->cfg->engine.save_load.output_dir, tr->step, pc, n, state,
-				   yaml ? yaml : "", tr->last_ckpt, sizeof tr->last_ckpt, &bytes, err);
-	if (!rc) {
-		char line[4200];
-		gpt_ckpt_line_format(line, sizeof line, tr->step, tr->last_ckpt, bytes, gpt_now_s() - t0);
-		gpt_log_printf(&tr->log, GPT_LOG_INFO, "%s", line);
-	}
-	free(yaml);
-	free(state);
-	free(names);
-	free(pc);
-	free(w);
-	free(ea);
-	free(eas);
-	return rc;
-}
-
-static int json_int(json_t *o, const char *k, int64_t *out)
-{
-	json_t *v = json_object_get(o, k);
-	if (!json_is_integer(v))
-		return -1;
-	*out = json_integer_value(v);
-	return 0;
-}
-
-/* Resumes from a checkpoint directory (or a directory holding `latest`). */
-static int load_checkpoint(trainer *tr, const char *path, gpt_err *err)
-{
-	gpt_ckpt *ck;
-	int rc = gpt_ckpt_open(&ck, path, err);
-	if (rc)
-		return gpt_err_prefix(err, "cannot resume");
-	gpt_model *m = &tr->model;
-	gpt_backend *be = m->be;
-	/* Whole flat fp32 images of the weights and moments; each rank then
-	 * keeps the range its optimizer holds (a shard under sharding). */
-	size_t n_all = (size_t)m->n_alloc;
-	float *full[3] = {gpt_calloc(n_all, 4, "checkpoint staging", err),
-			  gpt_calloc(n_all, 4, "checkpoint staging", err),
-			  gpt_calloc(n_all, 4, "checkpoint staging", err)};
-	if (!full[0] || !full[1] || !full[2])
-		rc = GPT_EINTERNAL;
-	for (int64_t i = 0; !rc && i < m->n_table; i++) {
-		if (m->offset[i] < 0)
-			continue;
-		const gpt_param_info *p = &m->table[i];
-		char name[96];
-		const char *pre[3] = {"", "optim.exp_avg.", "optim.exp_avg_sq."};
-		for (int k = 0; k < 3 && !rc; k++) {
-			snprintf(name, sizeof name, "%s%s", pre[k], p->name);
-			rc = gpt_ckpt_read_box(ck, name, GPT_DTYPE_F32, p->ndim, p->shape, &m->box[i],
-					       full[k] + m->offset[i], err);
-		}
-	}
-	int64_t b0 = tr->opt.begin, cnt = tr->opt.end - tr->opt.begin;
-	if (!rc)
-		rc = be->ops->upload(be, tr->opt.exp_avg, full[1] + b0, (size_t)cnt * 4, err);
-	if (!rc)
-		rc = be->ops->upload(be, tr->opt.exp_avg_sq, full[2] + b0, (size_t)cnt * 4, err);
-	if (!rc && tr->opt.master)
-		rc = be->ops->upload(be, tr->opt.master, full[0] + b0, (size_t)cnt * 4, err);
-	/* the parameters: fp32, or the master weights rounded; whole, or the
-	 * shard at stage 3 */
-	if (!rc && be->dtype != GPT_DTYPE_F32)
-		rc = gpt_convert(full[1], be->dtype, full[0], GPT_DTYPE_F32, n_all, err);
-	size_t pes = gpt_dtype_size(be->dtype);
-	const char *img = (const char *)(be->dtype == GPT_DTYPE_F32 ? full[0] : full[1]);
-	if (!rc)
-		rc = tr->pshard ? be->ops->upload(be, tr->pshard, img + b0 * (int64_t)pes, (size_t)cnt * pes, err)
-				: be->ops->upload(be, m->params, img, n_all * pes, err);
-	for (int k = 0; k < 3; k++)
-		free(full[k]);
-
-	json_error_t je;
-	json_t *st = rc ? NULL : json_loads(gpt_ckpt_state_json(ck), 0, &je);
-	int64_t step = 0, t = 0, good = 0, bad = 0;
-	json_t *ls = json_object_get(st, "loss_scale");
-	if (!rc && (!st || json_int(st, "step", &step) || json_int(st, "optimizer_steps", &t) ||
-		    json_int(ls, "good_steps", &good) || json_int(ls, "bad_steps", &bad) ||
-		    !json_is_number(json_object_get(ls, "scale"))))
-		rc = gpt_err_set(err, GPT_EDATA, "%s/state.json: expected step, optimizer_steps and loss_scale",
-				 gpt_ckpt_path(ck));
-	if (!rc) {
-		tr->step = step;
-		tr->opt.t = t;
-		tr->scaler.scale = json_number_value(json_object_get(ls, "scale"));
-		tr->scaler.good_steps = good;
-		tr->scaler.bad_steps = bad;
-		snprintf(tr->last_ckpt, sizeof tr->last_ckpt, "%s", gpt_ckpt_path(ck));
-		gpt_log_printf(&tr->log, GPT_LOG_INFO, "resumed from %s at global step %lld",
-			       gpt_ckpt_path(ck), (long long)step);
-	}
-	json_decref(st);
-	gpt_ckpt_close(ck);
-	return rc;
-}
-
 /* ---- steps ---- */
-
-/* Adds a loss sum and a token count over the data replicas. */
-static int sum_over_replicas(trainer *tr, double *sum, int64_t *n, gpt_err *err)
-{
-	if (tr->replicas == 1)
-		return 0;
-	float v[2] = {(float)*sum, (float)*n};
-	int rc = gpt_comm_all_reduce(tr->groups.g[GPT_MESH_DATA], v, v, 2, GPT_DTYPE_F32,
-				     GPT_REDUCE_SUM, err);
-	*sum = v[0];
-	*n = (int64_t)v[1];
-	return rc;
-}
 
 /* Each replica evaluates its share of every batch of `l`; the sums are
  * added. The line is the [eval] line, or the same with [test]. */
@@ -695,7 +210,7 @@ static int evaluate(trainer *tr, const gpt_loader *l, int64_t iters, int test, g
 		}
 	free(rows);
 	if (!rc)
-		rc = sum_over_replicas(tr, &sum, &ntok, err);
+		rc = gpt_tr_sum_over_replicas(tr, &sum, &ntok, err);
 	if (rc)
 		return gpt_err_prefix(err, "%s at global step %lld", test ? "test" : "evaluation",
 				      (long long)tr->step);
@@ -708,28 +223,6 @@ static int evaluate(trainer *tr, const gpt_loader *l, int64_t iters, int test, g
 		memcpy(line, "[test]", 6); /* same width as "[eval]" */
 	gpt_log_printf(&tr->log, GPT_LOG_INFO, "%s", line);
 	return 0;
-}
-
-/* Sums the gradients over the replicas: all-reduce without sharding; with
- * it, reduce-scatter over the shard group (each rank keeps the sum of its
- * shard) then all-reduce of the shard over dp. */
-static int reduce_grads(trainer *tr, gpt_err *err)
-{
-	gpt_model *m = &tr->model;
-	gpt_dtype t = m->be->dtype;
-	if (tr->stage >= 2)
-		return 0; /* done unit by unit during the backward (zero_release) */
-	if (tr->sh == 1)
-		return tr->replicas == 1 ? 0
-					 : gpt_comm_all_reduce(tr->groups.g[GPT_MESH_DATA], m->grads, m->grads,
-							       m->n_alloc, t, GPT_REDUCE_SUM, err);
-	void *mine = (char *)m->grads + tr->opt.begin * (int64_t)gpt_dtype_size(t);
-	int rc = gpt_comm_reduce_scatter(tr->groups.g[GPT_MESH_SHARDING], m->grads, mine, tr->shard, t,
-					 GPT_REDUCE_SUM, err);
-	if (!rc && tr->mesh.dp > 1)
-		rc = gpt_comm_all_reduce(tr->groups.g[GPT_MESH_DP], mine, mine, tr->shard, t,
-					 GPT_REDUCE_SUM, err);
-	return rc;
 }
 
 /* One optimizer step over this replica's part of the global batch in
@@ -759,9 +252,9 @@ static int train_step(trainer *tr, const int32_t *rows, double *loss, int *skipp
 		ntok += n;
 	}
 	if (!rc)
-		rc = sum_over_replicas(tr, &sum, &ntok, err);
+		rc = gpt_tr_sum_over_replicas(tr, &sum, &ntok, err);
 	if (!rc)
-		rc = reduce_grads(tr, err);
+		rc = gpt_tr_reduce_grads(tr, err);
 	double sumsq = 0;
 	if (!rc)
 		rc = gpt_optimizer_grad_sumsq(&tr->opt, &sumsq, err);
@@ -805,15 +298,15 @@ static int run(trainer *tr, gpt_err *err)
 	int64_t steps_in_int = 0;
 	int rc = 0;
 	if (tr->step < tr->total_steps)
-		prefetch_request(&tr->pf, tr->step * tr->G + tr->replica * tr->LB, tr->LB);
+		gpt_tr_prefetch_request(&tr->pf, tr->step * tr->G + tr->replica * tr->LB, tr->LB);
 	while (tr->step < tr->total_steps && !rc) {
 		double w0 = gpt_now_s();
-		int32_t *rows = prefetch_wait(&tr->pf, tr->step * tr->G + tr->replica * tr->LB, err);
+		int32_t *rows = gpt_tr_prefetch_wait(&tr->pf, tr->step * tr->G + tr->replica * tr->LB, err);
 		reader += gpt_now_s() - w0;
 		if (!rows)
 			return gpt_err_prefix(err, "reading the batch of global step %lld", (long long)tr->step + 1);
 		if (tr->step + 1 < tr->total_steps)
-			prefetch_request(&tr->pf, (tr->step + 1) * tr->G + tr->replica * tr->LB, tr->LB);
+			gpt_tr_prefetch_request(&tr->pf, (tr->step + 1) * tr->G + tr->replica * tr->LB, tr->LB);
 		double loss;
 		int skipped = 0;
 		rc = train_step(tr, rows, &loss, &skipped, err);
@@ -866,7 +359,7 @@ static int run(trainer *tr, gpt_err *err)
 			       (tr->step % cfg->engine.save_load.save_steps == 0 || tr->step == tr->total_steps);
 		int by_epoch = se > 0 && epoch_end && epochs_done % se == 0;
 		if (!rc && (by_steps || by_epoch))
-			rc = save_checkpoint(tr, err);
+			rc = gpt_tr_save_checkpoint(tr, err);
 		/* A stop signal on any rank: every rank ends after this step. */
 		int32_t stop = tr->stop && *tr->stop;
 		if (!rc && tr->comm)
@@ -877,7 +370,7 @@ static int run(trainer *tr, gpt_err *err)
 				       "stop requested (SIGTERM or SIGUSR1): saving global step %lld and stopping",
 				       (long long)tr->step);
 			if (!by_steps && !by_epoch)
-				rc = save_checkpoint(tr, err);
+				rc = gpt_tr_save_checkpoint(tr, err);
 			return rc;
 		}
 	}
@@ -886,47 +379,11 @@ static int run(trainer *tr, gpt_err *err)
 	return rc;
 }
 
-/* Data parallel and sharding: the rank's place in the mesh, the comm and
- * its groups. One process needs none of it. */
-static int setup_parallel(trainer *tr, gpt_err *err)
-{
-	const gpt_config *cfg = tr->cfg;
-	tr->sh = cfg->distributed.sharding.sharding_degree;
-	tr->replicas = cfg->distributed.dp_degree * tr->sh;
-	tr->LB = tr->G / tr->replicas;
-	if (cfg->world_size == 1)
-		return 0;
-	gpt_dist_env env;
-	int rc = gpt_dist_env_detect(&env, err);
-	if (rc)
-		return rc;
-	if (env.world_size != cfg->world_size)
-		return gpt_err_set(err, GPT_EUSAGE,
-				   "the layout needs %lld ranks (dp %lld x sharding %lld) but this process is one of %d (%s); start it with gpt-launch --nproc-per-node %lld",
-				   (long long)cfg->world_size, (long long)cfg->distributed.dp_degree,
-				   (long long)tr->sh, env.world_size, gpt_dist_source_name(env.source),
-				   (long long)cfg->world_size);
-	gpt_comm_options o = {.backend = "shm"};
-	rc = gpt_comm_open(&tr->comm, &env, &o, err);
-	if (!rc)
-		rc = gpt_mesh_init(&tr->mesh, 1, (int)tr->sh, (int)cfg->distributed.dp_degree, 1,
-				   (int)cfg->world_size, err);
-	if (!rc)
-		rc = gpt_mesh_groups_init(&tr->groups, gpt_comm_world(tr->comm), &tr->mesh, err);
-	if (rc)
-		return rc;
-	tr->rank = env.rank;
-	tr->stage = tr->sh > 1 ? cfg->distributed.sharding.sharding_stage : 0;
-	tr->replica = gpt_mesh_replica(&tr->mesh, env.rank);
-	tr->sh_rank = gpt_mesh_coord_of(&tr->mesh, env.rank).sh;
-	return 0;
-}
-
 static void trainer_free(trainer *tr)
 {
-	prefetch_stop(&tr->pf);
+	gpt_tr_prefetch_stop(&tr->pf);
 	gpt_optimizer_free(&tr->opt);
-	free_zero(tr);
+	gpt_tr_free_zero(tr);
 	gpt_model_free(&tr->model);
 	if (tr->be.ops)
 		gpt_backend_cpu_free(&tr->be);
@@ -959,7 +416,7 @@ int gpt_train_run(const gpt_config *cfg, FILE *log, const volatile sig_atomic_t 
 			 ? GPT_DTYPE_BF16 : GPT_DTYPE_F16;
 	int rc = check_supported(cfg, err);
 	if (!rc)
-		rc = setup_parallel(&tr, err);
+		rc = gpt_tr_setup_parallel(&tr, err);
 	if (!rc && tr.MB * tr.accum * tr.replicas != tr.G)
 		rc = gpt_err_set(err, GPT_EINTERNAL, "batch: micro %lld x accumulate %lld x replicas %lld != global %lld",
 				 (long long)tr.MB, (long long)tr.accum, (long long)tr.replicas, (long long)tr.G);
@@ -973,12 +430,12 @@ int gpt_train_run(const gpt_config *cfg, FILE *log, const volatile sig_atomic_t 
 	 * (a restarted job) does when it exists. */
 	const char *ck = cfg->engine.save_load.ckpt_dir;
 	if (!rc && ck && *ck) {
-		rc = load_checkpoint(&tr, ck, err);
+		rc = gpt_tr_load_checkpoint(&tr, ck, err);
 	} else if (!rc && cfg->engine.save_load.output_dir) {
 		char latest[4096];
 		snprintf(latest, sizeof latest, "%s/latest", cfg->engine.save_load.output_dir);
 		if (gpt_path_exists(latest))
-			rc = load_checkpoint(&tr, cfg->engine.save_load.output_dir, err);
+			rc = gpt_tr_load_checkpoint(&tr, cfg->engine.save_load.output_dir, err);
 	}
 	if (!rc) {
 		/* What this run allocated, to hold against gpt-train --dry-run. */

@@ -1,0 +1,204 @@
+/* Data parallel and ZeRO sharding (stages 1, 2, 3) for the trainer: the
+ * rank's place in the mesh, summing gradients over the replicas, and the
+ * unit-by-unit parameter and gradient windows of stages 2 and 3. */
+#include "train/trainer-impl.h"
+
+#include <string.h>
+
+static int win_slot(const gpt_model *m, int unit)
+{
+	return unit == 0 ? 0 : unit == m->n_units - 1 ? 2 : 1;
+}
+
+/* The part of [a, b) this rank's shard holds, as [x0, x1). */
+static int shard_overlap(const trainer *tr, int64_t a, int64_t b, int64_t *x0, int64_t *x1)
+{
+	*x0 = a > tr->opt.begin ? a : tr->opt.begin;
+	*x1 = b < tr->opt.end ? b : tr->opt.end;
+	return *x1 > *x0;
+}
+
+/* Stage 3: the whole of unit u's parameters in window w: each rank puts in
+ * its shard's part, zeros elsewhere, and a sum over the sharding group fills
+ * the rest (adding zeros is exact in every dtype). */
+static int gather_unit(trainer *tr, int u, void *w, gpt_err *err)
+{
+	gpt_model *m = &tr->model;
+	gpt_backend *be = m->be;
+	int64_t es = (int64_t)gpt_dtype_size(be->dtype), a = m->unit_begin[u], b = m->unit_end[u], x0, x1;
+	int rc = be->ops->zero(be, w, (size_t)((b - a) * es), err);
+	if (!rc && shard_overlap(tr, a, b, &x0, &x1))
+		rc = be->ops->copy(be, (char *)w + (x0 - a) * es, (char *)tr->pshard + (x0 - tr->opt.begin) * es,
+				   (size_t)((x1 - x0) * es), err);
+	if (!rc)
+		rc = gpt_comm_all_reduce(tr->groups.g[GPT_MESH_SHARDING], w, w, b - a, be->dtype,
+					 GPT_REDUCE_SUM, err);
+	return rc;
+}
+
+static int zero_acquire(void *ctx, gpt_model *m, int u, int backward, gpt_err *err)
+{
+	trainer *tr = ctx;
+	gpt_backend *be = m->be;
+	int k = win_slot(m, u), rc = 0;
+	if (tr->stage >= 3 && (k == 1 || !tr->pw_valid[k])) {
+		rc = gather_unit(tr, u, tr->pw[k], err);
+		tr->pw_valid[k] = k != 1;
+		m->pwin[u] = tr->pw[k];
+	}
+	if (!rc && backward) {
+		m->gwin[u] = tr->gw[k];
+		rc = be->ops->zero(be, tr->gw[k],
+				   (size_t)(m->unit_end[u] - m->unit_begin[u]) * gpt_dtype_size(be->dtype), err);
+	}
+	return rc;
+}
+
+/* After the backward of unit u its gradients of this micro-batch are whole:
+ * sum them over the replicas and add this rank's part into its shard. */
+static int zero_release(void *ctx, gpt_model *m, int u, int backward, gpt_err *err)
+{
+	trainer *tr = ctx;
+	gpt_backend *be = m->be;
+	int k = win_slot(m, u), rc = 0;
+	if (tr->stage >= 3 && k == 1)
+		m->pwin[u] = NULL;
+	if (!backward)
+		return 0;
+	int64_t es = (int64_t)gpt_dtype_size(be->dtype), a = m->unit_begin[u], b = m->unit_end[u], x0, x1;
+	rc = gpt_comm_all_reduce(tr->groups.g[GPT_MESH_DATA], tr->gw[k], tr->gw[k], b - a, be->dtype,
+				 GPT_REDUCE_SUM, err);
+	if (!rc && shard_overlap(tr, a, b, &x0, &x1)) {
+		void *acc = (char *)tr->gshard + (x0 - tr->opt.begin) * es;
+		rc = be->ops->residual_fwd(be, acc, acc, (char *)tr->gw[k] + (x0 - a) * es, x1 - x0, err);
+	}
+	m->gwin[u] = NULL;
+	return rc;
+}
+
+/* The shard buffers and windows of stages 2 and 3, and the hooks. */
+int gpt_tr_setup_zero(trainer *tr, gpt_err *err)
+{
+	gpt_model *m = &tr->model;
+	gpt_backend *be = m->be;
+	size_t es = gpt_dtype_size(be->dtype);
+	int64_t span[3] = {m->unit_end[0] - m->unit_begin[0], 0,
+			   m->unit_end[m->n_units - 1] - m->unit_begin[m->n_units - 1]};
+	for (int u = 1; u < m->n_units - 1; u++)
+		if (m->unit_end[u] - m->unit_begin[u] > span[1])
+			span[1] = m->unit_end[u] - m->unit_begin[u];
+	int rc = 0;
+	for (int k = 0; k < 3 && !rc; k++) {
+		tr->gw[k] = be->ops->alloc(be, (size_t)(span[k] ? span[k] : 1) * es, "gradient window", err);
+		if (tr->gw[k] && tr->stage >= 3)
+			tr->pw[k] = be->ops->alloc(be, (size_t)(span[k] ? span[k] : 1) * es, "parameter window", err);
+		rc = tr->gw[k] && (tr->stage < 3 || tr->pw[k]) ? 0 : err->code;
+	}
+	if (!rc) {
+		tr->gshard = be->ops->alloc(be, (size_t)tr->shard * es, "gradient shard", err);
+		rc = tr->gshard ? be->ops->zero(be, tr->gshard, (size_t)tr->shard * es, err) : err->code;
+	}
+	if (!rc && tr->stage >= 3) {
+		tr->pshard = be->ops->alloc(be, (size_t)tr->shard * es, "parameter shard", err);
+		rc = tr->pshard ? be->ops->zero(be, tr->pshard, (size_t)tr->shard * es, err) : err->code;
+	}
+	m->hooks = (gpt_model_hooks){.ctx = tr, .acquire = zero_acquire, .release = zero_release};
+	return rc;
+}
+
+void gpt_tr_free_zero(trainer *tr)
+{
+	gpt_backend *be = tr->model.be;
+	if (!be)
+		return;
+	void *p[] = {tr->gshard, tr->pshard, tr->gw[0], tr->gw[1], tr->gw[2], tr->pw[0], tr->pw[1], tr->pw[2]};
+	for (size_t i = 0; i < sizeof p / sizeof *p; i++)
+		if (p[i])
+			be->ops->free(be, p[i]);
+}
+
+/* Data parallel and sharding: the rank's place in the mesh, the comm and
+ * its groups. One process needs none of it. */
+int gpt_tr_setup_parallel(trainer *tr, gpt_err *err)
+{
+	const gpt_config *cfg = tr->cfg;
+	tr->sh = cfg->distributed.sharding.sharding_degree;
+	tr->replicas = cfg->distributed.dp_degree * tr->sh;
+	tr->LB = tr->G / tr->replicas;
+	if (cfg->world_size == 1)
+		return 0;
+	gpt_dist_env env;
+	int rc = gpt_dist_env_detect(&env, err);
+	if (rc)
+		return rc;
+	if (env.world_size != cfg->world_size)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "the layout needs %lld ranks (dp %lld x sharding %lld) but this process is one of %d (%s); start it with gpt-launch --nproc-per-node %lld",
+				   (long long)cfg->world_size, (long long)cfg->distributed.dp_degree,
+				   (long long)tr->sh, env.world_size, gpt_dist_source_name(env.source),
+				   (long long)cfg->world_size);
+	gpt_comm_options o = {.backend = "shm"};
+	rc = gpt_comm_open(&tr->comm, &env, &o, err);
+	if (!rc)
+		rc = gpt_mesh_init(&tr->mesh, 1, (int)tr->sh, (int)cfg->distributed.dp_degree, 1,
+				   (int)cfg->world_size, err);
+	if (!rc)
+		rc = gpt_mesh_groups_init(&tr->groups, gpt_comm_world(tr->comm), &tr->mesh, err);
+	if (rc)
+		return rc;
+	tr->rank = env.rank;
+	tr->stage = tr->sh > 1 ? cfg->distributed.sharding.sharding_stage : 0;
+	tr->replica = gpt_mesh_replica(&tr->mesh, env.rank);
+	tr->sh_rank = gpt_mesh_coord_of(&tr->mesh, env.rank).sh;
+	return 0;
+}
+
+/* Adds a loss sum and a token count over the data replicas. */
+int gpt_tr_sum_over_replicas(trainer *tr, double *sum, int64_t *n, gpt_err *err)
+{
+	if (tr->replicas == 1)
+		return 0;
+	float v[2] = {(float)*sum, (float)*n};
+	int rc = gpt_comm_all_reduce(tr->groups.g[GPT_MESH_DATA], v, v, 2, GPT_DTYPE_F32,
+				     GPT_REDUCE_SUM, err);
+	*sum = v[0];
+	*n = (int64_t)v[1];
+	return rc;
+}
+
+/* Sums the gradients over the replicas: all-reduce without sharding; with
+ * it, reduce-scatter over the shard group (each rank keeps the sum of its
+ * shard) then all-reduce of the shard over dp. */
+int gpt_tr_reduce_grads(trainer *tr, gpt_err *err)
+{
+	gpt_model *m = &tr->model;
+	gpt_dtype t = m->be->dtype;
+	if (tr->stage >= 2)
+		return 0; /* done unit by unit during the backward (zero_release) */
+	if (tr->sh == 1)
+		return tr->replicas == 1 ? 0
+					 : gpt_comm_all_reduce(tr->groups.g[GPT_MESH_DATA], m->grads, m->grads,
+							       m->n_alloc, t, GPT_REDUCE_SUM, err);
+	void *mine = (char *)m->grads + tr->opt.begin * (int64_t)gpt_dtype_size(t);
+	int rc = gpt_comm_reduce_scatter(tr->groups.g[GPT_MESH_SHARDING], m->grads, mine, tr->shard, t,
+					 GPT_REDUCE_SUM, err);
+	if (!rc && tr->mesh.dp > 1)
+		rc = gpt_comm_all_reduce(tr->groups.g[GPT_MESH_DP], mine, mine, tr->shard, t,
+					 GPT_REDUCE_SUM, err);
+	return rc;
+}
+
+/* The whole flat fp32 optimizer buffer whose [begin, end) this rank holds:
+ * gathered over the shard group under sharding, else just downloaded. */
+int gpt_tr_gather_f32(trainer *tr, const float *part, float **out, gpt_err *err)
+{
+	gpt_backend *be = tr->model.be;
+	size_t n = (size_t)tr->model.n_alloc;
+	*out = gpt_malloc(n * 4, "checkpoint staging", err);
+	if (!*out)
+		return GPT_EINTERNAL;
+	if (tr->sh == 1)
+		return be->ops->download(be, *out, part, n * 4, err);
+	/* CPU backend memory is host memory, which the shm backend works on */
+	return gpt_comm_all_gather(tr->groups.g[GPT_MESH_SHARDING], part, *out, tr->shard, GPT_DTYPE_F32, err);
+}
