@@ -198,9 +198,12 @@ int gpt_loader_open(gpt_loader **out, const char *spec, const char *split, int w
 		l->per_epoch += rc ? 0 : p->samples.per_epoch;
 	}
 	if (!rc) {
-		l->n = min_samples > l->per_epoch ? min_samples : l->per_epoch;
-		if (l->n_parts == 1 && l->n > l->parts[0].samples.n_samples)
+		/* One dataset: all it built (at least an epoch). A blend: the
+		 * samples asked for, which every part was sized to cover. */
+		if (l->n_parts == 1)
 			l->n = l->parts[0].samples.n_samples;
+		else
+			l->n = min_samples > 0 ? min_samples : 1;
 		l->which = gpt_malloc((size_t)l->n * sizeof *l->which, "blend index", err);
 		l->local = gpt_malloc((size_t)l->n * sizeof *l->local, "blend index", err);
 		rc = l->which && l->local ? 0 : GPT_EINTERNAL;

@@ -1,0 +1,87 @@
+/* lib/data loader: one prefix, a directory of datasets, weighted blends. */
+#include "data/data.h"
+#include "data/sample.h"
+#include "tap.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static char dir[] = "/tmp/gptkit-loader-XXXXXX";
+
+/* A dataset of `docs` documents of `len` tokens, every token equal to `tag`. */
+static int make(const char *name, int docs, int len, int32_t tag)
+{
+	char prefix[256];
+	snprintf(prefix, sizeof prefix, "%s/%s", dir, name);
+	gpt_err err = {0};
+	gpt_ds_writer *w;
+	if (gpt_ds_writer_open(&w, prefix, GPT_DS_UINT16, &err))
+		return -1;
+	int32_t *ids = malloc((size_t)len * 4);
+	for (int i = 0; i < len; i++)
+		ids[i] = tag;
+	for (int d = 0; d < docs; d++)
+		gpt_ds_writer_add(w, ids, len, &err);
+	free(ids);
+	return gpt_ds_writer_commit(w, &err);
+}
+
+/* Fraction of samples (of the first n) whose tokens are `tag`. */
+static double share(gpt_loader *l, int64_t n, int seq, int32_t tag)
+{
+	int32_t *buf = malloc((size_t)(seq + 1) * 4);
+	int64_t hits = 0;
+	gpt_err err = {0};
+	for (int64_t k = 0; k < n; k++)
+		if (!gpt_loader_sample(l, k, buf, &err) && buf[0] == tag)
+			hits++;
+	free(buf);
+	return (double)hits / (double)n;
+}
+
+int main(void)
+{
+	if (!mkdtemp(dir))
+		return skip_all("no scratch directory");
+	ok(make("a", 20, 100, 7) == 0 && make("b", 20, 300, 9) == 0, "two datasets (2,000 and 6,000 tokens)");
+	gpt_err err = {0};
+	gpt_loader *l = NULL;
+	char spec[512];
+	int seq = 16;
+
+	snprintf(spec, sizeof spec, "%s/a", dir);
+	ok(gpt_loader_open(&l, spec, "1", 0, seq, 50, 1, 1, &err) == 0, "one prefix %s", err.msg);
+	ok(l && share(l, 50, seq, 7) == 1.0, "only its tokens");
+	gpt_loader_close(l);
+
+	snprintf(spec, sizeof spec, "0.25 %s/a 0.75 %s/b", dir, dir);
+	ok(gpt_loader_open(&l, spec, "1", 0, seq, 400, 1, 1, &err) == 0, "a blend %s", err.msg);
+	double sa = l ? share(l, 400, seq, 7) : 0;
+	is_near(sa, 0.25, 0.01, "the blend draws a quarter of the samples from the first (%.3f)", sa);
+	gpt_loader_close(l);
+
+	ok(gpt_loader_open(&l, dir, "1", 0, seq, 400, 1, 1, &err) == 0, "a directory %s", err.msg);
+	sa = l ? share(l, 400, seq, 7) : 0;
+	is_near(sa, 0.25, 0.01, "a directory weighs its datasets by tokens (2,000 of 8,000: %.3f)", sa);
+	int64_t per = l ? gpt_loader_epoch_samples(l) : 0;
+	is_int(per, (2000 - 1) / seq + (6000 - 1) / seq, "samples per epoch add up over the datasets");
+	gpt_loader_close(l);
+
+	snprintf(spec, sizeof spec, "0.5 %s/a 0.5", dir);
+	ok(gpt_loader_open(&l, spec, "1", 0, seq, 10, 1, 1, &err) == GPT_EUSAGE && strstr(err.msg, "pairs"),
+	   "an odd blend is refused: %s", err.msg);
+	snprintf(spec, sizeof spec, "-1 %s/a 1 %s/b", dir, dir);
+	ok(gpt_loader_open(&l, spec, "1", 0, seq, 10, 1, 1, &err) == GPT_EUSAGE && strstr(err.msg, "weight"),
+	   "a negative weight is refused: %s", err.msg);
+	snprintf(spec, sizeof spec, "%s/empty-dir", dir);
+	char cmd[600];
+	snprintf(cmd, sizeof cmd, "mkdir -p %s", spec);
+	ok(system(cmd) == 0 && gpt_loader_open(&l, spec, "1", 0, seq, 10, 1, 1, &err) == GPT_ENOINPUT,
+	   "an empty directory: %s", err.msg);
+	snprintf(spec, sizeof spec, "%s/a", dir);
+	ok(gpt_loader_open(&l, spec, "1,0,1", 1, seq, 10, 1, 1, &err) == GPT_EDATA && strstr(err.msg, "validation split"),
+	   "an empty split names it: %s", err.msg);
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	ok(system(cmd) == 0, "cleanup");
+	return done_testing();
+}
