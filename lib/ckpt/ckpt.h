@@ -122,6 +122,14 @@ void gpt_ckpt_close(gpt_ckpt *ck);
 /* Reads output_dir/latest: the step directory it names, or GPT_ENOINPUT. */
 int gpt_ckpt_latest(const char *output_dir, char *path, size_t size, gpt_err *err);
 
+
+/* ---- inference exports (gpt-export) ------------------------------------- */
+
+/* Like gpt_st_open on `size` bytes at map, a region from mmap (anonymous or
+ * not) that the file takes over: gpt_st_close unmaps it, also on failure.
+ * name is used in messages. For safetensors read from an archive in place. */
+int gpt_st_open_mapped(gpt_st_file *f, const char *name, void *map, size_t size, gpt_err *err);
+
 #ifdef __cplusplus
 }
 #endif
