@@ -9,6 +9,7 @@
 
 #include <jansson.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -135,22 +136,25 @@ static int vocab(w *o, gpt_export_model *m)
 	}
 	/* merges: the lines of vocab.bpe after its version header */
 	int64_t nm = 0;
-	for (size_t i = 0; merges && i < merges_len;) {
+	size_t first = merges && merges_len > 8 && memcmp(merges, "#version", 8) == 0
+			       ? (size_t)(strchr(merges, '\n') ? strchr(merges, '\n') - merges + 1 : (ptrdiff_t)merges_len)
+			       : 0;
+	for (size_t i = first; merges && i < merges_len;) {
 		const char *eol = memchr(merges + i, '\n', merges_len - i);
 		size_t n = eol ? (size_t)(eol - merges - i) : merges_len - i;
-		if (n && merges[i] != '#')
+		if (n && !(n == 1 && merges[i] == '\r'))
 			nm++;
 		i += n + 1;
 	}
 	key(o, "tokenizer.ggml.merges", GGUF_ARRAY);
 	u32(o, GGUF_STRING);
 	u64(o, (uint64_t)nm);
-	for (size_t i = 0; merges && i < merges_len;) {
+	for (size_t i = first; merges && i < merges_len;) {
 		const char *eol = memchr(merges + i, '\n', merges_len - i);
 		size_t n = eol ? (size_t)(eol - merges - i) : merges_len - i, l = n;
 		if (l && merges[i + l - 1] == '\r')
 			l--;
-		if (n && merges[i] != '#')
+		if (l)
 			str(o, merges + i, l);
 		i += n + 1;
 	}
