@@ -17,6 +17,8 @@ typedef struct run {
 	FILE *out;
 	char **text;     /* prompts as given */
 	size_t *text_len;
+	int32_t **ids;   /* and as encoded (after --truncate) */
+	int64_t *len;
 	gpt_buf dec;     /* scratch for decoding */
 } run;
 
@@ -79,11 +81,21 @@ static int emit(void *ctx, const gpt_gen_result *res, gpt_err *err)
 		rc = utf8_clean(prompt, plen, &p, err);
 		if (!rc)
 			rc = utf8_clean((const char *)r->dec.data, n, &g, err);
-		json_t *o = rc ? NULL : json_pack("{s:I,s:I,s:s%,s:s%,s:I,s:b,s:f}", "prompt",
-						  (json_int_t)res->prompt, "index", (json_int_t)res->index,
-						  "prompt_text", p.data ? (char *)p.data : "", p.len,
-						  "text", g.data ? (char *)g.data : "", g.len, "tokens",
-						  (json_int_t)res->n, "finished", res->finished, "score", res->score);
+		json_t *ids = json_array(), *pids = json_array();
+		for (int64_t i = 0; ids && i < res->n; i++)
+			json_array_append_new(ids, json_integer(res->ids[i]));
+		for (int64_t i = 0; pids && i < r->len[res->prompt]; i++)
+			json_array_append_new(pids, json_integer(r->ids[res->prompt][i]));
+		json_t *o = rc || !ids || !pids
+				    ? NULL
+				    : json_pack("{s:I,s:I,s:s%,s:s%,s:I,s:b,s:f,s:O,s:O}", "prompt",
+						   (json_int_t)res->prompt, "index", (json_int_t)res->index,
+						   "prompt_text", p.data ? (char *)p.data : "", p.len,
+						   "text", g.data ? (char *)g.data : "", g.len, "tokens",
+						   (json_int_t)res->n, "finished", res->finished, "score",
+						   res->score, "prompt_ids", pids, "ids", ids);
+		json_decref(ids);
+		json_decref(pids);
 		char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
 		if (!rc && !s)
 			rc = gpt_err_set(err, GPT_EINTERNAL, "json output: out of memory");
@@ -243,7 +255,7 @@ int gpt_infer_run(const gpt_infer_args *a, FILE *in, FILE *out, gpt_err *err)
 	if (rc)
 		return rc;
 	gpt_gen_opts g;
-	run r = {a, gpt_source_tokenizer(src), out, NULL, NULL, GPT_BUF_INIT};
+	run r = {a, gpt_source_tokenizer(src), out, NULL, NULL, NULL, NULL, GPT_BUF_INIT};
 	gpt_infer_model m = {0};
 	int64_t n = 0;
 	int32_t **ids = NULL;
@@ -269,6 +281,8 @@ int gpt_infer_run(const gpt_infer_args *a, FILE *in, FILE *out, gpt_err *err)
 	len = rc ? NULL : gpt_calloc((size_t)n, sizeof *len, "prompts", err);
 	if (!rc && (!ids || !len))
 		rc = GPT_EINTERNAL;
+	r.ids = ids;
+	r.len = len;
 	gpt_encoder *e = NULL;
 	if (!rc)
 		rc = gpt_encoder_new(&e, r.tok, err);
