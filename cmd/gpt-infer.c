@@ -19,6 +19,8 @@ enum {
 	OPT_TRUNCATE,
 	OPT_THREADS,
 	OPT_BATCH,
+	OPT_STATS,
+	OPT_DTYPE,
 };
 
 static const gpt_opt options[] = {
@@ -36,6 +38,9 @@ static const gpt_opt options[] = {
 	{"device", 0, "DEV", OPT_DEVICE, "cpu (default) or cuda"},
 	{"threads", 't', "N", OPT_THREADS, "CPU threads (default: OMP_NUM_THREADS or all cores)"},
 	{"batch", 'b', "N", OPT_BATCH, "sequences decoded together (default 8)"},
+	{"dtype", 0, "DTYPE", OPT_DTYPE,
+	 "weight matrices in memory: fp32, bf16, fp16 or int8 (default: as the model stores them)"},
+	{"stats", 0, NULL, OPT_STATS, "print prompt and generation tokens/s to standard error"},
 	{"help", 'h', NULL, OPT_HELP, "show this help and exit"},
 	{"version", 'V', NULL, OPT_VERSION, "show the version and exit"},
 	{NULL, 0, NULL, 0, NULL},
@@ -72,6 +77,7 @@ int main(int argc, char **argv)
 	if (!ov)
 		return gpt_cmd_fail(prog, &(gpt_err){GPT_EINTERNAL, "out of memory"});
 	a.exe = argv[0];
+	a.err_out = stderr;
 	a.overrides = ov;
 	gpt_opts_init(&o, options, argc, argv);
 	while ((id = gpt_opts_next(&o, &err)) > 0) {
@@ -93,6 +99,16 @@ int main(int argc, char **argv)
 			if (count("batch", o.arg, 1 << 16, &v, &err))
 				id = -1;
 			a.batch = v;
+			break;
+		case OPT_STATS: a.stats = 1; break;
+		case OPT_DTYPE:
+			a.dtype_set = 1;
+			if (gpt_dtype_parse(o.arg, &a.dtype) ||
+			    (a.dtype != GPT_DTYPE_F32 && a.dtype != GPT_DTYPE_BF16 &&
+			     a.dtype != GPT_DTYPE_F16 && a.dtype != GPT_DTYPE_I8)) {
+				gpt_err_set(&err, GPT_EUSAGE, "--dtype %s: expected fp32, bf16, fp16 or int8", o.arg);
+				id = -1;
+			}
 			break;
 		case OPT_HELP: usage(stdout); free(ov); return 0;
 		case OPT_VERSION: gpt_cmd_version(prog, stdout); free(ov); return 0;

@@ -14,16 +14,41 @@ enum { P_LN1_W = 0, P_LN1_B, P_QKV_W, P_QKV_B, P_PROJ_W, P_PROJ_B, P_LN2_W, P_LN
 #define T_WPE 1
 #define T_LAYER(l, k) (2 + (int64_t)(l) * P_PER_LAYER + (k))
 
-static void *param(const gpt_infer_model *m, int64_t i)
+static float *param(const gpt_infer_model *m, int64_t i)
 {
-	return (char *)m->params + m->offset[i] * (int64_t)gpt_dtype_size(m->be.dtype);
+	return (float *)m->params + m->offset[i];
+}
+
+/* The weight matrices in generation order: per layer qkv, proj, fc, mlp
+ * proj; then the head. */
+static const int mats[4] = {P_QKV_W, P_PROJ_W, P_FC_W, P_MPROJ_W};
+
+static int init_qweights(gpt_infer_model *m, gpt_dtype dtype, gpt_err *err)
+{
+	const gpt_model_shape *s = &m->shape;
+	int64_t n = 4 * s->layers + 1;
+	m->qw = gpt_calloc((size_t)n, sizeof *m->qw, "weights", err);
+	if (!m->qw)
+		return GPT_EINTERNAL;
+	m->wdtype = dtype;
+	for (int64_t l = 0; l < s->layers; l++)
+		for (int j = 0; j < 4; j++) {
+			const gpt_param_info *p = &m->table[T_LAYER(l, mats[j])];
+			int64_t K = p->shape[p->ndim - 1];
+			int rc = gpt_qweight_init(&m->qw[4 * l + j], param(m, T_LAYER(l, mats[j])),
+						  p->numel / K, K, dtype, err);
+			if (rc)
+				return rc;
+		}
+	/* the head: wte's rows of the true vocabulary */
+	return gpt_qweight_init(&m->qw[n - 1], param(m, T_WTE), s->vocab_size, s->hidden, dtype, err);
 }
 
 int gpt_infer_model_init(gpt_infer_model *m, const gpt_model_shape *s, gpt_dtype dtype,
 			 int threads, gpt_weight_read_fn read, void *ctx, gpt_err *err)
 {
 	memset(m, 0, sizeof *m);
-	int rc = gpt_backend_cpu_init(&m->be, dtype, threads, err);
+	int rc = gpt_backend_cpu_init(&m->be, GPT_DTYPE_F32, threads, err);
 	if (rc)
 		return rc;
 	static const char *const need[] = {"alloc", "free", "upload", "download", "copy",
@@ -51,22 +76,14 @@ int gpt_infer_model_init(gpt_infer_model *m, const gpt_model_shape *s, gpt_dtype
 		if (m->table[i].numel > biggest)
 			biggest = m->table[i].numel;
 	}
-	size_t es = gpt_dtype_size(dtype);
-	m->params = m->be.ops->alloc(&m->be, (size_t)total * es, "model weights", err);
-	float *host = gpt_malloc((size_t)biggest * sizeof(float), "weight staging", err);
-	void *conv = dtype == GPT_DTYPE_F32 ? NULL : gpt_malloc((size_t)biggest * es, "weight staging", err);
-	rc = m->params && host && (dtype == GPT_DTYPE_F32 || conv) ? 0 : GPT_EINTERNAL;
-	for (int64_t i = 0; !rc && i < m->n_table; i++) {
-		const gpt_param_info *p = &m->table[i];
-		rc = read(ctx, p, host, err);
-		if (!rc && conv)
-			rc = gpt_convert(conv, dtype, host, GPT_DTYPE_F32, (size_t)p->numel, err);
-		if (!rc)
-			rc = m->be.ops->upload(&m->be, param(m, i), conv ? conv : host,
-					       (size_t)p->numel * es, err);
-	}
-	free(host);
-	free(conv);
+	(void)biggest;
+	/* CPU backend memory is host memory: parameters are read in place */
+	m->params = m->be.ops->alloc(&m->be, (size_t)total * sizeof(float), "model weights", err);
+	rc = m->params ? 0 : GPT_EINTERNAL;
+	for (int64_t i = 0; !rc && i < m->n_table; i++)
+		rc = read(ctx, &m->table[i], param(m, i), err);
+	if (!rc)
+		rc = init_qweights(m, dtype, err);
 	if (rc)
 		gpt_infer_model_free(m);
 	return rc;
@@ -89,6 +106,9 @@ static void free_work(gpt_infer_model *m)
 
 void gpt_infer_model_free(gpt_infer_model *m)
 {
+	for (int64_t i = 0; m->qw && i < 4 * m->shape.layers + 1; i++)
+		gpt_qweight_free(&m->qw[i]);
+	free(m->qw);
 	if (m->be.ops) {
 		free_work(m);
 		if (m->params)
@@ -209,8 +229,8 @@ static int layer_fwd(gpt_infer_model *m, gpt_kv *kv, int64_t l, int64_t n, const
 	size_t es = gpt_dtype_size(be->dtype);
 	OP(o->layernorm_fwd(be, m->ln, NULL, NULL, m->x, param(m, T_LAYER(l, P_LN1_W)),
 			    param(m, T_LAYER(l, P_LN1_B)), R, C, m->ln_eps, err));
-	OP(o->linear_fwd(be, m->qkv, m->ln, param(m, T_LAYER(l, P_QKV_W)),
-			 param(m, T_LAYER(l, P_QKV_B)), R, C, 3 * C, err));
+	OP(gpt_qlinear(&m->qw[4 * l], m->ln, param(m, T_LAYER(l, P_QKV_B)), m->qkv, R, be->threads,
+		       err));
 	int64_t row = 0;
 	for (int64_t i = 0; i < n; i++) {
 		int64_t at = kv_at(kv, l, slot[i]);
@@ -220,16 +240,16 @@ static int layer_fwd(gpt_infer_model *m, gpt_kv *kv, int64_t l, int64_t n, const
 				   kv->len[slot[i]], kv->maxT, NH, HS, err));
 		row += n_tok[i];
 	}
-	OP(o->linear_fwd(be, m->tmp, m->att, param(m, T_LAYER(l, P_PROJ_W)),
-			 param(m, T_LAYER(l, P_PROJ_B)), R, C, C, err));
+	OP(gpt_qlinear(&m->qw[4 * l + 1], m->att, param(m, T_LAYER(l, P_PROJ_B)), m->tmp, R,
+		       be->threads, err));
 	OP(o->residual_fwd(be, m->x, m->x, m->tmp, R * C, err));
 	OP(o->layernorm_fwd(be, m->ln, NULL, NULL, m->x, param(m, T_LAYER(l, P_LN2_W)),
 			    param(m, T_LAYER(l, P_LN2_B)), R, C, m->ln_eps, err));
-	OP(o->linear_fwd(be, m->fch, m->ln, param(m, T_LAYER(l, P_FC_W)),
-			 param(m, T_LAYER(l, P_FC_B)), R, C, F, err));
+	OP(gpt_qlinear(&m->qw[4 * l + 2], m->ln, param(m, T_LAYER(l, P_FC_B)), m->fch, R, be->threads,
+		       err));
 	OP(o->gelu_fwd(be, m->fch, m->fch, R * F, err));
-	OP(o->linear_fwd(be, m->tmp, m->fch, param(m, T_LAYER(l, P_MPROJ_W)),
-			 param(m, T_LAYER(l, P_MPROJ_B)), R, F, C, err));
+	OP(gpt_qlinear(&m->qw[4 * l + 3], m->fch, param(m, T_LAYER(l, P_MPROJ_B)), m->tmp, R,
+		       be->threads, err));
 	OP(o->residual_fwd(be, m->x, m->x, m->tmp, R * C, err));
 	return 0;
 }
@@ -290,15 +310,6 @@ int gpt_infer_forward(gpt_infer_model *m, gpt_kv *kv, int64_t n, const int64_t *
 	int64_t lnf = 2 + s->layers * P_PER_LAYER;
 	OP(o->layernorm_fwd(be, m->ln, NULL, NULL, m->x, param(m, lnf), param(m, lnf + 1), rows, C,
 			    m->ln_eps, err));
-	OP(o->linear_fwd(be, m->logits, m->ln, param(m, T_WTE), NULL, rows, C, Vp, err));
-	if (be->dtype == GPT_DTYPE_F32) {
-		OP(o->download(be, m->host_logits, m->logits, (size_t)(rows * Vp) * es, err));
-	} else {
-		/* CPU backend memory is host memory */
-		OP(o->convert(be, m->host_logits, GPT_DTYPE_F32, m->logits,
-			      be->dtype, rows * Vp, err));
-	}
-	for (int64_t r = 0; r < rows; r++)
-		memcpy(logits + r * V, m->host_logits + r * Vp, (size_t)V * sizeof(float));
-	return 0;
+	/* the head over the true vocabulary only, straight into the caller's rows */
+	return gpt_qlinear(&m->qw[4 * s->layers], m->ln, NULL, logits, rows, be->threads, err);
 }

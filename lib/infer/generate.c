@@ -108,8 +108,14 @@ static int run_group(gpt_infer_model *m, const gpt_gen_opts *o, seq *sq, int64_t
 		tok[p] = sq[p * nrs].ids;
 		ntok[p] = sq[p * nrs].n_prompt;
 	}
+	double t0 = gpt_now_s();
 	if (!rc)
 		rc = gpt_infer_forward(m, &kv, np, slot, tok, ntok, 0, logits, err);
+	if (o->stats) {
+		o->stats->prompt_s += gpt_now_s() - t0;
+		for (int64_t p = 0; p < np; p++)
+			o->stats->prompt_tokens += ntok[p];
+	}
 	for (int64_t p = np - 1; !rc && p >= 0; p--)
 		for (int64_t r = nrs - 1; r >= 0 && !rc; r--) {
 			memmove(logits + (p * nrs + r) * V, logits + p * V, (size_t)V * sizeof(float));
@@ -140,8 +146,13 @@ static int run_group(gpt_infer_model *m, const gpt_gen_opts *o, seq *sq, int64_t
 			k++;
 		}
 		active = k;
+		t0 = gpt_now_s();
 		if (active)
 			rc = gpt_infer_forward(m, &kv, active, slot, tok, ntok, 0, logits, err);
+		if (o->stats) {
+			o->stats->generate_s += gpt_now_s() - t0;
+			o->stats->generated_tokens += active;
+		}
 	}
 	for (int64_t i = 0; !rc && i < ns; i++) {
 		gpt_gen_result r = {sq[i].prompt, sq[i].index, sq[i].ids + sq[i].n_prompt,

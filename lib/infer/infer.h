@@ -31,6 +31,29 @@
 extern "C" {
 #endif
 
+/* ---- linear layers on compact weights ------------------------------------ */
+
+/* One weight matrix [N, K] as generation reads it: fp32 (the model's own
+ * copy, not owned), bf16, fp16, or int8 with one fp32 scale per row (scale
+ * = max |row| / 127, round to nearest). */
+typedef struct gpt_qweight {
+	gpt_dtype dtype;
+	int64_t N, K;
+	const void *w;
+	void *owned;
+	float *scale;
+} gpt_qweight;
+
+/* Makes q from the fp32 matrix w (kept by pointer when dtype is fp32). */
+int gpt_qweight_init(gpt_qweight *q, const float *w, int64_t N, int64_t K, gpt_dtype dtype,
+		     gpt_err *err);
+void gpt_qweight_free(gpt_qweight *q);
+/* out (M, N) = x (M, K) q^T + bias (may be NULL), all fp32 host memory,
+ * computed in fp32 with `threads` threads: a fused kernel that reads each
+ * weight once for up to 8 rows, sgemm beyond. */
+int gpt_qlinear(const gpt_qweight *q, const float *x, const float *bias, float *out, int64_t M,
+		int threads, gpt_err *err);
+
 /* ---- the decoder --------------------------------------------------------- */
 
 /* Fills dst (p->numel floats, fp32, the layout of DESIGN.md section 4) with
@@ -38,12 +61,14 @@ extern "C" {
 typedef int (*gpt_weight_read_fn)(void *ctx, const gpt_param_info *p, float *dst, gpt_err *err);
 
 typedef struct gpt_infer_model {
-	gpt_backend be;
+	gpt_backend be;         /* fp32 CPU backend: activations, LayerNorms, attention */
 	gpt_model_shape shape;
 	gpt_param_info *table;
 	int64_t n_table;
 	int64_t *offset;        /* element offset of each table entry in params */
-	void *params;           /* flat, backend storage dtype */
+	void *params;           /* flat, fp32 */
+	gpt_dtype wdtype;       /* of the weight matrices */
+	gpt_qweight *qw;        /* per layer qkv, proj, fc, mlp proj; then the head (wte) */
 	float ln_eps;
 	/* work buffers for up to cap_rows rows */
 	int64_t cap_rows;
@@ -53,14 +78,15 @@ typedef struct gpt_infer_model {
 } gpt_infer_model;
 
 /* Loads a model of shape s, reading each parameter through read(ctx, ...),
- * into a CPU backend of storage dtype `dtype` (fp32, bf16 or fp16) with
- * `threads` threads (<= 0: OpenMP's default). */
+ * with the weight matrices (and the output head) held as `dtype` (fp32,
+ * bf16, fp16 or int8, see gpt_qweight) and everything else in fp32, on the
+ * CPU with `threads` threads (<= 0: OpenMP's default). */
 int gpt_infer_model_init(gpt_infer_model *m, const gpt_model_shape *s, gpt_dtype dtype,
 			 int threads, gpt_weight_read_fn read, void *ctx, gpt_err *err);
 void gpt_infer_model_free(gpt_infer_model *m);
 
 /* The KV cache: `slots` sequences of up to maxT positions, per layer (slots,
- * NH, maxT, HS) keys and values in the model's storage dtype. len[s] is the
+ * NH, maxT, HS) keys and values in fp32. len[s] is the
  * number of positions slot s holds. */
 typedef struct gpt_kv {
 	int64_t slots, maxT, layers, per_slot; /* per_slot: NH * maxT * HS elements */
@@ -143,7 +169,16 @@ typedef struct gpt_gen_opts {
 	 * non-zero ends the sequence there (gpt-infer --stop) */
 	int (*stop)(void *ctx, const int32_t *ids, int64_t n);
 	void *stop_ctx;
+	struct gpt_gen_stats *stats;      /* may be NULL: timings add up here */
 } gpt_gen_opts;
+
+/* Where the time of gpt_generate went: prompt processing (the first pass
+ * over each prompt) and generation (every later pass), wall-clock seconds
+ * of the model's forward passes and the tokens they took. */
+typedef struct gpt_gen_stats {
+	int64_t prompt_tokens, generated_tokens;
+	double prompt_s, generate_s;
+} gpt_gen_stats;
 
 /* From the Generation section of a resolved or unresolved config. */
 int gpt_gen_opts_from_config(gpt_gen_opts *o, const gpt_config *cfg, gpt_err *err);
@@ -207,6 +242,9 @@ const gpt_model_shape *gpt_source_shape(const gpt_source *src);
  * to which a caller may apply its own -c file and -o overrides. */
 gpt_config *gpt_source_config(gpt_source *src);
 const gpt_tokenizer *gpt_source_tokenizer(const gpt_source *src);
+/* The dtype of the stored weights: a bundle's (fp32, bf16, fp16, int8),
+ * else fp32. */
+gpt_dtype gpt_source_dtype(const gpt_source *src);
 /* Loads the weights into a decoder (see gpt_infer_model_init). */
 int gpt_source_load(gpt_source *src, gpt_infer_model *m, gpt_dtype dtype, int threads,
 		    gpt_err *err);
@@ -238,6 +276,10 @@ typedef struct gpt_infer_args {
 	int truncate;              /* keep the end of a prompt that is too long */
 	int threads;
 	int64_t batch;
+	int stats;                 /* print timings to err_out */
+	int dtype_set;             /* 0: weights in memory as the model stores them */
+	gpt_dtype dtype;           /* else fp32, bf16, fp16 or int8 */
+	FILE *err_out;
 } gpt_infer_args;
 
 /* Runs gpt-infer: reads prompts (from args or one a line from in), writes

@@ -267,8 +267,12 @@ int gpt_infer_run(const gpt_infer_args *a, FILE *in, FILE *out, gpt_err *err)
 		g.stop = stop_at;
 		g.stop_ctx = &r;
 	}
+	gpt_gen_stats st = {0};
+	if (a->stats)
+		g.stats = &st;
 	if (!rc)
-		rc = gpt_source_load(src, &m, GPT_DTYPE_F32, a->threads, err);
+		rc = gpt_source_load(src, &m, a->dtype_set ? a->dtype : gpt_source_dtype(src),
+				     a->threads, err);
 	if (!rc && a->ppl) {
 		rc = perplexity(a, &m, r.tok, out, err);
 		goto out;
@@ -309,6 +313,14 @@ int gpt_infer_run(const gpt_infer_args *a, FILE *in, FILE *out, gpt_err *err)
 	gpt_encoder_free(e);
 	if (!rc)
 		rc = gpt_generate(&m, &g, n, (const int32_t *const *)ids, len, emit, &r, err);
+	if (!rc && a->stats && a->err_out)
+		fprintf(a->err_out,
+			"prompt: %lld tokens in %.3f s, %.1f tokens/s; generation: %lld tokens in "
+			"%.3f s, %.1f tokens/s\n",
+			(long long)st.prompt_tokens, st.prompt_s,
+			st.prompt_s > 0 ? (double)st.prompt_tokens / st.prompt_s : 0.0,
+			(long long)st.generated_tokens, st.generate_s,
+			st.generate_s > 0 ? (double)st.generated_tokens / st.generate_s : 0.0);
 out:
 	for (int64_t i = 0; i < n; i++) {
 		if (ids)

@@ -29,12 +29,14 @@ struct gpt_source {
 	gpt_st_file st;
 	int st_ok;
 	const char *hf_prefix; /* "transformer." or "" */
+	gpt_dtype dtype;       /* of the stored weights */
 };
 
 gpt_source_kind gpt_source_kind_of(const gpt_source *src) { return src->kind; }
 const gpt_model_shape *gpt_source_shape(const gpt_source *src) { return &src->shape; }
 gpt_config *gpt_source_config(gpt_source *src) { return &src->cfg; }
 const gpt_tokenizer *gpt_source_tokenizer(const gpt_source *src) { return src->tok; }
+gpt_dtype gpt_source_dtype(const gpt_source *src) { return src->dtype; }
 
 void gpt_source_free(gpt_source *src)
 {
@@ -199,6 +201,12 @@ static int open_files(gpt_source *src, bundle_files *b, const char *exe, gpt_err
 		rc = check_file(src, man, "encoder.json", b->encoder, b->encoder_len, err);
 	if (!rc && b->merges)
 		rc = check_file(src, man, "vocab.bpe", b->merges, b->merges_len, err);
+	const char *dts = json_string_value(json_object_get(man, "dtype"));
+	if (!rc && (!dts || gpt_dtype_parse(dts, &src->dtype) ||
+		    (src->dtype != GPT_DTYPE_F32 && src->dtype != GPT_DTYPE_BF16 &&
+		     src->dtype != GPT_DTYPE_F16 && src->dtype != GPT_DTYPE_I8)))
+		rc = gpt_err_set(err, GPT_EDATA, "%s: manifest.json: expected dtype fp32, bf16, fp16 or int8, found \"%s\"",
+				 src->path, dts ? dts : "");
 	const char *tk = json_string_value(json_object_get(man, "tokenizer"));
 	char tkind[16];
 	snprintf(tkind, sizeof tkind, "%s", tk ? tk : "");
