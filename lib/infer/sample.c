@@ -45,6 +45,36 @@ static int by_prob(const void *a, const void *b, void *ctx)
 	return x < y ? -1 : x > y;
 }
 
+/* Rearranges a[0..n) so that a[0..k) are its k first elements in by_prob's
+ * order (in any order among themselves): quickselect, O(n) on average, so
+ * top-k over a 50257-token vocabulary does not sort it all every token. */
+static void select_top(int32_t *a, int64_t n, int64_t k, const float *p)
+{
+	int64_t lo = 0, hi = n - 1;
+	while (lo < hi) {
+		int64_t mid = lo + (hi - lo) / 2;
+		/* median of three as the pivot, moved to hi */
+		if (by_prob(&a[mid], &a[lo], (void *)p) < 0) { int32_t t = a[mid]; a[mid] = a[lo]; a[lo] = t; }
+		if (by_prob(&a[hi], &a[lo], (void *)p) < 0) { int32_t t = a[hi]; a[hi] = a[lo]; a[lo] = t; }
+		if (by_prob(&a[mid], &a[hi], (void *)p) < 0) { int32_t t = a[mid]; a[mid] = a[hi]; a[hi] = t; }
+		int32_t pivot = a[hi];
+		int64_t st = lo;
+		for (int64_t i = lo; i < hi; i++)
+			if (by_prob(&a[i], &pivot, (void *)p) < 0) {
+				int32_t t = a[i]; a[i] = a[st]; a[st] = t;
+				st++;
+			}
+		a[hi] = a[st];
+		a[st] = pivot;
+		if (st == k - 1 || st == k)
+			return;
+		if (st < k)
+			lo = st + 1;
+		else
+			hi = st - 1;
+	}
+}
+
 int64_t gpt_sample_probs(const float *logits, int64_t V, const gpt_sampling *s, float *probs,
 			 int32_t *order)
 {
@@ -69,9 +99,11 @@ int64_t gpt_sample_probs(const float *logits, int64_t V, const gpt_sampling *s, 
 		order[live++] = 0, probs[0] = 1;
 	int64_t keep = live;
 	if ((s->top_k > 0 && s->top_k < live) || s->top_p < 1.0) {
-		qsort_r(order, (size_t)live, sizeof *order, by_prob, probs);
-		if (s->top_k > 0 && s->top_k < keep)
+		if (s->top_k > 0 && s->top_k < live) {
+			select_top(order, live, s->top_k, probs);
 			keep = s->top_k;
+		}
+		qsort_r(order, (size_t)keep, sizeof *order, by_prob, probs);
 		if (s->top_p < 1.0) {
 			double before = 0;
 			int64_t k = 0;

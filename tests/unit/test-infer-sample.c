@@ -121,5 +121,31 @@ int main(void)
 	ok(fabs(hits[3] / 20000.0 - 0.5) < 0.02 && fabs(hits[2] / 20000.0 - 0.05) < 0.01,
 	   "20000 draws: token 3 %.3f (0.5), token 2 %.3f (0.05)", hits[3] / 20000.0,
 	   hits[2] / 20000.0);
+	/* a large vocabulary with many ties: top-k by selection equals a full sort */
+	enum { BIG = 5000 };
+	static float bl[BIG], bp[BIG];
+	static int32_t bo[BIG];
+	uint32_t st = 3;
+	for (int i = 0; i < BIG; i++) {
+		st = st * 1664525u + 1013904223u;
+		bl[i] = (float)((st >> 24) % 40) / 8.0f; /* 40 distinct values: ties everywhere */
+	}
+	int kk[] = {1, 7, 50, 333, 4999};
+	for (int c = 0; c < 5; c++) {
+		s = (gpt_sampling){kk[c], 1.0, 1.0, 1.0};
+		int64_t kept = gpt_sample_probs(bl, BIG, &s, bp, bo);
+		/* the kept ids: the kk largest logits, lower ids first among equals */
+		int good = kept == kk[c], n = 0;
+		for (int v = 39; v >= 0 && n < kk[c]; v--)
+			for (int i = 0; i < BIG && n < kk[c]; i++)
+				if (bl[i] == v / 8.0f) {
+					good = good && bp[i] > 0;
+					n++;
+				}
+		int nz = 0;
+		for (int i = 0; i < BIG; i++)
+			nz += bp[i] > 0;
+		ok(good && nz == kk[c], "top_k %d of 5000 with ties: exactly the first %d by logit then id", kk[c], kk[c]);
+	}
 	return done_testing();
 }
