@@ -69,19 +69,14 @@ void gpt_qweight_free(gpt_qweight *q)
 static void widen(const gpt_qweight *q, int64_t n, int64_t k0, int64_t k1, float *out)
 {
 	int64_t at = n * q->K;
+	gpt_err err;
 	switch (q->dtype) {
-	case GPT_DTYPE_BF16: {
-		const uint16_t *h = (const uint16_t *)q->w + at;
-		for (int64_t k = k0; k < k1; k++)
-			out[k - k0] = gpt_bf16_to_f32(h[k]);
+	case GPT_DTYPE_BF16:
+	case GPT_DTYPE_F16:
+		/* cannot fail between these dtypes */
+		gpt_convert(out, GPT_DTYPE_F32, (const uint16_t *)q->w + at + k0, q->dtype,
+			    (size_t)(k1 - k0), &err);
 		break;
-	}
-	case GPT_DTYPE_F16: {
-		const uint16_t *h = (const uint16_t *)q->w + at;
-		for (int64_t k = k0; k < k1; k++)
-			out[k - k0] = gpt_f16_to_f32(h[k]);
-		break;
-	}
 	case GPT_DTYPE_I8: {
 		const int8_t *h = (const int8_t *)q->w + at;
 		for (int64_t k = k0; k < k1; k++)
@@ -138,12 +133,34 @@ VEC_TARGET static inline float hsum(__m256 v)
 	return _mm_cvtss_f32(s);
 }
 
-/* Up to 4 input rows per pass over a weight row; K a multiple of 8. */
+/* Eight input rows in one pass over a weight row. */
+VEC_TARGET static void dot8_avx2(const gpt_qweight *q, const void *row, const float *x, float s,
+				 float *dot)
+{
+	int64_t K = q->K;
+	__m256 a[8];
+	for (int i = 0; i < 8; i++)
+		a[i] = _mm256_setzero_ps();
+	for (int64_t k = 0; k < K; k += 8) {
+		__m256 wv = load8(q, row, k);
+		for (int i = 0; i < 8; i++)
+			a[i] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + i * K + k), a[i]);
+	}
+	for (int i = 0; i < 8; i++)
+		dot[i] = hsum(a[i]) * s;
+}
+
+/* Up to 4 input rows per pass over a weight row (8 in one pass when there
+ * are 8); K a multiple of 8. */
 VEC_TARGET static void dot_rows_avx2(const gpt_qweight *q, int64_t n, const float *x, int64_t m,
 				     float *dot)
 {
 	int64_t K = q->K;
 	const void *row = (const char *)q->w + (size_t)(n * K) * gpt_dtype_size(q->dtype);
+	if (m == 8) {
+		dot8_avx2(q, row, x, q->dtype == GPT_DTYPE_I8 ? q->scale[n] : 1.0f, dot);
+		return;
+	}
 	for (int64_t i0 = 0; i0 < m; i0 += 4) {
 		int64_t mm = m - i0 < 4 ? m - i0 : 4;
 		const float *x0 = x + i0 * K;
