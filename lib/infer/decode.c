@@ -91,15 +91,13 @@ int gpt_infer_model_init(gpt_infer_model *m, const gpt_model_shape *s, gpt_dtype
 
 static void free_work(gpt_infer_model *m)
 {
-	void **p[] = {&m->x, &m->ln, &m->qkv, &m->att, &m->tmp, &m->fch, &m->logits};
+	void **p[] = {&m->x, &m->ln, &m->qkv, &m->att, &m->tmp, &m->fch};
 	for (size_t i = 0; i < sizeof p / sizeof *p; i++) {
 		if (*p[i])
 			m->be.ops->free(&m->be, *p[i]);
 		*p[i] = NULL;
 	}
-	free(m->host_logits);
 	free(m->tokens);
-	m->host_logits = NULL;
 	m->tokens = NULL;
 	m->cap_rows = 0;
 }
@@ -131,7 +129,6 @@ static int grow_work(gpt_infer_model *m, int64_t rows, gpt_err *err)
 		{&m->x, R * (size_t)s->hidden}, {&m->ln, R * (size_t)s->hidden},
 		{&m->qkv, R * 3 * (size_t)s->hidden}, {&m->att, R * (size_t)s->hidden},
 		{&m->tmp, R * (size_t)s->hidden}, {&m->fch, R * (size_t)s->ffn},
-		{&m->logits, R * (size_t)s->padded_vocab},
 	};
 	for (size_t i = 0; i < sizeof w / sizeof *w; i++) {
 		*w[i].p = m->be.ops->alloc(&m->be, w[i].n * es, "generation activations", err);
@@ -140,9 +137,8 @@ static int grow_work(gpt_infer_model *m, int64_t rows, gpt_err *err)
 			return GPT_EINTERNAL;
 		}
 	}
-	m->host_logits = gpt_malloc(R * (size_t)s->padded_vocab * sizeof(float), "logits", err);
 	m->tokens = gpt_malloc(R * sizeof(int32_t), "tokens", err);
-	if (!m->host_logits || !m->tokens) {
+	if (!m->tokens) {
 		free_work(m);
 		return GPT_EINTERNAL;
 	}

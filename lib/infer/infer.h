@@ -72,8 +72,7 @@ typedef struct gpt_infer_model {
 	float ln_eps;
 	/* work buffers for up to cap_rows rows */
 	int64_t cap_rows;
-	void *x, *ln, *qkv, *att, *tmp, *fch, *logits;
-	float *host_logits;
+	void *x, *ln, *qkv, *att, *tmp, *fch;
 	int32_t *tokens;
 } gpt_infer_model;
 
