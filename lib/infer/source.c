@@ -14,6 +14,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #define BUNDLE_VERSION 1
 #define BUNDLE_MAX_TEXT (64u << 20)
@@ -350,20 +352,23 @@ static int open_dir(gpt_source *src, const char *exe, gpt_err *err)
 		rc = read_dir_file(src->path, "vocab.bpe", 0, &b.merges, &b.merges_len, err);
 	char p[PATH_MAX];
 	snprintf(p, sizeof p, "%s/model.safetensors", src->path);
-	char *model = NULL;
-	if (!rc)
-		rc = gpt_file_read_all(p, 0, &model, &b.model_len, err);
+	/* mapped, not read: the safetensors reader takes the mapping over */
+	int fd = rc ? -1 : open(p, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	if (!rc && fd < 0)
+		rc = gpt_err_errno_read(err, errno, "%s", p);
+	else if (!rc && fstat(fd, &st) != 0)
+		rc = gpt_err_errno(err, GPT_EIO, errno, "%s", p);
 	if (!rc) {
-		b.model = mmap(NULL, b.model_len ? b.model_len : 1, PROT_READ | PROT_WRITE,
-			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		b.model_len = (size_t)st.st_size;
+		b.model = mmap(NULL, b.model_len ? b.model_len : 1, PROT_READ, MAP_PRIVATE, fd, 0);
 		if (b.model == MAP_FAILED) {
 			b.model = NULL;
-			rc = gpt_err_nomem(err, b.model_len, "model.safetensors");
-		} else {
-			memcpy(b.model, model, b.model_len);
+			rc = gpt_err_errno(err, GPT_EIO, errno, "%s: mmap", p);
 		}
 	}
-	free(model);
+	if (fd >= 0)
+		close(fd);
 	if (!rc)
 		rc = open_files(src, &b, exe, err);
 	bundle_files_free(&b);
