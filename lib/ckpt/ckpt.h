@@ -122,6 +122,47 @@ void gpt_ckpt_close(gpt_ckpt *ck);
 /* Reads output_dir/latest: the step directory it names, or GPT_ENOINPUT. */
 int gpt_ckpt_latest(const char *output_dir, char *path, size_t size, gpt_err *err);
 
+
+/* ---- inference exports (gpt-export) ------------------------------------- */
+
+/* Like gpt_st_open on `size` bytes at map, a region from mmap (anonymous or
+ * not) that the file takes over: gpt_st_close unmaps it, also on failure.
+ * name is used in messages. For safetensors read from an archive in place. */
+int gpt_st_open_mapped(gpt_st_file *f, const char *name, void *map, size_t size, gpt_err *err);
+
+/* gpt-export: a training checkpoint as an inference bundle (a tar, zstd or
+ * gzip, holding model.safetensors with the merged weights only, config.yaml
+ * with the Model and Generation sections, the tokenizer files and
+ * manifest.json with the size and xxh3 of each), a Hugging Face GPT-2
+ * directory, or a GGUF file for llama.cpp's gpt2 architecture. Weights are
+ * written in fp32, bf16, fp16 or int8 (bundle only: weight matrices as I8
+ * with an F32 NAME.scale per output row; biases, LayerNorms and wpe stay
+ * fp32). Every output appears atomically: written under a temporary name,
+ * then renamed. */
+typedef enum gpt_export_format {
+	GPT_EXPORT_BUNDLE = 0,
+	GPT_EXPORT_GGUF,
+	GPT_EXPORT_HF,
+} gpt_export_format;
+
+typedef struct gpt_export_opts {
+	gpt_export_format format;
+	gpt_dtype dtype;    /* F32, BF16, F16 or I8 */
+	const char *out;    /* NULL: model.tar.zst, model.gguf or model-hf */
+	const char *vocab;  /* GPT-2 vocabulary directory; NULL: found from exe */
+	const char *exe;    /* argv[0] */
+} gpt_export_opts;
+
+/* "bundle", "gguf", "hf"; -1 when s names none. */
+int gpt_export_format_parse(const char *s, gpt_export_format *out);
+
+/* Exports the checkpoint at ckpt_path (a step directory or a directory with
+ * `latest`). On success out_path receives the name written. GPT_EUSAGE for
+ * a dtype the format cannot hold or an output that exists (directories) or
+ * has an unknown extension (bundles: .tar.zst, .tar.gz, .tgz, .tar). */
+int gpt_export(const char *ckpt_path, const gpt_export_opts *o, char *out_path, size_t size,
+	       gpt_err *err);
+
 #ifdef __cplusplus
 }
 #endif

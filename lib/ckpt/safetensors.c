@@ -343,3 +343,19 @@ void gpt_st_close(gpt_st_file *f)
 	free(f->path);
 	memset(f, 0, sizeof *f);
 }
+
+int gpt_st_open_mapped(gpt_st_file *f, const char *name, void *map, size_t size, gpt_err *err)
+{
+	memset(f, 0, sizeof *f);
+	f->path = strdup(name);
+	f->map = map;
+	f->size = size;
+	if (!f->path) {
+		gpt_st_close(f);
+		return gpt_err_nomem(err, strlen(name), "path");
+	}
+	int rc = st_parse(f, err);
+	if (rc)
+		gpt_st_close(f);
+	return rc;
+}

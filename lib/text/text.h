@@ -56,6 +56,10 @@ void gpt_ids_free(gpt_ids *v);
  * merges.txt. GPT_ENOINPUT when neither pair is there (the message says how
  * to get the files), GPT_EDATA when a file is malformed. */
 int gpt_tokenizer_open_bpe(gpt_tokenizer **out, const char *dir, gpt_err *err);
+/* The same from the texts of the two files held in memory (an inference
+ * bundle read in place); name is used in messages. */
+int gpt_tokenizer_open_bpe_mem(gpt_tokenizer **out, const char *name, const char *encoder,
+			       size_t encoder_len, const char *merges, size_t merges_len, gpt_err *err);
 /* The byte tokenizer (cannot fail except for memory). */
 int gpt_tokenizer_open_bytes(gpt_tokenizer **out, gpt_err *err);
 void gpt_tokenizer_free(gpt_tokenizer *t);

@@ -201,17 +201,11 @@ static int has_pair(const char *dir, const char *a, const char *b)
 
 #define HOWTO_VOCAB "run 'make deps' in the gptkit source tree (it installs share/gpt2), or pass --vocab DIR with encoder.json + vocab.bpe (or vocab.json + merges.txt), or use -t bytes"
 
-static int load_encoder(gpt_tokenizer *t, const char *path, gpt_err *err)
+static int parse_encoder(gpt_tokenizer *t, const char *path, const char *text, size_t len, gpt_err *err)
 {
-	/* Parsing from memory: json_load_file reads a byte at a time. */
-	char *text;
-	size_t len;
-	int rc = gpt_file_read_all(path, 0, &text, &len, err);
-	if (rc)
-		return rc;
+	int rc = 0;
 	json_error_t je;
 	json_t *root = json_loadb(text, len, 0, &je);
-	free(text);
 	if (!root)
 		return gpt_err_set(err, GPT_EDATA, "%s:%d: not valid JSON: %s; fetch the file again", path,
 				   je.line, je.text);
@@ -285,6 +279,19 @@ out:
 	return rc;
 }
 
+static int load_encoder(gpt_tokenizer *t, const char *path, gpt_err *err)
+{
+	/* Parsing from memory: json_load_file reads a byte at a time. */
+	char *text;
+	size_t len;
+	int rc = gpt_file_read_all(path, 0, &text, &len, err);
+	if (rc)
+		return rc;
+	rc = parse_encoder(t, path, text, len, err);
+	free(text);
+	return rc;
+}
+
 static int build_tables(gpt_tokenizer *t, const char *enc_path, gpt_err *err)
 {
 	t->tok_mask = pow2_at_least((uint64_t)t->n * 4) - 1;
@@ -312,20 +319,16 @@ static int build_tables(gpt_tokenizer *t, const char *enc_path, gpt_err *err)
 }
 
 /* Reads the merges: each line "A B" makes the token A+B with rank = its line. */
-static int load_merges(gpt_tokenizer *t, const char *path, gpt_err *err)
+static int parse_merges(gpt_tokenizer *t, const char *path, const char *text, size_t len, gpt_err *err)
 {
-	char *text;
-	size_t len;
-	int rc = gpt_file_read_all(path, 0, &text, &len, err);
-	if (rc)
-		return rc;
+	int rc = 0;
 	int32_t cp_to_byte[324];
 	byte_alphabet(cp_to_byte);
 	uint8_t buf[1024];
 	int32_t rank = 0;
 	long line = 0;
-	for (char *p = text; !rc && p < text + len;) {
-		char *eol = memchr(p, '\n', (size_t)(text + len - p));
+	for (const char *p = text; !rc && p < text + len;) {
+		const char *eol = memchr(p, '\n', (size_t)(text + len - p));
 		if (!eol)
 			eol = text + len;
 		line++;
@@ -336,7 +339,7 @@ static int load_merges(gpt_tokenizer *t, const char *path, gpt_err *err)
 			p = eol + 1;
 			continue;
 		}
-		char *sp = memchr(p, ' ', ll);
+		const char *sp = memchr(p, ' ', ll);
 		if (!sp || sp == p || sp == p + ll - 1 || ll > sizeof buf) {
 			rc = gpt_err_set(err, GPT_EDATA, "%s:%ld: expected 'LEFT RIGHT', found '%.*s'", path, line,
 					 (int)(ll > 80 ? 80 : ll), p);
@@ -355,6 +358,17 @@ static int load_merges(gpt_tokenizer *t, const char *path, gpt_err *err)
 		rank++;
 		p = eol + 1;
 	}
+	return rc;
+}
+
+static int load_merges(gpt_tokenizer *t, const char *path, gpt_err *err)
+{
+	char *text;
+	size_t len;
+	int rc = gpt_file_read_all(path, 0, &text, &len, err);
+	if (rc)
+		return rc;
+	rc = parse_merges(t, path, text, len, err);
 	free(text);
 	return rc;
 }
@@ -469,4 +483,32 @@ int gpt_vocab_find(const char *exe_path, char *out, size_t size, gpt_err *err)
 	}
 	return gpt_err_set(err, GPT_ENOINPUT,
 			   "no GPT-2 vocabulary in %s/../share/gpt2 or %s/../share/gptkit/gpt2; " HOWTO_VOCAB, exe, exe);
+}
+
+int gpt_tokenizer_open_bpe_mem(gpt_tokenizer **out, const char *name, const char *encoder,
+			       size_t encoder_len, const char *merges, size_t merges_len, gpt_err *err)
+{
+	*out = NULL;
+	gpt_tokenizer *t = gpt_calloc(1, sizeof *t, "tokenizer", err);
+	if (!t)
+		return GPT_EINTERNAL;
+	t->kind = GPT_TOK_GPT2;
+	char enc_name[PATH_MAX], merges_name[PATH_MAX];
+	snprintf(enc_name, sizeof enc_name, "%s: encoder.json", name);
+	snprintf(merges_name, sizeof merges_name, "%s: vocab.bpe", name);
+	int rc = parse_encoder(t, enc_name, encoder, encoder_len, err);
+	if (!rc)
+		rc = build_tables(t, enc_name, err);
+	if (!rc)
+		rc = parse_merges(t, merges_name, merges, merges_len, err);
+	if (!rc)
+		rc = build_pairs(t, err);
+	if (!rc)
+		rc = compile_pattern(t, err);
+	if (rc) {
+		gpt_tokenizer_free(t);
+		return rc;
+	}
+	*out = t;
+	return 0;
 }

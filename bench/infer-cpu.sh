@@ -1,0 +1,63 @@
+#!/bin/sh
+# CPU generation speed: gpt-infer next to PyTorch with a KV cache in the same
+# run, on the GPT-2 124M shapes (12 layers, 768 hidden, 12 heads, 50257
+# tokens, 1024 positions), 2 threads, batch 1 and 8, a prompt of about 128
+# tokens then 128 generated tokens (greedy, no early end). Weights: fp32;
+# bf16 and fp16 held in memory (gpt-infer --dtype; PyTorch bf16 for both); int8
+# (a gpt-export --dtype int8 bundle, weight-only with per-row scales; PyTorch
+# dynamic int8 quantization of the linears). gpt-infer computes in fp32 from
+# any of them. The weights are those of a checkpoint
+# after one training step: speed does not depend on them. PyTorch runs with
+# OPENBLAS_CORETYPE=SkylakeX, as in bench/train-cpu.sh.
+set -u
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+THREADS=${THREADS:-2}
+GEN=${GEN:-128}
+PY=/usr/bin/python3
+[ -f share/gpt2/encoder.json ] || { echo "infer-cpu: skipped: no GPT-2 vocabulary (make deps)"; exit 0; }
+$PY -c 'import torch' 2>/dev/null || { echo "infer-cpu: skipped: no PyTorch (make deps)"; exit 0; }
+W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT
+export OMP_NUM_THREADS=$THREADS
+
+bin/gpt-preprocess -o "$W/lic" /usr/share/common-licenses/GPL-3 >/dev/null 2>&1
+cat >"$W/c.yaml" <<EOC
+_base_: $ROOT/configs/tiny_cpu.yaml
+Global: {global_batch_size: 1, micro_batch_size: 1}
+Engine: {max_steps: 1, logging_freq: 1, eval_freq: 0, save_load: {save_steps: 1, output_dir: $W/ck}}
+Model: {vocab_size: 50257, hidden_size: 768, num_layers: 12, num_attention_heads: 12, ffn_hidden_size: 3072, max_position_embeddings: 1024}
+Data:
+  Train: {dataset: {input_dir: $W/lic, split: '1', max_seq_len: 64}}
+  Eval: {dataset: {input_dir: $W/lic, split: '1', max_seq_len: 64}}
+EOC
+bin/gpt-train -c "$W/c.yaml" >"$W/train.log" 2>&1 || { cat "$W/train.log"; exit 1; }
+bin/gpt-export --dtype int8 -o "$W/m8.tar" "$W/ck" 2>/dev/null || exit 1
+# one prompt of about 128 GPT-2 tokens
+head -c 390 /usr/share/common-licenses/GPL-3 | tr '\n' ' ' >"$W/p1"
+echo >>"$W/p1"
+for i in 1 2 3 4 5 6 7 8; do cat "$W/p1"; done >"$W/p8"
+
+echo "GPT-2 124M shapes, $THREADS threads, $GEN generated tokens; tokens/s (gptkit / PyTorch)"
+printf '%-6s %5s %9s %12s %12s %7s %12s %12s %7s\n' weights batch "prompt" "gptkit" "torch" ratio \
+	"gen gptkit" "gen torch" ratio
+run () { # label model extra-args torch-dtype batch
+	prompts=$W/p1
+	[ "$5" = 8 ] && prompts=$W/p8
+	bin/gpt-infer -m "$2" $3 --stats --batch "$5" -o Generation.decode_strategy=greedy_search \
+		-o Generation.min_dec_len=$GEN -o Generation.max_dec_len=$GEN <"$prompts" \
+		>/dev/null 2>"$W/stats" || { cat "$W/stats"; return; }
+	set -- "$@" $(sed -n 's/^prompt: \([0-9]*\) tokens in [0-9.]* s, \([0-9.]*\) tokens\/s; generation: [0-9]* tokens in [0-9.]* s, \([0-9.]*\) tokens\/s$/\1 \2 \3/p' "$W/stats")
+	tp=$(($6 / $5))
+	theirs=$(OPENBLAS_CORETYPE=SkylakeX $PY bench/torch_infer.py 12 768 12 50257 1024 "$5" "$tp" "$GEN" "$THREADS" "$4")
+	tpp=$(echo "$theirs" | cut -d" " -f2)
+	tpg=$(echo "$theirs" | cut -d" " -f4)
+	printf '%-6s %5s %9s %12s %12s %7s %12s %12s %7s\n' "$1" "$5" "$tp tok" "$7" "$tpp" \
+		"$(echo "scale=2; $7 / $tpp" | bc)" "$8" "$tpg" "$(echo "scale=2; $8 / $tpg" | bc)"
+}
+for b in 1 8; do
+	run fp32 "$W/ck" "" fp32 $b
+	run bf16 "$W/ck" "--dtype bf16" bf16 $b
+	run fp16 "$W/ck" "--dtype fp16" bf16 $b
+	run int8 "$W/m8.tar" "" int8 $b
+done

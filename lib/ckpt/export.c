@@ -1,0 +1,218 @@
+/* gpt-export's common part: the model of a checkpoint (shape, weights,
+ * config sections, tokenizer), safetensors in memory, int8 rows, and the
+ * choice of writer. (Part of lib/ckpt.) */
+#include "ckpt/export.h"
+
+#include "config/config.h"
+#include "text/text.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+int gpt_export_format_parse(const char *s, gpt_export_format *out)
+{
+	static const char *const names[] = {"bundle", "gguf", "hf"};
+	for (int i = 0; i < 3; i++)
+		if (strcmp(s, names[i]) == 0) {
+			*out = (gpt_export_format)i;
+			return 0;
+		}
+	return -1;
+}
+
+/* The top-level sections `Model:` and `Generation:` of a YAML text, as
+ * written by gpt_config_write_yaml (sections at column 0). */
+static int keep_sections(const char *y, char **out, size_t *len, gpt_err *err)
+{
+	gpt_buf b = GPT_BUF_INIT;
+	int keep = 0, rc = gpt_buf_puts(&b, "# gptkit inference configuration: the model and generation settings\n", err);
+	for (const char *p = y; !rc && *p;) {
+		const char *eol = strchr(p, '\n');
+		size_t n = eol ? (size_t)(eol - p + 1) : strlen(p);
+		if (*p != ' ' && *p != '\n' && *p != '#' && *p != '\t')
+			keep = strncmp(p, "Model:", 6) == 0 || strncmp(p, "Generation:", 11) == 0;
+		if (keep)
+			rc = gpt_buf_append(&b, p, n, err);
+		p += n;
+	}
+	if (!rc && !strstr(b.data ? (char *)b.data : "", "Model:"))
+		rc = gpt_err_set(err, GPT_EDATA, "config.yaml of the checkpoint has no Model section");
+	if (rc) {
+		gpt_buf_free(&b);
+		return rc;
+	}
+	*out = (char *)b.data;
+	*len = b.len;
+	return 0;
+}
+
+int gpt_export_model_open(gpt_export_model *m, const char *path, const gpt_export_opts *o,
+			  gpt_err *err)
+{
+	memset(m, 0, sizeof *m);
+	int rc = gpt_ckpt_open(&m->ck, path, err);
+	if (rc)
+		return rc;
+	const char *y = gpt_ckpt_config_yaml(m->ck);
+	gpt_config cfg;
+	rc = gpt_config_init(&cfg, err);
+	if (!rc && !y)
+		rc = gpt_err_set(err, GPT_EDATA, "%s: no config.yaml", gpt_ckpt_path(m->ck));
+	if (!rc)
+		rc = gpt_config_read_text(&cfg, y, strlen(y), "config.yaml", err);
+	if (!rc) {
+		gpt_model_shape *s = &m->shape;
+		s->vocab_size = cfg.model.vocab_size;
+		s->padded_vocab = (s->vocab_size + GPT_VOCAB_PAD - 1) / GPT_VOCAB_PAD * GPT_VOCAB_PAD;
+		s->max_pos = cfg.model.max_position_embeddings;
+		s->hidden = cfg.model.hidden_size;
+		s->layers = cfg.model.num_layers;
+		s->heads = cfg.model.num_attention_heads;
+		s->ffn = cfg.model.ffn_hidden_size > 0 ? cfg.model.ffn_hidden_size : 4 * s->hidden;
+		rc = gpt_param_table(s, &m->table, &m->n_table, err);
+	}
+	gpt_config_free(&cfg);
+	if (!rc)
+		rc = keep_sections(y, &m->config, &m->config_len, err);
+	m->step = gpt_ckpt_step(m->ck);
+	m->byte_tokenizer = m->shape.vocab_size == 257;
+	m->eot = m->byte_tokenizer ? 256 : 50256;
+	if (!rc && !m->byte_tokenizer) {
+		if (o->vocab)
+			snprintf(m->vocab, sizeof m->vocab, "%s", o->vocab);
+		else
+			rc = gpt_vocab_find(o->exe, m->vocab, sizeof m->vocab, err);
+		gpt_tokenizer *t = NULL;
+		if (!rc)
+			rc = gpt_tokenizer_open_bpe(&t, m->vocab, err);
+		if (!rc && gpt_tokenizer_vocab_size(t) > m->shape.vocab_size)
+			rc = gpt_err_set(err, GPT_EDATA, "%s: %d tokens, more than the model's %lld",
+					 m->vocab, (int)gpt_tokenizer_vocab_size(t), (long long)m->shape.vocab_size);
+		if (!rc)
+			m->eot = gpt_tokenizer_eot(t);
+		gpt_tokenizer_free(t);
+		char p[PATH_MAX + 16];
+		snprintf(p, sizeof p, "%s/encoder.json", m->vocab);
+		if (!rc && !gpt_path_exists(p))
+			rc = gpt_err_set(err, GPT_ENOINPUT,
+					 "%s: expected encoder.json + vocab.bpe (the bundle carries them)", m->vocab);
+	}
+	if (rc)
+		gpt_export_model_close(m);
+	return rc;
+}
+
+void gpt_export_model_close(gpt_export_model *m)
+{
+	if (m->ck)
+		gpt_ckpt_close(m->ck);
+	free(m->table);
+	free(m->config);
+	memset(m, 0, sizeof *m);
+}
+
+int gpt_export_model_read(gpt_export_model *m, int64_t i, float *dst, gpt_err *err)
+{
+	const gpt_param_info *p = &m->table[i];
+	gpt_box box = gpt_box_full(p->ndim, p->shape);
+	return gpt_ckpt_read_box(m->ck, p->name, GPT_DTYPE_F32, p->ndim, p->shape, &box, dst, err);
+}
+
+int gpt_st_build(const gpt_st_entry *e, int n, const char *const *meta, int n_meta, gpt_buf *out,
+		 gpt_err *err)
+{
+	json_t *h = json_object(), *md = n_meta ? json_object() : NULL;
+	uint64_t off = 0;
+	for (int i = 0; i < n_meta; i++)
+		json_object_set_new(md, meta[2 * i], json_string(meta[2 * i + 1]));
+	if (md)
+		json_object_set_new(h, "__metadata__", md);
+	for (int i = 0; i < n; i++) {
+		json_t *shape = json_array();
+		uint64_t numel = 1;
+		for (int d = 0; d < e[i].ndim; d++) {
+			json_array_append_new(shape, json_integer(e[i].shape[d]));
+			numel *= (uint64_t)e[i].shape[d];
+		}
+		uint64_t bytes = numel * gpt_dtype_size(e[i].dtype);
+		json_object_set_new(h, e[i].name,
+				    json_pack("{s:s,s:o,s:[I,I]}", "dtype", gpt_st_dtype_name(e[i].dtype),
+					      "shape", shape, "data_offsets", (json_int_t)off,
+					      (json_int_t)(off + bytes)));
+		off += bytes;
+	}
+	char *text = json_dumps(h, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	json_decref(h);
+	if (!text)
+		return gpt_err_set(err, GPT_EINTERNAL, "safetensors header: out of memory");
+	size_t hl = strlen(text), pad = (8 - hl % 8) % 8;
+	uint64_t hlen = hl + pad;
+	unsigned char le[8];
+	for (int i = 0; i < 8; i++)
+		le[i] = (unsigned char)(hlen >> (8 * i));
+	int rc = gpt_buf_reserve(out, 8 + hlen + off, err);
+	if (!rc)
+		rc = gpt_buf_append(out, le, 8, err);
+	if (!rc)
+		rc = gpt_buf_append(out, text, hl, err);
+	if (!rc)
+		rc = gpt_buf_append(out, "        ", pad, err);
+	free(text);
+	for (int i = 0; !rc && i < n; i++) {
+		uint64_t numel = 1;
+		for (int d = 0; d < e[i].ndim; d++)
+			numel *= (uint64_t)e[i].shape[d];
+		rc = gpt_buf_append(out, e[i].data, numel * gpt_dtype_size(e[i].dtype), err);
+	}
+	return rc;
+}
+
+void gpt_quantize_rows(const float *x, int64_t rows, int64_t cols, int8_t *q, float *scale)
+{
+	for (int64_t r = 0; r < rows; r++) {
+		const float *row = x + r * cols;
+		float mx = 0;
+		for (int64_t c = 0; c < cols; c++)
+			if (fabsf(row[c]) > mx)
+				mx = fabsf(row[c]);
+		float s = mx / 127.0f, inv = s > 0 ? 1.0f / s : 0;
+		scale[r] = s;
+		for (int64_t c = 0; c < cols; c++) {
+			float v = nearbyintf(row[c] * inv);
+			q[r * cols + c] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
+		}
+	}
+}
+
+int gpt_export(const char *ckpt_path, const gpt_export_opts *o, char *out_path, size_t size,
+	       gpt_err *err)
+{
+	static const char *const def[] = {"model.tar.zst", "model.gguf", "model-hf"};
+	const char *out = o->out ? o->out : def[o->format];
+	if (o->dtype != GPT_DTYPE_F32 && o->dtype != GPT_DTYPE_BF16 && o->dtype != GPT_DTYPE_F16 &&
+	    o->dtype != GPT_DTYPE_I8)
+		return gpt_err_set(err, GPT_EUSAGE, "--dtype %s: expected fp32, bf16, fp16 or int8",
+				   gpt_dtype_name(o->dtype));
+	if (o->format == GPT_EXPORT_HF && o->dtype == GPT_DTYPE_I8)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "--dtype int8: a Hugging Face GPT-2 directory holds fp32, bf16 or fp16 "
+				   "weights; use --format bundle or gguf for int8");
+	if (o->format == GPT_EXPORT_GGUF && o->dtype == GPT_DTYPE_BF16)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "--dtype bf16: the GGUF writer writes f32, f16 or q8_0 (--dtype int8)");
+	gpt_export_model m;
+	int rc = gpt_export_model_open(&m, ckpt_path, o, err);
+	if (rc)
+		return rc;
+	switch (o->format) {
+	case GPT_EXPORT_BUNDLE: rc = gpt_export_bundle(&m, o, out, err); break;
+	case GPT_EXPORT_HF: rc = gpt_export_hf(&m, o, out, err); break;
+	default: rc = gpt_export_gguf(&m, o, out, err); break;
+	}
+	gpt_export_model_close(&m);
+	if (!rc)
+		snprintf(out_path, size, "%s", out);
+	return rc;
+}

@@ -1,0 +1,42 @@
+/* What the gpt-export writers (bundle.c, hf.c, gguf.c) share: the model
+ * read from a checkpoint, and safetensors built in memory. (Internal to
+ * lib/ckpt.) */
+#ifndef GPT_CKPT_EXPORT_H
+#define GPT_CKPT_EXPORT_H
+
+#include "ckpt/ckpt.h"
+#include "model/model.h"
+
+#include <limits.h>
+
+typedef struct gpt_export_model {
+	gpt_ckpt *ck;
+	gpt_model_shape shape;
+	gpt_param_info *table;
+	int64_t n_table;
+	char *config;           /* the Model and Generation sections of config.yaml */
+	size_t config_len;
+	int byte_tokenizer;     /* 1: the byte vocabulary (257), no tokenizer files */
+	char vocab[PATH_MAX];   /* else the GPT-2 vocabulary directory */
+	int32_t eot;
+	int64_t step;
+} gpt_export_model;
+
+int gpt_export_model_open(gpt_export_model *m, const char *path, const gpt_export_opts *o,
+			  gpt_err *err);
+void gpt_export_model_close(gpt_export_model *m);
+/* Table entry i as fp32 into dst (numel floats). */
+int gpt_export_model_read(gpt_export_model *m, int64_t i, float *dst, gpt_err *err);
+
+/* A safetensors file in memory: entries in order, metadata pairs. */
+int gpt_st_build(const gpt_st_entry *e, int n, const char *const *meta, int n_meta, gpt_buf *out,
+		 gpt_err *err);
+
+/* int8 per row (every dimension but the last): scale = max |x| / 127. */
+void gpt_quantize_rows(const float *x, int64_t rows, int64_t cols, int8_t *q, float *scale);
+
+int gpt_export_bundle(gpt_export_model *m, const gpt_export_opts *o, const char *out, gpt_err *err);
+int gpt_export_hf(gpt_export_model *m, const gpt_export_opts *o, const char *out, gpt_err *err);
+int gpt_export_gguf(gpt_export_model *m, const gpt_export_opts *o, const char *out, gpt_err *err);
+
+#endif

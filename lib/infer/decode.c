@@ -1,0 +1,311 @@
+/* The KV-cache decoder: weights in a CPU backend and one forward pass over
+ * new tokens of several sequences. (Part of lib/infer.) */
+#include "infer/infer.h"
+
+#include "cpu/cpu.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { P_LN1_W = 0, P_LN1_B, P_QKV_W, P_QKV_B, P_PROJ_W, P_PROJ_B, P_LN2_W, P_LN2_B,
+       P_FC_W, P_FC_B, P_MPROJ_W, P_MPROJ_B, P_PER_LAYER };
+
+#define T_WTE 0
+#define T_WPE 1
+#define T_LAYER(l, k) (2 + (int64_t)(l) * P_PER_LAYER + (k))
+
+static float *param(const gpt_infer_model *m, int64_t i)
+{
+	return (float *)m->params + m->offset[i];
+}
+
+/* The weight matrices in generation order: per layer qkv, proj, fc, mlp
+ * proj; then the head. */
+static const int mats[4] = {P_QKV_W, P_PROJ_W, P_FC_W, P_MPROJ_W};
+
+static int init_qweights(gpt_infer_model *m, gpt_dtype dtype, gpt_err *err)
+{
+	const gpt_model_shape *s = &m->shape;
+	int64_t n = 4 * s->layers + 1;
+	m->qw = gpt_calloc((size_t)n, sizeof *m->qw, "weights", err);
+	if (!m->qw)
+		return GPT_EINTERNAL;
+	m->wdtype = dtype;
+	for (int64_t l = 0; l < s->layers; l++)
+		for (int j = 0; j < 4; j++) {
+			const gpt_param_info *p = &m->table[T_LAYER(l, mats[j])];
+			int64_t K = p->shape[p->ndim - 1];
+			int rc = gpt_qweight_init(&m->qw[4 * l + j], param(m, T_LAYER(l, mats[j])),
+						  p->numel / K, K, dtype, err);
+			if (rc)
+				return rc;
+		}
+	/* the head: wte's rows of the true vocabulary */
+	return gpt_qweight_init(&m->qw[n - 1], param(m, T_WTE), s->vocab_size, s->hidden, dtype, err);
+}
+
+int gpt_infer_model_init(gpt_infer_model *m, const gpt_model_shape *s, gpt_dtype dtype,
+			 int threads, gpt_weight_read_fn read, void *ctx, gpt_err *err)
+{
+	memset(m, 0, sizeof *m);
+	int rc = gpt_backend_cpu_init(&m->be, GPT_DTYPE_F32, threads, err);
+	if (rc)
+		return rc;
+	static const char *const need[] = {"alloc", "free", "upload", "download", "copy",
+					   "linear_fwd", "layernorm_fwd", "gelu_fwd",
+					   "attention_kv", "embedding_fwd", "residual_fwd", NULL};
+	rc = gpt_backend_require(&m->be, need, err);
+	m->shape = *s;
+	m->ln_eps = 1e-5f;
+	if (!rc)
+		rc = gpt_param_table(s, &m->table, &m->n_table, err);
+	if (rc) {
+		gpt_infer_model_free(m);
+		return rc;
+	}
+	int64_t total = 0, biggest = 0;
+	m->offset = gpt_calloc((size_t)m->n_table, sizeof *m->offset, "parameter offsets", err);
+	if (!m->offset) {
+		gpt_infer_model_free(m);
+		return GPT_EINTERNAL;
+	}
+	for (int64_t i = 0; i < m->n_table; i++) {
+		m->offset[i] = total;
+		/* 16 elements keep every tensor 64-byte aligned in any dtype */
+		total += (m->table[i].numel + 15) / 16 * 16;
+		if (m->table[i].numel > biggest)
+			biggest = m->table[i].numel;
+	}
+	(void)biggest;
+	/* CPU backend memory is host memory: parameters are read in place */
+	m->params = m->be.ops->alloc(&m->be, (size_t)total * sizeof(float), "model weights", err);
+	rc = m->params ? 0 : GPT_EINTERNAL;
+	for (int64_t i = 0; !rc && i < m->n_table; i++)
+		rc = read(ctx, &m->table[i], param(m, i), err);
+	if (!rc)
+		rc = init_qweights(m, dtype, err);
+	if (rc)
+		gpt_infer_model_free(m);
+	return rc;
+}
+
+static void free_work(gpt_infer_model *m)
+{
+	void **p[] = {&m->x, &m->ln, &m->qkv, &m->att, &m->tmp, &m->fch};
+	for (size_t i = 0; i < sizeof p / sizeof *p; i++) {
+		if (*p[i])
+			m->be.ops->free(&m->be, *p[i]);
+		*p[i] = NULL;
+	}
+	free(m->tokens);
+	m->tokens = NULL;
+	m->cap_rows = 0;
+}
+
+void gpt_infer_model_free(gpt_infer_model *m)
+{
+	for (int64_t i = 0; m->qw && i < 4 * m->shape.layers + 1; i++)
+		gpt_qweight_free(&m->qw[i]);
+	free(m->qw);
+	if (m->be.ops) {
+		free_work(m);
+		if (m->params)
+			m->be.ops->free(&m->be, m->params);
+		gpt_backend_cpu_free(&m->be);
+	}
+	free(m->table);
+	free(m->offset);
+	memset(m, 0, sizeof *m);
+}
+
+static int grow_work(gpt_infer_model *m, int64_t rows, gpt_err *err)
+{
+	if (rows <= m->cap_rows)
+		return 0;
+	free_work(m);
+	const gpt_model_shape *s = &m->shape;
+	size_t es = gpt_dtype_size(m->be.dtype), R = (size_t)rows;
+	struct { void **p; size_t n; } w[] = {
+		{&m->x, R * (size_t)s->hidden}, {&m->ln, R * (size_t)s->hidden},
+		{&m->qkv, R * 3 * (size_t)s->hidden}, {&m->att, R * (size_t)s->hidden},
+		{&m->tmp, R * (size_t)s->hidden}, {&m->fch, R * (size_t)s->ffn},
+	};
+	for (size_t i = 0; i < sizeof w / sizeof *w; i++) {
+		*w[i].p = m->be.ops->alloc(&m->be, w[i].n * es, "generation activations", err);
+		if (!*w[i].p) {
+			free_work(m);
+			return GPT_EINTERNAL;
+		}
+	}
+	m->tokens = gpt_malloc(R * sizeof(int32_t), "tokens", err);
+	if (!m->tokens) {
+		free_work(m);
+		return GPT_EINTERNAL;
+	}
+	m->cap_rows = rows;
+	return 0;
+}
+
+int gpt_kv_init(gpt_kv *kv, gpt_infer_model *m, int64_t slots, int64_t maxT, gpt_err *err)
+{
+	memset(kv, 0, sizeof *kv);
+	if (slots < 1 || maxT < 1 || maxT > m->shape.max_pos)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "kv cache: expected 1 or more slots of 1 to %lld positions, found %lld x %lld",
+				   (long long)m->shape.max_pos, (long long)slots, (long long)maxT);
+	kv->slots = slots;
+	kv->maxT = maxT;
+	kv->layers = m->shape.layers;
+	kv->per_slot = m->shape.hidden * maxT;
+	size_t bytes = (size_t)(kv->layers * slots * kv->per_slot) * gpt_dtype_size(m->be.dtype);
+	kv->k = m->be.ops->alloc(&m->be, bytes, "kv cache (keys)", err);
+	kv->v = kv->k ? m->be.ops->alloc(&m->be, bytes, "kv cache (values)", err) : NULL;
+	kv->len = gpt_calloc((size_t)slots, sizeof *kv->len, "kv cache lengths", err);
+	if (!kv->k || !kv->v || !kv->len) {
+		gpt_kv_free(kv, m);
+		return GPT_EINTERNAL;
+	}
+	return 0;
+}
+
+void gpt_kv_free(gpt_kv *kv, gpt_infer_model *m)
+{
+	if (kv->k)
+		m->be.ops->free(&m->be, kv->k);
+	if (kv->v)
+		m->be.ops->free(&m->be, kv->v);
+	free(kv->len);
+	memset(kv, 0, sizeof *kv);
+}
+
+/* Elements from the start of the cache to (layer, slot). */
+static int64_t kv_at(const gpt_kv *kv, int64_t layer, int64_t slot)
+{
+	return (layer * kv->slots + slot) * kv->per_slot;
+}
+
+int gpt_kv_copy(gpt_kv *kv, gpt_infer_model *m, int64_t dst, int64_t src, gpt_err *err)
+{
+	if (dst == src)
+		return 0;
+	const gpt_model_shape *s = &m->shape;
+	int64_t HS = s->hidden / s->heads, n = kv->len[src];
+	size_t es = gpt_dtype_size(m->be.dtype);
+	for (int64_t l = 0; l < kv->layers; l++)
+		for (int64_t h = 0; h < s->heads; h++) {
+			int64_t od = kv_at(kv, l, dst) + h * kv->maxT * HS;
+			int64_t os = kv_at(kv, l, src) + h * kv->maxT * HS;
+			size_t bytes = (size_t)(n * HS) * es;
+			int rc = m->be.ops->copy(&m->be, (char *)kv->k + od * (int64_t)es,
+						 (char *)kv->k + os * (int64_t)es, bytes, err);
+			if (!rc)
+				rc = m->be.ops->copy(&m->be, (char *)kv->v + od * (int64_t)es,
+						     (char *)kv->v + os * (int64_t)es, bytes, err);
+			if (rc)
+				return rc;
+		}
+	kv->len[dst] = n;
+	return 0;
+}
+
+#define OP(call)                    \
+	do {                        \
+		int rc_ = (call);   \
+		if (rc_)            \
+			return rc_; \
+	} while (0)
+
+static int layer_fwd(gpt_infer_model *m, gpt_kv *kv, int64_t l, int64_t n, const int64_t *slot,
+		     const int64_t *n_tok, int64_t R, gpt_err *err)
+{
+	gpt_backend *be = &m->be;
+	const gpt_backend_ops *o = be->ops;
+	const gpt_model_shape *s = &m->shape;
+	int64_t C = s->hidden, F = s->ffn, NH = s->heads, HS = C / NH;
+	size_t es = gpt_dtype_size(be->dtype);
+	OP(o->layernorm_fwd(be, m->ln, NULL, NULL, m->x, param(m, T_LAYER(l, P_LN1_W)),
+			    param(m, T_LAYER(l, P_LN1_B)), R, C, m->ln_eps, err));
+	OP(gpt_qlinear(&m->qw[4 * l], m->ln, param(m, T_LAYER(l, P_QKV_B)), m->qkv, R, be->threads,
+		       err));
+	int64_t row = 0;
+	for (int64_t i = 0; i < n; i++) {
+		int64_t at = kv_at(kv, l, slot[i]);
+		OP(o->attention_kv(be, (char *)m->att + row * C * (int64_t)es,
+				   (char *)kv->k + at * (int64_t)es, (char *)kv->v + at * (int64_t)es,
+				   (char *)m->qkv + row * 3 * C * (int64_t)es, 1, n_tok[i],
+				   kv->len[slot[i]], kv->maxT, NH, HS, err));
+		row += n_tok[i];
+	}
+	OP(gpt_qlinear(&m->qw[4 * l + 1], m->att, param(m, T_LAYER(l, P_PROJ_B)), m->tmp, R,
+		       be->threads, err));
+	OP(o->residual_fwd(be, m->x, m->x, m->tmp, R * C, err));
+	OP(o->layernorm_fwd(be, m->ln, NULL, NULL, m->x, param(m, T_LAYER(l, P_LN2_W)),
+			    param(m, T_LAYER(l, P_LN2_B)), R, C, m->ln_eps, err));
+	OP(gpt_qlinear(&m->qw[4 * l + 2], m->ln, param(m, T_LAYER(l, P_FC_B)), m->fch, R, be->threads,
+		       err));
+	OP(o->gelu_fwd(be, m->fch, m->fch, R * F, err));
+	OP(gpt_qlinear(&m->qw[4 * l + 3], m->fch, param(m, T_LAYER(l, P_MPROJ_B)), m->tmp, R,
+		       be->threads, err));
+	OP(o->residual_fwd(be, m->x, m->x, m->tmp, R * C, err));
+	return 0;
+}
+
+int gpt_infer_forward(gpt_infer_model *m, gpt_kv *kv, int64_t n, const int64_t *slot,
+		      const int32_t *const *tokens, const int64_t *n_tok, int all, float *logits,
+		      gpt_err *err)
+{
+	const gpt_model_shape *s = &m->shape;
+	int64_t R = 0, C = s->hidden, V = s->vocab_size, Vp = s->padded_vocab;
+	for (int64_t i = 0; i < n; i++) {
+		if (slot[i] < 0 || slot[i] >= kv->slots || n_tok[i] < 1)
+			return gpt_err_set(err, GPT_EUSAGE, "generation: chunk %lld: bad slot %lld or %lld tokens",
+					   (long long)i, (long long)slot[i], (long long)n_tok[i]);
+		if (kv->len[slot[i]] + n_tok[i] > kv->maxT)
+			return gpt_err_set(err, GPT_EUSAGE,
+					   "generation: a sequence of %lld tokens passes the context of %lld "
+					   "positions; shorten the prompt or max_dec_len",
+					   (long long)(kv->len[slot[i]] + n_tok[i]), (long long)kv->maxT);
+		for (int64_t t = 0; t < n_tok[i]; t++)
+			if (tokens[i][t] < 0 || tokens[i][t] >= V)
+				return gpt_err_set(err, GPT_EUSAGE,
+						   "generation: token id %d is outside the vocabulary of %lld",
+						   (int)tokens[i][t], (long long)V);
+		R += n_tok[i];
+	}
+	if (n < 1)
+		return 0;
+	OP(grow_work(m, R, err));
+	gpt_backend *be = &m->be;
+	const gpt_backend_ops *o = be->ops;
+	size_t es = gpt_dtype_size(be->dtype);
+	int64_t row = 0;
+	for (int64_t i = 0; i < n; i++) {
+		memcpy(m->tokens + row, tokens[i], (size_t)n_tok[i] * sizeof(int32_t));
+		/* tokens are host memory on the CPU backend */
+		OP(o->embedding_fwd(be, (char *)m->x + row * C * (int64_t)es, m->tokens + row,
+				    param(m, T_WTE), param(m, T_WPE), 1, n_tok[i], C, 0, Vp,
+				    kv->len[slot[i]], err));
+		row += n_tok[i];
+	}
+	for (int64_t l = 0; l < s->layers; l++)
+		OP(layer_fwd(m, kv, l, n, slot, n_tok, R, err));
+	for (int64_t i = 0; i < n; i++)
+		kv->len[slot[i]] += n_tok[i];
+	/* the final LayerNorm and the head only for the rows wanted */
+	int64_t rows = R;
+	if (!all) {
+		row = 0;
+		for (int64_t i = 0; i < n; i++) {
+			row += n_tok[i];
+			if (row - 1 != i)
+				OP(o->copy(be, (char *)m->x + i * C * (int64_t)es,
+					   (char *)m->x + (row - 1) * C * (int64_t)es, (size_t)C * es, err));
+		}
+		rows = n;
+	}
+	int64_t lnf = 2 + s->layers * P_PER_LAYER;
+	OP(o->layernorm_fwd(be, m->ln, NULL, NULL, m->x, param(m, lnf), param(m, lnf + 1), rows, C,
+			    m->ln_eps, err));
+	/* the head over the true vocabulary only, straight into the caller's rows */
+	return gpt_qlinear(&m->qw[4 * s->layers], m->ln, NULL, logits, rows, be->threads, err);
+}

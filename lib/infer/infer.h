@@ -1,0 +1,293 @@
+/* lib/infer: text generation from a trained GPT.
+ *
+ * Four layers, each usable on its own:
+ *  - the decoder (gpt_infer_model, gpt_kv): the weights of one model in a
+ *    backend, and a forward pass that appends tokens to per-sequence slots of
+ *    a KV cache, so each new token costs one pass over the context, not a
+ *    full forward of the sequence. Linears run over the rows of every
+ *    sequence at once; attention runs per sequence (backend attention_kv),
+ *    so sequences of different lengths share one batch;
+ *  - samplers: temperature, top-k, top-p, repetition penalty and greedy
+ *    choice on one row of logits, with draws keyed by (seed, sequence, step)
+ *    so a seeded run gives the same text whatever the batch;
+ *  - strategies: greedy search, sampling and beam search over a batch of
+ *    prompts (gpt_generate), and perplexity (gpt_perplexity);
+ *  - model sources (gpt_source): what `gpt-infer -m MODEL` names, opened as a
+ *    checkpoint directory, an export bundle (read in place from the tar), a
+ *    directory holding model.safetensors + config.yaml, or a Hugging Face
+ *    GPT-2 directory; each gives a model shape, a config and the tokenizer.
+ */
+#ifndef GPT_INFER_H
+#define GPT_INFER_H
+
+#include "backend/backend.h"
+#include "config/config.h"
+#include "model/model.h"
+#include "text/text.h"
+
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- linear layers on compact weights ------------------------------------ */
+
+/* One weight matrix [N, K] as generation reads it: fp32 (the model's own
+ * copy, not owned), bf16, fp16, or int8 with one fp32 scale per row (scale
+ * = max |row| / 127, round to nearest). */
+typedef struct gpt_qweight {
+	gpt_dtype dtype;
+	int64_t N, K;
+	const void *w;
+	void *owned;
+	float *scale;
+} gpt_qweight;
+
+/* Makes q from the fp32 matrix w (kept by pointer when dtype is fp32). */
+int gpt_qweight_init(gpt_qweight *q, const float *w, int64_t N, int64_t K, gpt_dtype dtype,
+		     gpt_err *err);
+void gpt_qweight_free(gpt_qweight *q);
+/* out (M, N) = x (M, K) q^T + bias (may be NULL), all fp32 host memory,
+ * computed in fp32 with `threads` threads: a fused kernel that reads each
+ * weight once for up to 8 rows, sgemm beyond. */
+int gpt_qlinear(const gpt_qweight *q, const float *x, const float *bias, float *out, int64_t M,
+		int threads, gpt_err *err);
+
+/* ---- the decoder --------------------------------------------------------- */
+
+/* Fills dst (p->numel floats, fp32, the layout of DESIGN.md section 4) with
+ * parameter p of the model being loaded. */
+typedef int (*gpt_weight_read_fn)(void *ctx, const gpt_param_info *p, float *dst, gpt_err *err);
+
+typedef struct gpt_infer_model {
+	gpt_backend be;         /* fp32 CPU backend: activations, LayerNorms, attention */
+	gpt_model_shape shape;
+	gpt_param_info *table;
+	int64_t n_table;
+	int64_t *offset;        /* element offset of each table entry in params */
+	void *params;           /* flat, fp32 */
+	gpt_dtype wdtype;       /* of the weight matrices */
+	gpt_qweight *qw;        /* per layer qkv, proj, fc, mlp proj; then the head (wte) */
+	float ln_eps;
+	/* work buffers for up to cap_rows rows */
+	int64_t cap_rows;
+	void *x, *ln, *qkv, *att, *tmp, *fch;
+	int32_t *tokens;
+} gpt_infer_model;
+
+/* Loads a model of shape s, reading each parameter through read(ctx, ...),
+ * with the weight matrices (and the output head) held as `dtype` (fp32,
+ * bf16, fp16 or int8, see gpt_qweight) and everything else in fp32, on the
+ * CPU with `threads` threads (<= 0: OpenMP's default). */
+int gpt_infer_model_init(gpt_infer_model *m, const gpt_model_shape *s, gpt_dtype dtype,
+			 int threads, gpt_weight_read_fn read, void *ctx, gpt_err *err);
+void gpt_infer_model_free(gpt_infer_model *m);
+
+/* The KV cache: `slots` sequences of up to maxT positions, per layer (slots,
+ * NH, maxT, HS) keys and values in fp32. len[s] is the
+ * number of positions slot s holds. */
+typedef struct gpt_kv {
+	int64_t slots, maxT, layers, per_slot; /* per_slot: NH * maxT * HS elements */
+	void *k, *v;
+	int64_t *len;
+} gpt_kv;
+
+int gpt_kv_init(gpt_kv *kv, gpt_infer_model *m, int64_t slots, int64_t maxT, gpt_err *err);
+void gpt_kv_free(gpt_kv *kv, gpt_infer_model *m);
+/* Slot dst becomes a copy of slot src (its first len[src] positions). */
+int gpt_kv_copy(gpt_kv *kv, gpt_infer_model *m, int64_t dst, int64_t src, gpt_err *err);
+
+/* Appends n_tok[i] tokens tokens[i][0..n_tok[i]) to slot slot[i] for each of
+ * the n chunks (distinct slots) and runs them through the model in one pass.
+ * logits (fp32, vocab_size columns: padding rows are left out) receives, when
+ * all = 0, one row per chunk (its last token's), else one row per token, the
+ * chunks' rows in order. GPT_EUSAGE when a slot would pass maxT or the
+ * model's max_pos. */
+int gpt_infer_forward(gpt_infer_model *m, gpt_kv *kv, int64_t n, const int64_t *slot,
+		      const int32_t *const *tokens, const int64_t *n_tok, int all, float *logits,
+		      gpt_err *err);
+
+/* ---- samplers -------------------------------------------------------------- */
+
+typedef struct gpt_sampling {
+	int64_t top_k;             /* 0: no top-k filter */
+	double top_p;              /* 1: no top-p filter */
+	double temperature;        /* > 0 */
+	double repetition_penalty; /* 1: none */
+} gpt_sampling;
+
+/* CTRL's repetition penalty (as Hugging Face applies it): the logit of every
+ * token among prev[0..n) is divided by `penalty` when positive, multiplied
+ * when negative. */
+void gpt_repetition_penalty(float *logits, int64_t V, const int32_t *prev, int64_t n,
+			    double penalty);
+
+/* The distribution sampling draws from, in probs (V floats): softmax of
+ * logits / temperature; then top-k keeps the k most probable tokens (ties:
+ * the lower id first); then top-p keeps the most probable tokens, in that
+ * order, while the probability kept before each one is below top_p (so the
+ * token that reaches top_p is kept, and always at least one); the rest are 0
+ * and the kept ones renormalised. -inf logits are never kept. order is V
+ * int32 of scratch. Returns the number of tokens kept. */
+int64_t gpt_sample_probs(const float *logits, int64_t V, const gpt_sampling *s, float *probs,
+			 int32_t *order);
+
+/* The token at which the cumulative distribution of probs passes u in [0, 1)
+ * (the last token with a non-zero probability when rounding leaves u above
+ * the total). */
+int32_t gpt_sample_draw(const float *probs, int64_t V, double u);
+
+/* A uniform draw in [0, 1) keyed by (seed, sequence, step): the same for a
+ * sequence whatever the batch it runs in. */
+double gpt_sample_uniform(uint64_t seed, uint64_t sequence, uint64_t step);
+
+/* The first index of the largest logit. */
+int32_t gpt_argmax(const float *logits, int64_t V);
+
+/* ---- generation ------------------------------------------------------------ */
+
+typedef enum gpt_decode_strategy {
+	GPT_DECODE_SAMPLING = 0,
+	GPT_DECODE_GREEDY,
+	GPT_DECODE_BEAM,
+} gpt_decode_strategy;
+
+typedef struct gpt_gen_opts {
+	gpt_decode_strategy strategy;
+	gpt_sampling sampling;
+	int64_t min_dec_len, max_dec_len; /* generated tokens */
+	int64_t num_return_sequences;
+	int64_t num_beams;
+	double length_penalty;
+	int early_stopping;
+	uint64_t seed;
+	int32_t eot;                      /* end-of-text id, -1: none */
+	int64_t batch;                    /* sequences decoded together (>= 1) */
+	/* may be NULL: called after each token with the generated ids so far;
+	 * non-zero ends the sequence there (gpt-infer --stop) */
+	int (*stop)(void *ctx, const int32_t *ids, int64_t n);
+	void *stop_ctx;
+	struct gpt_gen_stats *stats;      /* may be NULL: timings add up here */
+} gpt_gen_opts;
+
+/* Where the time of gpt_generate went: prompt processing (the first pass
+ * over each prompt) and generation (every later pass), wall-clock seconds
+ * of the model's forward passes and the tokens they took. */
+typedef struct gpt_gen_stats {
+	int64_t prompt_tokens, generated_tokens;
+	double prompt_s, generate_s;
+} gpt_gen_stats;
+
+/* From the Generation section of a resolved or unresolved config. */
+int gpt_gen_opts_from_config(gpt_gen_opts *o, const gpt_config *cfg, gpt_err *err);
+
+/* One generated sequence. */
+typedef struct gpt_gen_result {
+	int64_t prompt;      /* index of its prompt */
+	int64_t index;       /* 0 .. num_return_sequences-1 */
+	int32_t *ids;        /* generated ids (end-of-text left out) */
+	int64_t n;
+	int finished;        /* 1: ended at end-of-text, 0: at max_dec_len */
+	double score;        /* sum of log-probabilities (beam: length-penalised) */
+} gpt_gen_result;
+
+/* Called with each result as soon as its prompt is done, in prompt order and
+ * then index order; a non-zero return stops generation with that code. */
+typedef int (*gpt_gen_emit_fn)(void *ctx, const gpt_gen_result *r, gpt_err *err);
+
+/* Generates for each of n prompts (prompt[i][0..len[i]), at least one token
+ * each). Each prompt must leave room for max_dec_len new tokens within the
+ * model's max_pos (GPT_EUSAGE naming the prompt otherwise). */
+int gpt_generate(gpt_infer_model *m, const gpt_gen_opts *o, int64_t n,
+		 const int32_t *const *prompt, const int64_t *len, gpt_gen_emit_fn emit, void *ctx,
+		 gpt_err *err);
+
+/* Beam search for one prompt: up to num_return_sequences best hypotheses,
+ * best first, scored as sum of log-probabilities / (generated length ^
+ * length_penalty), the generated length counting the end-of-text token.
+ * With early_stopping the search ends once num_beams hypotheses are done;
+ * otherwise only when no running beam can still beat the worst of them
+ * (exact for any length_penalty). results[i].ids are malloc'd. */
+int gpt_beam_search(gpt_infer_model *m, const gpt_gen_opts *o, const int32_t *prompt,
+		    int64_t len, gpt_gen_result *results, int64_t *n_results, gpt_err *err);
+
+/* Mean negative log-likelihood of tokens[1..n) given what precedes them, over
+ * windows of up to max_pos tokens that overlap by half (every token after
+ * the first is predicted once, with at least half a window of context when
+ * the text is long). *nll_sum and *count can be summed over texts;
+ * perplexity = exp(sum / count). */
+int gpt_perplexity(gpt_infer_model *m, const int32_t *tokens, int64_t n, double *nll_sum,
+		   int64_t *count, gpt_err *err);
+
+/* ---- model sources ------------------------------------------------------- */
+
+typedef enum gpt_source_kind {
+	GPT_SOURCE_CKPT = 1, /* a training checkpoint (or a directory with `latest`) */
+	GPT_SOURCE_BUNDLE,   /* gpt-export's .tar.zst / .tar.gz */
+	GPT_SOURCE_DIR,      /* model.safetensors + config.yaml (an unpacked bundle) */
+	GPT_SOURCE_HF,       /* a Hugging Face GPT-2 directory (config.json) */
+} gpt_source_kind;
+
+typedef struct gpt_source gpt_source;
+
+/* Opens what `path` names (see gpt_source_kind). exe is argv[0], for finding
+ * the default GPT-2 vocabulary when the model carries none. */
+int gpt_source_open(gpt_source **out, const char *path, const char *exe, gpt_err *err);
+void gpt_source_free(gpt_source *src);
+gpt_source_kind gpt_source_kind_of(const gpt_source *src);
+const gpt_model_shape *gpt_source_shape(const gpt_source *src);
+/* The model's configuration (Generation defaults included; HF: defaults),
+ * to which a caller may apply its own -c file and -o overrides. */
+gpt_config *gpt_source_config(gpt_source *src);
+const gpt_tokenizer *gpt_source_tokenizer(const gpt_source *src);
+/* The dtype of the stored weights: a bundle's (fp32, bf16, fp16, int8),
+ * else fp32. */
+gpt_dtype gpt_source_dtype(const gpt_source *src);
+/* Loads the weights into a decoder (see gpt_infer_model_init). */
+int gpt_source_load(gpt_source *src, gpt_infer_model *m, gpt_dtype dtype, int threads,
+		    gpt_err *err);
+/* The weight reader of the source, for writers that convert models. */
+int gpt_source_read(void *src, const gpt_param_info *p, float *dst, gpt_err *err);
+
+/* Reads tensor `name` of a safetensors file (ckpt/ckpt.h), which must have
+ * the given shape, as fp32 into dst: F32, BF16 and F16 are converted, I8 is
+ * scaled by the F32 tensor NAME.scale, one scale per row (every dimension
+ * but the last): per output channel of a [out, in] weight. */
+struct gpt_st_file;
+int gpt_st_read_f32(const struct gpt_st_file *f, const char *name, int ndim, const int64_t *shape,
+		    float *dst, gpt_err *err);
+
+/* ---- the gpt-infer program ------------------------------------------------- */
+
+typedef struct gpt_infer_args {
+	const char *model;
+	const char *exe;
+	const char *config;        /* -c FILE, or NULL */
+	char *const *overrides;    /* -o KEY=VALUE */
+	int n_overrides;
+	char *const *prompts;      /* NULL: one prompt a line from in */
+	int n_prompts;
+	const char *stop;          /* --stop STRING, or NULL */
+	const char *ppl;           /* --ppl FILE|PREFIX, or NULL */
+	const char *device;        /* "cpu" (default) or "cuda" */
+	int jsonl;
+	int truncate;              /* keep the end of a prompt that is too long */
+	int threads;
+	int64_t batch;
+	int stats;                 /* print timings to err_out */
+	int dtype_set;             /* 0: weights in memory as the model stores them */
+	gpt_dtype dtype;           /* else fp32, bf16, fp16 or int8 */
+	FILE *err_out;
+} gpt_infer_args;
+
+/* Runs gpt-infer: reads prompts (from args or one a line from in), writes
+ * prompt + generation per result to out (plain text, or JSON lines), or the
+ * perplexity with --ppl. */
+int gpt_infer_run(const gpt_infer_args *a, FILE *in, FILE *out, gpt_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

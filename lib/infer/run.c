@@ -1,0 +1,338 @@
+/* gpt-infer: prompts in, prompt + generation out; or the perplexity of a
+ * text or dataset. (Part of lib/infer.) */
+#include "infer/infer.h"
+
+#include "data/data.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct run {
+	const gpt_infer_args *a;
+	const gpt_tokenizer *tok;
+	FILE *out;
+	char **text;     /* prompts as given */
+	size_t *text_len;
+	int32_t **ids;   /* and as encoded (after --truncate) */
+	int64_t *len;
+	gpt_buf dec;     /* scratch for decoding */
+} run;
+
+/* --stop: whether the generated text so far contains the stop string. */
+static int stop_at(void *ctx, const int32_t *ids, int64_t n)
+{
+	run *r = ctx;
+	gpt_err err = {0};
+	gpt_buf_reset(&r->dec);
+	if (gpt_decode(r->tok, ids, n, &r->dec, &err))
+		return 0;
+	return memmem(r->dec.data, r->dec.len, r->a->stop, strlen(r->a->stop)) != NULL;
+}
+
+/* Invalid UTF-8 (a generation cut inside a character) becomes U+FFFD, so
+ * JSON output is always valid. */
+static int utf8_clean(const char *p, size_t n, gpt_buf *out, gpt_err *err)
+{
+	const uint8_t *u = (const uint8_t *)p;
+	while (n) {
+		size_t ok = gpt_utf8_valid_prefix(u, n);
+		int rc = gpt_buf_append(out, u, ok, err);
+		u += ok;
+		n -= ok;
+		if (!rc && n) {
+			size_t bad = gpt_utf8_invalid_run(u, n);
+			if (!bad)
+				bad = 1;
+			rc = gpt_buf_append(out, "\xef\xbf\xbd", 3, err);
+			u += bad;
+			n -= bad;
+		}
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static int emit(void *ctx, const gpt_gen_result *res, gpt_err *err)
+{
+	run *r = ctx;
+	gpt_buf_reset(&r->dec);
+	int rc = gpt_decode(r->tok, res->ids, res->n, &r->dec, err);
+	if (rc)
+		return rc;
+	size_t n = r->dec.len;
+	if (r->a->stop) {
+		const char *at = memmem(r->dec.data, n, r->a->stop, strlen(r->a->stop));
+		if (at)
+			n = (size_t)(at - (const char *)r->dec.data);
+	}
+	const char *prompt = r->text[res->prompt];
+	size_t plen = r->text_len[res->prompt];
+	if (!r->a->jsonl) {
+		fwrite(prompt, 1, plen, r->out);
+		fwrite(r->dec.data, 1, n, r->out);
+		fputc('\n', r->out);
+	} else {
+		gpt_buf p = GPT_BUF_INIT, g = GPT_BUF_INIT;
+		rc = utf8_clean(prompt, plen, &p, err);
+		if (!rc)
+			rc = utf8_clean((const char *)r->dec.data, n, &g, err);
+		json_t *ids = json_array(), *pids = json_array();
+		for (int64_t i = 0; ids && i < res->n; i++)
+			json_array_append_new(ids, json_integer(res->ids[i]));
+		for (int64_t i = 0; pids && i < r->len[res->prompt]; i++)
+			json_array_append_new(pids, json_integer(r->ids[res->prompt][i]));
+		json_t *o = rc || !ids || !pids
+				    ? NULL
+				    : json_pack("{s:I,s:I,s:s%,s:s%,s:I,s:b,s:f,s:O,s:O}", "prompt",
+						   (json_int_t)res->prompt, "index", (json_int_t)res->index,
+						   "prompt_text", p.data ? (char *)p.data : "", p.len,
+						   "text", g.data ? (char *)g.data : "", g.len, "tokens",
+						   (json_int_t)res->n, "finished", res->finished, "score",
+						   res->score, "prompt_ids", pids, "ids", ids);
+		json_decref(ids);
+		json_decref(pids);
+		char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+		if (!rc && !s)
+			rc = gpt_err_set(err, GPT_EINTERNAL, "json output: out of memory");
+		if (s)
+			fprintf(r->out, "%s\n", s);
+		free(s);
+		json_decref(o);
+		gpt_buf_free(&p);
+		gpt_buf_free(&g);
+	}
+	if (!rc && fflush(r->out) != 0)
+		rc = gpt_err_errno(err, GPT_EIO, errno, "standard output");
+	return rc;
+}
+
+static int read_prompts(run *r, FILE *in, int64_t *n, gpt_err *err)
+{
+	const gpt_infer_args *a = r->a;
+	*n = 0;
+	if (a->prompts) {
+		r->text = gpt_calloc((size_t)a->n_prompts + 1, sizeof *r->text, "prompts", err);
+		r->text_len = gpt_calloc((size_t)a->n_prompts + 1, sizeof *r->text_len, "prompts", err);
+		if (!r->text || !r->text_len)
+			return GPT_EINTERNAL;
+		for (int i = 0; i < a->n_prompts; i++) {
+			r->text[i] = gpt_strdup(a->prompts[i], err);
+			if (!r->text[i])
+				return GPT_EINTERNAL;
+			r->text_len[i] = strlen(a->prompts[i]);
+			(*n)++;
+		}
+		return 0;
+	}
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t got;
+	int64_t have = 0;
+	while ((got = getline(&line, &cap, in)) >= 0) {
+		if (got && line[got - 1] == '\n')
+			line[--got] = 0;
+		if (*n == have) {
+			have = have ? 2 * have : 16;
+			char **t = realloc(r->text, (size_t)have * sizeof *t);
+			size_t *l = t ? realloc(r->text_len, (size_t)have * sizeof *l) : NULL;
+			if (t)
+				r->text = t;
+			if (!t || !l) {
+				free(line);
+				return gpt_err_nomem(err, (size_t)have * sizeof *t, "prompts");
+			}
+			r->text_len = l;
+		}
+		r->text[*n] = gpt_malloc((size_t)got + 1, "prompt", err);
+		if (!r->text[*n]) {
+			free(line);
+			return GPT_EINTERNAL;
+		}
+		memcpy(r->text[*n], line, (size_t)got + 1);
+		r->text_len[(*n)++] = (size_t)got;
+	}
+	int bad = ferror(in);
+	free(line);
+	if (bad)
+		return gpt_err_errno(err, GPT_EIO, errno, "standard input");
+	return 0;
+}
+
+static int perplexity(const gpt_infer_args *a, gpt_infer_model *m, const gpt_tokenizer *tok,
+		      FILE *out, gpt_err *err)
+{
+	double nll = 0;
+	int64_t count = 0, docs = 0;
+	char idx[PATH_MAX];
+	snprintf(idx, sizeof idx, "%s.idx", a->ppl);
+	int rc = 0;
+	if (gpt_path_exists(idx)) {
+		gpt_dataset *ds;
+		rc = gpt_dataset_open(&ds, a->ppl, err);
+		if (rc)
+			return rc;
+		int32_t *buf = NULL;
+		docs = gpt_dataset_num_docs(ds);
+		for (int64_t d = 0; !rc && d < docs; d++) {
+			int64_t n = gpt_dataset_doc_len(ds, d);
+			int32_t *b = realloc(buf, (size_t)(n ? n : 1) * sizeof *b);
+			if (!b) {
+				rc = gpt_err_nomem(err, (size_t)n * 4, "document");
+				break;
+			}
+			buf = b;
+			rc = gpt_dataset_read(ds, d, 0, n, buf, err);
+			if (!rc)
+				rc = gpt_perplexity(m, buf, n, &nll, &count, err);
+		}
+		free(buf);
+		gpt_dataset_close(ds);
+	} else {
+		char *text;
+		size_t len;
+		rc = gpt_file_read_all(a->ppl, 0, &text, &len, err);
+		if (rc)
+			return rc;
+		gpt_encoder *e;
+		gpt_ids ids = GPT_IDS_INIT;
+		rc = gpt_encoder_new(&e, tok, err);
+		if (!rc) {
+			rc = gpt_encode(e, text, len, &ids, err);
+			gpt_encoder_free(e);
+		}
+		free(text);
+		docs = 1;
+		if (!rc)
+			rc = gpt_perplexity(m, ids.data, ids.len, &nll, &count, err);
+		gpt_ids_free(&ids);
+	}
+	if (rc)
+		return gpt_err_prefix(err, "%s", a->ppl);
+	if (count == 0)
+		return gpt_err_set(err, GPT_EDATA, "%s: fewer than 2 tokens; nothing to predict", a->ppl);
+	fprintf(out, "perplexity: %.4f, loss: %.6f, tokens: %lld, documents: %lld\n",
+		exp(nll / (double)count), nll / (double)count, (long long)count, (long long)docs);
+	return 0;
+}
+
+static int setup(const gpt_infer_args *a, gpt_source *src, gpt_gen_opts *g, gpt_err *err)
+{
+	gpt_config *cfg = gpt_source_config(src);
+	int rc = 0;
+	if (a->config)
+		rc = gpt_config_read_file(cfg, a->config, err);
+	for (int i = 0; !rc && i < a->n_overrides; i++) {
+		if (strncmp(a->overrides[i], "Generation.", 11) != 0)
+			return gpt_err_set(err, GPT_EUSAGE,
+					   "-o %s: only Generation keys apply to gpt-infer (the model "
+					   "fixes the rest)", a->overrides[i]);
+		rc = gpt_config_override(cfg, a->overrides[i], err);
+	}
+	if (!rc)
+		rc = gpt_gen_opts_from_config(g, cfg, err);
+	if (rc)
+		return rc;
+	g->eot = gpt_tokenizer_eot(gpt_source_tokenizer(src));
+	g->batch = a->batch > 0 ? a->batch : 8;
+	return 0;
+}
+
+int gpt_infer_run(const gpt_infer_args *a, FILE *in, FILE *out, gpt_err *err)
+{
+	if (a->device && strcmp(a->device, "cuda") == 0)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "--device cuda: the CUDA backend is not built for inference yet; "
+				   "use --device cpu");
+	if (a->device && strcmp(a->device, "cpu") != 0)
+		return gpt_err_set(err, GPT_EUSAGE, "--device %s: expected cpu or cuda", a->device);
+	gpt_source *src;
+	int rc = gpt_source_open(&src, a->model, a->exe, err);
+	if (rc)
+		return rc;
+	gpt_gen_opts g;
+	run r = {a, gpt_source_tokenizer(src), out, NULL, NULL, NULL, NULL, GPT_BUF_INIT};
+	gpt_infer_model m = {0};
+	int64_t n = 0;
+	int32_t **ids = NULL;
+	int64_t *len = NULL;
+	rc = setup(a, src, &g, err);
+	if (!rc && a->stop) {
+		if (!*a->stop)
+			rc = gpt_err_set(err, GPT_EUSAGE, "--stop: expected a non-empty string");
+		g.stop = stop_at;
+		g.stop_ctx = &r;
+	}
+	gpt_gen_stats st = {0};
+	if (a->stats)
+		g.stats = &st;
+	if (!rc)
+		rc = gpt_source_load(src, &m, a->dtype_set ? a->dtype : gpt_source_dtype(src),
+				     a->threads, err);
+	if (!rc && a->ppl) {
+		rc = perplexity(a, &m, r.tok, out, err);
+		goto out;
+	}
+	if (!rc)
+		rc = read_prompts(&r, in, &n, err);
+	if (!rc && n == 0)
+		rc = gpt_err_set(err, GPT_EUSAGE, "no prompt: give prompts as arguments or one a line on standard input");
+	ids = rc ? NULL : gpt_calloc((size_t)n, sizeof *ids, "prompts", err);
+	len = rc ? NULL : gpt_calloc((size_t)n, sizeof *len, "prompts", err);
+	if (!rc && (!ids || !len))
+		rc = GPT_EINTERNAL;
+	r.ids = ids;
+	r.len = len;
+	gpt_encoder *e = NULL;
+	if (!rc)
+		rc = gpt_encoder_new(&e, r.tok, err);
+	int64_t room = m.shape.max_pos - g.max_dec_len;
+	for (int64_t i = 0; !rc && i < n; i++) {
+		const uint8_t *t = (const uint8_t *)r.text[i];
+		size_t ok = gpt_utf8_valid_prefix(t, r.text_len[i]);
+		if (ok != r.text_len[i]) {
+			rc = gpt_err_set(err, GPT_EDATA, "prompt %lld: not valid UTF-8 at byte %zu",
+					 (long long)i + 1, ok);
+			break;
+		}
+		gpt_ids v = GPT_IDS_INIT;
+		rc = gpt_encode(e, t, r.text_len[i], &v, err);
+		ids[i] = v.data;
+		len[i] = v.len;
+		if (!rc && len[i] == 0)
+			rc = gpt_err_set(err, GPT_EUSAGE, "prompt %lld: empty; give some text", (long long)i + 1);
+		if (!rc && a->truncate && room > 0 && len[i] > room) {
+			memmove(ids[i], ids[i] + (len[i] - room), (size_t)room * sizeof(int32_t));
+			len[i] = room;
+		}
+	}
+	gpt_encoder_free(e);
+	if (!rc)
+		rc = gpt_generate(&m, &g, n, (const int32_t *const *)ids, len, emit, &r, err);
+	if (!rc && a->stats && a->err_out)
+		fprintf(a->err_out,
+			"prompt: %lld tokens in %.3f s, %.1f tokens/s; generation: %lld tokens in "
+			"%.3f s, %.1f tokens/s\n",
+			(long long)st.prompt_tokens, st.prompt_s,
+			st.prompt_s > 0 ? (double)st.prompt_tokens / st.prompt_s : 0.0,
+			(long long)st.generated_tokens, st.generate_s,
+			st.generate_s > 0 ? (double)st.generated_tokens / st.generate_s : 0.0);
+out:
+	for (int64_t i = 0; i < n; i++) {
+		if (ids)
+			free(ids[i]);
+		free(r.text[i]);
+	}
+	free(ids);
+	free(len);
+	free(r.text);
+	free(r.text_len);
+	gpt_buf_free(&r.dec);
+	gpt_infer_model_free(&m);
+	gpt_source_free(src);
+	return rc;
+}

@@ -1,0 +1,136 @@
+#!/bin/sh
+# gpt-infer on a tiny byte model that has memorised one sentence: greedy,
+# sampling, beam search, stop strings, JSON lines, batching, perplexity,
+# and every way a prompt or option can be wrong.
+. "$(dirname "$0")/test-lib.sh"
+
+SENTENCE='Everyone is permitted to copy and distribute verbatim copies of this license document. '
+
+greedy () {
+	gpt-infer -m "$@" -o Generation.decode_strategy=greedy_search -o Generation.max_dec_len=40
+}
+
+test_expect_success 'set up: a model that has learnt one sentence by heart' '
+	mkdir d &&
+	for i in $(seq 60); do printf "%s" "$SENTENCE"; done >d/doc.txt &&
+	for i in $(seq 32); do cp d/doc.txt d/doc$i.txt; done &&
+	gpt-preprocess -t bytes -o d/s d/doc[0-9]*.txt 2>/dev/null &&
+	gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" \
+		-o Data.Train.dataset.input_dir=d/s -o Data.Eval.dataset.input_dir=d/s \
+		-o Data.Train.dataset.split=8,1,0 -o Data.Eval.dataset.split=8,1,0 \
+		-o Global.micro_batch_size=8 -o Engine.eval_iters=1 -o Optimizer.lr.max_lr=3e-3 \
+		-o Optimizer.lr.decay_steps=200 -o Optimizer.lr.warmup_rate=0.02 \
+		-o Engine.max_steps=200 -o Engine.save_load.save_steps=200 -o Engine.eval_freq=0 \
+		-o Engine.logging_freq=100 -o Engine.save_load.output_dir=ck >train.log 2>&1 &&
+	test -f ck/latest
+'
+
+test_expect_success 'greedy decoding recites the sentence: prompt + generation' '
+	greedy ck "Everyone is" >out &&
+	printf "Everyone is permitted to copy and distribute verbat\n" >expect &&
+	test_cmp expect out
+'
+
+test_expect_success 'prompts one a line on stdin, batched; batch 1 prints the same' '
+	printf "Everyone\nverbatim\nthis license\n" >prompts &&
+	greedy ck <prompts >out8 &&
+	greedy ck --batch 1 <prompts >out1 &&
+	test_cmp out8 out1 &&
+	test_line_count = 3 out8 &&
+	test_grep "^verbatim copies of this license document" out8
+'
+
+test_expect_success 'max_dec_len bounds the generation, min_dec_len is honoured' '
+	gpt-infer -m ck -o Generation.decode_strategy=greedy_search -o Generation.max_dec_len=5 \
+		"Everyone is" >out &&
+	printf "Everyone is perm\n" >expect &&
+	test_cmp expect out
+'
+
+test_expect_success '--stop ends the generation where the string appears and leaves it out' '
+	greedy ck --stop " copy" "Everyone is" >out &&
+	printf "Everyone is permitted to\n" >expect &&
+	test_cmp expect out
+'
+
+test_expect_success '--jsonl: one object a result with prompt, text and token count' '
+	greedy ck --jsonl "Everyone" "copies" >out &&
+	test_line_count = 2 out &&
+	python3 -c "
+import json, sys
+rows = [json.loads(l) for l in open(\"out\")]
+assert rows[0][\"prompt\"] == 0 and rows[1][\"prompt\"] == 1, rows
+assert rows[0][\"prompt_text\"] == \"Everyone\", rows[0]
+assert rows[0][\"text\"].startswith(\" is permitted to copy\"), rows[0]
+assert rows[0][\"tokens\"] == 40 and rows[0][\"finished\"] is False
+"
+'
+
+test_expect_success 'sampling: the same seed repeats, another seed differs' '
+	s="-o Generation.decode_strategy=sampling -o Generation.temperature=3 -o Generation.top_k=0 -o Generation.max_dec_len=30"
+	gpt-infer -m ck $s -o Generation.seed=7 -o Generation.num_return_sequences=3 "Every" >a &&
+	gpt-infer -m ck $s -o Generation.seed=7 -o Generation.num_return_sequences=3 --batch 1 "Every" >b &&
+	gpt-infer -m ck $s -o Generation.seed=8 -o Generation.num_return_sequences=3 "Every" >c &&
+	test_cmp a b &&
+	test_line_count = 3 a &&
+	! cmp -s a c
+'
+
+test_expect_success 'top_k=1 sampling is greedy' '
+	gpt-infer -m ck -o Generation.top_k=1 -o Generation.max_dec_len=40 "Everyone is" >out &&
+	greedy ck "Everyone is" >expect &&
+	test_cmp expect out
+'
+
+test_expect_success 'beam search: num_return_sequences best beams, the first the greedy recital' '
+	gpt-infer -m ck -o Generation.decode_strategy=beam_search -o Generation.num_beams=4 \
+		-o Generation.num_return_sequences=2 -o Generation.max_dec_len=40 "Everyone is" >out &&
+	test_line_count = 2 out &&
+	head -n 1 out >first &&
+	greedy ck "Everyone is" >expect &&
+	test_cmp expect first
+'
+
+test_expect_success '--ppl: low on the learnt text, high on other text' '
+	gpt-infer -m ck --ppl d/doc.txt >p1 &&
+	gpt-preprocess -t bytes -o d/one d/doc1.txt d/doc2.txt 2>/dev/null &&
+	gpt-infer -m ck --ppl d/one >p2 &&
+	printf "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor.\n" >other &&
+	gpt-infer -m ck --ppl other >p3 &&
+	cat p1 p2 p3 &&
+	test_grep "^perplexity: [0-9.]+, loss: [0-9.]+, tokens: 5219, documents: 1$" p1 &&
+	test_grep "tokens: 10440, documents: 2$" p2 &&
+	a=$(sed "s/perplexity: \([0-9.]*\),.*/\1/" p1) &&
+	b=$(sed "s/perplexity: \([0-9.]*\),.*/\1/" p3) &&
+	test "$(echo "$a < 1.5 && $b > 5" | bc)" = 1
+'
+
+test_expect_success 'a prompt that leaves no room: a clear error, or --truncate keeps its end' '
+	long=$(printf "%s" "$SENTENCE" | cut -c1-60) &&
+	test_expect_code 64 greedy ck "$long" 2>err &&
+	test_grep "prompt 1: 60 tokens \+ max_dec_len 40 pass the model.s context of 64 positions" err &&
+	greedy ck --truncate "$long" >out &&
+	test_line_count = 1 out
+'
+
+test_expect_success 'bad prompts and options are clear errors' '
+	printf "ok\n\377\376bad\n" >bad &&
+	test_expect_code 65 greedy ck <bad 2>err &&
+	test_grep "prompt 2: not valid UTF-8 at byte 0" err &&
+	test_expect_code 64 gpt-infer -m ck -o Generation.max_dec_len=64 "x" 2>err &&
+	test_grep "max_dec_len 64: expected 1 to 63" err &&
+	test_expect_code 64 gpt-infer -m ck --device cuda "x" 2>err &&
+	test_grep "CUDA backend is not built for inference yet" err &&
+	test_expect_code 64 gpt-infer -m ck -o Model.hidden_size=8 "x" 2>err &&
+	test_grep "only Generation keys" err &&
+	test_expect_code 64 gpt-infer -m ck -o Generation.decode_strategy=magic "x" 2>err &&
+	test_grep "decode_strategy" err &&
+	test_expect_code 64 gpt-infer "x" 2>err &&
+	test_grep "\-m MODEL is required" err &&
+	printf "" | test_expect_code 64 gpt-infer -m ck 2>err &&
+	test_grep "no prompt" err &&
+	test_expect_code 66 gpt-infer -m nowhere "x" 2>err &&
+	test_grep "nowhere" err
+'
+
+test_done

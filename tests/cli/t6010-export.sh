@@ -1,0 +1,165 @@
+#!/bin/sh
+# gpt-export: bundles in every dtype read back in place by gpt-infer, the
+# Hugging Face directory, GGUF checked as llama.cpp's gpt2 loader reads it,
+# and broken, foreign or newer bundles refused clearly.
+. "$(dirname "$0")/test-lib.sh"
+
+SENTENCE='Everyone is permitted to copy and distribute verbatim copies of this license document. '
+
+greedy () {
+	gpt-infer -m "$@" -o Generation.decode_strategy=greedy_search -o Generation.max_dec_len=40
+}
+
+test_expect_success 'set up: a byte model that has learnt one sentence' '
+	mkdir d &&
+	for i in $(seq 60); do printf "%s" "$SENTENCE"; done >d/doc.txt &&
+	for i in $(seq 32); do cp d/doc.txt d/doc$i.txt; done &&
+	gpt-preprocess -t bytes -o d/s d/doc[0-9]*.txt 2>/dev/null &&
+	gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" \
+		-o Data.Train.dataset.input_dir=d/s -o Data.Eval.dataset.input_dir=d/s \
+		-o Data.Train.dataset.split=8,1,0 -o Data.Eval.dataset.split=8,1,0 \
+		-o Global.micro_batch_size=8 -o Engine.eval_iters=1 -o Optimizer.lr.max_lr=3e-3 \
+		-o Optimizer.lr.decay_steps=200 -o Optimizer.lr.warmup_rate=0.02 \
+		-o Engine.max_steps=200 -o Engine.save_load.save_steps=200 -o Engine.eval_freq=0 \
+		-o Engine.logging_freq=100 -o Engine.save_load.output_dir=ck >train.log 2>&1 &&
+	greedy ck "Everyone is" >expect &&
+	test_grep "^Everyone is permitted to copy" expect
+'
+
+test_expect_success 'the default bundle: a tar.zst of manifest, config, weights' '
+	gpt-export ck 2>err &&
+	test_grep "wrote model.tar.zst" err &&
+	tar --zstd -tf model.tar.zst >list &&
+	printf "manifest.json\nconfig.yaml\nmodel.safetensors\n" >want &&
+	test_cmp want list &&
+	tar --zstd -xOf model.tar.zst manifest.json >man &&
+	test_grep "\"format\": \"gptkit-bundle\"" man &&
+	test_grep "\"tokenizer\": \"bytes\"" man &&
+	tar --zstd -xOf model.tar.zst config.yaml >cfg &&
+	test_grep "^Model:" cfg && test_grep "^Generation:" cfg &&
+	! grep -q "^Optimizer:" cfg
+'
+
+for dt in fp32 bf16 fp16 int8; do
+	test_expect_success "a $dt bundle is read in place and recites the same sentence" '
+		gpt-export --dtype '$dt' -o m-'$dt'.tar.zst ck 2>/dev/null &&
+		greedy m-'$dt'.tar.zst "Everyone is" >out &&
+		test_cmp expect out
+	'
+done
+
+test_expect_success 'fp32 bundle logits equal the checkpoint: the same perplexity to the digit' '
+	gpt-infer -m ck --ppl d/doc.txt >a &&
+	gpt-infer -m m-fp32.tar.zst --ppl d/doc.txt >b &&
+	test_cmp a b
+'
+
+test_expect_success 'sizes: bf16 and fp16 about half of fp32, int8 about a quarter' '
+	s32=$(tar --zstd -tvf m-fp32.tar.zst model.safetensors | awk "{print \$3}") &&
+	s16=$(tar --zstd -tvf m-bf16.tar.zst model.safetensors | awk "{print \$3}") &&
+	s8=$(tar --zstd -tvf m-int8.tar.zst model.safetensors | awk "{print \$3}") &&
+	echo "$s32 $s16 $s8" &&
+	test "$(echo "$s16 < 0.55 * $s32 && $s8 < 0.35 * $s32" | bc)" = 1
+'
+
+test_expect_success 'a .tar.gz bundle and an unpacked bundle directory work too' '
+	gpt-export -o m.tar.gz ck 2>/dev/null &&
+	gzip -t m.tar.gz &&
+	greedy m.tar.gz "Everyone is" >out &&
+	test_cmp expect out &&
+	mkdir unpacked && tar -C unpacked -xzf m.tar.gz &&
+	greedy unpacked "Everyone is" >out &&
+	test_cmp expect out
+'
+
+test_expect_success 'Hugging Face directory: Conv1D layout, config.json, same text' '
+	gpt-export --format hf -o hf ck 2>/dev/null &&
+	test -f hf/model.safetensors && test -f hf/config.json &&
+	python3 -c "
+import json, struct
+c = json.load(open(\"hf/config.json\"))
+assert (c[\"n_embd\"], c[\"n_layer\"], c[\"n_head\"], c[\"n_positions\"], c[\"vocab_size\"]) == (64, 2, 4, 64, 257), c
+raw = open(\"hf/model.safetensors\", \"rb\").read()
+h = json.loads(raw[8:8 + struct.unpack(\"<Q\", raw[:8])[0]])
+assert h[\"transformer.h.0.attn.c_attn.weight\"][\"shape\"] == [64, 192]
+assert h[\"transformer.h.1.mlp.c_proj.weight\"][\"shape\"] == [256, 64]
+assert h[\"transformer.wte.weight\"][\"shape\"] == [257, 64]
+" &&
+	greedy hf "Everyone is" >out &&
+	test_cmp expect out &&
+	test_expect_code 64 gpt-export --format hf -o hf ck 2>err &&
+	test_grep "hf: exists" err
+'
+
+for dt in fp32 fp16 int8; do
+	test_expect_success "GGUF $dt: what llama.cpp's gpt2 loader reads, values equal the HF export" '
+		gpt-export --format gguf --dtype '$dt' -o m-'$dt'.gguf ck 2>/dev/null &&
+		python3 "$GPT_ROOT/tests/cli/gguf-check.py" m-'$dt'.gguf hf >out &&
+		cat out &&
+		test_grep "^gguf ok: version 3" out
+	'
+done
+
+test_expect_success 'the GGUF check can fail: a changed byte in a tensor is caught' '
+	cp m-fp32.gguf bad.gguf &&
+	size=$(wc -c <bad.gguf) &&
+	printf "\177" | dd of=bad.gguf bs=1 seek=$((size * 3 / 4)) conv=notrunc 2>/dev/null &&
+	! python3 "$GPT_ROOT/tests/cli/gguf-check.py" bad.gguf hf >out &&
+	test_grep "values differ" out
+'
+
+test_expect_success 'a GPT-2 vocabulary model: the bundle carries the tokenizer, GGUF its merges' '
+	gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" -o Model.vocab_size=50257 \
+		-o Model.hidden_size=32 -o Model.num_attention_heads=2 -o Model.num_layers=1 \
+		-o Data.Train.dataset.input_dir=d/s -o Data.Eval.dataset.input_dir=d/s \
+		-o Data.Train.dataset.split=8,1,0 -o Data.Eval.dataset.split=8,1,0 \
+		-o Engine.max_steps=1 -o Engine.save_load.save_steps=1 -o Engine.eval_freq=0 \
+		-o Engine.save_load.output_dir=ck2 >train2.log 2>&1 &&
+	gpt-export -o g.tar.zst ck2 2>/dev/null &&
+	tar --zstd -tf g.tar.zst >list &&
+	test_grep "^encoder.json$" list && test_grep "^vocab.bpe$" list &&
+	greedy g.tar.zst --jsonl "Hello world" >out &&
+	test_grep "\"prompt_text\":\"Hello world\"" out &&
+	gpt-export --format hf -o hf2 ck2 2>/dev/null &&
+	test -f hf2/vocab.json && test -f hf2/merges.txt &&
+	gpt-export --format gguf --dtype fp16 -o g.gguf ck2 2>/dev/null &&
+	python3 "$GPT_ROOT/tests/cli/gguf-check.py" g.gguf hf2 >out &&
+	test_grep "50257 tokens, 50000 merges" out
+'
+
+test_expect_success 'broken bundles: missing, truncated, corrupt, foreign, newer' '
+	test_expect_code 66 gpt-infer -m none.tar.zst "x" 2>err &&
+	test_grep "none.tar.zst" err &&
+	head -c 20000 m-fp32.tar.zst >short.tar.zst &&
+	test_expect_code 65 gpt-infer -m short.tar.zst "x" 2>err &&
+	test_grep "short.tar.zst: " err &&
+	mkdir x && cp -r unpacked/. x/ &&
+	printf "\001" | dd of=x/model.safetensors bs=1 seek=5000 conv=notrunc 2>/dev/null &&
+	test_expect_code 65 gpt-infer -m x "x" 2>err &&
+	test_grep "model.safetensors is corrupt: expected [0-9]+ bytes with xxh3" err &&
+	printf "just text\n" >notabundle.tar.zst &&
+	test_expect_code 65 gpt-infer -m notabundle.tar.zst "x" 2>err &&
+	test_grep "notabundle.tar.zst" err &&
+	mkdir y && cp -r unpacked/. y/ &&
+	sed "s/\"version\": 1/\"version\": 9/" unpacked/manifest.json >y/manifest.json &&
+	(cd y && tar -czf ../newer.tar.gz manifest.json config.yaml model.safetensors) &&
+	test_expect_code 65 gpt-infer -m newer.tar.gz "x" 2>err &&
+	test_grep "bundle version 9 is newer than this gpt-infer reads \(1\); upgrade gptkit" err
+'
+
+test_expect_success 'export errors: bad dtype, format, name, no checkpoint' '
+	test_expect_code 64 gpt-export --dtype fp8 ck 2>err &&
+	test_grep "\-\-dtype fp8: expected fp32, bf16, fp16 or int8" err &&
+	test_expect_code 64 gpt-export --format onnx ck 2>err &&
+	test_grep "expected bundle, gguf or hf" err &&
+	test_expect_code 64 gpt-export -o m.zip ck 2>err &&
+	test_grep "expected a bundle name ending in .tar.zst" err &&
+	test_expect_code 64 gpt-export --format hf --dtype int8 -o h8 ck 2>err &&
+	test_grep "use --format bundle or gguf for int8" err &&
+	test_expect_code 66 gpt-export -o z.tar.zst nowhere 2>err &&
+	! test -e z.tar.zst &&
+	test_expect_code 64 gpt-export 2>err &&
+	test_grep "expected one CHECKPOINT" err
+'
+
+test_done
