@@ -17,12 +17,30 @@ _gptkit()
 	prog=${COMP_WORDS[0]}
 
 	case "$prev" in
-	-c|--config|--model)
+	-c|--config)
 		COMPREPLY=($(compgen -f -X '!*.@(yaml|yml)' -- "$cur") $(compgen -d -- "$cur"))
+		return ;;
+	-m|--model)
+		if [[ "$prog" == gpt-infer ]]; then
+			# a bundle, a checkpoint or Hugging Face directory
+			COMPREPLY=($(compgen -f -X '!*.@(tar.zst|tzst|tar.gz|tgz|tar)' -- "$cur") $(compgen -d -- "$cur"))
+		else
+			COMPREPLY=($(compgen -f -X '!*.@(yaml|yml)' -- "$cur") $(compgen -d -- "$cur"))
+		fi
+		return ;;
+	--ppl)
+		COMPREPLY=($(compgen -f -- "$cur"))
+		return ;;
+	--device)
+		COMPREPLY=($(compgen -W "cpu cuda" -- "$cur"))
 		return ;;
 	-o|--override)
 		case "$prog" in
-		gpt-train|gpt-infer|gpt-launch) ;;
+		gpt-infer)
+			COMPREPLY=($(compgen -W "$(gpt-train --list-keys 2>/dev/null | cut -f1 | grep '^Generation\.' | sed 's/$/=/')" -- "$cur"))
+			compopt -o nospace 2>/dev/null
+			return ;;
+		gpt-train|gpt-launch) ;;
 		*)	# elsewhere -o names an output
 			COMPREPLY=($(compgen -f -- "$cur"))
 			return ;;
@@ -53,6 +71,8 @@ _gptkit()
 		COMPREPLY=($(compgen -W "fp32 bf16 fp16 int8" -- "$cur"))
 		return ;;
 	-t|--tokenizer)
+		# gpt-infer's -t is --threads
+		[[ "$prog" == gpt-infer ]] && return
 		COMPREPLY=($(compgen -W "gpt2 bytes" -- "$cur"))
 		return ;;
 	--sharding)
