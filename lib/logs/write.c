@@ -1,5 +1,6 @@
 /* Rows and summaries as TSV, CSV or JSON Lines. Numbers copied from the log
- * keep their text; derived ones are printed with %.15g; unknown ones are
+ * keep their text; derived ones are printed with %.12g (enough for any
+ * figure a log holds, without binary noise such as 34373.4000000001); unknown ones are
  * empty (TSV, CSV) or null (JSON). */
 #include "logs.h"
 #include "write.h"
@@ -87,7 +88,7 @@ static void put_double(gpt_buf *b, gpt_logs_format f, double v, gpt_err *err)
 			gpt_buf_puts(b, "null", err);
 		return;
 	}
-	gpt_buf_printf(b, err, "%.15g", v);
+	gpt_buf_printf(b, err, "%.12g", v);
 }
 
 static void put_num(gpt_buf *b, gpt_logs_format f, const gpt_logs_num *x, gpt_err *err)
