@@ -46,6 +46,12 @@ typedef struct gpt_st_entry {
  * *bytes and *xxh3 (either may be NULL) describe the file written. */
 int gpt_st_write(const char *path, const gpt_st_entry *entries, int n, const char *const *meta,
 		 int n_meta, int64_t *bytes, uint64_t *xxh3, gpt_err *err);
+/* The same where an entry's data may be NULL: fill(ctx, i, buf, err) then
+ * writes entry i's bytes into buf, so only one tensor is in memory at once. */
+typedef int (*gpt_st_fill_fn)(void *ctx, int i, void *buf, gpt_err *err);
+int gpt_st_write_stream(const char *path, const gpt_st_entry *entries, int n,
+			const char *const *meta, int n_meta, gpt_st_fill_fn fill, void *ctx,
+			int64_t *bytes, uint64_t *xxh3, gpt_err *err);
 
 typedef struct gpt_st_tensor {
 	char *name;
@@ -121,6 +127,16 @@ void gpt_ckpt_close(gpt_ckpt *ck);
 
 /* Reads output_dir/latest: the step directory it names, or GPT_ENOINPUT. */
 int gpt_ckpt_latest(const char *output_dir, char *path, size_t size, gpt_err *err);
+
+/* gpt-ckpt-merge: what a checkpoint holds (step, state.json, every tensor
+ * with dtype and shape), appended to out as text. */
+int gpt_ckpt_describe(const gpt_ckpt *ck, gpt_buf *out, gpt_err *err);
+/* One consolidated safetensors file at out_file (written atomically, one
+ * tensor in memory at a time): the weights in dtype (fp32, bf16, fp16) and,
+ * unless weights_only, the optimizer state in fp32; __metadata__ has the step
+ * and "format": "pt". */
+int gpt_ckpt_consolidate(const gpt_ckpt *ck, const char *out_file, gpt_dtype dtype,
+			 int weights_only, int64_t *bytes, gpt_err *err);
 
 
 /* ---- inference exports (gpt-export) ------------------------------------- */

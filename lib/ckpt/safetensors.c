@@ -96,6 +96,13 @@ static char *st_header(const gpt_st_entry *e, int n, const char *const *meta, in
 int gpt_st_write(const char *path, const gpt_st_entry *entries, int n, const char *const *meta,
 		 int n_meta, int64_t *bytes, uint64_t *xxh3, gpt_err *err)
 {
+	return gpt_st_write_stream(path, entries, n, meta, n_meta, NULL, NULL, bytes, xxh3, err);
+}
+
+int gpt_st_write_stream(const char *path, const gpt_st_entry *entries, int n,
+			const char *const *meta, int n_meta, gpt_st_fill_fn fill, void *ctx,
+			int64_t *bytes, uint64_t *xxh3, gpt_err *err)
+{
 	size_t hlen = 0;
 	char *header = st_header(entries, n, meta, n_meta, &hlen, err);
 	if (!header)
@@ -123,11 +130,24 @@ int gpt_st_write(const char *path, const gpt_st_entry *entries, int n, const cha
 	} while (0)
 	ST_PUT(len8, 8);
 	ST_PUT(header, hlen);
+	void *buf = NULL;
 	for (int i = 0; i < n && !rc; i++) {
 		size_t nb = (size_t)numel(entries[i].ndim, entries[i].shape) *
 			    gpt_dtype_size(entries[i].dtype);
-		ST_PUT(entries[i].data, nb);
+		const void *data = entries[i].data;
+		if (!data && fill) { /* one tensor in memory at a time */
+			void *grown = realloc(buf, nb ? nb : 1);
+			if (!grown) {
+				rc = gpt_err_nomem(err, nb, entries[i].name);
+				break;
+			}
+			buf = grown;
+			rc = fill(ctx, i, buf, err);
+			data = buf;
+		}
+		ST_PUT(data, nb);
 	}
+	free(buf);
 #undef ST_PUT
 	free(header);
 	if (rc) {

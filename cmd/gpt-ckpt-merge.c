@@ -1,0 +1,108 @@
+/* gpt-ckpt-merge: inspect, verify and consolidate checkpoints. */
+#include "ckpt/ckpt.h"
+#include "core/core.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+enum {
+	OPT_INFO = 256,
+	OPT_VERIFY,
+	OPT_CONSOLIDATE,
+	OPT_WEIGHTS_ONLY,
+	OPT_DTYPE,
+	OPT_TO_HF,
+	OPT_HELP = 'h',
+	OPT_VERSION = 'V',
+};
+
+static const gpt_opt options[] = {
+	{"info", 0, NULL, OPT_INFO, "print the step, the state and every tensor with dtype and shape"},
+	{"verify", 0, NULL, OPT_VERIFY,
+	 "check every file's size and checksum and that the pieces tile every tensor"},
+	{"consolidate", 0, NULL, OPT_CONSOLIDATE, "write everything into one safetensors file OUT"},
+	{"weights-only", 0, NULL, OPT_WEIGHTS_ONLY, "with --consolidate: leave the optimizer state out"},
+	{"dtype", 0, "DTYPE", OPT_DTYPE, "with --consolidate: weights as fp32 (default), bf16 or fp16"},
+	{"to-hf", 0, NULL, OPT_TO_HF, "write a Hugging Face GPT-2 directory OUT (as gpt-export --format hf)"},
+	{"help", 'h', NULL, OPT_HELP, "show this help and exit"},
+	{"version", 'V', NULL, OPT_VERSION, "show the version and exit"},
+	{NULL, 0, NULL, 0, NULL},
+};
+
+static void usage(FILE *fp)
+{
+	fprintf(fp, "usage: gpt-ckpt-merge --info|--verify IN\n"
+		    "       gpt-ckpt-merge --consolidate [--weights-only] [--dtype fp32|bf16|fp16] IN OUT\n"
+		    "       gpt-ckpt-merge --to-hf IN OUT\n\n"
+		    "IN is a checkpoint (a step directory, or an output directory with `latest`); every\n"
+		    "file's size and checksum are verified whenever it is opened.\n\nOptions:\n");
+	gpt_opts_help(options, fp);
+}
+
+int main(int argc, char **argv)
+{
+	const char *prog = "gpt-ckpt-merge";
+	gpt_err err = {0};
+	gpt_opts o;
+	int id, verb = 0, weights_only = 0;
+	gpt_dtype dtype = GPT_DTYPE_F32;
+	gpt_opts_init(&o, options, argc, argv);
+	while ((id = gpt_opts_next(&o, &err)) > 0) {
+		switch (id) {
+		case OPT_WEIGHTS_ONLY: weights_only = 1; break;
+		case OPT_DTYPE:
+			if (gpt_dtype_parse(o.arg, &dtype) || (dtype != GPT_DTYPE_F32 && dtype != GPT_DTYPE_BF16 &&
+							     dtype != GPT_DTYPE_F16))
+				id = gpt_err_set(&err, GPT_EUSAGE, "--dtype %s: expected fp32, bf16 or fp16", o.arg) ? -1 : -1;
+			break;
+		case OPT_HELP: usage(stdout); return 0;
+		case OPT_VERSION: gpt_cmd_version(prog, stdout); return 0;
+		default:
+			if (verb && verb != id)
+				id = gpt_err_set(&err, GPT_EUSAGE, "give one of --info, --verify, --consolidate, --to-hf") ? -1 : -1;
+			else
+				verb = id;
+		}
+		if (id < 0)
+			break;
+	}
+	int want = verb == OPT_INFO || verb == OPT_VERIFY ? 1 : 2;
+	if (id == 0 && !verb)
+		id = gpt_err_set(&err, GPT_EUSAGE, "give one of --info, --verify, --consolidate, --to-hf; see --help") ? -1 : -1;
+	else if (id == 0 && argc - o.index != want)
+		id = gpt_err_set(&err, GPT_EUSAGE, "expected %s, found %d operands; see --help",
+				 want == 1 ? "IN" : "IN and OUT", argc - o.index) ? -1 : -1;
+	if (id < 0)
+		return gpt_cmd_fail(prog, &err);
+	const char *in = argv[o.index], *out = want == 2 ? argv[o.index + 1] : NULL;
+	if (verb == OPT_TO_HF) {
+		gpt_export_opts eo = {GPT_EXPORT_HF, dtype, out, NULL, argv[0]};
+		char path[PATH_MAX];
+		if (gpt_export(in, &eo, path, sizeof path, &err))
+			return gpt_cmd_fail(prog, &err);
+		fprintf(stderr, "%s: wrote %s\n", prog, path);
+		return 0;
+	}
+	gpt_ckpt *ck;
+	if (gpt_ckpt_open(&ck, in, &err))
+		return gpt_cmd_fail(prog, &err);
+	int rc = 0;
+	if (verb == OPT_INFO) {
+		gpt_buf b = GPT_BUF_INIT;
+		rc = gpt_ckpt_describe(ck, &b, &err);
+		if (!rc)
+			fputs(b.data, stdout);
+		gpt_buf_free(&b);
+	} else if (verb == OPT_VERIFY) {
+		printf("%s: ok (step %lld, %d tensors)\n", gpt_ckpt_path(ck), (long long)gpt_ckpt_step(ck),
+		       gpt_ckpt_tensor_count(ck));
+	} else {
+		int64_t bytes = 0;
+		rc = gpt_ckpt_consolidate(ck, out, dtype, weights_only, &bytes, &err);
+		if (!rc)
+			fprintf(stderr, "%s: wrote %s (%lld bytes)\n", prog, out, (long long)bytes);
+	}
+	gpt_ckpt_close(ck);
+	return rc ? gpt_cmd_fail(prog, &err) : 0;
+}

@@ -1,0 +1,60 @@
+#!/bin/sh
+# gpt-ckpt-merge: --info, --verify, --consolidate, --to-hf, damaged input.
+. "$(dirname "$0")/test-lib.sh"
+
+test_expect_success 'set up: a trained tiny checkpoint' '
+	mkdir data &&
+	gpt-preprocess -t bytes -o data/lic /usr/share/common-licenses/* &&
+	gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" -o Data.Train.dataset.input_dir=data/lic \
+		-o Data.Train.dataset.split=1 -o Engine.eval_freq=0 -o Engine.test_iters=0 \
+		-o Engine.max_steps=3 -o Engine.save_load.save_steps=3 >log 2>&1 &&
+	test -f output/step_00000003/index.json
+'
+
+test_expect_success '--info lists the step and every tensor' '
+	gpt-ckpt-merge --info output >info &&
+	test_grep "^checkpoint: output/step_00000003$" info &&
+	test_grep "^step: 3$" info &&
+	test_grep "^  h.1.attn.qkv.weight +F32 +\[3, 64, 64\]$" info &&
+	test_grep "^  optim.exp_avg_sq.wte +F32 +\[384, 64\]$" info &&
+	test_grep "^weight elements: 128768$" info
+'
+
+test_expect_success '--verify passes a good checkpoint and names the file of a damaged one' '
+	gpt-ckpt-merge --verify output >v &&
+	test_grep ": ok \(step 3, 84 tensors\)$" v &&
+	cp -r output/step_00000003 bad &&
+	printf X | dd of=bad/rank-00000.safetensors bs=1 seek=3000 conv=notrunc 2>/dev/null &&
+	test_expect_code 65 gpt-ckpt-merge --verify bad 2>err &&
+	test_grep "bad/rank-00000.safetensors: checksum .* corrupted" err &&
+	test_expect_code 66 gpt-ckpt-merge --verify nothing 2>err
+'
+
+test_expect_success '--consolidate writes every tensor, or the weights only in bf16' '
+	gpt-ckpt-merge --consolidate output all.safetensors &&
+	gpt-ckpt-merge --consolidate --weights-only --dtype bf16 output w.safetensors &&
+	test "$(stat -c %s w.safetensors)" -lt "$(stat -c %s all.safetensors)" &&
+	/usr/bin/python3 -c "
+import json, struct, sys
+for f, n, dt in ((\"all.safetensors\", 84, \"F32\"), (\"w.safetensors\", 28, \"BF16\")):
+    b = open(f, \"rb\").read(); h = json.loads(b[8:8 + struct.unpack(\"<Q\", b[:8])[0]])
+    meta = h.pop(\"__metadata__\")
+    assert len(h) == n, (f, len(h)); assert meta[\"step\"] == \"3\"
+    assert h[\"h.0.mlp.fc.weight\"][\"dtype\"] == dt and h[\"h.0.mlp.fc.weight\"][\"shape\"] == [256, 64]
+"
+'
+
+test_expect_success '--to-hf writes a Hugging Face directory' '
+	gpt-ckpt-merge --to-hf output hf &&
+	test -f hf/model.safetensors && test -f hf/config.json
+'
+
+test_expect_success 'bad usage' '
+	test_expect_code 64 gpt-ckpt-merge output 2>err &&
+	test_expect_code 64 gpt-ckpt-merge --info --verify output 2>err &&
+	test_expect_code 64 gpt-ckpt-merge --consolidate output 2>err &&
+	test_grep "expected IN and OUT" err &&
+	test_expect_code 64 gpt-ckpt-merge --consolidate --dtype int8 output x 2>err
+'
+
+test_done
