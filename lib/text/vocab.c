@@ -279,15 +279,19 @@ out:
 	return rc;
 }
 
-static int load_encoder(gpt_tokenizer *t, const char *path, gpt_err *err)
+typedef int (*vocab_parser)(gpt_tokenizer *t, const char *path, const char *text, size_t len,
+			    gpt_err *err);
+
+/* Reads a vocabulary file whole and parses it from memory (json_load_file
+ * reads a byte at a time). */
+static int load_file(gpt_tokenizer *t, const char *path, vocab_parser parse, gpt_err *err)
 {
-	/* Parsing from memory: json_load_file reads a byte at a time. */
 	char *text;
 	size_t len;
 	int rc = gpt_file_read_all(path, 0, &text, &len, err);
 	if (rc)
 		return rc;
-	rc = parse_encoder(t, path, text, len, err);
+	rc = parse(t, path, text, len, err);
 	free(text);
 	return rc;
 }
@@ -361,18 +365,6 @@ static int parse_merges(gpt_tokenizer *t, const char *path, const char *text, si
 	return rc;
 }
 
-static int load_merges(gpt_tokenizer *t, const char *path, gpt_err *err)
-{
-	char *text;
-	size_t len;
-	int rc = gpt_file_read_all(path, 0, &text, &len, err);
-	if (rc)
-		return rc;
-	rc = parse_merges(t, path, text, len, err);
-	free(text);
-	return rc;
-}
-
 /* Every way a merge result splits into two tokens becomes a pair entry, so
  * that merging never needs to look at bytes (tiktoken's rule: a pair merges
  * when its concatenation is a token). */
@@ -436,11 +428,11 @@ int gpt_tokenizer_open_bpe(gpt_tokenizer **out, const char *dir, gpt_err *err)
 	if (!t)
 		return GPT_EINTERNAL;
 	t->kind = GPT_TOK_GPT2;
-	int rc = load_encoder(t, enc_path, err);
+	int rc = load_file(t, enc_path, parse_encoder, err);
 	if (!rc)
 		rc = build_tables(t, enc_path, err);
 	if (!rc)
-		rc = load_merges(t, merges_path, err);
+		rc = load_file(t, merges_path, parse_merges, err);
 	if (!rc)
 		rc = build_pairs(t, err);
 	if (!rc)
