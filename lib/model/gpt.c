@@ -2,6 +2,7 @@
 #include "model/gpt.h"
 
 #include "backend/philox.h"
+#include "comm/comm.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -21,21 +22,55 @@ enum {
 
 void gpt_layout_single(gpt_layout *lo, const gpt_model_shape *s)
 {
-	*lo = (gpt_layout){.tp = 1, .tp_rank = 0, .pp = 1, .pp_rank = 0,
-			   .layer_begin = 0, .layer_end = s->layers};
+	memset(lo, 0, sizeof *lo);
+	lo->tp = lo->pp = lo->chunks = 1;
+	lo->layer_end[0] = s->layers;
+}
+
+int gpt_layout_make(gpt_layout *lo, const gpt_model_shape *s, int64_t tp, int64_t tp_rank,
+		    int64_t pp, int64_t pp_rank, int64_t chunks, gpt_err *err)
+{
+	memset(lo, 0, sizeof *lo);
+	if (tp < 1 || pp < 1 || chunks < 1 || chunks > GPT_MAX_CHUNKS || tp_rank < 0 || tp_rank >= tp ||
+	    pp_rank < 0 || pp_rank >= pp)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "layout: tp rank %lld of %lld, pp rank %lld of %lld with %lld chunks (at most %d) is not a layout",
+				   (long long)tp_rank, (long long)tp, (long long)pp_rank, (long long)pp,
+				   (long long)chunks, GPT_MAX_CHUNKS);
+	int64_t vs = pp * chunks;
+	if (s->layers % vs)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "Model.num_layers: %lld layers do not split evenly over pp_degree x virtual_pp_degree = %lld x %lld stages; choose degrees that divide it",
+				   (long long)s->layers, (long long)pp, (long long)chunks);
+	int64_t per = s->layers / vs;
+	*lo = (gpt_layout){.tp = tp, .tp_rank = tp_rank, .pp = pp, .pp_rank = pp_rank, .chunks = chunks};
+	for (int64_t c = 0; c < chunks; c++) {
+		lo->layer_begin[c] = (c * pp + pp_rank) * per;
+		lo->layer_end[c] = lo->layer_begin[c] + per;
+	}
+	return 0;
+}
+
+int64_t gpt_layout_layers(const gpt_layout *lo)
+{
+	int64_t n = 0;
+	for (int64_t c = 0; c < lo->chunks; c++)
+		n += lo->layer_end[c] - lo->layer_begin[c];
+	return n;
 }
 
 int gpt_param_box(const gpt_param_info *p, const gpt_layout *lo, gpt_box *box)
 {
 	memset(box, 0, sizeof *box);
 	int first = lo->pp_rank == 0, last = lo->pp_rank == lo->pp - 1;
-	int held;
+	int held = 0;
 	switch (p->place) {
 	case GPT_PARAM_EMBED:
 		held = first || (last && strcmp(p->name, "wte") == 0);
 		break;
 	case GPT_PARAM_LAYER:
-		held = p->layer >= lo->layer_begin && p->layer < lo->layer_end;
+		for (int64_t c = 0; c < lo->chunks; c++)
+			held |= p->layer >= lo->layer_begin[c] && p->layer < lo->layer_end[c];
 		break;
 	default:
 		held = last;
@@ -68,13 +103,15 @@ int gpt_recompute_parse(const char *s, gpt_recompute *out)
 	return -1;
 }
 
+static int64_t local_layer(const gpt_model *m, int64_t gl);
+
 int gpt_model_unit_of(const gpt_model *m, int64_t i)
 {
 	if (i < 2)
 		return 0;
 	if (i >= T_LNF_W(m))
 		return m->n_units - 1;
-	return 1 + (int)((i - 2) / P_PER_LAYER);
+	return 1 + (int)local_layer(m, (i - 2) / P_PER_LAYER);
 }
 
 static void *locate(const gpt_model *m, void *whole, void *const *win, int64_t i)
@@ -156,81 +193,131 @@ static int alloc_layer(gpt_model *m, gpt_layer_acts *a, int attn_part, int mlp_p
 	return 0;
 }
 
-/* Which parts of a layer are stored per layer and which are recomputed into
- * one shared set: the recompute granularities of FleetX. */
-static int alloc_acts(gpt_model *m, gpt_err *err)
+static int holds_first(const gpt_model *m) { return m->layout.pp_rank == 0; }
+static int holds_last(const gpt_model *m) { return m->layout.pp_rank == m->layout.pp - 1; }
+
+/* One slot: the residual streams, what the recompute granularity keeps per
+ * layer (the recomputed part lives once in `shared`, for every slot: a
+ * backward recomputes it before use), the head's activations on the last
+ * stage and the tokens on the first. */
+static int alloc_slot(gpt_model *m, gpt_slot *sl, const gpt_layer_acts *shared, gpt_err *err)
 {
-	int64_t L = m->n_layers;
+	int64_t L = m->n_layers, NS = L + m->layout.chunks;
 	int64_t BT = m->opts.batch * m->opts.seq_len, C = m->shape.hidden;
+	int64_t Vl = m->shape.padded_vocab / m->layout.tp;
 	size_t es = gpt_dtype_size(m->be->dtype);
-	m->res = gpt_calloc((size_t)L + 1, sizeof *m->res, "residual pointers", err);
-	m->acts = gpt_calloc((size_t)(L ? L : 1), sizeof *m->acts, "activation pointers", err);
-	if (!m->res || !m->acts)
+	sl->res = gpt_calloc((size_t)NS, sizeof *sl->res, "residual pointers", err);
+	sl->acts = gpt_calloc((size_t)(L ? L : 1), sizeof *sl->acts, "activation pointers", err);
+	if (!sl->res || !sl->acts)
 		return GPT_EINTERNAL;
-	for (int64_t l = 0; l <= L; l++)
-		ALLOC_OR_FAIL(m->res[l], BT * C, es, "activations (residual stream)");
-	gpt_layer_acts shared;
-	memset(&shared, 0, sizeof shared);
+	for (int64_t l = 0; l < NS; l++)
+		ALLOC_OR_FAIL(sl->res[l], BT * C, es, "activations (residual stream)");
 	int rc = 0;
-	switch (m->opts.recompute) {
-	case GPT_RECOMPUTE_NONE:
-		for (int64_t l = 0; l < L && !rc; l++)
-			rc = alloc_layer(m, &m->acts[l], 1, 1, 1, err);
-		break;
-	case GPT_RECOMPUTE_FULL:
-		rc = alloc_layer(m, &shared, 1, 1, 1, err);
-		for (int64_t l = 0; l < L; l++)
-			m->acts[l] = shared;
-		break;
-	case GPT_RECOMPUTE_ONLY_ATTN:
-		rc = alloc_layer(m, &shared, 2, 0, 1, err);
-		for (int64_t l = 0; l < L && !rc; l++) {
-			gpt_layer_acts *a = &m->acts[l];
+	for (int64_t l = 0; l < L && !rc; l++) {
+		gpt_layer_acts *a = &sl->acts[l];
+		switch (m->opts.recompute) {
+		case GPT_RECOMPUTE_NONE:
+			rc = alloc_layer(m, a, 1, 1, 1, err);
+			break;
+		case GPT_RECOMPUTE_FULL:
+			*a = *shared;
+			break;
+		case GPT_RECOMPUTE_ONLY_ATTN:
 			rc = alloc_layer(m, a, 0, 1, 0, err);
-			a->ln1 = shared.ln1;
-			a->ln1_mean = shared.ln1_mean;
-			a->ln1_rstd = shared.ln1_rstd;
-			a->qkv = shared.qkv;
-			a->atty = shared.atty;
-			a->att_saved = shared.att_saved;
+			a->ln1 = shared->ln1;
+			a->ln1_mean = shared->ln1_mean;
+			a->ln1_rstd = shared->ln1_rstd;
+			a->qkv = shared->qkv;
+			a->atty = shared->atty;
+			a->att_saved = shared->att_saved;
 			/* the residual after attention is the MLP's input: keep it */
 			if (!rc)
 				ALLOC_OR_FAIL(a->res_mid, BT * C, es, "activations (residual)");
+			break;
+		case GPT_RECOMPUTE_CORE_ATTN:
+			rc = alloc_layer(m, a, 1, 1, 0, err);
+			a->att_saved = shared->att_saved;
+			break;
 		}
-		break;
-	case GPT_RECOMPUTE_CORE_ATTN:
-		rc = alloc_layer(m, &shared, 0, 0, 1, err);
-		for (int64_t l = 0; l < L && !rc; l++) {
-			rc = alloc_layer(m, &m->acts[l], 1, 1, 0, err);
-			m->acts[l].att_saved = shared.att_saved;
-		}
-		break;
+	}
+	if (rc)
+		return rc;
+	if (holds_first(m))
+		ALLOC_OR_FAIL(sl->tokens, BT, 4, "tokens");
+	if (holds_last(m)) {
+		ALLOC_OR_FAIL(sl->lnf, BT * C, es, "activations (ln_f)");
+		ALLOC_OR_FAIL(sl->lnf_mean, BT, 4, "activations (ln_f mean)");
+		ALLOC_OR_FAIL(sl->lnf_rstd, BT, 4, "activations (ln_f rstd)");
+		ALLOC_OR_FAIL(sl->logits, BT * Vl, es, "activations (logits)");
+		ALLOC_OR_FAIL(sl->xent_max, BT, 4, "cross-entropy");
+		ALLOC_OR_FAIL(sl->xent_sumexp, BT, 4, "cross-entropy");
+		ALLOC_OR_FAIL(sl->xent_tlogit, BT, 4, "cross-entropy");
+		ALLOC_OR_FAIL(sl->losses, BT, 4, "cross-entropy");
+		ALLOC_OR_FAIL(sl->targets, BT, 4, "targets");
+	}
+	return 0;
+}
+
+static int alloc_acts(gpt_model *m, gpt_layer_acts *shared, gpt_err *err)
+{
+	int rc = 0;
+	memset(shared, 0, sizeof *shared);
+	switch (m->opts.recompute) {
+	case GPT_RECOMPUTE_NONE: break;
+	case GPT_RECOMPUTE_FULL: rc = alloc_layer(m, shared, 1, 1, 1, err); break;
+	case GPT_RECOMPUTE_ONLY_ATTN: rc = alloc_layer(m, shared, 2, 0, 1, err); break;
+	case GPT_RECOMPUTE_CORE_ATTN: rc = alloc_layer(m, shared, 0, 0, 1, err); break;
+	}
+	m->n_slots = m->opts.slots > 1 ? m->opts.slots : 1;
+	m->slots = rc ? NULL : gpt_calloc((size_t)m->n_slots, sizeof *m->slots, "activation slots", err);
+	if (!rc && !m->slots)
+		rc = GPT_EINTERNAL;
+	for (int64_t k = 0; k < m->n_slots && !rc; k++)
+		rc = alloc_slot(m, &m->slots[k], shared, err);
+	if (!rc) {
+		m->cur_slot = 0;
+		gpt_model_use_slot(m, 0);
 	}
 	return rc;
 }
 
-static int alloc_head_and_work(gpt_model *m, gpt_err *err)
+void gpt_model_use_slot(gpt_model *m, int64_t k)
+{
+	gpt_slot *o = &m->slots[m->cur_slot], *n = &m->slots[k];
+	o->dropout_on = m->dropout_on;
+	o->step = m->step;
+	o->sample0 = m->sample0;
+	m->cur_slot = k;
+	m->res = n->res;
+	m->acts = n->acts;
+	m->lnf = n->lnf;
+	m->lnf_mean = n->lnf_mean;
+	m->lnf_rstd = n->lnf_rstd;
+	m->logits = n->logits;
+	m->xent_max = n->xent_max;
+	m->xent_sumexp = n->xent_sumexp;
+	m->xent_tlogit = n->xent_tlogit;
+	m->losses = n->losses;
+	m->tokens = n->tokens;
+	m->targets = n->targets;
+	m->dropout_on = n->dropout_on;
+	m->step = n->step;
+	m->sample0 = n->sample0;
+}
+
+static int alloc_work(gpt_model *m, gpt_err *err)
 {
 	int64_t B = m->opts.batch, T = m->opts.seq_len, BT = B * T;
 	int64_t C = m->shape.hidden, F = m->shape.ffn / m->layout.tp;
-	int64_t Vl = m->shape.padded_vocab / m->layout.tp;
 	size_t es = gpt_dtype_size(m->be->dtype);
-	ALLOC_OR_FAIL(m->lnf, BT * C, es, "activations (ln_f)");
-	ALLOC_OR_FAIL(m->lnf_mean, BT, 4, "activations (ln_f mean)");
-	ALLOC_OR_FAIL(m->lnf_rstd, BT, 4, "activations (ln_f rstd)");
-	ALLOC_OR_FAIL(m->logits, BT * Vl, es, "activations (logits)");
-	ALLOC_OR_FAIL(m->xent_max, BT, 4, "cross-entropy");
-	ALLOC_OR_FAIL(m->xent_sumexp, BT, 4, "cross-entropy");
-	ALLOC_OR_FAIL(m->xent_tlogit, BT, 4, "cross-entropy");
-	ALLOC_OR_FAIL(m->losses, BT, 4, "cross-entropy");
+	if (holds_last(m))
+		ALLOC_OR_FAIL(m->xent_gmax, BT, 4, "cross-entropy");
 	ALLOC_OR_FAIL(m->tmp_c, BT * C, es, "work buffer");
 	ALLOC_OR_FAIL(m->d_c, BT * C, es, "work buffer");
 	ALLOC_OR_FAIL(m->d_c2, BT * C, es, "work buffer");
 	ALLOC_OR_FAIL(m->d_res, BT * C, es, "work buffer");
 	ALLOC_OR_FAIL(m->d_f, BT * F, es, "work buffer");
 	ALLOC_OR_FAIL(m->d_qkv, BT * 3 * C, es, "work buffer");
-	ALLOC_OR_FAIL(m->tokens, BT, 4, "tokens");
-	ALLOC_OR_FAIL(m->targets, BT, 4, "targets");
 	m->host_losses = gpt_malloc((size_t)BT * 4, "losses", err);
 	return m->host_losses ? 0 : GPT_EINTERNAL;
 }
@@ -240,7 +327,9 @@ int64_t gpt_model_activation_bytes(const gpt_model_shape *s, const gpt_layout *l
 {
 	int64_t es = (int64_t)elem_size, BT = o->batch * o->seq_len, C = s->hidden;
 	int64_t F = s->ffn / lo->tp, Cl = (s->heads / lo->tp) * (C / s->heads);
-	int64_t Vl = s->padded_vocab / lo->tp, L = lo->layer_end - lo->layer_begin;
+	int64_t Vl = s->padded_vocab / lo->tp, L = gpt_layout_layers(lo);
+	int64_t slots = o->slots > 1 ? o->slots : 1;
+	int first = lo->pp_rank == 0, last = lo->pp_rank == lo->pp - 1;
 	int64_t saved = (saved_floats > 0 ? saved_floats : 1) * 4;
 	/* mirrors alloc_layer: the attention part, the MLP part, the saved state */
 	int64_t attn = BT * (C + 3 * Cl + Cl + C) * es + 2 * BT * 4;
@@ -252,20 +341,33 @@ int64_t gpt_model_activation_bytes(const gpt_model_shape *s, const gpt_layout *l
 	case GPT_RECOMPUTE_ONLY_ATTN: shared = attn - BT * C * es + saved; per_layer = mlp + BT * C * es; break;
 	case GPT_RECOMPUTE_CORE_ATTN: shared = saved; per_layer = attn + mlp; break;
 	}
-	int64_t res = (L + 1) * BT * C * es;
-	/* mirrors alloc_head_and_work */
-	int64_t head = BT * C * es + 2 * BT * 4 + BT * Vl * es + 4 * BT * 4;
-	int64_t work = BT * (4 * C + F + 3 * C) * es + 2 * BT * 4;
-	return res + L * per_layer + shared + head + work;
+	/* mirrors alloc_slot */
+	int64_t res = (L + lo->chunks) * BT * C * es;
+	int64_t head = last ? BT * C * es + 2 * BT * 4 + BT * Vl * es + 5 * BT * 4 : 0;
+	int64_t slot = res + L * per_layer + head + (first ? BT * 4 : 0);
+	/* mirrors alloc_work */
+	int64_t work = BT * (4 * C + F + 3 * C) * es + (last ? BT * 4 : 0);
+	return slots * slot + shared + work;
 }
 
 static int check_setup(const gpt_model_shape *s, const gpt_layout *lo, const gpt_model_opts *o,
 		       gpt_err *err)
 {
-	if (lo->tp != 1 || lo->pp != 1)
+	if (lo->tp < 1 || s->heads % lo->tp || s->ffn % lo->tp || s->padded_vocab % lo->tp)
 		return gpt_err_set(err, GPT_EUSAGE,
-				   "model: tensor parallel %lld x pipeline parallel %lld: this build's trainer runs tp = pp = 1 only",
-				   (long long)lo->tp, (long long)lo->pp);
+				   "Distributed.mp_degree: %lld does not divide Model.num_attention_heads %lld, the ffn size %lld and the padded vocabulary %lld; choose a degree that divides all three",
+				   (long long)lo->tp, (long long)s->heads, (long long)s->ffn,
+				   (long long)s->padded_vocab);
+	if (lo->pp < 1 || lo->pp_rank < 0 || lo->pp_rank >= lo->pp || lo->chunks < 1 ||
+	    lo->chunks > GPT_MAX_CHUNKS)
+		return gpt_err_set(err, GPT_EINTERNAL, "model: stage %lld of %lld with %lld chunks",
+				   (long long)lo->pp_rank, (long long)lo->pp, (long long)lo->chunks);
+	for (int64_t c = 0; c < lo->chunks; c++)
+		if (lo->layer_begin[c] < 0 || lo->layer_end[c] > s->layers ||
+		    lo->layer_begin[c] > lo->layer_end[c] || (c && lo->layer_begin[c] < lo->layer_end[c - 1]))
+			return gpt_err_set(err, GPT_EINTERNAL, "model: chunk %lld holds layers [%lld, %lld) of %lld",
+					   (long long)c, (long long)lo->layer_begin[c],
+					   (long long)lo->layer_end[c], (long long)s->layers);
 	if (o->batch < 1 || o->seq_len < 1)
 		return gpt_err_set(err, GPT_EUSAGE, "model: micro-batch %lld x sequence %lld: both must be positive",
 				   (long long)o->batch, (long long)o->seq_len);
@@ -280,6 +382,16 @@ static int check_setup(const gpt_model_shape *s, const gpt_layout *lo, const gpt
 	return 0;
 }
 
+/* The local index of global layer gl, or -1. */
+static int64_t local_layer(const gpt_model *m, int64_t gl)
+{
+	const gpt_layout *lo = &m->layout;
+	for (int64_t c = 0; c < lo->chunks; c++)
+		if (gl >= lo->layer_begin[c] && gl < lo->layer_end[c])
+			return m->lc_begin[c] + gl - lo->layer_begin[c];
+	return -1;
+}
+
 int gpt_model_init(gpt_model *m, gpt_backend *be, const gpt_model_shape *s, const gpt_layout *lo,
 		   const gpt_model_opts *opts, gpt_err *err)
 {
@@ -292,10 +404,11 @@ int gpt_model_init(gpt_model *m, gpt_backend *be, const gpt_model_shape *s, cons
 		m->opts.ln_eps = 1e-5f;
 	int rc = check_setup(s, lo, opts, err);
 	static const char *const needed[] = {
-		"alloc", "free", "upload", "download", "zero", "linear_fwd", "linear_bwd",
+		"alloc", "free", "upload", "download", "zero", "linear_fwd", "linear_bwd", "bias_add",
 		"layernorm_fwd", "layernorm_bwd", "gelu_fwd", "gelu_bwd", "attention_fwd",
-		"attention_bwd", "attention_saved_size", "xent_fwd", "xent_loss", "xent_bwd",
-		"embedding_fwd", "embedding_bwd", "residual_fwd", "dropout_fwd", "dropout_bwd", NULL};
+		"attention_bwd", "attention_saved_size", "xent_fwd", "xent_rescale", "xent_loss",
+		"xent_bwd", "embedding_fwd", "embedding_bwd", "residual_fwd", "dropout_fwd",
+		"dropout_bwd", "copy", NULL};
 	if (!rc)
 		rc = gpt_backend_require(be, needed, err);
 	if (!rc)
@@ -304,23 +417,38 @@ int gpt_model_init(gpt_model *m, gpt_backend *be, const gpt_model_shape *s, cons
 		return rc;
 	m->offset = gpt_calloc((size_t)m->n_table, sizeof *m->offset, "parameter offsets", err);
 	m->box = gpt_calloc((size_t)m->n_table, sizeof *m->box, "parameter boxes", err);
-	if (!m->offset || !m->box) {
+	m->owner = gpt_calloc((size_t)m->n_table, 1, "parameter owners", err);
+	m->n_layers = gpt_layout_layers(lo);
+	m->glayer = gpt_calloc((size_t)(m->n_layers + 1), sizeof *m->glayer, "layers", err);
+	m->lchunk = gpt_calloc((size_t)(m->n_layers + 1), sizeof *m->lchunk, "layers", err);
+	if (!m->offset || !m->box || !m->owner || !m->glayer || !m->lchunk) {
 		gpt_model_free(m);
 		return GPT_EINTERNAL;
+	}
+	for (int64_t c = 0, l = 0; c < lo->chunks; c++) {
+		m->lc_begin[c] = l;
+		for (int64_t g = lo->layer_begin[c]; g < lo->layer_end[c]; g++, l++) {
+			m->glayer[l] = g;
+			m->lchunk[l] = c;
+		}
+		m->lc_end[c] = l;
 	}
 	for (int64_t i = 0; i < m->n_table; i++) {
 		if (gpt_param_box(&m->table[i], lo, &m->box[i])) {
 			m->offset[i] = m->n_flat;
 			m->n_flat += gpt_box_numel(&m->box[i]);
+			int replicated = m->table[i].tp_dim < 0 && lo->tp > 1;
+			int tied_copy = i == T_WTE && !holds_first(m);
+			m->owner[i] = !(replicated && lo->tp_rank != 0) && !tied_copy;
 		} else {
 			m->offset[i] = -1;
 		}
 	}
-	m->n_layers = lo->layer_end - lo->layer_begin;
 	int64_t mult = opts->flat_multiple > 1 ? opts->flat_multiple : 1;
 	m->n_alloc = (m->n_flat + mult - 1) / mult * mult;
-	/* units: embedding, the layers, the final LayerNorm (tp = pp = 1 here,
-	 * so every unit is held and contiguous in table order) */
+	/* units: the embedding, each local layer, the final LayerNorm; each is a
+	 * contiguous range of the flat buffers (table order), empty when this
+	 * stage holds none of it */
 	m->n_units = (int)m->n_layers + 2;
 	m->unit_begin = gpt_calloc((size_t)m->n_units, sizeof(int64_t), "units", err);
 	m->unit_end = gpt_calloc((size_t)m->n_units, sizeof(int64_t), "units", err);
@@ -328,10 +456,19 @@ int gpt_model_init(gpt_model *m, gpt_backend *be, const gpt_model_shape *s, cons
 	m->gwin = gpt_calloc((size_t)m->n_units, sizeof(void *), "units", err);
 	rc = m->unit_begin && m->unit_end && m->pwin && m->gwin ? 0 : GPT_EINTERNAL;
 	for (int u = 0; !rc && u < m->n_units; u++) {
-		int64_t first = u == 0 ? T_WTE : u == m->n_units - 1 ? T_LNF_W(m) : T_LAYER(u - 1, 0);
-		int64_t last = u == 0 ? T_WPE : u == m->n_units - 1 ? T_LNF_B(m) : T_LAYER(u - 1, P_PER_LAYER - 1);
-		m->unit_begin[u] = m->offset[first];
-		m->unit_end[u] = m->offset[last] + gpt_box_numel(&m->box[last]);
+		int64_t first = u == 0 ? T_WTE : u == m->n_units - 1 ? T_LNF_W(m) : T_LAYER(m->glayer[u - 1], 0);
+		int64_t last = u == 0 ? T_WPE : u == m->n_units - 1 ? T_LNF_B(m)
+				: T_LAYER(m->glayer[u - 1], P_PER_LAYER - 1);
+		m->unit_begin[u] = m->unit_end[u] = -1;
+		for (int64_t i = first; i <= last; i++) {
+			if (m->offset[i] < 0)
+				continue;
+			if (m->unit_begin[u] < 0)
+				m->unit_begin[u] = m->offset[i];
+			m->unit_end[u] = m->offset[i] + gpt_box_numel(&m->box[i]);
+		}
+		if (m->unit_begin[u] < 0)
+			m->unit_begin[u] = m->unit_end[u] = 0;
 	}
 	size_t bytes = (size_t)m->n_alloc * gpt_dtype_size(be->dtype);
 	if (!rc && !opts->no_full_params) {
@@ -342,10 +479,11 @@ int gpt_model_init(gpt_model *m, gpt_backend *be, const gpt_model_shape *s, cons
 		m->grads = be->ops->alloc(be, bytes, "gradients", err);
 		rc = m->grads ? be->ops->zero(be, m->grads, bytes, err) : err->code;
 	}
+	gpt_layer_acts shared;
 	if (!rc)
-		rc = alloc_acts(m, err);
+		rc = alloc_acts(m, &shared, err);
 	if (!rc)
-		rc = alloc_head_and_work(m, err);
+		rc = alloc_work(m, err);
 	if (rc)
 		gpt_model_free(m);
 	return rc;
@@ -360,19 +498,17 @@ static void free_layer(gpt_backend *be, gpt_layer_acts *a)
 			be->ops->free(be, p[i]);
 }
 
-void gpt_model_free(gpt_model *m)
+/* Frees each buffer of the layers' activations once: shared buffers
+ * appear in several layers and slots. */
+static void free_acts(gpt_model *m)
 {
 	gpt_backend *be = m->be;
-	if (!be) {
-		free(m->table);
-		return;
-	}
-	/* Shared activation buffers appear in several layers: free each once. */
-	if (m->acts) {
-		void **seen = NULL;
-		size_t n_seen = 0;
-		for (int64_t l = 0; l < m->n_layers; l++) {
-			gpt_layer_acts a = m->acts[l];
+	void **seen = NULL;
+	size_t n_seen = 0;
+	for (int64_t k = 0; k < m->n_slots; k++) {
+		gpt_slot *sl = &m->slots[k];
+		for (int64_t l = 0; sl->acts && l < m->n_layers; l++) {
+			gpt_layer_acts a = sl->acts[l];
 			void **f[] = {&a.ln1, &a.qkv, &a.atty, &a.res_mid, &a.ln2, &a.fch, &a.fch_gelu,
 				      (void **)&a.ln1_mean, (void **)&a.ln1_rstd, (void **)&a.ln2_mean,
 				      (void **)&a.ln2_rstd, (void **)&a.att_saved};
@@ -394,24 +530,43 @@ void gpt_model_free(gpt_model *m)
 			}
 			free_layer(be, &a);
 		}
-		free(seen);
+		if (sl->res)
+			for (int64_t l = 0; l < m->n_layers + m->layout.chunks; l++)
+				if (sl->res[l])
+					be->ops->free(be, sl->res[l]);
+		void *p[] = {sl->lnf, sl->lnf_mean, sl->lnf_rstd, sl->logits, sl->xent_max,
+			     sl->xent_sumexp, sl->xent_tlogit, sl->losses, sl->tokens, sl->targets};
+		for (size_t i = 0; i < sizeof p / sizeof *p; i++)
+			if (p[i])
+				be->ops->free(be, p[i]);
+		free(sl->res);
+		free(sl->acts);
 	}
-	if (m->res)
-		for (int64_t l = 0; l <= m->n_layers; l++)
-			if (m->res[l])
-				be->ops->free(be, m->res[l]);
-	void *p[] = {m->params, m->grads, m->lnf, m->lnf_mean, m->lnf_rstd, m->logits, m->xent_max,
-		     m->xent_sumexp, m->xent_tlogit, m->losses, m->tmp_c, m->d_c, m->d_c2, m->d_res,
-		     m->d_f, m->d_qkv, m->tokens, m->targets};
+	free(seen);
+	free(m->slots);
+}
+
+void gpt_model_free(gpt_model *m)
+{
+	gpt_backend *be = m->be;
+	if (!be) {
+		free(m->table);
+		return;
+	}
+	if (m->slots)
+		free_acts(m);
+	void *p[] = {m->params, m->grads, m->xent_gmax, m->tmp_c, m->d_c, m->d_c2, m->d_res,
+		     m->d_f, m->d_qkv};
 	for (size_t i = 0; i < sizeof p / sizeof *p; i++)
 		if (p[i])
 			be->ops->free(be, p[i]);
-	free(m->res);
-	free(m->acts);
 	free(m->host_losses);
 	free(m->table);
 	free(m->offset);
 	free(m->box);
+	free(m->owner);
+	free(m->glayer);
+	free(m->lchunk);
 	free(m->unit_begin);
 	free(m->unit_end);
 	free(m->pwin);
@@ -540,18 +695,44 @@ static gpt_dropout dropout_at(const gpt_model *m, float p, int64_t layer, gpt_rn
 			return rc;        \
 	} while (0)
 
-/* The attention half of layer l: ln_1, qkv, attention, projection, dropout,
- * residual. Reads res[l]; writes the layer's attention activations and res_mid. */
+/* Sums a tensor-parallel partial result over the tp group, in place. */
+static int tp_sum(gpt_model *m, void *buf, int64_t n, gpt_err *err)
+{
+	if (m->layout.tp == 1)
+		return 0;
+	return gpt_comm_all_reduce(m->tp_group, buf, buf, n, m->be->dtype, GPT_REDUCE_SUM, err);
+}
+
+/* A row-parallel linear (input features split over tp): the partial
+ * products are summed over tp, then the replicated bias is added once. */
+static int row_linear_fwd(gpt_model *m, void *out, const void *inp, const void *w, const void *bias,
+			  int64_t M, int64_t K, int64_t N, gpt_err *err)
+{
+	const gpt_backend_ops *o = m->be->ops;
+	if (m->layout.tp == 1)
+		return o->linear_fwd(m->be, out, inp, w, bias, M, K, N, err);
+	int rc;
+	OP(o->linear_fwd(m->be, out, inp, w, NULL, M, K, N, err));
+	OP(tp_sum(m, out, M * N, err));
+	return o->bias_add(m->be, out, bias, M, N, err);
+}
+
+static void *res_in(const gpt_model *m, int64_t l) { return m->res[l + m->lchunk[l]]; }
+static void *res_out(const gpt_model *m, int64_t l) { return m->res[l + m->lchunk[l] + 1]; }
+
+/* The attention half of local layer l: ln_1, qkv, attention, projection,
+ * dropout, residual. Reads its input stream; writes the layer's attention
+ * activations and res_mid. */
 static int attn_half_fwd(gpt_model *m, int64_t l, gpt_err *err)
 {
 	gpt_backend *be = m->be;
 	const gpt_backend_ops *o = be->ops;
 	gpt_layer_acts *a = &m->acts[l];
-	int64_t gl = m->layout.layer_begin + l;
+	int64_t gl = m->glayer[l];
 	int64_t B = m->opts.batch, T = m->opts.seq_len, BT = B * T, C = m->shape.hidden;
 	int64_t NH = m->shape.heads / m->layout.tp, HS = C / m->shape.heads, Cl = NH * HS;
 	int rc;
-	OP(o->layernorm_fwd(be, a->ln1, a->ln1_mean, a->ln1_rstd, m->res[l],
+	OP(o->layernorm_fwd(be, a->ln1, a->ln1_mean, a->ln1_rstd, res_in(m, l),
 			    gpt_model_param(m, T_LAYER(gl, P_LN1_W)), gpt_model_param(m, T_LAYER(gl, P_LN1_B)),
 			    BT, C, m->opts.ln_eps, err));
 	OP(o->linear_fwd(be, a->qkv, a->ln1, gpt_model_param(m, T_LAYER(gl, P_QKV_W)),
@@ -559,12 +740,12 @@ static int attn_half_fwd(gpt_model *m, int64_t l, gpt_err *err)
 	gpt_dropout dp = dropout_at(m, m->opts.attn_dropout, gl, GPT_RNG_SITE_ATTN_PROBS,
 				    m->layout.tp_rank * NH);
 	OP(o->attention_fwd(be, a->atty, a->att_saved, a->qkv, B, T, NH, HS, &dp, err));
-	OP(o->linear_fwd(be, m->tmp_c, a->atty, gpt_model_param(m, T_LAYER(gl, P_PROJ_W)),
-			 gpt_model_param(m, T_LAYER(gl, P_PROJ_B)), BT, Cl, C, err));
+	OP(row_linear_fwd(m, m->tmp_c, a->atty, gpt_model_param(m, T_LAYER(gl, P_PROJ_W)),
+			  gpt_model_param(m, T_LAYER(gl, P_PROJ_B)), BT, Cl, C, err));
 	gpt_dropout dr = dropout_at(m, m->opts.hidden_dropout, gl, GPT_RNG_SITE_ATTN_RESID, 0);
 	if (dr.p > 0)
 		OP(o->dropout_fwd(be, m->tmp_c, m->tmp_c, B, T, C, &dr, err));
-	OP(o->residual_fwd(be, a->res_mid, m->res[l], m->tmp_c, BT * C, err));
+	OP(o->residual_fwd(be, a->res_mid, res_in(m, l), m->tmp_c, BT * C, err));
 	return 0;
 }
 
@@ -575,7 +756,7 @@ static int mlp_inner_fwd(gpt_model *m, int64_t l, gpt_err *err)
 	gpt_backend *be = m->be;
 	const gpt_backend_ops *o = be->ops;
 	gpt_layer_acts *a = &m->acts[l];
-	int64_t gl = m->layout.layer_begin + l;
+	int64_t gl = m->glayer[l];
 	int64_t BT = m->opts.batch * m->opts.seq_len, C = m->shape.hidden;
 	int64_t F = m->shape.ffn / m->layout.tp;
 	int rc;
@@ -593,67 +774,126 @@ static int mlp_half_fwd(gpt_model *m, int64_t l, gpt_err *err)
 	gpt_backend *be = m->be;
 	const gpt_backend_ops *o = be->ops;
 	gpt_layer_acts *a = &m->acts[l];
-	int64_t gl = m->layout.layer_begin + l;
+	int64_t gl = m->glayer[l];
 	int64_t B = m->opts.batch, T = m->opts.seq_len, BT = B * T, C = m->shape.hidden;
 	int64_t F = m->shape.ffn / m->layout.tp;
 	int rc;
 	OP(mlp_inner_fwd(m, l, err));
-	OP(o->linear_fwd(be, m->tmp_c, a->fch_gelu, gpt_model_param(m, T_LAYER(gl, P_MPROJ_W)),
-			 gpt_model_param(m, T_LAYER(gl, P_MPROJ_B)), BT, F, C, err));
+	OP(row_linear_fwd(m, m->tmp_c, a->fch_gelu, gpt_model_param(m, T_LAYER(gl, P_MPROJ_W)),
+			  gpt_model_param(m, T_LAYER(gl, P_MPROJ_B)), BT, F, C, err));
 	gpt_dropout dr = dropout_at(m, m->opts.hidden_dropout, gl, GPT_RNG_SITE_MLP_RESID, 0);
 	if (dr.p > 0)
 		OP(o->dropout_fwd(be, m->tmp_c, m->tmp_c, B, T, C, &dr, err));
-	OP(o->residual_fwd(be, m->res[l + 1], a->res_mid, m->tmp_c, BT * C, err));
+	OP(o->residual_fwd(be, res_out(m, l), a->res_mid, m->tmp_c, BT * C, err));
 	return 0;
 }
 
-int gpt_model_forward(gpt_model *m, const int32_t *tokens, const int32_t *targets, int training,
-		      uint32_t step, int64_t sample0, double *loss_sum, int64_t *n_tokens,
-		      gpt_err *err)
+int gpt_model_chunk_is_first(const gpt_model *m, int64_t chunk)
+{
+	return chunk == 0 && m->layout.pp_rank == 0;
+}
+
+int gpt_model_chunk_is_last(const gpt_model *m, int64_t chunk)
+{
+	return chunk == m->layout.chunks - 1 && m->layout.pp_rank == m->layout.pp - 1;
+}
+
+void *gpt_model_chunk_input(const gpt_model *m, int64_t chunk)
+{
+	return m->res[m->lc_begin[chunk] + chunk];
+}
+
+void *gpt_model_chunk_output(const gpt_model *m, int64_t chunk)
+{
+	return m->res[m->lc_end[chunk] + chunk];
+}
+
+void *gpt_model_dgrad(const gpt_model *m)
+{
+	return m->d_res;
+}
+
+/* The cross-entropy's statistics of this rank's vocabulary piece, made
+ * global over tp: the maximum, the sum of exponentials relative to it, the
+ * target's logit. */
+static int xent_stats(gpt_model *m, int64_t BT, int64_t Vl, gpt_err *err)
+{
+	const gpt_backend_ops *o = m->be->ops;
+	int64_t v0 = m->layout.tp_rank * Vl;
+	int rc;
+	OP(o->xent_fwd(m->be, m->xent_max, m->xent_sumexp, m->xent_tlogit, m->logits, m->targets, BT,
+		       Vl, Vl, v0, m->shape.vocab_size, err));
+	if (m->layout.tp == 1)
+		return 0;
+	OP(gpt_comm_all_reduce(m->tp_group, m->xent_max, m->xent_gmax, BT, GPT_DTYPE_F32, GPT_REDUCE_MAX, err));
+	OP(o->xent_rescale(m->be, m->xent_sumexp, m->xent_max, m->xent_gmax, BT, err));
+	OP(o->copy(m->be, m->xent_max, m->xent_gmax, (size_t)BT * 4, err));
+	OP(gpt_comm_all_reduce(m->tp_group, m->xent_sumexp, m->xent_sumexp, BT, GPT_DTYPE_F32, GPT_REDUCE_SUM, err));
+	return gpt_comm_all_reduce(m->tp_group, m->xent_tlogit, m->xent_tlogit, BT, GPT_DTYPE_F32,
+				   GPT_REDUCE_SUM, err);
+}
+
+int gpt_model_forward_chunk(gpt_model *m, int64_t chunk, const int32_t *tokens,
+			    const int32_t *targets, int training, uint32_t step, int64_t sample0,
+			    double *loss_sum, int64_t *n_tokens, gpt_err *err)
 {
 	gpt_backend *be = m->be;
 	const gpt_backend_ops *o = be->ops;
 	int64_t B = m->opts.batch, T = m->opts.seq_len, BT = B * T, C = m->shape.hidden;
 	int64_t V = m->shape.vocab_size, Vl = m->shape.padded_vocab / m->layout.tp;
-	int rc;
+	int64_t v0 = m->layout.tp_rank * Vl;
+	int first = gpt_model_chunk_is_first(m, chunk), last = gpt_model_chunk_is_last(m, chunk);
+	int rc, lastu = m->n_units - 1;
 	m->dropout_on = training;
 	m->step = step;
 	m->sample0 = sample0;
-	for (int64_t i = 0; i < BT; i++)
-		if (tokens[i] < 0 || tokens[i] >= V)
-			return gpt_err_set(err, GPT_EDATA,
-					   "token id %d at position %lld is outside the model's vocabulary of %lld; the data was made with a larger vocabulary than Model.vocab_size",
-					   tokens[i], (long long)i, (long long)V);
-	OP(o->upload(be, m->tokens, tokens, (size_t)BT * 4, err));
-	int last = m->n_units - 1;
-	OP(hook(m, 1, 0, 0, err));
-	OP(o->embedding_fwd(be, m->res[0], m->tokens, gpt_model_param(m, T_WTE),
-			    gpt_model_param(m, T_WPE), B, T, C, 0, Vl, 0, err));
-	gpt_dropout de = dropout_at(m, m->opts.hidden_dropout, 0, GPT_RNG_SITE_EMBED, 0);
-	if (de.p > 0)
-		OP(o->dropout_fwd(be, m->res[0], m->res[0], B, T, C, &de, err));
-	for (int64_t l = 0; l < m->n_layers; l++) {
+	if (loss_sum)
+		*loss_sum = 0;
+	if (n_tokens)
+		*n_tokens = 0;
+	if (first) {
+		for (int64_t i = 0; i < BT; i++)
+			if (tokens[i] < 0 || tokens[i] >= V)
+				return gpt_err_set(err, GPT_EDATA,
+						   "token id %d at position %lld is outside the model's vocabulary of %lld; the data was made with a larger vocabulary than Model.vocab_size",
+						   tokens[i], (long long)i, (long long)V);
+		void *x = gpt_model_chunk_input(m, chunk);
+		OP(o->upload(be, m->tokens, tokens, (size_t)BT * 4, err));
+		OP(hook(m, 1, 0, 0, err));
+		/* vocabulary parallel: each tp rank looks up the rows it holds
+		 * (others give 0) and one adds the positions; the sum over tp is
+		 * the whole embedding */
+		OP(o->embedding_fwd(be, x, m->tokens, gpt_model_param(m, T_WTE),
+				    m->layout.tp_rank == 0 ? gpt_model_param(m, T_WPE) : NULL, B, T, C, v0,
+				    Vl, 0, err));
+		OP(tp_sum(m, x, BT * C, err));
+		gpt_dropout de = dropout_at(m, m->opts.hidden_dropout, 0, GPT_RNG_SITE_EMBED, 0);
+		if (de.p > 0)
+			OP(o->dropout_fwd(be, x, x, B, T, C, &de, err));
+		if (!last)
+			OP(hook(m, 0, 0, 0, err));
+	}
+	for (int64_t l = m->lc_begin[chunk]; l < m->lc_end[chunk]; l++) {
 		OP(hook(m, 1, 1 + (int)l, 0, err));
 		OP(attn_half_fwd(m, l, err));
 		OP(mlp_half_fwd(m, l, err));
 		OP(hook(m, 0, 1 + (int)l, 0, err));
 	}
-	OP(hook(m, 1, last, 0, err));
-	OP(o->layernorm_fwd(be, m->lnf, m->lnf_mean, m->lnf_rstd, m->res[m->n_layers],
+	if (!last)
+		return 0;
+	if (!first)
+		OP(hook(m, 1, 0, 0, err));
+	OP(hook(m, 1, lastu, 0, err));
+	OP(o->layernorm_fwd(be, m->lnf, m->lnf_mean, m->lnf_rstd, gpt_model_chunk_output(m, chunk),
 			    gpt_model_param(m, T_LNF_W(m)), gpt_model_param(m, T_LNF_B(m)), BT, C,
 			    m->opts.ln_eps, err));
 	OP(o->linear_fwd(be, m->logits, m->lnf, gpt_model_param(m, T_WTE), NULL, BT, C, Vl, err));
-	OP(hook(m, 0, last, 0, err));
+	OP(hook(m, 0, lastu, 0, err));
 	OP(hook(m, 0, 0, 0, err));
-	if (loss_sum)
-		*loss_sum = 0;
-	if (n_tokens)
-		*n_tokens = 0;
 	if (!targets)
 		return 0;
 	OP(o->upload(be, m->targets, targets, (size_t)BT * 4, err));
-	OP(o->xent_fwd(be, m->xent_max, m->xent_sumexp, m->xent_tlogit, m->logits, m->targets, BT,
-		       Vl, Vl, 0, V, err));
+	OP(xent_stats(m, BT, Vl, err));
 	OP(o->xent_loss(be, m->losses, m->xent_max, m->xent_sumexp, m->xent_tlogit, m->targets, BT, err));
 	OP(o->download(be, m->host_losses, m->losses, (size_t)BT * 4, err));
 	double sum = 0;
@@ -670,6 +910,17 @@ int gpt_model_forward(gpt_model *m, const int32_t *tokens, const int32_t *target
 	return 0;
 }
 
+int gpt_model_forward(gpt_model *m, const int32_t *tokens, const int32_t *targets, int training,
+		      uint32_t step, int64_t sample0, double *loss_sum, int64_t *n_tokens,
+		      gpt_err *err)
+{
+	if (m->layout.pp != 1 || m->layout.chunks != 1)
+		return gpt_err_set(err, GPT_EINTERNAL,
+				   "model: a pipeline stage runs chunk by chunk (gpt_model_forward_chunk)");
+	return gpt_model_forward_chunk(m, 0, tokens, targets, training, step, sample0, loss_sum,
+				       n_tokens, err);
+}
+
 /* ---- backward ---- */
 
 /* Restores what the recompute granularity did not keep for layer l. */
@@ -680,14 +931,15 @@ static int recompute_layer(gpt_model *m, int64_t l, gpt_err *err)
 	case GPT_RECOMPUTE_NONE:
 		return 0;
 	case GPT_RECOMPUTE_FULL:
-		/* res[l + 1] is already there: the MLP half up to its GELU is enough */
+		/* the layer's output stream is already there: the MLP half up to
+		 * its GELU is enough */
 		OP(attn_half_fwd(m, l, err));
 		return mlp_inner_fwd(m, l, err);
 	case GPT_RECOMPUTE_ONLY_ATTN:
 		return attn_half_fwd(m, l, err);
 	case GPT_RECOMPUTE_CORE_ATTN: {
 		gpt_layer_acts *a = &m->acts[l];
-		int64_t gl = m->layout.layer_begin + l, C = m->shape.hidden;
+		int64_t gl = m->glayer[l], C = m->shape.hidden;
 		int64_t NH = m->shape.heads / m->layout.tp, HS = C / m->shape.heads;
 		gpt_dropout dp = dropout_at(m, m->opts.attn_dropout, gl, GPT_RNG_SITE_ATTN_PROBS,
 					    m->layout.tp_rank * NH);
@@ -699,19 +951,20 @@ static int recompute_layer(gpt_model *m, int64_t l, gpt_err *err)
 	return 0;
 }
 
-/* d_res holds the gradient of res[l + 1]; leaves the gradient of res[l]. */
+/* d_res holds the gradient of layer l's output; leaves that of its input.
+ * A column-parallel linear's input gradient is a partial sum over tp. */
 static int layer_bwd(gpt_model *m, int64_t l, gpt_err *err)
 {
 	gpt_backend *be = m->be;
 	const gpt_backend_ops *o = be->ops;
 	gpt_layer_acts *a = &m->acts[l];
-	int64_t gl = m->layout.layer_begin + l;
+	int64_t gl = m->glayer[l];
 	int64_t B = m->opts.batch, T = m->opts.seq_len, BT = B * T, C = m->shape.hidden;
 	int64_t F = m->shape.ffn / m->layout.tp;
 	int64_t NH = m->shape.heads / m->layout.tp, HS = C / m->shape.heads, Cl = NH * HS;
 	int rc;
 	OP(recompute_layer(m, l, err));
-	/* MLP half: res[l+1] = res_mid + drop(proj(gelu(fc(ln_2(res_mid))))) */
+	/* MLP half: out = res_mid + drop(proj(gelu(fc(ln_2(res_mid))))) */
 	const void *dproj = m->d_res;
 	gpt_dropout dr = dropout_at(m, m->opts.hidden_dropout, gl, GPT_RNG_SITE_MLP_RESID, 0);
 	if (dr.p > 0) {
@@ -725,11 +978,12 @@ static int layer_bwd(gpt_model *m, int64_t l, gpt_err *err)
 	OP(o->linear_bwd(be, m->d_c2, gpt_model_grad(m, T_LAYER(gl, P_FC_W)),
 			 gpt_model_grad(m, T_LAYER(gl, P_FC_B)), m->d_f, a->ln2,
 			 gpt_model_param(m, T_LAYER(gl, P_FC_W)), BT, C, F, err));
+	OP(tp_sum(m, m->d_c2, BT * C, err));
 	/* the residual passes d_res through; ln_2's gradient adds to it */
 	OP(o->layernorm_bwd(be, m->d_res, gpt_model_grad(m, T_LAYER(gl, P_LN2_W)),
 			    gpt_model_grad(m, T_LAYER(gl, P_LN2_B)), m->d_c2, a->res_mid,
 			    gpt_model_param(m, T_LAYER(gl, P_LN2_W)), a->ln2_mean, a->ln2_rstd, BT, C, err));
-	/* attention half: res_mid = res[l] + drop(proj(attention(qkv(ln_1(res[l]))))) */
+	/* attention half: res_mid = in + drop(proj(attention(qkv(ln_1(in))))) */
 	dproj = m->d_res;
 	dr = dropout_at(m, m->opts.hidden_dropout, gl, GPT_RNG_SITE_ATTN_RESID, 0);
 	if (dr.p > 0) {
@@ -745,47 +999,68 @@ static int layer_bwd(gpt_model *m, int64_t l, gpt_err *err)
 	OP(o->linear_bwd(be, m->d_c, gpt_model_grad(m, T_LAYER(gl, P_QKV_W)),
 			 gpt_model_grad(m, T_LAYER(gl, P_QKV_B)), m->d_qkv, a->ln1,
 			 gpt_model_param(m, T_LAYER(gl, P_QKV_W)), BT, C, 3 * Cl, err));
+	OP(tp_sum(m, m->d_c, BT * C, err));
 	OP(o->layernorm_bwd(be, m->d_res, gpt_model_grad(m, T_LAYER(gl, P_LN1_W)),
-			    gpt_model_grad(m, T_LAYER(gl, P_LN1_B)), m->d_c, m->res[l],
+			    gpt_model_grad(m, T_LAYER(gl, P_LN1_B)), m->d_c, res_in(m, l),
 			    gpt_model_param(m, T_LAYER(gl, P_LN1_W)), a->ln1_mean, a->ln1_rstd, BT, C, err));
 	return 0;
 }
 
-int gpt_model_backward(gpt_model *m, float dloss, gpt_err *err)
+int gpt_model_backward_chunk(gpt_model *m, int64_t chunk, float dloss, gpt_err *err)
 {
 	gpt_backend *be = m->be;
 	const gpt_backend_ops *o = be->ops;
 	int64_t B = m->opts.batch, T = m->opts.seq_len, BT = B * T, C = m->shape.hidden;
 	int64_t V = m->shape.vocab_size, Vl = m->shape.padded_vocab / m->layout.tp;
+	int64_t v0 = m->layout.tp_rank * Vl;
 	size_t es = gpt_dtype_size(be->dtype);
-	int rc, last = m->n_units - 1;
-	/* the head uses wte (unit 0), whose gradient is complete only after
-	 * the embedding's backward at the end */
-	OP(hook(m, 1, 0, 1, err));
-	OP(hook(m, 1, last, 1, err));
-	/* logits -> their gradient, in place (llm.c) */
-	OP(o->xent_bwd(be, m->logits, m->logits, m->targets, m->xent_max, m->xent_sumexp, dloss, BT,
-		       Vl, Vl, 0, V, err));
-	OP(o->linear_bwd(be, m->d_c, gpt_model_grad(m, T_WTE), NULL, m->logits, m->lnf,
-			 gpt_model_param(m, T_WTE), BT, C, Vl, err));
-	OP(o->zero(be, m->d_res, (size_t)(BT * C) * es, err));
-	OP(o->layernorm_bwd(be, m->d_res, gpt_model_grad(m, T_LNF_W(m)), gpt_model_grad(m, T_LNF_B(m)),
-			    m->d_c, m->res[m->n_layers], gpt_model_param(m, T_LNF_W(m)), m->lnf_mean,
-			    m->lnf_rstd, BT, C, err));
-	OP(hook(m, 0, last, 1, err));
-	for (int64_t l = m->n_layers - 1; l >= 0; l--) {
+	int first = gpt_model_chunk_is_first(m, chunk), last = gpt_model_chunk_is_last(m, chunk);
+	int rc, lastu = m->n_units - 1;
+	if (last) {
+		/* the head uses wte (unit 0): on a single stage its gradient is
+		 * complete only after the embedding's backward at the end */
+		OP(hook(m, 1, 0, 1, err));
+		OP(hook(m, 1, lastu, 1, err));
+		/* logits -> their gradient, in place (llm.c) */
+		OP(o->xent_bwd(be, m->logits, m->logits, m->targets, m->xent_max, m->xent_sumexp, dloss,
+			       BT, Vl, Vl, v0, V, err));
+		OP(o->linear_bwd(be, m->d_c, gpt_model_grad(m, T_WTE), NULL, m->logits, m->lnf,
+				 gpt_model_param(m, T_WTE), BT, C, Vl, err));
+		OP(tp_sum(m, m->d_c, BT * C, err));
+		OP(o->zero(be, m->d_res, (size_t)(BT * C) * es, err));
+		OP(o->layernorm_bwd(be, m->d_res, gpt_model_grad(m, T_LNF_W(m)),
+				    gpt_model_grad(m, T_LNF_B(m)), m->d_c, gpt_model_chunk_output(m, chunk),
+				    gpt_model_param(m, T_LNF_W(m)), m->lnf_mean, m->lnf_rstd, BT, C, err));
+		OP(hook(m, 0, lastu, 1, err));
+		if (!first)
+			OP(hook(m, 0, 0, 1, err));
+	}
+	for (int64_t l = m->lc_end[chunk] - 1; l >= m->lc_begin[chunk]; l--) {
 		OP(hook(m, 1, 1 + (int)l, 1, err));
 		OP(layer_bwd(m, l, err));
 		OP(hook(m, 0, 1 + (int)l, 1, err));
 	}
+	if (!first)
+		return 0;
+	if (!last)
+		OP(hook(m, 1, 0, 1, err));
 	const void *demb = m->d_res;
 	gpt_dropout de = dropout_at(m, m->opts.hidden_dropout, 0, GPT_RNG_SITE_EMBED, 0);
 	if (de.p > 0) {
 		OP(o->dropout_bwd(be, m->d_c, m->d_res, B, T, C, &de, err));
 		demb = m->d_c;
 	}
+	/* wpe is replicated over tp: every rank adds the same gradient */
 	OP(o->embedding_bwd(be, gpt_model_grad(m, T_WTE), gpt_model_grad(m, T_WPE), demb, m->tokens,
-			    B, T, C, 0, Vl, 0, err));
+			    B, T, C, v0, Vl, 0, err));
 	OP(hook(m, 0, 0, 1, err));
 	return 0;
+}
+
+int gpt_model_backward(gpt_model *m, float dloss, gpt_err *err)
+{
+	if (m->layout.pp != 1 || m->layout.chunks != 1)
+		return gpt_err_set(err, GPT_EINTERNAL,
+				   "model: a pipeline stage runs chunk by chunk (gpt_model_backward_chunk)");
+	return gpt_model_backward_chunk(m, 0, dloss, err);
 }

@@ -22,15 +22,27 @@
 extern "C" {
 #endif
 
-/* Where this rank sits in the tensor x pipeline layout. */
+/* Where this rank sits in the tensor x pipeline layout. With virtual
+ * pipeline stages (the interleaved schedule) a rank holds `chunks` model
+ * chunks: chunk c is virtual stage c x pp + pp_rank. */
+#define GPT_MAX_CHUNKS 16
 typedef struct gpt_layout {
 	int64_t tp, tp_rank;
 	int64_t pp, pp_rank;
-	int64_t layer_begin, layer_end; /* the global layers of this stage */
+	int64_t chunks;                       /* >= 1 */
+	int64_t layer_begin[GPT_MAX_CHUNKS];  /* the global layers of each chunk */
+	int64_t layer_end[GPT_MAX_CHUNKS];
 } gpt_layout;
 
 /* One process holding everything. */
 void gpt_layout_single(gpt_layout *lo, const gpt_model_shape *s);
+/* The layout of tensor rank tp_rank of tp and pipeline rank pp_rank of pp,
+ * with the layers split evenly over pp x chunks virtual stages. GPT_EUSAGE
+ * naming the numbers when they do not divide. */
+int gpt_layout_make(gpt_layout *lo, const gpt_model_shape *s, int64_t tp, int64_t tp_rank,
+		    int64_t pp, int64_t pp_rank, int64_t chunks, gpt_err *err);
+/* Layers this rank holds over all its chunks. */
+int64_t gpt_layout_layers(const gpt_layout *lo);
 
 /* The box of global parameter p that a rank with layout lo holds; returns 0
  * (and an empty box) when the rank holds none of it. Tensor parallelism cuts
@@ -63,6 +75,8 @@ typedef struct gpt_model_opts {
 				     provide each unit's parameters in a window */
 	int no_full_grads;        /* 1: no whole gradient buffer (ZeRO stages 2, 3): the hooks
 				     provide each unit's gradient window and take it back */
+	int64_t slots;            /* micro-batches whose activations are kept at once (a
+				     pipeline's in-flight micro-batches); <= 1: one */
 } gpt_model_opts;
 
 /* Units: the pieces of the flat buffers a pass uses one after another:
@@ -90,6 +104,23 @@ typedef struct gpt_layer_acts {
 	float *att_saved;
 } gpt_layer_acts;
 
+/* The activations of one micro-batch in flight (pipeline parallelism keeps
+ * several); gpt_model_use_slot makes one the model's current set. */
+typedef struct gpt_slot {
+	void **res;
+	gpt_layer_acts *acts;
+	void *lnf;
+	float *lnf_mean, *lnf_rstd;
+	void *logits;
+	float *xent_max, *xent_sumexp, *xent_tlogit, *losses;
+	int32_t *tokens, *targets;
+	int dropout_on;
+	uint32_t step;
+	int64_t sample0;
+} gpt_slot;
+
+struct gpt_group;
+
 struct gpt_model {
 	gpt_backend *be;
 	gpt_model_shape shape;
@@ -103,15 +134,32 @@ struct gpt_model {
 	int64_t n_alloc;          /* their length: n_flat rounded up, the tail zero */
 	void *params, *grads;     /* flat, storage dtype, backend memory */
 
-	/* activations, backend memory */
-	int64_t n_layers;         /* local layers */
-	void **res;               /* n_layers + 1 residual streams (B, T, C) */
+	/* Which tensors this rank counts once in the global gradient norm and
+	 * writes to a checkpoint: 1 for what it holds, except that a tensor
+	 * replicated over tp counts on tp rank 0 only and the tied wte on the
+	 * first pipeline stage only. Per table entry. */
+	int8_t *owner;
+	/* The tensor-parallel group (NULL when tp = 1): the caller sets it
+	 * after gpt_model_init. Activations and their gradients are summed
+	 * (and the cross-entropy's statistics reduced) over it. */
+	struct gpt_group *tp_group;
+
+	/* activations, backend memory: the current slot's (see gpt_slot) */
+	int64_t n_layers;         /* local layers, over every chunk */
+	int64_t *glayer;          /* per local layer: its global layer */
+	int64_t *lchunk;          /* per local layer: its chunk */
+	int64_t lc_begin[GPT_MAX_CHUNKS], lc_end[GPT_MAX_CHUNKS]; /* each chunk's local layers */
+	gpt_slot *slots;
+	int64_t n_slots, cur_slot;
+	void **res;               /* n_layers + chunks residual streams (B, T, C): chunk c's
+				     layer l reads res[l + c] and writes res[l + c + 1] */
 	gpt_layer_acts *acts;     /* n_layers */
 	void *lnf;
 	float *lnf_mean, *lnf_rstd;
 	void *logits;             /* (B, T, Vp), turned into its gradient in place */
 	float *xent_max, *xent_sumexp, *xent_tlogit, *losses; /* (B*T) */
-	void *tmp_c, *d_c, *d_c2, *d_res, *d_f, *d_qkv; /* work buffers */
+	float *xent_gmax;         /* (B*T), tp > 1: the maximum over the pieces */
+	void *tmp_c, *d_c, *d_c2, *d_res, *d_f, *d_qkv; /* work buffers, shared by the slots */
 	int32_t *tokens, *targets; /* (B*T), backend memory */
 	float *host_losses;        /* (B*T), host */
 	int64_t act_bytes;         /* activation memory allocated */
@@ -174,6 +222,27 @@ int gpt_model_forward(gpt_model *m, const int32_t *tokens, const int32_t *target
  * dloss is the weight of each token's loss (1 / tokens in the global batch,
  * times the loss scale). */
 int gpt_model_backward(gpt_model *m, float dloss, gpt_err *err);
+
+/* ---- pipeline stages ----
+ * gpt_model_forward/backward run every chunk of a model that has the whole
+ * network (pp = 1). A pipeline stage runs one chunk at a time on the current
+ * slot: the first virtual stage embeds `tokens`, the others start from the
+ * activation the caller put in gpt_model_chunk_input; the last virtual
+ * stage ends in the loss over `targets`, the others leave their output in
+ * gpt_model_chunk_output. The backward of a chunk that is not the last
+ * virtual stage starts from the gradient the caller put in
+ * gpt_model_dgrad; every chunk but the first virtual stage leaves the
+ * gradient of its input there. */
+void gpt_model_use_slot(gpt_model *m, int64_t slot);
+int gpt_model_chunk_is_first(const gpt_model *m, int64_t chunk);
+int gpt_model_chunk_is_last(const gpt_model *m, int64_t chunk);
+void *gpt_model_chunk_input(const gpt_model *m, int64_t chunk);
+void *gpt_model_chunk_output(const gpt_model *m, int64_t chunk);
+void *gpt_model_dgrad(const gpt_model *m);
+int gpt_model_forward_chunk(gpt_model *m, int64_t chunk, const int32_t *tokens,
+			    const int32_t *targets, int training, uint32_t step, int64_t sample0,
+			    double *loss_sum, int64_t *n_tokens, gpt_err *err);
+int gpt_model_backward_chunk(gpt_model *m, int64_t chunk, float dloss, gpt_err *err);
 
 #ifdef __cplusplus
 }

@@ -71,8 +71,31 @@ int gpt_optimizer_grad_sumsq(gpt_optimizer *op, double *sumsq, gpt_err *err)
 	/* An Inf or NaN anywhere makes the sum of squares Inf or NaN, so the
 	 * one pass over the gradients answers both questions. */
 	int rc = be->ops->upload(be, op->acc, &zero, 4, err);
-	if (!rc && op->end > op->begin)
-		rc = be->ops->sum_squares(be, op->acc, op->grads, op->end - op->begin, err);
+	/* Only the tensors this rank owns (m->owner): a copy replicated over
+	 * tp or the tied wte of the last pipeline stage counts elsewhere. One
+	 * call per run of owned tensors; with nothing replicated that is the
+	 * whole range at once. */
+	size_t es = gpt_dtype_size(be->dtype);
+	for (int64_t i = 0; i < m->n_table && !rc;) {
+		if (m->offset[i] < 0 || !m->owner[i]) {
+			i++;
+			continue;
+		}
+		int64_t begin = m->offset[i], end = begin + gpt_box_numel(&m->box[i]);
+		int64_t j = i + 1;
+		while (j < m->n_table && m->offset[j] == end && m->owner[j]) {
+			end += gpt_box_numel(&m->box[j]);
+			j++;
+		}
+		i = j;
+		if (begin < op->begin)
+			begin = op->begin;
+		if (end > op->end)
+			end = op->end;
+		if (end > begin)
+			rc = be->ops->sum_squares(be, op->acc, (char *)op->grads + (begin - op->begin) * (int64_t)es,
+						  end - begin, err);
+	}
 	if (!rc)
 		rc = be->ops->download(be, &acc, op->acc, 4, err);
 	if (!rc)

@@ -74,16 +74,30 @@ static double ceil_div(double a, int64_t d)
 	return d > 1 ? (double)(((int64_t)a + d - 1) / d) : a;
 }
 
-/* On the CPU the plan is what gpt_model_init allocates for one micro-batch
- * (lib/model counts its own buffers; the CPU attention keeps its B*NH*T*T
- * fp32 probabilities), times the micro-batches in flight. */
+/* On the CPU the plan is what gpt_model_init allocates (lib/model counts
+ * its own buffers; the CPU attention keeps its B*NH*T*T fp32
+ * probabilities) with one slot per micro-batch in flight, which the
+ * stage's schedule gives exactly. */
 static void cpu_activations(const gpt_config *cfg, const gpt_model_shape *shape,
 			    gpt_train_stage_mem *st, int64_t s, int64_t tp, int64_t pp)
 {
-	gpt_layout lo = {.tp = tp, .tp_rank = 0, .pp = pp, .pp_rank = s, .layer_begin = 0,
-			 .layer_end = st->layers};
+	int64_t vpp = pp > 1 ? cfg->distributed.virtual_pp_degree : 1;
+	gpt_layout lo;
+	gpt_err e = {0};
+	if (gpt_layout_make(&lo, shape, tp, 0, pp, s, vpp, &e))
+		return; /* the resolved config divides the layers: not reached */
 	gpt_model_opts o = {.batch = cfg->global.micro_batch_size,
-			    .seq_len = cfg->data.train.dataset.max_seq_len};
+			    .seq_len = cfg->data.train.dataset.max_seq_len, .slots = 1};
+	if (pp > 1) {
+		gpt_pipe_op *ops;
+		int64_t n;
+		const char *name = cfg->distributed.pipeline_schedule ? cfg->distributed.pipeline_schedule : "1F1B";
+		if (gpt_pipe_schedule(name, pp, s, vpp, cfg->engine.accumulate_steps, &ops, &n, &e) == 0) {
+			o.slots = gpt_pipe_slots(ops, n, vpp);
+			free(ops);
+		}
+	}
+	st->in_flight = (double)o.slots;
 	int64_t saved = o.batch * (shape->heads / tp) * o.seq_len * o.seq_len;
 	size_t es = cfg->mixed ? 2 : 4;
 	double none = (double)gpt_model_activation_bytes(shape, &lo, &o, es, saved);
@@ -95,9 +109,9 @@ static void cpu_activations(const gpt_config *cfg, const gpt_model_shape *shape,
 		gpt_recompute_parse(g, &o.recompute);
 	}
 	double conf = (double)gpt_model_activation_bytes(shape, &lo, &o, es, saved);
-	st->act_none = st->in_flight * none;
-	st->act_full = st->in_flight * full;
-	st->act_config = st->in_flight * conf;
+	st->act_none = none;
+	st->act_full = full;
+	st->act_config = conf;
 }
 
 int gpt_train_memory_plan(const gpt_config *cfg, gpt_train_memory *m, gpt_err *err)

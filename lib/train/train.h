@@ -97,6 +97,23 @@ int gpt_optimizer_grad_sumsq(gpt_optimizer *op, double *sumsq, gpt_err *err);
  * by grad_scale (1/loss_scale times the clipping factor) first. */
 int gpt_optimizer_step(gpt_optimizer *op, double lr, double grad_scale, gpt_err *err);
 
+/* Pipeline schedules: the forward and backward passes one pipeline rank
+ * makes in a step, in order. FThenB (GPipe: every forward, then every
+ * backward), 1F1B (pp - rank - 1 warm-up forwards, then one forward and one
+ * backward in turn) and interleaved (1F1B over `chunks` virtual stages per
+ * rank, Megatron-LM's order; micro must be a multiple of pp). */
+typedef struct gpt_pipe_op {
+	int32_t mb;    /* micro-batch */
+	int32_t chunk; /* this rank's model chunk (virtual stage chunk x pp + rank) */
+	int8_t fwd;    /* 1 forward, 0 backward */
+} gpt_pipe_op;
+
+int gpt_pipe_schedule(const char *name, int64_t pp, int64_t rank, int64_t chunks, int64_t micro,
+		      gpt_pipe_op **ops, int64_t *n, gpt_err *err);
+/* The most micro-batches whose activations a rank keeps at once under ops:
+ * from a micro-batch's first forward to the backward of its last chunk. */
+int64_t gpt_pipe_slots(const gpt_pipe_op *ops, int64_t n, int64_t chunks);
+
 /* Trains as the resolved configuration says, in this process: log lines
  * go to `log` (FleetX's format), checkpoints to Engine.save_load.output_dir.
  * Resumes from Engine.save_load.ckpt_dir when set (it must load), else from

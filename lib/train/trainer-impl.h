@@ -58,6 +58,12 @@ typedef struct trainer {
 	int64_t sh, sh_rank;       /* sharding degree and this rank's place in it */
 	int64_t shard;             /* elements per shard of the flat buffers */
 	int64_t stage;             /* ZeRO stage when sh > 1, else 0 */
+	/* tensor and pipeline parallelism (1 and 1 without) */
+	int64_t tp, tp_rank, pp, pp_rank, chunks;
+	gpt_pipe_op *sched;        /* this rank's passes of one step (pp > 1) */
+	int64_t n_sched, slots;
+	void *pp_grad_in;          /* a received activation gradient (B, T, C) */
+	int wte_held_back;         /* pp > 1 at stage >= 2: wte/wpe gradients kept for the step end */
 	/* stages 2 and 3: the shard of the gradients (and at 3 of the parameters)
 	 * and windows for one unit at a time: 0 embedding, 1 a layer, 2 final */
 	void *gshard, *pshard;
@@ -79,6 +85,13 @@ int gpt_tr_setup_parallel(trainer *tr, gpt_err *err);
 int gpt_tr_sum_over_replicas(trainer *tr, double *sum, int64_t *n, gpt_err *err);
 int gpt_tr_reduce_grads(trainer *tr, gpt_err *err);
 int gpt_tr_gather_f32(trainer *tr, const float *part, float **out, gpt_err *err);
+
+/* pipeline.c */
+int gpt_tr_pipeline_step(trainer *tr, const int32_t *rows, uint32_t step, float dloss, double *sum,
+			 int64_t *ntok, gpt_err *err);
+int gpt_tr_pipeline_eval(trainer *tr, const int32_t *rows, uint32_t step, double *sum, int64_t *ntok,
+			 gpt_err *err);
+int gpt_tr_sum_over_stages(trainer *tr, double *sum, int64_t *n, gpt_err *err);
 
 /* trainer_ckpt.c */
 int gpt_tr_save_checkpoint(trainer *tr, gpt_err *err);

@@ -15,10 +15,6 @@ static int check_supported(const gpt_config *cfg, gpt_err *err)
 		return gpt_err_set(err, GPT_EUSAGE,
 				   "Global.device: '%s': this build trains on the CPU only (the CUDA training backend is not built yet); use -o Global.device=cpu",
 				   dev);
-	if (cfg->distributed.mp_degree != 1 || cfg->distributed.pp_degree != 1)
-		return gpt_err_set(err, GPT_EUSAGE,
-				   "Distributed: mp_degree %lld x pp_degree %lld: tensor and pipeline parallelism are not in this build; train with dp_degree and sharding only",
-				   (long long)cfg->distributed.mp_degree, (long long)cfg->distributed.pp_degree);
 
 	/* Settings this trainer has no way to honour are refused, not ignored. */
 	if (cfg->mixed && cfg->engine.mix_precision.level &&
@@ -30,7 +26,7 @@ static int check_supported(const gpt_config *cfg, gpt_err *err)
 				   "Model.no_recompute_layers: recompute applies to every layer in this build; leave the list empty");
 	if (cfg->model.sequence_parallel)
 		return gpt_err_set(err, GPT_EUSAGE,
-				   "Model.sequence_parallel: needs tensor parallelism, which this build does not have; set it to False");
+				   "Model.sequence_parallel: this build's tensor parallelism all-reduces whole activations (no sequence split); set it to False");
 	if (cfg->model.fused_linear)
 		return gpt_err_set(err, GPT_EUSAGE,
 				   "Model.fused_linear: a CUDA GEMM epilogue; the CPU backend has none; set it to False");
@@ -52,8 +48,11 @@ static int setup_model(trainer *tr, gpt_err *err)
 	gpt_model_shape s;
 	gpt_model_shape_from_config(cfg, &s);
 	gpt_layout lo;
-	gpt_layout_single(&lo, &s);
+	int rc = gpt_layout_make(&lo, &s, tr->tp, tr->tp_rank, tr->pp, tr->pp_rank, tr->chunks, err);
+	if (rc)
+		return rc;
 	gpt_model_opts mo = {
+		.slots = tr->slots,
 		.batch = tr->MB,
 		.seq_len = tr->T,
 		.hidden_dropout = (float)cfg->model.hidden_dropout_prob,
@@ -68,9 +67,16 @@ static int setup_model(trainer *tr, gpt_err *err)
 		if (gpt_recompute_parse(g, &mo.recompute))
 			return gpt_err_set(err, GPT_EUSAGE, "Model.recompute_granularity: '%s' is not full, only_attn or core_attn", g);
 	}
-	int rc = gpt_backend_cpu_init(&tr->be, tr->dtype, 0, err);
+	rc = gpt_backend_cpu_init(&tr->be, tr->dtype, 0, err);
 	if (!rc)
 		rc = gpt_model_init(&tr->model, &tr->be, &s, &lo, &mo, err);
+	if (!rc && tr->tp > 1)
+		tr->model.tp_group = tr->groups.g[GPT_MESH_TP];
+	if (!rc && tr->pp > 1) {
+		size_t bytes = (size_t)(tr->MB * tr->T * s.hidden) * gpt_dtype_size(tr->dtype);
+		tr->pp_grad_in = tr->be.ops->alloc(&tr->be, bytes, "pipeline receive buffer", err);
+		rc = tr->pp_grad_in ? 0 : err->code;
+	}
 	/* Under sharding each rank keeps the optimizer state of one shard. */
 	tr->shard = tr->model.n_alloc / tr->sh;
 	tr->opt.begin = tr->sh_rank * tr->shard; /* for setup_zero, before the optimizer */
@@ -195,7 +201,23 @@ static int evaluate(trainer *tr, const gpt_loader *l, int64_t iters, int test, g
 	int64_t ntok = 0, first = tr->replica * tr->LB;
 	int32_t *rows = gpt_malloc((size_t)(tr->MB * (tr->T + 1)) * 4, "eval batch", err);
 	int rc = rows ? 0 : GPT_EINTERNAL;
-	for (int64_t it = 0; it < iters && !rc; it++)
+	if (tr->pp > 1) {
+		free(rows);
+		rows = gpt_malloc((size_t)(tr->LB * (tr->T + 1)) * 4, "eval batch", err);
+		rc = rows ? 0 : GPT_EINTERNAL;
+		for (int64_t it = 0; it < iters && !rc; it++) {
+			for (int64_t b = 0; b < tr->LB && !rc; b++)
+				rc = gpt_loader_sample(l, (it * tr->G + first + b) % gpt_loader_size(l),
+						       rows + b * (tr->T + 1), err);
+			double s = 0;
+			int64_t n = 0;
+			if (!rc)
+				rc = gpt_tr_pipeline_eval(tr, rows, (uint32_t)tr->step, &s, &n, err);
+			sum += s;
+			ntok += n;
+		}
+	}
+	for (int64_t it = 0; tr->pp == 1 && it < iters && !rc; it++)
 		for (int64_t j = 0; j < tr->accum && !rc; j++) {
 			for (int64_t b = 0; b < tr->MB && !rc; b++)
 				rc = gpt_loader_sample(l, (it * tr->G + first + j * tr->MB + b) % gpt_loader_size(l),
@@ -238,7 +260,12 @@ static int train_step(trainer *tr, const int32_t *rows, double *loss, int *skipp
 	/* every token of the global batch weighs the same, whichever rank has it */
 	float dloss = (float)(tr->scaler.scale / (double)(tr->G * tr->T));
 	uint32_t step = (uint32_t)(tr->step + 1);
-	for (int64_t j = 0; j < tr->accum && !rc; j++) {
+	if (!rc && tr->wte_held_back && m->unit_end[0] > m->unit_begin[0])
+		rc = m->be->ops->zero(m->be, tr->gw[0],
+				      (size_t)(m->unit_end[0] - m->unit_begin[0]) * gpt_dtype_size(m->be->dtype), err);
+	if (!rc && tr->pp > 1)
+		rc = gpt_tr_pipeline_step(tr, rows, step, dloss, &sum, &ntok, err);
+	for (int64_t j = 0; tr->pp == 1 && j < tr->accum && !rc; j++) {
 		split_rows(tr, rows + j * tr->MB * (tr->T + 1));
 		double s = 0;
 		int64_t n = 0;
@@ -258,11 +285,17 @@ static int train_step(trainer *tr, const int32_t *rows, double *loss, int *skipp
 	double sumsq = 0;
 	if (!rc)
 		rc = gpt_optimizer_grad_sumsq(&tr->opt, &sumsq, err);
-	/* the shards are disjoint, so their parts add to the global norm */
-	if (!rc && tr->sh > 1) {
+	/* the shards, the tp slices and the stages hold disjoint parts (each
+	 * replicated tensor counted by one owner), so their parts add to the
+	 * global norm; the data replicas hold the same */
+	if (!rc) {
 		float v = (float)sumsq;
-		rc = gpt_comm_all_reduce(tr->groups.g[GPT_MESH_SHARDING], &v, &v, 1, GPT_DTYPE_F32,
-					 GPT_REDUCE_SUM, err);
+		static const gpt_mesh_axis axes[] = {GPT_MESH_SHARDING, GPT_MESH_TP, GPT_MESH_PP};
+		int64_t deg[] = {tr->sh, tr->tp, tr->pp};
+		for (int a = 0; a < 3 && !rc; a++)
+			if (deg[a] > 1)
+				rc = gpt_comm_all_reduce(tr->groups.g[axes[a]], &v, &v, 1, GPT_DTYPE_F32,
+							 GPT_REDUCE_SUM, err);
 		sumsq = v;
 	}
 	if (rc)
@@ -384,6 +417,9 @@ static void trainer_free(trainer *tr)
 	gpt_tr_prefetch_stop(&tr->pf);
 	gpt_optimizer_free(&tr->opt);
 	gpt_tr_free_zero(tr);
+	if (tr->pp_grad_in)
+		tr->be.ops->free(&tr->be, tr->pp_grad_in);
+	free(tr->sched);
 	gpt_model_free(&tr->model);
 	if (tr->be.ops)
 		gpt_backend_cpu_free(&tr->be);

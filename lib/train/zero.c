@@ -36,6 +36,22 @@ static int gather_unit(trainer *tr, int u, void *w, gpt_err *err)
 	return rc;
 }
 
+/* Sums unit u's gradient window k over the replicas and adds this rank's
+ * part into its gradient shard. */
+static int reduce_window(trainer *tr, int u, int k, gpt_err *err)
+{
+	gpt_model *m = &tr->model;
+	gpt_backend *be = m->be;
+	int64_t es = (int64_t)gpt_dtype_size(be->dtype), a = m->unit_begin[u], b = m->unit_end[u], x0, x1;
+	int rc = gpt_comm_all_reduce(tr->groups.g[GPT_MESH_DATA], tr->gw[k], tr->gw[k], b - a, be->dtype,
+				     GPT_REDUCE_SUM, err);
+	if (!rc && shard_overlap(tr, a, b, &x0, &x1)) {
+		void *acc = (char *)tr->gshard + (x0 - tr->opt.begin) * es;
+		rc = be->ops->residual_fwd(be, acc, acc, (char *)tr->gw[k] + (x0 - a) * es, x1 - x0, err);
+	}
+	return rc;
+}
+
 static int zero_acquire(void *ctx, gpt_model *m, int u, int backward, gpt_err *err)
 {
 	trainer *tr = ctx;
@@ -48,8 +64,11 @@ static int zero_acquire(void *ctx, gpt_model *m, int u, int backward, gpt_err *e
 	}
 	if (!rc && backward) {
 		m->gwin[u] = tr->gw[k];
-		rc = be->ops->zero(be, tr->gw[k],
-				   (size_t)(m->unit_end[u] - m->unit_begin[u]) * gpt_dtype_size(be->dtype), err);
+		/* a held-back embedding window collects the whole step (zeroed
+		 * when the step starts) */
+		if (!(u == 0 && tr->wte_held_back))
+			rc = be->ops->zero(be, tr->gw[k],
+					   (size_t)(m->unit_end[u] - m->unit_begin[u]) * gpt_dtype_size(be->dtype), err);
 	}
 	return rc;
 }
@@ -59,21 +78,15 @@ static int zero_acquire(void *ctx, gpt_model *m, int u, int backward, gpt_err *e
 static int zero_release(void *ctx, gpt_model *m, int u, int backward, gpt_err *err)
 {
 	trainer *tr = ctx;
-	gpt_backend *be = m->be;
-	int k = win_slot(m, u), rc = 0;
+	int k = win_slot(m, u);
 	if (tr->stage >= 3 && k == 1)
 		m->pwin[u] = NULL;
 	if (!backward)
 		return 0;
-	int64_t es = (int64_t)gpt_dtype_size(be->dtype), a = m->unit_begin[u], b = m->unit_end[u], x0, x1;
-	rc = gpt_comm_all_reduce(tr->groups.g[GPT_MESH_DATA], tr->gw[k], tr->gw[k], b - a, be->dtype,
-				 GPT_REDUCE_SUM, err);
-	if (!rc && shard_overlap(tr, a, b, &x0, &x1)) {
-		void *acc = (char *)tr->gshard + (x0 - tr->opt.begin) * es;
-		rc = be->ops->residual_fwd(be, acc, acc, (char *)tr->gw[k] + (x0 - a) * es, x1 - x0, err);
-	}
 	m->gwin[u] = NULL;
-	return rc;
+	if (u == 0 && tr->wte_held_back)
+		return 0; /* reduced at the end of the step: gpt_tr_reduce_grads */
+	return reduce_window(tr, u, k, err);
 }
 
 /* The shard buffers and windows of stages 2 and 3, and the hooks. */
@@ -117,40 +130,54 @@ void gpt_tr_free_zero(trainer *tr)
 			be->ops->free(be, p[i]);
 }
 
-/* Data parallel and sharding: the rank's place in the mesh, the comm and
- * its groups. One process needs none of it. */
+/* The rank's place in the mesh (dp, sharding, tp, pp), the comm and its
+ * groups, and the pipeline schedule. One process needs no comm. */
 int gpt_tr_setup_parallel(trainer *tr, gpt_err *err)
 {
 	const gpt_config *cfg = tr->cfg;
 	tr->sh = cfg->distributed.sharding.sharding_degree;
 	tr->replicas = cfg->distributed.dp_degree * tr->sh;
 	tr->LB = tr->G / tr->replicas;
-	if (cfg->world_size == 1)
-		return 0;
-	gpt_dist_env env;
-	int rc = gpt_dist_env_detect(&env, err);
-	if (rc)
-		return rc;
-	if (env.world_size != cfg->world_size)
-		return gpt_err_set(err, GPT_EUSAGE,
-				   "the layout needs %lld ranks (dp %lld x sharding %lld) but this process is one of %d (%s); start it with gpt-launch --nproc-per-node %lld",
-				   (long long)cfg->world_size, (long long)cfg->distributed.dp_degree,
-				   (long long)tr->sh, env.world_size, gpt_dist_source_name(env.source),
-				   (long long)cfg->world_size);
-	gpt_comm_options o = {.backend = "shm"};
-	rc = gpt_comm_open(&tr->comm, &env, &o, err);
-	if (!rc)
-		rc = gpt_mesh_init(&tr->mesh, 1, (int)tr->sh, (int)cfg->distributed.dp_degree, 1,
-				   (int)cfg->world_size, err);
-	if (!rc)
-		rc = gpt_mesh_groups_init(&tr->groups, gpt_comm_world(tr->comm), &tr->mesh, err);
-	if (rc)
-		return rc;
-	tr->rank = env.rank;
-	tr->stage = tr->sh > 1 ? cfg->distributed.sharding.sharding_stage : 0;
-	tr->replica = gpt_mesh_replica(&tr->mesh, env.rank);
-	tr->sh_rank = gpt_mesh_coord_of(&tr->mesh, env.rank).sh;
-	return 0;
+	tr->tp = cfg->distributed.mp_degree;
+	tr->pp = cfg->distributed.pp_degree;
+	tr->chunks = tr->pp > 1 ? cfg->distributed.virtual_pp_degree : 1;
+	int rc = 0;
+	if (cfg->world_size > 1) {
+		gpt_dist_env env;
+		rc = gpt_dist_env_detect(&env, err);
+		if (rc)
+			return rc;
+		if (env.world_size != cfg->world_size)
+			return gpt_err_set(err, GPT_EUSAGE,
+					   "the layout needs %lld ranks (dp %lld x mp %lld x pp %lld x sharding %lld) but this process is one of %d (%s); start it with gpt-launch --nproc-per-node %lld",
+					   (long long)cfg->world_size, (long long)cfg->distributed.dp_degree,
+					   (long long)tr->tp, (long long)tr->pp, (long long)tr->sh, env.world_size,
+					   gpt_dist_source_name(env.source), (long long)cfg->world_size);
+		gpt_comm_options o = {.backend = "shm"};
+		rc = gpt_comm_open(&tr->comm, &env, &o, err);
+		if (!rc)
+			rc = gpt_mesh_init(&tr->mesh, (int)tr->tp, (int)tr->sh, (int)cfg->distributed.dp_degree,
+					   (int)tr->pp, (int)cfg->world_size, err);
+		if (!rc)
+			rc = gpt_mesh_groups_init(&tr->groups, gpt_comm_world(tr->comm), &tr->mesh, err);
+		if (rc)
+			return rc;
+		gpt_mesh_coord co = gpt_mesh_coord_of(&tr->mesh, env.rank);
+		tr->rank = env.rank;
+		tr->stage = tr->sh > 1 ? cfg->distributed.sharding.sharding_stage : 0;
+		tr->replica = gpt_mesh_replica(&tr->mesh, env.rank);
+		tr->sh_rank = co.sh;
+		tr->tp_rank = co.tp;
+		tr->pp_rank = co.pp;
+	}
+	if (tr->pp > 1) {
+		const char *name = cfg->distributed.pipeline_schedule ? cfg->distributed.pipeline_schedule : "1F1B";
+		rc = gpt_pipe_schedule(name, tr->pp, tr->pp_rank, tr->chunks, tr->accum, &tr->sched,
+				       &tr->n_sched, err);
+		tr->slots = rc ? 0 : gpt_pipe_slots(tr->sched, tr->n_sched, tr->chunks);
+		tr->wte_held_back = tr->stage >= 2;
+	}
+	return rc;
 }
 
 /* Adds a loss sum and a token count over the data replicas. */
@@ -169,12 +196,35 @@ int gpt_tr_sum_over_replicas(trainer *tr, double *sum, int64_t *n, gpt_err *err)
 /* Sums the gradients over the replicas: all-reduce without sharding; with
  * it, reduce-scatter over the shard group (each rank keeps the sum of its
  * shard) then all-reduce of the shard over dp. */
+/* The tied wte of the first and the last pipeline stage: each stage's
+ * gradient of it (the lookup's and the head's) is summed over the two, so
+ * both copies take the same update. */
+static int tied_reduce(trainer *tr, void *grads, gpt_err *err)
+{
+	gpt_model *m = &tr->model;
+	gpt_group *g = tr->groups.g[GPT_MESH_EMBED];
+	if (tr->pp == 1 || !g || m->offset[0] < 0)
+		return 0;
+	return gpt_comm_all_reduce(g, grads, grads, gpt_box_numel(&m->box[0]), m->be->dtype,
+				   GPT_REDUCE_SUM, err);
+}
+
 int gpt_tr_reduce_grads(trainer *tr, gpt_err *err)
 {
 	gpt_model *m = &tr->model;
 	gpt_dtype t = m->be->dtype;
-	if (tr->stage >= 2)
-		return 0; /* done unit by unit during the backward (zero_release) */
+	if (tr->stage >= 2) {
+		/* done unit by unit during the backward (zero_release), but for
+		 * a held-back embedding window */
+		if (!tr->wte_held_back || m->unit_end[0] == m->unit_begin[0])
+			return 0;
+		int rc = tied_reduce(tr, (char *)tr->gw[0] + (m->offset[0] - m->unit_begin[0]) *
+								 (int64_t)gpt_dtype_size(t), err);
+		return rc ? rc : reduce_window(tr, 0, 0, err);
+	}
+	int rc0 = m->offset[0] >= 0 ? tied_reduce(tr, (char *)m->grads + m->offset[0] * (int64_t)gpt_dtype_size(t), err) : 0;
+	if (rc0)
+		return rc0;
 	if (tr->sh == 1)
 		return tr->replicas == 1 ? 0
 					 : gpt_comm_all_reduce(tr->groups.g[GPT_MESH_DATA], m->grads, m->grads,

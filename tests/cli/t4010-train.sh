@@ -182,7 +182,7 @@ test_expect_success 'settings this build cannot train are clear errors' '
 	test_expect_code 64 train --world-size 2 -o Global.micro_batch_size=4 -o Engine.max_steps=1 >out 2>err &&
 	test_grep "the layout needs 2 ranks .* but this process is one of 1 \(single\); start it with gpt-launch --nproc-per-node 2" err &&
 	test_expect_code 64 train --world-size 2 --tensor_parallel_degree 2 -o Engine.max_steps=1 >out 2>err &&
-	test_grep "tensor and pipeline parallelism are not in this build" err
+	test_grep "the layout needs 2 ranks \(dp 1 x mp 2 x pp 1 x sharding 1\)" err
 '
 
 test_done
