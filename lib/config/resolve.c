@@ -237,6 +237,17 @@ static int resolve_pipeline(gpt_config *cfg, gpt_err *err)
 	return 0;
 }
 
+/* The interleaved schedule takes micro-batches in groups of pp. */
+static int resolve_interleave(gpt_config *cfg, gpt_err *err)
+{
+	int64_t pp = cfg->distributed.pp_degree, acc = cfg->engine.accumulate_steps;
+	if (strcmp(cfg->distributed.pipeline_schedule, "interleaved") != 0 || acc % pp == 0)
+		return 0;
+	return fail(cfg, kid("Engine.accumulate_steps"), kid("Distributed.pp_degree"), err,
+		    "expected a multiple of pp_degree %lld with the interleaved schedule, found %lld; "
+		    "change the batch sizes or use 1F1B", (long long)pp, (long long)acc);
+}
+
 static int resolve_batch(gpt_config *cfg, gpt_err *err)
 {
 	int kg = kid("Global.global_batch_size"), kl = kid("Global.local_batch_size");
@@ -387,8 +398,8 @@ int gpt_config_resolve(gpt_config *cfg, int64_t world_size, gpt_err *err)
 	int rc;
 	if ((rc = resolve_world(cfg, world_size, err)) || (rc = resolve_degrees(cfg, err)) ||
 	    (rc = resolve_pipeline(cfg, err)) || (rc = resolve_model(cfg, err)) ||
-	    (rc = resolve_batch(cfg, err)) || (rc = resolve_precision(cfg, err)) ||
-	    (rc = resolve_rest(cfg, err)))
+	    (rc = resolve_batch(cfg, err)) || (rc = resolve_interleave(cfg, err)) ||
+	    (rc = resolve_precision(cfg, err)) || (rc = resolve_rest(cfg, err)))
 		return rc;
 	cfg->resolved = 1;
 	return 0;

@@ -1,0 +1,110 @@
+#!/bin/sh
+# Tensor and pipeline parallelism, alone and mixed with data parallelism and
+# ZeRO sharding, on CPU ranks started by gpt-launch: with dropout on, every
+# layout gives the single-process losses (relative 1e-6: the layouts sum
+# partial products and the loss in another order, nothing else differs).
+. "$(dirname "$0")/test-lib.sh"
+
+STEPS=6
+args="-o Data.Train.dataset.input_dir=data/lic -o Data.Eval.dataset.input_dir=data/lic \
+	-o Data.Train.dataset.split=15,2,0 -o Data.Eval.dataset.split=15,2,0 \
+	-o Global.micro_batch_size=1 -o Engine.eval_iters=1 -o Optimizer.lr.max_lr=2e-3 \
+	-o Optimizer.lr.decay_steps=150 -o Engine.eval_freq=3 -o Model.num_layers=4 \
+	-o Model.hidden_dropout_prob=0.1 -o Model.attention_probs_dropout_prob=0.1 \
+	-o Engine.max_steps=$STEPS -o Engine.save_load.save_steps=0 -o Engine.save_load.save_epoch=0"
+
+# "step loss" for the training and the evaluation lines
+losses () {
+	sed -n 's/.* - \(\[eval\] \)\{0,1\}global step \([0-9]*\), epoch.*loss: \([0-9.e+-]*\),.*/\1\2 \3/p' "$1" |
+	sed 's/^\[eval\] /e/'
+}
+
+same_losses () {
+	losses "$1" >l1 && losses "$2" >l2 &&
+	test_line_count = $((STEPS + STEPS / 3)) l1 && test_line_count = $((STEPS + STEPS / 3)) l2 &&
+	paste l1 l2 | awk '{ d = $2 - $4; if (d < 0) d = -d; r = d / $2;
+		if ($1 != $3 || r > 1e-6) { print "step " $1 ": " $2 " vs " $4 " (rel " r ")"; bad = 1 } }
+		END { exit bad }'
+}
+
+test_expect_success 'set up: data and the single-process reference' '
+	mkdir data &&
+	gpt-preprocess -t bytes -o data/lic /usr/share/common-licenses/* &&
+	gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" $args >single.log 2>&1
+'
+
+layout () { # name nproc flags...
+	name=$1 nproc=$2
+	shift 2
+	test_expect_success "$name on $nproc ranks equals one process" '
+		gpt-launch --nproc-per-node '$nproc' --log-dir log-'$name' -- \
+			gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" $args '"$*"' >'$name'.log 2>&1 &&
+		same_losses single.log log-'$name'/workerlog.0
+	'
+}
+
+layout mp2 2 --tensor_parallel_degree 2
+layout mp4 4 --tensor_parallel_degree 4
+layout pp2 2 --pipeline_parallel_degree 2
+layout pp4 4 --pipeline_parallel_degree 4
+layout pp2-fthenb 2 --pipeline_parallel_degree 2 -o Distributed.pipeline_schedule=FThenB
+layout pp2-virtual2 2 --pipeline_parallel_degree 2 -o Distributed.virtual_pp_degree=2
+layout mp2-pp2 4 --tensor_parallel_degree 2 --pipeline_parallel_degree 2
+layout mp2-pp2-recompute 4 --tensor_parallel_degree 2 --pipeline_parallel_degree 2 -o Model.use_recompute=True
+layout dp2-mp2-pp2 8 --tensor_parallel_degree 2 --pipeline_parallel_degree 2 -o Distributed.dp_degree=2
+layout mp2-pp2-sharding2-stage1 8 --tensor_parallel_degree 2 --pipeline_parallel_degree 2 \
+	--sharding_parallel_degree 2 --sharding stage1
+layout mp2-pp2-sharding2-stage3 8 --tensor_parallel_degree 2 --pipeline_parallel_degree 2 \
+	--sharding_parallel_degree 2 --sharding stage3
+layout dp2-mp2-sharding2-stage2-offload 8 --tensor_parallel_degree 2 --sharding_parallel_degree 2 \
+	-o Distributed.sharding.sharding_stage=2 -o Distributed.sharding.sharding_offload=True \
+	-o Distributed.dp_degree=2
+layout pp2-virtual2-sharding2-stage2 4 --pipeline_parallel_degree 2 -o Distributed.virtual_pp_degree=2 \
+	--sharding_parallel_degree 2 --sharding stage2
+layout pp4-core-attn-recompute 4 --pipeline_parallel_degree 4 -o Model.use_recompute=True \
+	-o Model.recompute_granularity=core_attn
+
+test_expect_success 'the loss is printed by every stage, as the last stage computed it' '
+	losses log-pp4/workerlog.0 >first &&
+	losses log-pp4/workerlog.3 >last &&
+	test_cmp first last
+'
+
+# --dry-run's figure for each pipeline stage against what the rank of that
+# stage allocated (its "memory:" line), within 10%
+test_expect_success '--dry-run accounts for tp and for each stage of a pipeline (within 10%)' '
+	for sched in 1F1B FThenB; do
+		gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" $args --world-size 4 \
+			--tensor_parallel_degree 2 --pipeline_parallel_degree 2 \
+			-o Distributed.pipeline_schedule=$sched --dry-run >plan-$sched &&
+		gpt-launch --nproc-per-node 4 --log-dir log-mem-$sched -- \
+			gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" $args \
+			--tensor_parallel_degree 2 --pipeline_parallel_degree 2 \
+			-o Distributed.pipeline_schedule=$sched -o Engine.max_steps=1 >mem.log 2>&1 &&
+		for st in 0 1; do
+			rank=$((st * 2)) &&
+			planned=$(awk -v s=$st "/^per stage:/ { on = 1; next } on && \$1 == s { print \$7 }" plan-$sched) &&
+			used=$(sed -n "s/.*memory: .*total .* (\([0-9]*\) bytes)/\1/p" log-mem-$sched/workerlog.$rank) &&
+			echo "$sched stage $st: planned $planned MiB, allocated $used bytes" &&
+			awk -v p="$planned" -v u="$used" "BEGIN { u /= 1048576; d = (p - u) / u; if (d < 0) d = -d; exit !(d <= 0.10) }" || return 1
+		done
+	done
+'
+
+test_expect_success 'a layout the world size cannot hold is an error naming the numbers' '
+	test_expect_code 64 gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" $args --world-size 4 \
+		--tensor_parallel_degree 3 --dry-run >out 2>err &&
+	test_grep "mp_degree" err &&
+	test_expect_code 64 gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" $args --world-size 8 \
+		--tensor_parallel_degree 8 --dry-run >out 2>err &&
+	test_grep "divisor of Model.num_attention_heads 4" err &&
+	test_expect_code 64 gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" $args --world-size 3 \
+		--pipeline_parallel_degree 3 --dry-run >out 2>err &&
+	test_grep "num_layers" err &&
+	test_expect_code 64 gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" $args --world-size 2 \
+		--pipeline_parallel_degree 2 -o Distributed.virtual_pp_degree=2 \
+		-o Global.global_batch_size=3 --dry-run >out 2>err &&
+	test_grep "accumulate_steps" err
+'
+
+test_done
