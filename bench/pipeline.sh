@@ -15,7 +15,7 @@ W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 bin/gpt-preprocess -t bytes -o "$W/lic" /usr/share/common-licenses/* >/dev/null 2>&1
 export OMP_NUM_THREADS=1
-cores=$(nproc)
+cores=$(getconf _NPROCESSORS_ONLN)
 cat >"$W/c.yaml" <<EOC
 _base_: $ROOT/configs/tiny_cpu_bytes.yaml
 Global: {global_batch_size: $M, micro_batch_size: 1}
