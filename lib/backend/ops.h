@@ -66,8 +66,9 @@ typedef struct gpt_rng_key {
 } gpt_rng_key;
 
 /* One dropout site as the local op sees it. Element (b, t, f) of a local
- * (B, T, F) tensor draws the bits of global coordinate (sample0 + b, t,
- * feature0 + f). For attention probabilities the "feature" of (head h,
+ * (B, T, F) tensor draws the bits of global coordinate (sample0 + b, t0 + t,
+ * feature0 + f) (t0: a sequence-parallel slice of positions; the attention
+ * ops take it as 0). For attention probabilities the "feature" of (head h,
  * key position j) is (head0 + h) * T + j, with feature0 = the global index of
  * the first local head. p = 0 makes the op an identity (no random bits). */
 typedef struct gpt_dropout {
@@ -75,6 +76,7 @@ typedef struct gpt_dropout {
 	gpt_rng_key key;
 	int64_t sample0;  /* global index (in the step's global batch) of local sample 0 */
 	int64_t feature0; /* global index of local feature 0 (tensor-parallel slice) */
+	int64_t t0;       /* position of local t = 0 (dropout_fwd/bwd only) */
 } gpt_dropout;
 
 /* AdamW hyper-parameters for one update call (torch.optim.AdamW semantics):

@@ -11,10 +11,10 @@ int gpt_cpu_dropout_check(const char *op, const gpt_dropout *d, gpt_err *err)
 	if (!(d->p >= 0.0f && d->p < 1.0f))
 		return gpt_err_set(err, GPT_EINTERNAL,
 				   "%s: dropout probability %g is outside [0, 1)", op, (double)d->p);
-	if (d->sample0 < 0 || d->feature0 < 0)
+	if (d->sample0 < 0 || d->feature0 < 0 || d->t0 < 0)
 		return gpt_err_set(err, GPT_EINTERNAL,
-				   "%s: negative dropout offset (sample0 %lld, feature0 %lld)", op,
-				   (long long)d->sample0, (long long)d->feature0);
+				   "%s: negative dropout offset (sample0 %lld, feature0 %lld, t0 %lld)", op,
+				   (long long)d->sample0, (long long)d->feature0, (long long)d->t0);
 	if (d->key.layer >= (1u << 24) || d->key.site >= 256u)
 		return gpt_err_set(err, GPT_EINTERNAL,
 				   "%s: dropout layer %u or site %u out of range (< 2^24, < 256)",
@@ -43,7 +43,7 @@ static int apply(gpt_backend *be, const char *op, float *out, const float *inp, 
 	#pragma omp parallel for num_threads(be->threads) schedule(static) if (B * T * F > 4096)
 	for (int64_t r = 0; r < B * T; r++) {
 		int64_t b = r / T, t = r % T;
-		gpt_cpu_dropout_row(out + r * F, inp + r * F, F, d, thr, scale, d->sample0 + b, t,
+		gpt_cpu_dropout_row(out + r * F, inp + r * F, F, d, thr, scale, d->sample0 + b, d->t0 + t,
 				    d->feature0);
 	}
 	return 0;

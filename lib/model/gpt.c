@@ -166,27 +166,27 @@ static void *act_alloc(gpt_model *m, int64_t elems, size_t esize, const char *wh
 static int alloc_layer(gpt_model *m, gpt_layer_acts *a, int attn_part, int mlp_part, int saved,
 		       gpt_err *err)
 {
-	int64_t B = m->opts.batch, T = m->opts.seq_len, BT = B * T;
+	int64_t B = m->opts.batch, T = m->opts.seq_len, BT = B * T, NR = m->n_rows;
 	int64_t C = m->shape.hidden, F = m->shape.ffn / m->layout.tp;
 	int64_t NH = m->shape.heads / m->layout.tp, HS = C / m->shape.heads, Cl = NH * HS;
 	size_t es = gpt_dtype_size(m->be->dtype);
 	if (attn_part) {
-		ALLOC_OR_FAIL(a->ln1, BT * C, es, "activations (ln_1)");
-		ALLOC_OR_FAIL(a->ln1_mean, BT, 4, "activations (ln_1 mean)");
-		ALLOC_OR_FAIL(a->ln1_rstd, BT, 4, "activations (ln_1 rstd)");
+		ALLOC_OR_FAIL(a->ln1, NR * C, es, "activations (ln_1)");
+		ALLOC_OR_FAIL(a->ln1_mean, NR, 4, "activations (ln_1 mean)");
+		ALLOC_OR_FAIL(a->ln1_rstd, NR, 4, "activations (ln_1 rstd)");
 		ALLOC_OR_FAIL(a->qkv, BT * 3 * Cl, es, "activations (qkv)");
 		ALLOC_OR_FAIL(a->atty, BT * Cl, es, "activations (attention)");
 		if (attn_part == 1)
-			ALLOC_OR_FAIL(a->res_mid, BT * C, es, "activations (residual)");
+			ALLOC_OR_FAIL(a->res_mid, NR * C, es, "activations (residual)");
 	}
 	if (saved) {
 		int64_t n = m->be->ops->attention_saved_size(m->be, B, T, NH, HS);
 		ALLOC_OR_FAIL(a->att_saved, n > 0 ? n : 1, 4, "activations (attention probabilities)");
 	}
 	if (mlp_part) {
-		ALLOC_OR_FAIL(a->ln2, BT * C, es, "activations (ln_2)");
-		ALLOC_OR_FAIL(a->ln2_mean, BT, 4, "activations (ln_2 mean)");
-		ALLOC_OR_FAIL(a->ln2_rstd, BT, 4, "activations (ln_2 rstd)");
+		ALLOC_OR_FAIL(a->ln2, NR * C, es, "activations (ln_2)");
+		ALLOC_OR_FAIL(a->ln2_mean, NR, 4, "activations (ln_2 mean)");
+		ALLOC_OR_FAIL(a->ln2_rstd, NR, 4, "activations (ln_2 rstd)");
 		ALLOC_OR_FAIL(a->fch, BT * F, es, "activations (mlp.fc)");
 		ALLOC_OR_FAIL(a->fch_gelu, BT * F, es, "activations (gelu)");
 	}
@@ -203,7 +203,7 @@ static int holds_last(const gpt_model *m) { return m->layout.pp_rank == m->layou
 static int alloc_slot(gpt_model *m, gpt_slot *sl, const gpt_layer_acts *shared, gpt_err *err)
 {
 	int64_t L = m->n_layers, NS = L + m->layout.chunks;
-	int64_t BT = m->opts.batch * m->opts.seq_len, C = m->shape.hidden;
+	int64_t BT = m->opts.batch * m->opts.seq_len, NR = m->n_rows, C = m->shape.hidden;
 	int64_t Vl = m->shape.padded_vocab / m->layout.tp;
 	size_t es = gpt_dtype_size(m->be->dtype);
 	sl->res = gpt_calloc((size_t)NS, sizeof *sl->res, "residual pointers", err);
@@ -211,7 +211,7 @@ static int alloc_slot(gpt_model *m, gpt_slot *sl, const gpt_layer_acts *shared, 
 	if (!sl->res || !sl->acts)
 		return GPT_EINTERNAL;
 	for (int64_t l = 0; l < NS; l++)
-		ALLOC_OR_FAIL(sl->res[l], BT * C, es, "activations (residual stream)");
+		ALLOC_OR_FAIL(sl->res[l], NR * C, es, "activations (residual stream)");
 	int rc = 0;
 	for (int64_t l = 0; l < L && !rc; l++) {
 		gpt_layer_acts *a = &sl->acts[l];
@@ -232,7 +232,7 @@ static int alloc_slot(gpt_model *m, gpt_slot *sl, const gpt_layer_acts *shared, 
 			a->att_saved = shared->att_saved;
 			/* the residual after attention is the MLP's input: keep it */
 			if (!rc)
-				ALLOC_OR_FAIL(a->res_mid, BT * C, es, "activations (residual)");
+				ALLOC_OR_FAIL(a->res_mid, NR * C, es, "activations (residual)");
 			break;
 		case GPT_RECOMPUTE_CORE_ATTN:
 			rc = alloc_layer(m, a, 1, 1, 0, err);
@@ -245,9 +245,9 @@ static int alloc_slot(gpt_model *m, gpt_slot *sl, const gpt_layer_acts *shared, 
 	if (holds_first(m))
 		ALLOC_OR_FAIL(sl->tokens, BT, 4, "tokens");
 	if (holds_last(m)) {
-		ALLOC_OR_FAIL(sl->lnf, BT * C, es, "activations (ln_f)");
-		ALLOC_OR_FAIL(sl->lnf_mean, BT, 4, "activations (ln_f mean)");
-		ALLOC_OR_FAIL(sl->lnf_rstd, BT, 4, "activations (ln_f rstd)");
+		ALLOC_OR_FAIL(sl->lnf, NR * C, es, "activations (ln_f)");
+		ALLOC_OR_FAIL(sl->lnf_mean, NR, 4, "activations (ln_f mean)");
+		ALLOC_OR_FAIL(sl->lnf_rstd, NR, 4, "activations (ln_f rstd)");
 		ALLOC_OR_FAIL(sl->logits, BT * Vl, es, "activations (logits)");
 		ALLOC_OR_FAIL(sl->xent_max, BT, 4, "cross-entropy");
 		ALLOC_OR_FAIL(sl->xent_sumexp, BT, 4, "cross-entropy");
@@ -318,6 +318,12 @@ static int alloc_work(gpt_model *m, gpt_err *err)
 	ALLOC_OR_FAIL(m->d_res, BT * C, es, "work buffer");
 	ALLOC_OR_FAIL(m->d_f, BT * F, es, "work buffer");
 	ALLOC_OR_FAIL(m->d_qkv, BT * 3 * C, es, "work buffer");
+	if (m->n_rows != BT) {
+		ALLOC_OR_FAIL(m->gath, BT * C, es, "work buffer");
+		ALLOC_OR_FAIL(m->tmp_s, m->n_rows * C, es, "work buffer");
+		ALLOC_OR_FAIL(m->d_s, m->n_rows * C, es, "work buffer");
+		ALLOC_OR_FAIL(m->ln_tmp, 2 * C, es, "work buffer");
+	}
 	m->host_losses = gpt_malloc((size_t)BT * 4, "losses", err);
 	return m->host_losses ? 0 : GPT_EINTERNAL;
 }
@@ -331,22 +337,25 @@ int64_t gpt_model_activation_bytes(const gpt_model_shape *s, const gpt_layout *l
 	int64_t slots = o->slots > 1 ? o->slots : 1;
 	int first = lo->pp_rank == 0, last = lo->pp_rank == lo->pp - 1;
 	int64_t saved = (saved_floats > 0 ? saved_floats : 1) * 4;
+	int64_t NR = o->sequence_parallel && lo->tp > 1 ? BT / lo->tp : BT;
 	/* mirrors alloc_layer: the attention part, the MLP part, the saved state */
-	int64_t attn = BT * (C + 3 * Cl + Cl + C) * es + 2 * BT * 4;
-	int64_t mlp = BT * (C + 2 * F) * es + 2 * BT * 4;
+	int64_t attn = (NR * (C + C) + BT * (3 * Cl + Cl)) * es + 2 * NR * 4;
+	int64_t mlp = (NR * C + BT * 2 * F) * es + 2 * NR * 4;
 	int64_t per_layer = 0, shared = 0;
 	switch (o->recompute) {
 	case GPT_RECOMPUTE_NONE: per_layer = attn + mlp + saved; break;
 	case GPT_RECOMPUTE_FULL: shared = attn + mlp + saved; break;
-	case GPT_RECOMPUTE_ONLY_ATTN: shared = attn - BT * C * es + saved; per_layer = mlp + BT * C * es; break;
+	case GPT_RECOMPUTE_ONLY_ATTN: shared = attn - NR * C * es + saved; per_layer = mlp + NR * C * es; break;
 	case GPT_RECOMPUTE_CORE_ATTN: shared = saved; per_layer = attn + mlp; break;
 	}
 	/* mirrors alloc_slot */
-	int64_t res = (L + lo->chunks) * BT * C * es;
-	int64_t head = last ? BT * C * es + 2 * BT * 4 + BT * Vl * es + 5 * BT * 4 : 0;
+	int64_t res = (L + lo->chunks) * NR * C * es;
+	int64_t head = last ? NR * C * es + 2 * NR * 4 + BT * Vl * es + 5 * BT * 4 : 0;
 	int64_t slot = res + L * per_layer + head + (first ? BT * 4 : 0);
 	/* mirrors alloc_work */
 	int64_t work = BT * (4 * C + F + 3 * C) * es + (last ? BT * 4 : 0);
+	if (NR != BT)
+		work += (BT * C + 2 * NR * C + 2 * C) * es;
 	return slots * slot + shared + work;
 }
 
@@ -371,6 +380,13 @@ static int check_setup(const gpt_model_shape *s, const gpt_layout *lo, const gpt
 	if (o->batch < 1 || o->seq_len < 1)
 		return gpt_err_set(err, GPT_EUSAGE, "model: micro-batch %lld x sequence %lld: both must be positive",
 				   (long long)o->batch, (long long)o->seq_len);
+	if (o->sequence_parallel && lo->tp > 1) {
+		int64_t BT = o->batch * o->seq_len, n = BT / lo->tp;
+		if (BT % lo->tp || (o->seq_len % n && n % o->seq_len))
+			return gpt_err_set(err, GPT_EUSAGE,
+					   "Model.sequence_parallel: the %lld x %lld tokens of a micro-batch do not split into %lld equal parts of whole sequences or equal parts of one; choose sizes that do, or set it to False",
+					   (long long)o->batch, (long long)o->seq_len, (long long)lo->tp);
+	}
 	if (o->seq_len > s->max_pos)
 		return gpt_err_set(err, GPT_EUSAGE,
 				   "Data.Train.dataset.max_seq_len: %lld is longer than Model.max_position_embeddings %lld",
@@ -419,6 +435,9 @@ int gpt_model_init(gpt_model *m, gpt_backend *be, const gpt_model_shape *s, cons
 	m->box = gpt_calloc((size_t)m->n_table, sizeof *m->box, "parameter boxes", err);
 	m->owner = gpt_calloc((size_t)m->n_table, 1, "parameter owners", err);
 	m->n_layers = gpt_layout_layers(lo);
+	m->n_rows = opts->batch * opts->seq_len;
+	if (opts->sequence_parallel && lo->tp > 1)
+		m->n_rows /= lo->tp;
 	m->glayer = gpt_calloc((size_t)(m->n_layers + 1), sizeof *m->glayer, "layers", err);
 	m->lchunk = gpt_calloc((size_t)(m->n_layers + 1), sizeof *m->lchunk, "layers", err);
 	if (!m->offset || !m->box || !m->owner || !m->glayer || !m->lchunk) {
@@ -556,7 +575,7 @@ void gpt_model_free(gpt_model *m)
 	if (m->slots)
 		free_acts(m);
 	void *p[] = {m->params, m->grads, m->xent_gmax, m->tmp_c, m->d_c, m->d_c2, m->d_res,
-		     m->d_f, m->d_qkv};
+		     m->d_f, m->d_qkv, m->gath, m->tmp_s, m->d_s, m->ln_tmp};
 	for (size_t i = 0; i < sizeof p / sizeof *p; i++)
 		if (p[i])
 			be->ops->free(be, p[i]);
@@ -703,18 +722,84 @@ static int tp_sum(gpt_model *m, void *buf, int64_t n, gpt_err *err)
 	return gpt_comm_all_reduce(m->tp_group, buf, buf, n, m->be->dtype, GPT_REDUCE_SUM, err);
 }
 
+static int seqpar(const gpt_model *m)
+{
+	return m->n_rows != m->opts.batch * m->opts.seq_len;
+}
+
+/* Sequence parallelism: the whole (B*T, C) tensor from every rank's rows,
+ * and a partial (B*T, C) sum reduced to this rank's rows. */
+static int sp_gather(gpt_model *m, void *full, const void *rows, gpt_err *err)
+{
+	return gpt_comm_all_gather(m->tp_group, rows, full, m->n_rows * m->shape.hidden, m->be->dtype, err);
+}
+
+static int sp_scatter(gpt_model *m, void *rows, const void *full, gpt_err *err)
+{
+	return gpt_comm_reduce_scatter(m->tp_group, full, rows, m->n_rows * m->shape.hidden, m->be->dtype,
+				       GPT_REDUCE_SUM, err);
+}
+
 /* A row-parallel linear (input features split over tp): the partial
- * products are summed over tp, then the replicated bias is added once. */
-static int row_linear_fwd(gpt_model *m, void *out, const void *inp, const void *w, const void *bias,
+ * products are summed over tp (reduced to this rank's rows under sequence
+ * parallelism), then the replicated bias is added once. Returns the output
+ * in *out: tmp_c, or tmp_s (n_rows) under sequence parallelism. */
+static int row_linear_fwd(gpt_model *m, void **out, const void *inp, const void *w, const void *bias,
 			  int64_t M, int64_t K, int64_t N, gpt_err *err)
 {
 	const gpt_backend_ops *o = m->be->ops;
+	*out = m->tmp_c;
 	if (m->layout.tp == 1)
-		return o->linear_fwd(m->be, out, inp, w, bias, M, K, N, err);
+		return o->linear_fwd(m->be, m->tmp_c, inp, w, bias, M, K, N, err);
 	int rc;
-	OP(o->linear_fwd(m->be, out, inp, w, NULL, M, K, N, err));
-	OP(tp_sum(m, out, M * N, err));
-	return o->bias_add(m->be, out, bias, M, N, err);
+	OP(o->linear_fwd(m->be, m->tmp_c, inp, w, NULL, M, K, N, err));
+	if (seqpar(m)) {
+		*out = m->tmp_s;
+		OP(sp_scatter(m, m->tmp_s, m->tmp_c, err));
+		return o->bias_add(m->be, m->tmp_s, bias, m->n_rows, N, err);
+	}
+	OP(tp_sum(m, m->tmp_c, M * N, err));
+	return o->bias_add(m->be, m->tmp_c, bias, M, N, err);
+}
+
+/* Dropout over this rank's token rows: the whole micro-batch, or under
+ * sequence parallelism rows [tp_rank x n, +n), whole sequences or a part of
+ * one (gpt_model_init checked that it is one or the other). */
+static int drop_rows(gpt_model *m, int bwd, void *out, const void *inp, gpt_dropout d, gpt_err *err)
+{
+	const gpt_backend_ops *o = m->be->ops;
+	int64_t B = m->opts.batch, T = m->opts.seq_len, C = m->shape.hidden, n = m->n_rows;
+	if (seqpar(m)) {
+		int64_t r0 = m->layout.tp_rank * n;
+		d.sample0 += r0 / T;
+		d.t0 = r0 % T;
+		B = n <= T ? 1 : n / T;
+		T = n <= T ? n : T;
+	}
+	return bwd ? o->dropout_bwd(m->be, out, inp, B, T, C, &d, err)
+		   : o->dropout_fwd(m->be, out, inp, B, T, C, &d, err);
+}
+
+/* A LayerNorm's backward. Under sequence parallelism each rank sees only
+ * its rows, so the weight and bias gradients of this micro-batch are summed
+ * over tp before they join the accumulated ones. */
+static int ln_bwd(gpt_model *m, void *dinp, int64_t iw, int64_t ib, const void *dout, const void *inp,
+		  const float *mean, const float *rstd, gpt_err *err)
+{
+	const gpt_backend_ops *o = m->be->ops;
+	int64_t C = m->shape.hidden;
+	if (!seqpar(m))
+		return o->layernorm_bwd(m->be, dinp, gpt_model_grad(m, iw), gpt_model_grad(m, ib), dout, inp,
+					gpt_model_param(m, iw), mean, rstd, m->n_rows, C, err);
+	size_t es = gpt_dtype_size(m->be->dtype);
+	void *gw = m->ln_tmp, *gb = (char *)m->ln_tmp + C * (int64_t)es;
+	int rc;
+	OP(o->zero(m->be, m->ln_tmp, 2 * (size_t)C * es, err));
+	OP(o->layernorm_bwd(m->be, dinp, gw, gb, dout, inp, gpt_model_param(m, iw), mean, rstd, m->n_rows,
+			    C, err));
+	OP(gpt_comm_all_reduce(m->tp_group, m->ln_tmp, m->ln_tmp, 2 * C, m->be->dtype, GPT_REDUCE_SUM, err));
+	OP(o->residual_fwd(m->be, gpt_model_grad(m, iw), gpt_model_grad(m, iw), gw, C, err));
+	return o->residual_fwd(m->be, gpt_model_grad(m, ib), gpt_model_grad(m, ib), gb, C, err);
 }
 
 static void *res_in(const gpt_model *m, int64_t l) { return m->res[l + m->lchunk[l]]; }
@@ -732,20 +817,23 @@ static int attn_half_fwd(gpt_model *m, int64_t l, gpt_err *err)
 	int64_t B = m->opts.batch, T = m->opts.seq_len, BT = B * T, C = m->shape.hidden;
 	int64_t NH = m->shape.heads / m->layout.tp, HS = C / m->shape.heads, Cl = NH * HS;
 	int rc;
+	void *x;
 	OP(o->layernorm_fwd(be, a->ln1, a->ln1_mean, a->ln1_rstd, res_in(m, l),
 			    gpt_model_param(m, T_LAYER(gl, P_LN1_W)), gpt_model_param(m, T_LAYER(gl, P_LN1_B)),
-			    BT, C, m->opts.ln_eps, err));
-	OP(o->linear_fwd(be, a->qkv, a->ln1, gpt_model_param(m, T_LAYER(gl, P_QKV_W)),
+			    m->n_rows, C, m->opts.ln_eps, err));
+	if (seqpar(m))
+		OP(sp_gather(m, m->gath, a->ln1, err));
+	OP(o->linear_fwd(be, a->qkv, seqpar(m) ? m->gath : a->ln1, gpt_model_param(m, T_LAYER(gl, P_QKV_W)),
 			 gpt_model_param(m, T_LAYER(gl, P_QKV_B)), BT, C, 3 * Cl, err));
 	gpt_dropout dp = dropout_at(m, m->opts.attn_dropout, gl, GPT_RNG_SITE_ATTN_PROBS,
 				    m->layout.tp_rank * NH);
 	OP(o->attention_fwd(be, a->atty, a->att_saved, a->qkv, B, T, NH, HS, &dp, err));
-	OP(row_linear_fwd(m, m->tmp_c, a->atty, gpt_model_param(m, T_LAYER(gl, P_PROJ_W)),
+	OP(row_linear_fwd(m, &x, a->atty, gpt_model_param(m, T_LAYER(gl, P_PROJ_W)),
 			  gpt_model_param(m, T_LAYER(gl, P_PROJ_B)), BT, Cl, C, err));
 	gpt_dropout dr = dropout_at(m, m->opts.hidden_dropout, gl, GPT_RNG_SITE_ATTN_RESID, 0);
 	if (dr.p > 0)
-		OP(o->dropout_fwd(be, m->tmp_c, m->tmp_c, B, T, C, &dr, err));
-	OP(o->residual_fwd(be, a->res_mid, res_in(m, l), m->tmp_c, BT * C, err));
+		OP(drop_rows(m, 0, x, x, dr, err));
+	OP(o->residual_fwd(be, a->res_mid, res_in(m, l), x, m->n_rows * C, err));
 	return 0;
 }
 
@@ -762,8 +850,10 @@ static int mlp_inner_fwd(gpt_model *m, int64_t l, gpt_err *err)
 	int rc;
 	OP(o->layernorm_fwd(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->res_mid,
 			    gpt_model_param(m, T_LAYER(gl, P_LN2_W)), gpt_model_param(m, T_LAYER(gl, P_LN2_B)),
-			    BT, C, m->opts.ln_eps, err));
-	OP(o->linear_fwd(be, a->fch, a->ln2, gpt_model_param(m, T_LAYER(gl, P_FC_W)),
+			    m->n_rows, C, m->opts.ln_eps, err));
+	if (seqpar(m))
+		OP(sp_gather(m, m->gath, a->ln2, err));
+	OP(o->linear_fwd(be, a->fch, seqpar(m) ? m->gath : a->ln2, gpt_model_param(m, T_LAYER(gl, P_FC_W)),
 			 gpt_model_param(m, T_LAYER(gl, P_FC_B)), BT, C, F, err));
 	return o->gelu_fwd(be, a->fch_gelu, a->fch, BT * F, err);
 }
@@ -775,16 +865,17 @@ static int mlp_half_fwd(gpt_model *m, int64_t l, gpt_err *err)
 	const gpt_backend_ops *o = be->ops;
 	gpt_layer_acts *a = &m->acts[l];
 	int64_t gl = m->glayer[l];
-	int64_t B = m->opts.batch, T = m->opts.seq_len, BT = B * T, C = m->shape.hidden;
+	int64_t BT = m->opts.batch * m->opts.seq_len, C = m->shape.hidden;
 	int64_t F = m->shape.ffn / m->layout.tp;
 	int rc;
+	void *x;
 	OP(mlp_inner_fwd(m, l, err));
-	OP(row_linear_fwd(m, m->tmp_c, a->fch_gelu, gpt_model_param(m, T_LAYER(gl, P_MPROJ_W)),
+	OP(row_linear_fwd(m, &x, a->fch_gelu, gpt_model_param(m, T_LAYER(gl, P_MPROJ_W)),
 			  gpt_model_param(m, T_LAYER(gl, P_MPROJ_B)), BT, F, C, err));
 	gpt_dropout dr = dropout_at(m, m->opts.hidden_dropout, gl, GPT_RNG_SITE_MLP_RESID, 0);
 	if (dr.p > 0)
-		OP(o->dropout_fwd(be, m->tmp_c, m->tmp_c, B, T, C, &dr, err));
-	OP(o->residual_fwd(be, res_out(m, l), a->res_mid, m->tmp_c, BT * C, err));
+		OP(drop_rows(m, 0, x, x, dr, err));
+	OP(o->residual_fwd(be, res_out(m, l), a->res_mid, x, m->n_rows * C, err));
 	return 0;
 }
 
@@ -811,6 +902,11 @@ void *gpt_model_chunk_output(const gpt_model *m, int64_t chunk)
 void *gpt_model_dgrad(const gpt_model *m)
 {
 	return m->d_res;
+}
+
+int64_t gpt_model_stream_numel(const gpt_model *m)
+{
+	return m->n_rows * m->shape.hidden;
 }
 
 /* The cross-entropy's statistics of this rank's vocabulary piece, made
@@ -863,13 +959,14 @@ int gpt_model_forward_chunk(gpt_model *m, int64_t chunk, const int32_t *tokens,
 		/* vocabulary parallel: each tp rank looks up the rows it holds
 		 * (others give 0) and one adds the positions; the sum over tp is
 		 * the whole embedding */
-		OP(o->embedding_fwd(be, x, m->tokens, gpt_model_param(m, T_WTE),
+		void *e = seqpar(m) ? m->tmp_c : x;
+		OP(o->embedding_fwd(be, e, m->tokens, gpt_model_param(m, T_WTE),
 				    m->layout.tp_rank == 0 ? gpt_model_param(m, T_WPE) : NULL, B, T, C, v0,
 				    Vl, 0, err));
-		OP(tp_sum(m, x, BT * C, err));
+		OP(seqpar(m) ? sp_scatter(m, x, e, err) : tp_sum(m, x, BT * C, err));
 		gpt_dropout de = dropout_at(m, m->opts.hidden_dropout, 0, GPT_RNG_SITE_EMBED, 0);
 		if (de.p > 0)
-			OP(o->dropout_fwd(be, x, x, B, T, C, &de, err));
+			OP(drop_rows(m, 0, x, x, de, err));
 		if (!last)
 			OP(hook(m, 0, 0, 0, err));
 	}
@@ -885,9 +982,12 @@ int gpt_model_forward_chunk(gpt_model *m, int64_t chunk, const int32_t *tokens,
 		OP(hook(m, 1, 0, 0, err));
 	OP(hook(m, 1, lastu, 0, err));
 	OP(o->layernorm_fwd(be, m->lnf, m->lnf_mean, m->lnf_rstd, gpt_model_chunk_output(m, chunk),
-			    gpt_model_param(m, T_LNF_W(m)), gpt_model_param(m, T_LNF_B(m)), BT, C,
+			    gpt_model_param(m, T_LNF_W(m)), gpt_model_param(m, T_LNF_B(m)), m->n_rows, C,
 			    m->opts.ln_eps, err));
-	OP(o->linear_fwd(be, m->logits, m->lnf, gpt_model_param(m, T_WTE), NULL, BT, C, Vl, err));
+	if (seqpar(m))
+		OP(sp_gather(m, m->gath, m->lnf, err));
+	OP(o->linear_fwd(be, m->logits, seqpar(m) ? m->gath : m->lnf, gpt_model_param(m, T_WTE), NULL, BT,
+			 C, Vl, err));
 	OP(hook(m, 0, lastu, 0, err));
 	OP(hook(m, 0, 0, 0, err));
 	if (!targets)
@@ -951,8 +1051,39 @@ static int recompute_layer(gpt_model *m, int64_t l, gpt_err *err)
 	return 0;
 }
 
-/* d_res holds the gradient of layer l's output; leaves that of its input.
- * A column-parallel linear's input gradient is a partial sum over tp. */
+/* The gradient of a row-parallel layer's output from that of this rank's
+ * rows after its dropout: the whole (B*T, C) under sequence parallelism
+ * (gathered into d_c), else where it is. */
+static int row_out_grad(gpt_model *m, int64_t gl, gpt_rng_site site, const void **dproj, gpt_err *err)
+{
+	int rc;
+	*dproj = m->d_res;
+	gpt_dropout dr = dropout_at(m, m->opts.hidden_dropout, gl, site, 0);
+	if (dr.p > 0) {
+		void *to = seqpar(m) ? m->d_s : m->d_c;
+		OP(drop_rows(m, 1, to, m->d_res, dr, err));
+		*dproj = to;
+	}
+	if (seqpar(m)) {
+		OP(sp_gather(m, m->d_c, *dproj, err));
+		*dproj = m->d_c;
+	}
+	return 0;
+}
+
+/* The input gradient of a column-parallel layer is a partial sum over tp:
+ * summed (or reduced to this rank's rows into d_s); returns where it is. */
+static int col_in_grad(gpt_model *m, void *full, void **out, gpt_err *err)
+{
+	*out = full;
+	if (seqpar(m)) {
+		*out = m->d_s;
+		return sp_scatter(m, m->d_s, full, err);
+	}
+	return tp_sum(m, full, m->n_rows * m->shape.hidden, err);
+}
+
+/* d_res holds the gradient of layer l's output; leaves that of its input. */
 static int layer_bwd(gpt_model *m, int64_t l, gpt_err *err)
 {
 	gpt_backend *be = m->be;
@@ -963,46 +1094,40 @@ static int layer_bwd(gpt_model *m, int64_t l, gpt_err *err)
 	int64_t F = m->shape.ffn / m->layout.tp;
 	int64_t NH = m->shape.heads / m->layout.tp, HS = C / m->shape.heads, Cl = NH * HS;
 	int rc;
+	const void *dproj;
+	void *dln;
 	OP(recompute_layer(m, l, err));
 	/* MLP half: out = res_mid + drop(proj(gelu(fc(ln_2(res_mid))))) */
-	const void *dproj = m->d_res;
-	gpt_dropout dr = dropout_at(m, m->opts.hidden_dropout, gl, GPT_RNG_SITE_MLP_RESID, 0);
-	if (dr.p > 0) {
-		OP(o->dropout_bwd(be, m->d_c, m->d_res, B, T, C, &dr, err));
-		dproj = m->d_c;
-	}
+	OP(row_out_grad(m, gl, GPT_RNG_SITE_MLP_RESID, &dproj, err));
 	OP(o->linear_bwd(be, m->d_f, gpt_model_grad(m, T_LAYER(gl, P_MPROJ_W)),
 			 gpt_model_grad(m, T_LAYER(gl, P_MPROJ_B)), dproj, a->fch_gelu,
 			 gpt_model_param(m, T_LAYER(gl, P_MPROJ_W)), BT, F, C, err));
 	OP(o->gelu_bwd(be, m->d_f, a->fch, m->d_f, BT * F, err));
+	if (seqpar(m)) /* fc's input again, for its weight gradient */
+		OP(sp_gather(m, m->gath, a->ln2, err));
 	OP(o->linear_bwd(be, m->d_c2, gpt_model_grad(m, T_LAYER(gl, P_FC_W)),
-			 gpt_model_grad(m, T_LAYER(gl, P_FC_B)), m->d_f, a->ln2,
+			 gpt_model_grad(m, T_LAYER(gl, P_FC_B)), m->d_f, seqpar(m) ? m->gath : a->ln2,
 			 gpt_model_param(m, T_LAYER(gl, P_FC_W)), BT, C, F, err));
-	OP(tp_sum(m, m->d_c2, BT * C, err));
+	OP(col_in_grad(m, m->d_c2, &dln, err));
 	/* the residual passes d_res through; ln_2's gradient adds to it */
-	OP(o->layernorm_bwd(be, m->d_res, gpt_model_grad(m, T_LAYER(gl, P_LN2_W)),
-			    gpt_model_grad(m, T_LAYER(gl, P_LN2_B)), m->d_c2, a->res_mid,
-			    gpt_model_param(m, T_LAYER(gl, P_LN2_W)), a->ln2_mean, a->ln2_rstd, BT, C, err));
+	OP(ln_bwd(m, m->d_res, T_LAYER(gl, P_LN2_W), T_LAYER(gl, P_LN2_B), dln, a->res_mid, a->ln2_mean,
+		  a->ln2_rstd, err));
 	/* attention half: res_mid = in + drop(proj(attention(qkv(ln_1(in))))) */
-	dproj = m->d_res;
-	dr = dropout_at(m, m->opts.hidden_dropout, gl, GPT_RNG_SITE_ATTN_RESID, 0);
-	if (dr.p > 0) {
-		OP(o->dropout_bwd(be, m->d_c, m->d_res, B, T, C, &dr, err));
-		dproj = m->d_c;
-	}
+	OP(row_out_grad(m, gl, GPT_RNG_SITE_ATTN_RESID, &dproj, err));
 	OP(o->linear_bwd(be, m->d_c2, gpt_model_grad(m, T_LAYER(gl, P_PROJ_W)),
 			 gpt_model_grad(m, T_LAYER(gl, P_PROJ_B)), dproj, a->atty,
 			 gpt_model_param(m, T_LAYER(gl, P_PROJ_W)), BT, Cl, C, err));
 	gpt_dropout dp = dropout_at(m, m->opts.attn_dropout, gl, GPT_RNG_SITE_ATTN_PROBS,
 				    m->layout.tp_rank * NH);
 	OP(o->attention_bwd(be, m->d_qkv, m->d_c2, a->qkv, a->att_saved, B, T, NH, HS, &dp, err));
+	if (seqpar(m))
+		OP(sp_gather(m, m->gath, a->ln1, err));
 	OP(o->linear_bwd(be, m->d_c, gpt_model_grad(m, T_LAYER(gl, P_QKV_W)),
-			 gpt_model_grad(m, T_LAYER(gl, P_QKV_B)), m->d_qkv, a->ln1,
+			 gpt_model_grad(m, T_LAYER(gl, P_QKV_B)), m->d_qkv, seqpar(m) ? m->gath : a->ln1,
 			 gpt_model_param(m, T_LAYER(gl, P_QKV_W)), BT, C, 3 * Cl, err));
-	OP(tp_sum(m, m->d_c, BT * C, err));
-	OP(o->layernorm_bwd(be, m->d_res, gpt_model_grad(m, T_LAYER(gl, P_LN1_W)),
-			    gpt_model_grad(m, T_LAYER(gl, P_LN1_B)), m->d_c, res_in(m, l),
-			    gpt_model_param(m, T_LAYER(gl, P_LN1_W)), a->ln1_mean, a->ln1_rstd, BT, C, err));
+	OP(col_in_grad(m, m->d_c, &dln, err));
+	OP(ln_bwd(m, m->d_res, T_LAYER(gl, P_LN1_W), T_LAYER(gl, P_LN1_B), dln, res_in(m, l), a->ln1_mean,
+		  a->ln1_rstd, err));
 	return 0;
 }
 
@@ -1024,13 +1149,15 @@ int gpt_model_backward_chunk(gpt_model *m, int64_t chunk, float dloss, gpt_err *
 		/* logits -> their gradient, in place (llm.c) */
 		OP(o->xent_bwd(be, m->logits, m->logits, m->targets, m->xent_max, m->xent_sumexp, dloss,
 			       BT, Vl, Vl, v0, V, err));
-		OP(o->linear_bwd(be, m->d_c, gpt_model_grad(m, T_WTE), NULL, m->logits, m->lnf,
-				 gpt_model_param(m, T_WTE), BT, C, Vl, err));
-		OP(tp_sum(m, m->d_c, BT * C, err));
-		OP(o->zero(be, m->d_res, (size_t)(BT * C) * es, err));
-		OP(o->layernorm_bwd(be, m->d_res, gpt_model_grad(m, T_LNF_W(m)),
-				    gpt_model_grad(m, T_LNF_B(m)), m->d_c, gpt_model_chunk_output(m, chunk),
-				    gpt_model_param(m, T_LNF_W(m)), m->lnf_mean, m->lnf_rstd, BT, C, err));
+		if (seqpar(m))
+			OP(sp_gather(m, m->gath, m->lnf, err));
+		OP(o->linear_bwd(be, m->d_c, gpt_model_grad(m, T_WTE), NULL, m->logits,
+				 seqpar(m) ? m->gath : m->lnf, gpt_model_param(m, T_WTE), BT, C, Vl, err));
+		void *dln;
+		OP(col_in_grad(m, m->d_c, &dln, err));
+		OP(o->zero(be, m->d_res, (size_t)(m->n_rows * C) * es, err));
+		OP(ln_bwd(m, m->d_res, T_LNF_W(m), T_LNF_B(m), dln, gpt_model_chunk_output(m, chunk),
+			  m->lnf_mean, m->lnf_rstd, err));
 		OP(hook(m, 0, lastu, 1, err));
 		if (!first)
 			OP(hook(m, 0, 0, 1, err));
@@ -1047,7 +1174,12 @@ int gpt_model_backward_chunk(gpt_model *m, int64_t chunk, float dloss, gpt_err *
 	const void *demb = m->d_res;
 	gpt_dropout de = dropout_at(m, m->opts.hidden_dropout, 0, GPT_RNG_SITE_EMBED, 0);
 	if (de.p > 0) {
-		OP(o->dropout_bwd(be, m->d_c, m->d_res, B, T, C, &de, err));
+		void *to = seqpar(m) ? m->d_s : m->d_c;
+		OP(drop_rows(m, 1, to, m->d_res, de, err));
+		demb = to;
+	}
+	if (seqpar(m)) {
+		OP(sp_gather(m, m->d_c, demb, err));
 		demb = m->d_c;
 	}
 	/* wpe is replicated over tp: every rank adds the same gradient */

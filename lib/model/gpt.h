@@ -77,6 +77,9 @@ typedef struct gpt_model_opts {
 				     provide each unit's gradient window and take it back */
 	int64_t slots;            /* micro-batches whose activations are kept at once (a
 				     pipeline's in-flight micro-batches); <= 1: one */
+	int sequence_parallel;    /* 1 with tp > 1: the LayerNorm, dropout and residual
+				     regions keep 1/tp of the B*T token rows (Megatron-LM's
+				     sequence parallelism over the flattened tokens) */
 } gpt_model_opts;
 
 /* Units: the pieces of the flat buffers a pass uses one after another:
@@ -159,6 +162,10 @@ struct gpt_model {
 	void *logits;             /* (B, T, Vp), turned into its gradient in place */
 	float *xent_max, *xent_sumexp, *xent_tlogit, *losses; /* (B*T) */
 	float *xent_gmax;         /* (B*T), tp > 1: the maximum over the pieces */
+	int64_t n_rows;           /* token rows of the residual streams: B*T, or B*T/tp
+				     under sequence parallelism (rows [tp_rank x n_rows, +n_rows)) */
+	void *gath, *tmp_s, *d_s, *ln_tmp; /* sequence parallel work buffers: (B*T, C), two
+				     (n_rows, C) and a LayerNorm's weight and bias gradients */
 	void *tmp_c, *d_c, *d_c2, *d_res, *d_f, *d_qkv; /* work buffers, shared by the slots */
 	int32_t *tokens, *targets; /* (B*T), backend memory */
 	float *host_losses;        /* (B*T), host */
@@ -239,6 +246,9 @@ int gpt_model_chunk_is_last(const gpt_model *m, int64_t chunk);
 void *gpt_model_chunk_input(const gpt_model *m, int64_t chunk);
 void *gpt_model_chunk_output(const gpt_model *m, int64_t chunk);
 void *gpt_model_dgrad(const gpt_model *m);
+/* Elements of a chunk's input or output, and of the gradient, that go from
+ * stage to stage: n_rows x hidden. */
+int64_t gpt_model_stream_numel(const gpt_model *m);
 int gpt_model_forward_chunk(gpt_model *m, int64_t chunk, const int32_t *tokens,
 			    const int32_t *targets, int training, uint32_t step, int64_t sample0,
 			    double *loss_sum, int64_t *n_tokens, gpt_err *err);

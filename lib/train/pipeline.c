@@ -152,7 +152,7 @@ static int run_ops(trainer *tr, const gpt_pipe_op *ops, int64_t n, const int32_t
 {
 	gpt_model *m = &tr->model;
 	gpt_backend *be = m->be;
-	int64_t BTC = tr->MB * tr->T * m->shape.hidden, V = tr->pp * tr->chunks;
+	int64_t BTC = gpt_model_stream_numel(m), V = tr->pp * tr->chunks;
 	size_t bytes = (size_t)BTC * gpt_dtype_size(be->dtype);
 	int64_t *slot_of = gpt_calloc((size_t)tr->accum, sizeof *slot_of, "pipeline slots", err);
 	int *done = gpt_calloc((size_t)tr->accum, sizeof *done, "pipeline slots", err);

@@ -87,7 +87,8 @@ static void cpu_activations(const gpt_config *cfg, const gpt_model_shape *shape,
 	if (gpt_layout_make(&lo, shape, tp, 0, pp, s, vpp, &e))
 		return; /* the resolved config divides the layers: not reached */
 	gpt_model_opts o = {.batch = cfg->global.micro_batch_size,
-			    .seq_len = cfg->data.train.dataset.max_seq_len, .slots = 1};
+			    .seq_len = cfg->data.train.dataset.max_seq_len, .slots = 1,
+			    .sequence_parallel = cfg->model.sequence_parallel};
 	if (pp > 1) {
 		gpt_pipe_op *ops;
 		int64_t n;

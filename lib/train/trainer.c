@@ -24,9 +24,6 @@ static int check_supported(const gpt_config *cfg, gpt_err *err)
 	if (cfg->model.no_recompute_layers.n > 0)
 		return gpt_err_set(err, GPT_EUSAGE,
 				   "Model.no_recompute_layers: recompute applies to every layer in this build; leave the list empty");
-	if (cfg->model.sequence_parallel)
-		return gpt_err_set(err, GPT_EUSAGE,
-				   "Model.sequence_parallel: this build's tensor parallelism all-reduces whole activations (no sequence split); set it to False");
 	if (cfg->model.fused_linear)
 		return gpt_err_set(err, GPT_EUSAGE,
 				   "Model.fused_linear: a CUDA GEMM epilogue; the CPU backend has none; set it to False");
@@ -53,6 +50,7 @@ static int setup_model(trainer *tr, gpt_err *err)
 		return rc;
 	gpt_model_opts mo = {
 		.slots = tr->slots,
+		.sequence_parallel = cfg->model.sequence_parallel,
 		.batch = tr->MB,
 		.seq_len = tr->T,
 		.hidden_dropout = (float)cfg->model.hidden_dropout_prob,
@@ -73,7 +71,7 @@ static int setup_model(trainer *tr, gpt_err *err)
 	if (!rc && tr->tp > 1)
 		tr->model.tp_group = tr->groups.g[GPT_MESH_TP];
 	if (!rc && tr->pp > 1) {
-		size_t bytes = (size_t)(tr->MB * tr->T * s.hidden) * gpt_dtype_size(tr->dtype);
+		size_t bytes = (size_t)gpt_model_stream_numel(&tr->model) * gpt_dtype_size(tr->dtype);
 		tr->pp_grad_in = tr->be.ops->alloc(&tr->be, bytes, "pipeline receive buffer", err);
 		rc = tr->pp_grad_in ? 0 : err->code;
 	}

@@ -61,6 +61,12 @@ layout dp2-mp2-sharding2-stage2-offload 8 --tensor_parallel_degree 2 --sharding_
 	-o Distributed.dp_degree=2
 layout pp2-virtual2-sharding2-stage2 4 --pipeline_parallel_degree 2 -o Distributed.virtual_pp_degree=2 \
 	--sharding_parallel_degree 2 --sharding stage2
+layout mp2-sequence-parallel 2 --tensor_parallel_degree 2 -o Model.sequence_parallel=True
+layout mp4-sequence-parallel 4 --tensor_parallel_degree 4 -o Model.sequence_parallel=True
+layout mp2-pp2-sequence-parallel-recompute 4 --tensor_parallel_degree 2 --pipeline_parallel_degree 2 \
+	-o Model.sequence_parallel=True -o Model.use_recompute=True
+layout mp2-sharding2-stage3-sequence-parallel 4 --tensor_parallel_degree 2 -o Model.sequence_parallel=True \
+	--sharding_parallel_degree 2 --sharding stage3
 layout pp4-core-attn-recompute 4 --pipeline_parallel_degree 4 -o Model.use_recompute=True \
 	-o Model.recompute_granularity=core_attn
 
@@ -73,19 +79,22 @@ test_expect_success 'the loss is printed by every stage, as the last stage compu
 # --dry-run's figure for each pipeline stage against what the rank of that
 # stage allocated (its "memory:" line), within 10%
 test_expect_success '--dry-run accounts for tp and for each stage of a pipeline (within 10%)' '
-	for sched in 1F1B FThenB; do
+	for v in 1F1B FThenB sp; do
+		case $v in
+		sp) extra="-o Model.sequence_parallel=True" ;;
+		*) extra="-o Distributed.pipeline_schedule=$v" ;;
+		esac &&
 		gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" $args --world-size 4 \
-			--tensor_parallel_degree 2 --pipeline_parallel_degree 2 \
-			-o Distributed.pipeline_schedule=$sched --dry-run >plan-$sched &&
-		gpt-launch --nproc-per-node 4 --log-dir log-mem-$sched -- \
+			--tensor_parallel_degree 2 --pipeline_parallel_degree 2 $extra --dry-run >plan-$v &&
+		gpt-launch --nproc-per-node 4 --log-dir log-mem-$v -- \
 			gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" $args \
-			--tensor_parallel_degree 2 --pipeline_parallel_degree 2 \
-			-o Distributed.pipeline_schedule=$sched -o Engine.max_steps=1 >mem.log 2>&1 &&
+			--tensor_parallel_degree 2 --pipeline_parallel_degree 2 $extra \
+			-o Engine.max_steps=1 >mem.log 2>&1 &&
 		for st in 0 1; do
 			rank=$((st * 2)) &&
-			planned=$(awk -v s=$st "/^per stage:/ { on = 1; next } on && \$1 == s { print \$7 }" plan-$sched) &&
-			used=$(sed -n "s/.*memory: .*total .* (\([0-9]*\) bytes)/\1/p" log-mem-$sched/workerlog.$rank) &&
-			echo "$sched stage $st: planned $planned MiB, allocated $used bytes" &&
+			planned=$(awk -v s=$st "/^per stage:/ { on = 1; next } on && \$1 == s { print \$7 }" plan-$v) &&
+			used=$(sed -n "s/.*memory: .*total .* (\([0-9]*\) bytes)/\1/p" log-mem-$v/workerlog.$rank) &&
+			echo "$v stage $st: planned $planned MiB, allocated $used bytes" &&
 			awk -v p="$planned" -v u="$used" "BEGIN { u /= 1048576; d = (p - u) / u; if (d < 0) d = -d; exit !(d <= 0.10) }" || return 1
 		done
 	done
