@@ -207,6 +207,41 @@ int gpt_ckpt_consolidate(const gpt_ckpt *ck, const char *out_file, gpt_dtype dty
 			 int weights_only, int64_t *bytes, gpt_err *err);
 
 
+/* ---- resharding and Hugging Face import (gpt-ckpt-merge) ---------------- */
+
+/* A parallel layout as gpt-ckpt-merge --to-layout names it. */
+typedef struct gpt_ckpt_layout {
+	int64_t tp, pp, dp, sharding, stage;
+} gpt_ckpt_layout;
+
+/* "mp=2,pp=4,dp=1,sharding=2,stage=2" (tp= is mp=); an item left out is 1,
+ * stage 1 when sharding > 1 else 0. GPT_EUSAGE naming the bad item. */
+int gpt_ckpt_layout_parse(const char *spec, gpt_ckpt_layout *out, gpt_err *err);
+/* The model shape from a checkpoint's config.yaml. */
+int gpt_ckpt_model_shape(const gpt_ckpt *ck, gpt_model_shape *s, gpt_err *err);
+/* GPT_EUSAGE when out_dir already holds checkpoints (a `latest` file). */
+int gpt_ckpt_out_free(const char *out_dir, gpt_err *err);
+/* Writes out_dir/step_NNNNNNNN/ (and out_dir/latest) holding ck's tensors
+ * cut as the ranks of layout lo would have saved them (one part per rank,
+ * the same owner rule and flat ranges as the trainer; pipeline stages take
+ * contiguous runs of layers), in the stored dtypes; state.json gets the new
+ * layout and keeps the old one as "resharded_from"; config.yaml is copied.
+ * One piece is in memory at a time. progress (may be NULL) gets a progress
+ * line per rank written. */
+int gpt_ckpt_reshard(const gpt_ckpt *ck, const gpt_ckpt_layout *lo, const char *out_dir,
+		     FILE *progress, char *path, size_t path_size, int64_t *bytes, gpt_err *err);
+/* Converts a Hugging Face GPT-2 directory (config.json, model.safetensors
+ * with or without the "transformer." prefix, fp32/fp16/bf16) into a gptkit
+ * checkpoint out_dir/step_00000000/ of the weights in fp32 (no optimizer
+ * state: training from it starts the moments at zero): Conv1D weights [in,
+ * out] transposed to [out, in], c_attn [C, 3C] to qkv [3, C, C], the
+ * vocabulary padded with zero rows to a multiple of 128, the attention
+ * mask buffers dropped, a tied lm_head.weight checked equal to wte. A
+ * config.json gptkit cannot reproduce (another activation or LayerNorm
+ * epsilon, untied head) is GPT_EDATA naming the key. */
+int gpt_ckpt_from_hf(const char *hf_dir, const char *out_dir, FILE *progress, char *path,
+		     size_t path_size, int64_t *bytes, gpt_err *err);
+
 /* ---- inference exports (gpt-export) ------------------------------------- */
 
 /* Like gpt_st_open on `size` bytes at map, a region from mmap (anonymous or
