@@ -1,4 +1,4 @@
-/* gpt-ckpt-merge: inspect, verify and consolidate checkpoints. */
+/* gpt-ckpt-merge: inspect, verify, consolidate, reshard and convert checkpoints. */
 #include "ckpt/ckpt.h"
 #include "core/core.h"
 
@@ -13,6 +13,8 @@ enum {
 	OPT_WEIGHTS_ONLY,
 	OPT_DTYPE,
 	OPT_TO_HF,
+	OPT_FROM_HF,
+	OPT_TO_LAYOUT,
 	OPT_HELP = 'h',
 	OPT_VERSION = 'V',
 };
@@ -23,8 +25,12 @@ static const gpt_opt options[] = {
 	 "check every file's size and checksum and that the pieces tile every tensor"},
 	{"consolidate", 0, NULL, OPT_CONSOLIDATE, "write everything into one safetensors file OUT"},
 	{"weights-only", 0, NULL, OPT_WEIGHTS_ONLY, "with --consolidate: leave the optimizer state out"},
-	{"dtype", 0, "DTYPE", OPT_DTYPE, "with --consolidate: weights as fp32 (default), bf16 or fp16"},
+	{"dtype", 0, "DTYPE", OPT_DTYPE, "with --consolidate and --to-hf: weights as fp32 (default), bf16 or fp16"},
 	{"to-hf", 0, NULL, OPT_TO_HF, "write a Hugging Face GPT-2 directory OUT (as gpt-export --format hf)"},
+	{"from-hf", 0, NULL, OPT_FROM_HF,
+	 "convert the Hugging Face GPT-2 directory IN into a checkpoint in the output directory OUT"},
+	{"to-layout", 0, "SPEC", OPT_TO_LAYOUT,
+	 "write a copy into the output directory OUT cut for the layout SPEC, e.g. mp=2,pp=4,dp=1,sharding=2,stage=2"},
 	{"help", 'h', NULL, OPT_HELP, "show this help and exit"},
 	{"version", 'V', NULL, OPT_VERSION, "show the version and exit"},
 	{NULL, 0, NULL, 0, NULL},
@@ -34,9 +40,12 @@ static void usage(FILE *fp)
 {
 	fprintf(fp, "usage: gpt-ckpt-merge --info|--verify IN\n"
 		    "       gpt-ckpt-merge --consolidate [--weights-only] [--dtype fp32|bf16|fp16] IN OUT\n"
-		    "       gpt-ckpt-merge --to-hf IN OUT\n\n"
+		    "       gpt-ckpt-merge --to-hf [--dtype fp32|bf16|fp16] IN OUT\n"
+		    "       gpt-ckpt-merge --to-layout SPEC IN OUT\n"
+		    "       gpt-ckpt-merge --from-hf HF_DIR OUT\n\n"
 		    "IN is a checkpoint (a step directory, or an output directory with `latest`); every\n"
-		    "file's size and checksum are verified whenever it is opened.\n\nOptions:\n");
+		    "file's size and checksum are verified whenever it is opened. --to-layout and\n"
+		    "--from-hf write OUT/step_NNNNNNNN/ and OUT/latest, as a training run would.\n\nOptions:\n");
 	gpt_opts_help(options, fp);
 }
 
@@ -47,6 +56,7 @@ int main(int argc, char **argv)
 	gpt_opts o;
 	int id, verb = 0, weights_only = 0;
 	gpt_dtype dtype = GPT_DTYPE_F32;
+	gpt_ckpt_layout layout;
 	gpt_opts_init(&o, options, argc, argv);
 	while ((id = gpt_opts_next(&o, &err)) > 0) {
 		switch (id) {
@@ -56,11 +66,19 @@ int main(int argc, char **argv)
 							     dtype != GPT_DTYPE_F16))
 				id = gpt_err_set(&err, GPT_EUSAGE, "--dtype %s: expected fp32, bf16 or fp16", o.arg) ? -1 : -1;
 			break;
+		case OPT_TO_LAYOUT:
+			if (gpt_ckpt_layout_parse(o.arg, &layout, &err))
+				id = -1;
+			else if (verb && verb != id)
+				id = gpt_err_set(&err, GPT_EUSAGE, "give one of --info, --verify, --consolidate, --to-hf, --from-hf, --to-layout") ? -1 : -1;
+			else
+				verb = id;
+			break;
 		case OPT_HELP: usage(stdout); return 0;
 		case OPT_VERSION: gpt_cmd_version(prog, stdout); return 0;
 		default:
 			if (verb && verb != id)
-				id = gpt_err_set(&err, GPT_EUSAGE, "give one of --info, --verify, --consolidate, --to-hf") ? -1 : -1;
+				id = gpt_err_set(&err, GPT_EUSAGE, "give one of --info, --verify, --consolidate, --to-hf, --from-hf, --to-layout") ? -1 : -1;
 			else
 				verb = id;
 		}
@@ -69,7 +87,7 @@ int main(int argc, char **argv)
 	}
 	int want = verb == OPT_INFO || verb == OPT_VERIFY ? 1 : 2;
 	if (id == 0 && !verb)
-		id = gpt_err_set(&err, GPT_EUSAGE, "give one of --info, --verify, --consolidate, --to-hf; see --help") ? -1 : -1;
+		id = gpt_err_set(&err, GPT_EUSAGE, "give one of --info, --verify, --consolidate, --to-hf, --from-hf, --to-layout; see --help") ? -1 : -1;
 	else if (id == 0 && argc - o.index != want)
 		id = gpt_err_set(&err, GPT_EUSAGE, "expected %s, found %d operands; see --help",
 				 want == 1 ? "IN" : "IN and OUT", argc - o.index) ? -1 : -1;
@@ -82,6 +100,14 @@ int main(int argc, char **argv)
 		if (gpt_export(in, &eo, path, sizeof path, &err))
 			return gpt_cmd_fail(prog, &err);
 		fprintf(stderr, "%s: wrote %s\n", prog, path);
+		return 0;
+	}
+	char path[PATH_MAX];
+	int64_t bytes = 0;
+	if (verb == OPT_FROM_HF) {
+		if (gpt_ckpt_from_hf(in, out, stderr, path, sizeof path, &bytes, &err))
+			return gpt_cmd_fail(prog, &err);
+		fprintf(stderr, "%s: wrote %s (%lld bytes)\n", prog, path, (long long)bytes);
 		return 0;
 	}
 	gpt_ckpt *ck;
@@ -97,8 +123,11 @@ int main(int argc, char **argv)
 	} else if (verb == OPT_VERIFY) {
 		printf("%s: ok (step %lld, %d tensors)\n", gpt_ckpt_path(ck), (long long)gpt_ckpt_step(ck),
 		       gpt_ckpt_tensor_count(ck));
+	} else if (verb == OPT_TO_LAYOUT) {
+		rc = gpt_ckpt_reshard(ck, &layout, out, stderr, path, sizeof path, &bytes, &err);
+		if (!rc)
+			fprintf(stderr, "%s: wrote %s (%lld bytes)\n", prog, path, (long long)bytes);
 	} else {
-		int64_t bytes = 0;
 		rc = gpt_ckpt_consolidate(ck, out, dtype, weights_only, &bytes, &err);
 		if (!rc)
 			fprintf(stderr, "%s: wrote %s (%lld bytes)\n", prog, out, (long long)bytes);

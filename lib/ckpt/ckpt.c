@@ -1,5 +1,5 @@
-/* Checkpoint directories: write under a temporary name, verify on open. */
-#include "ckpt/ckpt.h"
+/* Checkpoint directories: open, verify, read boxes (save.c writes them). */
+#include "ckpt/ckpt-impl.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -9,8 +9,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define CKPT_FORMAT "gptkit-checkpoint"
-#define CKPT_VERSION 1
 
 typedef struct ckpt_piece {
 	int file;     /* index into files */
@@ -39,12 +37,10 @@ struct gpt_ckpt {
 	int n_tensors;
 };
 
-/* ---- save ---- */
-
 /* Checks that the pieces of each tensor lie inside it, do not overlap and
  * add up to all of it: together that is an exact tiling. */
-static int check_tiling(const char *where, const char *name, int ndim, const int64_t *shape,
-			const gpt_box *boxes, int n, gpt_err *err)
+int gpt_ckpt_check_tiling(const char *where, const char *name, int ndim, const int64_t *shape,
+			  const gpt_box *boxes, int n, gpt_err *err)
 {
 	gpt_box full = gpt_box_full(ndim, shape), ov;
 	int64_t sum = 0;
@@ -64,187 +60,6 @@ static int check_tiling(const char *where, const char *name, int ndim, const int
 				   "%s: tensor '%s': the pieces cover %lld of %lld elements", where, name,
 				   (long long)sum, (long long)gpt_box_numel(&full));
 	return 0;
-}
-
-static json_t *int_array(int n, const int64_t *v)
-{
-	json_t *a = json_array();
-	for (int i = 0; i < n; i++)
-		json_array_append_new(a, json_integer(v[i]));
-	return a;
-}
-
-static int add_file_entry(json_t *files, const char *dir, const char *name, gpt_err *err)
-{
-	char path[4096];
-	snprintf(path, sizeof path, "%s/%s", dir, name);
-	struct stat st;
-	if (stat(path, &st) != 0)
-		return gpt_err_errno(err, GPT_EIO, errno, "%s", path);
-	uint64_t h;
-	int rc = gpt_xxh3_file(path, &h, err);
-	if (rc)
-		return rc;
-	char hex[17];
-	gpt_xxh3_hex(h, hex);
-	json_object_set_new(files, name, json_pack("{s:I, s:s}", "size", (json_int_t)st.st_size,
-						   "xxh3", hex));
-	return 0;
-}
-
-/* Removes a directory we created and the plain files in it. */
-static void remove_tree(const char *dir)
-{
-	DIR *d = opendir(dir);
-	if (d) {
-		struct dirent *e;
-		char p[4096];
-		while ((e = readdir(d))) {
-			if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-				continue;
-			snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-			unlink(p);
-		}
-		closedir(d);
-	}
-	rmdir(dir);
-}
-
-static int write_pieces(const char *tmp, const gpt_ckpt_piece *pieces, int n, json_t *tensors,
-			gpt_err *err)
-{
-	const char *file = "rank-00000.safetensors";
-	gpt_st_entry *e = gpt_calloc((size_t)(n ? n : 1), sizeof *e, "entries", err);
-	char (*keys)[256] = gpt_calloc((size_t)(n ? n : 1), 256, "keys", err);
-	int rc = e && keys ? 0 : GPT_EINTERNAL;
-	for (int i = 0; i < n && !rc; i++) {
-		const gpt_ckpt_piece *p = &pieces[i];
-		json_t *t = json_object_get(tensors, p->tensor);
-		if (!t) {
-			t = json_pack("{s:s, s:o, s:[]}", "dtype", gpt_st_dtype_name(p->dtype), "shape",
-				      int_array(p->ndim, p->shape), "pieces");
-			json_object_set_new(tensors, p->tensor, t);
-		}
-		size_t k = json_array_size(json_object_get(t, "pieces"));
-		if (k == 0)
-			snprintf(keys[i], 256, "%s", p->tensor);
-		else
-			snprintf(keys[i], 256, "%s#%zu", p->tensor, k);
-		json_array_append_new(json_object_get(t, "pieces"),
-				      json_pack("{s:s, s:s, s:o, s:o}", "file", file, "key", keys[i],
-						"offset", int_array(p->box.ndim, p->box.off), "shape",
-						int_array(p->box.ndim, p->box.len)));
-		e[i] = (gpt_st_entry){.name = keys[i], .dtype = p->dtype, .ndim = p->box.ndim,
-				      .data = p->data};
-		memcpy(e[i].shape, p->box.len, sizeof e[i].shape);
-	}
-	char path[4096];
-	snprintf(path, sizeof path, "%s/%s", tmp, file);
-	if (!rc)
-		rc = gpt_st_write(path, e, n, NULL, 0, NULL, NULL, err);
-	free(e);
-	free(keys);
-	return rc;
-}
-
-static int check_pieces(const gpt_ckpt_piece *pieces, int n, gpt_err *err)
-{
-	/* Group by tensor name; n is small (hundreds), so quadratic is fine. */
-	gpt_box *boxes = gpt_calloc((size_t)(n ? n : 1), sizeof *boxes, "boxes", err);
-	char *seen = gpt_calloc((size_t)(n ? n : 1), 1, "seen", err);
-	int rc = boxes && seen ? 0 : GPT_EINTERNAL;
-	for (int i = 0; i < n && !rc; i++) {
-		if (seen[i])
-			continue;
-		int m = 0;
-		for (int j = i; j < n; j++) {
-			if (strcmp(pieces[j].tensor, pieces[i].tensor) != 0)
-				continue;
-			if (pieces[j].ndim != pieces[i].ndim || pieces[j].dtype != pieces[i].dtype ||
-			    memcmp(pieces[j].shape, pieces[i].shape, sizeof pieces[i].shape) != 0 ||
-			    pieces[j].box.ndim != pieces[i].ndim)
-				rc = gpt_err_set(err, GPT_EINTERNAL,
-						 "checkpoint: pieces of '%s' disagree on dtype or shape",
-						 pieces[i].tensor);
-			seen[j] = 1;
-			boxes[m++] = pieces[j].box;
-		}
-		if (!rc)
-			rc = check_tiling("checkpoint", pieces[i].tensor, pieces[i].ndim,
-					  pieces[i].shape, boxes, m, err);
-	}
-	free(boxes);
-	free(seen);
-	return rc;
-}
-
-int gpt_ckpt_save(const char *output_dir, int64_t step, const gpt_ckpt_piece *pieces, int n,
-		  const char *state_json, const char *config_yaml, char *path, size_t path_size,
-		  int64_t *bytes, gpt_err *err)
-{
-	int rc = check_pieces(pieces, n, err);
-	if (rc)
-		return rc;
-	char final[4096], tmp[4096], p[4096];
-	snprintf(final, sizeof final, "%s/step_%08lld", output_dir, (long long)step);
-	snprintf(tmp, sizeof tmp, "%s/.step_%08lld.tmp.%ld", output_dir, (long long)step, (long)getpid());
-	snprintf(p, sizeof p, "%s/index.json", final);
-	if (gpt_path_exists(p))
-		return gpt_err_set(err, GPT_EIO, "%s: a complete checkpoint already exists; not overwriting it",
-				   final);
-	if ((rc = gpt_mkdir_p(output_dir, err)))
-		return rc;
-	remove_tree(tmp); /* a leftover of an earlier run of this very process id */
-	if (mkdir(tmp, 0777) != 0)
-		return gpt_err_errno(err, GPT_EIO, errno, "%s: create directory", tmp);
-
-	json_t *index = json_pack("{s:s, s:i, s:I, s:{}, s:{}}", "format", CKPT_FORMAT, "version",
-				  CKPT_VERSION, "step", (json_int_t)step, "files", "tensors");
-	json_t *files = json_object_get(index, "files"), *tensors = json_object_get(index, "tensors");
-	rc = write_pieces(tmp, pieces, n, tensors, err);
-	snprintf(p, sizeof p, "%s/state.json", tmp);
-	if (!rc)
-		rc = gpt_file_write_atomic(p, state_json, strlen(state_json), err);
-	snprintf(p, sizeof p, "%s/config.yaml", tmp);
-	if (!rc)
-		rc = gpt_file_write_atomic(p, config_yaml, strlen(config_yaml), err);
-	const char *names[] = {"rank-00000.safetensors", "state.json", "config.yaml"};
-	for (int i = 0; i < 3 && !rc; i++)
-		rc = add_file_entry(files, tmp, names[i], err);
-	int64_t total = 0;
-	const char *fname;
-	json_t *fv;
-	json_object_foreach(files, fname, fv) total += json_integer_value(json_object_get(fv, "size"));
-	char *text = rc ? NULL : json_dumps(index, JSON_INDENT(1));
-	json_decref(index);
-	snprintf(p, sizeof p, "%s/index.json", tmp);
-	if (!rc && !text)
-		rc = gpt_err_set(err, GPT_EINTERNAL, "checkpoint: cannot build index.json");
-	/* index.json last: a directory without it is never taken for complete. */
-	if (!rc)
-		rc = gpt_file_write_atomic(p, text, strlen(text), err);
-	if (text)
-		total += (int64_t)strlen(text);
-	free(text);
-	if (!rc)
-		rc = gpt_fsync_dir(tmp, err);
-	if (!rc && rename(tmp, final) != 0)
-		rc = gpt_err_errno(err, GPT_EIO, errno, "%s: rename into place", final);
-	if (!rc)
-		rc = gpt_fsync_dir(output_dir, err);
-	if (rc) {
-		remove_tree(tmp);
-		return rc;
-	}
-	char latest[4096], name[64];
-	snprintf(latest, sizeof latest, "%s/latest", output_dir);
-	int nl = snprintf(name, sizeof name, "step_%08lld\n", (long long)step);
-	rc = gpt_file_write_atomic(latest, name, (size_t)nl, err);
-	if (!rc && path)
-		snprintf(path, path_size, "%s", final);
-	if (!rc && bytes)
-		*bytes = total;
-	return rc;
 }
 
 /* ---- open ---- */
@@ -384,7 +199,7 @@ static int load_tensor(gpt_ckpt *ck, const char *name, json_t *v, gpt_err *err)
 	char idx[4096];
 	snprintf(idx, sizeof idx, "%s/index.json", where);
 	if (!rc)
-		rc = check_tiling(idx, name, t->ndim, t->shape, boxes, (int)np, err);
+		rc = gpt_ckpt_check_tiling(idx, name, t->ndim, t->shape, boxes, (int)np, err);
 	free(boxes);
 	return rc;
 }
@@ -431,12 +246,12 @@ int gpt_ckpt_open(gpt_ckpt **out, const char *path, gpt_err *err)
 	json_t *files = json_object_get(index, "files"), *tensors = json_object_get(index, "tensors");
 	if (!index)
 		rc = gpt_err_set(err, GPT_EDATA, "%s:%d: bad JSON: %s", idx, je.line, je.text);
-	else if (!json_is_string(fmt) || strcmp(json_string_value(fmt), CKPT_FORMAT) != 0)
+	else if (!json_is_string(fmt) || strcmp(json_string_value(fmt), GPT_CKPT_FORMAT) != 0)
 		rc = gpt_err_set(err, GPT_EDATA, "%s: not a gptkit checkpoint index (format is not '%s')", idx,
-				 CKPT_FORMAT);
-	else if (!json_is_integer(ver) || json_integer_value(ver) != CKPT_VERSION)
+				 GPT_CKPT_FORMAT);
+	else if (!json_is_integer(ver) || json_integer_value(ver) != GPT_CKPT_VERSION)
 		rc = gpt_err_set(err, GPT_EDATA, "%s: checkpoint format version %lld; this gptkit reads version %d; use a newer gptkit",
-				 idx, (long long)json_integer_value(ver), CKPT_VERSION);
+				 idx, (long long)json_integer_value(ver), GPT_CKPT_VERSION);
 	else if (!json_is_object(files) || !json_is_object(tensors) ||
 		 !json_is_integer(json_object_get(index, "step")))
 		rc = gpt_err_set(err, GPT_EDATA, "%s: lacks step, files or tensors", idx);
@@ -493,6 +308,11 @@ static const ckpt_tensor *find_tensor(const gpt_ckpt *ck, const char *name)
 		if (strcmp(ck->tensors[i].name, name) == 0)
 			return &ck->tensors[i];
 	return NULL;
+}
+
+int gpt_ckpt_has_tensor(const gpt_ckpt *ck, const char *name)
+{
+	return find_tensor(ck, name) != NULL;
 }
 
 static void shape_str(int ndim, const int64_t *s, char *out, size_t size)

@@ -20,6 +20,7 @@
 
 #include "backend/backend.h"
 #include "core/core.h"
+#include "model/model.h"
 
 #include <stdint.h>
 
@@ -96,10 +97,74 @@ typedef struct gpt_ckpt_piece {
 /* Writes output_dir/step_NNNNNNNN/ from one writer (rank 0 of 1): the pieces
  * must tile every tensor. state_json and config_yaml are written as given.
  * On success path (size >= 4096) receives the directory name and *bytes the
- * total size. Refuses to overwrite an existing complete step directory. */
+ * total size. Refuses to overwrite an existing complete step directory.
+ * (gpt_ckpt_prepare + gpt_ckpt_write_part + gpt_ckpt_publish for one rank.) */
 int gpt_ckpt_save(const char *output_dir, int64_t step, const gpt_ckpt_piece *pieces, int n,
 		  const char *state_json, const char *config_yaml, char *path, size_t path_size,
 		  int64_t *bytes, gpt_err *err);
+
+/* Saving from many ranks, in three steps:
+ *  1. gpt_ckpt_prepare (rank 0 alone): refuses when step_NNNNNNNN/ is
+ *     already complete, removes a leftover of a failed attempt and creates
+ *     the staging directory output_dir/.step_NNNNNNNN.tmp; the ranks then
+ *     agree that it succeeded (a collective of the caller's);
+ *  2. gpt_ckpt_write_part (every rank, no communication, so it may run on a
+ *     thread): rank-NNNNN.safetensors with the rank's pieces (none: no
+ *     file) and rank-NNNNN.json naming them with the file's size and xxh3,
+ *     both fsynced; the ranks then agree again;
+ *  3. gpt_ckpt_publish (rank 0 alone): reads the n_ranks part files, checks
+ *     that the pieces tile every tensor exactly once, writes state.json,
+ *     config.yaml and index.json (last), fsyncs, renames the staging
+ *     directory to step_NNNNNNNN/, fsyncs output_dir, replaces `latest`
+ *     atomically, and when keep_last > 0 removes the oldest complete step
+ *     directories beyond keep_last (never the new one). On failure nothing
+ *     appears under the final name.
+ * stage_dir (size >= 4096) receives the staging directory's name. */
+void gpt_ckpt_stage_dir(const char *output_dir, int64_t step, char *stage_dir, size_t size);
+int gpt_ckpt_prepare(const char *output_dir, int64_t step, gpt_err *err);
+/* fill, when not NULL, provides the bytes of pieces whose data is NULL
+ * (fill(ctx, i, buf, err) writes piece i's), one piece in memory at once. */
+int gpt_ckpt_write_part(const char *stage_dir, int rank, const gpt_ckpt_piece *pieces, int n,
+			gpt_st_fill_fn fill, void *ctx, gpt_err *err);
+int gpt_ckpt_publish(const char *output_dir, int64_t step, int n_ranks, const char *state_json,
+		     const char *config_yaml, int64_t keep_last, char *path, size_t path_size,
+		     int64_t *bytes, gpt_err *err);
+/* Removes the staging directory of a failed save (rank 0). */
+void gpt_ckpt_discard(const char *output_dir, int64_t step);
+
+/* ---- who writes what ---------------------------------------------------- */
+
+/* A rank's place, as far as saving is concerned. */
+typedef struct gpt_ckpt_rank {
+	int64_t tp_rank, pp_rank, dp_rank; /* dp_rank: among replicas holding the same shards */
+	int64_t begin, end;                /* the flat range its optimizer owns */
+	int writers_only;                  /* 1: only what gpt_ckpt_writes gives this rank
+					      (saving); 0: everything held (loading) */
+} gpt_ckpt_rank;
+
+/* 1 when a rank at r is the one copy that writes table entry p: data
+ * replica 0, tensor parallel rank 0 for what tp does not split, the first
+ * pipeline stage for the embedding (the last stage holds wte too, tied). */
+int gpt_ckpt_writes(const gpt_param_info *p, const gpt_ckpt_rank *r);
+
+/* One contiguous run of a rank's flat buffers: part of table entry
+ * `tensor`, the global box `box`, starting at element `flat`. */
+typedef struct gpt_ckpt_slice {
+	int64_t tensor;
+	gpt_box box;
+	int64_t flat;
+} gpt_ckpt_slice;
+
+/* The slices of [r->begin, r->end) of a rank's flat buffers, where table
+ * entry i is held as box[i] at offset[i] (-1: not held); with writers_only,
+ * only the entries the rank writes. *out is malloc'd. */
+int gpt_ckpt_slices(const gpt_param_info *table, int64_t n_table, const int64_t *offset,
+		    const gpt_box *box, const gpt_ckpt_rank *r, gpt_ckpt_slice **out, int64_t *n,
+		    gpt_err *err);
+/* Elements [first, first + count) of box b in row-major order as at most
+ * 2 x ndim - 1 boxes (global coordinates), each contiguous in that order,
+ * in order; returns how many (0 for an empty or out-of-range request). */
+int gpt_box_range_split(const gpt_box *b, int64_t first, int64_t count, gpt_box *out);
 
 typedef struct gpt_ckpt gpt_ckpt;
 
@@ -113,6 +178,9 @@ const char *gpt_ckpt_path(const gpt_ckpt *ck);
 int64_t gpt_ckpt_step(const gpt_ckpt *ck);
 const char *gpt_ckpt_state_json(const gpt_ckpt *ck);
 const char *gpt_ckpt_config_yaml(const gpt_ckpt *ck);
+/* 1 when the checkpoint holds tensor `name` (a weights-only checkpoint has
+ * no optim.* tensors). */
+int gpt_ckpt_has_tensor(const gpt_ckpt *ck, const char *name);
 /* Number of tensors and their names/shapes, for listing. */
 int gpt_ckpt_tensor_count(const gpt_ckpt *ck);
 int gpt_ckpt_tensor_info(const gpt_ckpt *ck, int i, const char **name, gpt_dtype *dtype, int *ndim,
@@ -138,6 +206,42 @@ int gpt_ckpt_describe(const gpt_ckpt *ck, gpt_buf *out, gpt_err *err);
 int gpt_ckpt_consolidate(const gpt_ckpt *ck, const char *out_file, gpt_dtype dtype,
 			 int weights_only, int64_t *bytes, gpt_err *err);
 
+
+/* ---- resharding and Hugging Face import (gpt-ckpt-merge) ---------------- */
+
+/* A parallel layout as gpt-ckpt-merge --to-layout names it. */
+typedef struct gpt_ckpt_layout {
+	int64_t tp, pp, dp, sharding, stage;
+	int64_t vpp; /* virtual pipeline stages per rank */
+} gpt_ckpt_layout;
+
+/* "mp=2,pp=4,vpp=2,dp=1,sharding=2,stage=2" (tp= is mp=); an item left out is 1,
+ * stage 1 when sharding > 1 else 0. GPT_EUSAGE naming the bad item. */
+int gpt_ckpt_layout_parse(const char *spec, gpt_ckpt_layout *out, gpt_err *err);
+/* The model shape from a checkpoint's config.yaml. */
+int gpt_ckpt_model_shape(const gpt_ckpt *ck, gpt_model_shape *s, gpt_err *err);
+/* GPT_EUSAGE when out_dir already holds checkpoints (a `latest` file). */
+int gpt_ckpt_out_free(const char *out_dir, gpt_err *err);
+/* Writes out_dir/step_NNNNNNNN/ (and out_dir/latest) holding ck's tensors
+ * cut as the ranks of layout lo would have saved them (one part per rank,
+ * the same owner rule and flat ranges as the trainer; pipeline stages take
+ * contiguous runs of layers), in the stored dtypes; state.json gets the new
+ * layout and keeps the old one as "resharded_from"; config.yaml is copied.
+ * One piece is in memory at a time. progress (may be NULL) gets a progress
+ * line per rank written. */
+int gpt_ckpt_reshard(const gpt_ckpt *ck, const gpt_ckpt_layout *lo, const char *out_dir,
+		     FILE *progress, char *path, size_t path_size, int64_t *bytes, gpt_err *err);
+/* Converts a Hugging Face GPT-2 directory (config.json, model.safetensors
+ * with or without the "transformer." prefix, fp32/fp16/bf16) into a gptkit
+ * checkpoint out_dir/step_00000000/ of the weights in fp32 (no optimizer
+ * state: training from it starts the moments at zero): Conv1D weights [in,
+ * out] transposed to [out, in], c_attn [C, 3C] to qkv [3, C, C], the
+ * vocabulary padded with zero rows to a multiple of 128, the attention
+ * mask buffers dropped, a tied lm_head.weight checked equal to wte. A
+ * config.json gptkit cannot reproduce (another activation or LayerNorm
+ * epsilon, untied head) is GPT_EDATA naming the key. */
+int gpt_ckpt_from_hf(const char *hf_dir, const char *out_dir, FILE *progress, char *path,
+		     size_t path_size, int64_t *bytes, gpt_err *err);
 
 /* ---- inference exports (gpt-export) ------------------------------------- */
 

@@ -97,6 +97,8 @@ typedef struct gpt_config {
 			char *output_dir;
 			char *ckpt_dir;
 			int save_on_signal;
+			int64_t keep_last;
+			int async_save;
 		} save_load;
 	} engine;
 	struct {

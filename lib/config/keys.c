@@ -97,6 +97,10 @@ static const gpt_config_key keys[] = {
 	  "checkpoint to start from (null: output_dir/latest when it exists, else a fresh start)"),
 	B("Engine.save_load.save_on_signal", engine.save_load.save_on_signal, "True",
 	  "on SIGTERM or SIGUSR1 finish the step, save a checkpoint and exit 0 (a second SIGTERM stops at once)"),
+	I("Engine.save_load.keep_last", engine.save_load.keep_last, "0", 0, BIG,
+	  "complete checkpoints kept in output_dir (0: all); older ones are removed only after a newer one is complete"),
+	B("Engine.save_load.async_save", engine.save_load.async_save, "False",
+	  "copy the state to host memory and write the checkpoint on a thread while training goes on"),
 
 	C("Model.module", GPT_CT_STR, model.module, "GPTModule",
 	  "FleetX task module (gptkit picks the task by program: gpt-train, gpt-infer)"),

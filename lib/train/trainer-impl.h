@@ -69,6 +69,7 @@ typedef struct trainer {
 	void *gshard, *pshard;
 	void *gw[3], *pw[3];
 	int pw_valid[3];           /* embedding/final parameter windows are current */
+	struct tr_async *async;    /* a checkpoint being written in the background, or NULL */
 } trainer;
 
 /* prefetch.c */
@@ -96,5 +97,12 @@ int gpt_tr_sum_over_stages(trainer *tr, double *sum, int64_t *n, gpt_err *err);
 /* trainer_ckpt.c */
 int gpt_tr_save_checkpoint(trainer *tr, gpt_err *err);
 int gpt_tr_load_checkpoint(trainer *tr, const char *path, gpt_err *err);
+/* Once per step end, on every rank: publishes a background save that every
+ * rank has finished writing (one all-reduce while a save is in flight). */
+int gpt_tr_ckpt_poll(trainer *tr, gpt_err *err);
+/* Waits for a background save and publishes it when rc is 0 (the end of
+ * training); with rc set only joins and drops it. Returns rc, or the save's
+ * failure. */
+int gpt_tr_ckpt_finish(trainer *tr, int rc, gpt_err *err);
 
 #endif

@@ -391,6 +391,8 @@ static int run(trainer *tr, gpt_err *err)
 		int by_epoch = se > 0 && epoch_end && epochs_done % se == 0;
 		if (!rc && (by_steps || by_epoch))
 			rc = gpt_tr_save_checkpoint(tr, err);
+		if (!rc)
+			rc = gpt_tr_ckpt_poll(tr, err);
 		/* A stop signal on any rank: every rank ends after this step. */
 		int32_t stop = tr->stop && *tr->stop;
 		if (!rc && tr->comm)
@@ -506,6 +508,7 @@ int gpt_train_run(const gpt_config *cfg, FILE *log, const volatile sig_atomic_t 
 			       (long long)tr.sh);
 		rc = run(&tr, err);
 	}
+	rc = gpt_tr_ckpt_finish(&tr, rc, err);
 	trainer_free(&tr);
 	return rc;
 }

@@ -1,114 +1,362 @@
-/* Saving the trainer's state as a checkpoint and resuming from one. */
+/* Saving the trainer's state as a checkpoint and resuming from one.
+ *
+ * Every rank writes what it owns (gpt_ckpt_slices): its optimizer range of
+ * the fp32 weights (the master copy, or the parameters when they are fp32)
+ * and of the two moments, one copy of each element across the job. The
+ * ranks meet three times, always on the main thread between steps: after
+ * rank 0 made the staging directory, after every part is written (an
+ * all-reduce of error flags: nobody publishes unless all succeeded), and
+ * after rank 0 published. An asynchronous save does the writing on a thread
+ * that never communicates; the main thread asks at each step end whether
+ * every rank's thread is done (one small all-reduce while a save is in
+ * flight) and publishes then, or at the next save or the end at the latest.
+ */
 #include "train/trainer-impl.h"
 
 #include <jansson.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int download_flat(gpt_backend *be, const void *src, size_t bytes, void **out, gpt_err *err)
-{
-	*out = gpt_malloc(bytes, "checkpoint staging", err);
-	if (!*out)
-		return GPT_EINTERNAL;
-	return be->ops->download(be, *out, src, bytes, err);
-}
+struct tr_async {
+	pthread_t tid;
+	atomic_int done;
+	int rc;
+	gpt_err err;
+	int rank;
+	int64_t step;
+	double t0;
+	char stage[4096];
+	gpt_ckpt_piece *pieces;
+	int n;
+	char (*names)[96];
+	float *staging;
+	char *state, *yaml;
+};
 
 static char *state_json(trainer *tr)
 {
-	json_t *st = json_pack("{s:I, s:I, s:f, s:{s:f, s:I, s:I}, s:I, s:I, s:{s:I, s:I, s:I, s:I, s:I}, s:s}",
+	const gpt_config *cfg = tr->cfg;
+	json_t *st = json_pack("{s:I, s:I, s:I, s:f, s:{s:f, s:I, s:I, s:b}, s:I, s:I, s:{s:I, s:I, s:I, s:I}, "
+			       "s:{s:I, s:I, s:I, s:I, s:I, s:I}, s:s}",
 			       "step", (json_int_t)tr->step,
 			       "consumed_samples", (json_int_t)(tr->step * tr->G),
+			       "consumed_tokens", (json_int_t)(tr->step * tr->G * tr->T),
 			       "lr", gpt_lr_at(&tr->lr, tr->step),
 			       "loss_scale", "scale", tr->scaler.scale, "good_steps",
 			       (json_int_t)tr->scaler.good_steps, "bad_steps", (json_int_t)tr->scaler.bad_steps,
+			       "dynamic", tr->scaler.dynamic,
 			       "optimizer_steps", (json_int_t)tr->opt.t,
-			       "seed", (json_int_t)tr->cfg->global.seed,
-			       "layout", "world_size", (json_int_t)tr->cfg->world_size,
-			       "dp", (json_int_t)tr->cfg->distributed.dp_degree, "mp", (json_int_t)1,
-			       "pp", (json_int_t)1, "sharding", (json_int_t)tr->sh,
+			       "seed", (json_int_t)cfg->global.seed,
+			       /* the loader is a pure function of (seed, sample index): the
+				* next global sample is all a resumed run needs */
+			       "data", "next_sample", (json_int_t)(tr->step * tr->G), "global_batch",
+			       (json_int_t)tr->G, "seq_len", (json_int_t)tr->T, "samples_per_epoch",
+			       (json_int_t)gpt_loader_epoch_samples(tr->train),
+			       "layout", "world_size", (json_int_t)cfg->world_size,
+			       "dp", (json_int_t)cfg->distributed.dp_degree,
+			       "mp", (json_int_t)cfg->distributed.mp_degree,
+			       "pp", (json_int_t)cfg->distributed.pp_degree, "sharding", (json_int_t)tr->sh,
+			       "sharding_stage", (json_int_t)tr->stage,
 			       "gptkit_version", GPT_VERSION);
 	char *text = st ? json_dumps(st, JSON_INDENT(2)) : NULL;
 	json_decref(st);
 	return text;
 }
 
-int gpt_tr_save_checkpoint(trainer *tr, gpt_err *err)
+static char *config_yaml(trainer *tr, gpt_err *err)
 {
-	gpt_model *m = &tr->model;
-	gpt_backend *be = m->be;
-	double t0 = gpt_now_s();
-	void *w = NULL;
-	float *ea = NULL, *eas = NULL;
-	size_t es = gpt_dtype_size(be->dtype);
-	/* The weights are saved in fp32: the master copy when there is one, so a
-	 * resumed run continues from exactly the same state. Sharded optimizer
-	 * state is gathered from the shard group (every rank takes part); rank 0
-	 * writes. */
-	int rc = tr->opt.master ? gpt_tr_gather_f32(tr, tr->opt.master, (float **)&w, err)
-		 : tr->pshard	? gpt_tr_gather_f32(tr, tr->pshard, (float **)&w, err) /* fp32: no master */
-				: download_flat(be, m->params, (size_t)m->n_flat * es, &w, err);
-	if (tr->opt.master)
-		es = 4;
-	if (!rc)
-		rc = gpt_tr_gather_f32(tr, tr->opt.exp_avg, &ea, err);
-	if (!rc)
-		rc = gpt_tr_gather_f32(tr, tr->opt.exp_avg_sq, &eas, err);
-	if (!rc && tr->rank != 0) {
-		free(w);
-		free(ea);
-		free(eas);
-		return 0;
-	}
-	int64_t held = 0;
-	for (int64_t i = 0; i < m->n_table; i++)
-		held += m->offset[i] >= 0;
-	gpt_ckpt_piece *pc = rc ? NULL : gpt_calloc((size_t)(3 * held), sizeof *pc, "checkpoint pieces", err);
-	char (*names)[64] = pc ? gpt_calloc((size_t)(3 * held), 64, "names", err) : NULL;
-	if (!rc && !names)
-		rc = GPT_EINTERNAL;
-	int n = 0;
-	for (int64_t i = 0; !rc && i < m->n_table; i++) {
-		if (m->offset[i] < 0)
-			continue;
-		const gpt_param_info *p = &m->table[i];
-		void *src[3] = {(char *)w + m->offset[i] * (int64_t)es, (float *)ea + m->offset[i],
-				(float *)eas + m->offset[i]};
-		const char *pre[3] = {"", "optim.exp_avg.", "optim.exp_avg_sq."};
-		for (int k = 0; k < 3; k++) {
-			snprintf(names[n], 64, "%s%s", pre[k], p->name);
-			pc[n] = (gpt_ckpt_piece){.tensor = names[n], .dtype = k || tr->opt.master ? GPT_DTYPE_F32 : be->dtype,
-						 .ndim = p->ndim, .box = m->box[i], .data = src[k]};
-			memcpy(pc[n].shape, p->shape, sizeof p->shape);
-			n++;
-		}
-	}
-	char *state = rc ? NULL : state_json(tr);
 	char *yaml = NULL;
 	size_t yl = 0;
-	if (!rc && state) {
-		FILE *mf = open_memstream(&yaml, &yl);
-		rc = mf ? gpt_config_write_yaml(tr->cfg, mf, err) : gpt_err_nomem(err, 0, "config text");
-		if (mf)
-			fclose(mf);
-	} else if (!rc) {
-		rc = gpt_err_nomem(err, 0, "state.json");
+	FILE *mf = open_memstream(&yaml, &yl);
+	int rc = mf ? gpt_config_write_yaml(tr->cfg, mf, err) : gpt_err_nomem(err, 0, "config text");
+	if (mf)
+		fclose(mf);
+	if (rc) {
+		free(yaml);
+		return NULL;
 	}
+	return yaml;
+}
+
+/* Every rank brings its rc; all learn whether any failed. A rank that
+ * failed keeps its own message; the others say where to look. */
+static int agree(trainer *tr, int rc, int64_t step, const char *what, gpt_err *err)
+{
+	if (!tr->comm)
+		return rc;
+	int32_t bad = rc != 0;
+	gpt_err cerr = {0};
+	int crc = gpt_comm_all_reduce(gpt_comm_world(tr->comm), &bad, &bad, 1, GPT_DTYPE_I32,
+				      GPT_REDUCE_MAX, rc ? &cerr : err);
+	if (rc)
+		return rc;
+	if (crc)
+		return crc;
+	if (bad)
+		return gpt_err_set(err, GPT_EIO, "checkpoint of global step %lld: another rank failed %s; its worker log says why; nothing was published",
+				   (long long)step, what);
+	return 0;
+}
+
+/* Where the fp32 values of family k (weights, exp_avg, exp_avg_sq) at flat
+ * element e of this rank's buffers live (backend memory). */
+static const float *family_src(trainer *tr, int k, int64_t e)
+{
+	int64_t b = tr->opt.begin;
+	if (k == 1)
+		return tr->opt.exp_avg + (e - b);
+	if (k == 2)
+		return tr->opt.exp_avg_sq + (e - b);
+	if (tr->opt.master)
+		return tr->opt.master + (e - b);
+	if (tr->pshard)
+		return (const float *)tr->pshard + (e - b); /* fp32 stage 3 */
+	return (const float *)tr->model.params + e;          /* fp32 */
+}
+
+typedef struct piece_list {
+	gpt_ckpt_piece *pc;
+	char (*names)[96];
+	const float **src;
+	int n;
+} piece_list;
+
+static void piece_list_free(piece_list *l)
+{
+	free(l->pc);
+	free(l->names);
+	free(l->src);
+	memset(l, 0, sizeof *l);
+}
+
+/* The pieces this rank writes, with where each one's data is. */
+static int own_pieces(trainer *tr, piece_list *l, gpt_err *err)
+{
+	gpt_model *m = &tr->model;
+	memset(l, 0, sizeof *l);
+	gpt_ckpt_rank r = {.tp_rank = m->layout.tp_rank, .pp_rank = m->layout.pp_rank,
+			   .dp_rank = tr->comm ? gpt_mesh_coord_of(&tr->mesh, tr->rank).dp : 0,
+			   .begin = tr->opt.begin, .end = tr->opt.end, .writers_only = 1};
+	gpt_ckpt_slice *sl;
+	int64_t ns;
+	int rc = gpt_ckpt_slices(m->table, m->n_table, m->offset, m->box, &r, &sl, &ns, err);
+	if (rc)
+		return rc;
+	size_t cap = (size_t)(3 * ns + 1);
+	l->pc = gpt_calloc(cap, sizeof *l->pc, "checkpoint pieces", err);
+	l->names = l->pc ? gpt_calloc(cap, sizeof *l->names, "checkpoint pieces", err) : NULL;
+	l->src = l->names ? gpt_calloc(cap, sizeof *l->src, "checkpoint pieces", err) : NULL;
+	if (!l->src) {
+		free(sl);
+		piece_list_free(l);
+		return GPT_EINTERNAL;
+	}
+	static const char *const pre[3] = {"", "optim.exp_avg.", "optim.exp_avg_sq."};
+	for (int k = 0; k < 3; k++)
+		for (int64_t j = 0; j < ns; j++) {
+			const gpt_param_info *p = &m->table[sl[j].tensor];
+			snprintf(l->names[l->n], sizeof *l->names, "%s%s", pre[k], p->name);
+			l->pc[l->n] = (gpt_ckpt_piece){.tensor = l->names[l->n], .dtype = GPT_DTYPE_F32,
+						       .ndim = p->ndim, .box = sl[j].box};
+			memcpy(l->pc[l->n].shape, p->shape, sizeof p->shape);
+			l->src[l->n] = family_src(tr, k, sl[j].flat);
+			l->n++;
+		}
+	free(sl);
+	return 0;
+}
+
+typedef struct fill_ctx {
+	gpt_backend *be;
+	const piece_list *l;
+} fill_ctx;
+
+static int fill_from_backend(void *ctx, int i, void *buf, gpt_err *err)
+{
+	fill_ctx *c = ctx;
+	return c->be->ops->download(c->be, buf, c->l->src[i], (size_t)gpt_box_numel(&c->l->pc[i].box) * 4,
+				    err);
+}
+
+/* After every part is written: agree, publish on rank 0, agree again. */
+static int publish(trainer *tr, int64_t step, int rc, const char *state, const char *yaml, double t0,
+		   gpt_err *err)
+{
+	const char *dir = tr->cfg->engine.save_load.output_dir;
+	rc = agree(tr, rc, step, "to write its part", err);
 	int64_t bytes = 0;
-	if (!rc)
-		rc = gpt_ckpt_save(tr->cfg->engine.save_load.output_dir, tr->step, pc, n, state,
-				   yaml ? yaml : "", tr->last_ckpt, sizeof tr->last_ckpt, &bytes, err);
-	if (!rc) {
+	char path[4096];
+	snprintf(path, sizeof path, "%s/step_%08lld", dir, (long long)step);
+	if (tr->rank == 0) {
+		if (!rc)
+			rc = gpt_ckpt_publish(dir, step, (int)tr->cfg->world_size, state, yaml,
+					      tr->cfg->engine.save_load.keep_last, path, sizeof path, &bytes, err);
+		if (rc)
+			gpt_ckpt_discard(dir, step);
+	}
+	rc = agree(tr, rc, step, "to publish it (rank 0)", err);
+	if (rc)
+		return rc;
+	snprintf(tr->last_ckpt, sizeof tr->last_ckpt, "%s", path);
+	if (tr->rank == 0) {
 		char line[4200];
-		gpt_ckpt_line_format(line, sizeof line, tr->step, tr->last_ckpt, bytes, gpt_now_s() - t0);
+		gpt_ckpt_line_format(line, sizeof line, step, path, bytes, gpt_now_s() - t0);
 		gpt_log_printf(&tr->log, GPT_LOG_INFO, "%s", line);
 	}
-	free(yaml);
+	return 0;
+}
+
+static void *async_main(void *arg)
+{
+	struct tr_async *a = arg;
+	a->rc = gpt_ckpt_write_part(a->stage, a->rank, a->pieces, a->n, NULL, NULL, &a->err);
+	atomic_store(&a->done, 1);
+	return NULL;
+}
+
+static void async_free(struct tr_async *a)
+{
+	free(a->pieces);
+	free(a->names);
+	free(a->staging);
+	free(a->state);
+	free(a->yaml);
+	free(a);
+}
+
+/* Waits for the thread of the save in flight and, when rc is 0, publishes
+ * it; without a save in flight returns rc. */
+int gpt_tr_ckpt_finish(trainer *tr, int rc, gpt_err *err)
+{
+	struct tr_async *a = tr->async;
+	if (!a)
+		return rc;
+	tr->async = NULL;
+	pthread_join(a->tid, NULL);
+	if (!rc) {
+		int wrc = a->rc;
+		if (wrc)
+			*err = a->err;
+		rc = publish(tr, a->step, wrc, a->state, a->yaml, a->t0, err);
+		if (rc)
+			gpt_err_prefix(err, "background checkpoint of global step %lld", (long long)a->step);
+	}
+	async_free(a);
+	return rc;
+}
+
+int gpt_tr_ckpt_poll(trainer *tr, gpt_err *err)
+{
+	if (!tr->async)
+		return 0;
+	int32_t busy = !atomic_load(&tr->async->done);
+	if (tr->comm) {
+		int rc = gpt_comm_all_reduce(gpt_comm_world(tr->comm), &busy, &busy, 1, GPT_DTYPE_I32,
+					     GPT_REDUCE_MAX, err);
+		if (rc)
+			return rc;
+	}
+	return busy ? 0 : gpt_tr_ckpt_finish(tr, 0, err);
+}
+
+/* Copies what this rank writes to host memory and starts the thread; takes
+ * the pieces' arrays, state and yaml either way. */
+static int save_async(trainer *tr, piece_list *l, char *state, char *yaml, double t0, gpt_err *err)
+{
+	gpt_backend *be = tr->model.be;
+	struct tr_async *a = gpt_calloc(1, sizeof *a, "background checkpoint", err);
+	int64_t total = 0;
+	for (int i = 0; i < l->n; i++)
+		total += gpt_box_numel(&l->pc[i].box);
+	float *stg = a ? gpt_malloc((size_t)(total ? total : 1) * 4, "checkpoint host copy", err) : NULL;
+	int rc = stg ? 0 : GPT_EINTERNAL;
+	int64_t at = 0;
+	for (int i = 0; i < l->n && !rc; i++) {
+		size_t n = (size_t)gpt_box_numel(&l->pc[i].box);
+		/* a copy even where backend memory is host memory: training changes it */
+		rc = be->ops->download(be, stg + at, l->src[i], n * 4, err);
+		l->pc[i].data = stg + at;
+		at += (int64_t)n;
+	}
+	if (a) {
+		*a = (struct tr_async){.rank = tr->rank, .step = tr->step, .t0 = t0, .pieces = l->pc,
+				       .n = l->n, .names = l->names, .staging = stg, .state = state,
+				       .yaml = yaml};
+		atomic_init(&a->done, 0);
+		gpt_ckpt_stage_dir(tr->cfg->engine.save_load.output_dir, tr->step, a->stage, sizeof a->stage);
+		l->pc = NULL;
+		l->names = NULL;
+	} else {
+		free(state);
+		free(yaml);
+	}
+	piece_list_free(l);
+	if (!rc && pthread_create(&a->tid, NULL, async_main, a) != 0)
+		rc = gpt_err_set(err, GPT_EINTERNAL, "checkpoint of global step %lld: cannot start the writing thread",
+				 (long long)tr->step);
+	if (rc) {
+		if (a)
+			async_free(a);
+		return rc;
+	}
+	tr->async = a;
+	return 0;
+}
+
+int gpt_tr_save_checkpoint(trainer *tr, gpt_err *err)
+{
+	/* a save still in flight completes first (and its failure is this one's) */
+	int rc = gpt_tr_ckpt_finish(tr, 0, err);
+	if (rc)
+		return rc;
+	double t0 = gpt_now_s();
+	const char *dir = tr->cfg->engine.save_load.output_dir;
+	char stage[4096];
+	gpt_ckpt_stage_dir(dir, tr->step, stage, sizeof stage);
+	if (tr->rank == 0)
+		rc = gpt_ckpt_prepare(dir, tr->step, err);
+	rc = agree(tr, rc, tr->step, "to prepare the directory (rank 0)", err);
+	piece_list l = {0};
+	if (!rc)
+		rc = own_pieces(tr, &l, err);
+	char *state = NULL, *yaml = NULL;
+	if (!rc && tr->rank == 0) {
+		state = state_json(tr);
+		yaml = state ? config_yaml(tr, err) : NULL;
+		if (!yaml)
+			rc = state ? err->code : gpt_err_nomem(err, 0, "state.json");
+	}
+	/* From here every rank takes the same path, whatever failed where, so
+	 * the collectives pair up. */
+	if (tr->cfg->engine.save_load.async_save) {
+		if (!rc) {
+			rc = save_async(tr, &l, state, yaml, t0, err);
+		} else {
+			piece_list_free(&l);
+			free(state);
+			free(yaml);
+		}
+		rc = agree(tr, rc, tr->step, "to copy its state to host memory", err);
+		if (rc) {
+			gpt_tr_ckpt_finish(tr, rc, err); /* joins a started thread, publishes nothing */
+			if (tr->rank == 0)
+				gpt_ckpt_discard(dir, tr->step);
+		} else if (tr->rank == 0) {
+			gpt_log_printf(&tr->log, GPT_LOG_INFO,
+				       "checkpoint of global step %lld: state copied to host memory in %.3f s, writing in the background",
+				       (long long)tr->step, gpt_now_s() - t0);
+		}
+		return rc;
+	}
+	if (!rc) {
+		fill_ctx fc = {tr->model.be, &l};
+		rc = gpt_ckpt_write_part(stage, tr->rank, l.pc, l.n, fill_from_backend, &fc, err);
+	}
+	piece_list_free(&l);
+	rc = publish(tr, tr->step, rc, state, yaml, t0, err);
 	free(state);
-	free(names);
-	free(pc);
-	free(w);
-	free(ea);
-	free(eas);
+	free(yaml);
 	return rc;
 }
 
@@ -121,7 +369,30 @@ static int json_int(json_t *o, const char *k, int64_t *out)
 	return 0;
 }
 
-/* Resumes from a checkpoint directory (or a directory holding `latest`). */
+/* Reads the slices of [begin, end) of family `pre` into dst (fp32, element
+ * begin at dst[0]). */
+static int read_range(trainer *tr, gpt_ckpt *ck, const char *pre, float *dst, gpt_err *err)
+{
+	gpt_model *m = &tr->model;
+	gpt_ckpt_rank r = {.begin = tr->opt.begin, .end = tr->opt.end};
+	gpt_ckpt_slice *sl;
+	int64_t ns;
+	int rc = gpt_ckpt_slices(m->table, m->n_table, m->offset, m->box, &r, &sl, &ns, err);
+	for (int64_t j = 0; j < ns && !rc; j++) {
+		const gpt_param_info *p = &m->table[sl[j].tensor];
+		char name[96];
+		snprintf(name, sizeof name, "%s%s", pre, p->name);
+		rc = gpt_ckpt_read_box(ck, name, GPT_DTYPE_F32, p->ndim, p->shape, &sl[j].box,
+				       dst + (sl[j].flat - tr->opt.begin), err);
+	}
+	free(sl);
+	return rc;
+}
+
+/* Resumes from a checkpoint directory (or a directory holding `latest`),
+ * whatever layout wrote it: each rank reads the boxes it holds. A
+ * checkpoint without optimizer state (gpt-ckpt-merge --from-hf,
+ * --weights-only copies) starts the moments at zero. */
 int gpt_tr_load_checkpoint(trainer *tr, const char *path, gpt_err *err)
 {
 	gpt_ckpt *ck;
@@ -130,63 +401,73 @@ int gpt_tr_load_checkpoint(trainer *tr, const char *path, gpt_err *err)
 		return gpt_err_prefix(err, "cannot resume");
 	gpt_model *m = &tr->model;
 	gpt_backend *be = m->be;
-	/* Whole flat fp32 images of the weights and moments; each rank then
-	 * keeps the range its optimizer holds (a shard under sharding). */
-	size_t n_all = (size_t)m->n_alloc;
-	float *full[3] = {gpt_calloc(n_all, 4, "checkpoint staging", err),
-			  gpt_calloc(n_all, 4, "checkpoint staging", err),
-			  gpt_calloc(n_all, 4, "checkpoint staging", err)};
-	if (!full[0] || !full[1] || !full[2])
+	int64_t b0 = tr->opt.begin, cnt = tr->opt.end - tr->opt.begin;
+	/* Weights: the whole held image when the rank keeps whole parameters,
+	 * else (stage 3) its shard; the moments: the optimizer's range. */
+	size_t n_w = tr->pshard ? (size_t)cnt : (size_t)m->n_alloc;
+	float *w = gpt_calloc(n_w ? n_w : 1, 4, "checkpoint staging", err);
+	float *mom = w ? gpt_calloc((size_t)(cnt ? cnt : 1), 4, "checkpoint staging", err) : NULL;
+	void *lowp = NULL;
+	if (!mom)
 		rc = GPT_EINTERNAL;
-	for (int64_t i = 0; !rc && i < m->n_table; i++) {
-		if (m->offset[i] < 0)
-			continue;
-		const gpt_param_info *p = &m->table[i];
-		char name[96];
-		const char *pre[3] = {"", "optim.exp_avg.", "optim.exp_avg_sq."};
-		for (int k = 0; k < 3 && !rc; k++) {
-			snprintf(name, sizeof name, "%s%s", pre[k], p->name);
-			rc = gpt_ckpt_read_box(ck, name, GPT_DTYPE_F32, p->ndim, p->shape, &m->box[i],
-					       full[k] + m->offset[i], err);
+	if (!rc && tr->pshard) {
+		rc = read_range(tr, ck, "", w, err);
+	} else {
+		for (int64_t i = 0; !rc && i < m->n_table; i++) {
+			if (m->offset[i] < 0)
+				continue;
+			const gpt_param_info *p = &m->table[i];
+			rc = gpt_ckpt_read_box(ck, p->name, GPT_DTYPE_F32, p->ndim, p->shape, &m->box[i],
+					       w + m->offset[i], err);
 		}
 	}
-	int64_t b0 = tr->opt.begin, cnt = tr->opt.end - tr->opt.begin;
-	if (!rc)
-		rc = be->ops->upload(be, tr->opt.exp_avg, full[1] + b0, (size_t)cnt * 4, err);
-	if (!rc)
-		rc = be->ops->upload(be, tr->opt.exp_avg_sq, full[2] + b0, (size_t)cnt * 4, err);
+	const float *wr = tr->pshard ? w : w + b0; /* the optimizer's range of the weights */
 	if (!rc && tr->opt.master)
-		rc = be->ops->upload(be, tr->opt.master, full[0] + b0, (size_t)cnt * 4, err);
-	/* the parameters: fp32, or the master weights rounded; whole, or the
-	 * shard at stage 3 */
-	if (!rc && be->dtype != GPT_DTYPE_F32)
-		rc = gpt_convert(full[1], be->dtype, full[0], GPT_DTYPE_F32, n_all, err);
+		rc = be->ops->upload(be, tr->opt.master, wr, (size_t)cnt * 4, err);
+	int has_optim = gpt_ckpt_has_tensor(ck, "optim.exp_avg.wte");
+	static const char *const pre[2] = {"optim.exp_avg.", "optim.exp_avg_sq."};
+	for (int k = 0; k < 2 && !rc; k++) {
+		if (has_optim)
+			rc = read_range(tr, ck, pre[k], mom, err);
+		if (!rc)
+			rc = be->ops->upload(be, k ? tr->opt.exp_avg_sq : tr->opt.exp_avg, mom, (size_t)cnt * 4, err);
+	}
+	/* the parameters: fp32, or the master weights rounded */
 	size_t pes = gpt_dtype_size(be->dtype);
-	const char *img = (const char *)(be->dtype == GPT_DTYPE_F32 ? full[0] : full[1]);
+	const void *img = w;
+	if (!rc && be->dtype != GPT_DTYPE_F32) {
+		lowp = gpt_malloc(n_w * pes + 1, "checkpoint staging", err);
+		rc = lowp ? gpt_convert(lowp, be->dtype, w, GPT_DTYPE_F32, n_w, err) : GPT_EINTERNAL;
+		img = lowp;
+	}
 	if (!rc)
-		rc = tr->pshard ? be->ops->upload(be, tr->pshard, img + b0 * (int64_t)pes, (size_t)cnt * pes, err)
-				: be->ops->upload(be, m->params, img, n_all * pes, err);
-	for (int k = 0; k < 3; k++)
-		free(full[k]);
+		rc = tr->pshard ? be->ops->upload(be, tr->pshard, img, (size_t)cnt * pes, err)
+				: be->ops->upload(be, m->params, img, (size_t)m->n_alloc * pes, err);
+	free(w);
+	free(mom);
+	free(lowp);
 
 	json_error_t je;
 	json_t *st = rc ? NULL : json_loads(gpt_ckpt_state_json(ck), 0, &je);
 	int64_t step = 0, t = 0, good = 0, bad = 0;
 	json_t *ls = json_object_get(st, "loss_scale");
 	if (!rc && (!st || json_int(st, "step", &step) || json_int(st, "optimizer_steps", &t) ||
-		    json_int(ls, "good_steps", &good) || json_int(ls, "bad_steps", &bad) ||
-		    !json_is_number(json_object_get(ls, "scale"))))
-		rc = gpt_err_set(err, GPT_EDATA, "%s/state.json: expected step, optimizer_steps and loss_scale",
+		    (ls && (json_int(ls, "good_steps", &good) || json_int(ls, "bad_steps", &bad) ||
+			    !json_is_number(json_object_get(ls, "scale"))))))
+		rc = gpt_err_set(err, GPT_EDATA, "%s/state.json: expected step, optimizer_steps and (when present) loss_scale with scale, good_steps and bad_steps",
 				 gpt_ckpt_path(ck));
 	if (!rc) {
 		tr->step = step;
 		tr->opt.t = t;
-		tr->scaler.scale = json_number_value(json_object_get(ls, "scale"));
-		tr->scaler.good_steps = good;
-		tr->scaler.bad_steps = bad;
+		if (ls) { /* else (an imported model) the configured scale */
+			tr->scaler.scale = json_number_value(json_object_get(ls, "scale"));
+			tr->scaler.good_steps = good;
+			tr->scaler.bad_steps = bad;
+		}
 		snprintf(tr->last_ckpt, sizeof tr->last_ckpt, "%s", gpt_ckpt_path(ck));
-		gpt_log_printf(&tr->log, GPT_LOG_INFO, "resumed from %s at global step %lld",
-			       gpt_ckpt_path(ck), (long long)step);
+		gpt_log_printf(&tr->log, GPT_LOG_INFO, "resumed from %s at global step %lld%s",
+			       gpt_ckpt_path(ck), (long long)step,
+			       has_optim ? "" : " (no optimizer state in it: the moments start at zero)");
 	}
 	json_decref(st);
 	gpt_ckpt_close(ck);

@@ -1,0 +1,245 @@
+/* gpt-ckpt-merge --to-layout: a copy of a checkpoint cut as the ranks of
+ * another layout would have saved it, one piece in memory at a time.
+ * (Part of lib/ckpt.) */
+#include "ckpt/ckpt-impl.h"
+#include "config/config.h"
+#include "model/gpt.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+int gpt_ckpt_layout_parse(const char *spec, gpt_ckpt_layout *out, gpt_err *err)
+{
+	*out = (gpt_ckpt_layout){1, 1, 1, 1, 0, 1};
+	int stage_given = 0;
+	const char *p = spec;
+	while (*p) {
+		size_t n = strcspn(p, ",");
+		char item[64];
+		if (n == 0 || n >= sizeof item)
+			return gpt_err_set(err, GPT_EUSAGE, "--to-layout %s: expected KEY=N items separated by commas", spec);
+		memcpy(item, p, n);
+		item[n] = '\0';
+		char *eq = strchr(item, '=');
+		int64_t v;
+		if (!eq || gpt_parse_i64(eq + 1, &v) || v < 1)
+			return gpt_err_set(err, GPT_EUSAGE, "--to-layout %s: '%s': expected KEY=N with N >= 1", spec, item);
+		*eq = '\0';
+		if (strcmp(item, "mp") == 0 || strcmp(item, "tp") == 0)
+			out->tp = v;
+		else if (strcmp(item, "pp") == 0)
+			out->pp = v;
+		else if (strcmp(item, "vpp") == 0)
+			out->vpp = v;
+		else if (strcmp(item, "dp") == 0)
+			out->dp = v;
+		else if (strcmp(item, "sharding") == 0)
+			out->sharding = v;
+		else if (strcmp(item, "stage") == 0 && v <= 3)
+			out->stage = v, stage_given = 1;
+		else
+			return gpt_err_set(err, GPT_EUSAGE, "--to-layout %s: '%s': expected mp (or tp), pp, vpp, dp, sharding or stage (1 to 3)",
+					   spec, item);
+		p += n;
+		if (*p == ',')
+			p++;
+	}
+	if (!stage_given)
+		out->stage = out->sharding > 1 ? 1 : 0;
+	if (out->sharding == 1 && out->stage > 0 && stage_given)
+		return gpt_err_set(err, GPT_EUSAGE, "--to-layout %s: stage %lld needs sharding > 1", spec,
+				   (long long)out->stage);
+	return 0;
+}
+
+int gpt_ckpt_model_shape(const gpt_ckpt *ck, gpt_model_shape *s, gpt_err *err)
+{
+	const char *y = gpt_ckpt_config_yaml(ck);
+	gpt_config cfg;
+	int rc = gpt_config_init(&cfg, err);
+	if (!rc)
+		rc = gpt_config_read_text(&cfg, y, strlen(y), "config.yaml", err);
+	if (!rc) {
+		s->vocab_size = cfg.model.vocab_size;
+		s->padded_vocab = (s->vocab_size + GPT_VOCAB_PAD - 1) / GPT_VOCAB_PAD * GPT_VOCAB_PAD;
+		s->max_pos = cfg.model.max_position_embeddings;
+		s->hidden = cfg.model.hidden_size;
+		s->layers = cfg.model.num_layers;
+		s->heads = cfg.model.num_attention_heads;
+		s->ffn = cfg.model.ffn_hidden_size > 0 ? cfg.model.ffn_hidden_size : 4 * s->hidden;
+	}
+	gpt_config_free(&cfg);
+	return rc ? gpt_err_prefix(err, "%s/config.yaml", gpt_ckpt_path(ck)) : 0;
+}
+
+static int check_layout(const gpt_model_shape *s, const gpt_ckpt_layout *lo, gpt_err *err)
+{
+	const char *what = NULL;
+	int64_t v = 0;
+	if (s->heads % lo->tp)
+		what = "attention heads", v = s->heads;
+	else if (s->ffn % lo->tp)
+		what = "ffn hidden size", v = s->ffn;
+	else if (s->padded_vocab % lo->tp)
+		what = "padded vocabulary", v = s->padded_vocab;
+	else if (s->layers < lo->pp)
+		return gpt_err_set(err, GPT_EUSAGE, "--to-layout: pp %lld is more than the %lld layers",
+				   (long long)lo->pp, (long long)s->layers);
+	if (what)
+		return gpt_err_set(err, GPT_EUSAGE, "--to-layout: mp %lld does not divide the %s (%lld)",
+				   (long long)lo->tp, what, (long long)v);
+	if (lo->tp * lo->pp * lo->dp * lo->sharding > 65536)
+		return gpt_err_set(err, GPT_EUSAGE, "--to-layout: more than 65536 ranks");
+	return 0;
+}
+
+typedef struct reshard_ctx {
+	const gpt_ckpt *ck;
+	const gpt_ckpt_piece *pc;
+} reshard_ctx;
+
+static int fill_piece(void *ctx, int i, void *buf, gpt_err *err)
+{
+	reshard_ctx *c = ctx;
+	const gpt_ckpt_piece *p = &c->pc[i];
+	return gpt_ckpt_read_box(c->ck, p->tensor, p->dtype, p->ndim, p->shape, &p->box, buf, err);
+}
+
+/* One target rank's pieces of the families present in ck. */
+static int rank_part(const gpt_ckpt *ck, const gpt_model_shape *s, const gpt_param_info *t, int64_t nt,
+		     const gpt_ckpt_layout *lo, int rank, const char *stage, gpt_err *err)
+{
+	int64_t tp_r = rank % lo->tp, sh_r = rank / lo->tp % lo->sharding;
+	int64_t dp_r = rank / (lo->tp * lo->sharding) % lo->dp, pp_r = rank / (lo->tp * lo->sharding * lo->dp);
+	gpt_layout gl;
+	int rc0 = gpt_layout_make(&gl, s, lo->tp, tp_r, lo->pp, pp_r, lo->pp > 1 ? lo->vpp : 1, err);
+	if (rc0)
+		return rc0;
+	int64_t *offset = gpt_calloc((size_t)nt, sizeof *offset, "layout", err);
+	gpt_box *box = offset ? gpt_calloc((size_t)nt, sizeof *box, "layout", err) : NULL;
+	if (!box) {
+		free(offset);
+		return GPT_EINTERNAL;
+	}
+	int64_t n_flat = 0;
+	for (int64_t i = 0; i < nt; i++) {
+		offset[i] = gpt_param_box(&t[i], &gl, &box[i]) ? n_flat : -1;
+		if (offset[i] >= 0)
+			n_flat += gpt_box_numel(&box[i]);
+	}
+	int64_t shard = (n_flat + lo->sharding - 1) / lo->sharding;
+	gpt_ckpt_rank r = {.tp_rank = tp_r, .pp_rank = pp_r, .dp_rank = dp_r, .begin = sh_r * shard,
+			   .end = (sh_r + 1) * shard, .writers_only = 1};
+	gpt_ckpt_slice *sl = NULL;
+	int64_t ns = 0;
+	int rc = gpt_ckpt_slices(t, nt, offset, box, &r, &sl, &ns, err);
+	static const char *const pre[3] = {"", "optim.exp_avg.", "optim.exp_avg_sq."};
+	int fam = gpt_ckpt_has_tensor(ck, "optim.exp_avg.wte") ? 3 : 1;
+	gpt_ckpt_piece *pc = rc ? NULL : gpt_calloc((size_t)(fam * ns + 1), sizeof *pc, "pieces", err);
+	char (*names)[96] = pc ? gpt_calloc((size_t)(fam * ns + 1), sizeof *names, "pieces", err) : NULL;
+	if (!rc && !names)
+		rc = GPT_EINTERNAL;
+	int n = 0;
+	for (int k = 0; k < fam && !rc; k++)
+		for (int64_t j = 0; j < ns && !rc; j++) {
+			const gpt_param_info *p = &t[sl[j].tensor];
+			const char *nm;
+			gpt_dtype dt = GPT_DTYPE_F32, qdt;
+			int nd;
+			const int64_t *shp;
+			snprintf(names[n], sizeof *names, "%s%s", pre[k], p->name);
+			for (int q = 0; q < gpt_ckpt_tensor_count(ck); q++) /* keep the stored dtype */
+				if (gpt_ckpt_tensor_info(ck, q, &nm, &qdt, &nd, &shp) == 0 && strcmp(nm, names[n]) == 0)
+					dt = qdt;
+			pc[n] = (gpt_ckpt_piece){.tensor = names[n], .dtype = dt, .ndim = p->ndim, .box = sl[j].box};
+			memcpy(pc[n].shape, p->shape, sizeof p->shape);
+			n++;
+		}
+	reshard_ctx c = {ck, pc};
+	if (!rc)
+		rc = gpt_ckpt_write_part(stage, rank, pc, n, fill_piece, &c, err);
+	free(names);
+	free(pc);
+	free(sl);
+	free(box);
+	free(offset);
+	return rc;
+}
+
+/* state.json with the target layout (and the one it came from). */
+static char *new_state(const gpt_ckpt *ck, const gpt_ckpt_layout *lo, gpt_err *err)
+{
+	json_error_t je;
+	json_t *st = json_loads(gpt_ckpt_state_json(ck), 0, &je);
+	if (!json_is_object(st)) {
+		json_decref(st);
+		gpt_err_set(err, GPT_EDATA, "%s/state.json: not a JSON object", gpt_ckpt_path(ck));
+		return NULL;
+	}
+	json_t *old = json_object_get(st, "layout");
+	if (old)
+		json_object_set(st, "resharded_from", old);
+	json_object_set_new(st, "layout",
+			    json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "world_size",
+				      (json_int_t)(lo->tp * lo->pp * lo->dp * lo->sharding), "dp", (json_int_t)lo->dp,
+				      "mp", (json_int_t)lo->tp, "pp", (json_int_t)lo->pp, "sharding",
+				      (json_int_t)lo->sharding, "sharding_stage", (json_int_t)lo->stage));
+	char *text = json_dumps(st, JSON_INDENT(2));
+	json_decref(st);
+	if (!text)
+		gpt_err_nomem(err, 0, "state.json");
+	return text;
+}
+
+int gpt_ckpt_out_free(const char *out_dir, gpt_err *err)
+{
+	char p[4096];
+	snprintf(p, sizeof p, "%s/latest", out_dir);
+	if (gpt_path_exists(p))
+		return gpt_err_set(err, GPT_EUSAGE, "%s: already holds checkpoints (a 'latest' file); choose a new directory",
+				   out_dir);
+	return 0;
+}
+
+int gpt_ckpt_reshard(const gpt_ckpt *ck, const gpt_ckpt_layout *lo, const char *out_dir,
+		     FILE *progress, char *path, size_t path_size, int64_t *bytes, gpt_err *err)
+{
+	gpt_model_shape s;
+	gpt_param_info *t = NULL;
+	int64_t nt = 0;
+	int rc = gpt_ckpt_out_free(out_dir, err);
+	if (!rc)
+		rc = gpt_ckpt_model_shape(ck, &s, err);
+	if (!rc)
+		rc = check_layout(&s, lo, err);
+	if (!rc)
+		rc = gpt_param_table(&s, &t, &nt, err);
+	int64_t step = gpt_ckpt_step(ck);
+	int world = (int)(lo->tp * lo->pp * lo->dp * lo->sharding);
+	char stage[4096];
+	gpt_ckpt_stage_dir(out_dir, step, stage, sizeof stage);
+	if (!rc)
+		rc = gpt_ckpt_prepare(out_dir, step, err);
+	gpt_progress pr;
+	if (progress)
+		gpt_progress_init(&pr, progress, "gpt-ckpt-merge", "ranks", world);
+	for (int r = 0; r < world && !rc; r++) {
+		rc = rank_part(ck, &s, t, nt, lo, r, stage, err);
+		if (progress)
+			gpt_progress_update(&pr, r + 1, r + 1);
+	}
+	if (progress)
+		gpt_progress_finish(&pr);
+	char *state = rc ? NULL : new_state(ck, lo, err);
+	if (!rc && !state)
+		rc = err->code;
+	if (!rc)
+		rc = gpt_ckpt_publish(out_dir, step, world, state, gpt_ckpt_config_yaml(ck), 0, path,
+				      path_size, bytes, err);
+	else
+		gpt_ckpt_discard(out_dir, step);
+	free(state);
+	free(t);
+	return rc;
+}

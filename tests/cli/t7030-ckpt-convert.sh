@@ -1,0 +1,147 @@
+#!/bin/sh
+# gpt-ckpt-merge --from-hf and --to-layout: a Hugging Face GPT-2 (written by
+# an independent writer, tests/ref/gpt2_hf.py) converted in and out comes
+# back byte-identical in every tensor (fp32 and fp16 files, byte and GPT-2
+# vocabularies), trains a step from the converted checkpoint, and a
+# checkpoint resharded for another layout holds the same values, tiles as
+# that layout's ranks would write it and resumes bit for bit.
+. "$(dirname "$0")/test-lib.sh"
+
+REF="/usr/bin/python3 $GPT_ROOT/tests/ref/gpt2_hf.py"
+
+# same_tensors HF_IN HF_OUT: every tensor of HF_OUT is HF_IN's, byte for
+# byte, and only the attention mask buffers of HF_IN are left out
+cat >same.py <<'PY'
+import json, struct, sys
+def rd(p):
+    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n]); h.pop("__metadata__", None)
+    return {k: (v["dtype"], v["shape"], b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
+            for k, v in h.items()}
+a, b = rd(sys.argv[1] + "/model.safetensors"), rd(sys.argv[2] + "/model.safetensors")
+want = {k for k in a if not k.endswith(".attn.bias")}
+assert set(b) == want, sorted(set(b) ^ want)
+bad = [k for k in want if a[k] != b[k]]
+assert not bad, bad
+print("%d tensors identical" % len(b))
+PY
+
+test_expect_success TORCH 'HF -> gptkit -> HF is byte-identical (fp32, byte vocabulary)' '
+	$REF make hf1 257 2 64 4 64 1 &&
+	gpt-ckpt-merge --from-hf hf1 ck1 2>err &&
+	test_grep "wrote ck1/step_00000000" err &&
+	echo step_00000000 >want && test_cmp want ck1/latest &&
+	gpt-ckpt-merge --info ck1 >info &&
+	test_grep "^  wte +F32 +\[384, 64\]$" info &&
+	test_grep "^  h.1.attn.qkv.weight +F32 +\[3, 64, 64\]$" info &&
+	! grep "^  optim" info &&
+	gpt-ckpt-merge --to-hf ck1 back1 &&
+	/usr/bin/python3 same.py hf1 back1
+'
+
+test_expect_success TORCH 'the same for an fp16 file with the GPT-2 vocabulary and bare names' '
+	$REF make hf2 50257 1 32 2 128 2 - F16 &&
+	gpt-ckpt-merge --from-hf hf2 ck2 &&
+	gpt-ckpt-merge --info ck2 >info &&
+	test_grep "^  wte +F32 +\[50304, 32\]$" info &&
+	gpt-ckpt-merge --to-hf --dtype fp16 ck2 back2 &&
+	/usr/bin/python3 -c "
+import json, struct
+b = open(\"hf2/model.safetensors\", \"rb\").read(); n = struct.unpack(\"<Q\", b[:8])[0]
+h = json.loads(b[8:8 + n]); h.pop(\"__metadata__\", None)
+out = {(\"transformer.\" + k): v for k, v in h.items()}
+import os; os.makedirs(\"hf2p\", exist_ok=True)
+hb = json.dumps(dict(out, __metadata__={\"format\": \"pt\"})).encode(); hb += b\" \" * ((8 - len(hb) % 8) % 8)
+open(\"hf2p/model.safetensors\", \"wb\").write(struct.pack(\"<Q\", len(hb)) + hb + b[8 + n:])
+" &&
+	/usr/bin/python3 same.py hf2p back2
+'
+
+test_expect_success TORCH 'a converted model trains a step and goes back out' '
+	mkdir data &&
+	gpt-preprocess -t bytes -o data/lic /usr/share/common-licenses/* &&
+	gpt-train -c ck1/step_00000000/config.yaml -o Engine.save_load.ckpt_dir=ck1 \
+		-o Data.Train.dataset.input_dir=data/lic -o Data.Train.dataset.split=1 \
+		-o Engine.eval_freq=0 -o Engine.test_iters=0 -o Engine.max_steps=1 \
+		-o Engine.save_load.save_steps=1 -o Engine.save_load.output_dir=tuned >log 2>&1 &&
+	test_grep "resumed from ck1/step_00000000 at global step 0 \(no optimizer state in it: the moments start at zero\)" log &&
+	test_grep " - global step 1, epoch" log &&
+	gpt-ckpt-merge --to-hf tuned tuned-hf &&
+	! /usr/bin/python3 same.py hf1 tuned-hf 2>/dev/null &&
+	/usr/bin/python3 -c "
+import json, struct
+def hdr(p):
+    b = open(p, \"rb\").read(); n = struct.unpack(\"<Q\", b[:8])[0]
+    h = json.loads(b[8:8 + n]); h.pop(\"__metadata__\", None); return {k: (v[\"dtype\"], v[\"shape\"]) for k, v in h.items()}
+assert hdr(\"tuned-hf/model.safetensors\") == hdr(\"back1/model.safetensors\")
+"
+'
+
+test_expect_success 'set up: a trained checkpoint with optimizer state' '
+	test -d data || { mkdir data && gpt-preprocess -t bytes -o data/lic /usr/share/common-licenses/*; } &&
+	gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" -o Data.Train.dataset.input_dir=data/lic \
+		-o Data.Train.dataset.split=15,2,0 -o Global.micro_batch_size=1 -o Engine.eval_freq=0 \
+		-o Engine.test_iters=0 -o Engine.max_steps=10 -o Engine.save_load.save_steps=5 \
+		-o Engine.save_load.output_dir=run >/dev/null 2>&1 &&
+	test -f run/step_00000005/index.json
+'
+
+test_expect_success '--to-layout mp=2,pp=2,sharding=2: eight parts, the same values' '
+	gpt-ckpt-merge --to-layout mp=2,pp=2,sharding=2,stage=2 run/step_00000005 tp 2>err &&
+	test_grep "wrote tp/step_00000005" err &&
+	ls tp/step_00000005 >files &&
+	test "$(grep -c "^rank-.*safetensors$" files)" = 8 &&
+	gpt-ckpt-merge --verify tp >v && test_grep ": ok \(step 5, 84 tensors\)" v &&
+	test-tool ckpt-diff run/step_00000005 tp/step_00000005 >diff && cat diff &&
+	awk "{ exit !(\$2 == 0) }" diff &&
+	/usr/bin/python3 -c "
+import json
+idx = json.load(open(\"tp/step_00000005/index.json\")); st = json.load(open(\"tp/step_00000005/state.json\"))
+assert idx[\"ranks\"] == 8
+assert st[\"layout\"] == {\"world_size\": 8, \"dp\": 1, \"mp\": 2, \"pp\": 2, \"sharding\": 2, \"sharding_stage\": 2}, st[\"layout\"]
+assert st[\"resharded_from\"][\"world_size\"] == 1
+files = lambda t: sorted({p[\"file\"] for p in idx[\"tensors\"][t][\"pieces\"]})
+# wte: vocab parallel, first stage only (the last stage holds the tied copy)
+assert all(f in (\"rank-00000.safetensors\", \"rank-00001.safetensors\", \"rank-00002.safetensors\", \"rank-00003.safetensors\") for f in files(\"wte\")), files(\"wte\")
+# a LayerNorm: tp rank 0 only; ln_f: the last stage
+assert all(int(f[5:10]) % 2 == 0 for f in files(\"h.0.ln_1.weight\")), files(\"h.0.ln_1.weight\")
+assert all(int(f[5:10]) >= 4 for f in files(\"ln_f.bias\")), files(\"ln_f.bias\")
+"
+'
+
+test_expect_success 'a checkpoint resharded for sharding4 resumes there as the original does' '
+	gpt-ckpt-merge --to-layout sharding=4,stage=2 run/step_00000005 sh4 &&
+	ls sh4/step_00000005 | grep -c "^rank-" >n && echo 4 >want && test_cmp want n &&
+	resume () {
+		gpt-launch --nproc-per-node 4 --log-dir "log-$1" -- \
+			gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" --sharding_parallel_degree 4 --sharding stage2 \
+			-o Data.Train.dataset.input_dir=data/lic -o Data.Train.dataset.split=15,2,0 \
+			-o Global.micro_batch_size=1 -o Engine.eval_freq=0 -o Engine.test_iters=0 \
+			-o Engine.max_steps=10 -o Engine.save_load.save_steps=5 \
+			-o Engine.save_load.ckpt_dir="$2" -o Engine.save_load.output_dir="$1" >/dev/null 2>&1
+	} &&
+	resume r1 run/step_00000005 && resume r2 sh4 &&
+	test_grep "resumed from sh4/step_00000005 at global step 5" log-r2/workerlog.0 &&
+	for f in $(ls r1/step_00000010 | grep safetensors); do
+		cmp r1/step_00000010/$f r2/step_00000010/$f || exit 1
+	done
+'
+
+test_expect_success 'bad layouts, bad HF files and used output directories are refused' '
+	test_expect_code 64 gpt-ckpt-merge --to-layout mp=3 run x 2>err &&
+	test_grep "mp 3 does not divide the attention heads \(4\)" err &&
+	test_expect_code 64 gpt-ckpt-merge --to-layout pp=2,foo=1 run x 2>err &&
+	test_grep "foo=1.*expected mp" err &&
+	test_expect_code 64 gpt-ckpt-merge --to-layout pp=4 run x 2>err &&
+	test_grep "pp 4 is more than the 2 layers" err &&
+	test_expect_code 64 gpt-ckpt-merge --to-layout dp=2 run tp 2>err &&
+	test_grep "tp: already holds checkpoints" err &&
+	! test -e x &&
+	mkdir hfbad && echo "{\"vocab_size\": 257, \"n_embd\": 64, \"n_layer\": 2, \"n_head\": 4, \"n_positions\": 64, \"activation_function\": \"relu\"}" >hfbad/config.json &&
+	test_expect_code 65 gpt-ckpt-merge --from-hf hfbad y 2>err &&
+	test_grep "activation_function .relu." err &&
+	test_expect_code 66 gpt-ckpt-merge --from-hf nothing y 2>err &&
+	! test -e y/latest
+'
+
+test_done
