@@ -2,7 +2,8 @@
 # Tensor and pipeline parallelism, alone and mixed with data parallelism and
 # ZeRO sharding, on CPU ranks started by gpt-launch: with dropout on, every
 # layout gives the single-process losses (relative 1e-6: the layouts sum
-# partial products and the loss in another order, nothing else differs).
+# partial products and the loss in another order, nothing else differs) and
+# final weights (absolute 1e-5), saved in parts by every rank.
 . "$(dirname "$0")/test-lib.sh"
 
 STEPS=6
@@ -11,7 +12,7 @@ args="-o Data.Train.dataset.input_dir=data/lic -o Data.Eval.dataset.input_dir=da
 	-o Global.micro_batch_size=1 -o Engine.eval_iters=1 -o Optimizer.lr.max_lr=2e-3 \
 	-o Optimizer.lr.decay_steps=150 -o Engine.eval_freq=3 -o Model.num_layers=4 \
 	-o Model.hidden_dropout_prob=0.1 -o Model.attention_probs_dropout_prob=0.1 \
-	-o Engine.max_steps=$STEPS -o Engine.save_load.save_steps=0 -o Engine.save_load.save_epoch=0"
+	-o Engine.max_steps=$STEPS -o Engine.save_load.save_steps=$STEPS -o Engine.save_load.save_epoch=0"
 
 # "step loss" for the training and the evaluation lines
 losses () {
@@ -30,7 +31,8 @@ same_losses () { # log log [tolerance]
 test_expect_success 'set up: data and the single-process reference' '
 	mkdir data &&
 	gpt-preprocess -t bytes -o data/lic /usr/share/common-licenses/* &&
-	gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" $args >single.log 2>&1
+	gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" $args -o Engine.save_load.output_dir=single \
+		>single.log 2>&1
 '
 
 layout () { # name nproc flags...
@@ -38,8 +40,12 @@ layout () { # name nproc flags...
 	shift 2
 	test_expect_success "$name on $nproc ranks equals one process" '
 		gpt-launch --nproc-per-node '$nproc' --log-dir log-'$name' -- \
-			gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" $args '"$*"' >'$name'.log 2>&1 &&
-		same_losses single.log log-'$name'/workerlog.0
+			gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" $args '"$*"' \
+			-o Engine.save_load.output_dir=out-'$name' >'$name'.log 2>&1 &&
+		same_losses single.log log-'$name'/workerlog.0 &&
+		test-tool ckpt-diff single/step_0000000$STEPS out-'$name'/step_0000000$STEPS >diff &&
+		sort -k2 -g diff | tail -1 &&
+		awk "{ exit !(\$2 <= 1e-5) }" diff
 	'
 }
 
@@ -75,11 +81,11 @@ layout pp4-core-attn-recompute 4 --pipeline_parallel_degree 4 -o Model.use_recom
 test_expect_success 'bf16 and fp16 (loss scaling, sequence parallel) under mp2 x pp2 follow one process' '
 	for t in bfloat16 float16; do
 		gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" $args -o Engine.mix_precision.enable=True \
-			-o Engine.mix_precision.dtype=$t >single-$t.log 2>&1 &&
+			-o Engine.mix_precision.dtype=$t -o Engine.save_load.output_dir=one-$t >single-$t.log 2>&1 &&
 		gpt-launch --nproc-per-node 4 --log-dir log-$t -- \
 			gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" $args -o Engine.mix_precision.enable=True \
 			-o Engine.mix_precision.dtype=$t --tensor_parallel_degree 2 --pipeline_parallel_degree 2 \
-			-o Model.sequence_parallel=True >$t.log 2>&1 &&
+			-o Model.sequence_parallel=True -o Engine.save_load.output_dir=four-$t >$t.log 2>&1 &&
 		same_losses single-$t.log log-$t/workerlog.0 1e-3 || return 1
 	done
 '
@@ -103,7 +109,7 @@ test_expect_success '--dry-run accounts for tp and for each stage of a pipeline 
 		gpt-launch --nproc-per-node 4 --log-dir log-mem-$v -- \
 			gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" $args \
 			--tensor_parallel_degree 2 --pipeline_parallel_degree 2 $extra \
-			-o Engine.max_steps=1 >mem.log 2>&1 &&
+			-o Engine.max_steps=1 -o Engine.save_load.save_steps=0 >mem.log 2>&1 &&
 		for st in 0 1; do
 			rank=$((st * 2)) &&
 			planned=$(awk -v s=$st "/^per stage:/ { on = 1; next } on && \$1 == s { print \$7 }" plan-$v) &&
