@@ -1,0 +1,74 @@
+#!/bin/sh
+# Checkpoints across tensor and pipeline layouts: a run saved in one layout
+# resumes in another and continues as the unbroken single-process run does
+# (losses relative 1e-5, final weights absolute 1e-5), and gpt-ckpt-merge
+# --to-layout cuts a checkpoint for a tp/pp layout that then resumes.
+. "$(dirname "$0")/test-lib.sh"
+
+args="-o Data.Train.dataset.input_dir=data/lic -o Data.Eval.dataset.input_dir=data/lic \
+	-o Data.Train.dataset.split=15,2,0 -o Data.Eval.dataset.split=15,2,0 \
+	-o Global.micro_batch_size=1 -o Engine.eval_freq=0 -o Optimizer.lr.max_lr=2e-3 \
+	-o Optimizer.lr.decay_steps=150 -o Model.num_layers=8 \
+	-o Model.hidden_dropout_prob=0.1 -o Model.attention_probs_dropout_prob=0.1 \
+	-o Engine.save_load.save_steps=4 -o Engine.save_load.save_epoch=0"
+
+losses () {
+	sed -n 's/.* - global step \([0-9]*\), epoch.*loss: \([0-9.e+-]*\),.*/\1 \2/p' "$1"
+}
+
+# the steps after the resume agree with the unbroken run's
+continues () { # unbroken-log resumed-log
+	losses "$1" | awk '$1 > 4' >l1 && losses "$2" >l2 &&
+	test_line_count = 4 l1 && test_line_count = 4 l2 &&
+	paste l1 l2 | awk '{ d = $2 - $4; if (d < 0) d = -d; r = d / $2;
+		if ($1 != $3 || r > 1e-5) { print "step " $1 ": " $2 " vs " $4 " (rel " r ")"; bad = 1 } }
+		END { exit bad }'
+}
+
+run () { # nproc out-dir steps flags...
+	n=$1 out=$2 steps=$3
+	shift 3
+	if test "$n" = 1; then
+		gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" $args -o Engine.max_steps=$steps \
+			-o Engine.save_load.output_dir=$out "$@" >$out.log 2>&1 && cp $out.log $out.w0
+	else
+		gpt-launch --nproc-per-node $n --log-dir log-$out -- \
+			gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" $args -o Engine.max_steps=$steps \
+			-o Engine.save_load.output_dir=$out "$@" >$out.log 2>&1 && cp log-$out/workerlog.0 $out.w0
+	fi
+}
+
+test_expect_success 'set up: data and the unbroken single-process run of 8 steps' '
+	mkdir data &&
+	gpt-preprocess -t bytes -o data/lic /usr/share/common-licenses/* &&
+	run 1 unbroken 8
+'
+
+# from-name from-nproc from-flags -- to-name to-nproc to-flags
+across () {
+	test_expect_success "saved by $1 ($2 ranks), resumed as $4 ($5 ranks)" '
+		run '$2' a-'$1' 4 '"$3"' &&
+		run '$5' b-'$1'-'$4' 8 -o Engine.save_load.ckpt_dir=a-'$1'/step_00000004 '"$6"' &&
+		continues unbroken.log b-'$1'-'$4'.w0 &&
+		test-tool ckpt-diff unbroken/step_00000008 b-'$1'-'$4'/step_00000008 >diff &&
+		sort -k2 -g diff | tail -1 &&
+		awk "{ exit !(\$2 <= 1e-5) }" diff
+	'
+}
+
+across single 1 "" dp2-mp2-pp2 8 "--tensor_parallel_degree 2 --pipeline_parallel_degree 2 -o Distributed.dp_degree=2"
+across mp2-pp2 4 "--tensor_parallel_degree 2 --pipeline_parallel_degree 2" \
+	sharding4-stage3 4 "--sharding_parallel_degree 4 --sharding stage3"
+across pp4-virtual2 4 "--pipeline_parallel_degree 4 -o Distributed.virtual_pp_degree=2" \
+	mp4 4 "--tensor_parallel_degree 4"
+across dp2-mp2-pp2-sp 8 "--tensor_parallel_degree 2 --pipeline_parallel_degree 2 -o Distributed.dp_degree=2 -o Model.sequence_parallel=True" \
+	mp2 2 "--tensor_parallel_degree 2"
+
+test_expect_success 'gpt-ckpt-merge --to-layout cuts a single checkpoint for mp2 x pp2 x vpp2, which resumes' '
+	gpt-ckpt-merge --to-layout mp=2,pp=2,vpp=2 unbroken/step_00000004 cut &&
+	run 4 c-resumed 8 -o Engine.save_load.ckpt_dir=cut --tensor_parallel_degree 2 \
+		--pipeline_parallel_degree 2 -o Distributed.virtual_pp_degree=2 &&
+	continues unbroken.log c-resumed.w0
+'
+
+test_done
