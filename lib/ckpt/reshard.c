@@ -113,7 +113,7 @@ static int rank_part(const gpt_ckpt *ck, const gpt_model_shape *s, const gpt_par
 	int64_t tp_r = rank % lo->tp, sh_r = rank / lo->tp % lo->sharding;
 	int64_t dp_r = rank / (lo->tp * lo->sharding) % lo->dp, pp_r = rank / (lo->tp * lo->sharding * lo->dp);
 	gpt_layout gl;
-	int rc0 = gpt_layout_make(&gl, s, lo->tp, tp_r, lo->pp, pp_r, lo->pp > 1 ? lo->vpp : 1, err);
+	int rc0 = gpt_layout_make(&gl, s, lo->tp, tp_r, lo->pp, pp_r, lo->pp > 1 ? lo->vpp : 1, NULL, err);
 	if (rc0)
 		return rc0;
 	int64_t *offset = gpt_calloc((size_t)nt, sizeof *offset, "layout", err);

@@ -148,6 +148,7 @@ typedef struct gpt_config {
 		int64_t mp_degree;
 		int64_t pp_degree;
 		int64_t virtual_pp_degree;
+		gpt_intlist pp_layers;
 		char *pipeline_schedule; /* FThenB | 1F1B | interleaved */
 		struct {
 			int64_t sharding_degree;

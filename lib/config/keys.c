@@ -169,6 +169,8 @@ static const gpt_config_key keys[] = {
 	I("Distributed.mp_degree", distributed.mp_degree, "1", 1, 1 << 20,
 	  "tensor (model) parallel ways"),
 	I("Distributed.pp_degree", distributed.pp_degree, "1", 1, 1 << 20, "pipeline stages"),
+	K("Distributed.pp_layers", GPT_CT_INTLIST, distributed.pp_layers, NULL, NULL, 0, 0, 0,
+	  "layers of each pipeline stage (each virtual stage, in order, with virtual_pp_degree > 1); empty: an even split"),
 	I("Distributed.virtual_pp_degree", distributed.virtual_pp_degree, "1", 1, 1 << 10,
 	  "model chunks per pipeline stage (interleaved schedule when > 1)"),
 	K("Distributed.pipeline_schedule", GPT_CT_ENUM, distributed.pipeline_schedule, NULL,

@@ -168,7 +168,19 @@ static int resolve_model(gpt_config *cfg, gpt_err *err)
 			    "rounded up to a multiple of %d), found %lld",
 			    (long long)cfg->padded_vocab_size, (long long)cfg->model.vocab_size,
 			    GPT_VOCAB_PAD, (long long)mp);
-	if (L % mul(pp, vpp))
+	const gpt_intlist *pl = &cfg->distributed.pp_layers;
+	if (pl->n) {
+		int64_t sum = 0, least = 1;
+		for (int i = 0; i < pl->n; i++) {
+			sum += pl->v[i];
+			least = pl->v[i] < least ? pl->v[i] : least;
+		}
+		if (pl->n != mul(pp, vpp) || sum != L || least < 1)
+			return fail(cfg, kid("Distributed.pp_layers"), kid("Model.num_layers"), err,
+				    "expected pp_degree x virtual_pp_degree = %lld counts of at least 1 layer "
+				    "adding up to num_layers %lld, found %d counts adding up to %lld",
+				    (long long)mul(pp, vpp), (long long)L, pl->n, (long long)sum);
+	} else if (L % mul(pp, vpp))
 		return fail(cfg, kid("Model.num_layers"), kid("Distributed.pp_degree"), err,
 			    "expected a multiple of pp_degree x virtual_pp_degree = %lld x %lld = %lld, "
 			    "found %lld", (long long)pp, (long long)vpp, (long long)mul(pp, vpp),

@@ -28,7 +28,8 @@ void gpt_layout_single(gpt_layout *lo, const gpt_model_shape *s)
 }
 
 int gpt_layout_make(gpt_layout *lo, const gpt_model_shape *s, int64_t tp, int64_t tp_rank,
-		    int64_t pp, int64_t pp_rank, int64_t chunks, gpt_err *err)
+		    int64_t pp, int64_t pp_rank, int64_t chunks, const int64_t *stage_layers,
+		    gpt_err *err)
 {
 	memset(lo, 0, sizeof *lo);
 	if (tp < 1 || pp < 1 || chunks < 1 || chunks > GPT_MAX_CHUNKS || tp_rank < 0 || tp_rank >= tp ||
@@ -37,16 +38,23 @@ int gpt_layout_make(gpt_layout *lo, const gpt_model_shape *s, int64_t tp, int64_
 				   "layout: tp rank %lld of %lld, pp rank %lld of %lld with %lld chunks (at most %d) is not a layout",
 				   (long long)tp_rank, (long long)tp, (long long)pp_rank, (long long)pp,
 				   (long long)chunks, GPT_MAX_CHUNKS);
-	int64_t vs = pp * chunks;
-	if (s->layers % vs)
+	int64_t vs = pp * chunks, sum = 0;
+	for (int64_t v = 0; stage_layers && v < vs; v++)
+		sum += stage_layers[v] >= 1 ? stage_layers[v] : -s->layers - 1;
+	if (stage_layers ? sum != s->layers : s->layers % vs)
 		return gpt_err_set(err, GPT_EUSAGE,
-				   "Model.num_layers: %lld layers do not split evenly over pp_degree x virtual_pp_degree = %lld x %lld stages; choose degrees that divide it",
-				   (long long)s->layers, (long long)pp, (long long)chunks);
-	int64_t per = s->layers / vs;
+				   "Model.num_layers: %lld layers do not split %s over pp_degree x virtual_pp_degree = %lld x %lld stages; choose degrees (or Distributed.pp_layers) that fit",
+				   (long long)s->layers, stage_layers ? "as Distributed.pp_layers says" : "evenly",
+				   (long long)pp, (long long)chunks);
 	*lo = (gpt_layout){.tp = tp, .tp_rank = tp_rank, .pp = pp, .pp_rank = pp_rank, .chunks = chunks};
-	for (int64_t c = 0; c < chunks; c++) {
-		lo->layer_begin[c] = (c * pp + pp_rank) * per;
-		lo->layer_end[c] = lo->layer_begin[c] + per;
+	int64_t begin = 0;
+	for (int64_t v = 0; v < vs; v++) {
+		int64_t n = stage_layers ? stage_layers[v] : s->layers / vs;
+		if (v % pp == pp_rank) {
+			lo->layer_begin[v / pp] = begin;
+			lo->layer_end[v / pp] = begin + n;
+		}
+		begin += n;
 	}
 	return 0;
 }

@@ -37,10 +37,12 @@ typedef struct gpt_layout {
 /* One process holding everything. */
 void gpt_layout_single(gpt_layout *lo, const gpt_model_shape *s);
 /* The layout of tensor rank tp_rank of tp and pipeline rank pp_rank of pp,
- * with the layers split evenly over pp x chunks virtual stages. GPT_EUSAGE
- * naming the numbers when they do not divide. */
+ * with the layers split over pp x chunks virtual stages: stage_layers[v]
+ * layers on virtual stage v (pp x chunks counts), or evenly when it is NULL.
+ * GPT_EUSAGE naming the numbers when they do not fit. */
 int gpt_layout_make(gpt_layout *lo, const gpt_model_shape *s, int64_t tp, int64_t tp_rank,
-		    int64_t pp, int64_t pp_rank, int64_t chunks, gpt_err *err);
+		    int64_t pp, int64_t pp_rank, int64_t chunks, const int64_t *stage_layers,
+		    gpt_err *err);
 /* Layers this rank holds over all its chunks. */
 int64_t gpt_layout_layers(const gpt_layout *lo);
 

@@ -55,10 +55,16 @@ static double layer_input(const act_shape *x)
 	return x->e * x->s * x->b * x->h / x->r;
 }
 
-static int stage_of_layer(int64_t layer, int64_t L, int64_t pp, int64_t vpp)
+/* The pipeline rank holding a layer: virtual stage v is on rank v % pp. */
+static int stage_of_layer(const gpt_config *cfg, int64_t layer, int64_t L, int64_t pp, int64_t vpp)
 {
-	int64_t chunk = L / (pp * vpp);
-	return (int)((layer / chunk) % pp);
+	const gpt_intlist *pl = &cfg->distributed.pp_layers;
+	if (!pl->n)
+		return (int)((layer / (L / (pp * vpp))) % pp);
+	int64_t v = 0, end = pl->v[0];
+	while (layer >= end && v + 1 < pl->n)
+		end += pl->v[++v];
+	return (int)(v % pp);
 }
 
 static int is_norecompute(const gpt_config *cfg, int64_t layer)
@@ -84,7 +90,8 @@ static void cpu_activations(const gpt_config *cfg, const gpt_model_shape *shape,
 	int64_t vpp = pp > 1 ? cfg->distributed.virtual_pp_degree : 1;
 	gpt_layout lo;
 	gpt_err e = {0};
-	if (gpt_layout_make(&lo, shape, tp, 0, pp, s, vpp, &e))
+	const gpt_intlist *pl = &cfg->distributed.pp_layers;
+	if (gpt_layout_make(&lo, shape, tp, 0, pp, s, vpp, pl->n ? pl->v : NULL, &e))
 		return; /* the resolved config divides the layers: not reached */
 	gpt_model_opts o = {.batch = cfg->global.micro_batch_size,
 			    .seq_len = cfg->data.train.dataset.max_seq_len, .slots = 1,
@@ -156,7 +163,7 @@ int gpt_train_memory_plan(const gpt_config *cfg, gpt_train_memory *m, gpt_err *e
 		if (p->place == GPT_PARAM_FINAL)
 			final_params += el;
 		if (p->place == GPT_PARAM_LAYER) {
-			m->stage[stage_of_layer(p->layer, L, pp, vpp)].params += el;
+			m->stage[stage_of_layer(cfg, p->layer, L, pp, vpp)].params += el;
 		} else if (p->place == GPT_PARAM_FINAL) {
 			m->stage[pp - 1].params += el;
 		} else {
@@ -183,7 +190,7 @@ int gpt_train_memory_plan(const gpt_config *cfg, gpt_train_memory *m, gpt_err *e
 			  : strcmp(gran, "only_attn") == 0 ? layer_only_attn(&x)
 							    : m->layer_full;
 	for (int64_t l = 0; l < L; l++) {
-		gpt_train_stage_mem *st = &m->stage[stage_of_layer(l, L, pp, vpp)];
+		gpt_train_stage_mem *st = &m->stage[stage_of_layer(cfg, l, L, pp, vpp)];
 		st->layers++;
 		if (cfg->model.use_recompute && !is_norecompute(cfg, l))
 			st->recomputed++;

@@ -45,7 +45,9 @@ static int setup_model(trainer *tr, gpt_err *err)
 	gpt_model_shape s;
 	gpt_model_shape_from_config(cfg, &s);
 	gpt_layout lo;
-	int rc = gpt_layout_make(&lo, &s, tr->tp, tr->tp_rank, tr->pp, tr->pp_rank, tr->chunks, err);
+	const gpt_intlist *pl = &cfg->distributed.pp_layers;
+	int rc = gpt_layout_make(&lo, &s, tr->tp, tr->tp_rank, tr->pp, tr->pp_rank, tr->chunks,
+				 pl->n ? pl->v : NULL, err);
 	if (rc)
 		return rc;
 	gpt_model_opts mo = {
