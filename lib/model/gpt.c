@@ -917,6 +917,13 @@ int64_t gpt_model_stream_numel(const gpt_model *m)
 	return m->n_rows * m->shape.hidden;
 }
 
+int64_t gpt_model_stream_numel_for(const gpt_model_shape *s, const gpt_layout *lo,
+				   const gpt_model_opts *o)
+{
+	int64_t rows = o->batch * o->seq_len;
+	return (o->sequence_parallel && lo->tp > 1 ? rows / lo->tp : rows) * s->hidden;
+}
+
 /* The cross-entropy's statistics of this rank's vocabulary piece, made
  * global over tp: the maximum, the sum of exponentials relative to it, the
  * target's logit. */

@@ -251,6 +251,9 @@ void *gpt_model_dgrad(const gpt_model *m);
 /* Elements of a chunk's input or output, and of the gradient, that go from
  * stage to stage: n_rows x hidden. */
 int64_t gpt_model_stream_numel(const gpt_model *m);
+/* The same before there is a model. */
+int64_t gpt_model_stream_numel_for(const gpt_model_shape *s, const gpt_layout *lo,
+				   const gpt_model_opts *o);
 int gpt_model_forward_chunk(gpt_model *m, int64_t chunk, const int32_t *tokens,
 			    const int32_t *targets, int training, uint32_t step, int64_t sample0,
 			    double *loss_sum, int64_t *n_tokens, gpt_err *err);

@@ -117,9 +117,11 @@ static void cpu_activations(const gpt_config *cfg, const gpt_model_shape *shape,
 		gpt_recompute_parse(g, &o.recompute);
 	}
 	double conf = (double)gpt_model_activation_bytes(shape, &lo, &o, es, saved);
-	st->act_none = none;
-	st->act_full = full;
-	st->act_config = conf;
+	/* the pipeline's buffer for a received activation gradient */
+	double recv = pp > 1 ? (double)gpt_model_stream_numel_for(shape, &lo, &o) * (double)es : 0;
+	st->act_none = none + recv;
+	st->act_full = full + recv;
+	st->act_config = conf + recv;
 }
 
 int gpt_train_memory_plan(const gpt_config *cfg, gpt_train_memory *m, gpt_err *err)

@@ -491,7 +491,9 @@ int gpt_train_run(const gpt_config *cfg, FILE *log, const volatile sig_atomic_t 
 		double shard = (double)tr.shard * es;
 		double pb = tr.stage >= 3 ? shard + wb : n * es, gb = tr.stage >= 2 ? shard + wb : n * es;
 		double opt = (double)(tr.opt.end - tr.opt.begin) * (tr.opt.master ? 12.0 : 8.0);
-		double act = (double)tr.model.act_bytes;
+		double act = (double)tr.model.act_bytes; /* and the pipeline's receive buffer */
+		if (tr.pp_grad_in)
+			act += (double)gpt_model_stream_numel(&tr.model) * es;
 		char a[32], b[32], c[32], d[32], e[32];
 		gpt_format_bytes(pb, a, sizeof a);
 		gpt_format_bytes(gb, b, sizeof b);
@@ -502,12 +504,13 @@ int gpt_train_run(const gpt_config *cfg, FILE *log, const volatile sig_atomic_t 
 			       "memory: parameters %s, gradients %s, optimizer state %s, activations %s, total %s (%.0f bytes)",
 			       a, b, c, d, e, pb + gb + opt + act);
 		gpt_log_printf(&tr.log, GPT_LOG_INFO,
-			       "training %lld parameters for %lld steps: global batch %lld x %lld tokens, micro-batch %lld, %lld accumulation steps, rank %d of %lld (data replica %lld of %lld, sharding stage %lld over %lld)",
+			       "training %lld parameters for %lld steps: global batch %lld x %lld tokens, micro-batch %lld, %lld accumulation steps, rank %d of %lld (data replica %lld of %lld, sharding stage %lld over %lld, tp rank %lld of %lld, pipeline stage %lld of %lld)",
 			       (long long)gpt_param_count(&tr.model.shape), (long long)tr.total_steps,
 			       (long long)tr.G, (long long)tr.T, (long long)tr.MB, (long long)tr.accum,
 			       tr.rank, (long long)cfg->world_size, (long long)tr.replica,
 			       (long long)tr.replicas, tr.sh > 1 ? (long long)cfg->distributed.sharding.sharding_stage : 0LL,
-			       (long long)tr.sh);
+			       (long long)tr.sh, (long long)tr.tp_rank, (long long)tr.tp, (long long)tr.pp_rank,
+			       (long long)tr.pp);
 		rc = run(&tr, err);
 	}
 	rc = gpt_tr_ckpt_finish(&tr, rc, err);
