@@ -124,6 +124,122 @@ float gpt_f16_to_f32(uint16_t h)
 	return bits_f32(sign | ((e + 112u) << 23) | (m << 13));
 }
 
+/* The conversions of whole blocks of 8 with x86 vector instructions when
+ * the processor has them (F16C for fp16, AVX2 for bf16): the same results
+ * as the scalar functions above (round to nearest even), which a block
+ * holding a NaN falls back to so that NaNs come out the same too. Each
+ * returns how many elements it converted (a multiple of 8). */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+__attribute__((target("avx,f16c"))) static size_t f32_to_f16_x86(uint16_t *d, const float *s, size_t n)
+{
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		__m256 v = _mm256_loadu_ps(s + i);
+		if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q))) {
+			for (size_t k = i; k < i + 8; k++)
+				d[k] = gpt_f32_to_f16(s[k]);
+			continue;
+		}
+		_mm_storeu_si128((__m128i *)(d + i), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+	}
+	return i;
+}
+
+__attribute__((target("avx,f16c"))) static size_t f16_to_f32_x86(float *d, const uint16_t *s, size_t n)
+{
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		__m128i h = _mm_loadu_si128((const __m128i *)(s + i));
+		/* exponent all ones and a mantissa: a NaN */
+		__m128i e = _mm_and_si128(h, _mm_set1_epi16(0x7fff));
+		if (_mm_movemask_epi8(_mm_cmpgt_epi16(e, _mm_set1_epi16(0x7c00)))) {
+			for (size_t k = i; k < i + 8; k++)
+				d[k] = gpt_f16_to_f32(s[k]);
+			continue;
+		}
+		_mm256_storeu_ps(d + i, _mm256_cvtph_ps(h));
+	}
+	return i;
+}
+
+__attribute__((target("avx2"))) static size_t f32_to_bf16_x86(uint16_t *d, const float *s, size_t n)
+{
+	size_t i = 0;
+	const __m256i abs = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+	const __m256i bias = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1);
+	for (; i + 8 <= n; i += 8) {
+		__m256i u = _mm256_loadu_si256((const __m256i *)(s + i));
+		if (_mm256_movemask_epi8(_mm256_cmpgt_epi32(_mm256_and_si256(u, abs), inf))) {
+			for (size_t k = i; k < i + 8; k++)
+				d[k] = gpt_f32_to_bf16(s[k]);
+			continue;
+		}
+		__m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), one);
+		__m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(bias, lsb)), 16);
+		/* pack the low 16 bits of the 8 lanes, in order */
+		__m128i lo = _mm256_castsi256_si128(r), hi = _mm256_extracti128_si256(r, 1);
+		_mm_storeu_si128((__m128i *)(d + i), _mm_packus_epi32(lo, hi));
+	}
+	return i;
+}
+
+__attribute__((target("avx2"))) static size_t bf16_to_f32_x86(float *d, const uint16_t *s, size_t n)
+{
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		__m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(s + i)));
+		_mm256_storeu_si256((__m256i *)(d + i), _mm256_slli_epi32(w, 16));
+	}
+	return i;
+}
+
+static size_t convert_fast(void *dst, gpt_dtype dst_t, const void *src, gpt_dtype src_t, size_t n)
+{
+	static int f16c = -1, avx2 = -1;
+	if (f16c < 0) {
+		__builtin_cpu_init();
+		f16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+		avx2 = __builtin_cpu_supports("avx2");
+	}
+	if (src_t == GPT_DTYPE_F32 && dst_t == GPT_DTYPE_F16 && f16c)
+		return f32_to_f16_x86(dst, src, n);
+	if (src_t == GPT_DTYPE_F16 && dst_t == GPT_DTYPE_F32 && f16c)
+		return f16_to_f32_x86(dst, src, n);
+	if (src_t == GPT_DTYPE_F32 && dst_t == GPT_DTYPE_BF16 && avx2)
+		return f32_to_bf16_x86(dst, src, n);
+	if (src_t == GPT_DTYPE_BF16 && dst_t == GPT_DTYPE_F32 && avx2)
+		return bf16_to_f32_x86(dst, src, n);
+	return 0;
+}
+#else
+static size_t convert_fast(void *dst, gpt_dtype dst_t, const void *src, gpt_dtype src_t, size_t n)
+{
+	(void)dst, (void)dst_t, (void)src, (void)src_t, (void)n;
+	return 0;
+}
+#endif
+
+static void convert_scalar(void *dst, gpt_dtype dst_t, const void *src, gpt_dtype src_t, size_t i0,
+			   size_t n)
+{
+	const uint16_t *s16 = src;
+	const float *s32 = src;
+	uint16_t *d16 = dst;
+	float *d32 = dst;
+	for (size_t i = i0; i < n; i++) {
+		float v = src_t == GPT_DTYPE_F32 ? s32[i]
+			: src_t == GPT_DTYPE_BF16 ? gpt_bf16_to_f32(s16[i]) : gpt_f16_to_f32(s16[i]);
+		if (dst_t == GPT_DTYPE_F32)
+			d32[i] = v;
+		else if (dst_t == GPT_DTYPE_BF16)
+			d16[i] = gpt_f32_to_bf16(v);
+		else
+			d16[i] = gpt_f32_to_f16(v);
+	}
+}
+
 int gpt_convert(void *dst, gpt_dtype dst_t, const void *src, gpt_dtype src_t, size_t n,
 		gpt_err *err)
 {
@@ -136,20 +252,15 @@ int gpt_convert(void *dst, gpt_dtype dst_t, const void *src, gpt_dtype src_t, si
 		memmove(dst, src, n * gpt_dtype_size(src_t));
 		return 0;
 	}
-	const uint16_t *s16 = src;
-	const float *s32 = src;
-	uint16_t *d16 = dst;
-	float *d32 = dst;
+	/* chunks of 4096 elements, a multiple of 8, over the threads */
+	size_t chunk = 4096, nc = (n + chunk - 1) / chunk;
+	size_t ds = gpt_dtype_size(dst_t), ss = gpt_dtype_size(src_t);
 	#pragma omp parallel for schedule(static) if (n > (1 << 16))
-	for (size_t i = 0; i < n; i++) {
-		float v = src_t == GPT_DTYPE_F32 ? s32[i]
-			: src_t == GPT_DTYPE_BF16 ? gpt_bf16_to_f32(s16[i]) : gpt_f16_to_f32(s16[i]);
-		if (dst_t == GPT_DTYPE_F32)
-			d32[i] = v;
-		else if (dst_t == GPT_DTYPE_BF16)
-			d16[i] = gpt_f32_to_bf16(v);
-		else
-			d16[i] = gpt_f32_to_f16(v);
+	for (size_t c = 0; c < nc; c++) {
+		size_t a = c * chunk, len = n - a < chunk ? n - a : chunk;
+		void *d = (char *)dst + a * ds;
+		const void *s = (const char *)src + a * ss;
+		convert_scalar(d, dst_t, s, src_t, convert_fast(d, dst_t, s, src_t, len), len);
 	}
 	return 0;
 }

@@ -124,6 +124,43 @@ int main(void)
 		ok(be.ops->convert(&be, &i32, GPT_DTYPE_I32, f, GPT_DTYPE_F32, 1, &err) != 0 &&
 		   strstr(err.msg, "int32"), "convert to int32 is refused: %s", err.msg);
 	}
+	{
+		/* the vector paths (F16C, AVX2) against the scalar functions: every
+		 * 16-bit value, and about a million 32-bit patterns (every 4099th,
+		 * which walks through every exponent, ties, NaNs and infinities) */
+		enum { NV = 65536 };
+		static uint16_t all[NV], back[NV];
+		static float wide[NV];
+		long bad = 0;
+		for (int i = 0; i < NV; i++)
+			all[i] = (uint16_t)i;
+		gpt_convert(wide, GPT_DTYPE_F32, all, GPT_DTYPE_F16, NV, &chk_err);
+		for (int i = 0; i < NV; i++) {
+			float r = gpt_f16_to_f32((uint16_t)i);
+			bad += memcmp(&r, &wide[i], 4) != 0;
+		}
+		gpt_convert(wide, GPT_DTYPE_F32, all, GPT_DTYPE_BF16, NV, &chk_err);
+		for (int i = 0; i < NV; i++) {
+			float r = gpt_bf16_to_f32((uint16_t)i);
+			bad += memcmp(&r, &wide[i], 4) != 0;
+		}
+		is_int(bad, 0, "every fp16 and bf16 value widens as the scalar functions do");
+		long bad16 = 0, badbf = 0;
+		for (uint64_t base = 0; base < (1ull << 32); base += (uint64_t)NV * 4099) {
+			for (int i = 0; i < NV; i++) {
+				uint32_t u = (uint32_t)(base + (uint64_t)i * 4099);
+				memcpy(&wide[i], &u, 4);
+			}
+			gpt_convert(back, GPT_DTYPE_F16, wide, GPT_DTYPE_F32, NV, &chk_err);
+			for (int i = 0; i < NV; i++)
+				bad16 += back[i] != gpt_f32_to_f16(wide[i]);
+			gpt_convert(back, GPT_DTYPE_BF16, wide, GPT_DTYPE_F32, NV, &chk_err);
+			for (int i = 0; i < NV; i++)
+				badbf += back[i] != gpt_f32_to_bf16(wide[i]);
+		}
+		is_int(bad16, 0, "fp32 -> fp16 in blocks rounds as the scalar function");
+		is_int(badbf, 0, "fp32 -> bf16 in blocks rounds as the scalar function");
+	}
 	free(h), free(h2), free(f);
 	gpt_backend_cpu_free(&be);
 	return done_testing();
