@@ -85,8 +85,10 @@ typedef struct gpt_model_opts {
 } gpt_model_opts;
 
 /* Units: the pieces of the flat buffers a pass uses one after another:
- * unit 0 is the embedding (wte, wpe), units 1..L the layers, unit L+1 the
- * final LayerNorm. Each is one contiguous range [unit_begin, unit_end). */
+ * unit 0 is the embedding (wte, wpe: what of them this stage holds), units
+ * 1..n_layers the local layers in chunk order, unit n_layers + 1 the final
+ * LayerNorm. Each is one contiguous range [unit_begin, unit_end), empty on a
+ * pipeline stage that holds none of it. */
 typedef struct gpt_model gpt_model;
 
 /* Called around each unit's use when set (ZeRO stages 2 and 3). acquire
@@ -156,8 +158,8 @@ struct gpt_model {
 	int64_t lc_begin[GPT_MAX_CHUNKS], lc_end[GPT_MAX_CHUNKS]; /* each chunk's local layers */
 	gpt_slot *slots;
 	int64_t n_slots, cur_slot;
-	void **res;               /* n_layers + chunks residual streams (B, T, C): chunk c's
-				     layer l reads res[l + c] and writes res[l + c + 1] */
+	void **res;               /* n_layers + chunks residual streams (n_rows, C): chunk
+				     c's layer l reads res[l + c] and writes res[l + c + 1] */
 	gpt_layer_acts *acts;     /* n_layers */
 	void *lnf;
 	float *lnf_mean, *lnf_rstd;
