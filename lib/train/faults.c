@@ -226,20 +226,28 @@ int gpt_tr_save(trainer *tr, int last, gpt_err *err)
 		return 0;
 	}
 	const char *why = rc ? serr.msg : "another rank could not write its part (see its log)";
-	char prev[4096];
+	char prev[4096], kept[4200], *tail;
 	gpt_err lerr = {0};
-	if (gpt_ckpt_latest(cfg->engine.save_load.output_dir, prev, sizeof prev, &lerr) != 0)
-		snprintf(prev, sizeof prev, "none");
-	gpt_log_printf(&tr->log, GPT_LOG_ERROR,
-		       "[checkpoint] global step %lld, saving failed: %s; the last complete checkpoint (%s) and `latest` are left as they were",
-		       (long long)tr->step, why, prev);
+	int have = gpt_ckpt_latest(cfg->engine.save_load.output_dir, prev, sizeof prev, &lerr) == 0;
+	snprintf(kept, sizeof kept, have ? "the last complete checkpoint is %s" : "there is no complete checkpoint yet%s",
+		 have ? prev : "");
+	tail = gpt_strdup(kept, err);
+	if (!tail)
+		return GPT_EINTERNAL;
+	if (have)
+		snprintf(kept, sizeof kept, "the last complete checkpoint (%s) and `latest` are left as they were", prev);
+	gpt_log_printf(&tr->log, GPT_LOG_ERROR, "[checkpoint] global step %lld, saving failed: %s; %s",
+		       (long long)tr->step, why, kept);
 	int stop = !cfg->engine.save_load.on_save_error || strcmp(cfg->engine.save_load.on_save_error, "continue") != 0;
-	if (stop || last)
-		return gpt_err_set(err, rc ? serr.code : GPT_EIO,
-				   "global step %lld: the checkpoint could not be saved: %s; stopping (%s); the last complete checkpoint is %s",
-				   (long long)tr->step, why,
-				   stop ? "Engine.save_load.on_save_error: stop" : "the run ends with this save",
-				   prev);
+	if (stop || last) {
+		gpt_err_set(err, rc ? serr.code : GPT_EIO,
+			    "global step %lld: the checkpoint could not be saved: %s; stopping (%s); %s",
+			    (long long)tr->step, why,
+			    stop ? "Engine.save_load.on_save_error: stop" : "the run ends with this save", tail);
+		free(tail);
+		return err->code;
+	}
+	free(tail);
 	gpt_log_printf(&tr->log, GPT_LOG_WARNING,
 		       "training goes on without the checkpoint of global step %lld (Engine.save_load.on_save_error: continue)",
 		       (long long)tr->step);
