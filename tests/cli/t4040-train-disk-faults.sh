@@ -172,7 +172,7 @@ test_expect_success TMPFS 'a real full tmpfs, then read-only: stop each time, la
 		code=0; ./train -o Engine.save_load.output_dir=mnt/out >tfull.log 2>&1 || code=\$?
 		echo \$code >tfull.code
 		cp -r mnt/out tout1
-		mount -o remount,ro mnt || exit 1
+		mount -o remount,bind,ro mnt || exit 1
 		code=0; ./train -o Engine.save_load.output_dir=mnt/out >tro.log 2>&1 || code=\$?
 		echo \$code >tro.code
 		cp -r mnt/out tout2
