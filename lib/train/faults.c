@@ -180,10 +180,11 @@ static int clear_stale_step(trainer *tr, gpt_err *err)
 	int32_t stale = 0;
 	if (gpt_path_exists(index)) {
 		gpt_err lerr = {0};
-		long long named = -1;
-		const char *base;
-		if (gpt_ckpt_latest(out, latest, sizeof latest, &lerr) == 0 &&
-		    (base = strrchr(latest, '/')) && sscanf(base + 1, "step_%lld", &named) != 1)
+		long long named = -1; /* the step latest names; -1: none */
+		const char *base = NULL;
+		if (gpt_ckpt_latest(out, latest, sizeof latest, &lerr) == 0)
+			base = strrchr(latest, '/');
+		if (!base || sscanf(base + 1, "step_%lld", &named) != 1)
 			named = -1;
 		stale = named < tr->step;
 	}
@@ -226,28 +227,23 @@ int gpt_tr_save(trainer *tr, int last, gpt_err *err)
 		return 0;
 	}
 	const char *why = rc ? serr.msg : "another rank could not write its part (see its log)";
-	char prev[4096], kept[4200], *tail;
+	char prev[4096], tail[4200], kept[4300];
 	gpt_err lerr = {0};
-	int have = gpt_ckpt_latest(cfg->engine.save_load.output_dir, prev, sizeof prev, &lerr) == 0;
-	snprintf(kept, sizeof kept, have ? "the last complete checkpoint is %s" : "there is no complete checkpoint yet%s",
-		 have ? prev : "");
-	tail = gpt_strdup(kept, err);
-	if (!tail)
-		return GPT_EINTERNAL;
-	if (have)
+	if (gpt_ckpt_latest(cfg->engine.save_load.output_dir, prev, sizeof prev, &lerr) == 0) {
+		snprintf(tail, sizeof tail, "the last complete checkpoint is %s", prev);
 		snprintf(kept, sizeof kept, "the last complete checkpoint (%s) and `latest` are left as they were", prev);
+	} else {
+		snprintf(tail, sizeof tail, "there is no complete checkpoint yet");
+		snprintf(kept, sizeof kept, "there is no complete checkpoint yet");
+	}
 	gpt_log_printf(&tr->log, GPT_LOG_ERROR, "[checkpoint] global step %lld, saving failed: %s; %s",
 		       (long long)tr->step, why, kept);
 	int stop = !cfg->engine.save_load.on_save_error || strcmp(cfg->engine.save_load.on_save_error, "continue") != 0;
-	if (stop || last) {
-		gpt_err_set(err, rc ? serr.code : GPT_EIO,
-			    "global step %lld: the checkpoint could not be saved: %s; stopping (%s); %s",
-			    (long long)tr->step, why,
-			    stop ? "Engine.save_load.on_save_error: stop" : "the run ends with this save", tail);
-		free(tail);
-		return err->code;
-	}
-	free(tail);
+	if (stop || last)
+		return gpt_err_set(err, rc ? serr.code : GPT_EIO,
+				   "global step %lld: the checkpoint could not be saved: %s; stopping (%s); %s",
+				   (long long)tr->step, why,
+				   stop ? "Engine.save_load.on_save_error: stop" : "the run ends with this save", tail);
 	gpt_log_printf(&tr->log, GPT_LOG_WARNING,
 		       "training goes on without the checkpoint of global step %lld (Engine.save_load.on_save_error: continue)",
 		       (long long)tr->step);
