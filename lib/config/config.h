@@ -78,7 +78,15 @@ typedef struct gpt_config {
 		int64_t num_train_epochs;
 		int64_t accumulate_steps;
 		int64_t logging_freq;
-		char *nan_policy; /* stop | skip */
+		char *nan_policy; /* stop | skip | rollback */
+		int64_t nan_max_rollbacks;
+		struct {
+			int enable;
+			int64_t window;
+			double loss_zscore;
+			double grad_norm_zscore;
+			int64_t warmup;
+		} skip_spikes;
 		int64_t eval_freq;
 		int64_t eval_iters;
 		int64_t test_iters;
@@ -96,10 +104,18 @@ typedef struct gpt_config {
 			int64_t save_epoch;
 			char *output_dir;
 			char *ckpt_dir;
+			char *on_save_error; /* stop | continue */
 			int save_on_signal;
 			int64_t keep_last;
 			int async_save;
 		} save_load;
+		/* testing aids: faults made on purpose (gpt-config(5), TESTING AIDS) */
+		struct {
+			gpt_intlist nan_steps;
+			int64_t nan_rank;
+			gpt_intlist spike_steps;
+			double spike_factor;
+		} fault_inject;
 	} engine;
 	struct {
 		char *module;

@@ -165,6 +165,39 @@ int gpt_loss_scaler_check(const gpt_loss_scaler *ls, gpt_err *err);
  * (found_inf), 0 otherwise. The new scale is in ls->scale. */
 int gpt_loss_scaler_update(gpt_loss_scaler *ls, int found_inf);
 
+/* Loss-spike detection (Engine.skip_spikes): the losses and global gradient
+ * norms of the last `cap` steps whose update was made, oldest first. A new
+ * step is an outlier when its value lies more than a threshold of standard
+ * deviations above the window's mean. Only a full window judges, so the
+ * first `cap` values (and, after a resume or a rollback, the next `cap`)
+ * pass unchecked. The arithmetic runs over the values in the order they
+ * came, so every rank that pushed the same values decides the same. */
+typedef struct gpt_spike_window {
+	int64_t cap;           /* values kept */
+	int64_t n;             /* values held, at most cap */
+	int64_t next;          /* slot the next value goes to */
+	double *loss, *gnorm;  /* cap each, a ring */
+} gpt_spike_window;
+
+enum { GPT_SPIKE_LOSS = 0, GPT_SPIKE_GNORM = 1 };
+
+/* cap >= 2. Free with gpt_spike_window_free. */
+int gpt_spike_window_init(gpt_spike_window *w, int64_t cap, gpt_err *err);
+void gpt_spike_window_free(gpt_spike_window *w);
+/* Forgets every value (after a rollback). */
+void gpt_spike_window_clear(gpt_spike_window *w);
+void gpt_spike_window_push(gpt_spike_window *w, double loss, double gnorm);
+/* (x - mean) / (population) standard deviation of series `which` (a
+ * GPT_SPIKE_* value); 0 when the window is not full, or when it has no
+ * spread (a standard deviation below 1e-9 of the mean's magnitude), where a
+ * z-score means nothing. */
+double gpt_spike_window_zscore(const gpt_spike_window *w, int which, double x);
+/* 1 when the window is full and loss or gnorm is a spike: its z-score is
+ * above its threshold (a threshold of 0 checks nothing); *zl and *zg (may be
+ * NULL) get the two z-scores. */
+int gpt_spike_window_check(const gpt_spike_window *w, double loss, double gnorm,
+			   double loss_threshold, double gnorm_threshold, double *zl, double *zg);
+
 #ifdef __cplusplus
 }
 #endif

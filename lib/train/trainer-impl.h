@@ -70,6 +70,10 @@ typedef struct trainer {
 	void *gw[3], *pw[3];
 	int pw_valid[3];           /* embedding/final parameter windows are current */
 	struct tr_async *async;    /* a checkpoint being written in the background, or NULL */
+	/* faults.c: loss spikes, non-finite steps, failed saves */
+	gpt_spike_window spikes;   /* cap 0: Engine.skip_spikes off */
+	int64_t rollbacks;         /* made by this run (Engine.nan_max_rollbacks) */
+	int64_t saved_step;        /* of the last checkpoint this run saved, 0: none */
 } trainer;
 
 /* prefetch.c */
@@ -93,6 +97,27 @@ int gpt_tr_pipeline_step(trainer *tr, const int32_t *rows, uint32_t step, float 
 int gpt_tr_pipeline_eval(trainer *tr, const int32_t *rows, uint32_t step, double *sum, int64_t *ntok,
 			 gpt_err *err);
 int gpt_tr_sum_over_stages(trainer *tr, double *sum, int64_t *n, gpt_err *err);
+/* faults.c: what the loop does when a step or a save goes wrong. */
+enum { GPT_TR_UPDATED = 0, GPT_TR_NONFINITE = 1, GPT_TR_SPIKE = 2 };
+int gpt_tr_faults_setup(trainer *tr, gpt_err *err);
+void gpt_tr_faults_free(trainer *tr);
+/* The factor Engine.fault_inject puts on the loss and gradients of global
+ * step `step` on this rank: 1, spike_factor or NaN. */
+double gpt_tr_fault_factor(const trainer *tr, int64_t step);
+/* The verdict on the step about to update (global step tr->step + 1) from
+ * its global loss and gradient norm, agreed on by every rank: a GPT_TR_*
+ * value. A spike is logged here; an updated step joins the spike window. */
+int gpt_tr_judge_step(trainer *tr, double loss, double norm, int *verdict, gpt_err *err);
+/* After a step (tr->step counts it) that skipped its update for a
+ * non-finite loss or gradient: log, stop, or roll back per
+ * Engine.nan_policy. 0: training goes on (at tr->step, which a rollback
+ * leaves where it was). */
+int gpt_tr_nonfinite(trainer *tr, double loss, gpt_err *err);
+/* Saves a checkpoint of tr->step. A failure that every rank agrees on is
+ * logged with the last complete checkpoint; it ends the run (non-zero)
+ * under Engine.save_load.on_save_error: stop or when `last` (the run ends
+ * with this save), else training goes on and 0 is returned. */
+int gpt_tr_save(trainer *tr, int last, gpt_err *err);
 
 /* trainer_ckpt.c */
 int gpt_tr_save_checkpoint(trainer *tr, gpt_err *err);

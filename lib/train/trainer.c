@@ -258,7 +258,8 @@ static int train_step(trainer *tr, const int32_t *rows, double *loss, int *skipp
 	double sum = 0;
 	int64_t ntok = 0;
 	/* every token of the global batch weighs the same, whichever rank has it */
-	float dloss = (float)(tr->scaler.scale / (double)(tr->G * tr->T));
+	double fault = gpt_tr_fault_factor(tr, tr->step + 1); /* 1 unless a test injects a fault */
+	float dloss = (float)(tr->scaler.scale / (double)(tr->G * tr->T) * fault);
 	uint32_t step = (uint32_t)(tr->step + 1);
 	if (!rc && tr->wte_held_back && m->unit_end[0] > m->unit_begin[0])
 		rc = m->be->ops->zero(m->be, tr->gw[0],
@@ -278,6 +279,7 @@ static int train_step(trainer *tr, const int32_t *rows, double *loss, int *skipp
 		sum += s;
 		ntok += n;
 	}
+	sum *= fault;
 	if (!rc)
 		rc = gpt_tr_sum_over_replicas(tr, &sum, &ntok, err);
 	if (!rc)
@@ -302,10 +304,14 @@ static int train_step(trainer *tr, const int32_t *rows, double *loss, int *skipp
 		return rc;
 	*loss = ntok ? sum / (double)ntok : 0;
 	double norm = sqrt(sumsq) / tr->scaler.scale;
-	int inf = !isfinite(sumsq);
+	int verdict;
+	if ((rc = gpt_tr_judge_step(tr, *loss, norm, &verdict, err)))
+		return rc;
 	tr->last_scale = tr->scaler.scale;
-	*skipped = gpt_loss_scaler_update(&tr->scaler, inf || !isfinite(*loss));
-	if (*skipped)
+	*skipped = verdict;
+	if (verdict == GPT_TR_SPIKE)
+		return 0; /* the loss scale keeps its count: a spike is no overflow */
+	if (gpt_loss_scaler_update(&tr->scaler, verdict == GPT_TR_NONFINITE))
 		return 0;
 	double clip = tr->cfg->optimizer.grad_clip.clip_norm, scale = 1.0 / tr->scaler.scale;
 	if (clip > 0 && norm > clip)
@@ -347,22 +353,9 @@ static int run(trainer *tr, gpt_err *err)
 			return gpt_err_prefix(err, "global step %lld", (long long)tr->step + 1);
 		tr->step++;
 		steps_in_int++;
-		int skip_nan = skipped && !tr->scaler.dynamic && cfg->engine.nan_policy &&
-			       strcmp(cfg->engine.nan_policy, "skip") == 0;
-		if (skip_nan)
-			gpt_log_printf(&tr->log, GPT_LOG_WARNING,
-				       "global step %lld: the loss or the gradients are not finite (loss %g); skipped the update (Engine.nan_policy: skip)",
-				       (long long)tr->step, loss);
-		if (skipped && !tr->scaler.dynamic && !skip_nan)
-			return gpt_err_set(err, GPT_EDATA,
-					   "global step %lld: the loss or the gradients are not finite (loss %g); stopping before the update%s%s",
-					   (long long)tr->step, loss, tr->last_ckpt[0] ? "; the last good checkpoint is " : "",
-					   tr->last_ckpt);
-		if (skipped && tr->scaler.dynamic) {
-			char line[256];
-			gpt_amp_skip_line_format(line, sizeof line, tr->step, tr->last_scale, tr->scaler.scale);
-			gpt_log_printf(&tr->log, GPT_LOG_WARNING, "%s", line);
-		}
+		/* log, skip, stop or roll back (which leaves tr->step as it is) */
+		if (skipped == GPT_TR_NONFINITE && (rc = gpt_tr_nonfinite(tr, loss, err)))
+			return rc;
 		if (tr->step % cfg->engine.logging_freq == 0 || tr->step == tr->total_steps) {
 			double el = gpt_now_s() - t_int;
 			double cost = el / (double)steps_in_int;
@@ -392,7 +385,7 @@ static int run(trainer *tr, gpt_err *err)
 			       (tr->step % cfg->engine.save_load.save_steps == 0 || tr->step == tr->total_steps);
 		int by_epoch = se > 0 && epoch_end && epochs_done % se == 0;
 		if (!rc && (by_steps || by_epoch))
-			rc = gpt_tr_save_checkpoint(tr, err);
+			rc = gpt_tr_save(tr, tr->step == tr->total_steps, err);
 		if (!rc)
 			rc = gpt_tr_ckpt_poll(tr, err);
 		/* A stop signal on any rank: every rank ends after this step. */
@@ -404,8 +397,8 @@ static int run(trainer *tr, gpt_err *err)
 			gpt_log_printf(&tr->log, GPT_LOG_WARNING,
 				       "stop requested (SIGTERM or SIGUSR1): saving global step %lld and stopping",
 				       (long long)tr->step);
-			if (!by_steps && !by_epoch)
-				rc = gpt_tr_save_checkpoint(tr, err);
+			if (tr->saved_step != tr->step)
+				rc = gpt_tr_save(tr, 1, err);
 			return rc;
 		}
 	}
@@ -417,6 +410,7 @@ static int run(trainer *tr, gpt_err *err)
 static void trainer_free(trainer *tr)
 {
 	gpt_tr_prefetch_stop(&tr->pf);
+	gpt_tr_faults_free(tr);
 	gpt_optimizer_free(&tr->opt);
 	gpt_tr_free_zero(tr);
 	if (tr->pp_grad_in)
@@ -464,6 +458,8 @@ int gpt_train_run(const gpt_config *cfg, FILE *log, const volatile sig_atomic_t 
 		rc = setup_schedule(&tr, err);
 	if (!rc)
 		rc = setup_model(&tr, err);
+	if (!rc)
+		rc = gpt_tr_faults_setup(&tr, err);
 	/* Resume: an explicit ckpt_dir must load; otherwise output_dir/latest
 	 * (a restarted job) does when it exists. */
 	const char *ck = cfg->engine.save_load.ckpt_dir;

@@ -1,0 +1,251 @@
+/* What the training loop does when something goes wrong: a loss spike
+ * (Engine.skip_spikes), a loss or gradient that is not finite
+ * (Engine.nan_policy: stop, skip or rollback), a checkpoint that cannot be
+ * written (Engine.save_load.on_save_error), and the faults that
+ * Engine.fault_inject makes on purpose to test all of it. Every decision
+ * here is taken by all ranks together, so no rank updates while another
+ * skips, rolls back or stops. */
+#include "train/trainer-impl.h"
+
+#include <ftw.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int gpt_tr_faults_setup(trainer *tr, gpt_err *err)
+{
+	const gpt_config *cfg = tr->cfg;
+	int64_t r = cfg->engine.fault_inject.nan_rank;
+	if (cfg->engine.fault_inject.nan_steps.n > 0 && r >= cfg->world_size)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "Engine.fault_inject.nan_rank: %lld is not a rank of this run of %lld; use -1 (every rank) or 0 to %lld",
+				   (long long)r, (long long)cfg->world_size, (long long)cfg->world_size - 1);
+	if (!cfg->engine.skip_spikes.enable)
+		return 0;
+	if (cfg->engine.skip_spikes.loss_zscore <= 0 && cfg->engine.skip_spikes.grad_norm_zscore <= 0)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "Engine.skip_spikes: enabled with loss_zscore and grad_norm_zscore both 0, so nothing would be checked; give one a threshold (6 is usual) or set enable to False");
+	return gpt_spike_window_init(&tr->spikes, cfg->engine.skip_spikes.window, err);
+}
+
+void gpt_tr_faults_free(trainer *tr)
+{
+	gpt_spike_window_free(&tr->spikes);
+}
+
+static int in_list(const gpt_intlist *l, int64_t v)
+{
+	for (int i = 0; i < l->n; i++)
+		if (l->v[i] == v)
+			return 1;
+	return 0;
+}
+
+double gpt_tr_fault_factor(const trainer *tr, int64_t step)
+{
+	const gpt_config *cfg = tr->cfg;
+	int64_t r = cfg->engine.fault_inject.nan_rank;
+	if (in_list(&cfg->engine.fault_inject.nan_steps, step) && (r < 0 || r == tr->rank))
+		return NAN;
+	if (in_list(&cfg->engine.fault_inject.spike_steps, step))
+		return cfg->engine.fault_inject.spike_factor;
+	return 1.0;
+}
+
+int gpt_tr_judge_step(trainer *tr, double loss, double norm, int *verdict, gpt_err *err)
+{
+	const gpt_config *cfg = tr->cfg;
+	int64_t step = tr->step + 1;
+	double zl = 0, zg = 0;
+	int32_t v[2] = {!isfinite(loss) || !isfinite(norm), 0};
+	if (!v[0] && tr->spikes.cap > 0 && step > cfg->engine.skip_spikes.warmup)
+		v[1] = gpt_spike_window_check(&tr->spikes, loss, norm, cfg->engine.skip_spikes.loss_zscore,
+					      cfg->engine.skip_spikes.grad_norm_zscore, &zl, &zg);
+	/* The loss and the norm are already global after the reductions, so
+	 * the ranks should decide alike; agreeing costs one tiny all-reduce and
+	 * keeps that true in every layout. */
+	if (tr->comm) {
+		int rc = gpt_comm_all_reduce(gpt_comm_world(tr->comm), v, v, 2, GPT_DTYPE_I32, GPT_REDUCE_MAX, err);
+		if (rc)
+			return gpt_err_prefix(err, "global step %lld: agreeing on the update", (long long)step);
+	}
+	if (v[0]) {
+		*verdict = GPT_TR_NONFINITE;
+	} else if (v[1]) {
+		*verdict = GPT_TR_SPIKE;
+		gpt_log_printf(&tr->log, GPT_LOG_WARNING,
+			       "[spike] global step %lld, loss: %.9f, z-score: %.2f (threshold %g), grad_norm: %.6g, z-score: %.2f (threshold %g): skipped the update; the step stays out of the window of %lld",
+			       (long long)step, loss, zl, cfg->engine.skip_spikes.loss_zscore, norm, zg,
+			       cfg->engine.skip_spikes.grad_norm_zscore, (long long)tr->spikes.cap);
+	} else {
+		*verdict = GPT_TR_UPDATED;
+		if (tr->spikes.cap > 0)
+			gpt_spike_window_push(&tr->spikes, loss, norm);
+	}
+	return 0;
+}
+
+/* ---- non-finite steps ---- */
+
+/* Goes back to the last complete checkpoint and on from the step after the
+ * offending one: the weights, the optimizer and the loss scale are the
+ * checkpoint's, the step counter (and with it the data position and the
+ * learning rate) stays where it is, so the batches from the checkpoint to
+ * the offending one are passed over, as restarts of large runs skip the
+ * data window that diverged. */
+static int rollback(trainer *tr, double loss, gpt_err *err)
+{
+	const gpt_config *cfg = tr->cfg;
+	int64_t bad = tr->step, max = cfg->engine.nan_max_rollbacks;
+	const char *out = cfg->engine.save_load.output_dir, *ckd = cfg->engine.save_load.ckpt_dir;
+	char latest[4096];
+	snprintf(latest, sizeof latest, "%s/latest", out ? out : ".");
+	const char *from = out && gpt_path_exists(latest) ? out : ckd && *ckd ? ckd : NULL;
+	if (!from)
+		return gpt_err_set(err, GPT_EDATA,
+				   "global step %lld: the loss or the gradients are not finite (loss %g) and Engine.nan_policy rollback has no checkpoint to go back to (%s holds none yet); stopped before the update; save earlier (Engine.save_load.save_steps)",
+				   (long long)bad, loss, out ? out : "output_dir");
+	if (tr->rollbacks >= max)
+		return gpt_err_set(err, GPT_EDATA,
+				   "global step %lld: the loss or the gradients are not finite (loss %g) after %lld rollbacks, the most Engine.nan_max_rollbacks allows; stopped before the update; the last good checkpoint is in %s",
+				   (long long)bad, loss, (long long)tr->rollbacks, from);
+	gpt_log_printf(&tr->log, GPT_LOG_WARNING,
+		       "global step %lld: the loss or the gradients are not finite (loss %g); rolling back to the last checkpoint in %s (rollback %lld of at most %lld, Engine.nan_policy: rollback)",
+		       (long long)bad, loss, from, (long long)tr->rollbacks + 1, (long long)max);
+	int rc = gpt_tr_load_checkpoint(tr, from, err);
+	if (rc)
+		return gpt_err_prefix(err, "global step %lld: rolling back", (long long)bad);
+	int64_t back = tr->step;
+	tr->step = bad;
+	tr->rollbacks++;
+	tr->pw_valid[0] = tr->pw_valid[2] = 0; /* the parameters changed under the windows */
+	if (tr->spikes.cap > 0)
+		gpt_spike_window_clear(&tr->spikes); /* its values led here */
+	gpt_log_printf(&tr->log, GPT_LOG_WARNING,
+		       "rolled back to the weights and optimizer state of global step %lld; training goes on at global step %lld with the next batch, passing over the batches of global steps %lld to %lld (consumed samples %lld)",
+		       (long long)back, (long long)bad + 1, (long long)back + 1, (long long)bad,
+		       (long long)(bad * tr->G));
+	return 0;
+}
+
+int gpt_tr_nonfinite(trainer *tr, double loss, gpt_err *err)
+{
+	const char *policy = tr->cfg->engine.nan_policy ? tr->cfg->engine.nan_policy : "stop";
+	if (tr->scaler.dynamic) {
+		/* float16: an overflow is what the loss scale is for */
+		char line[256];
+		gpt_amp_skip_line_format(line, sizeof line, tr->step, tr->last_scale, tr->scaler.scale);
+		gpt_log_printf(&tr->log, GPT_LOG_WARNING, "%s", line);
+		return 0;
+	}
+	if (strcmp(policy, "skip") == 0) {
+		gpt_log_printf(&tr->log, GPT_LOG_WARNING,
+			       "global step %lld: the loss or the gradients are not finite (loss %g); skipped the update (Engine.nan_policy: skip)",
+			       (long long)tr->step, loss);
+		return 0;
+	}
+	if (strcmp(policy, "rollback") == 0)
+		return rollback(tr, loss, err);
+	return gpt_err_set(err, GPT_EDATA,
+			   "global step %lld: the loss or the gradients are not finite (loss %g); stopping before the update%s%s",
+			   (long long)tr->step, loss, tr->last_ckpt[0] ? "; the last good checkpoint is " : "",
+			   tr->last_ckpt);
+}
+
+/* ---- saving ---- */
+
+static int unlink_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	remove(path);
+	return 0;
+}
+
+/* A complete step_N/ of this very step that `latest` does not name is what
+ * a save left when it failed after its rename (latest could not be
+ * replaced, or the directory not synced): a resume never takes it, and the
+ * save of the same step after a restart or a rollback would refuse to
+ * overwrite it. It is moved aside and removed. Rank 0 does that while the
+ * others wait, so no rank looks at the directory half-removed. */
+static int clear_stale_step(trainer *tr, gpt_err *err)
+{
+	const char *out = tr->cfg->engine.save_load.output_dir;
+	char dir[4096], index[4200], latest[4096];
+	snprintf(dir, sizeof dir, "%s/step_%08lld", out, (long long)tr->step);
+	snprintf(index, sizeof index, "%s/index.json", dir);
+	int32_t stale = 0;
+	if (gpt_path_exists(index)) {
+		gpt_err lerr = {0};
+		long long named = -1; /* the step latest names; -1: none */
+		const char *base = NULL;
+		if (gpt_ckpt_latest(out, latest, sizeof latest, &lerr) == 0)
+			base = strrchr(latest, '/');
+		if (!base || sscanf(base + 1, "step_%lld", &named) != 1)
+			named = -1;
+		stale = named < tr->step;
+	}
+	int rc = 0;
+	if (tr->comm)
+		rc = gpt_comm_all_reduce(gpt_comm_world(tr->comm), &stale, &stale, 1, GPT_DTYPE_I32,
+					 GPT_REDUCE_MAX, err);
+	if (rc || !stale)
+		return rc;
+	if (tr->rank == 0) {
+		char aside[4200];
+		snprintf(aside, sizeof aside, "%s/.step_%08lld.stale.%ld", out, (long long)tr->step, (long)getpid());
+		gpt_log_printf(&tr->log, GPT_LOG_WARNING,
+			       "%s: left by a save that failed before `latest` named it; removing it to save global step %lld again",
+			       dir, (long long)tr->step);
+		if (rename(dir, aside) == 0)
+			nftw(aside, unlink_entry, 16, FTW_DEPTH | FTW_PHYS);
+	}
+	return tr->comm ? gpt_comm_barrier(gpt_comm_world(tr->comm), err) : 0;
+}
+
+int gpt_tr_save(trainer *tr, int last, gpt_err *err)
+{
+	const gpt_config *cfg = tr->cfg;
+	gpt_err serr = {0};
+	int rc = clear_stale_step(tr, &serr);
+	if (!rc)
+		rc = gpt_tr_save_checkpoint(tr, &serr);
+	/* Rank 0 may fail where the others wrote nothing, or the reverse:
+	 * every rank must go on, or stop, together. */
+	int32_t failed = rc != 0;
+	if (tr->comm) {
+		int arc = gpt_comm_all_reduce(gpt_comm_world(tr->comm), &failed, &failed, 1, GPT_DTYPE_I32,
+					      GPT_REDUCE_MAX, err);
+		if (arc)
+			return gpt_err_prefix(err, "global step %lld: agreeing on the checkpoint", (long long)tr->step);
+	}
+	if (!failed) {
+		tr->saved_step = tr->step;
+		return 0;
+	}
+	const char *why = rc ? serr.msg : "another rank could not write its part (see its log)";
+	char prev[4096], tail[4200], kept[4300];
+	gpt_err lerr = {0};
+	if (gpt_ckpt_latest(cfg->engine.save_load.output_dir, prev, sizeof prev, &lerr) == 0) {
+		snprintf(tail, sizeof tail, "the last complete checkpoint is %s", prev);
+		snprintf(kept, sizeof kept, "the last complete checkpoint (%s) and `latest` are left as they were", prev);
+	} else {
+		snprintf(tail, sizeof tail, "there is no complete checkpoint yet");
+		snprintf(kept, sizeof kept, "there is no complete checkpoint yet");
+	}
+	gpt_log_printf(&tr->log, GPT_LOG_ERROR, "[checkpoint] global step %lld, saving failed: %s; %s",
+		       (long long)tr->step, why, kept);
+	int stop = !cfg->engine.save_load.on_save_error || strcmp(cfg->engine.save_load.on_save_error, "continue") != 0;
+	if (stop || last)
+		return gpt_err_set(err, rc ? serr.code : GPT_EIO,
+				   "global step %lld: the checkpoint could not be saved: %s; stopping (%s); %s",
+				   (long long)tr->step, why,
+				   stop ? "Engine.save_load.on_save_error: stop" : "the run ends with this save", tail);
+	gpt_log_printf(&tr->log, GPT_LOG_WARNING,
+		       "training goes on without the checkpoint of global step %lld (Engine.save_load.on_save_error: continue)",
+		       (long long)tr->step);
+	return 0;
+}
