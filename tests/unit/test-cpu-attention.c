@@ -7,7 +7,7 @@
 
 enum { B = 2, T = 5, NH = 3, HS = 4, CL = NH * HS, C3 = 3 * CL };
 
-static gpt_dropout drop = {0.3f, {99, 7, 2, GPT_RNG_SITE_ATTN_PROBS}, 4, 1};
+static gpt_dropout drop = {0.3f, {99, 7, 2, GPT_RNG_SITE_ATTN_PROBS}, 4, 1, 0};
 
 static double mask(const gpt_dropout *d, int b, int h, int t, int j)
 {

@@ -10,7 +10,7 @@ enum { B = 4, T = 6, F = 37 };
 int main(void)
 {
 	gpt_backend be = chk_backend();
-	gpt_dropout d = {0.25f, {1234, 10, 3, GPT_RNG_SITE_MLP_RESID}, 8, 0};
+	gpt_dropout d = {0.25f, {1234, 10, 3, GPT_RNG_SITE_MLP_RESID}, 8, 0, 0};
 	float *x = chk_floats(B * T * F, 1.0), full[B * T * F];
 	for (int i = 0; i < B * T * F; i++)
 		x[i] += 2.0f; /* never zero, so zeros in the output are drops */
@@ -59,7 +59,7 @@ int main(void)
 		float *ones = malloc((size_t)n * sizeof *ones), *y = malloc((size_t)n * sizeof *y);
 		for (int64_t i = 0; i < n; i++)
 			ones[i] = 1.0f;
-		gpt_dropout dl = {0.1f, {5, 1, 0, GPT_RNG_SITE_EMBED}, 0, 0};
+		gpt_dropout dl = {0.1f, {5, 1, 0, GPT_RNG_SITE_EMBED}, 0, 0, 0};
 		CHK(be.ops->dropout_fwd(&be, y, ones, 64, 64, n / 4096, &dl, &chk_err));
 		int64_t kept = 0;
 		int vals = 1;
@@ -71,6 +71,21 @@ int main(void)
 		is_near(rate, 0.9, 5 * sqrt(0.9 * 0.1 / (double)n), "keep rate near 1 - p = 0.9");
 		ok(vals, "kept elements are scaled by 1 / (1 - p)");
 		free(ones), free(y);
+	}
+
+	/* t0: a slice of positions (sequence parallelism) draws what the same
+	 * rows of the whole tensor draw */
+	{
+		enum { TT = 8, FF = 16 };
+		float *xs = chk_floats(TT * FF, 1.0), whole[TT * FF], part[TT * FF];
+		gpt_dropout dw = {0.5f, {77, 3, 1, GPT_RNG_SITE_ATTN_RESID}, 5, 0, 0};
+		CHK(be.ops->dropout_fwd(&be, whole, xs, 1, TT, FF, &dw, &chk_err));
+		gpt_dropout dp = dw;
+		dp.t0 = 3;
+		CHK(be.ops->dropout_fwd(&be, part, xs + 3 * FF, 1, 4, FF, &dp, &chk_err));
+		ok(memcmp(part, whole + 3 * FF, 4 * FF * sizeof(float)) == 0,
+		   "positions 3..6 with t0 = 3 are the rows 3..6 of the whole");
+		free(xs);
 	}
 
 	/* backward: same mask; in place; p = 0 is the identity */

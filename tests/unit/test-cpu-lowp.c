@@ -121,7 +121,7 @@ static void ops(void)
 		CHK(lp.ops->residual_bwd(&lp, dx16, NULL, g16, M * K, &chk_err));
 		same("residual_bwd", dx16, dx, M * K);
 
-		gpt_dropout d = {0.2f, {3, 4, 5, GPT_RNG_SITE_ATTN_RESID}, 2, 0};
+		gpt_dropout d = {0.2f, {3, 4, 5, GPT_RNG_SITE_ATTN_RESID}, 2, 0, 0};
 		CHK(f32.ops->dropout_fwd(&f32, o, x, M, 1, K, &d, &chk_err));
 		CHK(lp.ops->dropout_fwd(&lp, o16, x16, M, 1, K, &d, &chk_err));
 		same("dropout_fwd", o16, o, M * K);
@@ -134,7 +134,7 @@ static void ops(void)
 	/* attention with dropout */
 	{
 		enum { B = 2, T = 4, NH = 2, HS = 3, C3 = 3 * NH * HS, CL = NH * HS };
-		gpt_dropout d = {0.25f, {1, 2, 0, GPT_RNG_SITE_ATTN_PROBS}, 0, 0};
+		gpt_dropout d = {0.25f, {1, 2, 0, GPT_RNG_SITE_ATTN_PROBS}, 0, 0, 0};
 		float *x = rnd(B * T * C3, 1), *g = rnd(B * T * CL, 1), o[B * T * CL];
 		float dx[B * T * C3], s32[B * NH * T * T], s16[B * NH * T * T];
 		uint16_t *x16 = h16(x, B * T * C3), *g16 = h16(g, B * T * CL), o16[B * T * CL];
