@@ -126,9 +126,12 @@ static int64_t check_layout(int tp, int pp, int dp, int sh, int64_t *cuts, int *
 		for (int dr = 0; dr < dp; dr++)
 			for (int sr = 0; sr < sh; sr++)
 				for (int tr = 0; tr < tp; tr++) {
-					gpt_layout lo = {.tp = tp, .tp_rank = tr, .pp = pp, .pp_rank = pr,
-							 .layer_begin = s.layers / pp * pr,
-							 .layer_end = s.layers / pp * (pr + 1)};
+					gpt_layout lo;
+					gpt_err lerr = {0};
+					if (gpt_layout_make(&lo, &s, tp, tr, pp, pr, 1, NULL, &lerr)) {
+						diag("layout: %s", lerr.msg);
+						exit(1);
+					}
 					int64_t n_flat = 0;
 					for (int64_t i = 0; i < nt; i++) {
 						offset[i] = gpt_param_box(&t[i], &lo, &box[i]) ? n_flat : -1;
