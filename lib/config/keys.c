@@ -90,7 +90,7 @@ static const gpt_config_key keys[] = {
 	  engine.mix_precision.custom_white_list, NULL, NULL, 0, 0, GPT_CK_COMPAT,
 	  "Paddle op names run in 16 bits; gptkit runs GEMMs and embeddings in 16 bits"),
 	I("Engine.save_load.save_steps", engine.save_load.save_steps, "1000", 0, BIG,
-	  "steps between checkpoints (0: only at the end)"),
+	  "steps between checkpoints, and one at the end (0: none by steps; save_epoch and a stop signal still save)"),
 	I("Engine.save_load.save_epoch", engine.save_load.save_epoch, "1", 0, BIG,
 	  "epochs between checkpoints (0: never at epoch ends)"),
 	S("Engine.save_load.output_dir", engine.save_load.output_dir, "./output",
