@@ -117,7 +117,15 @@ int gpt_export_model_read(gpt_export_model *m, int64_t i, float *dst, gpt_err *e
 {
 	const gpt_param_info *p = &m->table[i];
 	gpt_box box = gpt_box_full(p->ndim, p->shape);
-	return gpt_ckpt_read_box(m->ck, p->name, GPT_DTYPE_F32, p->ndim, p->shape, &box, dst, err);
+	int rc = gpt_ckpt_read_box(m->ck, p->name, GPT_DTYPE_F32, p->ndim, p->shape, &box, dst, err);
+	/* NaN and Inf have no int8 or q8_0 value, and no use in a model */
+	for (int64_t k = 0; !rc && k < p->numel; k++)
+		if (!isfinite(dst[k]))
+			rc = gpt_err_set(err, GPT_EDATA,
+					 "%s: tensor '%s' holds %g at element %lld; expected finite values "
+					 "(export an earlier checkpoint)",
+					 gpt_ckpt_path(m->ck), p->name, (double)dst[k], (long long)k);
+	return rc;
 }
 
 int gpt_st_build(const gpt_st_entry *e, int n, const char *const *meta, int n_meta, gpt_buf *out,
