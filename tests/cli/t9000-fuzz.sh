@@ -49,8 +49,10 @@ for src in "$GPT_ROOT"/tests/fuzz/fuzz-*.c; do
 	test_expect_success "fuzz-$name: 5 seconds of fuzzing find nothing" "
 		mkdir -p corpus-$name art-$name &&
 		cp \"\$GPT_ROOT/tests/fuzz/corpus/$name\"/* corpus-$name/ &&
+		dict= &&
+		if [ -f \"\$GPT_ROOT/tests/fuzz/$name.dict\" ]; then dict=-dict=\$GPT_ROOT/tests/fuzz/$name.dict; fi &&
 		\"\$FUZZ_DIR/fuzz-$name\" -seed=1 -max_total_time=5 -timeout=25 -rss_limit_mb=2560 \
-			-max_len=65536 -artifact_prefix=art-$name/ corpus-$name >run-$name.log 2>&1 ||
+			-max_len=65536 -artifact_prefix=art-$name/ \$dict corpus-$name >run-$name.log 2>&1 ||
 			{ tail -n 40 run-$name.log; false; }
 	"
 done

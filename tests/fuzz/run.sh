@@ -4,7 +4,8 @@
 # so that what the fuzzer finds stays out of the source tree), then prints
 # one row per harness: executions, coverage (libFuzzer's cov: and ft:
 # counters), corpus size, and crashes (crash-, leak-, timeout- and oom-
-# files in build/fuzz/artifacts/NAME/). Exit status 1 when anything crashed.
+# files in build/fuzz/artifacts/NAME/). A dictionary tests/fuzz/NAME.dict is
+# used when there is one. Exit status 1 when anything crashed.
 #
 #   sh tests/fuzz/run.sh [-t SECONDS] NAME...
 set -eu
@@ -36,8 +37,10 @@ for name in "$@"; do
 	[ -d "tests/fuzz/corpus/$name" ] && cp -p "tests/fuzz/corpus/$name"/* "$work"/ 2>/dev/null || true
 	echo "fuzz: $name for ${secs}s (log: $log)" >&2
 	set +e
+	dict=
+	[ -f "tests/fuzz/$name.dict" ] && dict=-dict=tests/fuzz/$name.dict
 	"$bin" -max_total_time="$secs" -print_final_stats=1 -timeout=25 -rss_limit_mb=2560 \
-		-max_len=65536 -artifact_prefix="$art/" "$work" >"$log" 2>&1
+		-max_len=65536 -artifact_prefix="$art/" $dict "$work" >"$log" 2>&1
 	status=$?
 	set -e
 	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
