@@ -594,10 +594,18 @@ static int check_shapes(const gpt_source *src, gpt_err *err)
 		if (nd < 0)
 			rc = gpt_err_set(err, GPT_EDATA, "%s: no tensor '%s', which the model of its "
 					 "config.yaml has", src->path, p->name);
-		else if (nd != p->ndim || memcmp(shape, p->shape, sizeof(int64_t) * (size_t)nd) != 0)
-			rc = gpt_err_set(err, GPT_EDATA, "%s: tensor '%s' does not have the shape "
-					 "config.yaml gives it (%lld elements); the config and the "
-					 "weights disagree", src->path, p->name, (long long)p->numel);
+		else if (nd != p->ndim || memcmp(shape, p->shape, sizeof(int64_t) * (size_t)nd) != 0) {
+			char a[128] = "", b[128] = "";
+			for (int d = 0; d < nd; d++)
+				snprintf(a + strlen(a), sizeof a - strlen(a), "%s%lld", d ? ", " : "",
+					 (long long)shape[d]);
+			for (int d = 0; d < p->ndim; d++)
+				snprintf(b + strlen(b), sizeof b - strlen(b), "%s%lld", d ? ", " : "",
+					 (long long)p->shape[d]);
+			rc = gpt_err_set(err, GPT_EDATA, "%s: tensor '%s' has shape [%s] but config.yaml "
+					 "gives [%s]; the config and the weights disagree", src->path,
+					 p->name, a, b);
+		}
 	}
 	free(t);
 	return rc;
