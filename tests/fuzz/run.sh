@@ -19,9 +19,12 @@ fi
 [ $# -gt 0 ] || { echo "usage: run.sh [-t SECONDS] NAME..." >&2; exit 64; }
 
 export OMP_NUM_THREADS=1
-# scratch files in memory: checkpoints are fsynced, which costs on a disk
+# scratch files in memory (checkpoints are fsynced, which costs on a disk),
+# in a directory of this run: a harness that crashes leaves its files
 if [ -z "${TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ]; then
-	export TMPDIR=/dev/shm
+	TMPDIR=$(mktemp -d /dev/shm/gptkit-fuzzrun.XXXXXX)
+	export TMPDIR
+	trap 'rm -rf "$TMPDIR"' EXIT
 fi
 # A leak is a finding; so is UB (the harnesses are built with recover off).
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}"
