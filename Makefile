@@ -195,3 +195,4 @@ install: all
 
 clean:
 	rm -rf build bin lib/libgpt.a $(HELPER)
+-include tests/fuzz/fuzz.mk

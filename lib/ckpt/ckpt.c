@@ -85,16 +85,25 @@ int gpt_ckpt_latest(const char *output_dir, char *path, size_t size, gpt_err *er
 	return 0;
 }
 
+/* Sizes and offsets are bounded as the safetensors reader bounds shapes
+ * (each at most 2^40, their product at most 2^48, zeros counted as ones),
+ * so that no box arithmetic on them overflows. */
 static int json_shape(json_t *a, int *ndim, int64_t *shape)
 {
+	const int64_t max_numel = (int64_t)1 << 48;
 	if (!json_is_array(a) || json_array_size(a) > GPT_MAX_DIMS)
 		return -1;
 	*ndim = (int)json_array_size(a);
+	int64_t n = 1;
 	for (int i = 0; i < *ndim; i++) {
 		json_t *v = json_array_get(a, (size_t)i);
-		if (!json_is_integer(v) || json_integer_value(v) < 0)
+		if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+		    json_integer_value(v) > ((json_int_t)1 << 40))
 			return -1;
 		shape[i] = json_integer_value(v);
+		if (shape[i] > 1 && n > max_numel / shape[i])
+			return -1;
+		n *= shape[i] ? shape[i] : 1;
 	}
 	return 0;
 }

@@ -48,6 +48,43 @@ static int keep_sections(const char *y, char **out, size_t *len, gpt_err *err)
 	return 0;
 }
 
+/* Every tensor the config's model has, with the shape it gives, before a
+ * writer sizes its buffers by the config: a config.yaml that names a larger
+ * model than the checkpoint holds is an error, not a huge allocation. */
+static int check_shapes(const gpt_export_model *m, gpt_err *err)
+{
+	int n = gpt_ckpt_tensor_count(m->ck);
+	for (int64_t i = 0; i < m->n_table; i++) {
+		const gpt_param_info *p = &m->table[i];
+		int k = 0, nd = 0;
+		const char *name = NULL;
+		const int64_t *shape = NULL;
+		gpt_dtype dt;
+		for (; k < n; k++)
+			if (!gpt_ckpt_tensor_info(m->ck, k, &name, &dt, &nd, &shape) &&
+			    strcmp(name, p->name) == 0)
+				break;
+		if (k == n)
+			return gpt_err_set(err, GPT_EDATA,
+					   "%s: no tensor '%s', which the model of its config.yaml has; "
+					   "the checkpoint is incomplete", gpt_ckpt_path(m->ck), p->name);
+		if (nd != p->ndim || memcmp(shape, p->shape, sizeof(int64_t) * (size_t)nd) != 0) {
+			char a[128] = "", b[128] = "";
+			for (int d = 0; d < nd; d++)
+				snprintf(a + strlen(a), sizeof a - strlen(a), "%s%lld", d ? ", " : "",
+					 (long long)shape[d]);
+			for (int d = 0; d < p->ndim; d++)
+				snprintf(b + strlen(b), sizeof b - strlen(b), "%s%lld", d ? ", " : "",
+					 (long long)p->shape[d]);
+			return gpt_err_set(err, GPT_EDATA,
+					   "%s: tensor '%s' has shape [%s] but its config.yaml gives [%s]; "
+					   "the config and the weights disagree",
+					   gpt_ckpt_path(m->ck), p->name, a, b);
+		}
+	}
+	return 0;
+}
+
 int gpt_export_model_open(gpt_export_model *m, const char *path, const gpt_export_opts *o,
 			  gpt_err *err)
 {
@@ -74,6 +111,8 @@ int gpt_export_model_open(gpt_export_model *m, const char *path, const gpt_expor
 		rc = gpt_param_table(s, &m->table, &m->n_table, err);
 	}
 	gpt_config_free(&cfg);
+	if (!rc)
+		rc = check_shapes(m, err);
 	if (!rc)
 		rc = keep_sections(y, &m->config, &m->config_len, err);
 	m->step = gpt_ckpt_step(m->ck);
@@ -117,7 +156,15 @@ int gpt_export_model_read(gpt_export_model *m, int64_t i, float *dst, gpt_err *e
 {
 	const gpt_param_info *p = &m->table[i];
 	gpt_box box = gpt_box_full(p->ndim, p->shape);
-	return gpt_ckpt_read_box(m->ck, p->name, GPT_DTYPE_F32, p->ndim, p->shape, &box, dst, err);
+	int rc = gpt_ckpt_read_box(m->ck, p->name, GPT_DTYPE_F32, p->ndim, p->shape, &box, dst, err);
+	/* NaN and Inf have no int8 or q8_0 value, and no use in a model */
+	for (int64_t k = 0; !rc && k < p->numel; k++)
+		if (!isfinite(dst[k]))
+			rc = gpt_err_set(err, GPT_EDATA,
+					 "%s: tensor '%s' holds %g at element %lld; expected finite values "
+					 "(export an earlier checkpoint)",
+					 gpt_ckpt_path(m->ck), p->name, (double)dst[k], (long long)k);
+	return rc;
 }
 
 int gpt_st_build(const gpt_st_entry *e, int n, const char *const *meta, int n_meta, gpt_buf *out,

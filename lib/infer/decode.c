@@ -4,6 +4,7 @@
 
 #include "cpu/cpu.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,6 +45,19 @@ static int init_qweights(gpt_infer_model *m, gpt_dtype dtype, gpt_err *err)
 	return gpt_qweight_init(&m->qw[n - 1], param(m, T_WTE), s->vocab_size, s->hidden, dtype, err);
 }
 
+/* A NaN or Inf weight would only turn every logit into NaN (and has no
+ * int8 value): a damaged model is refused when it loads. */
+static int check_finite(const gpt_param_info *p, const float *w, gpt_err *err)
+{
+	for (int64_t k = 0; k < p->numel; k++)
+		if (!isfinite(w[k]))
+			return gpt_err_set(err, GPT_EDATA,
+					   "weights: tensor '%s' holds %g at element %lld; expected finite "
+					   "values (the model is damaged; export it again from a good checkpoint)",
+					   p->name, (double)w[k], (long long)k);
+	return 0;
+}
+
 int gpt_infer_model_init(gpt_infer_model *m, const gpt_model_shape *s, gpt_dtype dtype,
 			 int threads, gpt_weight_read_fn read, void *ctx, gpt_err *err)
 {
@@ -81,7 +95,8 @@ int gpt_infer_model_init(gpt_infer_model *m, const gpt_model_shape *s, gpt_dtype
 	m->params = m->be.ops->alloc(&m->be, (size_t)total * sizeof(float), "model weights", err);
 	rc = m->params ? 0 : GPT_EINTERNAL;
 	for (int64_t i = 0; !rc && i < m->n_table; i++)
-		rc = read(ctx, &m->table[i], param(m, i), err);
+		if (!(rc = read(ctx, &m->table[i], param(m, i), err)))
+			rc = check_finite(&m->table[i], param(m, i), err);
 	if (!rc)
 		rc = init_qweights(m, dtype, err);
 	if (rc)

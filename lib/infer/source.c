@@ -558,8 +558,64 @@ int gpt_source_read(void *ctx, const gpt_param_info *p, float *dst, gpt_err *err
 	}
 }
 
+/* The weights' shapes against the config's model, before the decoder sizes
+ * its buffers by the config: a config.yaml that names a larger model than
+ * the weights hold is an error, not a huge allocation. (Hugging Face
+ * directories name and lay out their tensors otherwise; read_hf checks
+ * them one by one.) */
+static int check_shapes(const gpt_source *src, gpt_err *err)
+{
+	if (src->kind == GPT_SOURCE_HF)
+		return 0;
+	gpt_param_info *t;
+	int64_t n;
+	int rc = gpt_param_table(&src->shape, &t, &n, err);
+	for (int64_t i = 0; !rc && i < n; i++) {
+		const gpt_param_info *p = &t[i];
+		int nd = -1;
+		const int64_t *shape = NULL;
+		if (src->kind == GPT_SOURCE_CKPT) {
+			int nt = gpt_ckpt_tensor_count(src->ck);
+			const char *name;
+			gpt_dtype dt;
+			for (int k = 0; k < nt; k++)
+				if (!gpt_ckpt_tensor_info(src->ck, k, &name, &dt, &nd, &shape) &&
+				    strcmp(name, p->name) == 0)
+					break;
+				else
+					nd = -1;
+		} else {
+			const gpt_st_tensor *st = gpt_st_find(&src->st, p->name);
+			if (st) {
+				nd = st->ndim;
+				shape = st->shape;
+			}
+		}
+		if (nd < 0)
+			rc = gpt_err_set(err, GPT_EDATA, "%s: no tensor '%s', which the model of its "
+					 "config.yaml has", src->path, p->name);
+		else if (nd != p->ndim || memcmp(shape, p->shape, sizeof(int64_t) * (size_t)nd) != 0) {
+			char a[128] = "", b[128] = "";
+			for (int d = 0; d < nd; d++)
+				snprintf(a + strlen(a), sizeof a - strlen(a), "%s%lld", d ? ", " : "",
+					 (long long)shape[d]);
+			for (int d = 0; d < p->ndim; d++)
+				snprintf(b + strlen(b), sizeof b - strlen(b), "%s%lld", d ? ", " : "",
+					 (long long)p->shape[d]);
+			rc = gpt_err_set(err, GPT_EDATA, "%s: tensor '%s' has shape [%s] but config.yaml "
+					 "gives [%s]; the config and the weights disagree", src->path,
+					 p->name, a, b);
+		}
+	}
+	free(t);
+	return rc;
+}
+
 int gpt_source_load(gpt_source *src, gpt_infer_model *m, gpt_dtype dtype, int threads,
 		    gpt_err *err)
 {
+	int rc = check_shapes(src, err);
+	if (rc)
+		return rc;
 	return gpt_infer_model_init(m, &src->shape, dtype, threads, gpt_source_read, src, err);
 }

@@ -35,20 +35,38 @@ int gpt_st_read_f32(const struct gpt_st_file *f, const char *name, int ndim, con
 		char sname[128];
 		snprintf(sname, sizeof sname, "%s.scale", name);
 		const gpt_st_tensor *s = gpt_st_find(f, sname);
-		int64_t cols = shape[ndim - 1], rows = n / cols;
+		/* rows: every dimension but the last (none for a scalar, which is one
+		 * row; a zero-sized last dimension leaves rows without columns) */
+		int64_t cols = ndim ? shape[ndim - 1] : 1, rows = 1;
+		for (int d = 0; d + 1 < ndim; d++)
+			rows *= shape[d];
 		if (!s || s->dtype != GPT_DTYPE_F32 || (int64_t)((s->end - s->begin) / 4) != rows)
 			return gpt_err_set(err, GPT_EDATA,
 					   "%s: int8 tensor '%s' needs '%s', %lld fp32 scales", f->path,
 					   name, sname, (long long)rows);
-		const float *sc = gpt_st_data(f, s);
+		/* memcpy: safetensors does not promise aligned data */
+		const unsigned char *sc = gpt_st_data(f, s);
 		const int8_t *q = data;
-		for (int64_t r = 0; r < rows; r++)
+		for (int64_t r = 0; r < rows; r++) {
+			float scale;
+			memcpy(&scale, sc + 4 * r, 4);
 			for (int64_t c = 0; c < cols; c++)
-				dst[r * cols + c] = (float)q[r * cols + c] * sc[r];
+				dst[r * cols + c] = (float)q[r * cols + c] * scale;
+		}
 		return 0;
 	}
 	if (t->dtype != GPT_DTYPE_F32 && t->dtype != GPT_DTYPE_BF16 && t->dtype != GPT_DTYPE_F16)
 		return gpt_err_set(err, GPT_EDATA, "%s: tensor '%s': expected F32, BF16, F16 or I8, found %s",
 				   f->path, name, gpt_st_dtype_name(t->dtype));
-	return gpt_convert(dst, GPT_DTYPE_F32, data, t->dtype, (size_t)n, err);
+	size_t es = gpt_dtype_size(t->dtype);
+	if ((uintptr_t)data % es == 0)
+		return gpt_convert(dst, GPT_DTYPE_F32, data, t->dtype, (size_t)n, err);
+	/* safetensors does not promise aligned data: convert from an aligned copy */
+	void *copy = gpt_malloc((size_t)n * es + 1, "unaligned tensor", err);
+	if (!copy)
+		return GPT_EINTERNAL;
+	memcpy(copy, data, (size_t)n * es);
+	int rc = gpt_convert(dst, GPT_DTYPE_F32, copy, t->dtype, (size_t)n, err);
+	free(copy);
+	return rc;
 }

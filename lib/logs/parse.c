@@ -346,8 +346,8 @@ static int parse_paddlenlp(gpt_logs_parser *p, const char *line, size_t len, gpt
 			ppl = v;
 		else if (KEY("learning_rate"))
 			r->lr = v;
-		else if (KEY("global_step"))
-			step = (int64_t)v.v, found |= 4;
+		else if (KEY("global_step")) /* any number here: inf or nan is no step */
+			step = v.v >= 0 && v.v < 9e18 ? (int64_t)v.v : -1, found |= 4;
 		else if (KEY("interval_runtime"))
 			r->interval_s = v.v;
 		else if (KEY("interval_steps_per_second"))

@@ -193,6 +193,24 @@ static void test_checkpoint(void)
 	snprintf(path, sizeof path, "%s/tile", dir);
 	ok(gpt_ckpt_open(&ck, path, &err) == GPT_EDATA && strstr(err.msg, "'w'") && strstr(err.msg, "overlap"),
 	   "an index that does not tile a tensor is refused: %s", err.msg);
+	/* Numbers no tensor has (found by fuzzing): they overflowed the box arithmetic. */
+	for (int k = 0; k < 2; k++) {
+		ok(sh("rm -rf %s/huge && cp -r %s/output/step_00000100 %s/huge", dir) == 0,
+		   "copy for a huge %s", k ? "shape" : "offset");
+		snprintf(path, sizeof path, "%s/huge/index.json", dir);
+		idx = json_load_file(path, 0, NULL);
+		json_t *tw = json_object_get(json_object_get(idx, "tensors"), "w");
+		if (k)
+			json_array_set_new(json_object_get(tw, "shape"), 0, json_integer(INT64_C(1) << 62));
+		else
+			json_array_set_new(json_object_get(json_array_get(json_object_get(tw, "pieces"), 1), "offset"), 0,
+					   json_integer(INT64_MAX));
+		ok(json_dump_file(idx, path, 0) == 0, "write it");
+		json_decref(idx);
+		snprintf(path, sizeof path, "%s/huge", dir);
+		ok(gpt_ckpt_open(&ck, path, &err) == GPT_EDATA && strstr(err.msg, "'w'"),
+		   "a huge %s is refused: %s", k ? "shape" : "offset", err.msg);
+	}
 	/* latest pointing at a directory without index.json */
 	ok(sh("mkdir -p %s/out2/step_00000005 && echo step_00000005 > %s/out2/latest", dir) == 0, "a partial step");
 	snprintf(path, sizeof path, "%s/out2", dir);

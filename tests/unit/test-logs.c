@@ -119,6 +119,10 @@ static void test_paddlenlp(void)
 		 "eval_samples_per_second: 55.1, eval_steps_per_second: 6.9, epoch: 0.1875", &r) &&
 		     r.kind == GPT_LOGS_EVAL && r.loss.v == 8.5 && r.step == -1,
 	   "PaddleNLP eval line");
+	/* found by fuzzing: the conversion of inf to a step number was undefined */
+	ok(parse("global_step: INF, loss: 1.5", &r) && r.kind == GPT_LOGS_STEP && r.step == -1,
+	   "global_step: INF is a step without a number");
+	ok(parse("global_step: 1e300, loss: 1.5", &r) && r.step == -1, "so is one beyond int64");
 }
 
 static void test_megatron(void)
