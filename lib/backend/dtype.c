@@ -130,6 +130,7 @@ float gpt_f16_to_f32(uint16_t h)
  * holding a NaN falls back to so that NaNs come out the same too. Each
  * returns how many elements it converted (a multiple of 8). */
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 
 __attribute__((target("avx,f16c"))) static size_t f32_to_f16_x86(uint16_t *d, const float *s, size_t n)
@@ -195,14 +196,35 @@ __attribute__((target("avx2"))) static size_t bf16_to_f32_x86(float *d, const ui
 	return i;
 }
 
+/* F16C and AVX with the operating system saving the YMM registers, read
+ * from CPUID directly: clang before 15 has no "f16c" for
+ * __builtin_cpu_supports. */
+static int have_f16c(void)
+{
+	unsigned a, b, c, d;
+	if (!__get_cpuid(1, &a, &b, &c, &d))
+		return 0;
+	unsigned want = (1u << 27) | (1u << 28) | (1u << 29); /* OSXSAVE, AVX, F16C */
+	if ((c & want) != want)
+		return 0;
+	unsigned lo, hi;
+	__asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+	return (lo & 6u) == 6u; /* XMM and YMM state */
+}
+
 static size_t convert_fast(void *dst, gpt_dtype dst_t, const void *src, gpt_dtype src_t, size_t n)
 {
-	static int f16c = -1, avx2 = -1;
-	if (f16c < 0) {
+	/* 0: not known yet, else 1 + F16C + 2 x AVX2; threads that race here
+	 * compute the same value */
+	static int known;
+	int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
+	if (!k) {
 		__builtin_cpu_init();
-		f16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
-		avx2 = __builtin_cpu_supports("avx2");
+		int h = have_f16c();
+		k = 1 + h + 2 * (h && __builtin_cpu_supports("avx2"));
+		__atomic_store_n(&known, k, __ATOMIC_RELAXED);
 	}
+	int f16c = (k - 1) & 1, avx2 = (k - 1) >> 1;
 	if (src_t == GPT_DTYPE_F32 && dst_t == GPT_DTYPE_F16 && f16c)
 		return f32_to_f16_x86(dst, src, n);
 	if (src_t == GPT_DTYPE_F16 && dst_t == GPT_DTYPE_F32 && f16c)
