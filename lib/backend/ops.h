@@ -265,6 +265,31 @@ typedef struct gpt_backend_ops {
 	 * as it was (zero it first; all-reduce max over ranks). */
 	int (*check_finite)(gpt_backend *be, float *flag, const void *x, int64_t n,
 			    gpt_err *err);
+
+	/* ---- fake quantization (quantization-aware training) ------------- */
+	/* PaddleSlim's symmetric fake quantization. x is rows x cols in the
+	 * storage dtype; a scale is per tensor (per_row = 0: one float) or per
+	 * row (per_row = 1: rows floats, the output channels of an [out, in]
+	 * weight). Scales are fp32 in backend memory.
+	 *
+	 * quant_absmax writes scale = max |x| over the tensor or over each row
+	 * (abs_max, channel_wise_abs_max).
+	 *
+	 * fake_quant writes out = q * s / Q with Q = 2^(bits-1) - 1 and
+	 * q = round(clamp(x, -s, s) * (Q / s)), rounding half away from zero
+	 * (Paddle's round_type 1, std::round), so q lies in [-Q, Q]; a scale
+	 * <= 0 gives 0. bits in [2, 16]; out may alias x. Its gradient is the
+	 * straight-through estimator of PaddleSlim: the identity, so a backward
+	 * passes dout on unchanged (no op).
+	 *
+	 * quant_moving_avg is moving_average_abs_max's update, one float each:
+	 * state = rate state + 1, accum = rate accum + *cur, scale = accum / state. */
+	int (*quant_absmax)(gpt_backend *be, float *scale, const void *x, int64_t rows,
+			    int64_t cols, int per_row, gpt_err *err);
+	int (*fake_quant)(gpt_backend *be, void *out, const void *x, const float *scale,
+			  int64_t rows, int64_t cols, int per_row, int bits, gpt_err *err);
+	int (*quant_moving_avg)(gpt_backend *be, float *state, float *accum, float *scale,
+				const float *cur, float rate, gpt_err *err);
 } gpt_backend_ops;
 
 /* A backend context: passed to every op; nothing in the library is global.
