@@ -59,7 +59,7 @@ static int check(const char *op, int64_t rows, int64_t cols, int bits, gpt_err *
 }
 
 int gpt_cpu_quant_absmax(gpt_backend *be, float *scale, const void *x, int64_t rows, int64_t cols,
-			 int per_row, gpt_err *err)
+			 int per_row, int accumulate, gpt_err *err)
 {
 	int rc = check("quant_absmax", rows, cols, 8, err);
 	if (rc)
@@ -74,7 +74,7 @@ int gpt_cpu_quant_absmax(gpt_backend *be, float *scale, const void *x, int64_t r
 			float m = 0.0f;
 			for (int64_t c = 0; c < cols; c++)
 				m = fmaxf(m, fabsf(v[r * cols + c]));
-			scale[r] = m;
+			scale[r] = accumulate ? fmaxf(scale[r], m) : m;
 		}
 	} else {
 		/* max is exact in any order: no determinism concern */
@@ -83,7 +83,7 @@ int gpt_cpu_quant_absmax(gpt_backend *be, float *scale, const void *x, int64_t r
 		#pragma omp parallel for num_threads(be->threads) reduction(max : m) if (n > 65536)
 		for (int64_t i = 0; i < n; i++)
 			m = fmaxf(m, fabsf(v[i]));
-		scale[0] = m;
+		scale[0] = accumulate ? fmaxf(scale[0], m) : m;
 	}
 	free(tmp);
 	return 0;
@@ -110,13 +110,19 @@ int gpt_cpu_fake_quant(gpt_backend *be, void *out, const void *x, const float *s
 }
 
 int gpt_cpu_quant_moving_avg(gpt_backend *be, float *state, float *accum, float *scale,
-			     const float *cur, float rate, gpt_err *err)
+			     const float *cur, int64_t n, float rate, int commit, gpt_err *err)
 {
 	(void)be;
-	if (!(rate >= 0.0f && rate <= 1.0f))
-		return gpt_err_set(err, GPT_EINTERNAL, "quant_moving_avg: rate %g outside [0, 1]", rate);
-	*state = rate * *state + 1.0f;
-	*accum = rate * *accum + *cur;
-	*scale = *accum / *state;
+	if (!(rate >= 0.0f && rate <= 1.0f) || n < 0)
+		return gpt_err_set(err, GPT_EINTERNAL, "quant_moving_avg: rate %g outside [0, 1] or %lld scales",
+				   rate, (long long)n);
+	for (int64_t i = 0; i < n; i++) {
+		float st = rate * state[i] + 1.0f, ac = rate * accum[i] + cur[i];
+		scale[i] = ac / st;
+		if (commit) {
+			state[i] = st;
+			accum[i] = ac;
+		}
+	}
 	return 0;
 }

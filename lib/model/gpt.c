@@ -2,6 +2,7 @@
 #include "model/gpt.h"
 
 #include "backend/philox.h"
+#include "model/qat.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -416,6 +417,7 @@ void gpt_model_free(gpt_model *m)
 	free(m->unit_end);
 	free(m->pwin);
 	free(m->gwin);
+	gpt_qat_free(m);
 	memset(m, 0, sizeof *m);
 }
 
@@ -554,12 +556,12 @@ static int attn_half_fwd(gpt_model *m, int64_t l, gpt_err *err)
 	OP(o->layernorm_fwd(be, a->ln1, a->ln1_mean, a->ln1_rstd, m->res[l],
 			    gpt_model_param(m, T_LAYER(gl, P_LN1_W)), gpt_model_param(m, T_LAYER(gl, P_LN1_B)),
 			    BT, C, m->opts.ln_eps, err));
-	OP(o->linear_fwd(be, a->qkv, a->ln1, gpt_model_param(m, T_LAYER(gl, P_QKV_W)),
+	OP(gpt_qat_linear_fwd(m, l, GPT_QAT_QKV, a->qkv, a->ln1, gpt_model_param(m, T_LAYER(gl, P_QKV_W)),
 			 gpt_model_param(m, T_LAYER(gl, P_QKV_B)), BT, C, 3 * Cl, err));
 	gpt_dropout dp = dropout_at(m, m->opts.attn_dropout, gl, GPT_RNG_SITE_ATTN_PROBS,
 				    m->layout.tp_rank * NH);
 	OP(o->attention_fwd(be, a->atty, a->att_saved, a->qkv, B, T, NH, HS, &dp, err));
-	OP(o->linear_fwd(be, m->tmp_c, a->atty, gpt_model_param(m, T_LAYER(gl, P_PROJ_W)),
+	OP(gpt_qat_linear_fwd(m, l, GPT_QAT_PROJ, m->tmp_c, a->atty, gpt_model_param(m, T_LAYER(gl, P_PROJ_W)),
 			 gpt_model_param(m, T_LAYER(gl, P_PROJ_B)), BT, Cl, C, err));
 	gpt_dropout dr = dropout_at(m, m->opts.hidden_dropout, gl, GPT_RNG_SITE_ATTN_RESID, 0);
 	if (dr.p > 0)
@@ -582,7 +584,7 @@ static int mlp_inner_fwd(gpt_model *m, int64_t l, gpt_err *err)
 	OP(o->layernorm_fwd(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->res_mid,
 			    gpt_model_param(m, T_LAYER(gl, P_LN2_W)), gpt_model_param(m, T_LAYER(gl, P_LN2_B)),
 			    BT, C, m->opts.ln_eps, err));
-	OP(o->linear_fwd(be, a->fch, a->ln2, gpt_model_param(m, T_LAYER(gl, P_FC_W)),
+	OP(gpt_qat_linear_fwd(m, l, GPT_QAT_FC, a->fch, a->ln2, gpt_model_param(m, T_LAYER(gl, P_FC_W)),
 			 gpt_model_param(m, T_LAYER(gl, P_FC_B)), BT, C, F, err));
 	return o->gelu_fwd(be, a->fch_gelu, a->fch, BT * F, err);
 }
@@ -598,7 +600,7 @@ static int mlp_half_fwd(gpt_model *m, int64_t l, gpt_err *err)
 	int64_t F = m->shape.ffn / m->layout.tp;
 	int rc;
 	OP(mlp_inner_fwd(m, l, err));
-	OP(o->linear_fwd(be, m->tmp_c, a->fch_gelu, gpt_model_param(m, T_LAYER(gl, P_MPROJ_W)),
+	OP(gpt_qat_linear_fwd(m, l, GPT_QAT_MPROJ, m->tmp_c, a->fch_gelu, gpt_model_param(m, T_LAYER(gl, P_MPROJ_W)),
 			 gpt_model_param(m, T_LAYER(gl, P_MPROJ_B)), BT, F, C, err));
 	gpt_dropout dr = dropout_at(m, m->opts.hidden_dropout, gl, GPT_RNG_SITE_MLP_RESID, 0);
 	if (dr.p > 0)
@@ -718,11 +720,11 @@ static int layer_bwd(gpt_model *m, int64_t l, gpt_err *err)
 		OP(o->dropout_bwd(be, m->d_c, m->d_res, B, T, C, &dr, err));
 		dproj = m->d_c;
 	}
-	OP(o->linear_bwd(be, m->d_f, gpt_model_grad(m, T_LAYER(gl, P_MPROJ_W)),
+	OP(gpt_qat_linear_bwd(m, l, GPT_QAT_MPROJ, m->d_f, gpt_model_grad(m, T_LAYER(gl, P_MPROJ_W)),
 			 gpt_model_grad(m, T_LAYER(gl, P_MPROJ_B)), dproj, a->fch_gelu,
 			 gpt_model_param(m, T_LAYER(gl, P_MPROJ_W)), BT, F, C, err));
 	OP(o->gelu_bwd(be, m->d_f, a->fch, m->d_f, BT * F, err));
-	OP(o->linear_bwd(be, m->d_c2, gpt_model_grad(m, T_LAYER(gl, P_FC_W)),
+	OP(gpt_qat_linear_bwd(m, l, GPT_QAT_FC, m->d_c2, gpt_model_grad(m, T_LAYER(gl, P_FC_W)),
 			 gpt_model_grad(m, T_LAYER(gl, P_FC_B)), m->d_f, a->ln2,
 			 gpt_model_param(m, T_LAYER(gl, P_FC_W)), BT, C, F, err));
 	/* the residual passes d_res through; ln_2's gradient adds to it */
@@ -736,13 +738,13 @@ static int layer_bwd(gpt_model *m, int64_t l, gpt_err *err)
 		OP(o->dropout_bwd(be, m->d_c, m->d_res, B, T, C, &dr, err));
 		dproj = m->d_c;
 	}
-	OP(o->linear_bwd(be, m->d_c2, gpt_model_grad(m, T_LAYER(gl, P_PROJ_W)),
+	OP(gpt_qat_linear_bwd(m, l, GPT_QAT_PROJ, m->d_c2, gpt_model_grad(m, T_LAYER(gl, P_PROJ_W)),
 			 gpt_model_grad(m, T_LAYER(gl, P_PROJ_B)), dproj, a->atty,
 			 gpt_model_param(m, T_LAYER(gl, P_PROJ_W)), BT, Cl, C, err));
 	gpt_dropout dp = dropout_at(m, m->opts.attn_dropout, gl, GPT_RNG_SITE_ATTN_PROBS,
 				    m->layout.tp_rank * NH);
 	OP(o->attention_bwd(be, m->d_qkv, m->d_c2, a->qkv, a->att_saved, B, T, NH, HS, &dp, err));
-	OP(o->linear_bwd(be, m->d_c, gpt_model_grad(m, T_LAYER(gl, P_QKV_W)),
+	OP(gpt_qat_linear_bwd(m, l, GPT_QAT_QKV, m->d_c, gpt_model_grad(m, T_LAYER(gl, P_QKV_W)),
 			 gpt_model_grad(m, T_LAYER(gl, P_QKV_B)), m->d_qkv, a->ln1,
 			 gpt_model_param(m, T_LAYER(gl, P_QKV_W)), BT, C, 3 * Cl, err));
 	OP(o->layernorm_bwd(be, m->d_res, gpt_model_grad(m, T_LAYER(gl, P_LN1_W)),

@@ -11,6 +11,7 @@
 #include "comm/comm.h"
 #include "cpu/cpu.h"
 #include "data/sample.h"
+#include "model/qat.h"
 
 #include <pthread.h>
 
@@ -83,5 +84,8 @@ int gpt_tr_gather_f32(trainer *tr, const float *part, float **out, gpt_err *err)
 /* trainer_ckpt.c */
 int gpt_tr_save_checkpoint(trainer *tr, gpt_err *err);
 int gpt_tr_load_checkpoint(trainer *tr, const char *path, gpt_err *err);
+
+/* trainer_qat.c */
+int gpt_tr_setup_qat(trainer *tr, gpt_err *err);
 
 #endif

@@ -71,6 +71,8 @@ static int setup_model(trainer *tr, gpt_err *err)
 	int rc = gpt_backend_cpu_init(&tr->be, tr->dtype, 0, err);
 	if (!rc)
 		rc = gpt_model_init(&tr->model, &tr->be, &s, &lo, &mo, err);
+	if (!rc && cfg->quantization.enable)
+		rc = gpt_tr_setup_qat(tr, err);
 	/* Under sharding each rank keeps the optimizer state of one shard. */
 	tr->shard = tr->model.n_alloc / tr->sh;
 	tr->opt.begin = tr->sh_rank * tr->shard; /* for setup_zero, before the optimizer */
@@ -253,6 +255,8 @@ static int train_step(trainer *tr, const int32_t *rows, double *loss, int *skipp
 	}
 	if (!rc)
 		rc = gpt_tr_sum_over_replicas(tr, &sum, &ntok, err);
+	if (!rc)
+		rc = gpt_qat_step_end(m, err);
 	if (!rc)
 		rc = gpt_tr_reduce_grads(tr, err);
 	double sumsq = 0;

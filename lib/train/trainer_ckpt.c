@@ -62,7 +62,11 @@ int gpt_tr_save_checkpoint(trainer *tr, gpt_err *err)
 	int64_t held = 0;
 	for (int64_t i = 0; i < m->n_table; i++)
 		held += m->offset[i] >= 0;
-	gpt_ckpt_piece *pc = rc ? NULL : gpt_calloc((size_t)(3 * held), sizeof *pc, "checkpoint pieces", err);
+	gpt_qat_tensor *qt = NULL; /* quantization-aware training's scales */
+	int64_t nq = 0;
+	if (!rc)
+		rc = gpt_qat_tensors(m, &qt, &nq, err);
+	gpt_ckpt_piece *pc = rc ? NULL : gpt_calloc((size_t)(3 * held + nq), sizeof *pc, "checkpoint pieces", err);
 	char (*names)[64] = pc ? gpt_calloc((size_t)(3 * held), 64, "names", err) : NULL;
 	if (!rc && !names)
 		rc = GPT_EINTERNAL;
@@ -81,6 +85,11 @@ int gpt_tr_save_checkpoint(trainer *tr, gpt_err *err)
 			memcpy(pc[n].shape, p->shape, sizeof p->shape);
 			n++;
 		}
+	}
+	for (int64_t i = 0; !rc && i < nq; i++) {
+		pc[n] = (gpt_ckpt_piece){.tensor = qt[i].name, .dtype = GPT_DTYPE_F32, .ndim = 1,
+					 .shape = {1}, .box = gpt_box_full(1, (int64_t[]){1}), .data = &qt[i].value};
+		n++;
 	}
 	char *state = rc ? NULL : state_json(tr);
 	char *yaml = NULL;
@@ -106,6 +115,7 @@ int gpt_tr_save_checkpoint(trainer *tr, gpt_err *err)
 	free(state);
 	free(names);
 	free(pc);
+	gpt_qat_tensors_free(qt);
 	free(w);
 	free(ea);
 	free(eas);
@@ -119,6 +129,41 @@ static int json_int(json_t *o, const char *k, int64_t *out)
 		return -1;
 	*out = json_integer_value(v);
 	return 0;
+}
+
+/* The scales of quantization-aware training; a checkpoint without them (a
+ * model trained without QAT) starts QAT from fresh scales. */
+static int load_qat(trainer *tr, gpt_ckpt *ck, gpt_err *err)
+{
+	gpt_qat_tensor *qt;
+	int64_t nq;
+	int rc = gpt_qat_tensors(&tr->model, &qt, &nq, err);
+	if (rc || nq == 0)
+		return rc;
+	int have = 0;
+	for (int i = 0; i < gpt_ckpt_tensor_count(ck) && !have; i++) {
+		const char *name;
+		gpt_dtype dt;
+		int nd;
+		const int64_t *sh;
+		if (gpt_ckpt_tensor_info(ck, i, &name, &dt, &nd, &sh) == 0)
+			have = strncmp(name, "qat.", 4) == 0;
+	}
+	if (!have) {
+		gpt_log_printf(&tr->log, GPT_LOG_INFO,
+			       "%s holds no quantization scales: quantization-aware training starts from its weights with fresh scales",
+			       gpt_ckpt_path(ck));
+		gpt_qat_tensors_free(qt);
+		return 0;
+	}
+	int64_t one = 1;
+	gpt_box box = gpt_box_full(1, &one);
+	for (int64_t i = 0; !rc && i < nq; i++)
+		rc = gpt_ckpt_read_box(ck, qt[i].name, GPT_DTYPE_F32, 1, &one, &box, &qt[i].value, err);
+	if (!rc)
+		rc = gpt_qat_set(&tr->model, qt, nq, err);
+	gpt_qat_tensors_free(qt);
+	return rc;
 }
 
 /* Resumes from a checkpoint directory (or a directory holding `latest`). */
@@ -168,6 +213,9 @@ int gpt_tr_load_checkpoint(trainer *tr, const char *path, gpt_err *err)
 				: be->ops->upload(be, m->params, img, n_all * pes, err);
 	for (int k = 0; k < 3; k++)
 		free(full[k]);
+
+	if (!rc && m->qat)
+		rc = load_qat(tr, ck, err);
 
 	json_error_t je;
 	json_t *st = rc ? NULL : json_loads(gpt_ckpt_state_json(ck), 0, &je);
