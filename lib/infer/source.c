@@ -561,5 +561,11 @@ int gpt_source_read(void *ctx, const gpt_param_info *p, float *dst, gpt_err *err
 int gpt_source_load(gpt_source *src, gpt_infer_model *m, gpt_dtype dtype, int threads,
 		    gpt_err *err)
 {
-	return gpt_infer_model_init(m, &src->shape, dtype, threads, gpt_source_read, src, err);
+	int rc = gpt_infer_model_init(m, &src->shape, dtype, threads, gpt_source_read, src, err);
+	if (!rc && (src->kind == GPT_SOURCE_BUNDLE || src->kind == GPT_SOURCE_DIR)) {
+		rc = gpt_infer_load_quant(m, &src->st, err);
+		if (rc)
+			gpt_infer_model_free(m);
+	}
+	return rc;
 }
