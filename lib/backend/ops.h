@@ -286,7 +286,8 @@ typedef struct gpt_backend_ops {
 	 * quant_moving_avg is moving_average_abs_max's update for n independent
 	 * scales: st = rate state + 1, ac = rate accum + cur, scale = ac / st;
 	 * commit = 1 also stores st and ac into state and accum, commit = 0
-	 * leaves them (the scale an update with cur would give). */
+	 * leaves them (the scale an update with cur would give). A cur < 0 (no
+	 * data seen) leaves that scale, state and accum as they are. */
 	int (*quant_absmax)(gpt_backend *be, float *scale, const void *x, int64_t rows,
 			    int64_t cols, int per_row, int accumulate, gpt_err *err);
 	int (*fake_quant)(gpt_backend *be, void *out, const void *x, const float *scale,

@@ -117,6 +117,8 @@ int gpt_cpu_quant_moving_avg(gpt_backend *be, float *state, float *accum, float 
 		return gpt_err_set(err, GPT_EINTERNAL, "quant_moving_avg: rate %g outside [0, 1] or %lld scales",
 				   rate, (long long)n);
 	for (int64_t i = 0; i < n; i++) {
+		if (cur[i] < 0)
+			continue;
 		float st = rate * state[i] + 1.0f, ac = rate * accum[i] + cur[i];
 		scale[i] = ac / st;
 		if (commit) {

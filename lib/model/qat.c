@@ -153,7 +153,7 @@ int gpt_qat_init(gpt_model *m, const gpt_qat_opts *o, gpt_err *err)
 	if (!rc)
 		rc = fill(be, q->accum, 1.0f, (int64_t)S, err);
 	if (!rc)
-		rc = be->ops->zero(be, q->step_max, S * 4, err);
+		rc = fill(be, q->step_max, -1.0f, (int64_t)S, err); /* no data yet */
 	if (!rc)
 		rc = be->ops->zero(be, q->used, S * 4, err);
 	if (rc)
@@ -281,12 +281,16 @@ int gpt_qat_step_end(gpt_model *m, gpt_err *err)
 	OP(tp_max(m, q->step_max, q->n_slots, err));
 	if (q->data_max)
 		OP(q->data_max(q->data_ctx, q->step_max, q->n_slots, err));
-	if (q->o.act_moving_average)
+	if (q->o.act_moving_average) {
 		OP(o->quant_moving_avg(be, q->state, q->accum, q->scale, q->step_max, q->n_slots,
 				       q->o.moving_rate, 1, err));
-	else
-		OP(o->copy(be, q->scale, q->step_max, (size_t)q->n_slots * 4, err));
-	return o->zero(be, q->step_max, (size_t)q->n_slots * 4, err);
+	} else {
+		/* abs_max keeps the last step's max, for export; slots that saw no
+		 * data (-1) keep theirs: the rate-0 average is exactly that */
+		OP(o->quant_moving_avg(be, q->state, q->accum, q->scale, q->step_max, q->n_slots, 0.0f,
+				       1, err));
+	}
+	return fill(be, q->step_max, -1.0f, q->n_slots, err);
 }
 
 /* ---- checkpoint state ---- */

@@ -75,7 +75,7 @@ struct gpt_qat {
 	/* backend memory, fp32, n_slots each */
 	float *scale, *state, *accum; /* committed activation scales and their moving average */
 	float *used;                  /* the scale the last forward used, for its backward */
-	float *step_max;              /* largest |x| of this step so far */
+	float *step_max;              /* largest |x| of this step so far, -1: none yet */
 	float *cur, *tmp;             /* 1 and 2 floats of work */
 	float *wscale;                /* weight scales of the linear at hand */
 	void *wq, *xq;                /* fq(W) and fq(x) of the linear at hand */
