@@ -13,6 +13,15 @@ static int data_max(void *ctx, float *buf, int64_t n, gpt_err *err)
 				   GPT_REDUCE_MAX, err);
 }
 
+/* The tensor parallel ranks of one slice: row-parallel inputs and weights
+ * are split over them (the model calls this only when tp > 1). */
+static int tp_max(void *ctx, float *buf, int64_t n, gpt_err *err)
+{
+	trainer *tr = ctx;
+	return gpt_comm_all_reduce(tr->groups.g[GPT_MESH_TP], buf, buf, n, GPT_DTYPE_F32,
+				   GPT_REDUCE_MAX, err);
+}
+
 int gpt_tr_setup_qat(trainer *tr, gpt_err *err)
 {
 	gpt_qat_opts o;
@@ -21,6 +30,10 @@ int gpt_tr_setup_qat(trainer *tr, gpt_err *err)
 		rc = gpt_qat_init(&tr->model, &o, err);
 	if (rc)
 		return rc;
+	if (tr->comm && tr->groups.g[GPT_MESH_TP]) {
+		tr->model.qat->tp_max = tp_max;
+		tr->model.qat->tp_ctx = tr;
+	}
 	if (tr->comm && tr->replicas > 1) {
 		tr->model.qat->data_max = data_max;
 		tr->model.qat->data_ctx = tr;
