@@ -18,7 +18,7 @@ enum {
 
 static const gpt_opt options[] = {
 	{"dtype", 0, "DTYPE", OPT_DTYPE,
-	 "weights as fp32 (default), bf16, fp16 or int8 (bundle: per-row scales; gguf: q8_0)"},
+	 "weights as fp32 (default), bf16, fp16 or int8 (bundle: per-row scales, the learned ones of a QAT checkpoint; gguf: q8_0)"},
 	{"format", 0, "FORMAT", OPT_FORMAT, "bundle (default), gguf or hf"},
 	{"output", 'o', "OUT", OPT_OUT,
 	 "output name (default model.tar.zst, model.gguf or model-hf; a bundle ends in .tar.zst, "

@@ -18,7 +18,8 @@ static const struct {
 	SLOT(attention_saved_size), SLOT(attention_kv), SLOT(xent_fwd), SLOT(xent_rescale), SLOT(xent_loss),
 	SLOT(xent_bwd), SLOT(embedding_fwd), SLOT(embedding_bwd), SLOT(residual_fwd),
 	SLOT(residual_bwd), SLOT(dropout_fwd), SLOT(dropout_bwd), SLOT(adamw),
-	SLOT(sum_squares), SLOT(check_finite),
+	SLOT(sum_squares), SLOT(check_finite), SLOT(quant_absmax), SLOT(fake_quant),
+	SLOT(quant_moving_avg),
 };
 
 int gpt_backend_require(const gpt_backend *be, const char *const *names, gpt_err *err)

@@ -267,6 +267,35 @@ typedef struct gpt_backend_ops {
 	 * as it was (zero it first; all-reduce max over ranks). */
 	int (*check_finite)(gpt_backend *be, float *flag, const void *x, int64_t n,
 			    gpt_err *err);
+
+	/* ---- fake quantization (quantization-aware training) ------------- */
+	/* PaddleSlim's symmetric fake quantization. x is rows x cols in the
+	 * storage dtype; a scale is per tensor (per_row = 0: one float) or per
+	 * row (per_row = 1: rows floats, the output channels of an [out, in]
+	 * weight). Scales and moving-average state are fp32 in backend memory.
+	 *
+	 * quant_absmax writes scale = max |x| over the tensor or over each row
+	 * (abs_max, channel_wise_abs_max); with accumulate = 1 it writes
+	 * max(scale, that) instead (the largest over several calls).
+	 *
+	 * fake_quant writes out = q * (s / Q) with Q = 2^(bits-1) - 1 and
+	 * q = round(clamp(x, -s, s) * (Q / s)), rounding half away from zero
+	 * (Paddle's round_type 1, std::round), so q lies in [-Q, Q]; a scale
+	 * <= 0 gives 0. bits in [2, 16]; out may alias x. Its gradient is
+	 * PaddleSlim's straight-through estimator, the identity: a backward
+	 * passes dout on unchanged, so there is no op for it.
+	 *
+	 * quant_moving_avg is moving_average_abs_max's update for n independent
+	 * scales: st = rate state + 1, ac = rate accum + cur, scale = ac / st;
+	 * commit = 1 also stores st and ac into state and accum, commit = 0
+	 * leaves them (the scale an update with cur would give). A cur < 0 (no
+	 * data seen) leaves that scale, state and accum as they are. */
+	int (*quant_absmax)(gpt_backend *be, float *scale, const void *x, int64_t rows,
+			    int64_t cols, int per_row, int accumulate, gpt_err *err);
+	int (*fake_quant)(gpt_backend *be, void *out, const void *x, const float *scale,
+			  int64_t rows, int64_t cols, int per_row, int bits, gpt_err *err);
+	int (*quant_moving_avg)(gpt_backend *be, float *state, float *accum, float *scale,
+				const float *cur, int64_t n, float rate, int commit, gpt_err *err);
 } gpt_backend_ops;
 
 /* A backend context: passed to every op; nothing in the library is global.

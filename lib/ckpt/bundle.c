@@ -28,9 +28,11 @@ static int quantized(const gpt_param_info *p)
 static int build_weights(gpt_export_model *m, gpt_dtype dt, gpt_buf *out, gpt_err *err)
 {
 	int64_t n = m->n_table, ne = 0;
-	gpt_st_entry *e = gpt_calloc((size_t)(2 * n), sizeof *e, "tensors", err);
-	void **data = gpt_calloc((size_t)(2 * n), sizeof *data, "tensors", err);
-	char **names = gpt_calloc((size_t)n, sizeof *names, "tensors", err);
+	/* int8 of a QAT checkpoint: one activation scale per quantized linear */
+	int64_t na = dt == GPT_DTYPE_I8 && m->qat ? m->shape.layers * GPT_QAT_LINEARS : 0;
+	gpt_st_entry *e = gpt_calloc((size_t)(2 * n + na), sizeof *e, "tensors", err);
+	void **data = gpt_calloc((size_t)(2 * n + na), sizeof *data, "tensors", err);
+	char **names = gpt_calloc((size_t)(n + na), sizeof *names, "tensors", err);
 	int rc = e && data && names ? 0 : GPT_EINTERNAL;
 	for (int64_t i = 0; !rc && i < n; i++) {
 		const gpt_param_info *p = &m->table[i];
@@ -58,8 +60,16 @@ static int build_weights(gpt_export_model *m, gpt_dtype dt, gpt_buf *out, gpt_er
 				rc = GPT_EINTERNAL;
 				break;
 			}
-			gpt_quantize_rows(w, rows, cols, q, sc);
+			int done = 0;
+			rc = gpt_export_qat_weight(m, i, w, q, sc, &done, err);
+			if (!done)
+				gpt_quantize_rows(w, rows, cols, q, sc);
 			free(w);
+			if (rc) {
+				free(q);
+				free(sc);
+				break;
+			}
 			t->dtype = GPT_DTYPE_I8;
 			t->data = data[ne++] = q;
 			sprintf(names[i], "%s.scale", p->name);
@@ -76,12 +86,34 @@ static int build_weights(gpt_export_model *m, gpt_dtype dt, gpt_buf *out, gpt_er
 			t->data = data[ne++] = w;
 		}
 	}
-	const char *meta[] = {"format", "gptkit", "dtype", gpt_dtype_name(dt)};
+	/* fake-quantized inputs: h.{i}.{linear}.input_scale, the clip threshold
+	 * s of fq(x) = round(clamp(x, -s, s) Q / s) s / Q, Q = 2^(bits-1) - 1 */
+	for (int64_t l = 0; !rc && l < m->shape.layers && na; l++)
+		for (int k = 0; !rc && k < GPT_QAT_LINEARS; k++) {
+			if (!m->qat_opts.quantized[k])
+				continue;
+			int64_t at = n + l * GPT_QAT_LINEARS + k;
+			float *v = gpt_malloc(sizeof *v, "activation scale", err);
+			names[at] = gpt_malloc(64, "activation scale", err);
+			if (!v || !names[at]) {
+				free(v);
+				rc = GPT_EINTERNAL;
+				break;
+			}
+			snprintf(names[at], 64, "h.%lld.%s.input_scale", (long long)l,
+				 gpt_qat_linear_name((gpt_qat_linear)k));
+			rc = gpt_export_qat_act_scale(m, l, (gpt_qat_linear)k, v, err);
+			e[ne] = (gpt_st_entry){names[at], GPT_DTYPE_F32, 1, {1}, v};
+			data[ne++] = v;
+		}
+	char bits[16];
+	snprintf(bits, sizeof bits, "%d", m->qat_opts.act_bits);
+	const char *meta[] = {"format", "gptkit", "dtype", gpt_dtype_name(dt), "activation_bits", bits};
 	if (!rc)
-		rc = gpt_st_build(e, (int)ne, meta, 2, out, err);
-	for (int64_t i = 0; data && i < 2 * n; i++)
+		rc = gpt_st_build(e, (int)ne, meta, na ? 3 : 2, out, err);
+	for (int64_t i = 0; data && i < 2 * n + na; i++)
 		free(data[i]);
-	for (int64_t i = 0; names && i < n; i++)
+	for (int64_t i = 0; names && i < n + na; i++)
 		free(names[i]);
 	free(e);
 	free(data);
@@ -127,6 +159,19 @@ static char *manifest(gpt_export_model *m, gpt_dtype dt, const member *f, int n)
 			      BUNDLE_VERSION, "gptkit", GPT_VERSION, "dtype", gpt_dtype_name(dt),
 			      "tokenizer", m->byte_tokenizer ? "bytes" : "gpt2", "step",
 			      (json_int_t)m->step, "files", files);
+	/* how int8 weights were made: from the learned scales of quantization-
+	 * aware training (activations too), or after training (weights only) */
+	if (j && dt == GPT_DTYPE_I8) {
+		const gpt_qat_opts *q = &m->qat_opts;
+		json_t *qj = m->qat ? json_pack("{s:s,s:i,s:s,s:i,s:s}", "method", "qat", "weight_bits",
+						q->weight_bits, "weight_quantize_type",
+						q->weight_per_channel ? "channel_wise_abs_max" : "abs_max",
+						"activation_bits", q->act_bits, "activation_quantize_type",
+						q->act_moving_average ? "moving_average_abs_max" : "abs_max")
+				    : json_pack("{s:s,s:i,s:s}", "method", "post-training", "weight_bits", 8,
+						"weight_quantize_type", "channel_wise_abs_max");
+		json_object_set_new(j, "quantization", qj);
+	}
 	char *s = j ? json_dumps(j, JSON_INDENT(1) | JSON_PRESERVE_ORDER) : NULL;
 	json_decref(j);
 	return s;

@@ -4,6 +4,7 @@
 #include "ckpt/export.h"
 
 #include "config/config.h"
+#include "cpu/cpu.h"
 #include "text/text.h"
 
 #include <jansson.h>
@@ -110,6 +111,12 @@ int gpt_export_model_open(gpt_export_model *m, const char *path, const gpt_expor
 		s->ffn = cfg.model.ffn_hidden_size > 0 ? cfg.model.ffn_hidden_size : 4 * s->hidden;
 		rc = gpt_param_table(s, &m->table, &m->n_table, err);
 	}
+	if (!rc && cfg.quantization.enable) {
+		m->qat = 1;
+		rc = gpt_qat_opts_from_config(&m->qat_opts, &cfg, err);
+		if (rc)
+			gpt_err_prefix(err, "%s/config.yaml", gpt_ckpt_path(m->ck));
+	}
 	gpt_config_free(&cfg);
 	if (!rc)
 		rc = check_shapes(m, err);
@@ -165,6 +172,68 @@ int gpt_export_model_read(gpt_export_model *m, int64_t i, float *dst, gpt_err *e
 					 "(export an earlier checkpoint)",
 					 gpt_ckpt_path(m->ck), p->name, (double)dst[k], (long long)k);
 	return rc;
+}
+
+/* Which QAT linear a table entry's weight is, or -1. */
+static int qat_linear_of(const gpt_param_info *p)
+{
+	if (p->layer < 0)
+		return -1;
+	const char *rest = strchr(p->name + 2, '.');
+	for (int k = 0; rest && k < GPT_QAT_LINEARS; k++) {
+		char want[32];
+		snprintf(want, sizeof want, ".%s.weight", gpt_qat_linear_name((gpt_qat_linear)k));
+		if (strcmp(rest, want) == 0)
+			return k;
+	}
+	return -1;
+}
+
+int gpt_export_qat_weight(gpt_export_model *m, int64_t i, const float *w, int8_t *q, float *step,
+			  int *done, gpt_err *err)
+{
+	const gpt_param_info *p = &m->table[i];
+	int k = qat_linear_of(p);
+	*done = 0;
+	if (!m->qat || k < 0 || !m->qat_opts.quantized[k])
+		return 0;
+	const gpt_qat_opts *o = &m->qat_opts;
+	if (o->weight_bits > 8)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "--dtype int8: %s was trained with Quantization.weight_bits %d, more than int8 holds; export fp32 or train with 8 bits or fewer",
+				   gpt_ckpt_path(m->ck), o->weight_bits);
+	int64_t cols = p->shape[p->ndim - 1], rows = p->numel / cols;
+	/* the scales the training computed from these very weights */
+	float *s = gpt_calloc((size_t)rows, sizeof *s, "weight scales", err);
+	if (!s)
+		return GPT_EINTERNAL;
+	for (int64_t r = 0; r < rows; r++)
+		for (int64_t c = 0; c < cols; c++) {
+			float a = fabsf(w[r * cols + c]);
+			float *d = &s[o->weight_per_channel ? r : 0];
+			if (a > *d)
+				*d = a;
+		}
+	gpt_quant_rows(w, rows, cols, s, o->weight_per_channel, o->weight_bits, NULL, q);
+	float Q = gpt_quant_qmax(o->weight_bits);
+	for (int64_t r = 0; r < rows; r++) {
+		float sr = s[o->weight_per_channel ? r : 0];
+		step[r] = sr > 0 ? sr / Q : 0.0f;
+	}
+	free(s);
+	*done = 1;
+	return 0;
+}
+
+int gpt_export_qat_act_scale(gpt_export_model *m, int64_t l, gpt_qat_linear k, float *scale,
+			     gpt_err *err)
+{
+	char name[64];
+	snprintf(name, sizeof name, "qat.h.%lld.%s.scale", (long long)l, gpt_qat_linear_name(k));
+	int64_t one = 1;
+	gpt_box box = gpt_box_full(1, &one);
+	int rc = gpt_ckpt_read_box(m->ck, name, GPT_DTYPE_F32, 1, &one, &box, scale, err);
+	return rc ? gpt_err_prefix(err, "the activation scales of quantization-aware training") : 0;
 }
 
 int gpt_st_build(const gpt_st_entry *e, int n, const char *const *meta, int n_meta, gpt_buf *out,

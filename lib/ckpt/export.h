@@ -6,6 +6,7 @@
 
 #include "ckpt/ckpt.h"
 #include "model/model.h"
+#include "model/qat.h"
 
 #include <limits.h>
 
@@ -20,6 +21,8 @@ typedef struct gpt_export_model {
 	char vocab[PATH_MAX];   /* else the GPT-2 vocabulary directory */
 	int32_t eot;
 	int64_t step;
+	int qat;                /* trained with Quantization.enable: */
+	gpt_qat_opts qat_opts;  /* its settings (the scales are the qat.* tensors) */
 } gpt_export_model;
 
 int gpt_export_model_open(gpt_export_model *m, const char *path, const gpt_export_opts *o,
@@ -34,6 +37,17 @@ int gpt_st_build(const gpt_st_entry *e, int n, const char *const *meta, int n_me
 
 /* int8 per row (every dimension but the last): scale = max |x| / 127. */
 void gpt_quantize_rows(const float *x, int64_t rows, int64_t cols, int8_t *q, float *scale);
+
+/* int8 codes and per-row steps of weight table entry i of a QAT checkpoint
+ * (a linear the training fake-quantized), exactly training's fq(W): q[rows
+ * x cols] and step[rows] with W ~ q * step. 0 with *done = 0 when entry i
+ * was not quantized by the training (then the caller quantizes it after
+ * training); GPT_EUSAGE when the training used more than 8 weight bits. */
+int gpt_export_qat_weight(gpt_export_model *m, int64_t i, const float *w, int8_t *q, float *step,
+			  int *done, gpt_err *err);
+/* The activation scale (the clip threshold) of linear k of layer l. */
+int gpt_export_qat_act_scale(gpt_export_model *m, int64_t l, gpt_qat_linear k, float *scale,
+			     gpt_err *err);
 
 int gpt_export_bundle(gpt_export_model *m, const gpt_export_opts *o, const char *out, gpt_err *err);
 int gpt_export_hf(gpt_export_model *m, const gpt_export_opts *o, const char *out, gpt_err *err);

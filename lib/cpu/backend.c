@@ -80,6 +80,9 @@ static const gpt_backend_ops cpu_ops = {
 	.adamw = gpt_cpu_adamw,
 	.sum_squares = gpt_cpu_sum_squares,
 	.check_finite = gpt_cpu_check_finite,
+	.quant_absmax = gpt_cpu_quant_absmax,
+	.fake_quant = gpt_cpu_fake_quant,
+	.quant_moving_avg = gpt_cpu_quant_moving_avg,
 };
 
 int gpt_backend_cpu_init(gpt_backend *be, gpt_dtype dtype, int threads, gpt_err *err)

@@ -29,4 +29,14 @@ int gpt_backend_cpu_init(gpt_backend *be, gpt_dtype dtype, int threads, gpt_err 
 /* Releases the scratch memory; be can be initialised again. */
 void gpt_backend_cpu_free(gpt_backend *be);
 
+/* Fake quantization on host fp32 arrays, the arithmetic of the fake_quant
+ * op (backend/ops.h): the exporters use it so that an int8 weight is
+ * exactly the fake-quantized weight training saw. gpt_quant_qmax is
+ * Q = 2^(bits-1) - 1. gpt_quant_rows quantizes rows x cols of x with scale
+ * (per tensor, or per row when per_row) and writes the dequantized values
+ * q * (s / Q) to out and, for bits <= 8, q to q_out; either may be NULL. */
+float gpt_quant_qmax(int bits);
+void gpt_quant_rows(const float *x, int64_t rows, int64_t cols, const float *scale, int per_row,
+		    int bits, float *out, int8_t *q_out);
+
 #endif

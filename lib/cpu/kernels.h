@@ -110,6 +110,14 @@ int gpt_cpu_sum_squares(gpt_backend *be, float *acc, const void *x, int64_t n, g
 int gpt_cpu_check_finite(gpt_backend *be, float *flag, const void *x, int64_t n,
 			 gpt_err *err);
 
+/* quant.c: the same functions serve fp32 and 16-bit storage. */
+int gpt_cpu_quant_absmax(gpt_backend *be, float *scale, const void *x, int64_t rows, int64_t cols,
+			 int per_row, int accumulate, gpt_err *err);
+int gpt_cpu_fake_quant(gpt_backend *be, void *out, const void *x, const float *scale, int64_t rows,
+		       int64_t cols, int per_row, int bits, gpt_err *err);
+int gpt_cpu_quant_moving_avg(gpt_backend *be, float *state, float *accum, float *scale,
+			     const float *cur, int64_t n, float rate, int commit, gpt_err *err);
+
 /* The same ops for bf16/fp16 storage (lowp.c): operands converted to fp32,
  * the kernels above, results rounded to nearest even on store. */
 extern const gpt_backend_ops gpt_cpu_lowp_ops;

@@ -510,4 +510,7 @@ const gpt_backend_ops gpt_cpu_lowp_ops = {
 	.adamw = lp_adamw,
 	.sum_squares = lp_sum_squares,
 	.check_finite = lp_check_finite,
+	.quant_absmax = gpt_cpu_quant_absmax,
+	.fake_quant = gpt_cpu_fake_quant,
+	.quant_moving_avg = gpt_cpu_quant_moving_avg,
 };

@@ -122,6 +122,7 @@ void gpt_infer_model_free(gpt_infer_model *m)
 	for (int64_t i = 0; m->qw && i < 4 * m->shape.layers + 1; i++)
 		gpt_qweight_free(&m->qw[i]);
 	free(m->qw);
+	free(m->act_scale);
 	if (m->be.ops) {
 		free_work(m);
 		if (m->params)
@@ -230,6 +231,14 @@ int gpt_kv_copy(gpt_kv *kv, gpt_infer_model *m, int64_t dst, int64_t src, gpt_er
 			return rc_; \
 	} while (0)
 
+/* fq of the R x K input of linear j of layer l, in place, when the model
+ * carries its activation scale (quantization-aware training). */
+static void act_quant(gpt_infer_model *m, int64_t l, int j, void *x, int64_t n)
+{
+	if (m->act_scale && m->act_scale[4 * l + j] > 0)
+		gpt_quant_rows(x, 1, n, &m->act_scale[4 * l + j], 0, m->act_bits, x, NULL);
+}
+
 static int layer_fwd(gpt_infer_model *m, gpt_kv *kv, int64_t l, int64_t n, const int64_t *slot,
 		     const int64_t *n_tok, int64_t R, gpt_err *err)
 {
@@ -240,6 +249,7 @@ static int layer_fwd(gpt_infer_model *m, gpt_kv *kv, int64_t l, int64_t n, const
 	size_t es = gpt_dtype_size(be->dtype);
 	OP(o->layernorm_fwd(be, m->ln, NULL, NULL, m->x, param(m, T_LAYER(l, P_LN1_W)),
 			    param(m, T_LAYER(l, P_LN1_B)), R, C, m->ln_eps, err));
+	act_quant(m, l, 0, m->ln, R * C);
 	OP(gpt_qlinear(&m->qw[4 * l], m->ln, param(m, T_LAYER(l, P_QKV_B)), m->qkv, R, be->threads,
 		       err));
 	int64_t row = 0;
@@ -251,14 +261,17 @@ static int layer_fwd(gpt_infer_model *m, gpt_kv *kv, int64_t l, int64_t n, const
 				   kv->len[slot[i]], kv->maxT, NH, HS, err));
 		row += n_tok[i];
 	}
+	act_quant(m, l, 1, m->att, R * C);
 	OP(gpt_qlinear(&m->qw[4 * l + 1], m->att, param(m, T_LAYER(l, P_PROJ_B)), m->tmp, R,
 		       be->threads, err));
 	OP(o->residual_fwd(be, m->x, m->x, m->tmp, R * C, err));
 	OP(o->layernorm_fwd(be, m->ln, NULL, NULL, m->x, param(m, T_LAYER(l, P_LN2_W)),
 			    param(m, T_LAYER(l, P_LN2_B)), R, C, m->ln_eps, err));
+	act_quant(m, l, 2, m->ln, R * C);
 	OP(gpt_qlinear(&m->qw[4 * l + 2], m->ln, param(m, T_LAYER(l, P_FC_B)), m->fch, R, be->threads,
 		       err));
 	OP(o->gelu_fwd(be, m->fch, m->fch, R * F, err));
+	act_quant(m, l, 3, m->fch, R * F);
 	OP(gpt_qlinear(&m->qw[4 * l + 3], m->fch, param(m, T_LAYER(l, P_MPROJ_B)), m->tmp, R,
 		       be->threads, err));
 	OP(o->residual_fwd(be, m->x, m->x, m->tmp, R * C, err));

@@ -69,6 +69,9 @@ typedef struct gpt_infer_model {
 	void *params;           /* flat, fp32 */
 	gpt_dtype wdtype;       /* of the weight matrices */
 	gpt_qweight *qw;        /* per layer qkv, proj, fc, mlp proj; then the head (wte) */
+	float *act_scale;       /* NULL, or per layer and linear (that order): the clip
+				   threshold of its fake-quantized input, 0: not quantized */
+	int act_bits;           /* of those inputs */
 	float ln_eps;
 	/* work buffers for up to cap_rows rows */
 	int64_t cap_rows;
@@ -83,6 +86,17 @@ typedef struct gpt_infer_model {
 int gpt_infer_model_init(gpt_infer_model *m, const gpt_model_shape *s, gpt_dtype dtype,
 			 int threads, gpt_weight_read_fn read, void *ctx, gpt_err *err);
 void gpt_infer_model_free(gpt_infer_model *m);
+
+/* Takes from the safetensors file f of an int8 bundle what quantization-
+ * aware training left: the int8 codes and per-row steps of every I8 weight
+ * as stored (not quantized again from their fp32 values, so the weights are
+ * exactly the fake-quantized ones training used), when m holds int8
+ * weights; and h.{i}.{attn.qkv|attn.proj|mlp.fc|mlp.proj}.input_scale with
+ * the metadata activation_bits, after which the forward fake-quantizes the
+ * input of each such linear as training did (simulated int8 activations).
+ * A file without them changes nothing. */
+struct gpt_st_file;
+int gpt_infer_load_quant(gpt_infer_model *m, const struct gpt_st_file *f, gpt_err *err);
 
 /* The KV cache: `slots` sequences of up to maxT positions, per layer (slots,
  * NH, maxT, HS) keys and values in fp32. len[s] is the

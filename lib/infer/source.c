@@ -615,7 +615,12 @@ int gpt_source_load(gpt_source *src, gpt_infer_model *m, gpt_dtype dtype, int th
 		    gpt_err *err)
 {
 	int rc = check_shapes(src, err);
-	if (rc)
-		return rc;
-	return gpt_infer_model_init(m, &src->shape, dtype, threads, gpt_source_read, src, err);
+	if (!rc)
+		rc = gpt_infer_model_init(m, &src->shape, dtype, threads, gpt_source_read, src, err);
+	if (!rc && (src->kind == GPT_SOURCE_BUNDLE || src->kind == GPT_SOURCE_DIR)) {
+		rc = gpt_infer_load_quant(m, &src->st, err);
+		if (rc)
+			gpt_infer_model_free(m);
+	}
+	return rc;
 }

@@ -3,6 +3,7 @@
 
 #include "backend/philox.h"
 #include "comm/comm.h"
+#include "model/qat.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -598,6 +599,7 @@ void gpt_model_free(gpt_model *m)
 	free(m->unit_end);
 	free(m->pwin);
 	free(m->gwin);
+	gpt_qat_free(m);
 	memset(m, 0, sizeof *m);
 }
 
@@ -752,15 +754,15 @@ static int sp_scatter(gpt_model *m, void *rows, const void *full, gpt_err *err)
  * products are summed over tp (reduced to this rank's rows under sequence
  * parallelism), then the replicated bias is added once. Returns the output
  * in *out: tmp_c, or tmp_s (n_rows) under sequence parallelism. */
-static int row_linear_fwd(gpt_model *m, void **out, const void *inp, const void *w, const void *bias,
-			  int64_t M, int64_t K, int64_t N, gpt_err *err)
+static int row_linear_fwd(gpt_model *m, int64_t l, gpt_qat_linear k, void **out, const void *inp,
+			  const void *w, const void *bias, int64_t M, int64_t K, int64_t N, gpt_err *err)
 {
 	const gpt_backend_ops *o = m->be->ops;
 	*out = m->tmp_c;
 	if (m->layout.tp == 1)
-		return o->linear_fwd(m->be, m->tmp_c, inp, w, bias, M, K, N, err);
+		return gpt_qat_linear_fwd(m, l, k, m->tmp_c, inp, w, bias, M, K, N, err);
 	int rc;
-	OP(o->linear_fwd(m->be, m->tmp_c, inp, w, NULL, M, K, N, err));
+	OP(gpt_qat_linear_fwd(m, l, k, m->tmp_c, inp, w, NULL, M, K, N, err));
 	if (seqpar(m)) {
 		*out = m->tmp_s;
 		OP(sp_scatter(m, m->tmp_s, m->tmp_c, err));
@@ -831,12 +833,13 @@ static int attn_half_fwd(gpt_model *m, int64_t l, gpt_err *err)
 			    m->n_rows, C, m->opts.ln_eps, err));
 	if (seqpar(m))
 		OP(sp_gather(m, m->gath, a->ln1, err));
-	OP(o->linear_fwd(be, a->qkv, seqpar(m) ? m->gath : a->ln1, gpt_model_param(m, T_LAYER(gl, P_QKV_W)),
-			 gpt_model_param(m, T_LAYER(gl, P_QKV_B)), BT, C, 3 * Cl, err));
+	OP(gpt_qat_linear_fwd(m, l, GPT_QAT_QKV, a->qkv, seqpar(m) ? m->gath : a->ln1,
+			      gpt_model_param(m, T_LAYER(gl, P_QKV_W)), gpt_model_param(m, T_LAYER(gl, P_QKV_B)),
+			      BT, C, 3 * Cl, err));
 	gpt_dropout dp = dropout_at(m, m->opts.attn_dropout, gl, GPT_RNG_SITE_ATTN_PROBS,
 				    m->layout.tp_rank * NH);
 	OP(o->attention_fwd(be, a->atty, a->att_saved, a->qkv, B, T, NH, HS, &dp, err));
-	OP(row_linear_fwd(m, &x, a->atty, gpt_model_param(m, T_LAYER(gl, P_PROJ_W)),
+	OP(row_linear_fwd(m, l, GPT_QAT_PROJ, &x, a->atty, gpt_model_param(m, T_LAYER(gl, P_PROJ_W)),
 			  gpt_model_param(m, T_LAYER(gl, P_PROJ_B)), BT, Cl, C, err));
 	gpt_dropout dr = dropout_at(m, m->opts.hidden_dropout, gl, GPT_RNG_SITE_ATTN_RESID, 0);
 	if (dr.p > 0)
@@ -861,8 +864,9 @@ static int mlp_inner_fwd(gpt_model *m, int64_t l, gpt_err *err)
 			    m->n_rows, C, m->opts.ln_eps, err));
 	if (seqpar(m))
 		OP(sp_gather(m, m->gath, a->ln2, err));
-	OP(o->linear_fwd(be, a->fch, seqpar(m) ? m->gath : a->ln2, gpt_model_param(m, T_LAYER(gl, P_FC_W)),
-			 gpt_model_param(m, T_LAYER(gl, P_FC_B)), BT, C, F, err));
+	OP(gpt_qat_linear_fwd(m, l, GPT_QAT_FC, a->fch, seqpar(m) ? m->gath : a->ln2,
+			      gpt_model_param(m, T_LAYER(gl, P_FC_W)), gpt_model_param(m, T_LAYER(gl, P_FC_B)),
+			      BT, C, F, err));
 	return o->gelu_fwd(be, a->fch_gelu, a->fch, BT * F, err);
 }
 
@@ -878,7 +882,7 @@ static int mlp_half_fwd(gpt_model *m, int64_t l, gpt_err *err)
 	int rc;
 	void *x;
 	OP(mlp_inner_fwd(m, l, err));
-	OP(row_linear_fwd(m, &x, a->fch_gelu, gpt_model_param(m, T_LAYER(gl, P_MPROJ_W)),
+	OP(row_linear_fwd(m, l, GPT_QAT_MPROJ, &x, a->fch_gelu, gpt_model_param(m, T_LAYER(gl, P_MPROJ_W)),
 			  gpt_model_param(m, T_LAYER(gl, P_MPROJ_B)), BT, F, C, err));
 	gpt_dropout dr = dropout_at(m, m->opts.hidden_dropout, gl, GPT_RNG_SITE_MLP_RESID, 0);
 	if (dr.p > 0)
@@ -1114,13 +1118,13 @@ static int layer_bwd(gpt_model *m, int64_t l, gpt_err *err)
 	OP(recompute_layer(m, l, err));
 	/* MLP half: out = res_mid + drop(proj(gelu(fc(ln_2(res_mid))))) */
 	OP(row_out_grad(m, gl, GPT_RNG_SITE_MLP_RESID, &dproj, err));
-	OP(o->linear_bwd(be, m->d_f, gpt_model_grad(m, T_LAYER(gl, P_MPROJ_W)),
+	OP(gpt_qat_linear_bwd(m, l, GPT_QAT_MPROJ, m->d_f, gpt_model_grad(m, T_LAYER(gl, P_MPROJ_W)),
 			 gpt_model_grad(m, T_LAYER(gl, P_MPROJ_B)), dproj, a->fch_gelu,
 			 gpt_model_param(m, T_LAYER(gl, P_MPROJ_W)), BT, F, C, err));
 	OP(o->gelu_bwd(be, m->d_f, a->fch, m->d_f, BT * F, err));
 	if (seqpar(m)) /* fc's input again, for its weight gradient */
 		OP(sp_gather(m, m->gath, a->ln2, err));
-	OP(o->linear_bwd(be, m->d_c2, gpt_model_grad(m, T_LAYER(gl, P_FC_W)),
+	OP(gpt_qat_linear_bwd(m, l, GPT_QAT_FC, m->d_c2, gpt_model_grad(m, T_LAYER(gl, P_FC_W)),
 			 gpt_model_grad(m, T_LAYER(gl, P_FC_B)), m->d_f, seqpar(m) ? m->gath : a->ln2,
 			 gpt_model_param(m, T_LAYER(gl, P_FC_W)), BT, C, F, err));
 	OP(col_in_grad(m, m->d_c2, &dln, err));
@@ -1129,7 +1133,7 @@ static int layer_bwd(gpt_model *m, int64_t l, gpt_err *err)
 		  a->ln2_rstd, err));
 	/* attention half: res_mid = in + drop(proj(attention(qkv(ln_1(in))))) */
 	OP(row_out_grad(m, gl, GPT_RNG_SITE_ATTN_RESID, &dproj, err));
-	OP(o->linear_bwd(be, m->d_c2, gpt_model_grad(m, T_LAYER(gl, P_PROJ_W)),
+	OP(gpt_qat_linear_bwd(m, l, GPT_QAT_PROJ, m->d_c2, gpt_model_grad(m, T_LAYER(gl, P_PROJ_W)),
 			 gpt_model_grad(m, T_LAYER(gl, P_PROJ_B)), dproj, a->atty,
 			 gpt_model_param(m, T_LAYER(gl, P_PROJ_W)), BT, Cl, C, err));
 	gpt_dropout dp = dropout_at(m, m->opts.attn_dropout, gl, GPT_RNG_SITE_ATTN_PROBS,
@@ -1137,7 +1141,7 @@ static int layer_bwd(gpt_model *m, int64_t l, gpt_err *err)
 	OP(o->attention_bwd(be, m->d_qkv, m->d_c2, a->qkv, a->att_saved, B, T, NH, HS, &dp, err));
 	if (seqpar(m))
 		OP(sp_gather(m, m->gath, a->ln1, err));
-	OP(o->linear_bwd(be, m->d_c, gpt_model_grad(m, T_LAYER(gl, P_QKV_W)),
+	OP(gpt_qat_linear_bwd(m, l, GPT_QAT_QKV, m->d_c, gpt_model_grad(m, T_LAYER(gl, P_QKV_W)),
 			 gpt_model_grad(m, T_LAYER(gl, P_QKV_B)), m->d_qkv, seqpar(m) ? m->gath : a->ln1,
 			 gpt_model_param(m, T_LAYER(gl, P_QKV_W)), BT, C, 3 * Cl, err));
 	OP(col_in_grad(m, m->d_c, &dln, err));

@@ -90,6 +90,8 @@ typedef struct gpt_model_opts {
  * LayerNorm. Each is one contiguous range [unit_begin, unit_end), empty on a
  * pipeline stage that holds none of it. */
 typedef struct gpt_model gpt_model;
+/* Quantization-aware training state (model/qat.h); NULL when off. */
+typedef struct gpt_qat gpt_qat;
 
 /* Called around each unit's use when set (ZeRO stages 2 and 3). acquire
  * runs before a unit's parameters are read (backward: 1) and must make
@@ -183,6 +185,7 @@ struct gpt_model {
 	int64_t *unit_begin, *unit_end; /* element ranges of the flat buffers */
 	void **pwin, **gwin;      /* per unit: a window holding its range, or NULL */
 	gpt_model_hooks hooks;
+	gpt_qat *qat;             /* fake-quantized linears (model/qat.h), NULL: none */
 };
 
 /* Lays out the flat buffers and allocates parameters, gradients and the

@@ -11,6 +11,7 @@
 #include "comm/comm.h"
 #include "cpu/cpu.h"
 #include "data/sample.h"
+#include "model/qat.h"
 
 #include <pthread.h>
 
@@ -129,5 +130,8 @@ int gpt_tr_ckpt_poll(trainer *tr, gpt_err *err);
  * training); with rc set only joins and drops it. Returns rc, or the save's
  * failure. */
 int gpt_tr_ckpt_finish(trainer *tr, int rc, gpt_err *err);
+
+/* trainer_qat.c */
+int gpt_tr_setup_qat(trainer *tr, gpt_err *err);
 
 #endif

@@ -77,6 +77,8 @@ static int setup_model(trainer *tr, gpt_err *err)
 		tr->pp_grad_in = tr->be.ops->alloc(&tr->be, bytes, "pipeline receive buffer", err);
 		rc = tr->pp_grad_in ? 0 : err->code;
 	}
+	if (!rc && cfg->quantization.enable)
+		rc = gpt_tr_setup_qat(tr, err);
 	/* Under sharding each rank keeps the optimizer state of one shard. */
 	tr->shard = tr->model.n_alloc / tr->sh;
 	tr->opt.begin = tr->sh_rank * tr->shard; /* for setup_zero, before the optimizer */
@@ -282,6 +284,8 @@ static int train_step(trainer *tr, const int32_t *rows, double *loss, int *skipp
 	sum *= fault;
 	if (!rc)
 		rc = gpt_tr_sum_over_replicas(tr, &sum, &ntok, err);
+	if (!rc)
+		rc = gpt_qat_step_end(m, err);
 	if (!rc)
 		rc = gpt_tr_reduce_grads(tr, err);
 	double sumsq = 0;

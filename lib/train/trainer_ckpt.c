@@ -13,6 +13,8 @@
  */
 #include "train/trainer-impl.h"
 
+#include "model/qat.h"
+
 #include <jansson.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -118,8 +120,10 @@ static const float *family_src(trainer *tr, int k, int64_t e)
 typedef struct piece_list {
 	gpt_ckpt_piece *pc;
 	char (*names)[96];
-	const float **src;
+	const float **src;    /* backend memory; NULL: the piece's data is on the host */
 	int n;
+	gpt_qat_tensor *qat;  /* the host values of quantization-aware training's scales */
+	int64_t n_qat;
 } piece_list;
 
 static void piece_list_free(piece_list *l)
@@ -127,6 +131,7 @@ static void piece_list_free(piece_list *l)
 	free(l->pc);
 	free(l->names);
 	free(l->src);
+	gpt_qat_tensors_free(l->qat);
 	memset(l, 0, sizeof *l);
 }
 
@@ -143,7 +148,14 @@ static int own_pieces(trainer *tr, piece_list *l, gpt_err *err)
 	int rc = gpt_ckpt_slices(m->table, m->n_table, m->offset, m->box, &r, &sl, &ns, err);
 	if (rc)
 		return rc;
-	size_t cap = (size_t)(3 * ns + 1);
+	/* The QAT scales of this stage's layers are the same on every rank of
+	 * the stage: the first tp rank of the first data replica writes them. */
+	int qat_writer = m->layout.tp_rank == 0 && tr->replica == 0;
+	if (qat_writer && (rc = gpt_qat_tensors(m, &l->qat, &l->n_qat, err))) {
+		free(sl);
+		return rc;
+	}
+	size_t cap = (size_t)(3 * ns + l->n_qat + 1);
 	l->pc = gpt_calloc(cap, sizeof *l->pc, "checkpoint pieces", err);
 	l->names = l->pc ? gpt_calloc(cap, sizeof *l->names, "checkpoint pieces", err) : NULL;
 	l->src = l->names ? gpt_calloc(cap, sizeof *l->src, "checkpoint pieces", err) : NULL;
@@ -153,6 +165,13 @@ static int own_pieces(trainer *tr, piece_list *l, gpt_err *err)
 		return GPT_EINTERNAL;
 	}
 	static const char *const pre[3] = {"", "optim.exp_avg.", "optim.exp_avg_sq."};
+	for (int64_t j = 0; j < l->n_qat; j++) {
+		int64_t one = 1;
+		snprintf(l->names[l->n], sizeof *l->names, "%s", l->qat[j].name);
+		l->pc[l->n] = (gpt_ckpt_piece){.tensor = l->names[l->n], .dtype = GPT_DTYPE_F32, .ndim = 1,
+					       .shape = {1}, .box = gpt_box_full(1, &one), .data = &l->qat[j].value};
+		l->src[l->n++] = NULL;
+	}
 	for (int k = 0; k < 3; k++)
 		for (int64_t j = 0; j < ns; j++) {
 			const gpt_param_info *p = &m->table[sl[j].tensor];
@@ -175,6 +194,10 @@ typedef struct fill_ctx {
 static int fill_from_backend(void *ctx, int i, void *buf, gpt_err *err)
 {
 	fill_ctx *c = ctx;
+	if (!c->l->src[i]) {
+		memcpy(buf, c->l->pc[i].data, (size_t)gpt_box_numel(&c->l->pc[i].box) * 4);
+		return 0;
+	}
 	return c->be->ops->download(c->be, buf, c->l->src[i], (size_t)gpt_box_numel(&c->l->pc[i].box) * 4,
 				    err);
 }
@@ -275,7 +298,10 @@ static int save_async(trainer *tr, piece_list *l, char *state, char *yaml, doubl
 	for (int i = 0; i < l->n && !rc; i++) {
 		size_t n = (size_t)gpt_box_numel(&l->pc[i].box);
 		/* a copy even where backend memory is host memory: training changes it */
-		rc = be->ops->download(be, stg + at, l->src[i], n * 4, err);
+		if (l->src[i])
+			rc = be->ops->download(be, stg + at, l->src[i], n * 4, err);
+		else
+			memcpy(stg + at, l->pc[i].data, n * 4);
 		l->pc[i].data = stg + at;
 		at += (int64_t)n;
 	}
@@ -393,6 +419,41 @@ static int read_range(trainer *tr, gpt_ckpt *ck, const char *pre, float *dst, gp
  * whatever layout wrote it: each rank reads the boxes it holds. A
  * checkpoint without optimizer state (gpt-ckpt-merge --from-hf,
  * --weights-only copies) starts the moments at zero. */
+/* The scales of quantization-aware training; a checkpoint without them (a
+ * model trained without QAT) starts QAT from fresh scales. */
+static int load_qat(trainer *tr, gpt_ckpt *ck, gpt_err *err)
+{
+	gpt_qat_tensor *qt;
+	int64_t nq;
+	int rc = gpt_qat_tensors(&tr->model, &qt, &nq, err);
+	if (rc || nq == 0)
+		return rc;
+	int have = 0;
+	for (int i = 0; i < gpt_ckpt_tensor_count(ck) && !have; i++) {
+		const char *name;
+		gpt_dtype dt;
+		int nd;
+		const int64_t *sh;
+		if (gpt_ckpt_tensor_info(ck, i, &name, &dt, &nd, &sh) == 0)
+			have = strncmp(name, "qat.", 4) == 0;
+	}
+	if (!have) {
+		gpt_log_printf(&tr->log, GPT_LOG_INFO,
+			       "%s holds no quantization scales: quantization-aware training starts from its weights with fresh scales",
+			       gpt_ckpt_path(ck));
+		gpt_qat_tensors_free(qt);
+		return 0;
+	}
+	int64_t one = 1;
+	gpt_box box = gpt_box_full(1, &one);
+	for (int64_t i = 0; !rc && i < nq; i++)
+		rc = gpt_ckpt_read_box(ck, qt[i].name, GPT_DTYPE_F32, 1, &one, &box, &qt[i].value, err);
+	if (!rc)
+		rc = gpt_qat_set(&tr->model, qt, nq, err);
+	gpt_qat_tensors_free(qt);
+	return rc;
+}
+
 int gpt_tr_load_checkpoint(trainer *tr, const char *path, gpt_err *err)
 {
 	gpt_ckpt *ck;
@@ -446,6 +507,8 @@ int gpt_tr_load_checkpoint(trainer *tr, const char *path, gpt_err *err)
 	free(w);
 	free(mom);
 	free(lowp);
+	if (!rc && m->qat)
+		rc = load_qat(tr, ck, err);
 
 	json_error_t je;
 	json_t *st = rc ? NULL : json_loads(gpt_ckpt_state_json(ck), 0, &je);

@@ -1,0 +1,376 @@
+/* Quantization-aware training: the fake-quantized linears, their activation
+ * scales, and the state a checkpoint keeps. (Part of lib/model.) */
+#include "model/qat.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static const char *const linear_names[GPT_QAT_LINEARS] = {"attn.qkv", "attn.proj", "mlp.fc",
+							  "mlp.proj"};
+
+const char *gpt_qat_linear_name(gpt_qat_linear k)
+{
+	return k >= 0 && k < GPT_QAT_LINEARS ? linear_names[k] : "?";
+}
+
+static int row_parallel(gpt_qat_linear k)
+{
+	return k == GPT_QAT_PROJ || k == GPT_QAT_MPROJ;
+}
+
+int gpt_qat_opts_from_config(gpt_qat_opts *o, const gpt_config *cfg, gpt_err *err)
+{
+	memset(o, 0, sizeof *o);
+	const char *wt = cfg->quantization.weight_quantize_type, *at = cfg->quantization.activation_quantize_type;
+	o->weight_per_channel = !wt || strcmp(wt, "channel_wise_abs_max") == 0;
+	o->act_moving_average = !at || strcmp(at, "moving_average_abs_max") == 0;
+	o->weight_bits = (int)cfg->quantization.weight_bits;
+	o->act_bits = (int)cfg->quantization.activation_bits;
+	o->moving_rate = (float)cfg->quantization.moving_rate;
+	const char *pre[2] = {cfg->quantization.weight_preprocess_type,
+			      cfg->quantization.activation_preprocess_type};
+	const char *pre_key[2] = {"weight_preprocess_type", "activation_preprocess_type"};
+	for (int i = 0; i < 2; i++)
+		if (pre[i] && *pre[i] && strcasecmp(pre[i], "none") != 0)
+			return gpt_err_set(err, GPT_EUSAGE,
+					   "Quantization.%s: %s (learned clipping) is not supported by this trainer; set it to None (plain abs-max scales)",
+					   pre_key[i], pre[i]);
+	if (o->weight_bits < 2 || o->weight_bits > 16 || o->act_bits < 2 || o->act_bits > 16)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "Quantization.weight_bits/activation_bits: %d and %d; expected 2 to 16 each",
+				   o->weight_bits, o->act_bits);
+	const gpt_strlist *types = &cfg->quantization.quantizable_layer_type;
+	if (types->n == 0)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "Quantization.quantizable_layer_type: empty; name Linear (every linear of the blocks), ColumnParallelLinear or RowParallelLinear");
+	for (int i = 0; i < types->n; i++) {
+		const char *t = types->v[i];
+		if (strcmp(t, "Linear") == 0) {
+			for (int k = 0; k < GPT_QAT_LINEARS; k++)
+				o->quantized[k] = 1;
+		} else if (strcmp(t, "ColumnParallelLinear") == 0) {
+			o->quantized[GPT_QAT_QKV] = o->quantized[GPT_QAT_FC] = 1;
+		} else if (strcmp(t, "RowParallelLinear") == 0) {
+			o->quantized[GPT_QAT_PROJ] = o->quantized[GPT_QAT_MPROJ] = 1;
+		} else {
+			int k;
+			for (k = 0; k < GPT_QAT_LINEARS && strcmp(t, linear_names[k]) != 0; k++)
+				;
+			if (k < GPT_QAT_LINEARS) {
+				o->quantized[k] = 1;
+			} else if (strcmp(t, "Embedding") == 0 || strcmp(t, "VocabParallelEmbedding") == 0 ||
+				   strcmp(t, "wte") == 0 || strcmp(t, "lm_head") == 0) {
+				return gpt_err_set(err, GPT_EUSAGE,
+						   "Quantization.quantizable_layer_type: %s: the embedding and the output head (the tied wte) are not fake-quantized by this trainer; gpt-export --dtype int8 quantizes wte after training",
+						   t);
+			} else {
+				return gpt_err_set(err, GPT_EUSAGE,
+						   "Quantization.quantizable_layer_type: %s is not a layer of GPT; expected Linear, ColumnParallelLinear, RowParallelLinear, attn.qkv, attn.proj, mlp.fc or mlp.proj",
+						   t);
+			}
+		}
+	}
+	return 0;
+}
+
+/* ---- set-up ---- */
+
+void gpt_qat_free(gpt_model *m)
+{
+	gpt_qat *q = m->qat;
+	if (!q)
+		return;
+	void *p[] = {q->scale, q->state, q->accum, q->used, q->step_max, q->cur, q->tmp, q->wscale,
+		     q->wq, q->xq};
+	for (size_t i = 0; i < sizeof p / sizeof *p; i++)
+		if (p[i])
+			m->be->ops->free(m->be, p[i]);
+	free(q);
+	m->qat = NULL;
+}
+
+static int fill(gpt_backend *be, float *dst, float v, int64_t n, gpt_err *err)
+{
+	float *h = gpt_malloc((size_t)n * sizeof *h, "quantization state", err);
+	if (!h)
+		return GPT_EINTERNAL;
+	for (int64_t i = 0; i < n; i++)
+		h[i] = v;
+	int rc = be->ops->upload(be, dst, h, (size_t)n * sizeof *h, err);
+	free(h);
+	return rc;
+}
+
+int gpt_qat_init(gpt_model *m, const gpt_qat_opts *o, gpt_err *err)
+{
+	static const char *const needed[] = {"quant_absmax", "fake_quant", "quant_moving_avg", NULL};
+	int rc = gpt_backend_require(m->be, needed, err);
+	if (rc)
+		return gpt_err_prefix(err, "Quantization.enable");
+	gpt_qat_free(m);
+	gpt_qat *q = gpt_calloc(1, sizeof *q, "quantization state", err);
+	if (!q)
+		return GPT_EINTERNAL;
+	m->qat = q;
+	q->o = *o;
+	q->n_layers = m->n_layers;
+	q->n_slots = m->n_layers * GPT_QAT_LINEARS;
+	gpt_backend *be = m->be;
+	int64_t BT = m->opts.batch * m->opts.seq_len, C = m->shape.hidden;
+	int64_t F = m->shape.ffn / m->layout.tp;
+	int64_t Cl = (m->shape.heads / m->layout.tp) * (C / m->shape.heads);
+	int64_t rows = 3 * Cl > C ? 3 * Cl : C, in = C > Cl ? C : Cl;
+	if (F > rows)
+		rows = F;
+	if (F > in)
+		in = F;
+	int64_t wmax = 3 * Cl * C > C * F ? 3 * Cl * C : C * F;
+	size_t es = gpt_dtype_size(be->dtype), S = (size_t)(q->n_slots ? q->n_slots : 1);
+	struct { void **p; size_t bytes; const char *what; } b[] = {
+		{(void **)&q->scale, S * 4, "activation scales"},
+		{(void **)&q->state, S * 4, "activation scales"},
+		{(void **)&q->accum, S * 4, "activation scales"},
+		{(void **)&q->used, S * (size_t)m->n_slots * 4, "activation scales"},
+		{(void **)&q->step_max, S * 4, "activation scales"},
+		{(void **)&q->cur, 4, "activation scales"},
+		{(void **)&q->tmp, 8, "activation scales"},
+		{(void **)&q->wscale, (size_t)rows * 4, "weight scales"},
+		{&q->wq, (size_t)wmax * es, "fake-quantized weights"},
+		{&q->xq, (size_t)(BT * in) * es, "fake-quantized activations"},
+	};
+	for (size_t i = 0; !rc && i < sizeof b / sizeof *b; i++) {
+		*b[i].p = be->ops->alloc(be, b[i].bytes, b[i].what, err);
+		rc = *b[i].p ? 0 : err->code;
+	}
+	/* PaddleSlim's FakeQuantMovingAverageAbsMax starts at scale 0.001,
+	 * state 1, accum 1 */
+	if (!rc)
+		rc = fill(be, q->scale, 0.001f, (int64_t)S, err);
+	if (!rc)
+		rc = fill(be, q->state, 1.0f, (int64_t)S, err);
+	if (!rc)
+		rc = fill(be, q->accum, 1.0f, (int64_t)S, err);
+	if (!rc)
+		rc = fill(be, q->step_max, -1.0f, (int64_t)S, err); /* no data yet */
+	if (!rc)
+		rc = be->ops->zero(be, q->used, S * (size_t)m->n_slots * 4, err);
+	if (rc)
+		gpt_qat_free(m);
+	return rc;
+}
+
+/* ---- the linears ---- */
+
+#define OP(call)                          \
+	do {                              \
+		if ((rc = (call)))        \
+			return rc;        \
+	} while (0)
+
+static int tp_max(gpt_model *m, float *buf, int64_t n, gpt_err *err)
+{
+	gpt_qat *q = m->qat;
+	if (m->layout.tp <= 1)
+		return 0;
+	if (!q->tp_max)
+		return gpt_err_set(err, GPT_EINTERNAL,
+				   "quantization-aware training: tensor parallel %lld without the tp max hook (gpt_qat.tp_max)",
+				   (long long)m->layout.tp);
+	return q->tp_max(q->tp_ctx, buf, n, err);
+}
+
+/* q->wq = fq(w) for the [N, K] local weight of linear k. */
+static int fq_weight(gpt_model *m, gpt_qat_linear k, const void *w, int64_t N, int64_t K, gpt_err *err)
+{
+	gpt_qat *q = m->qat;
+	const gpt_backend_ops *o = m->be->ops;
+	int per = q->o.weight_per_channel, rc;
+	OP(o->quant_absmax(m->be, q->wscale, w, N, K, per, 0, err));
+	/* a row-parallel weight's rows are split over tp; a whole-tensor max
+	 * spans every rank's slice */
+	if (!per || row_parallel(k))
+		OP(tp_max(m, q->wscale, per ? N : 1, err));
+	return o->fake_quant(m->be, q->wq, w, q->wscale, N, K, per, q->o.weight_bits, err);
+}
+
+/* q->xq = fq(inp) with the scale of slot: in training from this batch (and
+ * noted for the step's update), else the committed one. */
+static int fq_input(gpt_model *m, int64_t slot, gpt_qat_linear k, const void *inp, int64_t n,
+		    gpt_err *err)
+{
+	gpt_qat *q = m->qat;
+	gpt_backend *be = m->be;
+	const gpt_backend_ops *o = be->ops;
+	float *used = q->used + m->cur_slot * q->n_slots; /* per micro-batch in flight */
+	int rc;
+	if (m->dropout_on || !q->o.act_moving_average) {
+		OP(o->quant_absmax(be, q->cur, inp, 1, n, 0, 0, err));
+		if (row_parallel(k))
+			OP(tp_max(m, q->cur, 1, err));
+	}
+	if (m->dropout_on) {
+		/* max is idempotent: a recompute in the backward notes the same max */
+		OP(o->quant_absmax(be, q->step_max + slot, inp, 1, n, 0, 1, err));
+		if (q->o.act_moving_average)
+			OP(o->quant_moving_avg(be, q->state + slot, q->accum + slot, used + slot, q->cur, 1,
+					       q->o.moving_rate, 0, err));
+		else
+			OP(o->copy(be, used + slot, q->cur, 4, err));
+	} else {
+		OP(o->copy(be, used + slot, q->o.act_moving_average ? q->scale + slot : q->cur, 4, err));
+	}
+	return o->fake_quant(be, q->xq, inp, used + slot, 1, n, 0, q->o.act_bits, err);
+}
+
+static int quantized(const gpt_model *m, int64_t l, gpt_qat_linear k, gpt_err *err)
+{
+	if (!m->qat || !m->qat->o.quantized[k])
+		return 0;
+	if (l < 0 || l >= m->qat->n_layers)
+		return -gpt_err_set(err, GPT_EINTERNAL, "qat: layer %lld outside the %lld local layers",
+				    (long long)l, (long long)m->qat->n_layers);
+	return 1;
+}
+
+int gpt_qat_linear_fwd(gpt_model *m, int64_t l, gpt_qat_linear k, void *out, const void *inp,
+		       const void *w, const void *bias, int64_t M, int64_t K, int64_t N,
+		       gpt_err *err)
+{
+	const gpt_backend_ops *o = m->be->ops;
+	int rc = quantized(m, l, k, err);
+	if (rc < 0)
+		return -rc;
+	if (!rc)
+		return o->linear_fwd(m->be, out, inp, w, bias, M, K, N, err);
+	OP(fq_weight(m, k, w, N, K, err));
+	OP(fq_input(m, l * GPT_QAT_LINEARS + k, k, inp, M * K, err));
+	return o->linear_fwd(m->be, out, m->qat->xq, m->qat->wq, bias, M, K, N, err);
+}
+
+int gpt_qat_linear_bwd(gpt_model *m, int64_t l, gpt_qat_linear k, void *dinp, void *dw,
+		       void *dbias, const void *dout, const void *inp, const void *w, int64_t M,
+		       int64_t K, int64_t N, gpt_err *err)
+{
+	gpt_qat *q = m->qat;
+	const gpt_backend_ops *o = m->be->ops;
+	int rc = quantized(m, l, k, err);
+	if (rc < 0)
+		return -rc;
+	if (!rc)
+		return o->linear_bwd(m->be, dinp, dw, dbias, dout, inp, w, M, K, N, err);
+	/* the forward's fq(W) and fq(x) again: the weights have not changed and
+	 * used[slot] still holds the forward's input scale */
+	OP(fq_weight(m, k, w, N, K, err));
+	OP(o->fake_quant(m->be, q->xq, inp, q->used + m->cur_slot * q->n_slots + l * GPT_QAT_LINEARS + k,
+			 1, M * K, 0, q->o.act_bits, err));
+	/* straight through: d fq(x) / dx = 1, d fq(W) / dW = 1 */
+	return o->linear_bwd(m->be, dinp, dw, dbias, dout, q->xq, q->wq, M, K, N, err);
+}
+
+int gpt_qat_step_end(gpt_model *m, gpt_err *err)
+{
+	gpt_qat *q = m->qat;
+	if (!q || q->n_slots == 0)
+		return 0;
+	gpt_backend *be = m->be;
+	const gpt_backend_ops *o = be->ops;
+	int rc;
+	/* column-parallel inputs are the same on every tp rank, so one max over
+	 * every slot is right for both kinds */
+	OP(tp_max(m, q->step_max, q->n_slots, err));
+	if (q->data_max)
+		OP(q->data_max(q->data_ctx, q->step_max, q->n_slots, err));
+	if (q->o.act_moving_average) {
+		OP(o->quant_moving_avg(be, q->state, q->accum, q->scale, q->step_max, q->n_slots,
+				       q->o.moving_rate, 1, err));
+	} else {
+		/* abs_max keeps the last step's max, for export; slots that saw no
+		 * data (-1) keep theirs: the rate-0 average is exactly that */
+		OP(o->quant_moving_avg(be, q->state, q->accum, q->scale, q->step_max, q->n_slots, 0.0f,
+				       1, err));
+	}
+	return fill(be, q->step_max, -1.0f, q->n_slots, err);
+}
+
+/* ---- checkpoint state ---- */
+
+static const char *const field_names[3] = {"scale", "state", "accum"};
+
+int gpt_qat_tensors(const gpt_model *m, gpt_qat_tensor **out, int64_t *n, gpt_err *err)
+{
+	*out = NULL;
+	*n = 0;
+	gpt_qat *q = m->qat;
+	if (!q)
+		return 0;
+	size_t S = (size_t)q->n_slots;
+	float *h = gpt_malloc(3 * S * sizeof *h + 1, "quantization state", err);
+	gpt_qat_tensor *t = gpt_calloc(3 * S + 1, sizeof *t, "quantization state", err);
+	int rc = h && t ? 0 : GPT_EINTERNAL;
+	float *src[3] = {q->scale, q->state, q->accum};
+	for (int f = 0; !rc && f < 3; f++)
+		rc = m->be->ops->download(m->be, h + f * S, src[f], S * 4, err);
+	int64_t c = 0;
+	for (int64_t l = 0; !rc && l < q->n_layers; l++)
+		for (int k = 0; k < GPT_QAT_LINEARS; k++) {
+			if (!q->o.quantized[k])
+				continue;
+			for (int f = 0; f < 3; f++) {
+				snprintf(t[c].name, sizeof t[c].name, "qat.h.%lld.%s.%s",
+					 (long long)m->glayer[l], linear_names[k], field_names[f]);
+				t[c].value = h[f * S + (size_t)(l * GPT_QAT_LINEARS + k)];
+				c++;
+			}
+		}
+	free(h);
+	if (rc) {
+		free(t);
+		return rc;
+	}
+	*out = t;
+	*n = c;
+	return 0;
+}
+
+void gpt_qat_tensors_free(gpt_qat_tensor *t)
+{
+	free(t);
+}
+
+int gpt_qat_set(gpt_model *m, const gpt_qat_tensor *t, int64_t n, gpt_err *err)
+{
+	gpt_qat *q = m->qat;
+	if (!q)
+		return n ? gpt_err_set(err, GPT_EINTERNAL, "qat: state given to a model without quantization") : 0;
+	size_t S = (size_t)q->n_slots;
+	float *h = gpt_malloc(3 * S * sizeof *h + 1, "quantization state", err);
+	if (!h)
+		return GPT_EINTERNAL;
+	float *dst[3] = {q->scale, q->state, q->accum};
+	int rc = 0;
+	for (int f = 0; !rc && f < 3; f++)
+		rc = m->be->ops->download(m->be, h + f * S, dst[f], S * 4, err);
+	for (int64_t l = 0; !rc && l < q->n_layers; l++)
+		for (int k = 0; !rc && k < GPT_QAT_LINEARS; k++) {
+			if (!q->o.quantized[k])
+				continue;
+			for (int f = 0; !rc && f < 3; f++) {
+				char name[64];
+				snprintf(name, sizeof name, "qat.h.%lld.%s.%s",
+					 (long long)m->glayer[l], linear_names[k], field_names[f]);
+				int64_t i;
+				for (i = 0; i < n && strcmp(t[i].name, name) != 0; i++)
+					;
+				if (i == n)
+					rc = gpt_err_set(err, GPT_EDATA, "quantization state: no tensor %s", name);
+				else
+					h[f * S + (size_t)(l * GPT_QAT_LINEARS + k)] = t[i].value;
+			}
+		}
+	for (int f = 0; !rc && f < 3; f++)
+		rc = m->be->ops->upload(m->be, dst[f], h + f * S, S * 4, err);
+	free(h);
+	return rc;
+}
