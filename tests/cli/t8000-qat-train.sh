@@ -129,6 +129,10 @@ test_expect_success 'set up: the single-process QAT reference (8 micro-batches a
 layout dp2 2
 layout sharding2-stage2 2 --sharding_parallel_degree 2 --sharding stage2
 layout dp2-recompute 2 -o Model.use_recompute=True
+layout mp2 2 --tensor_parallel_degree 2
+layout mp2-sequence-parallel 2 --tensor_parallel_degree 2 -o Model.sequence_parallel=True
+layout pp2 2 --pipeline_parallel_degree 2
+layout mp2-pp2 4 --tensor_parallel_degree 2 --pipeline_parallel_degree 2
 
 test_expect_success 'other settings: abs_max weights and inputs, 4 bits, RowParallelLinear only' '
 	qat -o Engine.max_steps=105 -o Engine.eval_freq=0 -o Engine.save_load.save_steps=0 \
