@@ -395,6 +395,7 @@ static int read_range(trainer *tr, gpt_ckpt *ck, const char *pre, float *dst, gp
  * --weights-only copies) starts the moments at zero. */
 int gpt_tr_load_checkpoint(trainer *tr, const char *path, gpt_err *err)
 {
+	double t0 = gpt_now_s();
 	gpt_ckpt *ck;
 	int rc = gpt_ckpt_open(&ck, path, err);
 	if (rc)
@@ -465,9 +466,12 @@ int gpt_tr_load_checkpoint(trainer *tr, const char *path, gpt_err *err)
 			tr->scaler.bad_steps = bad;
 		}
 		snprintf(tr->last_ckpt, sizeof tr->last_ckpt, "%s", gpt_ckpt_path(ck));
-		gpt_log_printf(&tr->log, GPT_LOG_INFO, "resumed from %s at global step %lld%s",
+		char sz[32];
+		gpt_format_bytes((double)(n_w + 2 * (size_t)cnt) * 4, sz, sizeof sz);
+		gpt_log_printf(&tr->log, GPT_LOG_INFO, "resumed from %s at global step %lld%s; read %s in %.3f s",
 			       gpt_ckpt_path(ck), (long long)step,
-			       has_optim ? "" : " (no optimizer state in it: the moments start at zero)");
+			       has_optim ? "" : " (no optimizer state in it: the moments start at zero)", sz,
+			       gpt_now_s() - t0);
 	}
 	json_decref(st);
 	gpt_ckpt_close(ck);
