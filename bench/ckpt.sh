@@ -65,7 +65,6 @@ run () {
 }
 
 run "1 rank" 1
-run "2 ranks, sharding 2" 2 --sharding_parallel_degree 2 --sharding stage1
 run "4 ranks, sharding 4" 4 --sharding_parallel_degree 4 --sharding stage1
 run "4 ranks, dp 4 (rank 0 writes)" 4 -o Distributed.dp_degree=4
 run "1 rank, async_save" 1 -o Engine.save_load.async_save=True

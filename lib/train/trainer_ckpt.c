@@ -396,8 +396,22 @@ static int read_range(trainer *tr, gpt_ckpt *ck, const char *pre, float *dst, gp
 int gpt_tr_load_checkpoint(trainer *tr, const char *path, gpt_err *err)
 {
 	double t0 = gpt_now_s();
-	gpt_ckpt *ck;
-	int rc = gpt_ckpt_open(&ck, path, err);
+	gpt_ckpt *ck = NULL;
+	/* rank 0 checks every checksum, then the others open it trusting them */
+	int rc = tr->rank == 0 ? gpt_ckpt_open(&ck, path, err) : 0;
+	if (tr->comm) {
+		int32_t bad = rc != 0;
+		gpt_err cerr = {0};
+		int crc = gpt_comm_all_reduce(gpt_comm_world(tr->comm), &bad, &bad, 1, GPT_DTYPE_I32,
+					      GPT_REDUCE_MAX, rc ? &cerr : err);
+		if (!rc && crc)
+			rc = crc;
+		else if (!rc && bad)
+			rc = gpt_err_set(err, GPT_EDATA, "%s: rank 0 found the checkpoint damaged or incomplete; its worker log says why",
+					 path);
+	}
+	if (!rc && tr->rank != 0)
+		rc = gpt_ckpt_open_opts(&ck, path, 0, err);
 	if (rc)
 		return gpt_err_prefix(err, "cannot resume");
 	gpt_model *m = &tr->model;
