@@ -59,7 +59,7 @@ run () {
 	load=$(cat "$W/log2"/workerlog.* | sed -n 's/.*resumed from .* in \([0-9.]*\) s$/\1/p' | sort -g | tail -n 1)
 	awk -v name="$name" -v size="$size" -v cost="$cost" -v dd="$dd_rate" -v load="${load:-0}" -v w="${wait_s:-}" 'BEGIN {
 		mb = size / 1e6; rate = mb / cost
-		printf "%-30s %12.1f %10.3f %10.0f %11.0f%% %10.0f\n", name, mb, cost, rate, 100 * rate / dd, load > 0 ? mb / load : 0
+		printf "%-30s %12.1f %10.3f %10.0f %11.0f%% %10.0f\n", name, mb, cost, rate, 100 * rate / dd, (load > 0 ? mb / load : 0)
 		if (w != "") printf "%-30s training waited %.3f s for the copy (%.0f MB/s)\n", "", w, mb / w
 	}'
 }
