@@ -78,6 +78,11 @@ _gptkit()
 	--sharding)
 		COMPREPLY=($(compgen -W "stage1 stage2 stage3 offload" -- "$cur"))
 		return ;;
+	--to-layout)
+		compopt -o nospace 2>/dev/null
+		COMPREPLY=($(compgen -W "mp= pp= dp= sharding= stage=" -- "${cur##*,}"))
+		[[ "$cur" == *,* ]] && COMPREPLY=("${COMPREPLY[@]/#/${cur%,*},}")
+		return ;;
 	--vocab|--log-dir|--output)
 		COMPREPLY=($(compgen -d -- "$cur"))
 		return ;;

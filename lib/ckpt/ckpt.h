@@ -173,6 +173,11 @@ typedef struct gpt_ckpt gpt_ckpt;
  * tiles every tensor exactly once; any failure names the file/tensor and
  * nothing is returned. */
 int gpt_ckpt_open(gpt_ckpt **out, const char *path, gpt_err *err);
+/* The same; checksums 0 skips the xxh3 of the files (sizes, headers and the
+ * tiling are still checked): for the other ranks of a job whose rank 0 has
+ * verified the same directory, so a load hashes each byte once, not once
+ * per rank. */
+int gpt_ckpt_open_opts(gpt_ckpt **out, const char *path, int checksums, gpt_err *err);
 /* The directory actually opened (after following `latest`). */
 const char *gpt_ckpt_path(const gpt_ckpt *ck);
 int64_t gpt_ckpt_step(const gpt_ckpt *ck);

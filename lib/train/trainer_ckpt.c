@@ -456,8 +456,23 @@ static int load_qat(trainer *tr, gpt_ckpt *ck, gpt_err *err)
 
 int gpt_tr_load_checkpoint(trainer *tr, const char *path, gpt_err *err)
 {
-	gpt_ckpt *ck;
-	int rc = gpt_ckpt_open(&ck, path, err);
+	double t0 = gpt_now_s();
+	gpt_ckpt *ck = NULL;
+	/* rank 0 checks every checksum, then the others open it trusting them */
+	int rc = tr->rank == 0 ? gpt_ckpt_open(&ck, path, err) : 0;
+	if (tr->comm) {
+		int32_t bad = rc != 0;
+		gpt_err cerr = {0};
+		int crc = gpt_comm_all_reduce(gpt_comm_world(tr->comm), &bad, &bad, 1, GPT_DTYPE_I32,
+					      GPT_REDUCE_MAX, rc ? &cerr : err);
+		if (!rc && crc)
+			rc = crc;
+		else if (!rc && bad)
+			rc = gpt_err_set(err, GPT_EDATA, "%s: rank 0 found the checkpoint damaged or incomplete; its worker log says why",
+					 path);
+	}
+	if (!rc && tr->rank != 0)
+		rc = gpt_ckpt_open_opts(&ck, path, 0, err);
 	if (rc)
 		return gpt_err_prefix(err, "cannot resume");
 	gpt_model *m = &tr->model;
@@ -528,9 +543,12 @@ int gpt_tr_load_checkpoint(trainer *tr, const char *path, gpt_err *err)
 			tr->scaler.bad_steps = bad;
 		}
 		snprintf(tr->last_ckpt, sizeof tr->last_ckpt, "%s", gpt_ckpt_path(ck));
-		gpt_log_printf(&tr->log, GPT_LOG_INFO, "resumed from %s at global step %lld%s",
+		char sz[32];
+		gpt_format_bytes((double)(n_w + 2 * (size_t)cnt) * 4, sz, sizeof sz);
+		gpt_log_printf(&tr->log, GPT_LOG_INFO, "resumed from %s at global step %lld%s; read %s in %.3f s",
 			       gpt_ckpt_path(ck), (long long)step,
-			       has_optim ? "" : " (no optimizer state in it: the moments start at zero)");
+			       has_optim ? "" : " (no optimizer state in it: the moments start at zero)", sz,
+			       gpt_now_s() - t0);
 	}
 	json_decref(st);
 	gpt_ckpt_close(ck);

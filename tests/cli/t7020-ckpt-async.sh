@@ -100,6 +100,16 @@ test_expect_success PRLIMIT 'the same in the background: reported at the end, no
 	ls -a fail2 >got && printf ".\n..\n" >want && test_cmp want got
 '
 
+test_expect_success 'a damaged part stops every rank of a resume; rank 0 names the file' '
+	cp -r sync/step_00000003 dmg &&
+	printf X | dd of=dmg/rank-00001.safetensors bs=1 seek=5000 conv=notrunc 2>/dev/null &&
+	test_expect_code 65 train 2 log-dmg dmg-out 6 --sharding_parallel_degree 2 --sharding stage2 \
+		-o Engine.save_load.ckpt_dir=dmg >/dev/null 2>&1 &&
+	test_grep "cannot resume: dmg/rank-00001.safetensors: checksum .* corrupted" log-dmg/workerlog.0 &&
+	test_grep "cannot resume: dmg: rank 0 found the checkpoint damaged" log-dmg/workerlog.1 &&
+	! test -e dmg-out/latest
+'
+
 test_expect_success 'an existing complete checkpoint is not overwritten' '
 	train 2 log-e1 e 4 -o Distributed.dp_degree=2 -o Engine.save_load.save_steps=2 >/dev/null 2>&1 &&
 	cp -r e/step_00000004 keep &&
