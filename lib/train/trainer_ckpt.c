@@ -94,9 +94,11 @@ int gpt_tr_save_checkpoint(trainer *tr, gpt_err *err)
 		rc = gpt_err_nomem(err, 0, "state.json");
 	}
 	int64_t bytes = 0;
+	gpt_heartbeat_beat(tr->hb, tr->step);
 	if (!rc)
 		rc = gpt_ckpt_save(tr->cfg->engine.save_load.output_dir, tr->step, pc, n, state,
 				   yaml ? yaml : "", tr->last_ckpt, sizeof tr->last_ckpt, &bytes, err);
+	gpt_heartbeat_beat(tr->hb, tr->step);
 	if (!rc) {
 		char line[4200];
 		gpt_ckpt_line_format(line, sizeof line, tr->step, tr->last_ckpt, bytes, gpt_now_s() - t0);
@@ -148,6 +150,7 @@ int gpt_tr_load_checkpoint(trainer *tr, const char *path, gpt_err *err)
 			snprintf(name, sizeof name, "%s%s", pre[k], p->name);
 			rc = gpt_ckpt_read_box(ck, name, GPT_DTYPE_F32, p->ndim, p->shape, &m->box[i],
 					       full[k] + m->offset[i], err);
+			gpt_heartbeat_beat(tr->hb, tr->step);
 		}
 	}
 	int64_t b0 = tr->opt.begin, cnt = tr->opt.end - tr->opt.begin;
