@@ -178,6 +178,25 @@ static int check_pieces(const gpt_ckpt_piece *pieces, int n, gpt_err *err)
 	return rc;
 }
 
+/* 1 when `latest` is absent or names a step before `step`: then a complete
+ * step directory is the remains of a save killed between its rename and the
+ * update of `latest`. No resume took it (they follow `latest`), and the run
+ * that resumed from the older checkpoint recomputes the same step, so it may
+ * be replaced; refusing would make every restart fail the same way. */
+static int unpublished(const char *output_dir, int64_t step)
+{
+	char p[4096], dir[4096];
+	snprintf(p, sizeof p, "%s/latest", output_dir);
+	if (!gpt_path_exists(p))
+		return 1;
+	gpt_err e2 = {0};
+	int64_t at;
+	if (gpt_ckpt_latest(output_dir, dir, sizeof dir, &e2))
+		return 0;
+	const char *b = strrchr(dir, '/');
+	return gpt_parse_i64(b + 1 + 5, &at) == 0 && at < step;
+}
+
 int gpt_ckpt_save(const char *output_dir, int64_t step, const gpt_ckpt_piece *pieces, int n,
 		  const char *state_json, const char *config_yaml, char *path, size_t path_size,
 		  int64_t *bytes, gpt_err *err)
@@ -189,9 +208,18 @@ int gpt_ckpt_save(const char *output_dir, int64_t step, const gpt_ckpt_piece *pi
 	snprintf(final, sizeof final, "%s/step_%08lld", output_dir, (long long)step);
 	snprintf(tmp, sizeof tmp, "%s/.step_%08lld.tmp.%ld", output_dir, (long long)step, (long)getpid());
 	snprintf(p, sizeof p, "%s/index.json", final);
-	if (gpt_path_exists(p))
-		return gpt_err_set(err, GPT_EIO, "%s: a complete checkpoint already exists; not overwriting it",
-				   final);
+	char orphan[4096] = "";
+	if (gpt_path_exists(p)) {
+		if (!unpublished(output_dir, step))
+			return gpt_err_set(err, GPT_EIO, "%s: a complete checkpoint already exists; not overwriting it",
+					   final);
+		/* Set aside until the new one is in place and named. */
+		snprintf(orphan, sizeof orphan, "%s/.step_%08lld.orphan.%ld", output_dir, (long long)step,
+			 (long)getpid());
+		remove_tree(orphan);
+		if (rename(final, orphan) != 0)
+			return gpt_err_errno(err, GPT_EIO, errno, "%s: move the unfinished save aside", final);
+	}
 	if ((rc = gpt_mkdir_p(output_dir, err)))
 		return rc;
 	remove_tree(tmp); /* a leftover of an earlier run of this very process id */
@@ -240,6 +268,8 @@ int gpt_ckpt_save(const char *output_dir, int64_t step, const gpt_ckpt_piece *pi
 	snprintf(latest, sizeof latest, "%s/latest", output_dir);
 	int nl = snprintf(name, sizeof name, "step_%08lld\n", (long long)step);
 	rc = gpt_file_write_atomic(latest, name, (size_t)nl, err);
+	if (!rc && orphan[0])
+		remove_tree(orphan);
 	if (!rc && path)
 		snprintf(path, path_size, "%s", final);
 	if (!rc && bytes)
