@@ -32,8 +32,8 @@ RANKS=${SOAK_RANKS:-4}
 SEED=${SOAK_SEED:-$(($(date +%s) % 100000 + $$))}
 EXTRA=${SOAK_ARGS:-}
 KEEP=${SOAK_KEEP:-0}
-KILL_EVERY=${SOAK_KILL_EVERY:-$(awk -v m="$MINUTES" 'BEGIN { printf "%d", m * 6 < 5 ? 5 : m * 6 }')}
-SAVE_SECONDS=${SOAK_SAVE_SECONDS:-$(awk -v k="$KILL_EVERY" 'BEGIN { s = k / 6; printf "%.1f", s < 1 ? 1 : s > 30 ? 30 : s }')}
+KILL_EVERY=${SOAK_KILL_EVERY:-$(awk -v m="$MINUTES" 'BEGIN { printf "%d", (m * 6 < 5 ? 5 : m * 6) }')}
+SAVE_SECONDS=${SOAK_SAVE_SECONDS:-$(awk -v k="$KILL_EVERY" 'BEGIN { s = k / 6; printf "%.1f", (s < 1 ? 1 : (s > 30 ? 30 : s)) }')}
 
 say () { echo "soak: $*"; }
 die () { echo "soak: FAIL: $*" >&2; exit 1; }
