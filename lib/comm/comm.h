@@ -286,8 +286,9 @@ void gpt_mesh_groups_free(gpt_mesh_groups *mg);
  * progress, not mere liveness: it beats once per completed unit of work (a
  * training step, an eval batch, a checkpoint tensor), so a rank stuck in a
  * collective stops beating as surely as a stopped one. A beat is one atomic
- * add in shared memory: no system call. Watching starts at the worker's
- * first beat, so a program that never opens its slot is never judged. */
+ * add in shared memory: no system call. Watching starts at the first beat
+ * of any worker of the node (from then on, one that never beat is silent
+ * too), so a program that never opens its slot is never judged. */
 
 #define GPT_HEARTBEAT_ENV "GPT_HEARTBEAT_FD"
 #define GPT_HEARTBEAT_DEFAULT_TIMEOUT_S 600.0

@@ -54,6 +54,7 @@ typedef struct launch {
 	int term_gone[2];   /* our stdout/stderr were closed: log only */
 	double timeout_s;
 	double hb_timeout;  /* seconds; 0: no hang detection */
+	double hb_first;    /* this attempt: when the first worker beat; 0: none yet */
 	worker *w;
 } launch;
 
@@ -445,16 +446,17 @@ static int is_stopped(int pid)
 }
 
 /* Watches the heartbeats: a worker whose counter has not moved for the
- * timeout is hung. The whole group is killed at once, since a hung rank
- * cannot finish its step and the others wait for it in a collective, so a
- * grace period would only delay the restart. SIGKILL ends a stopped process
- * too. */
+ * timeout is hung. Watching starts with the first beat of any worker of the
+ * node: the workers run the same program, so from then on one that has not
+ * beaten yet is silent too (a program that never beats is never judged).
+ * The whole group is killed at once, since a hung rank cannot finish its
+ * step and the others wait for it in a collective, so a grace period would
+ * only delay the restart. SIGKILL ends a stopped process too. */
 static void check_hangs(launch *L, outcome *out, int *stopping, double *kill_at, const char *fail_key)
 {
 	if (L->hb_timeout <= 0 || out->code || out->interrupted || *stopping)
 		return;
 	double now = gpt_now_s();
-	int late = 0;
 	for (int i = 0; i < L->nproc; i++) {
 		worker *w = &L->w[i];
 		uint64_t beats;
@@ -468,31 +470,45 @@ static void check_hangs(launch *L, outcome *out, int *stopping, double *kill_at,
 			w->hb_step = step;
 			w->hb_pid = pid;
 			w->hb_at = now;
+			if (!L->hb_first)
+				L->hb_first = now;
 		}
-		late |= w->hb_beats && now - w->hb_at > L->hb_timeout;
 	}
-	if (!late)
+	if (!L->hb_first)
 		return;
 	/* Every rank goes quiet when one hangs: name a stopped process first,
-	 * then the one furthest behind, then the one silent longest. */
+	 * then the one furthest behind (one that never beat is furthest), then
+	 * the one silent longest. */
 	worker *c = NULL;
-	int c_stopped = 0;
+	int c_stopped = 0, late = 0;
 	for (int i = 0; i < L->nproc; i++) {
 		worker *w = &L->w[i];
-		if (w->pid <= 0 || w->exited || !w->hb_beats)
+		if (w->pid <= 0 || w->exited || !w->hb.map)
 			continue;
-		int st = is_stopped(w->hb_pid > 0 ? w->hb_pid : w->pid) || is_stopped(w->pid);
+		if (!w->hb_beats) {
+			w->hb_at = L->hb_first;
+			w->hb_step = -1;
+		}
+		late |= now - w->hb_at > L->hb_timeout;
+		int st = is_stopped(w->pid) || (w->hb_pid > 0 && is_stopped(w->hb_pid));
 		if (!c || st > c_stopped ||
 		    (st == c_stopped && (w->hb_step < c->hb_step || (w->hb_step == c->hb_step && w->hb_at < c->hb_at)))) {
 			c = w;
 			c_stopped = st;
 		}
 	}
+	if (!late || !c)
+		return;
 	int n = running(L);
+	char last[96];
+	if (c->hb_beats)
+		snprintf(last, sizeof last, "the last at global step %lld", (long long)c->hb_step);
+	else
+		snprintf(last, sizeof last, "it never sent one");
 	out->code = GPT_EIO;
 	snprintf(out->msg, sizeof out->msg,
-		 "rank %d (pid %d) hung: no heartbeat for %.1f s (--heartbeat-timeout %g), the last at global step %lld%s; killed all %d worker%s",
-		 c->rank, (int)c->pid, now - c->hb_at, L->hb_timeout, (long long)c->hb_step,
+		 "rank %d (pid %d) hung: no heartbeat for %.1f s (--heartbeat-timeout %g), %s%s; killed all %d worker%s",
+		 c->rank, (int)c->pid, now - c->hb_at, L->hb_timeout, last,
 		 c_stopped ? ", and the process is stopped by a signal" : "", n, n == 1 ? "" : "s");
 	signal_all(L, SIGKILL);
 	*stopping = 1;
@@ -512,6 +528,7 @@ static int attempt(launch *L, int restart, outcome *out, gpt_err *err)
 	int rc = 0;
 	for (int i = 0; i < L->nproc; i++)
 		L->w[i] = (worker){.out = {-1, -1}, .log_fd = -1, .hb = {.fd = -1}};
+	L->hb_first = 0;
 	for (int i = 0; i < L->nproc && !rc; i++)
 		rc = start_worker(L, i, restart, err);
 	int stopping = 0;
