@@ -9,7 +9,7 @@
 
 enum {
 	OPT_NPROC = 1, OPT_DEVICES, OPT_NNODES, OPT_NODE_RANK, OPT_MASTER, OPT_LOG_DIR,
-	OPT_MAX_RESTARTS, OPT_GRACE, OPT_HELP, OPT_VERSION,
+	OPT_MAX_RESTARTS, OPT_GRACE, OPT_HEARTBEAT, OPT_HELP, OPT_VERSION,
 };
 
 static const gpt_opt options[] = {
@@ -21,6 +21,8 @@ static const gpt_opt options[] = {
 	{"log-dir", 0, "DIR", OPT_LOG_DIR, "where workerlog.RANK files go (default log)"},
 	{"max-restarts", 0, "N", OPT_MAX_RESTARTS, "restart the group up to N times after a failure (default 0)"},
 	{"grace-period", 0, "SECONDS", OPT_GRACE, "between SIGTERM and SIGKILL when stopping workers (default 5)"},
+	{"heartbeat-timeout", 0, "SECONDS", OPT_HEARTBEAT,
+	 "a worker without a heartbeat this long is hung: kill the group, restart or fail (default 600; 0: off)"},
 	{"help", 'h', NULL, OPT_HELP, "show this help and exit"},
 	{"version", 'V', NULL, OPT_VERSION, "show the version and exit"},
 	{NULL, 0, NULL, 0, NULL},
@@ -33,8 +35,8 @@ static void usage(FILE *fp)
 		    "GPT_LOCAL_RANK, GPT_MASTER, ... (and torchrun's RANK, WORLD_SIZE, ...); log each to\n"
 		    "LOG_DIR/workerlog.RANK; stop them all when one fails.\n\nOptions:\n");
 	gpt_opts_help(options, fp);
-	fprintf(fp, "\nEnvironment: GPT_COMM_TIMEOUT (seconds, default 300) bounds the rendezvous.\n"
-		    "See gpt-launch(1).\n");
+	fprintf(fp, "\nEnvironment: GPT_COMM_TIMEOUT (seconds, default 300) bounds the rendezvous;\n"
+		    "GPT_HEARTBEAT_TIMEOUT is the default of --heartbeat-timeout. See gpt-launch(1).\n");
 }
 
 static int int_arg(const char *prog, const char *name, const char *s, int lo, int hi, int *out)
@@ -53,7 +55,7 @@ int main(int argc, char **argv)
 {
 	const char *prog = "gpt-launch";
 	gpt_err err = {0};
-	gpt_launch_options o = {.nnodes = 1, .grace_s = 5, .out_fd = 1, .err_fd = 2};
+	gpt_launch_options o = {.nnodes = 1, .grace_s = 5, .heartbeat_s = -1, .out_fd = 1, .err_fd = 2};
 	gpt_opts op;
 	gpt_opts_init(&op, options, argc, argv);
 	op.stop_at_first_operand = 1;
@@ -71,6 +73,13 @@ int main(int argc, char **argv)
 		case OPT_GRACE:
 			if (gpt_parse_f64(op.arg, &o.grace_s) || !(o.grace_s >= 0) || o.grace_s > 86400) {
 				gpt_err_set(&err, GPT_EUSAGE, "--grace-period '%s': expected seconds from 0 to 86400", op.arg);
+				return gpt_cmd_fail(prog, &err);
+			}
+			break;
+		case OPT_HEARTBEAT:
+			if (gpt_parse_f64(op.arg, &o.heartbeat_s) || !(o.heartbeat_s >= 0) || o.heartbeat_s > 1e7) {
+				gpt_err_set(&err, GPT_EUSAGE,
+					    "--heartbeat-timeout '%s': expected seconds from 0 (off) to 10000000", op.arg);
 				return gpt_cmd_fail(prog, &err);
 			}
 			break;

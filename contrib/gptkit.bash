@@ -65,7 +65,7 @@ _gptkit()
 	--peak-tflops)
 		COMPREPLY=($(compgen -W "312 989" -- "$cur"))
 		return ;;
-	--skip-steps|-j|--jobs|--doc|--world-size|--nproc-per-node|--nnodes|--node-rank|--max-restarts|--grace-period|--devices|--master)
+	--skip-steps|-j|--jobs|--doc|--world-size|--nproc-per-node|--nnodes|--node-rank|--max-restarts|--grace-period|--heartbeat-timeout|--devices|--master)
 		return ;;
 	--dtype)
 		COMPREPLY=($(compgen -W "fp32 bf16 fp16 int8" -- "$cur"))
@@ -94,7 +94,7 @@ _gptkit()
 		for ((i = 1; i < COMP_CWORD; i++)); do
 			case "${COMP_WORDS[i]}" in
 			--) _command_offset $((i + 1)); return ;;
-			--nproc-per-node|--devices|--nnodes|--node-rank|--master|--log-dir|--max-restarts|--grace-period) ((i++)) ;;
+			--nproc-per-node|--devices|--nnodes|--node-rank|--master|--log-dir|--max-restarts|--grace-period|--heartbeat-timeout) ((i++)) ;;
 			-*) ;;
 			*) _command_offset $i; return ;;
 			esac

@@ -24,7 +24,8 @@
  * the ranks that did not arrive, and the group is unusable afterwards.
  *
  * The launcher (gpt_launch_run) lives here too: it starts the local workers
- * with the environment above, serves the store, relays logs and supervises.
+ * with the environment above, serves the store, relays logs and supervises,
+ * watching the heartbeats (gpt_heartbeat_*) the workers send to catch hangs.
  */
 #ifndef GPT_COMM_H
 #define GPT_COMM_H
@@ -277,6 +278,47 @@ void gpt_comm_shm_remove(int pid);
 int gpt_mesh_groups_init(gpt_mesh_groups *out, gpt_group *world, const gpt_mesh *m, gpt_err *err);
 void gpt_mesh_groups_free(gpt_mesh_groups *mg);
 
+/* ---- heartbeat ---------------------------------------------------------------- */
+
+/* Hang detection under gpt-launch. The launcher gives each local worker a
+ * heartbeat slot (a small shared file; its descriptor number is in
+ * GPT_HEARTBEAT_FD) and watches the slot's beat counter. A worker proves
+ * progress, not mere liveness: it beats once per completed unit of work (a
+ * training step, an eval batch, a checkpoint tensor), so a rank stuck in a
+ * collective stops beating as surely as a stopped one. A beat is one atomic
+ * add in shared memory: no system call. Watching starts at the first beat
+ * of any worker of the node (from then on, one that never beat is silent
+ * too), so a program that never opens its slot is never judged. */
+
+#define GPT_HEARTBEAT_ENV "GPT_HEARTBEAT_FD"
+#define GPT_HEARTBEAT_DEFAULT_TIMEOUT_S 600.0
+
+typedef struct gpt_heartbeat gpt_heartbeat;
+
+/* Worker side: opens the slot GPT_HEARTBEAT_FD names in envp (as environ)
+ * and beats once. Without the variable (no gpt-launch, or its hang detection
+ * off) *out = NULL and 0: every call below accepts NULL and does nothing. A
+ * value that is not gpt-launch's slot is GPT_EUSAGE naming the variable. */
+int gpt_heartbeat_open(gpt_heartbeat **out, char *const *envp, gpt_err *err);
+/* Progress was made; step is the global step reached (shown when it hangs). */
+void gpt_heartbeat_beat(gpt_heartbeat *hb, int64_t step);
+void gpt_heartbeat_close(gpt_heartbeat *hb);
+
+/* Launcher side: one slot per worker and attempt. */
+typedef struct gpt_heartbeat_slot {
+	int fd;    /* close-on-exec; the launcher clears that in the worker's child */
+	void *map;
+} gpt_heartbeat_slot;
+
+int gpt_heartbeat_slot_create(gpt_heartbeat_slot *s, gpt_err *err);
+/* The beat counter (0: the worker has not opened the slot), and the step and
+ * pid of the last beat (either may be NULL). */
+void gpt_heartbeat_slot_read(const gpt_heartbeat_slot *s, uint64_t *beats, int64_t *step, int *pid);
+void gpt_heartbeat_slot_free(gpt_heartbeat_slot *s);
+/* GPT_HEARTBEAT_TIMEOUT (seconds >= 0; 0: off) when set, else
+ * GPT_HEARTBEAT_DEFAULT_TIMEOUT_S. A malformed value is GPT_EUSAGE. */
+int gpt_heartbeat_timeout(double *out, gpt_err *err);
+
 /* ---- launcher --------------------------------------------------------------- */
 
 typedef struct gpt_launch_options {
@@ -288,6 +330,7 @@ typedef struct gpt_launch_options {
 	const char *log_dir;     /* worker logs; NULL: "log" */
 	int max_restarts;        /* restarts of the whole group after a failure */
 	double grace_s;          /* between SIGTERM and SIGKILL when stopping workers */
+	double heartbeat_s;      /* a worker silent this long is hung; 0: off; < 0: gpt_heartbeat_timeout() */
 	double timeout_s;        /* rendezvous timeout (store connect, node barrier) */
 	char **argv;             /* the worker program and its arguments, NULL-terminated */
 	int out_fd, err_fd;      /* where rank 0's stdout and stderr are shown */
@@ -297,9 +340,11 @@ typedef struct gpt_launch_options {
 /* Runs the workers until they all exit 0 (returns 0) or the group fails for
  * the last time. Then the return value is the exit status gpt-launch should
  * exit with: the failed worker's exit status, or 128 + its signal, or 128 +
- * the signal gpt-launch received, and err says which rank failed and how, e.g.
- * "rank 2 (pid 1234) was killed by signal 9 (SIGKILL); stopped the other 3
- * workers". Bad options are GPT_EUSAGE. */
+ * the signal gpt-launch received, or GPT_EIO for a hung worker (its heartbeat
+ * silent for heartbeat_s: the whole group is killed with SIGKILL), and err
+ * says which rank failed and how, e.g. "rank 2 (pid 1234) was killed by
+ * signal 9 (SIGKILL); stopped the other 3 workers". Bad options are
+ * GPT_EUSAGE. */
 int gpt_launch_run(const gpt_launch_options *o, gpt_err *err);
 
 #ifdef __cplusplus

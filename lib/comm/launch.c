@@ -1,5 +1,6 @@
 /* gpt-launch's supervisor: start this node's workers, relay and log their
- * output, stop them all when one fails, restart the group, forward signals.
+ * output, stop them all when one fails or hangs, restart the group, forward
+ * signals.
  *
  * Signals arrive through a signalfd (they are blocked, before the store's
  * thread starts, so that no thread takes them by default), so the whole
@@ -29,6 +30,11 @@ typedef struct worker {
 	int exited;
 	int out[2];     /* first local worker: its stdout and stderr pipes (read ends), else -1 */
 	int log_fd;
+	gpt_heartbeat_slot hb;
+	uint64_t hb_beats;  /* the counter when last seen; 0: not watched yet */
+	int64_t hb_step;
+	int hb_pid;         /* the process that beats (the worker, or what it started) */
+	double hb_at;       /* when the counter last moved, by our clock */
 } worker;
 
 typedef struct launch {
@@ -47,6 +53,8 @@ typedef struct launch {
 	struct sigaction old_pipe;
 	int term_gone[2];   /* our stdout/stderr were closed: log only */
 	double timeout_s;
+	double hb_timeout;  /* seconds; 0: no hang detection */
+	double hb_first;    /* this attempt: when the first worker beat; 0: none yet */
 	worker *w;
 } launch;
 
@@ -132,7 +140,7 @@ static char **worker_env(launch *L, int local, int restart, gpt_err *err)
 	static const char *const ours[] = {
 		"GPT_RANK", "GPT_WORLD_SIZE", "GPT_LOCAL_RANK", "GPT_LOCAL_WORLD_SIZE", "GPT_NODE_RANK",
 		"GPT_MASTER", "GPT_RESTART_COUNT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
-		"MASTER_ADDR", "MASTER_PORT", "CUDA_VISIBLE_DEVICES", NULL};
+		"MASTER_ADDR", "MASTER_PORT", "CUDA_VISIBLE_DEVICES", GPT_HEARTBEAT_ENV, NULL};
 	size_t n = 0;
 	while (environ[n])
 		n++;
@@ -177,7 +185,9 @@ static char **worker_env(launch *L, int local, int restart, gpt_err *err)
 	    asprintf(&add[na++], "MASTER_PORT=%d", port) < 0 ||
 	    (!getenv("OMP_NUM_THREADS") &&
 	     asprintf(&add[na++], "OMP_NUM_THREADS=%d", threads > 0 ? threads : 1) < 0) ||
-	    (L->devices && asprintf(&add[na++], "CUDA_VISIBLE_DEVICES=%s", L->devices[local]) < 0)) {
+	    (L->devices && asprintf(&add[na++], "CUDA_VISIBLE_DEVICES=%s", L->devices[local]) < 0) ||
+	    (L->w[local].hb.fd >= 0 &&
+	     asprintf(&add[na++], "%s=%d", GPT_HEARTBEAT_ENV, L->w[local].hb.fd) < 0)) {
 		add[na - 1] = NULL;
 		for (int i = 0; i < na; i++)
 			free(add[i]);
@@ -222,6 +232,9 @@ static void exec_worker(launch *L, worker *w, int pout[2], int perr[2], char **e
 		dup2(w->log_fd, 1);
 		dup2(w->log_fd, 2);
 	}
+	/* The one descriptor the worker inherits on purpose. */
+	if (w->hb.fd >= 0)
+		fcntl(w->hb.fd, F_SETFD, 0);
 	environ = env;
 	execvp(L->o->argv[0], L->o->argv);
 	int e = errno;
@@ -232,7 +245,14 @@ static void exec_worker(launch *L, worker *w, int pout[2], int perr[2], char **e
 static int start_worker(launch *L, int local, int restart, gpt_err *err)
 {
 	worker *w = &L->w[local];
-	*w = (worker){.rank = L->o->node_rank * L->nproc + local, .local_rank = local, .out = {-1, -1}};
+	*w = (worker){.rank = L->o->node_rank * L->nproc + local, .local_rank = local, .out = {-1, -1},
+		      .hb = {.fd = -1}};
+	/* A fresh slot each attempt: a restarted worker starts unwatched. */
+	if (L->hb_timeout > 0) {
+		int rc = gpt_heartbeat_slot_create(&w->hb, err);
+		if (rc)
+			return gpt_err_prefix(err, "rank %d", w->rank);
+	}
 	char path[4096];
 	snprintf(path, sizeof path, "%s/workerlog.%d", L->log_dir, w->rank);
 	/* A restart appends, so that the failed attempt's output stays. */
@@ -401,6 +421,105 @@ static void check_remote(launch *L, outcome *out, int *stopping, double *kill_at
 	*kill_at = now + L->o->grace_s;
 }
 
+static void free_heartbeats(launch *L)
+{
+	for (int i = 0; L->w && i < L->nproc; i++)
+		gpt_heartbeat_slot_free(&L->w[i].hb);
+}
+
+/* 1 when pid is stopped by a signal (or a tracer), from /proc. */
+static int is_stopped(int pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof path, "/proc/%d/stat", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	/* "pid (comm) S ...": comm may hold spaces and parentheses */
+	const char *p = strrchr(buf, ')');
+	return p && p[1] == ' ' && (p[2] == 'T' || p[2] == 't');
+}
+
+/* Watches the heartbeats: a worker whose counter has not moved for the
+ * timeout is hung. Watching starts with the first beat of any worker of the
+ * node: the workers run the same program, so from then on one that has not
+ * beaten yet is silent too (a program that never beats is never judged).
+ * The whole group is killed at once, since a hung rank cannot finish its
+ * step and the others wait for it in a collective, so a grace period would
+ * only delay the restart. SIGKILL ends a stopped process too. */
+static void check_hangs(launch *L, outcome *out, int *stopping, double *kill_at, const char *fail_key)
+{
+	if (L->hb_timeout <= 0 || out->code || out->interrupted || *stopping)
+		return;
+	double now = gpt_now_s();
+	for (int i = 0; i < L->nproc; i++) {
+		worker *w = &L->w[i];
+		uint64_t beats;
+		int64_t step;
+		int pid;
+		if (w->pid <= 0 || w->exited || !w->hb.map)
+			continue;
+		gpt_heartbeat_slot_read(&w->hb, &beats, &step, &pid);
+		if (beats != w->hb_beats) {
+			w->hb_beats = beats;
+			w->hb_step = step;
+			w->hb_pid = pid;
+			w->hb_at = now;
+			if (!L->hb_first)
+				L->hb_first = now;
+		}
+	}
+	if (!L->hb_first)
+		return;
+	/* Every rank goes quiet when one hangs: name a stopped process first,
+	 * then the one furthest behind (one that never beat is furthest), then
+	 * the one silent longest. */
+	worker *c = NULL;
+	int c_stopped = 0, late = 0;
+	for (int i = 0; i < L->nproc; i++) {
+		worker *w = &L->w[i];
+		if (w->pid <= 0 || w->exited || !w->hb.map)
+			continue;
+		if (!w->hb_beats) {
+			w->hb_at = L->hb_first;
+			w->hb_step = -1;
+		}
+		late |= now - w->hb_at > L->hb_timeout;
+		int st = is_stopped(w->pid) || (w->hb_pid > 0 && is_stopped(w->hb_pid));
+		if (!c || st > c_stopped ||
+		    (st == c_stopped && (w->hb_step < c->hb_step || (w->hb_step == c->hb_step && w->hb_at < c->hb_at)))) {
+			c = w;
+			c_stopped = st;
+		}
+	}
+	if (!late || !c)
+		return;
+	int n = running(L);
+	char last[96];
+	if (c->hb_beats)
+		snprintf(last, sizeof last, "the last at global step %lld", (long long)c->hb_step);
+	else
+		snprintf(last, sizeof last, "it never sent one");
+	out->code = GPT_EIO;
+	snprintf(out->msg, sizeof out->msg,
+		 "rank %d (pid %d) hung: no heartbeat for %.1f s (--heartbeat-timeout %g), %s%s; killed all %d worker%s",
+		 c->rank, (int)c->pid, now - c->hb_at, L->hb_timeout, last,
+		 c_stopped ? ", and the process is stopped by a signal" : "", n, n == 1 ? "" : "s");
+	signal_all(L, SIGKILL);
+	*stopping = 1;
+	*kill_at = now;
+	if (L->st) {
+		char val[GPT_ERR_MSG_MAX + 16];
+		snprintf(val, sizeof val, "%d node %d: %s", out->code, L->o->node_rank, out->msg);
+		gpt_store_set(L->st, fail_key, val, strlen(val), NULL);
+	}
+}
+
 static int attempt(launch *L, int restart, outcome *out, gpt_err *err)
 {
 	memset(out, 0, sizeof *out);
@@ -408,7 +527,8 @@ static int attempt(launch *L, int restart, outcome *out, gpt_err *err)
 	snprintf(fail_key, sizeof fail_key, "launch/%d/failed", restart);
 	int rc = 0;
 	for (int i = 0; i < L->nproc; i++)
-		L->w[i] = (worker){.out = {-1, -1}, .log_fd = -1};
+		L->w[i] = (worker){.out = {-1, -1}, .log_fd = -1, .hb = {.fd = -1}};
+	L->hb_first = 0;
 	for (int i = 0; i < L->nproc && !rc; i++)
 		rc = start_worker(L, i, restart, err);
 	int stopping = 0;
@@ -420,6 +540,7 @@ static int attempt(launch *L, int restart, outcome *out, gpt_err *err)
 	}
 	for (;;) {
 		reap(L, out, &stopping, &kill_at, fail_key);
+		check_hangs(L, out, &stopping, &kill_at, fail_key);
 		check_remote(L, out, &stopping, &kill_at, fail_key, &next_check);
 		worker *w0 = &L->w[0];
 		if (!running(L) && w0->out[0] < 0 && w0->out[1] < 0)
@@ -474,6 +595,7 @@ static int attempt(launch *L, int restart, outcome *out, gpt_err *err)
 	for (int i = 0; i < L->nproc; i++)
 		if (L->w[i].log_fd >= 0)
 			close(L->w[i].log_fd), L->w[i].log_fd = -1;
+	free_heartbeats(L);
 	return rc;
 }
 
@@ -563,6 +685,9 @@ static int setup(launch *L, gpt_err *err)
 {
 	const gpt_launch_options *o = L->o;
 	int rc = gpt_comm_timeout(&L->timeout_s, err);
+	L->hb_timeout = o->heartbeat_s;
+	if (!rc && o->heartbeat_s < 0)
+		rc = gpt_heartbeat_timeout(&L->hb_timeout, err);
 	if (rc)
 		return rc;
 	sigset_t set;
@@ -605,6 +730,7 @@ static int setup(launch *L, gpt_err *err)
 
 static void teardown(launch *L)
 {
+	free_heartbeats(L);
 	gpt_store_close(L->st);
 	gpt_store_server_stop(L->srv);
 	if (L->sfd >= 0) {
@@ -626,6 +752,8 @@ int gpt_launch_run(const gpt_launch_options *o, gpt_err *err)
 		rc = setup(&L, err);
 	if (!rc && !(L.w = gpt_calloc((size_t)L.nproc, sizeof *L.w, "workers", err)))
 		rc = err->code;
+	for (int i = 0; L.w && i < L.nproc; i++)
+		L.w[i].hb.fd = -1;
 	/* Only now: a launch that cannot start leaves no empty log directory. */
 	if (!rc)
 		rc = gpt_mkdir_p(L.log_dir, err);

@@ -49,6 +49,7 @@ typedef struct trainer {
 	prefetch pf;
 	char last_ckpt[4096];
 	const volatile sig_atomic_t *stop; /* set by a signal handler of the command */
+	gpt_heartbeat *hb;   /* progress for gpt-launch's hang detection; NULL without */
 	/* data parallel and ZeRO sharding (single process: comm NULL, 1 and 1) */
 	gpt_comm *comm;
 	gpt_mesh mesh;

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- set-up ---- */
 
@@ -231,6 +232,7 @@ static int evaluate(trainer *tr, const gpt_loader *l, int64_t iters, int test, g
 				rc = gpt_model_forward(&tr->model, tr->inp, tr->tgt, 0, (uint32_t)tr->step, 0, &s, &n, err);
 			sum += s;
 			ntok += n;
+			gpt_heartbeat_beat(tr->hb, tr->step);
 		}
 	free(rows);
 	if (!rc)
@@ -357,6 +359,7 @@ static int run(trainer *tr, gpt_err *err)
 			return gpt_err_prefix(err, "global step %lld", (long long)tr->step + 1);
 		tr->step++;
 		steps_in_int++;
+		gpt_heartbeat_beat(tr->hb, tr->step);
 		/* log, skip, stop or roll back (which leaves tr->step as it is) */
 		if (skipped == GPT_TR_NONFINITE && (rc = gpt_tr_nonfinite(tr, loss, err)))
 			return rc;
@@ -426,6 +429,7 @@ static void trainer_free(trainer *tr)
 	gpt_loader_close(tr->train);
 	gpt_loader_close(tr->valid);
 	gpt_loader_close(tr->test);
+	gpt_heartbeat_close(tr->hb);
 	free(tr->inp);
 	free(tr->tgt);
 	if (tr->comm) {
@@ -451,6 +455,8 @@ int gpt_train_run(const gpt_config *cfg, FILE *log, const volatile sig_atomic_t 
 		 : cfg->engine.mix_precision.dtype && strcmp(cfg->engine.mix_precision.dtype, "bfloat16") == 0
 			 ? GPT_DTYPE_BF16 : GPT_DTYPE_F16;
 	int rc = check_supported(cfg, err);
+	if (!rc)
+		rc = gpt_heartbeat_open(&tr.hb, environ, err);
 	if (!rc)
 		rc = gpt_tr_setup_parallel(&tr, err);
 	if (!rc && tr.MB * tr.accum * tr.replicas != tr.G)
@@ -511,6 +517,7 @@ int gpt_train_run(const gpt_config *cfg, FILE *log, const volatile sig_atomic_t 
 			       (long long)tr.replicas, tr.sh > 1 ? (long long)cfg->distributed.sharding.sharding_stage : 0LL,
 			       (long long)tr.sh, (long long)tr.tp_rank, (long long)tr.tp, (long long)tr.pp_rank,
 			       (long long)tr.pp);
+		gpt_heartbeat_beat(tr.hb, tr.step);
 		rc = run(&tr, err);
 	}
 	rc = gpt_tr_ckpt_finish(&tr, rc, err);

@@ -211,6 +211,7 @@ static int publish(trainer *tr, int64_t step, int rc, const char *state, const c
 	int64_t bytes = 0;
 	char path[4096];
 	snprintf(path, sizeof path, "%s/step_%08lld", dir, (long long)step);
+	gpt_heartbeat_beat(tr->hb, tr->step);
 	if (tr->rank == 0) {
 		if (!rc)
 			rc = gpt_ckpt_publish(dir, step, (int)tr->cfg->world_size, state, yaml,
@@ -219,6 +220,7 @@ static int publish(trainer *tr, int64_t step, int rc, const char *state, const c
 			gpt_ckpt_discard(dir, step);
 	}
 	rc = agree(tr, rc, step, "to publish it (rank 0)", err);
+	gpt_heartbeat_beat(tr->hb, tr->step);
 	if (rc)
 		return rc;
 	snprintf(tr->last_ckpt, sizeof tr->last_ckpt, "%s", path);
@@ -495,6 +497,7 @@ int gpt_tr_load_checkpoint(trainer *tr, const char *path, gpt_err *err)
 			const gpt_param_info *p = &m->table[i];
 			rc = gpt_ckpt_read_box(ck, p->name, GPT_DTYPE_F32, p->ndim, p->shape, &m->box[i],
 					       w + m->offset[i], err);
+			gpt_heartbeat_beat(tr->hb, tr->step);
 		}
 	}
 	const float *wr = tr->pshard ? w : w + b0; /* the optimizer's range of the weights */

@@ -10,9 +10,12 @@
  *   test-tool model-ref IN OUT           the tests/ref/gpt_ref.py computation in gptkit
  *   test-tool sgemm N [REPEATS]          GFLOP/s of an N x N x N fp32 GEMM on the CPU backend
  *   test-tool ckpt-diff A B              largest difference of any tensor of two checkpoints
+ *   test-tool heartbeat N SECONDS        a gpt-launch worker that beats N times, SECONDS
+ *                                        apart, then stalls without beating (a hang)
  */
 #include "backend/backend.h"
 #include "ckpt/ckpt.h"
+#include "comm/comm.h"
 #include "cpu/cpu.h"
 #include "model/gpt.h"
 #include "train/train.h"
@@ -324,6 +327,21 @@ int main(int argc, char **argv)
 		free(c);
 		gpt_backend_cpu_free(&be);
 		return 0;
+	}
+	if (strcmp(verb, "heartbeat") == 0 && argc == 4) {
+		int64_t n;
+		double gap;
+		gpt_heartbeat *hb = NULL;
+		if (gpt_parse_i64(argv[2], &n) || n < 0 || gpt_parse_f64(argv[3], &gap) || !(gap >= 0))
+			return usage();
+		if (gpt_heartbeat_open(&hb, environ, &err))
+			return gpt_cmd_fail(prog, &err);
+		for (int64_t i = 1; i <= n; i++) {
+			usleep((useconds_t)(gap * 1e6));
+			gpt_heartbeat_beat(hb, i);
+		}
+		for (;;)
+			pause();
 	}
 	if (strcmp(verb, "ckpt-diff") == 0 && argc == 4)
 		return ckpt_diff(argv[2], argv[3], &err) ? gpt_cmd_fail(prog, &err) : 0;

@@ -164,6 +164,20 @@ static void test_checkpoint(void)
 	ok(gpt_ckpt_save(out, 100, p, 3, "{}", "", path, sizeof path, NULL, &err) != 0 &&
 	   strstr(err.msg, "not overwriting"), "an existing checkpoint is not overwritten");
 
+	/* A save killed between its rename and the update of latest leaves a
+	 * complete directory that latest does not reach; the resumed run saves
+	 * that step again and must not be refused, or every restart fails. */
+	ok(sh("cp -r %s/output/step_00000100 %s/output/step_00000150", dir) == 0,
+	   "a complete step_00000150 beyond latest");
+	ok(gpt_ckpt_save(out, 150, p, 3, "{\"step\": 150}", "", path, sizeof path, NULL, &err) == 0,
+	   "is replaced by a new save of that step: %s", err.msg);
+	ok(sh("grep -qx step_00000150 %s/output/latest && grep -q 150 %s/output/step_00000150/state.json && "
+	      "! ls -a %s/output | grep -q orphan", dir) == 0,
+	   "  latest names the new one; nothing set aside remains");
+	ok(gpt_ckpt_save(out, 100, p, 3, "{}", "", path, sizeof path, NULL, &err) != 0 &&
+	   strstr(err.msg, "not overwriting"), "one before latest is still not overwritten");
+	ok(sh("printf step_00000100 >%s/output/latest", dir) == 0, "latest back to step 100");
+
 	/* Pieces that do not tile are refused before anything is written. */
 	gpt_ckpt_piece gap[2] = {p[0], p[2]};
 	ok(gpt_ckpt_save(out, 200, gap, 2, "{}", "", path, sizeof path, NULL, &err) != 0 &&
