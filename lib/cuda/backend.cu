@@ -206,7 +206,9 @@ extern "C" int gpt_backend_cuda_init(gpt_backend *be, gpt_dtype dtype, int devic
 	}
 	if (!rc) {
 		c->bad = (int *)gpt_cuda_malloc(4 * sizeof(int), "the error flag", err);
-		rc = c->bad ? gpt_cuda_check(cudaMemset(c->bad, 0, 4 * sizeof(int)), "zero", err)
+		/* on the stream: the default stream does not order a non-blocking one */
+		rc = c->bad ? gpt_cuda_check(cudaMemsetAsync(c->bad, 0, 4 * sizeof(int), c->stream),
+					     "zero", err)
 			    : GPT_EINTERNAL;
 	}
 	if (rc)
