@@ -1,5 +1,5 @@
 /* dtype casts on the device: fp32 <-> bf16 <-> fp16, round to nearest even. */
-#include "cuda/common.cuh"
+#include "cuda/ops.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -35,8 +35,8 @@ static bool float_like(gpt_dtype t)
 	return t == GPT_DTYPE_F32 || t == GPT_DTYPE_BF16 || t == GPT_DTYPE_F16;
 }
 
-extern "C" int gpt_cuda_convert(void *dst, gpt_dtype dst_t, const void *src, gpt_dtype src_t,
-				size_t n, gpt_err *err)
+int gpt_cuda_convert_on(cudaStream_t s, void *dst, gpt_dtype dst_t, const void *src,
+			gpt_dtype src_t, size_t n, gpt_err *err)
 {
 	if (!float_like(dst_t) || !float_like(src_t))
 		return gpt_err_set(err, GPT_EINTERNAL, "cuda: cannot convert %s to %s",
@@ -44,10 +44,17 @@ extern "C" int gpt_cuda_convert(void *dst, gpt_dtype dst_t, const void *src, gpt
 	if (n == 0)
 		return 0;
 	if (dst_t == src_t)
-		return gpt_cuda_memcpy(dst, src, n * gpt_dtype_size(src_t), 2, err);
+		return gpt_cuda_check(cudaMemcpyAsync(dst, src, n * gpt_dtype_size(src_t),
+						      cudaMemcpyDeviceToDevice, s), "convert (copy)", err);
 	size_t blocks = (n + 255) / 256;
 	if (blocks > 65535)
 		blocks = 65535;
-	convert_kernel<<<(unsigned)blocks, 256>>>(dst, dst_t, src, src_t, n);
+	convert_kernel<<<(unsigned)blocks, 256, 0, s>>>(dst, dst_t, src, src_t, n);
 	return gpt_cuda_check(cudaGetLastError(), "convert kernel launch", err);
+}
+
+extern "C" int gpt_cuda_convert(void *dst, gpt_dtype dst_t, const void *src, gpt_dtype src_t,
+				size_t n, gpt_err *err)
+{
+	return gpt_cuda_convert_on(0, dst, dst_t, src, src_t, n, err);
 }

@@ -1,8 +1,13 @@
 /* lib/cuda: the CUDA backend (compiled when the build finds nvcc; see the
- * Makefile's CUDA=auto|0|1). So far: device discovery, device memory and the
- * dtype cast kernels, each checked against the CPU reference in tests/gpu.
- * Every function here is callable from C and returns a gpt_status; none of
- * them aborts when there is no GPU, they say so. */
+ * Makefile's CUDA=auto|0|1): device discovery, device memory, dtype casts,
+ * NCCL communicators (nccl.h), and gpt_backend_cuda_init, which fills a
+ * gpt_backend (backend/ops.h) whose ops run on one device and one stream:
+ * GEMMs through cuBLASLt (fp32, bf16, fp16 operands, fp32 accumulation, the
+ * bias as an epilogue), and one .cu per op family, each checked against the
+ * CPU backend by tests/gpu/test-cuda-ops.c. Ops return once their work is
+ * queued; download and sync wait for it. Every function here is callable
+ * from C and returns a gpt_status; none of them aborts when there is no GPU,
+ * they say so. */
 #ifndef GPT_CUDA_H
 #define GPT_CUDA_H
 
@@ -36,6 +41,21 @@ int gpt_cuda_sync(gpt_err *err);
  * as gpt_convert on the CPU); dst and src are device pointers. */
 int gpt_cuda_convert(void *dst, gpt_dtype dst_t, const void *src, gpt_dtype src_t, size_t n,
 		     gpt_err *err);
+
+/* Fills be with the CUDA backend on `device` (this thread's current device
+ * from now on) with storage dtype fp32, bf16 or fp16: a stream, cuBLAS and
+ * cuBLASLt handles and a workspace. GPT_EUSAGE when there is no such device
+ * or the dtype is not a float type. Differences from the CPU backend, all
+ * within the ops.h contract: attention keeps only fp32 softmax statistics
+ * (attention_saved_size is B*NH*T floats, no T x T matrix); a target outside
+ * the vocabulary in xent_fwd/xent_bwd is reported (GPT_EDATA) by the next
+ * download or sync, since the op returns before its kernel runs; GEMMs in
+ * fp32 never use TF32. embedding_bwd reads the tokens back to the host to
+ * order the rows (one stream synchronisation). */
+int gpt_backend_cuda_init(gpt_backend *be, gpt_dtype storage, int device, gpt_err *err);
+/* Releases everything init made, the scratch included; be can be
+ * initialised again. */
+void gpt_backend_cuda_free(gpt_backend *be);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,9 @@
 /* The training loop of one process: data, micro-batches, AdamW, schedule,
  * clipping, evaluation, log lines, checkpoints and resume. */
 #include "train/trainer-impl.h"
+#if GPT_HAVE_CUDA
+#include "cuda/cuda.h"
+#endif
 
 #include <math.h>
 #include <stdlib.h>
@@ -12,10 +15,15 @@
 static int check_supported(const gpt_config *cfg, gpt_err *err)
 {
 	const char *dev = cfg->global.device ? cfg->global.device : "cpu";
-	if (strcmp(dev, "cpu") != 0)
+	if (strcmp(dev, "gpu") == 0 && !GPT_HAVE_CUDA)
 		return gpt_err_set(err, GPT_EUSAGE,
-				   "Global.device: '%s': this build trains on the CPU only (the CUDA training backend is not built yet); use -o Global.device=cpu",
-				   dev);
+				   "Global.device: gpu: this build has no CUDA backend (built with CUDA=0 or without nvcc); rebuild with CUDA=1 or use -o Global.device=cpu");
+	if (strcmp(dev, "gpu") == 0 && cfg->world_size > 1)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "Global.device: gpu: training on GPUs runs in one process so far (%lld ranks asked; the trainer has no NCCL path yet); use one rank or -o Global.device=cpu",
+				   (long long)cfg->world_size);
+	if (strcmp(dev, "cpu") != 0 && strcmp(dev, "gpu") != 0)
+		return gpt_err_set(err, GPT_EUSAGE, "Global.device: '%s': expected cpu or gpu", dev);
 
 	/* Settings this trainer has no way to honour are refused, not ignored. */
 	if (cfg->mixed && cfg->engine.mix_precision.level &&
@@ -68,7 +76,15 @@ static int setup_model(trainer *tr, gpt_err *err)
 		if (gpt_recompute_parse(g, &mo.recompute))
 			return gpt_err_set(err, GPT_EUSAGE, "Model.recompute_granularity: '%s' is not full, only_attn or core_attn", g);
 	}
-	rc = gpt_backend_cpu_init(&tr->be, tr->dtype, 0, err);
+	if (cfg->global.device && strcmp(cfg->global.device, "gpu") == 0) {
+#if GPT_HAVE_CUDA
+		rc = gpt_backend_cuda_init(&tr->be, tr->dtype, 0, err);
+		if (rc)
+			return gpt_err_prefix(err, "Global.device: gpu");
+#endif
+	} else {
+		rc = gpt_backend_cpu_init(&tr->be, tr->dtype, 0, err);
+	}
 	if (!rc)
 		rc = gpt_model_init(&tr->model, &tr->be, &s, &lo, &mo, err);
 	if (!rc && tr->tp > 1)
@@ -424,6 +440,11 @@ static void trainer_free(trainer *tr)
 		tr->be.ops->free(&tr->be, tr->pp_grad_in);
 	free(tr->sched);
 	gpt_model_free(&tr->model);
+#if GPT_HAVE_CUDA
+	if (tr->be.ops && strcmp(tr->be.name, "cuda") == 0)
+		gpt_backend_cuda_free(&tr->be);
+	else
+#endif
 	if (tr->be.ops)
 		gpt_backend_cpu_free(&tr->be);
 	gpt_loader_close(tr->train);

@@ -176,9 +176,31 @@ test_expect_success 'data from a larger vocabulary than the model is refused' '
 	test_grep "outside the model.s vocabulary of 100" err
 '
 
+test_expect_success 'Global.device=gpu without a GPU is a clear error' '
+	if test_have_prereq GPU; then
+		echo "a GPU is here: the next test trains on it" >out
+	else
+		test_expect_code 64 train -o Global.device=gpu -o Engine.max_steps=1 >out 2>err &&
+		test_grep "Global.device: gpu: " err
+	fi
+'
+
+test_expect_success GPU 'Global.device=gpu trains one process on the GPU, step for step as the CPU' '
+	twenty="-o Engine.max_steps=20 -o Engine.logging_freq=1 -o Engine.eval_freq=0 -o Engine.save_load.save_steps=0" &&
+	drop="-o Model.hidden_dropout_prob=0.1 -o Model.attention_probs_dropout_prob=0.1" &&
+	train -o Global.device=cpu $twenty $drop >cpu.log 2>&1 &&
+	train -o Global.device=gpu $twenty $drop >gpu.log 2>&1 &&
+	losses cpu.log >cpu.l &&
+	losses gpu.log >gpu.l &&
+	test_line_count = 20 gpu.l &&
+	paste cpu.l gpu.l >both &&
+	awk "{ d = \$2 - \$5; if (d < 0) d = -d; if (d > 1e-3 * \$2) bad++ } END { exit bad > 0 }" both
+'
+
 test_expect_success 'settings this build cannot train are clear errors' '
-	test_expect_code 64 train -o Global.device=gpu -o Engine.max_steps=1 >out 2>err &&
-	test_grep "Global.device" err &&
+	test_expect_code 64 train --world-size 2 -o Global.device=gpu -o Global.micro_batch_size=4 \
+		-o Engine.max_steps=1 >out 2>err &&
+	test_grep "Global.device: gpu: " err &&
 	test_expect_code 64 train --world-size 2 -o Global.micro_batch_size=4 -o Engine.max_steps=1 >out 2>err &&
 	test_grep "the layout needs 2 ranks .* but this process is one of 1 \(single\); start it with gpt-launch --nproc-per-node 2" err &&
 	test_expect_code 64 train --world-size 2 --tensor_parallel_degree 2 -o Engine.max_steps=1 >out 2>err &&

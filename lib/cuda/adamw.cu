@@ -1,0 +1,59 @@
+/* Fused AdamW over a flat range: fp32 master weights and moments, the
+ * parameter in the storage dtype receiving the master's rounded copy. */
+#include "cuda/ops.cuh"
+
+#include <math.h>
+
+typedef struct adamw_coef {
+	float b1, b2, a1, a2, c1, c2, lr, wd, eps, gs;
+} adamw_coef;
+
+template <class T>
+__global__ static void adamw_kernel(T *param, float *master, const T *grad, float *m, float *v,
+				    int64_t n, adamw_coef k)
+{
+	for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+	     i += (int64_t)gridDim.x * blockDim.x) {
+		float gi = gpt_ld(grad + i) * k.gs;
+		float mi = k.b1 * m[i] + k.a1 * gi;
+		float vi = k.b2 * v[i] + k.a2 * gi * gi;
+		m[i] = mi;
+		v[i] = vi;
+		float wi = master ? master[i] : gpt_ld(param + i);
+		wi -= k.lr * (mi * k.c1 / (sqrtf(vi * k.c2) + k.eps) + k.wd * wi);
+		if (master)
+			master[i] = wi;
+		gpt_st(param + i, wi);
+	}
+}
+
+int gpt_cuda_adamw(gpt_backend *be, void *param, float *master, const void *grad, float *m,
+		   float *v, int64_t n, const gpt_adamw *h, gpt_err *err)
+{
+	int rc = gpt_cuda_check_sizes("adamw", err, 1, n);
+	if (rc)
+		return rc;
+	if (h->t < 1)
+		return gpt_err_set(err, GPT_EINTERNAL, "adamw: step %lld is not 1-based", (long long)h->t);
+	if (!master && be->dtype != GPT_DTYPE_F32)
+		return gpt_err_set(err, GPT_EINTERNAL, "adamw: %s parameters need fp32 master weights",
+				   gpt_dtype_name(be->dtype));
+	if (n == 0)
+		return 0;
+	/* the coefficients exactly as the CPU backend rounds them */
+	adamw_coef k;
+	k.b1 = (float)h->beta1;
+	k.b2 = (float)h->beta2;
+	k.a1 = (float)(1.0 - h->beta1);
+	k.a2 = (float)(1.0 - h->beta2);
+	k.c1 = (float)(1.0 / (1.0 - pow(h->beta1, (double)h->t)));
+	k.c2 = (float)(1.0 / (1.0 - pow(h->beta2, (double)h->t)));
+	k.lr = (float)h->lr;
+	k.wd = (float)h->weight_decay;
+	k.eps = (float)h->eps;
+	k.gs = (float)h->grad_scale;
+	GPT_CUDA_DISPATCH(be->dtype, T,
+		adamw_kernel<T><<<gpt_cuda_blocks(n, 256), 256, 0, gpt_cuda_stream(be)>>>(
+			(T *)param, master, (const T *)grad, m, v, n, k));
+	return gpt_cuda_launched("adamw", err);
+}

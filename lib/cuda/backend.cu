@@ -1,0 +1,217 @@
+/* The CUDA backend's context and table: one device, one stream, cuBLASLt;
+ * memory ops on that stream. */
+#include "cuda/ops.cuh"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* cuBLASLt's workspace: what its fastest Hopper kernels ask for. */
+#define WORKSPACE_BYTES ((size_t)32 << 20)
+
+int gpt_cuda_check_sizes(const char *op, gpt_err *err, int count, ...)
+{
+	va_list ap;
+	va_start(ap, count);
+	for (int i = 0; i < count; i++) {
+		int64_t v = va_arg(ap, int64_t);
+		if (v < 0) {
+			va_end(ap);
+			return gpt_err_set(err, GPT_EINTERNAL, "%s: size argument %d is negative (%lld)",
+					   op, i + 1, (long long)v);
+		}
+	}
+	va_end(ap);
+	return 0;
+}
+
+static void *cu_alloc(gpt_backend *be, size_t bytes, const char *what, gpt_err *err)
+{
+	return gpt_cuda_malloc(bytes, what, err);
+}
+
+static void cu_free(gpt_backend *be, void *p)
+{
+	gpt_cuda_free(p);
+}
+
+/* Reports (and clears) a bad datum a kernel left since the last check. */
+static int check_bad(gpt_backend *be, gpt_err *err)
+{
+	gpt_cuda_ctx *c = gpt_cuda_ctx_of(be);
+	int bad[4];
+	int rc = gpt_cuda_check(cudaMemcpyAsync(bad, c->bad, sizeof bad, cudaMemcpyDeviceToHost,
+						c->stream), "reading the error flag", err);
+	if (!rc)
+		rc = gpt_cuda_check(cudaStreamSynchronize(c->stream), "synchronize", err);
+	if (rc || bad[0] == GPT_CUDA_BAD_NONE)
+		return rc;
+	rc = gpt_cuda_check(cudaMemsetAsync(c->bad, 0, sizeof bad, c->stream), "clearing the error flag",
+			    err);
+	if (rc)
+		return rc;
+	return gpt_err_set(err, GPT_EDATA, "%s: target %d in row %d is outside the vocabulary of %d",
+			   bad[0] == GPT_CUDA_BAD_TARGET_FWD ? "xent_fwd" : "xent_bwd", bad[2], bad[1],
+			   bad[3]);
+}
+
+static int cu_upload(gpt_backend *be, void *dst, const void *src, size_t bytes, gpt_err *err)
+{
+	cudaStream_t s = gpt_cuda_stream(be);
+	if (!bytes)
+		return 0;
+	/* synchronous for the caller: src may be freed or reused on return */
+	int rc = gpt_cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s), "upload",
+				err);
+	return rc ? rc : gpt_cuda_check(cudaStreamSynchronize(s), "upload", err);
+}
+
+static int cu_download(gpt_backend *be, void *dst, const void *src, size_t bytes, gpt_err *err)
+{
+	cudaStream_t s = gpt_cuda_stream(be);
+	int rc = bytes ? gpt_cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s),
+					"download", err)
+		       : 0;
+	return rc ? rc : check_bad(be, err);
+}
+
+static int cu_copy(gpt_backend *be, void *dst, const void *src, size_t bytes, gpt_err *err)
+{
+	if (!bytes || dst == src)
+		return 0;
+	return gpt_cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
+					      gpt_cuda_stream(be)), "copy", err);
+}
+
+static int cu_zero(gpt_backend *be, void *dst, size_t bytes, gpt_err *err)
+{
+	if (!bytes)
+		return 0;
+	return gpt_cuda_check(cudaMemsetAsync(dst, 0, bytes, gpt_cuda_stream(be)), "zero", err);
+}
+
+static int cu_sync(gpt_backend *be, gpt_err *err)
+{
+	return check_bad(be, err);
+}
+
+static int cu_convert(gpt_backend *be, void *dst, gpt_dtype dst_t, const void *src,
+		      gpt_dtype src_t, int64_t n, gpt_err *err)
+{
+	if (n < 0)
+		return gpt_err_set(err, GPT_EINTERNAL, "convert: negative count %lld", (long long)n);
+	return gpt_cuda_convert_on(gpt_cuda_stream(be), dst, dst_t, src, src_t, (size_t)n, err);
+}
+
+static const gpt_backend_ops cuda_ops = {
+	cu_alloc,
+	cu_free,
+	cu_upload,
+	cu_download,
+	cu_copy,
+	cu_zero,
+	cu_sync,
+	cu_convert,
+	gpt_cuda_gemm,
+	gpt_cuda_gemm_batched,
+	gpt_cuda_linear_fwd,
+	gpt_cuda_linear_bwd,
+	gpt_cuda_bias_add,
+	gpt_cuda_layernorm_fwd,
+	gpt_cuda_layernorm_bwd,
+	gpt_cuda_gelu_fwd,
+	gpt_cuda_gelu_bwd,
+	gpt_cuda_attention_fwd,
+	gpt_cuda_attention_bwd,
+	gpt_cuda_attention_saved_size,
+	gpt_cuda_attention_kv,
+	gpt_cuda_xent_fwd,
+	gpt_cuda_xent_rescale,
+	gpt_cuda_xent_loss,
+	gpt_cuda_xent_bwd,
+	gpt_cuda_embedding_fwd,
+	gpt_cuda_embedding_bwd,
+	gpt_cuda_residual_fwd,
+	gpt_cuda_residual_bwd,
+	gpt_cuda_dropout_fwd,
+	gpt_cuda_dropout_bwd,
+	gpt_cuda_adamw,
+	gpt_cuda_sum_squares,
+	gpt_cuda_check_finite,
+};
+
+extern "C" void gpt_backend_cuda_free(gpt_backend *be)
+{
+	gpt_cuda_ctx *c = gpt_cuda_ctx_of(be);
+	if (!c)
+		return;
+	if (c->stream)
+		cudaStreamSynchronize(c->stream);
+	if (be->scratch)
+		cudaFree(be->scratch);
+	cudaFree(c->workspace);
+	cudaFree(c->bad);
+	cudaFree(c->dev_idx);
+	free(c->host_idx);
+	if (c->lt)
+		cublasLtDestroy(c->lt);
+	if (c->blas)
+		cublasDestroy(c->blas);
+	if (c->stream)
+		cudaStreamDestroy(c->stream);
+	free(c);
+	memset(be, 0, sizeof *be);
+}
+
+extern "C" int gpt_backend_cuda_init(gpt_backend *be, gpt_dtype dtype, int device, gpt_err *err)
+{
+	memset(be, 0, sizeof *be);
+	if (dtype != GPT_DTYPE_F32 && dtype != GPT_DTYPE_BF16 && dtype != GPT_DTYPE_F16)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "cuda backend: storage dtype %s is not a float type; use fp32, bf16 "
+				   "or fp16", gpt_dtype_name(dtype));
+	int n = gpt_cuda_device_count();
+	if (n == 0)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "cuda backend: no CUDA device is visible (no driver or no GPU); "
+				   "use the cpu device");
+	if (device < 0 || device >= n)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "cuda backend: device %d does not exist (%d visible); check "
+				   "CUDA_VISIBLE_DEVICES", device, n);
+	gpt_cuda_ctx *c = (gpt_cuda_ctx *)calloc(1, sizeof *c);
+	if (!c)
+		return gpt_err_set(err, GPT_EINTERNAL, "cuda backend: out of host memory");
+	be->impl = c;
+	be->name = "cuda";
+	be->ops = &cuda_ops;
+	be->dtype = dtype;
+	be->threads = 1;
+	c->device = device;
+	int rc = gpt_cuda_set_device(device, err);
+	if (!rc)
+		rc = gpt_cuda_check(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking),
+				    "creating a stream", err);
+	if (!rc && cublasLtCreate(&c->lt) != CUBLAS_STATUS_SUCCESS)
+		rc = gpt_err_set(err, GPT_EINTERNAL, "cuda backend: cublasLtCreate failed");
+	if (!rc && cublasCreate(&c->blas) != CUBLAS_STATUS_SUCCESS)
+		rc = gpt_err_set(err, GPT_EINTERNAL, "cuda backend: cublasCreate failed");
+	if (!rc && (cublasSetStream(c->blas, c->stream) != CUBLAS_STATUS_SUCCESS ||
+		    cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH) != CUBLAS_STATUS_SUCCESS))
+		rc = gpt_err_set(err, GPT_EINTERNAL, "cuda backend: configuring cuBLAS failed");
+	if (!rc) {
+		c->workspace_size = WORKSPACE_BYTES;
+		c->workspace = gpt_cuda_malloc(c->workspace_size, "the cuBLASLt workspace", err);
+		rc = c->workspace ? 0 : GPT_EINTERNAL;
+	}
+	if (!rc) {
+		c->bad = (int *)gpt_cuda_malloc(4 * sizeof(int), "the error flag", err);
+		/* on the stream: the default stream does not order a non-blocking one */
+		rc = c->bad ? gpt_cuda_check(cudaMemsetAsync(c->bad, 0, 4 * sizeof(int), c->stream),
+					     "zero", err)
+			    : GPT_EINTERNAL;
+	}
+	if (rc)
+		gpt_backend_cuda_free(be);
+	return rc;
+}

@@ -1,0 +1,124 @@
+/* The residual add and its backward, and dropout with the counter-based
+ * masks of backend/philox.h (the same bits as the CPU backend's). */
+#include "cuda/ops.cuh"
+
+#include "backend/philox.h"
+
+int gpt_cuda_dropout_check(const char *op, const gpt_dropout *d, gpt_err *err)
+{
+	if (!d)
+		return 0;
+	if (!(d->p >= 0.0f && d->p < 1.0f))
+		return gpt_err_set(err, GPT_EINTERNAL, "%s: dropout probability %g is outside [0, 1)",
+				   op, (double)d->p);
+	if (d->sample0 < 0 || d->feature0 < 0 || d->t0 < 0)
+		return gpt_err_set(err, GPT_EINTERNAL,
+				   "%s: negative dropout offset (sample0 %lld, feature0 %lld, t0 %lld)",
+				   op, (long long)d->sample0, (long long)d->feature0, (long long)d->t0);
+	if (d->key.layer >= (1u << 24) || d->key.site >= 256u)
+		return gpt_err_set(err, GPT_EINTERNAL,
+				   "%s: dropout layer %u or site %u out of range (< 2^24, < 256)", op,
+				   d->key.layer, d->key.site);
+	return 0;
+}
+
+template <class T>
+__global__ static void residual_fwd_kernel(T *out, const T *a, const T *b, int64_t n)
+{
+	for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+	     i += (int64_t)gridDim.x * blockDim.x)
+		gpt_st(out + i, gpt_ld(a + i) + gpt_ld(b + i));
+}
+
+template <class T>
+__global__ static void residual_bwd_kernel(T *da, T *db, const T *dout, int64_t n)
+{
+	for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+	     i += (int64_t)gridDim.x * blockDim.x) {
+		float g = gpt_ld(dout + i);
+		if (da)
+			gpt_st(da + i, gpt_ld(da + i) + g);
+		if (db)
+			gpt_st(db + i, gpt_ld(db + i) + g);
+	}
+}
+
+int gpt_cuda_residual_fwd(gpt_backend *be, void *out, const void *a, const void *b, int64_t n,
+			  gpt_err *err)
+{
+	int rc = gpt_cuda_check_sizes("residual_fwd", err, 1, n);
+	if (rc || n == 0)
+		return rc;
+	GPT_CUDA_DISPATCH(be->dtype, T,
+		residual_fwd_kernel<T><<<gpt_cuda_blocks(n, 256), 256, 0, gpt_cuda_stream(be)>>>(
+			(T *)out, (const T *)a, (const T *)b, n));
+	return gpt_cuda_launched("residual_fwd", err);
+}
+
+int gpt_cuda_residual_bwd(gpt_backend *be, void *da, void *db, const void *dout, int64_t n,
+			  gpt_err *err)
+{
+	int rc = gpt_cuda_check_sizes("residual_bwd", err, 1, n);
+	if (rc || n == 0 || (!da && !db))
+		return rc;
+	GPT_CUDA_DISPATCH(be->dtype, T,
+		residual_bwd_kernel<T><<<gpt_cuda_blocks(n, 256), 256, 0, gpt_cuda_stream(be)>>>(
+			(T *)da, (T *)db, (const T *)dout, n));
+	return gpt_cuda_launched("residual_bwd", err);
+}
+
+/* Element (b, t, f) keeps its value (times scale) when the bits of global
+ * coordinate (sample0 + b, t0 + t, feature0 + f) reach the threshold. */
+template <class T>
+__global__ static void dropout_kernel(T *out, const T *inp, int64_t T_, int64_t F,
+				      int64_t n, gpt_dropout d, uint32_t thr, float scale)
+{
+	for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+	     i += (int64_t)gridDim.x * blockDim.x) {
+		int64_t r = i / F, f = i % F;
+		uint32_t bits = gpt_rng_bits(d.key.seed, d.key.step, d.key.layer, d.key.site,
+					     (uint64_t)(d.sample0 + r / T_), (uint64_t)(d.t0 + r % T_),
+					     (uint64_t)(d.feature0 + f));
+		gpt_st(out + i, bits >= thr ? gpt_ld(inp + i) * scale : 0.0f);
+	}
+}
+
+static int dropout(gpt_backend *be, const char *op, void *out, const void *inp, int64_t B,
+		   int64_t T, int64_t F, const gpt_dropout *d, gpt_err *err)
+{
+	int rc = gpt_cuda_check_sizes(op, err, 3, B, T, F);
+	if (!rc)
+		rc = gpt_cuda_dropout_check(op, d, err);
+	if (rc)
+		return rc;
+	if (!d)
+		return gpt_err_set(err, GPT_EINTERNAL, "%s: no dropout site given", op);
+	int64_t n = B * T * F;
+	if (n == 0)
+		return 0;
+	if (d->p == 0.0f) {
+		if (out == inp)
+			return 0;
+		return gpt_cuda_check(cudaMemcpyAsync(out, inp, (size_t)n * gpt_dtype_size(be->dtype),
+						      cudaMemcpyDeviceToDevice, gpt_cuda_stream(be)),
+				      op, err);
+	}
+	uint32_t thr = gpt_dropout_threshold(d->p);
+	float scale = gpt_dropout_scale(d->p);
+	GPT_CUDA_DISPATCH(be->dtype, E,
+		dropout_kernel<E><<<gpt_cuda_blocks(n, 256), 256, 0, gpt_cuda_stream(be)>>>(
+			(E *)out, (const E *)inp, T, F, n, *d, thr, scale));
+	return gpt_cuda_launched(op, err);
+}
+
+int gpt_cuda_dropout_fwd(gpt_backend *be, void *out, const void *inp, int64_t B, int64_t T,
+			 int64_t F, const gpt_dropout *d, gpt_err *err)
+{
+	return dropout(be, "dropout_fwd", out, inp, B, T, F, d, err);
+}
+
+int gpt_cuda_dropout_bwd(gpt_backend *be, void *dinp, const void *dout, int64_t B, int64_t T,
+			 int64_t F, const gpt_dropout *d, gpt_err *err)
+{
+	return dropout(be, "dropout_bwd", dinp, dout, B, T, F, d, err);
+}

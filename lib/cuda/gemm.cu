@@ -1,0 +1,306 @@
+/* Matrix products through cuBLASLt (fp32, bf16 or fp16 operands, fp32
+ * accumulation, never TF32), the bias as an epilogue; cuBLAS's GemmEx when
+ * cuBLASLt has no algorithm for the operands' alignment. Column sums for the
+ * bias gradient are a deterministic two-pass kernel. */
+#include "cuda/ops.cuh"
+
+static cudaDataType cuda_type(gpt_dtype t)
+{
+	return t == GPT_DTYPE_BF16 ? CUDA_R_16BF : t == GPT_DTYPE_F16 ? CUDA_R_16F : CUDA_R_32F;
+}
+
+/* The largest power of two (<= 256) dividing the address and every stride
+ * in bytes: what cuBLASLt may assume of a matrix. */
+static uint32_t alignment(const void *p, int64_t ld, int64_t stride, size_t es)
+{
+	uint64_t v = (uint64_t)(uintptr_t)p | (uint64_t)ld * es | (uint64_t)stride * es | 256;
+	return (uint32_t)(v & (~v + 1));
+}
+
+static int gemm_check(const char *op, int ta, int tb, int64_t m, int64_t n, int64_t k,
+		      int64_t lda, int64_t ldb, int64_t ldc, gpt_err *err)
+{
+	if (m < 0 || n < 0 || k < 0)
+		return gpt_err_set(err, GPT_EINTERNAL, "%s: negative size m=%lld n=%lld k=%lld", op,
+				   (long long)m, (long long)n, (long long)k);
+	int64_t need_a = ta ? m : k, need_b = tb ? k : n;
+	if (lda < need_a || ldb < need_b || ldc < n)
+		return gpt_err_set(err, GPT_EINTERNAL,
+				   "%s: leading dimensions lda=%lld ldb=%lld ldc=%lld too small for "
+				   "m=%lld n=%lld k=%lld (trans %d %d)",
+				   op, (long long)lda, (long long)ldb, (long long)ldc, (long long)m,
+				   (long long)n, (long long)k, ta, tb);
+	return 0;
+}
+
+/* C = beta C over a batch of m x n matrices (k == 0, where BLAS would
+ * object to the leading dimensions); beta 0 clears NaNs too. */
+template <class T>
+__global__ static void scale_kernel(T *c, int64_t m, int64_t n, int64_t ldc, int64_t sc,
+				    int64_t batch, float beta)
+{
+	int64_t total = batch * m * n;
+	for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+	     i += (int64_t)gridDim.x * blockDim.x) {
+		int64_t bi = i / (m * n), r = (i / n) % m, col = i % n;
+		T *p = c + bi * sc + r * ldc + col;
+		gpt_st(p, beta == 0.0f ? 0.0f : beta * gpt_ld(p));
+	}
+}
+
+/* out (M, N) rows = bias. */
+template <class T>
+__global__ static void bias_fill_kernel(T *out, const T *bias, int64_t M, int64_t N)
+{
+	for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < M * N;
+	     i += (int64_t)gridDim.x * blockDim.x)
+		out[i] = bias[i % N];
+}
+
+template <class T>
+__global__ static void bias_add_kernel(T *out, const T *bias, int64_t M, int64_t N)
+{
+	for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < M * N;
+	     i += (int64_t)gridDim.x * blockDim.x)
+		gpt_st(out + i, gpt_ld(out + i) + gpt_ld(bias + i % N));
+}
+
+/* One cuBLASLt call for the row-major product as its column-major twin,
+ * C^T = op(B)^T op(A)^T, with bias (n) as the epilogue when not NULL.
+ * Returns 0 when it ran, 1 when cuBLASLt has no algorithm for these
+ * operands (their alignment, say), or an error. */
+static int lt_matmul(gpt_backend *be, const char *op, int ta, int tb, int64_t m, int64_t n,
+		     int64_t k, float alpha, const void *a, int64_t lda, int64_t sa, const void *b,
+		     int64_t ldb, int64_t sb, float beta, void *c, int64_t ldc, int64_t sc,
+		     int64_t batch, const void *bias, gpt_err *err)
+{
+	gpt_cuda_ctx *cx = gpt_cuda_ctx_of(be);
+	size_t es = gpt_dtype_size(be->dtype);
+	cudaDataType dt = cuda_type(be->dtype);
+	cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+	cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+	cublasLtMatmulDesc_t desc = NULL;
+	cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
+	cublasLtMatmulPreference_t pref = NULL;
+	cublasLtMatmulHeuristicResult_t heur;
+	int found = 0;
+	int32_t bc = (int32_t)batch;
+	uint64_t ws = cx->workspace_size;
+	uint32_t al_a = alignment(b, ldb, sb, es), al_b = alignment(a, lda, sa, es);
+	uint32_t al_c = alignment(c, ldc, sc, es);
+	int ok = batch <= INT32_MAX &&
+		 cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) == 0 &&
+		 cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa) == 0 &&
+		 cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb) == 0 &&
+		 cublasLtMatrixLayoutCreate(&la, dt, tb ? k : n, tb ? n : k, ldb) == 0 &&
+		 cublasLtMatrixLayoutCreate(&lb, dt, ta ? m : k, ta ? k : m, lda) == 0 &&
+		 cublasLtMatrixLayoutCreate(&lc, dt, n, m, ldc) == 0;
+	if (ok && bias)
+		ok = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi) == 0 &&
+		     cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias) == 0;
+	if (ok && batch > 1)
+		ok = cublasLtMatrixLayoutSetAttribute(la, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc) == 0 &&
+		     cublasLtMatrixLayoutSetAttribute(lb, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc) == 0 &&
+		     cublasLtMatrixLayoutSetAttribute(lc, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc) == 0 &&
+		     cublasLtMatrixLayoutSetAttribute(la, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sb, sizeof sb) == 0 &&
+		     cublasLtMatrixLayoutSetAttribute(lb, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sa, sizeof sa) == 0 &&
+		     cublasLtMatrixLayoutSetAttribute(lc, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sc, sizeof sc) == 0;
+	if (ok)
+		ok = cublasLtMatmulPreferenceCreate(&pref) == 0 &&
+		     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws) == 0 &&
+		     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a) == 0 &&
+		     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b) == 0 &&
+		     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c) == 0 &&
+		     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c) == 0;
+	if (ok && cublasLtMatmulAlgoGetHeuristic(cx->lt, desc, la, lb, lc, lc, pref, 1, &heur, &found) != 0)
+		found = 0;
+	cublasStatus_t st = CUBLAS_STATUS_NOT_SUPPORTED;
+	if (ok && found > 0)
+		st = cublasLtMatmul(cx->lt, desc, &alpha, b, la, a, lb, &beta, c, lc, c, lc, &heur.algo,
+				    cx->workspace, cx->workspace_size, cx->stream);
+	if (pref)
+		cublasLtMatmulPreferenceDestroy(pref);
+	if (la)
+		cublasLtMatrixLayoutDestroy(la);
+	if (lb)
+		cublasLtMatrixLayoutDestroy(lb);
+	if (lc)
+		cublasLtMatrixLayoutDestroy(lc);
+	if (desc)
+		cublasLtMatmulDescDestroy(desc);
+	/* a refusal (no algorithm, an operand it cannot take) happens before
+	 * anything is written: the caller falls back */
+	if (!ok || found <= 0 || st != CUBLAS_STATUS_SUCCESS)
+		return 1;
+	return gpt_cuda_launched(op, err);
+}
+
+/* C = alpha op(A) op(B) + beta C (row-major) over a batch; bias (n, may be
+ * NULL) is added to every row of C before C is rounded. */
+static int matmul(gpt_backend *be, const char *op, int ta, int tb, int64_t m, int64_t n,
+		  int64_t k, float alpha, const void *a, int64_t lda, int64_t sa, const void *b,
+		  int64_t ldb, int64_t sb, float beta, void *c, int64_t ldc, int64_t sc,
+		  int64_t batch, const void *bias, gpt_err *err)
+{
+	gpt_cuda_ctx *cx = gpt_cuda_ctx_of(be);
+	cudaDataType dt = cuda_type(be->dtype);
+	if (batch == 0 || m == 0 || n == 0)
+		return 0;
+	int rc;
+	/* the epilogue reads the bias in 16-byte vectors (llm.c's experience) */
+	const void *epi_bias = bias && (uintptr_t)bias % 16 == 0 ? bias : NULL;
+	if (k > 0 && (epi_bias || !bias)) {
+		rc = lt_matmul(be, op, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc,
+			       batch, epi_bias, err);
+		if (rc != 1)
+			return rc;
+	}
+	if (bias) {
+		/* C = bias, then C = AB + C: still one rounding */
+		GPT_CUDA_DISPATCH(be->dtype, T,
+			bias_fill_kernel<T><<<gpt_cuda_blocks(m * n, 256), 256, 0, cx->stream>>>(
+				(T *)c, (const T *)bias, m, n));
+		if ((rc = gpt_cuda_launched(op, err)))
+			return rc;
+		beta = 1.0f;
+	}
+	if (k == 0) {
+		GPT_CUDA_DISPATCH(be->dtype, T,
+			scale_kernel<T><<<gpt_cuda_blocks(batch * m * n, 256), 256, 0, cx->stream>>>(
+				(T *)c, m, n, ldc, sc, batch, beta));
+		return gpt_cuda_launched(op, err);
+	}
+	if (bias && (rc = lt_matmul(be, op, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c,
+				    ldc, sc, batch, NULL, err)) != 1)
+		return rc;
+	/* no cuBLASLt algorithm for these operands: cuBLAS takes any alignment */
+	cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+	cublasStatus_t st = cublasGemmStridedBatchedEx_64(
+		cx->blas, opa, opb, n, m, k, &alpha, b, dt, ldb, sb, a, dt, lda, sa, &beta, c, dt, ldc,
+		sc, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+	if (st != CUBLAS_STATUS_SUCCESS)
+		return gpt_err_set(err, GPT_EINTERNAL, "%s: cuBLAS failed (%s) for m=%lld n=%lld k=%lld",
+				   op, cublasGetStatusString(st), (long long)m, (long long)n,
+				   (long long)k);
+	return gpt_cuda_launched(op, err);
+}
+
+int gpt_cuda_gemm(gpt_backend *be, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+		  float alpha, const void *a, int64_t lda, const void *b, int64_t ldb, float beta,
+		  void *c, int64_t ldc, gpt_err *err)
+{
+	int rc = gemm_check("gemm", trans_a, trans_b, m, n, k, lda, ldb, ldc, err);
+	return rc ? rc : matmul(be, "gemm", trans_a, trans_b, m, n, k, alpha, a, lda, 0, b, ldb, 0,
+				beta, c, ldc, 0, 1, NULL, err);
+}
+
+int gpt_cuda_gemm_batched(gpt_backend *be, int trans_a, int trans_b, int64_t m, int64_t n,
+			  int64_t k, float alpha, const void *a, int64_t lda, int64_t stride_a,
+			  const void *b, int64_t ldb, int64_t stride_b, float beta, void *c,
+			  int64_t ldc, int64_t stride_c, int64_t batch, gpt_err *err)
+{
+	int rc = gemm_check("gemm_batched", trans_a, trans_b, m, n, k, lda, ldb, ldc, err);
+	if (rc)
+		return rc;
+	if (batch < 0 || stride_a < 0 || stride_b < 0 || stride_c < 0)
+		return gpt_err_set(err, GPT_EINTERNAL,
+				   "gemm_batched: negative batch or stride (batch %lld)", (long long)batch);
+	return matmul(be, "gemm_batched", trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb,
+		      stride_b, beta, c, ldc, stride_c, batch, NULL, err);
+}
+
+int gpt_cuda_linear_fwd(gpt_backend *be, void *out, const void *inp, const void *w,
+			const void *bias, int64_t M, int64_t K, int64_t N, gpt_err *err)
+{
+	int rc = gemm_check("linear_fwd", 0, 1, M, N, K, K, K, N, err);
+	return rc ? rc : matmul(be, "linear_fwd", 0, 1, M, N, K, 1.0f, inp, K, 0, w, K, 0, 0.0f, out,
+				N, 0, 1, bias, err);
+}
+
+/* Column sums of src (M, N), pass 1: block (x, y) sums rows
+ * [y*rows, (y+1)*rows) of 32 columns into part[y][col], rows in order
+ * within each thread and the 8 threads' sums combined in a fixed order. */
+template <class T>
+__global__ static void colsum_part_kernel(float *part, const T *src, int64_t M, int64_t N,
+					  int64_t rows)
+{
+	__shared__ float acc[8][33];
+	int64_t col = blockIdx.x * 32 + threadIdx.x;
+	int64_t r0 = blockIdx.y * rows, r1 = r0 + rows < M ? r0 + rows : M;
+	float s = 0.0f;
+	if (col < N)
+		for (int64_t r = r0 + threadIdx.y; r < r1; r += 8)
+			s += gpt_ld(src + r * N + col);
+	acc[threadIdx.y][threadIdx.x] = s;
+	__syncthreads();
+	if (threadIdx.y == 0 && col < N) {
+		float t = 0.0f;
+		for (int i = 0; i < 8; i++)
+			t += acc[i][threadIdx.x];
+		part[blockIdx.y * N + col] = t;
+	}
+}
+
+/* Pass 2: dst[col] += the parts, in order. */
+template <class T>
+__global__ static void colsum_add_kernel(T *dst, const float *part, int64_t parts, int64_t N)
+{
+	for (int64_t col = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; col < N;
+	     col += (int64_t)gridDim.x * blockDim.x) {
+		float s = 0.0f;
+		for (int64_t p = 0; p < parts; p++)
+			s += part[p * N + col];
+		gpt_st(dst + col, gpt_ld(dst + col) + s);
+	}
+}
+
+/* dst (N) += column sums of src (M, N), the same bits on every run. */
+static int colsum_add(gpt_backend *be, void *dst, const void *src, int64_t M, int64_t N,
+		      gpt_err *err)
+{
+	if (M == 0 || N == 0)
+		return 0;
+	int64_t parts = (M + 255) / 256;
+	if (parts > 256)
+		parts = 256;
+	int64_t rows = (M + parts - 1) / parts;
+	parts = (M + rows - 1) / rows;
+	int rc = gpt_backend_scratch(be, (size_t)(parts * N) * sizeof(float), err);
+	if (rc)
+		return rc;
+	cudaStream_t s = gpt_cuda_stream(be);
+	float *part = (float *)be->scratch;
+	dim3 grid((unsigned)((N + 31) / 32), (unsigned)parts), block(32, 8);
+	GPT_CUDA_DISPATCH(be->dtype, T,
+		colsum_part_kernel<T><<<grid, block, 0, s>>>(part, (const T *)src, M, N, rows);
+		colsum_add_kernel<T><<<gpt_cuda_blocks(N, 256), 256, 0, s>>>((T *)dst, part, parts, N));
+	return gpt_cuda_launched("bias gradient", err);
+}
+
+int gpt_cuda_linear_bwd(gpt_backend *be, void *dinp, void *dw, void *dbias, const void *dout,
+			const void *inp, const void *w, int64_t M, int64_t K, int64_t N,
+			gpt_err *err)
+{
+	int rc = gemm_check("linear_bwd", 0, 1, M, N, K, K, K, N, err);
+	if (!rc && dinp)
+		rc = matmul(be, "linear_bwd dinp", 0, 0, M, K, N, 1.0f, dout, N, 0, w, K, 0, 0.0f,
+			    dinp, K, 0, 1, NULL, err);
+	if (!rc && dw)
+		rc = matmul(be, "linear_bwd dw", 1, 0, N, K, M, 1.0f, dout, N, 0, inp, K, 0, 1.0f, dw,
+			    K, 0, 1, NULL, err);
+	if (!rc && dbias)
+		rc = colsum_add(be, dbias, dout, M, N, err);
+	return rc;
+}
+
+int gpt_cuda_bias_add(gpt_backend *be, void *out, const void *bias, int64_t M, int64_t N,
+		      gpt_err *err)
+{
+	int rc = gpt_cuda_check_sizes("bias_add", err, 2, M, N);
+	if (rc || M * N == 0)
+		return rc;
+	GPT_CUDA_DISPATCH(be->dtype, T,
+		bias_add_kernel<T><<<gpt_cuda_blocks(M * N, 256), 256, 0, gpt_cuda_stream(be)>>>(
+			(T *)out, (const T *)bias, M, N));
+	return gpt_cuda_launched("bias_add", err);
+}

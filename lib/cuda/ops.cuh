@@ -1,0 +1,177 @@
+/* Private to lib/cuda: the CUDA backend's context (be->impl), the dtype
+ * helpers the kernels share, and the ops each .cu file defines for the table
+ * in backend.cu. Kernels compute in fp32 whatever the storage dtype and round
+ * to nearest even on store, as the CPU backend does (see backend/ops.h). */
+#ifndef GPT_CUDA_OPS_CUH
+#define GPT_CUDA_OPS_CUH
+
+#include "cuda/common.cuh"
+
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+/* Errors a kernel finds in the data (a target outside the vocabulary) are
+ * written to device memory and reported by the next sync or download: the
+ * op itself returns before the kernel runs. */
+enum { GPT_CUDA_BAD_NONE = 0, GPT_CUDA_BAD_TARGET_FWD, GPT_CUDA_BAD_TARGET_BWD };
+
+typedef struct gpt_cuda_ctx {
+	int device;
+	cudaStream_t stream;
+	cublasLtHandle_t lt;
+	cublasHandle_t blas;
+	void *workspace;          /* cuBLASLt workspace */
+	size_t workspace_size;
+	int *bad;                 /* device: {kind, row, target, V} of the last bad datum */
+	int32_t *host_idx;        /* host and device buffers of embedding_bwd's row order */
+	int32_t *dev_idx;
+	int64_t idx_cap;          /* elements of each */
+} gpt_cuda_ctx;
+
+static inline gpt_cuda_ctx *gpt_cuda_ctx_of(gpt_backend *be)
+{
+	return (gpt_cuda_ctx *)be->impl;
+}
+
+static inline cudaStream_t gpt_cuda_stream(gpt_backend *be)
+{
+	return ((gpt_cuda_ctx *)be->impl)->stream;
+}
+
+/* The result of the kernel launches just issued. */
+static inline int gpt_cuda_launched(const char *op, gpt_err *err)
+{
+	return gpt_cuda_check(cudaGetLastError(), op, err);
+}
+
+/* Blocks for a grid-stride loop over n items. */
+static inline unsigned gpt_cuda_blocks(int64_t n, int threads)
+{
+	int64_t b = (n + threads - 1) / threads;
+	return (unsigned)(b < 1 ? 1 : b > 65535 ? 65535 : b);
+}
+
+/* ---- storage dtype helpers (device) ---- */
+__device__ __forceinline__ float gpt_ld(const float *p) { return *p; }
+__device__ __forceinline__ float gpt_ld(const __nv_bfloat16 *p) { return __bfloat162float(*p); }
+__device__ __forceinline__ float gpt_ld(const __half *p) { return __half2float(*p); }
+__device__ __forceinline__ void gpt_st(float *p, float v) { *p = v; }
+__device__ __forceinline__ void gpt_st(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
+__device__ __forceinline__ void gpt_st(__half *p, float v) { *p = __float2half_rn(v); }
+
+__device__ __forceinline__ float gpt_warp_sum(float v)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+
+__device__ __forceinline__ float gpt_warp_max(float v)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+	return v;
+}
+
+/* Runs `body` with T the element type of `dtype` (fp32, bf16 or fp16). */
+#define GPT_CUDA_DISPATCH(dtype, T, ...)                       \
+	switch (dtype) {                                       \
+	case GPT_DTYPE_BF16: {                                 \
+		typedef __nv_bfloat16 T;                       \
+		__VA_ARGS__;                                   \
+		break;                                         \
+	}                                                      \
+	case GPT_DTYPE_F16: {                                  \
+		typedef __half T;                              \
+		__VA_ARGS__;                                   \
+		break;                                         \
+	}                                                      \
+	default: {                                             \
+		typedef float T;                               \
+		__VA_ARGS__;                                   \
+		break;                                         \
+	}                                                      \
+	}
+
+/* Fails with GPT_EINTERNAL unless every size is >= 0 (backend.cu). */
+int gpt_cuda_check_sizes(const char *op, gpt_err *err, int count, ...);
+/* Checks a dropout site (NULL allowed) as the CPU does (elementwise.cu). */
+int gpt_cuda_dropout_check(const char *op, const gpt_dropout *d, gpt_err *err);
+/* The convert op on the backend's stream (cast.cu). */
+int gpt_cuda_convert_on(cudaStream_t s, void *dst, gpt_dtype dst_t, const void *src,
+			gpt_dtype src_t, size_t n, gpt_err *err);
+
+/* ---- the ops (backend/ops.h), one family per file ---- */
+int gpt_cuda_gemm(gpt_backend *be, int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+		  float alpha, const void *a, int64_t lda, const void *b, int64_t ldb, float beta,
+		  void *c, int64_t ldc, gpt_err *err);
+int gpt_cuda_gemm_batched(gpt_backend *be, int trans_a, int trans_b, int64_t m, int64_t n,
+			  int64_t k, float alpha, const void *a, int64_t lda, int64_t stride_a,
+			  const void *b, int64_t ldb, int64_t stride_b, float beta, void *c,
+			  int64_t ldc, int64_t stride_c, int64_t batch, gpt_err *err);
+int gpt_cuda_linear_fwd(gpt_backend *be, void *out, const void *inp, const void *w,
+			const void *bias, int64_t M, int64_t K, int64_t N, gpt_err *err);
+int gpt_cuda_linear_bwd(gpt_backend *be, void *dinp, void *dw, void *dbias, const void *dout,
+			const void *inp, const void *w, int64_t M, int64_t K, int64_t N,
+			gpt_err *err);
+int gpt_cuda_bias_add(gpt_backend *be, void *out, const void *bias, int64_t M, int64_t N,
+		      gpt_err *err);
+
+int gpt_cuda_layernorm_fwd(gpt_backend *be, void *out, float *mean, float *rstd,
+			   const void *inp, const void *w, const void *b, int64_t N, int64_t C,
+			   float eps, gpt_err *err);
+int gpt_cuda_layernorm_bwd(gpt_backend *be, void *dinp, void *dw, void *db, const void *dout,
+			   const void *inp, const void *w, const float *mean, const float *rstd,
+			   int64_t N, int64_t C, gpt_err *err);
+int gpt_cuda_gelu_fwd(gpt_backend *be, void *out, const void *inp, int64_t n, gpt_err *err);
+int gpt_cuda_gelu_bwd(gpt_backend *be, void *dinp, const void *inp, const void *dout,
+		      int64_t n, gpt_err *err);
+
+int gpt_cuda_attention_fwd(gpt_backend *be, void *out, float *saved, const void *qkv,
+			   int64_t B, int64_t T, int64_t NH, int64_t HS, const gpt_dropout *d,
+			   gpt_err *err);
+int gpt_cuda_attention_bwd(gpt_backend *be, void *dqkv, const void *dout, const void *qkv,
+			   const float *saved, int64_t B, int64_t T, int64_t NH, int64_t HS,
+			   const gpt_dropout *d, gpt_err *err);
+int64_t gpt_cuda_attention_saved_size(gpt_backend *be, int64_t B, int64_t T, int64_t NH,
+				      int64_t HS);
+int gpt_cuda_attention_kv(gpt_backend *be, void *out, void *kcache, void *vcache,
+			  const void *qkv, int64_t B, int64_t Tn, int64_t t0, int64_t maxT,
+			  int64_t NH, int64_t HS, gpt_err *err);
+
+int gpt_cuda_xent_fwd(gpt_backend *be, float *max, float *sumexp, float *tlogit,
+		      const void *logits, const int32_t *targets, int64_t N, int64_t Vl,
+		      int64_t ld, int64_t v0, int64_t V, gpt_err *err);
+int gpt_cuda_xent_rescale(gpt_backend *be, float *sumexp, const float *max_local,
+			  const float *max_global, int64_t N, gpt_err *err);
+int gpt_cuda_xent_loss(gpt_backend *be, float *loss, const float *max, const float *sumexp,
+		       const float *tlogit, const int32_t *targets, int64_t N, gpt_err *err);
+int gpt_cuda_xent_bwd(gpt_backend *be, void *dlogits, const void *logits,
+		      const int32_t *targets, const float *max, const float *sumexp, float dloss,
+		      int64_t N, int64_t Vl, int64_t ld, int64_t v0, int64_t V, gpt_err *err);
+
+int gpt_cuda_embedding_fwd(gpt_backend *be, void *out, const int32_t *tokens, const void *wte,
+			   const void *wpe, int64_t B, int64_t T, int64_t C, int64_t v0,
+			   int64_t Vl, int64_t t0, gpt_err *err);
+int gpt_cuda_embedding_bwd(gpt_backend *be, void *dwte, void *dwpe, const void *dout,
+			   const int32_t *tokens, int64_t B, int64_t T, int64_t C, int64_t v0,
+			   int64_t Vl, int64_t t0, gpt_err *err);
+int gpt_cuda_residual_fwd(gpt_backend *be, void *out, const void *a, const void *b, int64_t n,
+			  gpt_err *err);
+int gpt_cuda_residual_bwd(gpt_backend *be, void *da, void *db, const void *dout, int64_t n,
+			  gpt_err *err);
+int gpt_cuda_dropout_fwd(gpt_backend *be, void *out, const void *inp, int64_t B, int64_t T,
+			 int64_t F, const gpt_dropout *d, gpt_err *err);
+int gpt_cuda_dropout_bwd(gpt_backend *be, void *dinp, const void *dout, int64_t B, int64_t T,
+			 int64_t F, const gpt_dropout *d, gpt_err *err);
+
+int gpt_cuda_adamw(gpt_backend *be, void *param, float *master, const void *grad, float *m,
+		   float *v, int64_t n, const gpt_adamw *h, gpt_err *err);
+int gpt_cuda_sum_squares(gpt_backend *be, float *acc, const void *x, int64_t n, gpt_err *err);
+int gpt_cuda_check_finite(gpt_backend *be, float *flag, const void *x, int64_t n,
+			  gpt_err *err);
+
+#endif

@@ -1,0 +1,182 @@
+/* Softmax cross-entropy over vocabulary pieces (lib/cpu/softmax_xent.c's
+ * contract): a block per row for the statistics, one pass over the logits
+ * with an online maximum; the gradient in one more pass, in place allowed.
+ * A target outside the vocabulary is left in the context's error flag and
+ * reported by the next download or sync. */
+#include "cuda/ops.cuh"
+
+#include <math.h>
+
+#define XENT_THREADS 512
+
+/* Columns of this piece that are real vocabulary, not padding. */
+static int64_t real_cols(int64_t Vl, int64_t v0, int64_t V)
+{
+	int64_t n = V - v0;
+	return n < 0 ? 0 : n < Vl ? n : Vl;
+}
+
+__device__ static void note_bad(int *bad, int kind, int64_t row, int32_t target, int64_t V)
+{
+	bad[1] = (int)row;
+	bad[2] = target;
+	bad[3] = (int)V;
+	bad[0] = kind;
+}
+
+/* (m, s) := the pair whose sum is s e^m of both, -inf maxima adding 0. */
+__device__ static void combine(float &m, float &s, float m2, float s2)
+{
+	float mm = fmaxf(m, m2);
+	if (mm == -INFINITY)
+		return;
+	s = (m == -INFINITY ? 0.0f : s * expf(m - mm)) + (m2 == -INFINITY ? 0.0f : s2 * expf(m2 - mm));
+	m = mm;
+}
+
+template <class T>
+__global__ static void xent_fwd_kernel(float *max, float *sumexp, float *tlogit, const T *logits,
+				       const int32_t *targets, int64_t Vl, int64_t ld, int64_t v0,
+				       int64_t V, int64_t nr, int *bad)
+{
+	__shared__ float sm[XENT_THREADS / 32], ss[XENT_THREADS / 32];
+	int64_t r = blockIdx.x;
+	const T *row = logits + r * ld;
+	float m = -INFINITY, s = 0.0f;
+	for (int64_t j = threadIdx.x; j < nr; j += blockDim.x) {
+		float x = gpt_ld(row + j);
+		if (x > m) {
+			s = (m == -INFINITY ? 0.0f : s * expf(m - x)) + 1.0f;
+			m = x;
+		} else {
+			s += expf(x - m);
+		}
+	}
+	for (int o = 16; o > 0; o >>= 1) {
+		float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+		combine(m, s, m2, s2);
+	}
+	int warp = threadIdx.x / 32, nw = blockDim.x / 32;
+	if (threadIdx.x % 32 == 0) {
+		sm[warp] = m;
+		ss[warp] = s;
+	}
+	__syncthreads();
+	if (threadIdx.x != 0)
+		return;
+	m = sm[0];
+	s = ss[0];
+	for (int w = 1; w < nw; w++)
+		combine(m, s, sm[w], ss[w]);
+	int32_t tg = targets[r];
+	int64_t t = (int64_t)tg - v0;
+	if (tg >= V)
+		note_bad(bad, GPT_CUDA_BAD_TARGET_FWD, r, tg, V);
+	max[r] = m;
+	sumexp[r] = s;
+	tlogit[r] = tg >= 0 && t >= 0 && t < nr ? gpt_ld(row + t) : 0.0f;
+}
+
+int gpt_cuda_xent_fwd(gpt_backend *be, float *max, float *sumexp, float *tlogit,
+		      const void *logits, const int32_t *targets, int64_t N, int64_t Vl,
+		      int64_t ld, int64_t v0, int64_t V, gpt_err *err)
+{
+	int rc = gpt_cuda_check_sizes("xent_fwd", err, 5, N, Vl, ld, v0, V);
+	if (rc)
+		return rc;
+	if (ld < Vl)
+		return gpt_err_set(err, GPT_EINTERNAL, "xent_fwd: row stride %lld is below the %lld columns",
+				   (long long)ld, (long long)Vl);
+	if (N == 0)
+		return 0;
+	int *bad = gpt_cuda_ctx_of(be)->bad;
+	GPT_CUDA_DISPATCH(be->dtype, T,
+		xent_fwd_kernel<T><<<(unsigned)N, XENT_THREADS, 0, gpt_cuda_stream(be)>>>(
+			max, sumexp, tlogit, (const T *)logits, targets, Vl, ld, v0, V,
+			real_cols(Vl, v0, V), bad));
+	return gpt_cuda_launched("xent_fwd", err);
+}
+
+__global__ static void xent_rescale_kernel(float *sumexp, const float *ml, const float *mg,
+					   int64_t N)
+{
+	for (int64_t r = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; r < N;
+	     r += (int64_t)gridDim.x * blockDim.x)
+		sumexp[r] = ml[r] == -INFINITY ? 0.0f : sumexp[r] * expf(ml[r] - mg[r]);
+}
+
+int gpt_cuda_xent_rescale(gpt_backend *be, float *sumexp, const float *max_local,
+			  const float *max_global, int64_t N, gpt_err *err)
+{
+	int rc = gpt_cuda_check_sizes("xent_rescale", err, 1, N);
+	if (rc || N == 0)
+		return rc;
+	xent_rescale_kernel<<<gpt_cuda_blocks(N, 256), 256, 0, gpt_cuda_stream(be)>>>(
+		sumexp, max_local, max_global, N);
+	return gpt_cuda_launched("xent_rescale", err);
+}
+
+__global__ static void xent_loss_kernel(float *loss, const float *max, const float *sumexp,
+					const float *tlogit, const int32_t *targets, int64_t N)
+{
+	for (int64_t r = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; r < N;
+	     r += (int64_t)gridDim.x * blockDim.x)
+		loss[r] = targets[r] < 0 ? 0.0f : logf(sumexp[r]) + max[r] - tlogit[r];
+}
+
+int gpt_cuda_xent_loss(gpt_backend *be, float *loss, const float *max, const float *sumexp,
+		       const float *tlogit, const int32_t *targets, int64_t N, gpt_err *err)
+{
+	int rc = gpt_cuda_check_sizes("xent_loss", err, 1, N);
+	if (rc || N == 0)
+		return rc;
+	xent_loss_kernel<<<gpt_cuda_blocks(N, 256), 256, 0, gpt_cuda_stream(be)>>>(
+		loss, max, sumexp, tlogit, targets, N);
+	return gpt_cuda_launched("xent_loss", err);
+}
+
+/* Block (r, y): columns of row r, grid-stride over y. */
+template <class T>
+__global__ static void xent_bwd_kernel(T *dlogits, const T *logits, const int32_t *targets,
+				       const float *max, const float *sumexp, float dloss,
+				       int64_t Vl, int64_t ld, int64_t v0, int64_t V, int64_t nr,
+				       int *bad)
+{
+	int64_t r = blockIdx.x;
+	int32_t tg = targets[r];
+	if (tg >= V && blockIdx.y == 0 && threadIdx.x == 0)
+		note_bad(bad, GPT_CUDA_BAD_TARGET_BWD, r, tg, V);
+	const T *row = logits + r * ld;
+	T *drow = dlogits + r * ld;
+	float m = max[r], inv = 1.0f / sumexp[r];
+	int64_t t = (int64_t)tg - v0;
+	for (int64_t j = blockIdx.y * (int64_t)blockDim.x + threadIdx.x; j < Vl;
+	     j += (int64_t)gridDim.y * blockDim.x) {
+		float g = 0.0f;
+		if (tg >= 0 && j < nr)
+			g = (expf(gpt_ld(row + j) - m) * inv - (j == t ? 1.0f : 0.0f)) * dloss;
+		gpt_st(drow + j, g);
+	}
+}
+
+int gpt_cuda_xent_bwd(gpt_backend *be, void *dlogits, const void *logits,
+		      const int32_t *targets, const float *max, const float *sumexp, float dloss,
+		      int64_t N, int64_t Vl, int64_t ld, int64_t v0, int64_t V, gpt_err *err)
+{
+	int rc = gpt_cuda_check_sizes("xent_bwd", err, 5, N, Vl, ld, v0, V);
+	if (rc)
+		return rc;
+	if (ld < Vl)
+		return gpt_err_set(err, GPT_EINTERNAL, "xent_bwd: row stride %lld is below the %lld columns",
+				   (long long)ld, (long long)Vl);
+	if (N == 0 || Vl == 0)
+		return 0;
+	int64_t yb = (Vl + 255) / 256;
+	dim3 grid((unsigned)N, (unsigned)(yb > 64 ? 64 : yb));
+	int *bad = gpt_cuda_ctx_of(be)->bad;
+	GPT_CUDA_DISPATCH(be->dtype, T,
+		xent_bwd_kernel<T><<<grid, 256, 0, gpt_cuda_stream(be)>>>(
+			(T *)dlogits, (const T *)logits, targets, max, sumexp, dloss, Vl, ld, v0, V,
+			real_cols(Vl, v0, V), bad));
+	return gpt_cuda_launched("xent_bwd", err);
+}

@@ -1,0 +1,664 @@
+/* Every CUDA backend op against the CPU backend (the reference) on fresh
+ * random inputs at GPT-2 small shapes (B=4, T=256, C=768, 12 heads, two
+ * vocabulary pieces of 50304/2), for fp32, bf16 and fp16 storage. Inputs are
+ * rounded to the storage dtype first, so both backends see the same values;
+ * each output element must satisfy |gpu - cpu| <= tol (|cpu| + rms(cpu))
+ * with tol 1e-5 for fp32 tensors and 1e-2 for 16-bit ones. Dropout masks
+ * and the embedding's gradient order must agree exactly. Then one training
+ * step of a small GPT (lib/model over each backend): losses and every
+ * gradient. Skips where there is no GPU. */
+#include "backend/backend.h"
+#include "cpu/cpu.h"
+#include "cuda/cuda.h"
+#include "model/gpt.h"
+#include "../unit/tap.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static gpt_dtype DT;
+static gpt_backend cpu, gpu;
+static gpt_err err;
+static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
+
+/* Uniform in [-1, 1), splitmix64. */
+static double urand(void)
+{
+	uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	z ^= z >> 31;
+	return (double)(z >> 11) * 0x1.0p-52 - 1.0;
+}
+
+/* One tensor on both backends: h in host (CPU backend) memory, d on the
+ * device, holding the same values of dtype t. */
+typedef struct ten {
+	gpt_dtype t;
+	int64_t n;
+	void *h, *d;
+} ten;
+
+static void *xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+	if (!p) {
+		printf("Bail out! out of memory\n");
+		exit(1);
+	}
+	return p;
+}
+
+static ten ten_of(gpt_dtype t, const float *x, int64_t n)
+{
+	ten v = {t, n, NULL, NULL};
+	size_t bytes = (size_t)n * gpt_dtype_size(t);
+	v.h = xmalloc(bytes);
+	gpt_convert(v.h, t, x, GPT_DTYPE_F32, (size_t)n, NULL);
+	v.d = gpt_cuda_malloc(bytes, "test tensor", &err);
+	if (!v.d || gpu.ops->upload(&gpu, v.d, v.h, bytes, &err)) {
+		printf("Bail out! %s\n", err.msg);
+		exit(1);
+	}
+	return v;
+}
+
+/* Random values scale * U[-1, 1) (rounded to t); fill >= 0 makes them all that value. */
+static ten ten_rand(gpt_dtype t, int64_t n, double scale)
+{
+	float *x = xmalloc((size_t)n * sizeof *x);
+	for (int64_t i = 0; i < n; i++)
+		x[i] = (float)(scale * urand());
+	ten v = ten_of(t, x, n);
+	free(x);
+	return v;
+}
+
+static ten ten_const(gpt_dtype t, int64_t n, float c)
+{
+	float *x = xmalloc((size_t)n * sizeof *x);
+	for (int64_t i = 0; i < n; i++)
+		x[i] = c;
+	ten v = ten_of(t, x, n);
+	free(x);
+	return v;
+}
+
+static ten st(int64_t n, double scale) { return ten_rand(DT, n, scale); }
+static ten f32(int64_t n, double scale) { return ten_rand(GPT_DTYPE_F32, n, scale); }
+
+static void ten_free(ten *v)
+{
+	free(v->h);
+	gpt_cuda_free(v->d);
+	memset(v, 0, sizeof *v);
+}
+
+/* Both copies as fp32: *cpu_f, *gpu_f (malloc'd). */
+static int fetch(const ten *v, float **cpu_f, float **gpu_f)
+{
+	size_t bytes = (size_t)v->n * gpt_dtype_size(v->t);
+	void *raw = xmalloc(bytes);
+	*cpu_f = xmalloc((size_t)v->n * sizeof(float));
+	*gpu_f = xmalloc((size_t)v->n * sizeof(float));
+	int rc = gpu.ops->download(&gpu, raw, v->d, bytes, &err);
+	gpt_convert(*cpu_f, GPT_DTYPE_F32, v->h, v->t, (size_t)v->n, NULL);
+	gpt_convert(*gpu_f, GPT_DTYPE_F32, raw, v->t, (size_t)v->n, NULL);
+	free(raw);
+	return rc;
+}
+
+static double tol_of(gpt_dtype t)
+{
+	return t == GPT_DTYPE_F32 ? 1e-5 : 1e-2;
+}
+
+/* Every element within tol (|cpu| + rms(cpu)); factor widens tol. */
+static void same(const char *what, const ten *v, double factor)
+{
+	float *c, *g;
+	if (fetch(v, &c, &g)) {
+		ok(0, "%s %s: download: %s", gpt_dtype_name(DT), what, err.msg);
+		free(c);
+		free(g);
+		return;
+	}
+	double ss = 0;
+	for (int64_t i = 0; i < v->n; i++)
+		ss += (double)c[i] * c[i];
+	double rms = v->n ? sqrt(ss / (double)v->n) : 0, tol = tol_of(v->t) * factor;
+	double worst = 0;
+	int64_t wi = 0;
+	for (int64_t i = 0; i < v->n; i++) {
+		double d = fabs((double)g[i] - c[i]);
+		double e = d == 0 ? 0 : d / (fabs(c[i]) + rms + 1e-30);
+		if (!(e <= worst)) {
+			worst = e;
+			wi = i;
+		}
+	}
+	ok(worst <= tol, "%s %s: %lld elements within %g (worst %.3g)", gpt_dtype_name(DT), what,
+	   (long long)v->n, tol, worst);
+	if (worst > tol)
+		diag("element %lld: gpu %.9g cpu %.9g (rms %.3g)", (long long)wi, (double)g[wi],
+		     (double)c[wi], rms);
+	free(c);
+	free(g);
+}
+
+/* The zero pattern of two results is the same (dropout masks). */
+static void same_zeros(const char *what, const ten *v)
+{
+	float *c, *g;
+	int rc = fetch(v, &c, &g);
+	int64_t bad = 0, zeros = 0;
+	for (int64_t i = 0; !rc && i < v->n; i++) {
+		bad += (c[i] == 0.0f) != (g[i] == 0.0f);
+		zeros += c[i] == 0.0f;
+	}
+	ok(!rc && bad == 0 && zeros > 0, "%s %s: the same %lld dropped elements", gpt_dtype_name(DT),
+	   what, (long long)zeros);
+	if (bad)
+		diag("%lld elements differ in being zero", (long long)bad);
+	free(c);
+	free(g);
+}
+
+#define H(v) ((v).h)
+#define D(v) ((v).d)
+/* Runs op on the CPU with the host pointers and on the GPU with the device
+ * ones: args are written twice, once per backend, through CALL2. */
+#define CALL2(op, cargs, gargs)                                                          \
+	do {                                                                             \
+		if (cpu.ops->op cargs) {                                                 \
+			ok(0, "%s cpu " #op ": %s", gpt_dtype_name(DT), err.msg);        \
+			return;                                                          \
+		}                                                                        \
+		if (gpu.ops->op gargs) {                                                 \
+			ok(0, "%s cuda " #op ": %s", gpt_dtype_name(DT), err.msg);       \
+			return;                                                          \
+		}                                                                        \
+	} while (0)
+
+#ifndef GPT_CUDA_EMU
+enum { B = 4, T = 256, C = 768, NH = 12, HS = 64, F = 3072, BT = B * T };
+#define VOCAB 50257
+#define VPAD 50304
+#define GEMM_M 256, n = 384, k = 768
+#define BATCHED 12, bm = 256, bn = 256, bk = 64
+#define ADAMW_N (1 << 20)
+#define MODEL_SHAPE .max_pos = 128, .hidden = 256, .layers = 2, .heads = 4, .ffn = 1024
+#define MODEL_T 128
+#else /* tests/gpu/emu/run.sh: small shapes (T not a multiple of the tiles) for a CPU emulation */
+enum { B = 2, T = 45, C = 128, NH = 2, HS = 64, F = 512, BT = B * T };
+#define VOCAB 1000
+#define VPAD 1024
+#define GEMM_M 37, n = 45, k = 70
+#define BATCHED 3, bm = 33, bn = 40, bk = 20
+#define ADAMW_N (1 << 14)
+#define MODEL_SHAPE .max_pos = 64, .hidden = 128, .layers = 2, .heads = 2, .ffn = 512
+#define MODEL_T 64
+#endif
+
+static void test_gemm(void)
+{
+	int64_t m = GEMM_M;
+	for (int ta = 0; ta < 2; ta++)
+		for (int tb = 0; tb < 2; tb++) {
+			int64_t lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 5, ldc = n + 7;
+			ten a = st((ta ? k : m) * lda, 1), b = st((tb ? n : k) * ldb, 1);
+			ten c = st(m * ldc, 1);
+			CALL2(gemm, (&cpu, ta, tb, m, n, k, 0.5f, H(a), lda, H(b), ldb, 1.0f, H(c), ldc, &err),
+			      (&gpu, ta, tb, m, n, k, 0.5f, D(a), lda, D(b), ldb, 1.0f, D(c), ldc, &err));
+			char what[64];
+			snprintf(what, sizeof what, "gemm trans %d%d, beta 1, strided", ta, tb);
+			same(what, &c, 1);
+			ten_free(&a);
+			ten_free(&b);
+			ten_free(&c);
+		}
+	/* beta 0 ignores NaN in C */
+	ten a = st(m * k, 1), b = st(n * k, 1), c = ten_const(DT, m * n, NAN);
+	CALL2(gemm, (&cpu, 0, 1, m, n, k, 1.0f, H(a), k, H(b), k, 0.0f, H(c), n, &err),
+	      (&gpu, 0, 1, m, n, k, 1.0f, D(a), k, D(b), k, 0.0f, D(c), n, &err));
+	same("gemm beta 0 over NaN", &c, 1);
+	ten_free(&c);
+	/* batched, as attention's heads would be */
+	int64_t bs = BATCHED;
+	ten ba = st(bs * bm * bk, 1), bb = st(bs * bn * bk, 1), bc = st(bs * bm * bn, 1);
+	CALL2(gemm_batched, (&cpu, 0, 1, bm, bn, bk, 0.125f, H(ba), bk, bm * bk, H(bb), bk, bn * bk,
+			     0.0f, H(bc), bn, bm * bn, bs, &err),
+	      (&gpu, 0, 1, bm, bn, bk, 0.125f, D(ba), bk, bm * bk, D(bb), bk, bn * bk, 0.0f, D(bc), bn,
+	       bm * bn, bs, &err));
+	same("gemm_batched", &bc, 1);
+	ten_free(&a);
+	ten_free(&b);
+	ten_free(&ba);
+	ten_free(&bb);
+	ten_free(&bc);
+}
+
+static void test_linear(void)
+{
+	ten x = st(BT * C, 1), w = st(3 * C * C, 0.05), bias = st(3 * C, 0.5);
+	ten y = st(BT * 3 * C, 1);
+	CALL2(linear_fwd, (&cpu, H(y), H(x), H(w), H(bias), BT, C, 3 * C, &err),
+	      (&gpu, D(y), D(x), D(w), D(bias), BT, C, 3 * C, &err));
+	same("linear_fwd with bias (qkv)", &y, 1);
+	CALL2(linear_fwd, (&cpu, H(y), H(x), H(w), NULL, BT, C, 3 * C, &err),
+	      (&gpu, D(y), D(x), D(w), NULL, BT, C, 3 * C, &err));
+	same("linear_fwd without bias", &y, 1);
+	/* a bias at an odd element offset (a flat parameter buffer) */
+	ten bias2 = st(3 * C + 1, 0.5);
+	CALL2(linear_fwd, (&cpu, H(y), H(x), H(w), (char *)H(bias2) + gpt_dtype_size(DT), BT, C, 3 * C, &err),
+	      (&gpu, D(y), D(x), D(w), (char *)D(bias2) + gpt_dtype_size(DT), BT, C, 3 * C, &err));
+	same("linear_fwd with a misaligned bias", &y, 1);
+	ten_free(&x);
+	ten_free(&w);
+	ten_free(&bias);
+	ten_free(&bias2);
+	ten_free(&y);
+
+	/* backward of the MLP's fc: K = 768, N = 3072; dw and dbias accumulate */
+	ten g = st(BT * F, 1), inp = st(BT * C, 1), w2 = st(F * C, 0.05);
+	ten dinp = ten_const(DT, BT * C, NAN), dw = st(F * C, 1), db = st(F, 1);
+	CALL2(linear_bwd, (&cpu, H(dinp), H(dw), H(db), H(g), H(inp), H(w2), BT, C, F, &err),
+	      (&gpu, D(dinp), D(dw), D(db), D(g), D(inp), D(w2), BT, C, F, &err));
+	same("linear_bwd dinp (written over NaN)", &dinp, 1);
+	same("linear_bwd dw (accumulated)", &dw, 1);
+	same("linear_bwd dbias (accumulated)", &db, 1);
+	CALL2(linear_bwd, (&cpu, NULL, NULL, H(db), H(g), H(inp), H(w2), BT, C, F, &err),
+	      (&gpu, NULL, NULL, D(db), D(g), D(inp), D(w2), BT, C, F, &err));
+	same("linear_bwd dbias only", &db, 1);
+	ten out = st(BT * C, 1), b3 = st(C, 1);
+	CALL2(bias_add, (&cpu, H(out), H(b3), BT, C, &err), (&gpu, D(out), D(b3), BT, C, &err));
+	same("bias_add", &out, 1);
+	ten_free(&g);
+	ten_free(&inp);
+	ten_free(&w2);
+	ten_free(&dinp);
+	ten_free(&dw);
+	ten_free(&db);
+	ten_free(&out);
+	ten_free(&b3);
+}
+
+static void test_layernorm(void)
+{
+	ten x = st(BT * C, 2), w = st(C, 1), b = st(C, 1), y = st(BT * C, 1);
+	ten mean = f32(BT, 1), rstd = f32(BT, 1);
+	/* an offset so that the mean matters */
+	float *xs = xmalloc(BT * C * sizeof *xs);
+	for (int64_t i = 0; i < BT * C; i++)
+		xs[i] = (float)(3.0 + 2.0 * urand());
+	ten_free(&x);
+	x = ten_of(DT, xs, BT * C);
+	free(xs);
+	CALL2(layernorm_fwd, (&cpu, H(y), H(mean), H(rstd), H(x), H(w), H(b), BT, C, 1e-5f, &err),
+	      (&gpu, D(y), D(mean), D(rstd), D(x), D(w), D(b), BT, C, 1e-5f, &err));
+	same("layernorm_fwd out", &y, 1);
+	same("layernorm_fwd mean", &mean, 1);
+	same("layernorm_fwd rstd", &rstd, 1);
+	ten g = st(BT * C, 1), dx = st(BT * C, 1), dw = st(C, 1), db = st(C, 1);
+	CALL2(layernorm_bwd, (&cpu, H(dx), H(dw), H(db), H(g), H(x), H(w), (float *)H(mean), (float *)H(rstd), BT, C, &err),
+	      (&gpu, D(dx), D(dw), D(db), D(g), D(x), D(w), (float *)D(mean), (float *)D(rstd), BT, C, &err));
+	same("layernorm_bwd dinp (accumulated)", &dx, 1);
+	same("layernorm_bwd dw (accumulated)", &dw, 1);
+	same("layernorm_bwd db (accumulated)", &db, 1);
+	CALL2(layernorm_bwd, (&cpu, H(dx), NULL, NULL, H(g), H(x), H(w), (float *)H(mean), (float *)H(rstd), BT, C, &err),
+	      (&gpu, D(dx), NULL, NULL, D(g), D(x), D(w), (float *)D(mean), (float *)D(rstd), BT, C, &err));
+	same("layernorm_bwd without dw, db", &dx, 1);
+	ten *all[] = {&x, &w, &b, &y, &mean, &rstd, &g, &dx, &dw, &db};
+	for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+		ten_free(all[i]);
+}
+
+static void test_elementwise(void)
+{
+	int64_t n = BT * F;
+	ten x = st(n, 4), y = st(n, 1), g = st(n, 1);
+	CALL2(gelu_fwd, (&cpu, H(y), H(x), n, &err), (&gpu, D(y), D(x), n, &err));
+	same("gelu_fwd", &y, 1);
+	CALL2(gelu_bwd, (&cpu, H(g), H(x), H(g), n, &err), (&gpu, D(g), D(x), D(g), n, &err));
+	same("gelu_bwd (in place)", &g, 1);
+	CALL2(residual_fwd, (&cpu, H(y), H(x), H(y), n, &err), (&gpu, D(y), D(x), D(y), n, &err));
+	same("residual_fwd (out aliases b)", &y, 1);
+	CALL2(residual_bwd, (&cpu, H(x), H(y), H(g), n, &err), (&gpu, D(x), D(y), D(g), n, &err));
+	same("residual_bwd da", &x, 1);
+	same("residual_bwd db", &y, 1);
+	CALL2(residual_bwd, (&cpu, NULL, H(y), H(g), n, &err), (&gpu, NULL, D(y), D(g), n, &err));
+	same("residual_bwd db only", &y, 1);
+	gpt_dropout d = {.p = 0.1f, .key = {.seed = 1234, .step = 7, .layer = 3, .site = GPT_RNG_SITE_MLP_RESID},
+			 .sample0 = 8, .feature0 = 768, .t0 = 13};
+	ten a = st(BT * C, 1), o = st(BT * C, 1);
+	CALL2(dropout_fwd, (&cpu, H(o), H(a), B, T, C, &d, &err), (&gpu, D(o), D(a), B, T, C, &d, &err));
+	same("dropout_fwd p=0.1", &o, 1);
+	same_zeros("dropout_fwd mask", &o);
+	CALL2(dropout_bwd, (&cpu, H(a), H(a), B, T, C, &d, &err), (&gpu, D(a), D(a), B, T, C, &d, &err));
+	same("dropout_bwd in place", &a, 1);
+	same_zeros("dropout_bwd mask", &a);
+	d.p = 0;
+	CALL2(dropout_fwd, (&cpu, H(o), H(g), B, T, C, &d, &err), (&gpu, D(o), D(g), B, T, C, &d, &err));
+	same("dropout_fwd p=0 copies", &o, 1);
+	ten_free(&x);
+	ten_free(&y);
+	ten_free(&g);
+	ten_free(&a);
+	ten_free(&o);
+}
+
+static void test_attention(float p)
+{
+	int64_t n3 = BT * 3 * C;
+	gpt_dropout d = {.p = p, .key = {.seed = 99, .step = 5, .layer = 2, .site = GPT_RNG_SITE_ATTN_PROBS},
+			 .sample0 = 4, .feature0 = 12};
+	ten qkv = st(n3, 1.5), out = st(BT * C, 1);
+	int64_t ncs = cpu.ops->attention_saved_size(&cpu, B, T, NH, HS);
+	int64_t ngs = gpu.ops->attention_saved_size(&gpu, B, T, NH, HS);
+	float *cs = xmalloc((size_t)ncs * sizeof *cs);
+	float *gs = gpt_cuda_malloc((size_t)ngs * sizeof *gs, "saved", &err);
+	char what[96];
+	CALL2(attention_fwd, (&cpu, H(out), cs, H(qkv), B, T, NH, HS, &d, &err),
+	      (&gpu, D(out), gs, D(qkv), B, T, NH, HS, &d, &err));
+	snprintf(what, sizeof what, "attention_fwd B=%d T=%d heads=%d p=%g", B, T, NH, (double)p);
+	same(what, &out, 1);
+	ten g = st(BT * C, 1), dqkv = ten_const(DT, n3, NAN);
+	CALL2(attention_bwd, (&cpu, H(dqkv), H(g), H(qkv), cs, B, T, NH, HS, &d, &err),
+	      (&gpu, D(dqkv), D(g), D(qkv), gs, B, T, NH, HS, &d, &err));
+	snprintf(what, sizeof what, "attention_bwd dqkv p=%g", (double)p);
+	same(what, &dqkv, 1);
+	ok(ngs == (int64_t)B * NH * T, "attention saves %lld floats: the softmax statistics only", (long long)ngs);
+	free(cs);
+	gpt_cuda_free(gs);
+	ten_free(&qkv);
+	ten_free(&out);
+	ten_free(&g);
+	ten_free(&dqkv);
+}
+
+static void test_attention_kv(void)
+{
+	int64_t b = 2, maxT = 64, t0 = 20, Cl = NH * HS;
+	ten kc = ten_const(DT, b * NH * maxT * HS, 0), vc = ten_const(DT, b * NH * maxT * HS, 0);
+	ten q1 = st(b * t0 * 3 * Cl, 1.5), o1 = st(b * t0 * Cl, 1);
+	CALL2(attention_kv, (&cpu, H(o1), H(kc), H(vc), H(q1), b, t0, 0, maxT, NH, HS, &err),
+	      (&gpu, D(o1), D(kc), D(vc), D(q1), b, t0, 0, maxT, NH, HS, &err));
+	same("attention_kv prompt of 20", &o1, 1);
+	ten q2 = st(b * 3 * Cl, 1.5), o2 = st(b * Cl, 1);
+	CALL2(attention_kv, (&cpu, H(o2), H(kc), H(vc), H(q2), b, 1, t0, maxT, NH, HS, &err),
+	      (&gpu, D(o2), D(kc), D(vc), D(q2), b, 1, t0, maxT, NH, HS, &err));
+	same("attention_kv next token", &o2, 1);
+	same("attention_kv key cache", &kc, 1);
+	same("attention_kv value cache", &vc, 1);
+	ten *all[] = {&kc, &vc, &q1, &o1, &q2, &o2};
+	for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+		ten_free(all[i]);
+}
+
+static ten tokens_of(const int32_t *t, int64_t n)
+{
+	ten v = {GPT_DTYPE_I32, n, xmalloc((size_t)n * 4), NULL};
+	memcpy(v.h, t, (size_t)n * 4);
+	v.d = gpt_cuda_malloc((size_t)n * 4, "tokens", &err);
+	if (!v.d || gpu.ops->upload(&gpu, v.d, v.h, (size_t)n * 4, &err)) {
+		printf("Bail out! %s\n", err.msg);
+		exit(1);
+	}
+	return v;
+}
+
+static void test_xent(void)
+{
+	int64_t Vl = VPAD / 2;
+	int32_t *tg = xmalloc(BT * 4);
+	for (int64_t i = 0; i < BT; i++)
+		tg[i] = i % 17 == 5 ? -1 : (int32_t)((urand() + 1) * 0.5 * VOCAB);
+	tg[3] = VOCAB - 1;
+	tg[4] = (int32_t)Vl;
+	ten tgt = tokens_of(tg, BT);
+	ten lg[2], mx[2], se[2], tl[2];
+	for (int piece = 0; piece < 2; piece++) {
+		int64_t v0 = piece * Vl;
+		lg[piece] = st(BT * Vl, 4);
+		mx[piece] = f32(BT, 1);
+		se[piece] = f32(BT, 1);
+		tl[piece] = f32(BT, 1);
+		CALL2(xent_fwd, (&cpu, H(mx[piece]), H(se[piece]), H(tl[piece]), H(lg[piece]), H(tgt), BT, Vl, Vl, v0, VOCAB, &err),
+		      (&gpu, D(mx[piece]), D(se[piece]), D(tl[piece]), D(lg[piece]), D(tgt), BT, Vl, Vl, v0, VOCAB, &err));
+		char what[64];
+		snprintf(what, sizeof what, "xent_fwd piece %d max", piece);
+		same(what, &mx[piece], 1);
+		snprintf(what, sizeof what, "xent_fwd piece %d sumexp", piece);
+		same(what, &se[piece], 1);
+		snprintf(what, sizeof what, "xent_fwd piece %d target logit", piece);
+		same(what, &tl[piece], 1);
+	}
+	/* combine the pieces as a tp group would: the maximum on the host */
+	float *gm = xmalloc(BT * sizeof *gm), *a = H(mx[0]), *b = H(mx[1]);
+	for (int64_t i = 0; i < BT; i++)
+		gm[i] = a[i] > b[i] ? a[i] : b[i];
+	ten gmax = ten_of(GPT_DTYPE_F32, gm, BT);
+	free(gm);
+	for (int piece = 0; piece < 2; piece++)
+		CALL2(xent_rescale, (&cpu, H(se[piece]), H(mx[piece]), H(gmax), BT, &err),
+		      (&gpu, D(se[piece]), D(mx[piece]), D(gmax), BT, &err));
+	same("xent_rescale", &se[1], 1);
+	/* the reduced sums, from the CPU's values, on both */
+	float *s0 = H(se[0]), *s1 = H(se[1]), *t0 = H(tl[0]), *t1 = H(tl[1]);
+	float *ssum = xmalloc(BT * sizeof *ssum), *tsum = xmalloc(BT * sizeof *tsum);
+	for (int64_t i = 0; i < BT; i++) {
+		ssum[i] = s0[i] + s1[i];
+		tsum[i] = t0[i] + t1[i];
+	}
+	ten gse = ten_of(GPT_DTYPE_F32, ssum, BT), gtl = ten_of(GPT_DTYPE_F32, tsum, BT);
+	ten loss = f32(BT, 1);
+	CALL2(xent_loss, (&cpu, H(loss), H(gmax), H(gse), H(gtl), H(tgt), BT, &err),
+	      (&gpu, D(loss), D(gmax), D(gse), D(gtl), D(tgt), BT, &err));
+	same("xent_loss", &loss, 1);
+	for (int piece = 0; piece < 2; piece++) {
+		ten dl = ten_const(DT, BT * Vl, NAN);
+		/* the GPU in place, the CPU into a separate buffer */
+		CALL2(xent_bwd, (&cpu, H(dl), H(lg[piece]), H(tgt), H(gmax), H(gse), 0.5f, BT, Vl, Vl, piece * Vl, VOCAB, &err),
+		      (&gpu, D(lg[piece]), D(lg[piece]), D(tgt), D(gmax), D(gse), 0.5f, BT, Vl, Vl, piece * Vl, VOCAB, &err));
+		memcpy(H(lg[piece]), H(dl), (size_t)(BT * Vl) * gpt_dtype_size(DT));
+		same(piece ? "xent_bwd piece 1 (padding columns 0)" : "xent_bwd piece 0 (in place)", &lg[piece], 1);
+		ten_free(&dl);
+	}
+	/* a target outside the vocabulary: reported by the next sync */
+	tg[7] = VOCAB;
+	ten bad = tokens_of(tg, BT);
+	int rc = gpu.ops->xent_fwd(&gpu, D(mx[0]), D(se[0]), D(tl[0]), D(lg[0]), D(bad), BT, Vl, Vl, 0,
+				   VOCAB, &err);
+	if (!rc)
+		rc = gpu.ops->sync(&gpu, &err);
+	ok(rc == GPT_EDATA && strstr(err.msg, "outside the vocabulary"),
+	   "%s xent_fwd: a target of %d is reported by sync: %s", gpt_dtype_name(DT), VOCAB, err.msg);
+	ok(gpu.ops->sync(&gpu, &err) == 0, "%s the report is cleared once made", gpt_dtype_name(DT));
+	for (int piece = 0; piece < 2; piece++) {
+		ten_free(&lg[piece]);
+		ten_free(&mx[piece]);
+		ten_free(&se[piece]);
+		ten_free(&tl[piece]);
+	}
+	ten *all[] = {&tgt, &gmax, &gse, &gtl, &loss, &bad};
+	for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+		ten_free(all[i]);
+	free(tg);
+	free(ssum);
+	free(tsum);
+}
+
+static void test_embedding(void)
+{
+	int64_t Vl = VPAD / 2, maxT = 1024;
+	int32_t *tk = xmalloc(BT * 4);
+	/* many repeats (a few ids) and ids in both pieces */
+	for (int64_t i = 0; i < BT; i++)
+		tk[i] = i % 3 ? (int32_t)(((urand() + 1) * 0.5) * 40) * 1237 % VOCAB
+			      : (int32_t)((urand() + 1) * 0.5 * VOCAB);
+	ten tok = tokens_of(tk, BT);
+	for (int piece = 0; piece < 2; piece++) {
+		int64_t v0 = piece * Vl, t0 = piece ? 7 : 0;
+		ten wte = st(Vl * C, 1), wpe = st(maxT * C, 1), out = st(BT * C, 1);
+		const void *pc = piece ? NULL : H(wpe), *pg = piece ? NULL : D(wpe);
+		CALL2(embedding_fwd, (&cpu, H(out), H(tok), H(wte), pc, B, T, C, v0, Vl, t0, &err),
+		      (&gpu, D(out), D(tok), D(wte), pg, B, T, C, v0, Vl, t0, &err));
+		same(piece ? "embedding_fwd piece 1, no wpe" : "embedding_fwd piece 0 with wpe", &out, 1);
+		ten dwte = st(Vl * C, 1), dwpe = st(maxT * C, 1), g = st(BT * C, 1);
+		CALL2(embedding_bwd, (&cpu, H(dwte), H(dwpe), H(g), H(tok), B, T, C, v0, Vl, t0, &err),
+		      (&gpu, D(dwte), D(dwpe), D(g), D(tok), B, T, C, v0, Vl, t0, &err));
+		same(piece ? "embedding_bwd piece 1 dwte (t0 7)" : "embedding_bwd piece 0 dwte", &dwte,
+		     DT == GPT_DTYPE_F32 ? 0.01 : 1);
+		same("embedding_bwd dwpe", &dwpe, DT == GPT_DTYPE_F32 ? 0.01 : 1);
+		ten *all[] = {&wte, &wpe, &out, &dwte, &dwpe, &g};
+		for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+			ten_free(all[i]);
+	}
+	ten_free(&tok);
+	free(tk);
+}
+
+static void test_optimizer(void)
+{
+	int64_t n = ADAMW_N;
+	ten p = st(n, 0.1), g = st(n, 1), m = f32(n, 0.01), v = ten_const(GPT_DTYPE_F32, n, 0.0004f);
+	float *mv = xmalloc((size_t)n * sizeof *mv);
+	gpt_convert(mv, GPT_DTYPE_F32, H(p), DT, (size_t)n, NULL);
+	ten master = ten_of(GPT_DTYPE_F32, mv, n);
+	free(mv);
+	for (int64_t t = 1; t <= 2; t++) {
+		gpt_adamw h = {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1,
+			       .grad_scale = 0.5, .t = t};
+		CALL2(adamw, (&cpu, H(p), H(master), H(g), H(m), H(v), n, &h, &err),
+		      (&gpu, D(p), D(master), D(g), D(m), D(v), n, &h, &err));
+	}
+	same("adamw param (two steps, master weights)", &p, 1);
+	same("adamw master", &master, 1);
+	same("adamw m", &m, 1);
+	same("adamw v", &v, 1);
+	if (DT == GPT_DTYPE_F32) {
+		gpt_adamw h = {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .grad_scale = 1, .t = 3};
+		CALL2(adamw, (&cpu, H(p), NULL, H(g), H(m), H(v), n, &h, &err),
+		      (&gpu, D(p), NULL, D(g), D(m), D(v), n, &h, &err));
+		same("adamw without master weights", &p, 1);
+	}
+	ten acc = ten_const(GPT_DTYPE_F32, 1, 2.5f);
+	CALL2(sum_squares, (&cpu, H(acc), H(g), n, &err), (&gpu, D(acc), D(g), n, &err));
+	CALL2(sum_squares, (&cpu, H(acc), H(p), n - 3, &err), (&gpu, D(acc), D(p), n - 3, &err));
+	same("sum_squares (accumulated)", &acc, 1);
+	ten flag = ten_const(GPT_DTYPE_F32, 1, 0.0f);
+	CALL2(check_finite, (&cpu, H(flag), H(g), n, &err), (&gpu, D(flag), D(g), n, &err));
+	same("check_finite: all finite leaves the flag", &flag, 1);
+	float inf = INFINITY;
+	size_t es = gpt_dtype_size(DT);
+	gpt_convert((char *)H(g) + (size_t)(n - 5) * es, DT, &inf, GPT_DTYPE_F32, 1, NULL);
+	gpu.ops->upload(&gpu, (char *)D(g) + (size_t)(n - 5) * es, (char *)H(g) + (size_t)(n - 5) * es, es, &err);
+	CALL2(check_finite, (&cpu, H(flag), H(g), n, &err), (&gpu, D(flag), D(g), n, &err));
+	float got = 0;
+	gpu.ops->download(&gpu, &got, D(flag), 4, &err);
+	ok(got == 1.0f && *(float *)H(flag) == 1.0f, "%s check_finite: an infinity sets the flag",
+	   gpt_dtype_name(DT));
+	ten *all[] = {&p, &g, &m, &v, &master, &acc, &flag};
+	for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+		ten_free(all[i]);
+}
+
+static void test_convert(void)
+{
+	int64_t n = 1 << 16;
+	ten x = st(n, 100);
+	for (int t = 0; t < 3; t++) {
+		gpt_dtype to = (gpt_dtype)t;
+		ten y = ten_const(to, n, 0);
+		CALL2(convert, (&cpu, H(y), to, H(x), DT, n, &err), (&gpu, D(y), to, D(x), DT, n, &err));
+		char what[64];
+		snprintf(what, sizeof what, "convert to %s", gpt_dtype_name(to));
+		same(what, &y, 0);
+		ten_free(&y);
+	}
+	ten_free(&x);
+}
+
+/* One training step of a small GPT with dropout on both backends. */
+static void test_model(void)
+{
+	gpt_model_shape s = {.vocab_size = 1000, .padded_vocab = 1024, MODEL_SHAPE};
+	gpt_layout lo;
+	gpt_layout_single(&lo, &s);
+	gpt_model_opts mo = {.batch = 2, .seq_len = MODEL_T, .hidden_dropout = 0.1f, .attn_dropout = 0.1f,
+			     .seed = 42};
+	gpt_model mc, mg;
+	memset(&mc, 0, sizeof mc);
+	memset(&mg, 0, sizeof mg);
+	int64_t n = mo.batch * mo.seq_len;
+	int32_t *tok = xmalloc((size_t)n * 4), *tgt = xmalloc((size_t)n * 4);
+	for (int64_t i = 0; i < n; i++) {
+		tok[i] = (int32_t)((urand() + 1) * 0.5 * s.vocab_size);
+		tgt[i] = i % 31 == 3 ? -1 : (int32_t)((urand() + 1) * 0.5 * s.vocab_size);
+	}
+	double lc = 0, lg = 0;
+	int64_t nc = 0, ng = 0;
+	int rc = gpt_model_init(&mc, &cpu, &s, &lo, &mo, &err);
+	rc = rc || gpt_model_init(&mg, &gpu, &s, &lo, &mo, &err);
+	rc = rc || gpt_model_init_weights(&mc, 7, 0.02, &err) || gpt_model_init_weights(&mg, 7, 0.02, &err);
+	rc = rc || gpt_model_zero_grad(&mc, &err) || gpt_model_zero_grad(&mg, &err);
+	rc = rc || gpt_model_forward(&mc, tok, tgt, 1, 3, 0, &lc, &nc, &err);
+	rc = rc || gpt_model_forward(&mg, tok, tgt, 1, 3, 0, &lg, &ng, &err);
+	rc = rc || gpt_model_backward(&mc, 1.0f / (float)nc, &err);
+	rc = rc || gpt_model_backward(&mg, 1.0f / (float)ng, &err);
+	if (rc) {
+		ok(0, "%s model step: %s", gpt_dtype_name(DT), err.msg);
+	} else {
+		double tol = DT == GPT_DTYPE_F32 ? 1e-5 : 1e-2;
+		ok(nc == ng && fabs(lc - lg) <= tol * fabs(lc), "%s model step: loss %.7f on the gpu, %.7f on the cpu (%lld tokens)",
+		   gpt_dtype_name(DT), lg / (double)ng, lc / (double)nc, (long long)ng);
+		size_t es = gpt_dtype_size(DT);
+		for (int64_t i = 0; i < mc.n_table; i++) {
+			ten one = {DT, gpt_box_numel(&mc.box[i]), (char *)mc.grads + (size_t)mc.offset[i] * es,
+				   (char *)mg.grads + (size_t)mg.offset[i] * es};
+			char what[96];
+			snprintf(what, sizeof what, "model gradient %s", mc.table[i].name);
+			/* a whole network's rounding differences add up: 10x the op tolerance */
+			same(what, &one, 10);
+		}
+	}
+	gpt_model_free(&mc);
+	gpt_model_free(&mg);
+	free(tok);
+	free(tgt);
+}
+
+int main(void)
+{
+	if (gpt_cuda_device_count() == 0)
+		return skip_all("no CUDA device (the CUDA backend's ops are tested on a GPU only)");
+	const gpt_dtype dts[] = {GPT_DTYPE_F32, GPT_DTYPE_BF16, GPT_DTYPE_F16};
+	/* GPT_TEST_DTYPE=bf16 (say) runs one dtype */
+	const char *only = getenv("GPT_TEST_DTYPE");
+	for (size_t i = 0; i < sizeof dts / sizeof *dts; i++) {
+		DT = dts[i];
+		if (only && strcmp(only, gpt_dtype_name(DT)) != 0)
+			continue;
+		if (gpt_backend_cpu_init(&cpu, DT, 0, &err) || gpt_backend_cuda_init(&gpu, DT, 0, &err)) {
+			printf("Bail out! %s\n", err.msg);
+			return 1;
+		}
+		test_gemm();
+		test_linear();
+		test_layernorm();
+		test_elementwise();
+		test_attention(0.0f);
+		test_attention(0.1f);
+		test_attention_kv();
+		test_xent();
+		test_embedding();
+		test_optimizer();
+		test_convert();
+		test_model();
+		gpt_backend_cpu_free(&cpu);
+		gpt_backend_cuda_free(&gpu);
+	}
+	return done_testing();
+}
