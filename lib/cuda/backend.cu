@@ -138,6 +138,11 @@ static const gpt_backend_ops cuda_ops = {
 	gpt_cuda_adamw,
 	gpt_cuda_sum_squares,
 	gpt_cuda_check_finite,
+	/* quantization-aware training runs on the CPU backend only so far:
+	 * gpt_backend_require names these when a QAT run asks for them */
+	NULL, /* quant_absmax */
+	NULL, /* fake_quant */
+	NULL, /* quant_moving_avg */
 };
 
 extern "C" void gpt_backend_cuda_free(gpt_backend *be)
