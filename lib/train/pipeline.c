@@ -105,8 +105,7 @@ int64_t gpt_pipe_slots(const gpt_pipe_op *ops, int64_t n, int64_t chunks)
 
 /* ---- running a schedule ---- */
 
-/* The virtual stage of this rank's chunk c, and the pipeline rank and
- * chunk of virtual stage v. */
+/* The virtual stage of this rank's chunk c. */
 static int64_t vstage(const trainer *tr, int64_t c) { return c * tr->pp + tr->pp_rank; }
 
 /* A send waits for the next receive so that the two go in one batch:
@@ -129,6 +128,7 @@ static int p2p(trainer *tr, pending *pd, gpt_p2p *recv, gpt_err *err)
 	return n ? gpt_comm_p2p(tr->groups.g[GPT_MESH_PP], ops, n, tr->model.be->dtype, err) : 0;
 }
 
+/* The pipeline rank (group rank in the pp group) holding virtual stage v. */
 static int64_t peer_of(const trainer *tr, int64_t v)
 {
 	return v % tr->pp;
