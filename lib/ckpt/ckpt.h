@@ -105,7 +105,9 @@ int gpt_ckpt_save(const char *output_dir, int64_t step, const gpt_ckpt_piece *pi
 
 /* Saving from many ranks, in three steps:
  *  1. gpt_ckpt_prepare (rank 0 alone): refuses when step_NNNNNNNN/ is
- *     already complete, removes a leftover of a failed attempt and creates
+ *     already complete and published (an unpublished one, see
+ *     gpt_ckpt_unpublished, is replaced), removes a leftover of a failed
+ *     attempt and creates
  *     the staging directory output_dir/.step_NNNNNNNN.tmp; the ranks then
  *     agree that it succeeded (a collective of the caller's);
  *  2. gpt_ckpt_write_part (every rank, no communication, so it may run on a
@@ -122,6 +124,13 @@ int gpt_ckpt_save(const char *output_dir, int64_t step, const gpt_ckpt_piece *pi
  * stage_dir (size >= 4096) receives the staging directory's name. */
 void gpt_ckpt_stage_dir(const char *output_dir, int64_t step, char *stage_dir, size_t size);
 int gpt_ckpt_prepare(const char *output_dir, int64_t step, gpt_err *err);
+/* 1 when output_dir/step_NNNNNNNN/ is complete but `latest` names no
+ * checkpoint or an older one: what a save leaves when it fails (or is
+ * killed) between its rename and the update of `latest`. No resume takes it
+ * (they follow `latest`), and a run that resumed from an older checkpoint
+ * recomputes the same step, so gpt_ckpt_prepare replaces it rather than
+ * make every restart fail the same way. */
+int gpt_ckpt_unpublished(const char *output_dir, int64_t step);
 /* fill, when not NULL, provides the bytes of pieces whose data is NULL
  * (fill(ctx, i, buf, err) writes piece i's), one piece in memory at once. */
 int gpt_ckpt_write_part(const char *stage_dir, int rank, const gpt_ckpt_piece *pieces, int n,

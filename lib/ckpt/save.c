@@ -41,14 +41,12 @@ void gpt_ckpt_discard(const char *output_dir, int64_t step)
 	remove_tree(tmp);
 }
 
-/* 1 when a complete step_N is not published: a run killed between the
- * rename and the update of `latest` leaves one. No resume took it (they
- * follow `latest`), and the run that resumed from an older checkpoint
- * recomputes the same step, so it may be replaced; refusing would make
- * every restart fail the same way. */
-static int unpublished(const char *output_dir, int64_t step)
+int gpt_ckpt_unpublished(const char *output_dir, int64_t step)
 {
 	char p[4096], dir[4096];
+	snprintf(p, sizeof p, "%s/step_%08lld/index.json", output_dir, (long long)step);
+	if (!gpt_path_exists(p))
+		return 0;
 	snprintf(p, sizeof p, "%s/latest", output_dir);
 	if (!gpt_path_exists(p))
 		return 1;
@@ -65,7 +63,7 @@ int gpt_ckpt_prepare(const char *output_dir, int64_t step, gpt_err *err)
 	char p[4096], tmp[4096];
 	snprintf(p, sizeof p, "%s/step_%08lld/index.json", output_dir, (long long)step);
 	if (gpt_path_exists(p)) {
-		if (!unpublished(output_dir, step))
+		if (!gpt_ckpt_unpublished(output_dir, step))
 			return gpt_err_set(err, GPT_EIO, "%s/step_%08lld: a complete checkpoint already exists; not overwriting it",
 					   output_dir, (long long)step);
 		char final[4096], aside[4096];

@@ -7,12 +7,10 @@
  * skips, rolls back or stops. */
 #include "train/trainer-impl.h"
 
-#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 int gpt_tr_faults_setup(trainer *tr, gpt_err *err)
 {
@@ -156,63 +154,25 @@ int gpt_tr_nonfinite(trainer *tr, double loss, gpt_err *err)
 
 /* ---- saving ---- */
 
-static int unlink_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	remove(path);
-	return 0;
-}
-
 /* A complete step_N/ of this very step that `latest` does not name is what
- * a save left when it failed after its rename (latest could not be
- * replaced, or the directory not synced): a resume never takes it, and the
- * save of the same step after a restart or a rollback would refuse to
- * overwrite it. It is moved aside and removed. Rank 0 does that while the
- * others wait, so no rank looks at the directory half-removed. */
-static int clear_stale_step(trainer *tr, gpt_err *err)
+ * a save left when it failed after its rename: gpt_ckpt_prepare replaces it;
+ * rank 0 says so in the log. */
+static void note_stale_step(trainer *tr)
 {
 	const char *out = tr->cfg->engine.save_load.output_dir;
-	char dir[4096], index[4200], latest[4096];
-	snprintf(dir, sizeof dir, "%s/step_%08lld", out, (long long)tr->step);
-	snprintf(index, sizeof index, "%s/index.json", dir);
-	int32_t stale = 0;
-	if (gpt_path_exists(index)) {
-		gpt_err lerr = {0};
-		long long named = -1; /* the step latest names; -1: none */
-		const char *base = NULL;
-		if (gpt_ckpt_latest(out, latest, sizeof latest, &lerr) == 0)
-			base = strrchr(latest, '/');
-		if (!base || sscanf(base + 1, "step_%lld", &named) != 1)
-			named = -1;
-		stale = named < tr->step;
-	}
-	int rc = 0;
-	if (tr->comm)
-		rc = gpt_comm_all_reduce(gpt_comm_world(tr->comm), &stale, &stale, 1, GPT_DTYPE_I32,
-					 GPT_REDUCE_MAX, err);
-	if (rc || !stale)
-		return rc;
-	if (tr->rank == 0) {
-		char aside[4200];
-		snprintf(aside, sizeof aside, "%s/.step_%08lld.stale.%ld", out, (long long)tr->step, (long)getpid());
-		gpt_log_printf(&tr->log, GPT_LOG_WARNING,
-			       "%s: left by a save that failed before `latest` named it; removing it to save global step %lld again",
-			       dir, (long long)tr->step);
-		if (rename(dir, aside) == 0)
-			nftw(aside, unlink_entry, 16, FTW_DEPTH | FTW_PHYS);
-	}
-	return tr->comm ? gpt_comm_barrier(gpt_comm_world(tr->comm), err) : 0;
+	if (tr->rank != 0 || !gpt_ckpt_unpublished(out, tr->step))
+		return;
+	gpt_log_printf(&tr->log, GPT_LOG_WARNING,
+		       "%s/step_%08lld: left by a save that failed before `latest` named it; removing it to save global step %lld again",
+		       out, (long long)tr->step, (long long)tr->step);
 }
 
 int gpt_tr_save(trainer *tr, int last, gpt_err *err)
 {
 	const gpt_config *cfg = tr->cfg;
 	gpt_err serr = {0};
-	int rc = clear_stale_step(tr, &serr);
-	if (!rc)
-		rc = gpt_tr_save_checkpoint(tr, &serr);
+	note_stale_step(tr);
+	int rc = gpt_tr_save_checkpoint(tr, &serr);
 	/* Rank 0 may fail where the others wrote nothing, or the reverse:
 	 * every rank must go on, or stop, together. */
 	int32_t failed = rc != 0;
