@@ -17,16 +17,6 @@ for o in Data.Train.dataset.input_dir=data/lic Data.Train.dataset.split=15,2,0 \
 	train_args="$train_args -o $o"
 done
 
-# wait_for FILE PATTERN: until a line matches (at most 30 s)
-wait_for () {
-	n=0
-	while ! grep -q "$2" "$1" 2>/dev/null; do
-		n=$((n + 1))
-		[ $n -lt 600 ] || { echo "timed out waiting for '$2' in $1" >&2; return 1; }
-		sleep 0.05
-	done
-}
-
 # all_gone PID...: the processes have exited (zombies count), within 5 s.
 all_gone () {
 	for p in "$@"; do
@@ -74,11 +64,11 @@ test_expect_success 'a stopped rank is found, the group restarted from its check
 		sh -c "echo \$\$ >pid.\$GPT_RANK; exec gpt-train $train_args -o Engine.save_load.output_dir=hb" \
 		>out 2>err & } &&
 	launcher=$! &&
-	{ wait_for hb.log/workerlog.1 " - global step 20, epoch" || { kill -9 $launcher; false; }; } &&
+	{ test_wait_line hb.log/workerlog.1 " - global step 20, epoch" || { kill -9 $launcher; false; }; } &&
 	stopped=$(cat pid.1) && other=$(cat pid.0) &&
 	kill -STOP $stopped &&
 	start=$(date +%s) &&
-	wait_for err "restarting the group" &&
+	test_wait_line err "restarting the group" &&
 	found=$(($(date +%s) - start)) &&
 	all_gone $stopped $other &&
 	code=0 && wait $launcher || code=$? &&
@@ -100,7 +90,7 @@ test_expect_success 'no restarts left: gpt-launch exits 74 naming the stopped ra
 	{ launch --nproc-per-node 2 --heartbeat-timeout 1 --log-dir last.log -- \
 		sh -c "echo \$\$ >pid.\$GPT_RANK; exec test-tool heartbeat 1000000 0.02" 2>err & } &&
 	launcher=$! &&
-	{ wait_for pid.0 . && wait_for pid.1 . && beating $(cat pid.0) || { kill $launcher; false; }; } &&
+	{ test_wait_line pid.0 . && test_wait_line pid.1 . && beating $(cat pid.0) || { kill $launcher; false; }; } &&
 	kill -STOP $(cat pid.0) &&
 	code=0 && wait $launcher || code=$? &&
 	cat err &&
@@ -116,7 +106,7 @@ test_expect_success 'no restarts left, the real trainer: exit 74, the last check
 		sh -c "echo \$\$ >pid.\$GPT_RANK; exec gpt-train $train_args -o Engine.save_load.output_dir=once" \
 		>out 2>err & } &&
 	launcher=$! &&
-	{ wait_for once.log/workerlog.0 "\[checkpoint\] global step 10," || { kill -9 $launcher; false; }; } &&
+	{ test_wait_line once.log/workerlog.0 "\[checkpoint\] global step 10," || { kill -9 $launcher; false; }; } &&
 	kill -STOP $(cat pid.0) &&
 	code=0 && wait $launcher || code=$? &&
 	test "$code" = 74 &&

@@ -15,16 +15,6 @@ for o in Data.Train.dataset.input_dir=data/lic Data.Train.dataset.split=15,2,0 \
 	train_args="$train_args -o $o"
 done
 
-# wait_for FILE PATTERN: until a line matches (at most 30 s)
-wait_for () {
-	n=0
-	while ! grep -q "$2" "$1" 2>/dev/null; do
-		n=$((n + 1))
-		[ $n -lt 600 ] || { echo "timed out waiting for '$2' in $1" >&2; return 1; }
-		sleep 0.05
-	done
-}
-
 # sums DIR: the xxh3 of every file of a checkpoint directory
 sums () {
 	for f in "$1"/*; do
@@ -43,10 +33,10 @@ twice () {
 	{ gpt-launch --nproc-per-node 2 --log-dir log.$1 -- gpt-train $train_args \
 		-o Engine.save_load.output_dir=out.$1 >launch.out.$1 2>launch.err.$1 & } &&
 	pid=$! &&
-	{ wait_for log.$1/workerlog.0 "\[checkpoint\] global step 20," || { kill -9 $pid; false; }; } &&
+	{ test_wait_line log.$1/workerlog.0 "\[checkpoint\] global step 20," || { kill -9 $pid; false; }; } &&
 	sums out.$1/step_00000020 >before.$1 &&
 	kill -TERM $pid &&
-	{ wait_for log.$1/workerlog.0 "stop requested" || { kill -9 $pid; false; }; } &&
+	{ test_wait_line log.$1/workerlog.0 "stop requested" || { kill -9 $pid; false; }; } &&
 	{ kill -TERM $pid 2>/dev/null || true; } &&
 	start=$(date +%s) &&
 	code=0 && wait $pid || code=$? &&

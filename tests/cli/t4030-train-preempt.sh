@@ -15,16 +15,6 @@ train () {
 		-o Optimizer.lr.decay_steps=100000 -o Engine.max_steps=100000 "$@"
 }
 
-# wait_for FILE PATTERN: until a line matches (at most 30 s)
-wait_for () {
-	n=0
-	while ! grep -q "$2" "$1" 2>/dev/null; do
-		n=$((n + 1))
-		[ $n -lt 600 ] || { echo "timed out waiting for '$2' in $1" >&2; return 1; }
-		sleep 0.05
-	done
-}
-
 test_expect_success 'set up' '
 	mkdir data &&
 	gpt-preprocess -t bytes -o data/lic /usr/share/common-licenses/*
@@ -33,7 +23,7 @@ test_expect_success 'set up' '
 test_expect_success 'SIGTERM: the step is finished, saved, exit 0; the run resumes from it' '
 	{ (train -o Engine.save_load.output_dir=out >log 2>&1) & } &&
 	pid=$! &&
-	{ wait_for log " - global step 5, epoch" || { kill -9 $pid; false; }; } &&
+	{ test_wait_line log " - global step 5, epoch" || { kill -9 $pid; false; }; } &&
 	kill -TERM $pid &&
 	code=0 && wait $pid || code=$? &&
 	test "$code" = 0 &&
@@ -53,7 +43,7 @@ test_expect_success 'SIGUSR1 to gpt-launch: both workers save and stop together,
 		-o Optimizer.lr.decay_steps=100000 -o Engine.max_steps=100000 \
 		-o Engine.save_load.output_dir=dout >launch.log 2>&1 & } &&
 	pid=$! &&
-	{ wait_for wl/workerlog.1 " - global step 5, epoch" || { kill -9 $pid; false; }; } &&
+	{ test_wait_line wl/workerlog.1 " - global step 5, epoch" || { kill -9 $pid; false; }; } &&
 	kill -USR1 $pid &&
 	code=0 && wait $pid || code=$? &&
 	cat launch.log &&
@@ -68,7 +58,7 @@ test_expect_success 'SIGUSR1 to gpt-launch: both workers save and stop together,
 test_expect_success 'a second SIGTERM stops at once; latest never names a partial checkpoint' '
 	{ (train -o Engine.save_load.output_dir=twice -o Engine.save_load.save_steps=3 >tlog 2>&1) & } &&
 	pid=$! &&
-	{ wait_for tlog "\[checkpoint\] global step 6," || { kill -9 $pid; false; }; } &&
+	{ test_wait_line tlog "\[checkpoint\] global step 6," || { kill -9 $pid; false; }; } &&
 	kill -TERM $pid && kill -TERM $pid &&
 	code=0 && wait $pid || code=$? &&
 	echo "exit $code" &&
@@ -81,7 +71,7 @@ test_expect_success 'a second SIGTERM stops at once; latest never names a partia
 test_expect_success 'with save_on_signal False a SIGTERM stops at once' '
 	{ (train -o Engine.save_load.output_dir=nosig -o Engine.save_load.save_on_signal=False >nlog 2>&1) & } &&
 	pid=$! &&
-	{ wait_for nlog " - global step 5, epoch" || { kill -9 $pid; false; }; } &&
+	{ test_wait_line nlog " - global step 5, epoch" || { kill -9 $pid; false; }; } &&
 	kill -TERM $pid &&
 	code=0 && wait $pid || code=$? &&
 	test "$code" = 143 &&

@@ -91,6 +91,16 @@ test_grep () {
 	return 1
 }
 
+# test_wait_line FILE PATTERN: waits until a line of FILE matches (at most 30 s).
+test_wait_line () {
+	n=0
+	while ! grep -q "$2" "$1" 2>/dev/null; do
+		n=$((n + 1))
+		[ $n -lt 600 ] || { echo "timed out waiting for '$2' in $1" >&2; return 1; }
+		sleep 0.05
+	done
+}
+
 # test_line_count OP N FILE
 test_line_count () {
 	n=$(wc -l <"$3" | tr -d ' ')
