@@ -218,12 +218,11 @@ static int evaluate(trainer *tr, const gpt_loader *l, int64_t iters, int test, g
 {
 	double t0 = gpt_now_s(), sum = 0;
 	int64_t ntok = 0, first = tr->replica * tr->LB;
-	int32_t *rows = gpt_malloc((size_t)(tr->MB * (tr->T + 1)) * 4, "eval batch", err);
+	/* a pipeline takes the replica's whole batch at once, else a micro-batch */
+	int64_t nrows = tr->pp > 1 ? tr->LB : tr->MB;
+	int32_t *rows = gpt_malloc((size_t)(nrows * (tr->T + 1)) * 4, "eval batch", err);
 	int rc = rows ? 0 : GPT_EINTERNAL;
 	if (tr->pp > 1) {
-		free(rows);
-		rows = gpt_malloc((size_t)(tr->LB * (tr->T + 1)) * 4, "eval batch", err);
-		rc = rows ? 0 : GPT_EINTERNAL;
 		for (int64_t it = 0; it < iters && !rc; it++) {
 			for (int64_t b = 0; b < tr->LB && !rc; b++)
 				rc = gpt_loader_sample(l, (it * tr->G + first + b) % gpt_loader_size(l),
@@ -234,6 +233,7 @@ static int evaluate(trainer *tr, const gpt_loader *l, int64_t iters, int test, g
 				rc = gpt_tr_pipeline_eval(tr, rows, (uint32_t)tr->step, &s, &n, err);
 			sum += s;
 			ntok += n;
+			gpt_heartbeat_beat(tr->hb, tr->step);
 		}
 	}
 	for (int64_t it = 0; tr->pp == 1 && it < iters && !rc; it++)
