@@ -296,6 +296,19 @@ typedef struct gpt_backend_ops {
 			  int64_t rows, int64_t cols, int per_row, int bits, gpt_err *err);
 	int (*quant_moving_avg)(gpt_backend *be, float *state, float *accum, float *scale,
 				const float *cur, int64_t n, float rate, int commit, gpt_err *err);
+	/* PACT (PaddleSlim's weight/activation_preprocess_type: PACT), a
+	 * learned clip before the quantizer: out = x - relu(x - a) + relu(-a - x)
+	 * with a = *alpha (fp32, backend memory). pact_fwd writes out =
+	 * clamp(x, -a, a); out may alias x. pact_bwd, given dy (the gradient
+	 * of out) and the same x, adds sum(dy where x > a) - sum(dy where x <
+	 * -a) into *dalpha and writes dx = dy where -a <= x <= a, else 0
+	 * (relu'(0) = 0, as Paddle's); with accumulate = 1 it adds that into dx
+	 * instead. dx may alias dy when accumulate = 0. The sum into *dalpha is
+	 * the same for any thread count (fixed blocks, then in order). */
+	int (*pact_fwd)(gpt_backend *be, void *out, const void *x, const float *alpha, int64_t n,
+			gpt_err *err);
+	int (*pact_bwd)(gpt_backend *be, void *dx, float *dalpha, const void *dy, const void *x,
+			const float *alpha, int64_t n, int accumulate, gpt_err *err);
 } gpt_backend_ops;
 
 /* A backend context: passed to every op; nothing in the library is global.

@@ -28,8 +28,10 @@ static int quantized(const gpt_param_info *p)
 static int build_weights(gpt_export_model *m, gpt_dtype dt, gpt_buf *out, gpt_err *err)
 {
 	int64_t n = m->n_table, ne = 0;
-	/* int8 of a QAT checkpoint: one activation scale per quantized linear */
-	int64_t na = dt == GPT_DTYPE_I8 && m->qat ? m->shape.layers * GPT_QAT_LINEARS : 0;
+	/* int8 of a QAT checkpoint: one activation scale per quantized linear,
+	 * and its PACT clip with activation PACT */
+	int nf = m->qat && m->qat_opts.pact[GPT_PACT_ACT] ? 2 : 1;
+	int64_t na = dt == GPT_DTYPE_I8 && m->qat ? nf * m->shape.layers * GPT_QAT_LINEARS : 0;
 	gpt_st_entry *e = gpt_calloc((size_t)(2 * n + na), sizeof *e, "tensors", err);
 	void **data = gpt_calloc((size_t)(2 * n + na), sizeof *data, "tensors", err);
 	char **names = gpt_calloc((size_t)(n + na), sizeof *names, "tensors", err);
@@ -87,25 +89,29 @@ static int build_weights(gpt_export_model *m, gpt_dtype dt, gpt_buf *out, gpt_er
 		}
 	}
 	/* fake-quantized inputs: h.{i}.{linear}.input_scale, the clip threshold
-	 * s of fq(x) = round(clamp(x, -s, s) Q / s) s / Q, Q = 2^(bits-1) - 1 */
+	 * s of fq(x) = round(clamp(x, -s, s) Q / s) s / Q, Q = 2^(bits-1) - 1;
+	 * with activation PACT also h.{i}.{linear}.input_clip, the alpha that
+	 * clips x before (training computed fq(clamp(x, -alpha, alpha))) */
+	static const char *const field[2] = {"scale", "act_alpha"}, *const suffix[2] = {"input_scale", "input_clip"};
 	for (int64_t l = 0; !rc && l < m->shape.layers && na; l++)
-		for (int k = 0; !rc && k < GPT_QAT_LINEARS; k++) {
-			if (!m->qat_opts.quantized[k])
-				continue;
-			int64_t at = n + l * GPT_QAT_LINEARS + k;
-			float *v = gpt_malloc(sizeof *v, "activation scale", err);
-			names[at] = gpt_malloc(64, "activation scale", err);
-			if (!v || !names[at]) {
-				free(v);
-				rc = GPT_EINTERNAL;
-				break;
+		for (int k = 0; !rc && k < GPT_QAT_LINEARS; k++)
+			for (int f = 0; !rc && f < nf; f++) {
+				if (!m->qat_opts.quantized[k])
+					continue;
+				int64_t at = n + (f * m->shape.layers + l) * GPT_QAT_LINEARS + k;
+				float *v = gpt_malloc(sizeof *v, "activation scale", err);
+				names[at] = gpt_malloc(64, "activation scale", err);
+				if (!v || !names[at]) {
+					free(v);
+					rc = GPT_EINTERNAL;
+					break;
+				}
+				snprintf(names[at], 64, "h.%lld.%s.%s", (long long)l,
+					 gpt_qat_linear_name((gpt_qat_linear)k), suffix[f]);
+				rc = gpt_export_qat_value(m, l, (gpt_qat_linear)k, field[f], v, err);
+				e[ne] = (gpt_st_entry){names[at], GPT_DTYPE_F32, 1, {1}, v};
+				data[ne++] = v;
 			}
-			snprintf(names[at], 64, "h.%lld.%s.input_scale", (long long)l,
-				 gpt_qat_linear_name((gpt_qat_linear)k));
-			rc = gpt_export_qat_act_scale(m, l, (gpt_qat_linear)k, v, err);
-			e[ne] = (gpt_st_entry){names[at], GPT_DTYPE_F32, 1, {1}, v};
-			data[ne++] = v;
-		}
 	char bits[16];
 	snprintf(bits, sizeof bits, "%d", m->qat_opts.act_bits);
 	const char *meta[] = {"format", "gptkit", "dtype", gpt_dtype_name(dt), "activation_bits", bits};

@@ -203,10 +203,26 @@ int gpt_export_qat_weight(gpt_export_model *m, int64_t i, const float *w, int8_t
 				   "--dtype int8: %s was trained with Quantization.weight_bits %d, more than int8 holds; export fp32 or train with 8 bits or fewer",
 				   gpt_ckpt_path(m->ck), o->weight_bits);
 	int64_t cols = p->shape[p->ndim - 1], rows = p->numel / cols;
+	float *wc = NULL;
+	if (o->pact[GPT_PACT_WEIGHT]) {
+		/* training quantized clip(W, alpha) */
+		float a;
+		int rc = gpt_export_qat_value(m, p->layer, (gpt_qat_linear)k, "weight_alpha", &a, err);
+		if (rc)
+			return rc;
+		wc = gpt_malloc((size_t)p->numel * sizeof *wc, p->name, err);
+		if (!wc)
+			return GPT_EINTERNAL;
+		for (int64_t j = 0; j < p->numel; j++)
+			wc[j] = w[j] > a ? a : w[j] < -a ? -a : w[j];
+		w = wc;
+	}
 	/* the scales the training computed from these very weights */
 	float *s = gpt_calloc((size_t)rows, sizeof *s, "weight scales", err);
-	if (!s)
+	if (!s) {
+		free(wc);
 		return GPT_EINTERNAL;
+	}
 	for (int64_t r = 0; r < rows; r++)
 		for (int64_t c = 0; c < cols; c++) {
 			float a = fabsf(w[r * cols + c]);
@@ -221,19 +237,20 @@ int gpt_export_qat_weight(gpt_export_model *m, int64_t i, const float *w, int8_t
 		step[r] = sr > 0 ? sr / Q : 0.0f;
 	}
 	free(s);
+	free(wc);
 	*done = 1;
 	return 0;
 }
 
-int gpt_export_qat_act_scale(gpt_export_model *m, int64_t l, gpt_qat_linear k, float *scale,
-			     gpt_err *err)
+int gpt_export_qat_value(gpt_export_model *m, int64_t l, gpt_qat_linear k, const char *field,
+			 float *v, gpt_err *err)
 {
 	char name[64];
-	snprintf(name, sizeof name, "qat.h.%lld.%s.scale", (long long)l, gpt_qat_linear_name(k));
+	snprintf(name, sizeof name, "qat.h.%lld.%s.%s", (long long)l, gpt_qat_linear_name(k), field);
 	int64_t one = 1;
 	gpt_box box = gpt_box_full(1, &one);
-	int rc = gpt_ckpt_read_box(m->ck, name, GPT_DTYPE_F32, 1, &one, &box, scale, err);
-	return rc ? gpt_err_prefix(err, "the activation scales of quantization-aware training") : 0;
+	int rc = gpt_ckpt_read_box(m->ck, name, GPT_DTYPE_F32, 1, &one, &box, v, err);
+	return rc ? gpt_err_prefix(err, "the state of quantization-aware training") : 0;
 }
 
 int gpt_st_build(const gpt_st_entry *e, int n, const char *const *meta, int n_meta, gpt_buf *out,

@@ -39,15 +39,18 @@ int gpt_st_build(const gpt_st_entry *e, int n, const char *const *meta, int n_me
 void gpt_quantize_rows(const float *x, int64_t rows, int64_t cols, int8_t *q, float *scale);
 
 /* int8 codes and per-row steps of weight table entry i of a QAT checkpoint
- * (a linear the training fake-quantized), exactly training's fq(W): q[rows
- * x cols] and step[rows] with W ~ q * step. 0 with *done = 0 when entry i
- * was not quantized by the training (then the caller quantizes it after
- * training); GPT_EUSAGE when the training used more than 8 weight bits. */
+ * (a linear the training fake-quantized), exactly training's fq(W), or
+ * fq(clip(W)) with weight PACT: q[rows x cols] and step[rows] with W ~ q *
+ * step. 0 with *done = 0 when entry i was not quantized by the training
+ * (then the caller quantizes it after training); GPT_EUSAGE when the
+ * training used more than 8 weight bits. */
 int gpt_export_qat_weight(gpt_export_model *m, int64_t i, const float *w, int8_t *q, float *step,
 			  int *done, gpt_err *err);
-/* The activation scale (the clip threshold) of linear k of layer l. */
-int gpt_export_qat_act_scale(gpt_export_model *m, int64_t l, gpt_qat_linear k, float *scale,
-			     gpt_err *err);
+/* A [1] state tensor of linear k of layer l, qat.h.{l}.{k}.{field}: the
+ * activation scale ("scale", the quantizer's clip threshold) or PACT's
+ * alphas ("act_alpha", "weight_alpha"). */
+int gpt_export_qat_value(gpt_export_model *m, int64_t l, gpt_qat_linear k, const char *field,
+			 float *v, gpt_err *err);
 
 int gpt_export_bundle(gpt_export_model *m, const gpt_export_opts *o, const char *out, gpt_err *err);
 int gpt_export_hf(gpt_export_model *m, const gpt_export_opts *o, const char *out, gpt_err *err);

@@ -202,6 +202,8 @@ typedef struct gpt_config {
 		gpt_strlist quantizable_layer_type;
 		char *weight_preprocess_type;
 		char *activation_preprocess_type;
+		double pact_init_value;
+		double pact_lr_multiplier;
 		int onnx_format;
 	} quantization;
 

@@ -83,6 +83,8 @@ static const gpt_backend_ops cpu_ops = {
 	.quant_absmax = gpt_cpu_quant_absmax,
 	.fake_quant = gpt_cpu_fake_quant,
 	.quant_moving_avg = gpt_cpu_quant_moving_avg,
+	.pact_fwd = gpt_cpu_pact_fwd,
+	.pact_bwd = gpt_cpu_pact_bwd,
 };
 
 int gpt_backend_cpu_init(gpt_backend *be, gpt_dtype dtype, int threads, gpt_err *err)

@@ -117,6 +117,10 @@ int gpt_cpu_fake_quant(gpt_backend *be, void *out, const void *x, const float *s
 		       int64_t cols, int per_row, int bits, gpt_err *err);
 int gpt_cpu_quant_moving_avg(gpt_backend *be, float *state, float *accum, float *scale,
 			     const float *cur, int64_t n, float rate, int commit, gpt_err *err);
+int gpt_cpu_pact_fwd(gpt_backend *be, void *out, const void *x, const float *alpha, int64_t n,
+		     gpt_err *err);
+int gpt_cpu_pact_bwd(gpt_backend *be, void *dx, float *dalpha, const void *dy, const void *x,
+		     const float *alpha, int64_t n, int accumulate, gpt_err *err);
 
 /* The same ops for bf16/fp16 storage (lowp.c): operands converted to fp32,
  * the kernels above, results rounded to nearest even on store. */

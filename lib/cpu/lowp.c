@@ -513,4 +513,6 @@ const gpt_backend_ops gpt_cpu_lowp_ops = {
 	.quant_absmax = gpt_cpu_quant_absmax,
 	.fake_quant = gpt_cpu_fake_quant,
 	.quant_moving_avg = gpt_cpu_quant_moving_avg,
+	.pact_fwd = gpt_cpu_pact_fwd,
+	.pact_bwd = gpt_cpu_pact_bwd,
 };

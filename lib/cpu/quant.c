@@ -128,3 +128,86 @@ int gpt_cpu_quant_moving_avg(gpt_backend *be, float *state, float *accum, float 
 	}
 	return 0;
 }
+
+/* ---- PACT ---- */
+
+/* Elements per block: each block converts through fp32 buffers on the stack
+ * and leaves one partial sum, so *dalpha adds the same numbers in the same
+ * order whatever the thread count. */
+#define PACT_BLOCK 2048
+
+static void load_f32(gpt_dtype t, float *dst, const void *src, int64_t off, int64_t n)
+{
+	gpt_convert(dst, GPT_DTYPE_F32, (const char *)src + off * (int64_t)gpt_dtype_size(t), t,
+		    (size_t)n, NULL);
+}
+
+static void store(gpt_dtype t, void *dst, int64_t off, const float *src, int64_t n)
+{
+	gpt_convert((char *)dst + off * (int64_t)gpt_dtype_size(t), t, src, GPT_DTYPE_F32, (size_t)n,
+		    NULL);
+}
+
+int gpt_cpu_pact_fwd(gpt_backend *be, void *out, const void *x, const float *alpha, int64_t n,
+		     gpt_err *err)
+{
+	int rc = gpt_cpu_check_sizes("pact_fwd", err, 1, n);
+	if (rc)
+		return rc;
+	float a = *alpha;
+	gpt_dtype t = be->dtype;
+	int64_t nb = (n + PACT_BLOCK - 1) / PACT_BLOCK;
+	#pragma omp parallel for num_threads(be->threads) schedule(static) if (nb > 8)
+	for (int64_t b = 0; b < nb; b++) {
+		float v[PACT_BLOCK];
+		int64_t i0 = b * PACT_BLOCK, len = n - i0 < PACT_BLOCK ? n - i0 : PACT_BLOCK;
+		load_f32(t, v, x, i0, len);
+		for (int64_t i = 0; i < len; i++)
+			v[i] = v[i] > a ? a : v[i] < -a ? -a : v[i];
+		store(t, out, i0, v, len);
+	}
+	return 0;
+}
+
+int gpt_cpu_pact_bwd(gpt_backend *be, void *dx, float *dalpha, const void *dy, const void *x,
+		     const float *alpha, int64_t n, int accumulate, gpt_err *err)
+{
+	int rc = gpt_cpu_check_sizes("pact_bwd", err, 1, n);
+	if (rc)
+		return rc;
+	float a = *alpha;
+	gpt_dtype t = be->dtype;
+	int64_t nb = (n + PACT_BLOCK - 1) / PACT_BLOCK;
+	double *part = gpt_malloc((size_t)(nb ? nb : 1) * sizeof *part, "PACT partial sums", err);
+	if (!part)
+		return GPT_EINTERNAL;
+	#pragma omp parallel for num_threads(be->threads) schedule(static) if (nb > 8)
+	for (int64_t b = 0; b < nb; b++) {
+		float vx[PACT_BLOCK], vg[PACT_BLOCK], vd[PACT_BLOCK];
+		int64_t i0 = b * PACT_BLOCK, len = n - i0 < PACT_BLOCK ? n - i0 : PACT_BLOCK;
+		load_f32(t, vx, x, i0, len);
+		load_f32(t, vg, dy, i0, len);
+		if (accumulate)
+			load_f32(t, vd, dx, i0, len);
+		double s = 0;
+		for (int64_t i = 0; i < len; i++) {
+			float g = vg[i], keep = g;
+			if (vx[i] > a) {
+				s += g;
+				keep = 0.0f;
+			} else if (vx[i] < -a) {
+				s -= g;
+				keep = 0.0f;
+			}
+			vd[i] = accumulate ? vd[i] + keep : keep;
+		}
+		part[b] = s;
+		store(t, dx, i0, vd, len);
+	}
+	double s = 0;
+	for (int64_t b = 0; b < nb; b++)
+		s += part[b];
+	free(part);
+	*dalpha += (float)s;
+	return 0;
+}

@@ -143,6 +143,8 @@ static const gpt_backend_ops cuda_ops = {
 	NULL, /* quant_absmax */
 	NULL, /* fake_quant */
 	NULL, /* quant_moving_avg */
+	NULL, /* pact_fwd */
+	NULL, /* pact_bwd */
 };
 
 extern "C" void gpt_backend_cuda_free(gpt_backend *be)

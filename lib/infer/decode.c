@@ -232,11 +232,16 @@ int gpt_kv_copy(gpt_kv *kv, gpt_infer_model *m, int64_t dst, int64_t src, gpt_er
 	} while (0)
 
 /* fq of the R x K input of linear j of layer l, in place, when the model
- * carries its activation scale (quantization-aware training). */
+ * carries its activation scale (quantization-aware training), after PACT's
+ * clip when it has one. */
 static void act_quant(gpt_infer_model *m, int64_t l, int j, void *x, int64_t n)
 {
-	if (m->act_scale && m->act_scale[4 * l + j] > 0)
-		gpt_quant_rows(x, 1, n, &m->act_scale[4 * l + j], 0, m->act_bits, x, NULL);
+	if (!m->act_scale || !(m->act_scale[4 * l + j] > 0))
+		return;
+	float a = m->act_scale[4 * m->shape.layers + 4 * l + j], *v = x;
+	for (int64_t i = 0; a > 0 && i < n; i++)
+		v[i] = v[i] > a ? a : v[i] < -a ? -a : v[i];
+	gpt_quant_rows(x, 1, n, &m->act_scale[4 * l + j], 0, m->act_bits, x, NULL);
 }
 
 static int layer_fwd(gpt_infer_model *m, gpt_kv *kv, int64_t l, int64_t n, const int64_t *slot,

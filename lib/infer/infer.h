@@ -70,7 +70,8 @@ typedef struct gpt_infer_model {
 	gpt_dtype wdtype;       /* of the weight matrices */
 	gpt_qweight *qw;        /* per layer qkv, proj, fc, mlp proj; then the head (wte) */
 	float *act_scale;       /* NULL, or per layer and linear (that order): the clip
-				   threshold of its fake-quantized input, 0: not quantized */
+				   threshold of its fake-quantized input, 0: not quantized;
+				   then as many PACT clips applied before (0: none) */
 	int act_bits;           /* of those inputs */
 	float ln_eps;
 	/* work buffers for up to cap_rows rows */

@@ -44,22 +44,27 @@ int gpt_infer_load_quant(gpt_infer_model *m, const gpt_st_file *f, gpt_err *err)
 		}
 	if (!rc)
 		rc = stored_codes(&m->qw[4 * L], f, "wte", err);
-	for (int64_t l = 0; !rc && l < L; l++)
-		for (int j = 0; !rc && j < 4; j++) {
-			snprintf(name, sizeof name, "h.%lld.%s.input_scale", (long long)l, lin[j]);
-			const gpt_st_tensor *t = gpt_st_find(f, name);
-			if (!t)
-				continue;
-			if (t->dtype != GPT_DTYPE_F32 || t->end - t->begin != 4)
-				return gpt_err_set(err, GPT_EDATA, "%s: '%s': expected one F32 value", f->path, name);
-			if (!m->act_scale) {
-				m->act_scale = gpt_calloc((size_t)(4 * L), sizeof *m->act_scale, "activation scales", err);
-				if (!m->act_scale)
-					return GPT_EINTERNAL;
+	/* input_scale, then input_clip (activation PACT's alpha) */
+	static const char *const kind[2] = {"input_scale", "input_clip"};
+	for (int c = 0; c < 2; c++)
+		for (int64_t l = 0; !rc && l < L; l++)
+			for (int j = 0; !rc && j < 4; j++) {
+				snprintf(name, sizeof name, "h.%lld.%s.%s", (long long)l, lin[j], kind[c]);
+				const gpt_st_tensor *t = gpt_st_find(f, name);
+				if (!t)
+					continue;
+				if (t->dtype != GPT_DTYPE_F32 || t->end - t->begin != 4)
+					return gpt_err_set(err, GPT_EDATA, "%s: '%s': expected one F32 value", f->path, name);
+				if (c == 1 && !m->act_scale)
+					return gpt_err_set(err, GPT_EDATA, "%s: '%s' without input scales", f->path, name);
+				if (!m->act_scale) {
+					m->act_scale = gpt_calloc((size_t)(8 * L), sizeof *m->act_scale, "activation scales", err);
+					if (!m->act_scale)
+						return GPT_EINTERNAL;
+				}
+				memcpy(&m->act_scale[4 * L * c + 4 * l + j], gpt_st_data(f, t), sizeof(float));
+				any = 1;
 			}
-			memcpy(&m->act_scale[4 * l + j], gpt_st_data(f, t), sizeof(float));
-			any = 1;
-		}
 	if (!rc && any) {
 		const char *b = gpt_st_meta(f, "activation_bits");
 		int64_t bits = 0;

@@ -25,11 +25,26 @@
  * data_max reduces the step's maxima over every rank that holds the same
  * layers (dp x sharding x tp), NULL on one process.
  *
+ * PACT (weight_preprocess_type / activation_preprocess_type: PACT, as
+ * PaddleSlim's PACT layer) clips a quantized linear's weight or input to
+ * [-alpha, alpha] before its quantizer, alpha being a learned scalar per
+ * linear and kind (initially pact_init, 100 in PaddleSlim). Its gradient is
+ * the sum of the upstream gradient over the clipped elements (signed), and
+ * the gradient passes only where |x| <= alpha. A rank's part of that sum is
+ * partial (a column-parallel input's gradient before its tp all-reduce, a
+ * row-parallel slice, a weight slice, one replica's batch), so the step
+ * sums it over tp (tp_sum) and the data replicas (data_sum). The alphas
+ * are trained by AdamW on the host (gpt_qat_pact_step) with the schedule's
+ * learning rate times pact_lr_mult (PaddleSlim: 1000), the run's betas,
+ * epsilon and weight decay, and their gradients count in the global norm.
+ *
  * The state (per layer and quantized linear: the committed scale and the
- * moving average's state and accum) is checkpointed through
- * gpt_qat_tensors / gpt_qat_set under the names
- * "qat.h.{i}.{attn.qkv|attn.proj|mlp.fc|mlp.proj}.{scale|state|accum}",
- * each a [1] fp32 tensor replicated over tp. */
+ * moving average's state and accum; with PACT each alpha and its AdamW
+ * moments) is checkpointed through gpt_qat_tensors / gpt_qat_set under the
+ * names "qat.h.{i}.{attn.qkv|attn.proj|mlp.fc|mlp.proj}.{field}", field
+ * being scale, state, accum, and with PACT act_alpha, weight_alpha and
+ * their .exp_avg and .exp_avg_sq, each a [1] fp32 tensor replicated over
+ * tp. */
 #ifndef GPT_MODEL_QAT_H
 #define GPT_MODEL_QAT_H
 
@@ -56,14 +71,18 @@ typedef struct gpt_qat_opts {
 	int act_moving_average;         /* moving_average_abs_max, else abs_max */
 	int weight_bits, act_bits;
 	float moving_rate;
+	int pact[2];        /* PACT clipping of inputs [GPT_PACT_ACT] and weights [GPT_PACT_WEIGHT] */
+	float pact_init;    /* initial alpha */
+	float pact_lr_mult; /* alpha's learning rate over the schedule's */
 } gpt_qat_opts;
+
+enum { GPT_PACT_ACT = 0, GPT_PACT_WEIGHT = 1 };
 
 /* From the Quantization section (enable must be set). quantizable_layer_type
  * takes PaddleSlim's names: Linear (all four), ColumnParallelLinear (qkv,
  * fc), RowParallelLinear (proj, mlp proj), or ours (attn.qkv, ...). The
  * embedding and the output head (the tied wte) are not quantized; asking
- * for them, PACT preprocessing, or another layer kind is GPT_EUSAGE naming
- * the key. */
+ * for them or another layer kind is GPT_EUSAGE naming the key. */
 int gpt_qat_opts_from_config(gpt_qat_opts *o, const gpt_config *cfg, gpt_err *err);
 
 typedef int (*gpt_qat_max_fn)(void *ctx, float *buf, int64_t n, gpt_err *err);
@@ -81,7 +100,13 @@ struct gpt_qat {
 	float *wscale;                /* weight scales of the linear at hand */
 	void *wq, *xq;                /* fq(W) and fq(x) of the linear at hand */
 	gpt_qat_max_fn tp_max, data_max; /* all-reduce max over buffers of backend memory */
+	gpt_qat_max_fn tp_sum, data_sum; /* all-reduce sum, likewise (PACT's gradients) */
 	void *tp_ctx, *data_ctx;
+	/* PACT: kind p (GPT_PACT_ACT, GPT_PACT_WEIGHT), slot s at [p * n_slots + s] */
+	float *alpha, *dalpha;            /* backend memory, 2 n_slots each */
+	float *alpha_h, *dalpha_h;        /* host copies */
+	float *exp_avg, *exp_avg_sq;      /* host, AdamW's moments of the alphas */
+	void *wgrad;                      /* a clipped weight's gradient before the mask */
 };
 
 /* Sets up m->qat for model m (after gpt_model_init; gpt_model_free frees it)
@@ -99,8 +124,20 @@ int gpt_qat_linear_bwd(gpt_model *m, int64_t l, gpt_qat_linear k, void *dinp, vo
 		       int64_t K, int64_t N, gpt_err *err);
 
 /* After the last micro-batch of a training step: reduces the step's maxima
- * (tp_max, data_max) and commits them to the scales. No-op without QAT. */
+ * (tp_max, data_max) and commits them to the scales, and sums PACT's
+ * gradients (tp_sum, data_sum). No-op without QAT. */
 int gpt_qat_step_end(gpt_model *m, gpt_err *err);
+
+/* After gpt_qat_step_end: takes PACT's gradients to the host (zeroing them
+ * for the next step) and gives their sum of squares, still multiplied by
+ * the loss scale like every gradient (0 without PACT). */
+int gpt_qat_pact_grads(gpt_model *m, double *sumsq, gpt_err *err);
+
+/* AdamW on the alphas with the gradients gpt_qat_pact_grads took, h being
+ * the step's settings for the weights (lr is multiplied by pact_lr_mult
+ * here; weight decay applies, as FleetX decays every parameter whose name
+ * holds neither "bias" nor "norm"). An alpha is kept >= 0. */
+int gpt_qat_pact_step(gpt_model *m, const gpt_adamw *h, gpt_err *err);
 
 /* The state as named host tensors (see above); free with gpt_qat_tensors_free. */
 typedef struct gpt_qat_tensor {
@@ -111,6 +148,9 @@ int gpt_qat_tensors(const gpt_model *m, gpt_qat_tensor **out, int64_t *n, gpt_er
 void gpt_qat_tensors_free(gpt_qat_tensor *t);
 /* Sets the state from tensors (the names of gpt_qat_tensors; all of them). */
 int gpt_qat_set(gpt_model *m, const gpt_qat_tensor *t, int64_t n, gpt_err *err);
+/* Whether a state tensor's name is PACT's (alphas and their moments): a
+ * checkpoint of QAT without PACT lacks them, and PACT then starts fresh. */
+int gpt_qat_tensor_is_pact(const char *name);
 
 #ifdef __cplusplus
 }

@@ -306,9 +306,15 @@ static int train_step(trainer *tr, const int32_t *rows, double *loss, int *skipp
 		rc = gpt_qat_step_end(m, err);
 	if (!rc)
 		rc = gpt_tr_reduce_grads(tr, err);
-	double sumsq = 0;
+	double sumsq = 0, pact_sumsq = 0;
 	if (!rc)
 		rc = gpt_optimizer_grad_sumsq(&tr->opt, &sumsq, err);
+	/* PACT's alphas: the same sums on every tp and sharding rank after
+	 * gpt_qat_step_end, so one of them counts them */
+	if (!rc)
+		rc = gpt_qat_pact_grads(m, &pact_sumsq, err);
+	if (tr->tp_rank == 0 && tr->sh_rank == 0)
+		sumsq += pact_sumsq;
 	/* the shards, the tp slices and the stages hold disjoint parts (each
 	 * replicated tensor counted by one owner), so their parts add to the
 	 * global norm; the data replicas hold the same */
@@ -339,6 +345,12 @@ static int train_step(trainer *tr, const int32_t *rows, double *loss, int *skipp
 	if (clip > 0 && norm > clip)
 		scale *= clip / (norm + 1e-6);
 	rc = gpt_optimizer_step(&tr->opt, gpt_lr_at(&tr->lr, tr->step + 1), scale, err);
+	if (!rc && m->qat) {
+		gpt_adamw h = {.lr = gpt_lr_at(&tr->lr, tr->step + 1), .beta1 = tr->opt.beta1,
+			       .beta2 = tr->opt.beta2, .eps = tr->opt.eps,
+			       .weight_decay = tr->opt.weight_decay, .grad_scale = scale, .t = tr->opt.t};
+		rc = gpt_qat_pact_step(m, &h, err);
+	}
 	/* each rank updated its shard: gather the whole parameters again (at
 	 * stage 3 they stay sharded; the windows are gathered when used) */
 	tr->pw_valid[0] = tr->pw_valid[2] = 0;

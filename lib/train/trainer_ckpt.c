@@ -446,10 +446,23 @@ static int load_qat(trainer *tr, gpt_ckpt *ck, gpt_err *err)
 		gpt_qat_tensors_free(qt);
 		return 0;
 	}
+	/* QAT without PACT wrote no alphas: PACT then starts from its initial
+	 * alphas (the values qt holds already) */
+	int pact_saved = 0, pact_wanted = 0;
+	for (int64_t i = 0; i < nq; i++)
+		if (gpt_qat_tensor_is_pact(qt[i].name)) {
+			pact_wanted = 1;
+			pact_saved |= gpt_ckpt_has_tensor(ck, qt[i].name);
+		}
+	if (pact_wanted && !pact_saved)
+		gpt_log_printf(&tr->log, GPT_LOG_INFO,
+			       "%s holds no PACT clips: they start from Quantization.pact_init_value",
+			       gpt_ckpt_path(ck));
 	int64_t one = 1;
 	gpt_box box = gpt_box_full(1, &one);
 	for (int64_t i = 0; !rc && i < nq; i++)
-		rc = gpt_ckpt_read_box(ck, qt[i].name, GPT_DTYPE_F32, 1, &one, &box, &qt[i].value, err);
+		if (pact_saved || !gpt_qat_tensor_is_pact(qt[i].name))
+			rc = gpt_ckpt_read_box(ck, qt[i].name, GPT_DTYPE_F32, 1, &one, &box, &qt[i].value, err);
 	if (!rc)
 		rc = gpt_qat_set(&tr->model, qt, nq, err);
 	gpt_qat_tensors_free(qt);

@@ -29,6 +29,22 @@ for k, v in h.items():
 " "$1"
 }
 
+# stlib.py: load(FILE) -> (header, data) of a safetensors file, f32(x) rounds
+# to fp32, arr(header, data, NAME) -> the tensor as a list
+cat >stlib.py <<'EOF'
+import json, struct
+def load(fn):
+    f = open(fn, "rb")
+    n = struct.unpack("<Q", f.read(8))[0]
+    return json.loads(f.read(n)), f.read()
+def f32(x):
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+def arr(h, d, k):
+    a, b = h[k]["data_offsets"]
+    fmt = {"F32": "f", "I8": "b"}[h[k]["dtype"]]
+    return list(struct.unpack("<%d%s" % ((b - a) // struct.calcsize(fmt), fmt), d[a:b]))
+EOF
+
 test_expect_success 'set up: a byte model (100 steps), QAT fine-tuned 20 steps' '
 	mkdir data &&
 	gpt-preprocess -t bytes -o data/lic /usr/share/common-licenses/* 2>/dev/null &&
@@ -60,17 +76,8 @@ assert q == {\"method\": \"qat\", \"weight_bits\": 8, \"weight_quantize_type\": 
 test_expect_success 'the int8 codes are fq(W) of the checkpoint weights, and the input scales its scales' '
 	gpt-ckpt-merge --consolidate --weights-only q c.safetensors 2>/dev/null &&
 	python3 -c "
-import json, math, struct
-def load(fn):
-    f = open(fn, \"rb\")
-    n = struct.unpack(\"<Q\", f.read(8))[0]
-    return json.loads(f.read(n)), f.read()
-def f32(x):
-    return struct.unpack(\"<f\", struct.pack(\"<f\", x))[0]
-def arr(h, d, k):
-    a, b = h[k][\"data_offsets\"]
-    fmt = {\"F32\": \"f\", \"I8\": \"b\"}[h[k][\"dtype\"]]
-    return list(struct.unpack(\"<%d%s\" % ((b - a) // struct.calcsize(fmt), fmt), d[a:b]))
+import math
+from stlib import load, f32, arr
 ch, cd = load(\"c.safetensors\")
 bh, bd = load(\"model.safetensors\")
 for l in (0, 1):
@@ -92,6 +99,70 @@ for l in (0, 1):
         assert a == b, (l, k, a, b)
 print(\"ok\")
 "
+'
+
+test_expect_success 'weight PACT: the int8 codes are fq(clip(W, weight_alpha))' '
+	train -o Engine.max_steps=110 -o Engine.save_load.save_steps=110 \
+		-o Engine.save_load.ckpt_dir=base -o Quantization.enable=True \
+		-o Quantization.weight_preprocess_type=PACT -o Quantization.pact_init_value=0.08 \
+		-o Quantization.pact_lr_multiplier=1 \
+		-o Engine.save_load.output_dir=qw >qw.log 2>&1 &&
+	gpt-export --dtype int8 -o qw8.tar qw 2>/dev/null &&
+	tar -xOf qw8.tar model.safetensors >mw.safetensors &&
+	! st_list mw.safetensors | grep input_clip &&
+	rm -f cw.safetensors && gpt-ckpt-merge --consolidate --weights-only qw cw.safetensors 2>/dev/null &&
+	python3 -c "
+import math
+from stlib import load, f32, arr
+ch, cd = load(\"cw.safetensors\")
+bh, bd = load(\"mw.safetensors\")
+clipped = 0
+for l in (0, 1):
+    for k in (\"attn.qkv\", \"attn.proj\", \"mlp.fc\", \"mlp.proj\"):
+        name = \"h.%d.%s.weight\" % (l, k)
+        a = arr(ch, cd, \"qat.h.%d.%s.weight_alpha\" % (l, k))[0]
+        w, q = arr(ch, cd, name), arr(bh, bd, name)
+        cols = ch[name][\"shape\"][-1]
+        for r in range(len(w) // cols):
+            row = [max(-a, min(a, v)) for v in w[r * cols:(r + 1) * cols]]
+            clipped += sum(1 for v in w[r * cols:(r + 1) * cols] if abs(v) > a)
+            s = max(abs(v) for v in row)
+            inv = f32(127.0 / s)
+            for c, v in enumerate(row):
+                x = f32(v * inv)
+                assert q[r * cols + c] == math.copysign(math.floor(abs(x) + 0.5), x), (name, r, c)
+assert clipped > 0, \"no weight reached its alpha\"
+print(\"ok,\", clipped, \"weights clipped\")
+"
+'
+
+test_expect_success 'activation PACT: the bundle carries each alpha as input_clip, and gpt-infer runs it' '
+	train -o Engine.max_steps=110 -o Engine.save_load.save_steps=110 \
+		-o Engine.save_load.ckpt_dir=base -o Quantization.enable=True \
+		-o Quantization.activation_preprocess_type=PACT -o Quantization.pact_init_value=3 \
+		-o Engine.save_load.output_dir=qa >qa.log 2>&1 &&
+	gpt-export --dtype int8 -o qa8.tar qa 2>/dev/null &&
+	tar -xOf qa8.tar model.safetensors >ma.safetensors &&
+	st_list ma.safetensors >alist &&
+	test "$(grep -c "input_clip F32 \[1\]$" alist)" = 8 &&
+	rm -f ca.safetensors && gpt-ckpt-merge --consolidate --weights-only qa ca.safetensors 2>/dev/null &&
+	python3 -c "
+from stlib import load, arr
+def one(h, d, k):
+    return arr(h, d, k)[0]
+ch, cd = load(\"ca.safetensors\")
+bh, bd = load(\"ma.safetensors\")
+for l in (0, 1):
+    for k in (\"attn.qkv\", \"attn.proj\", \"mlp.fc\", \"mlp.proj\"):
+        assert one(bh, bd, \"h.%d.%s.input_clip\" % (l, k)) == one(ch, cd, \"qat.h.%d.%s.act_alpha\" % (l, k))
+" &&
+	cat /usr/share/common-licenses/MPL-2.0 >held-a.txt &&
+	gpt-infer -m qa --ppl held-a.txt >pa32 &&
+	gpt-infer -m qa8.tar --ppl held-a.txt >pa8 &&
+	a=$(sed -n "s/^perplexity: \([0-9.]*\),.*/\1/p" pa32) &&
+	b=$(sed -n "s/^perplexity: \([0-9.]*\),.*/\1/p" pa8) &&
+	echo "PACT checkpoint (fp32, no quantizers) $a, its int8 bundle $b" &&
+	test "$(echo "r = $b / $a; r > 0.98 && r < 1.02" | bc -l)" = 1
 '
 
 test_expect_success 'post-training int8 of the model trained without QAT: weights only' '

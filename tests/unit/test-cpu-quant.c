@@ -1,6 +1,6 @@
 /* Fake quantization ops on hand-made tensors: exact values, rounding half
- * away from zero, clamping, per-row scales, the moving-average update, and
- * 16-bit storage. */
+ * away from zero, clamping, per-row scales, the moving-average update, PACT's
+ * clip and its gradients, and 16-bit storage. */
 #include "cpu-check.h"
 
 #include <string.h>
@@ -99,6 +99,52 @@ int main(void)
 	uint16_t want_h[R * K];
 	gpt_convert(want_h, GPT_DTYPE_BF16, want_b, GPT_DTYPE_F32, R * K, &chk_err);
 	ok(memcmp(hq, want_h, sizeof hq) == 0, "bf16 storage: fp32 arithmetic, rounded on store");
+	gpt_backend_cpu_free(&bb);
+
+	/* PACT: clamp to [-a, a]; the gradient passes where -a <= x <= a (the
+	 * boundary included: relu'(0) = 0) and the clipped ones feed alpha */
+	float px[6] = {-3.0f, -1.5f, -1.0f, 0.25f, 1.0f, 2.5f}, alpha = 1.0f, py[6];
+	CHK(be.ops->pact_fwd(&be, py, px, &alpha, 6, &chk_err));
+	float want_p[6] = {-1, -1, -1, 0.25f, 1, 1};
+	ok(memcmp(py, want_p, sizeof py) == 0, "pact_fwd: clamp(x, -1, 1)");
+	float pg[6] = {1, 2, 4, 8, 16, 32}, pdx[6], dal = 0.5f;
+	CHK(be.ops->pact_bwd(&be, pdx, &dal, pg, px, &alpha, 6, 0, &chk_err));
+	float want_dx[6] = {0, 0, 4, 8, 16, 0};
+	ok(memcmp(pdx, want_dx, sizeof pdx) == 0, "pact_bwd: dx = dy inside [-a, a], boundary included");
+	is_near(dal, 0.5 + 32 - 1 - 2, 0, "pact_bwd adds sum(dy, x > a) - sum(dy, x < -a) to dalpha");
+	float acc[6] = {1, 1, 1, 1, 1, 1};
+	dal = 0;
+	CHK(be.ops->pact_bwd(&be, acc, &dal, pg, px, &alpha, 6, 1, &chk_err));
+	float want_acc[6] = {1, 1, 5, 9, 17, 1};
+	ok(memcmp(acc, want_acc, sizeof acc) == 0 && dal == 29.0f, "accumulate = 1 adds the masked dy");
+	memcpy(pdx, pg, sizeof pg);
+	CHK(be.ops->pact_bwd(&be, pdx, &dal, pdx, px, &alpha, 6, 0, &chk_err));
+	ok(memcmp(pdx, want_dx, sizeof pdx) == 0, "dx may alias dy");
+
+	/* the alpha sum does not depend on the thread count */
+	enum { PN = 100000 };
+	float *pbx = chk_floats(PN, 3.0), *pbg = chk_floats(PN, 1.0), *pbd = malloc(PN * sizeof(float));
+	float d1 = 0, d2 = 0;
+	double dref = 0;
+	for (int i = 0; i < PN; i++)
+		dref += pbx[i] > 1.0f ? pbg[i] : pbx[i] < -1.0f ? -pbg[i] : 0.0;
+	be.threads = 1;
+	CHK(be.ops->pact_bwd(&be, pbd, &d1, pbg, pbx, &alpha, PN, 0, &chk_err));
+	be.threads = 2;
+	CHK(be.ops->pact_bwd(&be, pbd, &d2, pbg, pbx, &alpha, PN, 0, &chk_err));
+	ok(d1 == d2, "1 and 2 threads give the same alpha gradient bit for bit (%.9g)", (double)d1);
+	is_near(d1, dref, 1e-3, "and it is the sum (%.6g)", dref);
+	free(pbx), free(pbg), free(pbd);
+
+	/* bf16 storage: clamped in fp32, rounded on store */
+	CHK(gpt_backend_cpu_init(&bb, GPT_DTYPE_BF16, 0, &chk_err));
+	uint16_t bx[6], by[6], bwant[6];
+	float a13 = 1.3f; /* not a bf16 value: the clip rounds */
+	gpt_convert(bx, GPT_DTYPE_BF16, px, GPT_DTYPE_F32, 6, &chk_err);
+	CHK(bb.ops->pact_fwd(&bb, by, bx, &a13, 6, &chk_err));
+	float fw[6] = {-1.3f, -1.3f, -1.0f, 0.25f, 1.0f, 1.3f};
+	gpt_convert(bwant, GPT_DTYPE_BF16, fw, GPT_DTYPE_F32, 6, &chk_err);
+	ok(memcmp(by, bwant, sizeof by) == 0, "bf16 pact_fwd: clamp in fp32, round on store");
 	gpt_backend_cpu_free(&bb);
 
 	free(a);
