@@ -138,13 +138,11 @@ static const gpt_backend_ops cuda_ops = {
 	gpt_cuda_adamw,
 	gpt_cuda_sum_squares,
 	gpt_cuda_check_finite,
-	/* quantization-aware training runs on the CPU backend only so far:
-	 * gpt_backend_require names these when a QAT run asks for them */
-	NULL, /* quant_absmax */
-	NULL, /* fake_quant */
-	NULL, /* quant_moving_avg */
-	NULL, /* pact_fwd */
-	NULL, /* pact_bwd */
+	gpt_cuda_quant_absmax,
+	gpt_cuda_fake_quant,
+	gpt_cuda_quant_moving_avg,
+	gpt_cuda_pact_fwd,
+	gpt_cuda_pact_bwd,
 };
 
 extern "C" void gpt_backend_cuda_free(gpt_backend *be)

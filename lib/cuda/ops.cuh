@@ -174,4 +174,16 @@ int gpt_cuda_sum_squares(gpt_backend *be, float *acc, const void *x, int64_t n, 
 int gpt_cuda_check_finite(gpt_backend *be, float *flag, const void *x, int64_t n,
 			  gpt_err *err);
 
+/* quant.cu: quantization-aware training */
+int gpt_cuda_quant_absmax(gpt_backend *be, float *scale, const void *x, int64_t rows,
+			  int64_t cols, int per_row, int accumulate, gpt_err *err);
+int gpt_cuda_fake_quant(gpt_backend *be, void *out, const void *x, const float *scale,
+			int64_t rows, int64_t cols, int per_row, int bits, gpt_err *err);
+int gpt_cuda_quant_moving_avg(gpt_backend *be, float *state, float *accum, float *scale,
+			      const float *cur, int64_t n, float rate, int commit, gpt_err *err);
+int gpt_cuda_pact_fwd(gpt_backend *be, void *out, const void *x, const float *alpha, int64_t n,
+		      gpt_err *err);
+int gpt_cuda_pact_bwd(gpt_backend *be, void *dx, float *dalpha, const void *dy, const void *x,
+		      const float *alpha, int64_t n, int accumulate, gpt_err *err);
+
 #endif

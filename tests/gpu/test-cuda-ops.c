@@ -565,6 +565,42 @@ static void test_optimizer(void)
 		ten_free(all[i]);
 }
 
+/* Fake quantization and PACT: the CPU's arithmetic, so exact but for the
+ * order of PACT's alpha sum. */
+static void test_quant(void)
+{
+	int64_t R = 3 * NH, K = C, n = R * K;
+	ten x = st(n, 2), sr = ten_const(GPT_DTYPE_F32, R, 0.5f), s1 = ten_const(GPT_DTYPE_F32, 1, 0.25f);
+	CALL2(quant_absmax, (&cpu, H(sr), H(x), R, K, 1, 1, &err), (&gpu, D(sr), D(x), R, K, 1, 1, &err));
+	same("quant_absmax per row, accumulated", &sr, 0);
+	CALL2(quant_absmax, (&cpu, H(s1), H(x), R, K, 0, 0, &err), (&gpu, D(s1), D(x), R, K, 0, 0, &err));
+	same("quant_absmax per tensor", &s1, 0);
+	ten q = st(n, 1);
+	CALL2(fake_quant, (&cpu, H(q), H(x), H(sr), R, K, 1, 8, &err), (&gpu, D(q), D(x), D(sr), R, K, 1, 8, &err));
+	same("fake_quant per row, 8 bits", &q, 0);
+	CALL2(fake_quant, (&cpu, H(x), H(x), H(s1), R, K, 0, 4, &err), (&gpu, D(x), D(x), D(s1), R, K, 0, 4, &err));
+	same("fake_quant per tensor, 4 bits, in place", &x, 0);
+	ten state = ten_const(GPT_DTYPE_F32, R, 1.0f), accum = ten_const(GPT_DTYPE_F32, R, 1.0f);
+	CALL2(quant_moving_avg, (&cpu, H(state), H(accum), H(sr), H(sr), R, 0.9f, 1, &err),
+	      (&gpu, D(state), D(accum), D(sr), D(sr), R, 0.9f, 1, &err));
+	same("quant_moving_avg scale", &sr, 0);
+	same("quant_moving_avg accum", &accum, 0);
+	ten px = st(n, 2), py = st(n, 1), dy = st(n, 1), dx = st(n, 1);
+	ten alpha = ten_const(GPT_DTYPE_F32, 1, 0.75f), dal = ten_const(GPT_DTYPE_F32, 1, 0.5f);
+	CALL2(pact_fwd, (&cpu, H(py), H(px), H(alpha), n, &err), (&gpu, D(py), D(px), D(alpha), n, &err));
+	same("pact_fwd", &py, 0);
+	CALL2(pact_bwd, (&cpu, H(dx), H(dal), H(dy), H(px), H(alpha), n, 1, &err),
+	      (&gpu, D(dx), D(dal), D(dy), D(px), D(alpha), n, 1, &err));
+	same("pact_bwd dx (accumulated)", &dx, 1);
+	CALL2(pact_bwd, (&cpu, H(dy), H(dal), H(dy), H(px), H(alpha), n, 0, &err),
+	      (&gpu, D(dy), D(dal), D(dy), D(px), D(alpha), n, 0, &err));
+	same("pact_bwd dx (written over dy)", &dy, 0);
+	same("pact_bwd dalpha", &dal, 1);
+	ten *all[] = {&x, &sr, &s1, &q, &state, &accum, &px, &py, &dy, &dx, &alpha, &dal};
+	for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+		ten_free(all[i]);
+}
+
 static void test_convert(void)
 {
 	int64_t n = 1 << 16;
@@ -655,6 +691,7 @@ int main(void)
 		test_xent();
 		test_embedding();
 		test_optimizer();
+		test_quant();
 		test_convert();
 		test_model();
 		gpt_backend_cpu_free(&cpu);

@@ -102,4 +102,8 @@ static inline void __syncthreads(void) { emu::block_bar->arrive_and_wait(); }
 static inline void __syncwarp(void) { emu::warp_bar->arrive_and_wait(); }
 template <class T> static inline T __shfl_sync(unsigned, T v, int src) { return emu::shfl(v, src); }
 template <class T> static inline T __shfl_xor_sync(unsigned, T v, int o) { return emu::shfl(v, (int)(emu::threadIdx_.x % 32) ^ o); }
+/* round-to-nearest arithmetic without contraction: plain IEEE ops on the CPU */
+static inline float __fadd_rn(float a, float b) { return a + b; }
+static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline float __fdiv_rn(float a, float b) { return a / b; }
 using std::isfinite;
