@@ -165,6 +165,7 @@ int gpt_qat_init(gpt_model *m, const gpt_qat_opts *o, gpt_err *err)
 			continue;
 		*b[i].p = be->ops->alloc(be, b[i].bytes, b[i].what, err);
 		rc = *b[i].p ? 0 : err->code;
+		q->bytes += (int64_t)b[i].bytes;
 	}
 	if (!rc && pact) {
 		q->alpha_h = gpt_malloc(2 * S * sizeof(float), "PACT clips", err);

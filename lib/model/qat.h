@@ -107,6 +107,7 @@ struct gpt_qat {
 	float *alpha_h, *dalpha_h;        /* host copies */
 	float *exp_avg, *exp_avg_sq;      /* host, AdamW's moments of the alphas */
 	void *wgrad;                      /* a clipped weight's gradient before the mask */
+	int64_t bytes;                    /* backend memory of all the above */
 };
 
 /* Sets up m->qat for model m (after gpt_model_init; gpt_model_free frees it)

@@ -36,6 +36,22 @@ static double layer_none(const act_shape *x)
 	return x->e * (4 * sbh / x->r + 12 * sbh / x->t + 2 * score) + 2 * sbh / x->r + score;
 }
 
+/* Quantization-aware training's work buffers (lib/model/qat.c): the fake-
+ * quantized input of the linear at hand (its widest input over all rows of
+ * the micro-batch), its fake-quantized weight, and with weight PACT the
+ * weight's gradient before the clip's mask. */
+static double qat_work(const gpt_config *cfg, const gpt_model_shape *shape, const act_shape *x)
+{
+	double C = x->h, F = (double)shape->ffn / x->t, Cl = (double)(shape->heads / (int64_t)x->t) *
+								(double)(shape->hidden / shape->heads);
+	double in = C > Cl ? C : Cl, w = 3 * Cl * C > C * F ? 3 * Cl * C : C * F;
+	if (F > in)
+		in = F;
+	const char *wp = cfg->quantization.weight_preprocess_type;
+	int wpact = wp && strcmp(wp, "PACT") == 0;
+	return x->e * (x->s * x->b * in + w * (wpact ? 2 : 1));
+}
+
 static double layer_core_attn(const act_shape *x)
 {
 	double score = x->a * x->s * x->s * x->b / x->t;
@@ -227,6 +243,12 @@ int gpt_train_memory_plan(const gpt_config *cfg, gpt_train_memory *m, gpt_err *e
 					  (strcmp(gran, "full") == 0 ? 0 : m->layer_config);
 		if (cfg->global.device && strcmp(cfg->global.device, "cpu") == 0)
 			cpu_activations(cfg, &shape, st, s, tp, pp);
+		if (cfg->quantization.enable && st->layers > 0) {
+			double q = qat_work(cfg, &shape, &x);
+			st->act_none += q;
+			st->act_full += q;
+			st->act_config += q;
+		}
 		double P = (double)st->params;
 		/* Stages 2 and 3 work on one unit at a time: a window for one layer,
 		 * plus the embedding and the final LayerNorm, which stay whole for

@@ -533,6 +533,8 @@ int gpt_train_run(const gpt_config *cfg, FILE *log, const volatile sig_atomic_t 
 		double act = (double)tr.model.act_bytes; /* and the pipeline's receive buffer */
 		if (tr.pp_grad_in)
 			act += (double)gpt_model_stream_numel(&tr.model) * es;
+		if (tr.model.qat) /* quantization-aware training's work buffers */
+			act += (double)tr.model.qat->bytes;
 		char a[32], b[32], c[32], d[32], e[32];
 		gpt_format_bytes(pb, a, sizeof a);
 		gpt_format_bytes(gb, b, sizeof b);
