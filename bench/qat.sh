@@ -10,6 +10,12 @@
 #                 CAL steps: moving-average input scales, weights unchanged)
 #   fp32 +N       the same model trained N more steps without quantization
 #   QAT W8A8      N steps of quantization-aware fine-tuning, exported int8
+#   + PACT        the same with PACT clips on the inputs (W8A8, the seed
+#                 345M QAT config's setting) or on inputs and weights (W4A8),
+#                 learning rate x 1000 as PaddleSlim; the clips start at
+#                 PACT_INIT (4, near this model's input range: PaddleSlim's
+#                 100 clips nothing here in 150 steps, and then PACT is the
+#                 identity)
 # and the same at 4-bit weights (W4A8), where rounding costs more. Each is the
 # perplexity gpt-infer --ppl gives on the held-out text. The check: QAT W8A8
 # within 2% of fp32.
@@ -21,6 +27,7 @@ ROOT=$PWD
 STEPS=${STEPS:-400}
 QAT_STEPS=${QAT_STEPS:-150}
 CAL=${CAL:-20}
+PACT_INIT=${PACT_INIT:-4}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
@@ -72,8 +79,13 @@ for bits in 8 4; do
 	qat cal$bits.log cal$bits $((STEPS + CAL)) -o Quantization.weight_bits=$bits \
 		-o Optimizer.lr.max_lr=0 -o Optimizer.lr.min_lr=0
 	qat qat$bits.log qat$bits "$END" -o Quantization.weight_bits=$bits
+	pact="-o Quantization.activation_preprocess_type=PACT -o Quantization.pact_init_value=$PACT_INIT"
+	[ "$bits" = 4 ] && pact="$pact -o Quantization.weight_preprocess_type=PACT"
+	# shellcheck disable=SC2086
+	qat pact$bits.log pact$bits "$END" -o Quantization.weight_bits=$bits $pact
 	export_ cal$bits.tar cal$bits --dtype int8
 	export_ qat$bits.tar qat$bits --dtype int8
+	export_ pact$bits.tar pact$bits --dtype int8
 done
 export_ fp32.tar base
 export_ ptq8.tar base --dtype int8
@@ -82,7 +94,7 @@ fp32=$(ppl "$W/fp32.tar")
 row () { # label perplexity
 	printf "  %-28s %s\n" "$1" "$(echo "$2 $fp32" | awk '{ printf "%9.4f  %+7.2f%%", $1, ($1 / $2 - 1) * 100 }')"
 }
-echo "held-out perplexity (MPL-2.0 + Apache-2.0, $(wc -c <"$W/held.txt") bytes); model trained $STEPS steps; QAT $QAT_STEPS steps; calibration $CAL steps"
+echo "held-out perplexity (MPL-2.0 + Apache-2.0, $(wc -c <"$W/held.txt") bytes); model trained $STEPS steps; QAT $QAT_STEPS steps; calibration $CAL steps; PACT from alpha $PACT_INIT"
 printf "  %-28s %9s  %8s\n" model perplexity "vs fp32"
 row fp32 "$fp32"
 row "PTQ W8 (weights only)" "$(ppl "$W/ptq8.tar")"
@@ -90,8 +102,10 @@ row "PTQ W8A8 (calibrated)" "$(ppl "$W/cal8.tar")"
 row "fp32 +$QAT_STEPS steps" "$(ppl "$W/more")"
 q8=$(ppl "$W/qat8.tar")
 row "QAT W8A8" "$q8"
+row "QAT W8A8 + PACT (inputs)" "$(ppl "$W/pact8.tar")"
 row "PTQ W4A8 (calibrated)" "$(ppl "$W/cal4.tar")"
 row "QAT W4A8" "$(ppl "$W/qat4.tar")"
+row "QAT W4A8 + PACT (both)" "$(ppl "$W/pact4.tar")"
 echo "  ($(($(date +%s) - t0)) s, $OMP_NUM_THREADS threads)"
 if [ "$(echo "$q8 $fp32" | awk '{ r = $1 / $2; print (r < 1.02 && r > 0.98) }')" = 1 ]; then
 	echo "qat: QAT W8A8 is within 2% of fp32"
