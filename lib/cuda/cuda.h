@@ -37,6 +37,15 @@ void gpt_cuda_free(void *p);
 int gpt_cuda_memcpy(void *dst, const void *src, size_t bytes, int kind, gpt_err *err);
 int gpt_cuda_sync(gpt_err *err);
 
+/* Page-locked host memory (cudaHostAlloc), which copies to and from the
+ * device use directly: lib/comm stages device buffers in it for the shm
+ * backend. gpt_cuda_host_free(NULL) does nothing. */
+void *gpt_cuda_host_alloc(size_t bytes, const char *what, gpt_err *err);
+void gpt_cuda_host_free(void *p);
+/* 1 when p points into device memory (cudaMalloc), 0 for host memory,
+ * pinned or not, and for any pointer CUDA does not know. */
+int gpt_cuda_ptr_is_device(const void *p);
+
 /* Device-side conversion between fp32, bf16 and fp16 (round to nearest even,
  * as gpt_convert on the CPU); dst and src are device pointers. */
 int gpt_cuda_convert(void *dst, gpt_dtype dst_t, const void *src, gpt_dtype src_t, size_t n,

@@ -99,3 +99,31 @@ extern "C" int gpt_cuda_sync(gpt_err *err)
 {
 	return gpt_cuda_check(cudaDeviceSynchronize(), "synchronize", err);
 }
+
+extern "C" void *gpt_cuda_host_alloc(size_t bytes, const char *what, gpt_err *err)
+{
+	void *p = NULL;
+	cudaError_t e = cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault);
+	if (e != cudaSuccess) {
+		gpt_err_set(err, GPT_EINTERNAL, "cuda: allocating %zu bytes of pinned host memory for %s: %s",
+			    bytes, what ? what : "data", cudaGetErrorString(e));
+		return NULL;
+	}
+	return p;
+}
+
+extern "C" void gpt_cuda_host_free(void *p)
+{
+	if (p)
+		cudaFreeHost(p);
+}
+
+extern "C" int gpt_cuda_ptr_is_device(const void *p)
+{
+	cudaPointerAttributes a;
+	if (!p || cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+		cudaGetLastError(); /* older runtimes fail on plain host pointers */
+		return 0;
+	}
+	return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+}
