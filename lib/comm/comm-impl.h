@@ -38,6 +38,13 @@ int gpt_comm_exchange(gpt_group *g, const char *tag, const char *op, const char 
 void gpt_comm_reduce(void *dst, const void *const *srcs, int nsrc, int64_t off, int64_t count,
 		     gpt_dtype t, gpt_reduce_op op);
 
+/* share.c: GPT_COMM_BACKEND=auto where a host has more GPU ranks than
+ * visible devices: "shm" when two ranks of the job hold one device (compared
+ * by UUID through the store under prefix), else "nccl". Collective over
+ * every rank of env's job. */
+int gpt_comm_resolve_auto(gpt_store *st, const char *prefix, const gpt_dist_env *env, int device,
+			  const char **backend, gpt_err *err);
+
 /* The collectives with staging (stage.c), for a comm with c->mem set:
  * the same contract as the backend slots they wrap. */
 int gpt_comm_stage_all_reduce(gpt_group *g, const void *send, void *recv, int64_t count, gpt_dtype t,

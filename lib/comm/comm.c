@@ -260,7 +260,10 @@ int gpt_comm_open(gpt_comm **out, const gpt_dist_env *env, const gpt_comm_option
 	gpt_comm *c = NULL;
 	char prefix[32];
 	snprintf(prefix, sizeof prefix, "r%d/", env->restart_count);
-	rc = open_prefixed(&c, st, env->rank, env->world_size, &oo, prefix, err);
+	if (oo.backend && strcmp(oo.backend, "auto") == 0)
+		rc = gpt_comm_resolve_auto(st, prefix, env, oo.device, &oo.backend, err);
+	if (!rc)
+		rc = open_prefixed(&c, st, env->rank, env->world_size, &oo, prefix, err);
 	if (rc) {
 		gpt_store_close(st);
 		gpt_store_server_stop(srv);
@@ -289,6 +292,11 @@ void gpt_comm_set_memory(gpt_comm *c, gpt_backend *be)
 	if (c->mem != be)
 		gpt_comm_stage_free(c);
 	c->mem = be;
+}
+
+const char *gpt_comm_backend_name(const gpt_comm *c)
+{
+	return c->be->name;
 }
 
 gpt_group *gpt_comm_world(gpt_comm *c)

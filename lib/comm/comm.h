@@ -225,7 +225,10 @@ struct gpt_group {
 };
 
 typedef struct gpt_comm_options {
-	const char *backend;      /* "shm" or "nccl" */
+	/* "shm" or "nccl"; gpt_comm_open also takes "auto" (GPU ranks, see
+	 * gpt_comm_gpu_plan): shm when two ranks of the job hold one device
+	 * (compared by UUID through the store), else nccl */
+	const char *backend;
 	double timeout_s;         /* <= 0: gpt_comm_timeout() */
 	double connect_timeout_s; /* <= 0: timeout_s */
 	int device;               /* nccl: the CUDA device (usually the local rank) */
@@ -241,6 +244,8 @@ int gpt_comm_open(gpt_comm **out, const gpt_dist_env *env, const gpt_comm_option
 int gpt_comm_open_store(gpt_comm **out, gpt_store *st, int rank, int world,
 			const gpt_comm_options *o, gpt_err *err);
 void gpt_comm_close(gpt_comm *c);
+/* "shm" or "nccl": the backend c runs (what "auto" became). */
+const char *gpt_comm_backend_name(const gpt_comm *c);
 gpt_group *gpt_comm_world(gpt_comm *c);
 gpt_store *gpt_comm_store(gpt_comm *c);
 /* The backend table for name, or NULL when this build has none by that name. */
@@ -265,13 +270,16 @@ void gpt_comm_set_memory(gpt_comm *c, gpt_backend *be);
  * requested is GPT_COMM_BACKEND's value: NULL, "" or "auto" to choose,
  * "nccl" or "shm". ndev is the number of visible devices, gpu whether the
  * job trains on them. On the CPU the backend is shm and *device -1. On GPUs
- * *device = local_rank mod ndev, and auto picks nccl when every local rank
- * has a device of its own (local_world_size <= ndev), else shm, whose
- * collectives then stage device buffers through pinned host memory
- * (gpt_comm_set_memory), so that any layout runs on one GPU. GPT_EUSAGE,
- * naming GPT_COMM_BACKEND where it was set: an unknown name, nccl on the
- * CPU or for ranks that share a device (NCCL needs one per rank), shm for
- * a job on several hosts, no device for a GPU job. */
+ * *device = local_rank mod ndev, and the choice is nccl when every local
+ * rank can have a device of its own (local_world_size <= ndev); with fewer
+ * visible devices than local ranks it is "auto", which gpt_comm_open
+ * settles by comparing the ranks' devices: shm where ranks share one (its
+ * collectives then stage device buffers through pinned host memory,
+ * gpt_comm_set_memory, so that any layout runs on one GPU), nccl where each
+ * rank sees only its own (gpt-launch --devices, Slurm's GPU binding).
+ * GPT_EUSAGE, naming GPT_COMM_BACKEND where it was set: an unknown name,
+ * nccl on the CPU, shm for a job on several hosts, no device for a GPU job.
+ * nccl asked for ranks that share a device fails in NCCL's set-up. */
 int gpt_comm_gpu_plan(const char *requested, const gpt_dist_env *env, int gpu, int ndev,
 		      const char **backend, int *device, gpt_err *err);
 

@@ -225,18 +225,16 @@ int gpt_comm_gpu_plan(const char *requested, const gpt_dist_env *env, int gpu, i
 	int local = env->local_world_size > 0 ? env->local_world_size : 1;
 	int multi_host = env->world_size > local;
 	*device = (env->local_rank > 0 ? env->local_rank : 0) % ndev;
-	int share = local > ndev;
-	if (asked && strcmp(requested, "nccl") == 0 && share)
+	if (!asked) {
+		/* fewer devices than ranks: shared, or one each behind
+		 * CUDA_VISIBLE_DEVICES; gpt_comm_open finds out */
+		*backend = local > ndev ? "auto" : "nccl";
+		return 0;
+	}
+	if (strcmp(requested, "shm") == 0 && multi_host)
 		return gpt_err_set(err, GPT_EUSAGE,
-				   "%s: nccl: the %d ranks of this host share %d GPU%s, and NCCL needs a GPU per rank; use %s=shm (or auto) to share, or fewer ranks per host",
-				   var, local, ndev, ndev == 1 ? "" : "s", var);
-	int shm = asked ? strcmp(requested, "shm") == 0 : share;
-	if (shm && multi_host)
-		return gpt_err_set(err, GPT_EUSAGE,
-				   "%s%s: shm reaches the ranks of one host only, and this job has %d ranks, %d on this host; %s",
-				   asked ? var : "ranks sharing GPUs", asked ? ": shm" : "", env->world_size, local,
-				   share ? "give every rank a GPU of its own (fewer ranks per host) for nccl"
-					 : "use nccl (unset " GPT_COMM_BACKEND_ENV ")");
-	*backend = shm ? "shm" : "nccl";
+				   "%s: shm: shm reaches the ranks of one host only, and this job has %d ranks, %d on this host; use nccl (unset %s)",
+				   var, env->world_size, local, var);
+	*backend = requested;
 	return 0;
 }

@@ -30,6 +30,11 @@ int gpt_cuda_device_info_get(int device, gpt_cuda_device_info *info, gpt_err *er
 /* "runtime 13.0, driver none, cuBLAS 13.0.0, NCCL 2.27.3, 0 devices". */
 void gpt_cuda_describe(char *out, size_t size);
 
+/* A text naming the physical device behind `device` (its UUID), the same
+ * in every process whatever CUDA_VISIBLE_DEVICES renumbers: processes
+ * compare them to find out whether they share a GPU. */
+int gpt_cuda_device_id(int device, char out[48], gpt_err *err);
+
 int gpt_cuda_set_device(int device, gpt_err *err);
 void *gpt_cuda_malloc(size_t bytes, const char *what, gpt_err *err);
 void gpt_cuda_free(void *p);

@@ -63,6 +63,18 @@ extern "C" void gpt_cuda_describe(char *out, size_t size)
 	}
 }
 
+extern "C" int gpt_cuda_device_id(int device, char out[48], gpt_err *err)
+{
+	cudaDeviceProp p;
+	int rc = gpt_cuda_check(cudaGetDeviceProperties(&p, device), "device properties", err);
+	if (rc)
+		return rc;
+	int len = snprintf(out, 48, "GPU-");
+	for (int i = 0; i < 16; i++)
+		len += snprintf(out + len, 48 - (size_t)len, "%02x", (unsigned char)p.uuid.bytes[i]);
+	return 0;
+}
+
 extern "C" int gpt_cuda_set_device(int device, gpt_err *err)
 {
 	return gpt_cuda_check(cudaSetDevice(device), "set device", err);

@@ -53,7 +53,6 @@ typedef struct trainer {
 	/* data parallel and ZeRO sharding (single process: comm NULL, 1 and 1) */
 	gpt_comm *comm;
 	int device;                /* the CUDA device of Global.device gpu */
-	const char *comm_backend;  /* "shm" or "nccl" (comm set) */
 	gpt_mesh mesh;
 	gpt_mesh_groups groups;
 	int rank;

@@ -80,8 +80,8 @@ static int setup_model(trainer *tr, gpt_err *err)
 		if (tr->comm) { /* collectives get device buffers from now on */
 			gpt_comm_set_memory(tr->comm, &tr->be);
 			gpt_log_printf(&tr->log, GPT_LOG_INFO, "rank %d: GPU %d, collectives over %s%s", tr->rank,
-				       tr->device, tr->comm_backend,
-				       strcmp(tr->comm_backend, "shm") == 0
+				       tr->device, gpt_comm_backend_name(tr->comm),
+				       strcmp(gpt_comm_backend_name(tr->comm), "shm") == 0
 					       ? " (device buffers staged through pinned host memory)" : "");
 		}
 #endif

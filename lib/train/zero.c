@@ -171,7 +171,6 @@ int gpt_tr_setup_parallel(trainer *tr, gpt_err *err)
 		if (rc)
 			return rc;
 		tr->device = o.device > 0 ? o.device : 0;
-		tr->comm_backend = o.backend;
 		rc = gpt_comm_open(&tr->comm, &env, &o, err);
 		if (!rc)
 			rc = gpt_mesh_init(&tr->mesh, (int)tr->tp, (int)tr->sh, (int)cfg->distributed.dp_degree,

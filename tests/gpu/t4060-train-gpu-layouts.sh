@@ -3,7 +3,8 @@
 # device 0 over the shm backend (GPT_COMM_BACKEND=shm: device buffers staged
 # through pinned host memory), and dp2, mp2, pp2 and sharding2 stage 3 each
 # give the one-rank GPU run's losses (relative 1e-4) and final weights
-# (absolute 1e-4), dropout on; stopping and resuming on the GPU gives the
+# (absolute 1e-4), dropout on; GPT_COMM_BACKEND unset (auto) finds that
+# the ranks share the GPU; stopping and resuming on the GPU gives the
 # unbroken run's losses and bytes exactly, on one rank and on two. With two
 # or more GPUs, dp2 over nccl (one GPU each) agrees too. Skips without a GPU.
 #
@@ -60,14 +61,16 @@ test_expect_success 'set up: data and the one-rank GPU reference' '
 '
 
 layout () { # name nproc backend flags...
-	name=$1 nproc=$2 backend=$3 prereq=GPU
+	name=$1 nproc=$2 backend=$3 prereq=GPU want=$3
 	[ "$backend" = nccl ] && prereq=GPU2
+	# auto: shm where the two ranks share GPU 0, nccl where each has one
+	[ "$backend" = auto ] && { want=shm; test_have_prereq GPU2 && want=nccl; }
 	shift 3
 	test_expect_success $prereq "$name on $nproc ranks over $backend equals one rank" '
 		GPT_COMM_BACKEND='$backend' gpt-launch --nproc-per-node '$nproc' --log-dir log-'$name' -- \
 			gpt-train $FLAGS '"$*"' -o Engine.max_steps=$STEPS -o Engine.save_load.save_steps=$STEPS \
 			-o Engine.save_load.output_dir=out-'$name' >'$name'.log 2>&1 &&
-		test_grep "rank 1: GPU [01], collectives over '$backend'" log-'$name'/workerlog.1 &&
+		test_grep "rank 1: GPU [01], collectives over '$want'" log-'$name'/workerlog.1 &&
 		same_losses single.log log-'$name'/workerlog.0 &&
 		test-tool ckpt-diff $(ckpt single $STEPS) $(ckpt out-'$name' $STEPS) >diff &&
 		cat diff &&
@@ -80,6 +83,7 @@ layout mp2 2 shm -o Distributed.mp_degree=2
 layout pp2 2 shm -o Distributed.pp_degree=2
 layout sharding2-stage3 2 shm --sharding_parallel_degree 2 --sharding stage3
 layout dp2-nccl 2 nccl
+layout dp2-auto 2 auto
 
 test_expect_success 'one rank: stop half way and resume: the same losses and the same bytes' '
 	gpt-train $FLAGS -o Engine.max_steps=$HALF -o Engine.save_load.save_steps=$HALF \

@@ -18,6 +18,7 @@ extern "C" int gpt_cuda_device_count(void) { return 1; }
 extern "C" int gpt_cuda_device_info_get(int, gpt_cuda_device_info *info, gpt_err *) { memset(info, 0, sizeof *info); snprintf(info->name, sizeof info->name, "emulated"); return 0; }
 extern "C" void gpt_cuda_describe(char *out, size_t size) { snprintf(out, size, "emulated"); }
 extern "C" int gpt_cuda_set_device(int, gpt_err *) { return 0; }
+extern "C" int gpt_cuda_device_id(int, char out[48], gpt_err *) { snprintf(out, 48, "GPU-emulated"); return 0; }
 /* Device allocations are remembered, so gpt_cuda_ptr_is_device can tell
  * them from host memory as cudaPointerGetAttributes does. */
 static std::mutex dev_mu;
