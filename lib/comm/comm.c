@@ -260,7 +260,10 @@ int gpt_comm_open(gpt_comm **out, const gpt_dist_env *env, const gpt_comm_option
 	gpt_comm *c = NULL;
 	char prefix[32];
 	snprintf(prefix, sizeof prefix, "r%d/", env->restart_count);
-	rc = open_prefixed(&c, st, env->rank, env->world_size, &oo, prefix, err);
+	if (oo.backend && strcmp(oo.backend, "auto") == 0)
+		rc = gpt_comm_resolve_auto(st, prefix, env, oo.device, &oo.backend, err);
+	if (!rc)
+		rc = open_prefixed(&c, st, env->rank, env->world_size, &oo, prefix, err);
 	if (rc) {
 		gpt_store_close(st);
 		gpt_store_server_stop(srv);
@@ -277,10 +280,23 @@ void gpt_comm_close(gpt_comm *c)
 	if (!c)
 		return;
 	gpt_group_free(c->world_group);
+	gpt_comm_stage_free(c);
 	if (c->own_store)
 		gpt_store_close(c->store);
 	gpt_store_server_stop(c->server);
 	free(c);
+}
+
+void gpt_comm_set_memory(gpt_comm *c, gpt_backend *be)
+{
+	if (c->mem != be)
+		gpt_comm_stage_free(c);
+	c->mem = be;
+}
+
+const char *gpt_comm_backend_name(const gpt_comm *c)
+{
+	return c->be->name;
 }
 
 gpt_group *gpt_comm_world(gpt_comm *c)
@@ -392,21 +408,30 @@ int gpt_comm_all_reduce(gpt_group *g, const void *send, void *recv, int64_t coun
 			gpt_reduce_op op, gpt_err *err)
 {
 	int rc = ready(g, g->be->all_reduce != NULL, "all-reduce", count, t, err);
-	return rc ? rc : after(g, g->be->all_reduce(g, send, recv, count, t, op, err));
+	if (rc)
+		return rc;
+	return after(g, g->comm->mem ? gpt_comm_stage_all_reduce(g, send, recv, count, t, op, err)
+				   : g->be->all_reduce(g, send, recv, count, t, op, err));
 }
 
 int gpt_comm_reduce_scatter(gpt_group *g, const void *send, void *recv, int64_t count,
 			    gpt_dtype t, gpt_reduce_op op, gpt_err *err)
 {
 	int rc = ready(g, g->be->reduce_scatter != NULL, "reduce-scatter", count, t, err);
-	return rc ? rc : after(g, g->be->reduce_scatter(g, send, recv, count, t, op, err));
+	if (rc)
+		return rc;
+	return after(g, g->comm->mem ? gpt_comm_stage_reduce_scatter(g, send, recv, count, t, op, err)
+				   : g->be->reduce_scatter(g, send, recv, count, t, op, err));
 }
 
 int gpt_comm_all_gather(gpt_group *g, const void *send, void *recv, int64_t count, gpt_dtype t,
 			gpt_err *err)
 {
 	int rc = ready(g, g->be->all_gather != NULL, "all-gather", count, t, err);
-	return rc ? rc : after(g, g->be->all_gather(g, send, recv, count, t, err));
+	if (rc)
+		return rc;
+	return after(g, g->comm->mem ? gpt_comm_stage_all_gather(g, send, recv, count, t, err)
+				   : g->be->all_gather(g, send, recv, count, t, err));
 }
 
 int gpt_comm_broadcast(gpt_group *g, void *buf, int64_t count, gpt_dtype t, int root, gpt_err *err)
@@ -414,7 +439,10 @@ int gpt_comm_broadcast(gpt_group *g, void *buf, int64_t count, gpt_dtype t, int 
 	int rc = ready(g, g->be->broadcast != NULL, "broadcast", count, t, err);
 	if (!rc && (root < 0 || root >= g->size))
 		rc = gpt_err_set(err, GPT_EUSAGE, "group %s: broadcast from rank %d of %d", g->name, root, g->size);
-	return rc ? rc : after(g, g->be->broadcast(g, buf, count, t, root, err));
+	if (rc)
+		return rc;
+	return after(g, g->comm->mem ? gpt_comm_stage_broadcast(g, buf, count, t, root, err)
+				   : g->be->broadcast(g, buf, count, t, root, err));
 }
 
 int gpt_comm_p2p(gpt_group *g, const gpt_p2p *ops, int n, gpt_dtype t, gpt_err *err)
@@ -425,7 +453,9 @@ int gpt_comm_p2p(gpt_group *g, const gpt_p2p *ops, int n, gpt_dtype t, gpt_err *
 			rc = gpt_err_set(err, GPT_EUSAGE, "group %s: %s %lld elements %s rank %d of %d (this is rank %d)",
 					 g->name, ops[i].is_send ? "send" : "recv", (long long)ops[i].count,
 					 ops[i].is_send ? "to" : "from", ops[i].peer, g->size, g->rank);
-	return rc ? rc : after(g, g->be->p2p(g, ops, n, t, err));
+	if (rc)
+		return rc;
+	return after(g, g->comm->mem ? gpt_comm_stage_p2p(g, ops, n, t, err) : g->be->p2p(g, ops, n, t, err));
 }
 
 int gpt_comm_send(gpt_group *g, const void *buf, int64_t count, gpt_dtype t, int peer, gpt_err *err)

@@ -207,6 +207,8 @@ typedef struct gpt_comm_backend {
 	 * send to and receive from its neighbours in one call without deadlock. */
 	int (*p2p)(gpt_group *g, const gpt_p2p *ops, int n, gpt_dtype t, gpt_err *err);
 	int (*barrier)(gpt_group *g, gpt_err *err);
+	/* 1: buffers must be device memory (nccl); 0: host memory (shm). */
+	int device_memory;
 } gpt_comm_backend;
 
 struct gpt_group {
@@ -223,7 +225,10 @@ struct gpt_group {
 };
 
 typedef struct gpt_comm_options {
-	const char *backend;      /* "shm" or "nccl" */
+	/* "shm" or "nccl"; gpt_comm_open also takes "auto" (GPU ranks, see
+	 * gpt_comm_gpu_plan): shm when two ranks of the job hold one device
+	 * (compared by UUID through the store), else nccl */
+	const char *backend;
 	double timeout_s;         /* <= 0: gpt_comm_timeout() */
 	double connect_timeout_s; /* <= 0: timeout_s */
 	int device;               /* nccl: the CUDA device (usually the local rank) */
@@ -239,10 +244,44 @@ int gpt_comm_open(gpt_comm **out, const gpt_dist_env *env, const gpt_comm_option
 int gpt_comm_open_store(gpt_comm **out, gpt_store *st, int rank, int world,
 			const gpt_comm_options *o, gpt_err *err);
 void gpt_comm_close(gpt_comm *c);
+/* "shm" or "nccl": the backend c runs (what "auto" became). */
+const char *gpt_comm_backend_name(const gpt_comm *c);
 gpt_group *gpt_comm_world(gpt_comm *c);
 gpt_store *gpt_comm_store(gpt_comm *c);
 /* The backend table for name, or NULL when this build has none by that name. */
 const gpt_comm_backend *gpt_comm_backend_find(const char *name);
+
+/* Attaches the CUDA backend whose device memory the collectives of c may be
+ * given (NULL detaches). From then on every buffer may be device or host
+ * memory, whatever the backend: one of the kind the backend cannot take (a
+ * device buffer for shm, a host one for nccl) is staged through a buffer of
+ * the other kind (pinned host memory for shm, device memory for nccl) that
+ * c keeps and grows, copied with be's upload and download, so the copies
+ * follow be's stream; device buffers that nccl takes as they are wait for
+ * be's stream first. This is how several ranks share one GPU over shm, and
+ * how host values (flags, loss sums) travel over nccl. Without it, buffers
+ * are what the backend expects and nothing is checked. */
+void gpt_comm_set_memory(gpt_comm *c, gpt_backend *be);
+
+/* The variable that overrides the choice of gpt_comm_gpu_plan. */
+#define GPT_COMM_BACKEND_ENV "GPT_COMM_BACKEND"
+
+/* How one rank of a job talks and which CUDA device it computes on.
+ * requested is GPT_COMM_BACKEND's value: NULL, "" or "auto" to choose,
+ * "nccl" or "shm". ndev is the number of visible devices, gpu whether the
+ * job trains on them. On the CPU the backend is shm and *device -1. On GPUs
+ * *device = local_rank mod ndev, and the choice is nccl when every local
+ * rank can have a device of its own (local_world_size <= ndev); with fewer
+ * visible devices than local ranks it is "auto", which gpt_comm_open
+ * settles by comparing the ranks' devices: shm where ranks share one (its
+ * collectives then stage device buffers through pinned host memory,
+ * gpt_comm_set_memory, so that any layout runs on one GPU), nccl where each
+ * rank sees only its own (gpt-launch --devices, Slurm's GPU binding).
+ * GPT_EUSAGE, naming GPT_COMM_BACKEND where it was set: an unknown name,
+ * nccl on the CPU, shm for a job on several hosts, no device for a GPU job.
+ * nccl asked for ranks that share a device fails in NCCL's set-up. */
+int gpt_comm_gpu_plan(const char *requested, const gpt_dist_env *env, int gpu, int ndev,
+		      const char **backend, int *device, gpt_err *err);
 
 /* Collective over every rank of parent: ranks with the same color >= 0 form
  * a new group, ordered by (key, parent rank); *out is NULL for color < 0.

@@ -201,3 +201,40 @@ int gpt_comm_timeout(double *out, gpt_err *err)
 	*out = t;
 	return 0;
 }
+
+int gpt_comm_gpu_plan(const char *requested, const gpt_dist_env *env, int gpu, int ndev,
+		      const char **backend, int *device, gpt_err *err)
+{
+	const char *var = GPT_COMM_BACKEND_ENV;
+	int asked = requested && *requested && strcmp(requested, "auto") != 0;
+	if (asked && strcmp(requested, "nccl") != 0 && strcmp(requested, "shm") != 0)
+		return gpt_err_set(err, GPT_EUSAGE, "%s: '%s': expected auto, nccl or shm", var, requested);
+	*backend = "shm";
+	*device = -1;
+	if (!gpu) {
+		if (asked && strcmp(requested, "nccl") == 0)
+			return gpt_err_set(err, GPT_EUSAGE,
+					   "%s: nccl: this job trains on the CPU (Global.device: cpu), whose ranks talk over shm; unset it or train with -o Global.device=gpu",
+					   var);
+		return 0;
+	}
+	if (ndev < 1)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "Global.device: gpu: no CUDA device is visible to rank %d (check nvidia-smi and CUDA_VISIBLE_DEVICES)",
+				   env->rank);
+	int local = env->local_world_size > 0 ? env->local_world_size : 1;
+	int multi_host = env->world_size > local;
+	*device = (env->local_rank > 0 ? env->local_rank : 0) % ndev;
+	if (!asked) {
+		/* fewer devices than ranks: shared, or one each behind
+		 * CUDA_VISIBLE_DEVICES; gpt_comm_open finds out */
+		*backend = local > ndev ? "auto" : "nccl";
+		return 0;
+	}
+	if (strcmp(requested, "shm") == 0 && multi_host)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "%s: shm: shm reaches the ranks of one host only, and this job has %d ranks, %d on this host; use nccl (unset %s)",
+				   var, env->world_size, local, var);
+	*backend = requested;
+	return 0;
+}

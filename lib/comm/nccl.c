@@ -118,5 +118,6 @@ const gpt_comm_backend gpt_comm_backend_nccl = {
 	.broadcast = nccl_broadcast,
 	.p2p = nccl_p2p,
 	.barrier = nccl_barrier,
+	.device_memory = 1,
 };
 #endif

@@ -30,12 +30,26 @@ int gpt_cuda_device_info_get(int device, gpt_cuda_device_info *info, gpt_err *er
 /* "runtime 13.0, driver none, cuBLAS 13.0.0, NCCL 2.27.3, 0 devices". */
 void gpt_cuda_describe(char *out, size_t size);
 
+/* A text naming the physical device behind `device` (its UUID), the same
+ * in every process whatever CUDA_VISIBLE_DEVICES renumbers: processes
+ * compare them to find out whether they share a GPU. */
+int gpt_cuda_device_id(int device, char out[48], gpt_err *err);
+
 int gpt_cuda_set_device(int device, gpt_err *err);
 void *gpt_cuda_malloc(size_t bytes, const char *what, gpt_err *err);
 void gpt_cuda_free(void *p);
 /* kind: 0 host->device, 1 device->host, 2 device->device. */
 int gpt_cuda_memcpy(void *dst, const void *src, size_t bytes, int kind, gpt_err *err);
 int gpt_cuda_sync(gpt_err *err);
+
+/* Page-locked host memory (cudaHostAlloc), which copies to and from the
+ * device use directly: lib/comm stages device buffers in it for the shm
+ * backend. gpt_cuda_host_free(NULL) does nothing. */
+void *gpt_cuda_host_alloc(size_t bytes, const char *what, gpt_err *err);
+void gpt_cuda_host_free(void *p);
+/* 1 when p points into device memory (cudaMalloc), 0 for host memory,
+ * pinned or not, and for any pointer CUDA does not know. */
+int gpt_cuda_ptr_is_device(const void *p);
 
 /* Device-side conversion between fp32, bf16 and fp16 (round to nearest even,
  * as gpt_convert on the CPU); dst and src are device pointers. */

@@ -63,6 +63,18 @@ extern "C" void gpt_cuda_describe(char *out, size_t size)
 	}
 }
 
+extern "C" int gpt_cuda_device_id(int device, char out[48], gpt_err *err)
+{
+	cudaDeviceProp p;
+	int rc = gpt_cuda_check(cudaGetDeviceProperties(&p, device), "device properties", err);
+	if (rc)
+		return rc;
+	int len = snprintf(out, 48, "GPU-");
+	for (int i = 0; i < 16; i++)
+		len += snprintf(out + len, 48 - (size_t)len, "%02x", (unsigned char)p.uuid.bytes[i]);
+	return 0;
+}
+
 extern "C" int gpt_cuda_set_device(int device, gpt_err *err)
 {
 	return gpt_cuda_check(cudaSetDevice(device), "set device", err);
@@ -98,4 +110,32 @@ extern "C" int gpt_cuda_memcpy(void *dst, const void *src, size_t bytes, int kin
 extern "C" int gpt_cuda_sync(gpt_err *err)
 {
 	return gpt_cuda_check(cudaDeviceSynchronize(), "synchronize", err);
+}
+
+extern "C" void *gpt_cuda_host_alloc(size_t bytes, const char *what, gpt_err *err)
+{
+	void *p = NULL;
+	cudaError_t e = cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault);
+	if (e != cudaSuccess) {
+		gpt_err_set(err, GPT_EINTERNAL, "cuda: allocating %zu bytes of pinned host memory for %s: %s",
+			    bytes, what ? what : "data", cudaGetErrorString(e));
+		return NULL;
+	}
+	return p;
+}
+
+extern "C" void gpt_cuda_host_free(void *p)
+{
+	if (p)
+		cudaFreeHost(p);
+}
+
+extern "C" int gpt_cuda_ptr_is_device(const void *p)
+{
+	cudaPointerAttributes a;
+	if (!p || cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+		cudaGetLastError(); /* older runtimes fail on plain host pointers */
+		return 0;
+	}
+	return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
 }

@@ -3,6 +3,9 @@
 #include "infer/infer.h"
 
 #include "cpu/cpu.h"
+#if GPT_HAVE_CUDA
+#include "cuda/cuda.h"
+#endif
 
 #include <math.h>
 #include <stdlib.h>
@@ -15,9 +18,9 @@ enum { P_LN1_W = 0, P_LN1_B, P_QKV_W, P_QKV_B, P_PROJ_W, P_PROJ_B, P_LN2_W, P_LN
 #define T_WPE 1
 #define T_LAYER(l, k) (2 + (int64_t)(l) * P_PER_LAYER + (k))
 
-static float *param(const gpt_infer_model *m, int64_t i)
+static void *param(const gpt_infer_model *m, int64_t i)
 {
-	return (float *)m->params + m->offset[i];
+	return (char *)m->params + m->offset[i] * (int64_t)gpt_dtype_size(m->be.dtype);
 }
 
 /* The weight matrices in generation order: per layer qkv, proj, fc, mlp
@@ -106,14 +109,16 @@ int gpt_infer_model_init(gpt_infer_model *m, const gpt_model_shape *s, gpt_dtype
 
 static void free_work(gpt_infer_model *m)
 {
-	void **p[] = {&m->x, &m->ln, &m->qkv, &m->att, &m->tmp, &m->fch};
+	void **p[] = {&m->x, &m->ln, &m->qkv, &m->att, &m->tmp, &m->fch, (void **)&m->dtokens, &m->dlogits};
 	for (size_t i = 0; i < sizeof p / sizeof *p; i++) {
 		if (*p[i])
 			m->be.ops->free(&m->be, *p[i]);
 		*p[i] = NULL;
 	}
 	free(m->tokens);
+	free(m->hlogits);
 	m->tokens = NULL;
+	m->hlogits = NULL;
 	m->cap_rows = 0;
 }
 
@@ -127,7 +132,12 @@ void gpt_infer_model_free(gpt_infer_model *m)
 		free_work(m);
 		if (m->params)
 			m->be.ops->free(&m->be, m->params);
-		gpt_backend_cpu_free(&m->be);
+#if GPT_HAVE_CUDA
+		if (m->cuda)
+			gpt_backend_cuda_free(&m->be);
+		else
+#endif
+			gpt_backend_cpu_free(&m->be);
 	}
 	free(m->table);
 	free(m->offset);
@@ -154,7 +164,15 @@ static int grow_work(gpt_infer_model *m, int64_t rows, gpt_err *err)
 		}
 	}
 	m->tokens = gpt_malloc(R * sizeof(int32_t), "tokens", err);
-	if (!m->tokens) {
+	int ok = m->tokens != NULL;
+	if (ok && m->cuda) {
+		size_t lb = R * (size_t)s->vocab_size * es;
+		m->dtokens = m->be.ops->alloc(&m->be, R * sizeof(int32_t), "tokens", err);
+		m->dlogits = m->dtokens ? m->be.ops->alloc(&m->be, lb, "logits", err) : NULL;
+		m->hlogits = m->dlogits && es != 4 ? gpt_malloc(lb, "logits", err) : NULL;
+		ok = m->dlogits && (es == 4 || m->hlogits);
+	}
+	if (!ok) {
 		free_work(m);
 		return GPT_EINTERNAL;
 	}
@@ -244,6 +262,20 @@ static void act_quant(gpt_infer_model *m, int64_t l, int j, void *x, int64_t n)
 	gpt_quant_rows(x, 1, n, &m->act_scale[4 * l + j], 0, m->act_bits, x, NULL);
 }
 
+/* out (R, N) = x (R, K) w^T + bias for weight matrix q (4 l + j, or the
+ * head 4 L): the compact host weights on the CPU, the parameter itself on
+ * the device. */
+static int lin(gpt_infer_model *m, int64_t q, int64_t bias, const void *x, void *out, int64_t R,
+	       gpt_err *err)
+{
+	const void *b = bias >= 0 ? param(m, bias) : NULL;
+	if (!m->cuda)
+		return gpt_qlinear(&m->qw[q], x, b, out, R, m->be.threads, err);
+	int64_t L = m->shape.layers;
+	int64_t w = q == 4 * L ? T_WTE : T_LAYER(q / 4, mats[q % 4]);
+	return m->be.ops->linear_fwd(&m->be, out, x, param(m, w), b, R, m->qw[q].K, m->qw[q].N, err);
+}
+
 static int layer_fwd(gpt_infer_model *m, gpt_kv *kv, int64_t l, int64_t n, const int64_t *slot,
 		     const int64_t *n_tok, int64_t R, gpt_err *err)
 {
@@ -255,8 +287,7 @@ static int layer_fwd(gpt_infer_model *m, gpt_kv *kv, int64_t l, int64_t n, const
 	OP(o->layernorm_fwd(be, m->ln, NULL, NULL, m->x, param(m, T_LAYER(l, P_LN1_W)),
 			    param(m, T_LAYER(l, P_LN1_B)), R, C, m->ln_eps, err));
 	act_quant(m, l, 0, m->ln, R * C);
-	OP(gpt_qlinear(&m->qw[4 * l], m->ln, param(m, T_LAYER(l, P_QKV_B)), m->qkv, R, be->threads,
-		       err));
+	OP(lin(m, 4 * l, T_LAYER(l, P_QKV_B), m->ln, m->qkv, R, err));
 	int64_t row = 0;
 	for (int64_t i = 0; i < n; i++) {
 		int64_t at = kv_at(kv, l, slot[i]);
@@ -267,18 +298,15 @@ static int layer_fwd(gpt_infer_model *m, gpt_kv *kv, int64_t l, int64_t n, const
 		row += n_tok[i];
 	}
 	act_quant(m, l, 1, m->att, R * C);
-	OP(gpt_qlinear(&m->qw[4 * l + 1], m->att, param(m, T_LAYER(l, P_PROJ_B)), m->tmp, R,
-		       be->threads, err));
+	OP(lin(m, 4 * l + 1, T_LAYER(l, P_PROJ_B), m->att, m->tmp, R, err));
 	OP(o->residual_fwd(be, m->x, m->x, m->tmp, R * C, err));
 	OP(o->layernorm_fwd(be, m->ln, NULL, NULL, m->x, param(m, T_LAYER(l, P_LN2_W)),
 			    param(m, T_LAYER(l, P_LN2_B)), R, C, m->ln_eps, err));
 	act_quant(m, l, 2, m->ln, R * C);
-	OP(gpt_qlinear(&m->qw[4 * l + 2], m->ln, param(m, T_LAYER(l, P_FC_B)), m->fch, R, be->threads,
-		       err));
+	OP(lin(m, 4 * l + 2, T_LAYER(l, P_FC_B), m->ln, m->fch, R, err));
 	OP(o->gelu_fwd(be, m->fch, m->fch, R * F, err));
 	act_quant(m, l, 3, m->fch, R * F);
-	OP(gpt_qlinear(&m->qw[4 * l + 3], m->fch, param(m, T_LAYER(l, P_MPROJ_B)), m->tmp, R,
-		       be->threads, err));
+	OP(lin(m, 4 * l + 3, T_LAYER(l, P_MPROJ_B), m->fch, m->tmp, R, err));
 	OP(o->residual_fwd(be, m->x, m->x, m->tmp, R * C, err));
 	return 0;
 }
@@ -314,10 +342,18 @@ int gpt_infer_forward(gpt_infer_model *m, gpt_kv *kv, int64_t n, const int64_t *
 	int64_t row = 0;
 	for (int64_t i = 0; i < n; i++) {
 		memcpy(m->tokens + row, tokens[i], (size_t)n_tok[i] * sizeof(int32_t));
-		/* tokens are host memory on the CPU backend */
-		OP(o->embedding_fwd(be, (char *)m->x + row * C * (int64_t)es, m->tokens + row,
-				    param(m, T_WTE), param(m, T_WPE), 1, n_tok[i], C, 0, Vp,
-				    kv->len[slot[i]], err));
+		row += n_tok[i];
+	}
+	/* tokens are host memory on the CPU backend */
+	int32_t *tok = m->tokens;
+	if (m->cuda) {
+		OP(o->upload(be, m->dtokens, m->tokens, (size_t)R * sizeof(int32_t), err));
+		tok = m->dtokens;
+	}
+	row = 0;
+	for (int64_t i = 0; i < n; i++) {
+		OP(o->embedding_fwd(be, (char *)m->x + row * C * (int64_t)es, tok + row, param(m, T_WTE),
+				    param(m, T_WPE), 1, n_tok[i], C, 0, Vp, kv->len[slot[i]], err));
 		row += n_tok[i];
 	}
 	for (int64_t l = 0; l < s->layers; l++)
@@ -339,6 +375,14 @@ int gpt_infer_forward(gpt_infer_model *m, gpt_kv *kv, int64_t n, const int64_t *
 	int64_t lnf = 2 + s->layers * P_PER_LAYER;
 	OP(o->layernorm_fwd(be, m->ln, NULL, NULL, m->x, param(m, lnf), param(m, lnf + 1), rows, C,
 			    m->ln_eps, err));
-	/* the head over the true vocabulary only, straight into the caller's rows */
-	return gpt_qlinear(&m->qw[4 * s->layers], m->ln, NULL, logits, rows, be->threads, err);
+	/* the head over the true vocabulary only, straight into the caller's
+	 * rows (on the device: through the logits buffers, as fp32) */
+	if (!m->cuda)
+		return lin(m, 4 * s->layers, -1, m->ln, logits, rows, err);
+	OP(lin(m, 4 * s->layers, -1, m->ln, m->dlogits, rows, err));
+	size_t lb = (size_t)(rows * V) * es;
+	if (es == 4)
+		return o->download(be, logits, m->dlogits, lb, err);
+	OP(o->download(be, m->hlogits, m->dlogits, lb, err));
+	return gpt_convert(logits, GPT_DTYPE_F32, m->hlogits, be->dtype, (size_t)(rows * V), err);
 }

@@ -61,12 +61,13 @@ int gpt_qlinear(const gpt_qweight *q, const float *x, const float *bias, float *
 typedef int (*gpt_weight_read_fn)(void *ctx, const gpt_param_info *p, float *dst, gpt_err *err);
 
 typedef struct gpt_infer_model {
-	gpt_backend be;         /* fp32 CPU backend: activations, LayerNorms, attention */
+	gpt_backend be;         /* fp32 CPU backend: activations, LayerNorms, attention;
+				   or the CUDA backend after gpt_infer_model_to_cuda */
 	gpt_model_shape shape;
 	gpt_param_info *table;
 	int64_t n_table;
 	int64_t *offset;        /* element offset of each table entry in params */
-	void *params;           /* flat, fp32 */
+	void *params;           /* flat, in be's dtype (fp32 on the CPU) */
 	gpt_dtype wdtype;       /* of the weight matrices */
 	gpt_qweight *qw;        /* per layer qkv, proj, fc, mlp proj; then the head (wte) */
 	float *act_scale;       /* NULL, or per layer and linear (that order): the clip
@@ -78,6 +79,12 @@ typedef struct gpt_infer_model {
 	int64_t cap_rows;
 	void *x, *ln, *qkv, *att, *tmp, *fch;
 	int32_t *tokens;
+	/* CUDA (gpt_infer_model_to_cuda): be is the CUDA backend, params and
+	 * the work buffers device memory in the weight dtype; the tokens go up
+	 * and the logits come down (hlogits: host, in that dtype) */
+	int cuda;
+	int32_t *dtokens;
+	void *dlogits, *hlogits;
 } gpt_infer_model;
 
 /* Loads a model of shape s, reading each parameter through read(ctx, ...),
@@ -87,6 +94,16 @@ typedef struct gpt_infer_model {
 int gpt_infer_model_init(gpt_infer_model *m, const gpt_model_shape *s, gpt_dtype dtype,
 			 int threads, gpt_weight_read_fn read, void *ctx, gpt_err *err);
 void gpt_infer_model_free(gpt_infer_model *m);
+/* Moves a loaded model to CUDA device `device`: every parameter is
+ * uploaded once in the weight dtype (fp32, bf16 or fp16), which is then the
+ * storage dtype of the activations and the KV cache too (the CPU keeps
+ * those in fp32, so 16-bit results differ a little); the forward runs on
+ * the device (cuBLASLt linears, the KV-cache attention kernel) and only the
+ * logits come back, as fp32, for the samplers on the host. The host copy is
+ * freed. Before any gpt_kv_init. GPT_EUSAGE: int8 weights or fake-quantized
+ * activations (no CUDA kernels for them: use the CPU), no CUDA device, or a
+ * build without CUDA. */
+int gpt_infer_model_to_cuda(gpt_infer_model *m, int device, gpt_err *err);
 
 /* Takes from the safetensors file f of an int8 bundle what quantization-
  * aware training left: the int8 codes and per-row steps of every I8 weight

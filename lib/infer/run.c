@@ -244,11 +244,8 @@ static int setup(const gpt_infer_args *a, gpt_source *src, gpt_gen_opts *g, gpt_
 
 int gpt_infer_run(const gpt_infer_args *a, FILE *in, FILE *out, gpt_err *err)
 {
-	if (a->device && strcmp(a->device, "cuda") == 0)
-		return gpt_err_set(err, GPT_EUSAGE,
-				   "--device cuda: the CUDA backend is not built for inference yet; "
-				   "use --device cpu");
-	if (a->device && strcmp(a->device, "cpu") != 0)
+	int cuda = a->device && strcmp(a->device, "cuda") == 0;
+	if (a->device && !cuda && strcmp(a->device, "cpu") != 0)
 		return gpt_err_set(err, GPT_EUSAGE, "--device %s: expected cpu or cuda", a->device);
 	gpt_source *src;
 	int rc = gpt_source_open(&src, a->model, a->exe, err);
@@ -273,6 +270,8 @@ int gpt_infer_run(const gpt_infer_args *a, FILE *in, FILE *out, gpt_err *err)
 	if (!rc)
 		rc = gpt_source_load(src, &m, a->dtype_set ? a->dtype : gpt_source_dtype(src),
 				     a->threads, err);
+	if (!rc && cuda)
+		rc = gpt_infer_model_to_cuda(&m, 0, err);
 	if (!rc && a->ppl) {
 		rc = perplexity(a, &m, r.tok, out, err);
 		goto out;

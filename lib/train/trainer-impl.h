@@ -52,6 +52,7 @@ typedef struct trainer {
 	gpt_heartbeat *hb;   /* progress for gpt-launch's hang detection; NULL without */
 	/* data parallel and ZeRO sharding (single process: comm NULL, 1 and 1) */
 	gpt_comm *comm;
+	int device;                /* the CUDA device of Global.device gpu */
 	gpt_mesh mesh;
 	gpt_mesh_groups groups;
 	int rank;

@@ -18,10 +18,6 @@ static int check_supported(const gpt_config *cfg, gpt_err *err)
 	if (strcmp(dev, "gpu") == 0 && !GPT_HAVE_CUDA)
 		return gpt_err_set(err, GPT_EUSAGE,
 				   "Global.device: gpu: this build has no CUDA backend (built with CUDA=0 or without nvcc); rebuild with CUDA=1 or use -o Global.device=cpu");
-	if (strcmp(dev, "gpu") == 0 && cfg->world_size > 1)
-		return gpt_err_set(err, GPT_EUSAGE,
-				   "Global.device: gpu: training on GPUs runs in one process so far (%lld ranks asked; the trainer has no NCCL path yet); use one rank or -o Global.device=cpu",
-				   (long long)cfg->world_size);
 	if (strcmp(dev, "cpu") != 0 && strcmp(dev, "gpu") != 0)
 		return gpt_err_set(err, GPT_EUSAGE, "Global.device: '%s': expected cpu or gpu", dev);
 
@@ -41,7 +37,7 @@ static int check_supported(const gpt_config *cfg, gpt_err *err)
 				   "Data.*.sampler.drop_last: False is not supported; every step takes a full global batch");
 	if (cfg->distributed.sharding.reduce_overlap || cfg->distributed.sharding.broadcast_overlap)
 		return gpt_err_set(err, GPT_EUSAGE,
-				   "Distributed.sharding.reduce_overlap/broadcast_overlap: the shm backend's collectives block, so nothing can overlap on the CPU; set them to False");
+				   "Distributed.sharding.reduce_overlap/broadcast_overlap: the trainer's collectives block (shm and nccl alike), so nothing can overlap; set them to False");
 	if (!cfg->data.train.dataset.input_dir || !*cfg->data.train.dataset.input_dir)
 		return gpt_err_set(err, GPT_EUSAGE,
 				   "Data.Train.dataset.input_dir: not set; name a dataset made by gpt-preprocess");
@@ -78,9 +74,16 @@ static int setup_model(trainer *tr, gpt_err *err)
 	}
 	if (cfg->global.device && strcmp(cfg->global.device, "gpu") == 0) {
 #if GPT_HAVE_CUDA
-		rc = gpt_backend_cuda_init(&tr->be, tr->dtype, 0, err);
+		rc = gpt_backend_cuda_init(&tr->be, tr->dtype, tr->device, err);
 		if (rc)
 			return gpt_err_prefix(err, "Global.device: gpu");
+		if (tr->comm) { /* collectives get device buffers from now on */
+			gpt_comm_set_memory(tr->comm, &tr->be);
+			gpt_log_printf(&tr->log, GPT_LOG_INFO, "rank %d: GPU %d, collectives over %s%s", tr->rank,
+				       tr->device, gpt_comm_backend_name(tr->comm),
+				       strcmp(gpt_comm_backend_name(tr->comm), "shm") == 0
+					       ? " (device buffers staged through pinned host memory)" : "");
+		}
 #endif
 	} else {
 		rc = gpt_backend_cpu_init(&tr->be, tr->dtype, 0, err);

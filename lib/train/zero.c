@@ -3,6 +3,11 @@
  * unit-by-unit parameter and gradient windows of stages 2 and 3. */
 #include "train/trainer-impl.h"
 
+#if GPT_HAVE_CUDA
+#include "cuda/cuda.h"
+#endif
+
+#include <stdlib.h>
 #include <string.h>
 
 static int win_slot(const gpt_model *m, int unit)
@@ -153,7 +158,19 @@ int gpt_tr_setup_parallel(trainer *tr, gpt_err *err)
 					   (long long)cfg->world_size, (long long)cfg->distributed.dp_degree,
 					   (long long)tr->tp, (long long)tr->pp, (long long)tr->sh, env.world_size,
 					   gpt_dist_source_name(env.source), (long long)cfg->world_size);
+		/* GPU ranks: nccl with a device each, shm staging through pinned
+		 * host memory where they share one (GPT_COMM_BACKEND decides) */
+		int gpu = cfg->global.device && strcmp(cfg->global.device, "gpu") == 0;
 		gpt_comm_options o = {.backend = "shm"};
+#if GPT_HAVE_CUDA
+		int ndev = gpu ? gpt_cuda_device_count() : 0;
+#else
+		int ndev = 0;
+#endif
+		rc = gpt_comm_gpu_plan(getenv(GPT_COMM_BACKEND_ENV), &env, gpu, ndev, &o.backend, &o.device, err);
+		if (rc)
+			return rc;
+		tr->device = o.device > 0 ? o.device : 0;
 		rc = gpt_comm_open(&tr->comm, &env, &o, err);
 		if (!rc)
 			rc = gpt_mesh_init(&tr->mesh, (int)tr->tp, (int)tr->sh, (int)cfg->distributed.dp_degree,
@@ -249,6 +266,7 @@ int gpt_tr_gather_f32(trainer *tr, const float *part, float **out, gpt_err *err)
 		return GPT_EINTERNAL;
 	if (tr->sh == 1)
 		return be->ops->download(be, *out, part, n * 4, err);
-	/* CPU backend memory is host memory, which the shm backend works on */
+	/* part may be device memory and *out is host memory: the comm stages
+	 * each as its backend needs (gpt_comm_set_memory) */
 	return gpt_comm_all_gather(tr->groups.g[GPT_MESH_SHARDING], part, *out, tr->shard, GPT_DTYPE_F32, err);
 }

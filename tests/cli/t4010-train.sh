@@ -200,7 +200,7 @@ test_expect_success GPU 'Global.device=gpu trains one process on the GPU, step f
 test_expect_success 'settings this build cannot train are clear errors' '
 	test_expect_code 64 train --world-size 2 -o Global.device=gpu -o Global.micro_batch_size=4 \
 		-o Engine.max_steps=1 >out 2>err &&
-	test_grep "Global.device: gpu: " err &&
+	test_grep "the layout needs 2 ranks|Global.device: gpu: this build has no CUDA" err &&
 	test_expect_code 64 train --world-size 2 -o Global.micro_batch_size=4 -o Engine.max_steps=1 >out 2>err &&
 	test_grep "the layout needs 2 ranks .* but this process is one of 1 \(single\); start it with gpt-launch --nproc-per-node 2" err &&
 	test_expect_code 64 train --world-size 2 --tensor_parallel_degree 2 -o Engine.max_steps=1 >out 2>err &&

@@ -1,0 +1,225 @@
+/* Staging between device and host memory for a comm with a CUDA backend
+ * attached (gpt_comm_set_memory): each buffer the backend cannot take as it
+ * is (a device buffer for shm, a host one for nccl) gets a region of the
+ * comm's staging area, of the kind the backend takes; inputs are copied in
+ * before the backend runs and outputs copied out after. The copies are the
+ * attached backend's upload and download, which run on its stream and
+ * return when done, so they come after the kernels that wrote a buffer and
+ * before those that read it. Buffers that alias (a sharding rank's part
+ * inside the whole) get regions of their own, which the backends allow.
+ * The staged collective computes the same bits as the plain one. */
+#include "comm/comm-impl.h"
+
+#if GPT_HAVE_CUDA
+#include "cuda/cuda.h"
+#endif
+
+#include <stdlib.h>
+#include <string.h>
+
+#define STAGE_ALIGN 256
+
+/* 1 when the backend cannot use p as it is. */
+static int foreign(const gpt_group *g, const void *p)
+{
+#if GPT_HAVE_CUDA
+	return p && g->comm->mem && gpt_cuda_ptr_is_device(p) != g->be->device_memory;
+#else
+	(void)g, (void)p;
+	return 0;
+#endif
+}
+
+static size_t round_up(size_t n)
+{
+	return (n + STAGE_ALIGN - 1) / STAGE_ALIGN * STAGE_ALIGN;
+}
+
+/* The staging area, at least `bytes` long (old contents lost). */
+static int stage_reserve(gpt_group *g, size_t bytes, gpt_err *err)
+{
+	gpt_comm *c = g->comm;
+	if (bytes <= c->stage_bytes)
+		return 0;
+	gpt_comm_stage_free(c);
+	/* grow by half again, so a sequence of slightly larger calls does not
+	 * reallocate every time */
+	size_t want = round_up(bytes + bytes / 2);
+#if GPT_HAVE_CUDA
+	c->stage = g->be->device_memory ? gpt_cuda_malloc(want, "communication staging", err)
+					 : gpt_cuda_host_alloc(want, "communication staging", err);
+#else
+	c->stage = NULL;
+	gpt_err_set(err, GPT_EINTERNAL, "group %s: staging device memory in a build without CUDA", g->name);
+#endif
+	if (!c->stage)
+		return gpt_err_prefix(err, "group %s", g->name);
+	c->stage_bytes = want;
+	return 0;
+}
+
+void gpt_comm_stage_free(gpt_comm *c)
+{
+#if GPT_HAVE_CUDA
+	if (c->stage && c->be->device_memory)
+		gpt_cuda_free(c->stage);
+	else if (c->stage)
+		gpt_cuda_host_free(c->stage);
+#endif
+	c->stage = NULL;
+	c->stage_bytes = 0;
+}
+
+/* Copies a user buffer into its staging region (in = 1) or back out. */
+static int move(gpt_group *g, void *stage, void *user, size_t bytes, int in, gpt_err *err)
+{
+	gpt_backend *be = g->comm->mem;
+	int rc;
+	if (!bytes)
+		return 0;
+	if (g->be->device_memory) /* the stage is device memory, the user's is host */
+		rc = in ? be->ops->upload(be, stage, user, bytes, err) : be->ops->download(be, user, stage, bytes, err);
+	else
+		rc = in ? be->ops->download(be, stage, user, bytes, err) : be->ops->upload(be, user, stage, bytes, err);
+	return rc ? gpt_err_prefix(err, "group %s: staging %zu bytes %s the device", g->name, bytes,
+				   (in != g->be->device_memory) ? "from" : "to")
+		  : 0;
+}
+
+/* Device buffers a device backend takes as they are were written on the
+ * attached backend's stream; the communicator's stream must not start
+ * before that is done. */
+static int settle(gpt_group *g, gpt_err *err)
+{
+	gpt_backend *be = g->comm->mem;
+	return g->be->device_memory ? be->ops->sync(be, err) : 0;
+}
+
+/* Up to three buffers of one call: where each one lives for the backend. */
+typedef struct staged {
+	void *user[3];
+	size_t bytes[3];
+	void *use[3]; /* what the backend gets */
+	int n;
+} staged;
+
+static int place(gpt_group *g, staged *s, gpt_err *err)
+{
+	size_t total = 0;
+	int any = 0;
+	for (int i = 0; i < s->n; i++) {
+		s->use[i] = s->user[i];
+		if (foreign(g, s->user[i])) {
+			total += round_up(s->bytes[i]);
+			any = 1;
+		}
+	}
+	int rc = any ? stage_reserve(g, total, err) : 0;
+	size_t at = 0;
+	for (int i = 0; !rc && i < s->n; i++)
+		if (foreign(g, s->user[i])) {
+			s->use[i] = (char *)g->comm->stage + at;
+			at += round_up(s->bytes[i]);
+		}
+	return rc ? rc : settle(g, err);
+}
+
+int gpt_comm_stage_all_reduce(gpt_group *g, const void *send, void *recv, int64_t count, gpt_dtype t,
+			      gpt_reduce_op op, gpt_err *err)
+{
+	size_t b = (size_t)count * gpt_dtype_size(t);
+	/* in place: one buffer, as the backend allows */
+	staged s = {{(void *)send, recv}, {b, b}, {NULL}, send == recv ? 1 : 2};
+	int rc = place(g, &s, err);
+	if (!rc && s.use[0] != s.user[0])
+		rc = move(g, s.use[0], s.user[0], b, 1, err);
+	void *out = s.n == 1 ? s.use[0] : s.use[1];
+	if (!rc)
+		rc = g->be->all_reduce(g, s.use[0], out, count, t, op, err);
+	if (!rc && out != recv)
+		rc = move(g, out, recv, b, 0, err);
+	return rc;
+}
+
+int gpt_comm_stage_reduce_scatter(gpt_group *g, const void *send, void *recv, int64_t count,
+				  gpt_dtype t, gpt_reduce_op op, gpt_err *err)
+{
+	size_t b = (size_t)count * gpt_dtype_size(t);
+	staged s = {{(void *)send, recv}, {b * (size_t)g->size, b}, {NULL}, 2};
+	int rc = place(g, &s, err);
+	if (!rc && s.use[0] != s.user[0])
+		rc = move(g, s.use[0], s.user[0], s.bytes[0], 1, err);
+	if (!rc)
+		rc = g->be->reduce_scatter(g, s.use[0], s.use[1], count, t, op, err);
+	if (!rc && s.use[1] != recv)
+		rc = move(g, s.use[1], recv, b, 0, err);
+	return rc;
+}
+
+int gpt_comm_stage_all_gather(gpt_group *g, const void *send, void *recv, int64_t count, gpt_dtype t,
+			      gpt_err *err)
+{
+	size_t b = (size_t)count * gpt_dtype_size(t);
+	staged s = {{(void *)send, recv}, {b, b * (size_t)g->size}, {NULL}, 2};
+	int rc = place(g, &s, err);
+	if (!rc && s.use[0] != s.user[0])
+		rc = move(g, s.use[0], s.user[0], b, 1, err);
+	if (!rc)
+		rc = g->be->all_gather(g, s.use[0], s.use[1], count, t, err);
+	if (!rc && s.use[1] != recv)
+		rc = move(g, s.use[1], recv, s.bytes[1], 0, err);
+	return rc;
+}
+
+int gpt_comm_stage_broadcast(gpt_group *g, void *buf, int64_t count, gpt_dtype t, int root,
+			     gpt_err *err)
+{
+	size_t b = (size_t)count * gpt_dtype_size(t);
+	staged s = {{buf}, {b}, {NULL}, 1};
+	int rc = place(g, &s, err);
+	if (!rc && s.use[0] != buf && g->rank == root)
+		rc = move(g, s.use[0], buf, b, 1, err);
+	if (!rc)
+		rc = g->be->broadcast(g, s.use[0], count, t, root, err);
+	if (!rc && s.use[0] != buf && g->rank != root)
+		rc = move(g, s.use[0], buf, b, 0, err);
+	return rc;
+}
+
+int gpt_comm_stage_p2p(gpt_group *g, const gpt_p2p *ops, int n, gpt_dtype t, gpt_err *err)
+{
+	size_t es = gpt_dtype_size(t), total = 0;
+	int any = 0;
+	for (int i = 0; i < n; i++)
+		if (foreign(g, ops[i].buf)) {
+			total += round_up((size_t)ops[i].count * es);
+			any = 1;
+		}
+	if (!any) {
+		int rc = settle(g, err);
+		return rc ? rc : g->be->p2p(g, ops, n, t, err);
+	}
+	gpt_p2p *x = gpt_calloc((size_t)n, sizeof *x, "send/recv batch", err);
+	if (!x)
+		return err->code;
+	int rc = stage_reserve(g, total, err);
+	if (!rc)
+		rc = settle(g, err);
+	size_t at = 0;
+	for (int i = 0; !rc && i < n; i++) {
+		x[i] = ops[i];
+		if (!foreign(g, ops[i].buf))
+			continue;
+		x[i].buf = (char *)g->comm->stage + at;
+		at += round_up((size_t)ops[i].count * es);
+		if (ops[i].is_send)
+			rc = move(g, x[i].buf, ops[i].buf, (size_t)ops[i].count * es, 1, err);
+	}
+	if (!rc)
+		rc = g->be->p2p(g, x, n, t, err);
+	for (int i = 0; !rc && i < n; i++)
+		if (!ops[i].is_send && x[i].buf != ops[i].buf)
+			rc = move(g, x[i].buf, ops[i].buf, (size_t)ops[i].count * es, 0, err);
+	free(x);
+	return rc;
+}

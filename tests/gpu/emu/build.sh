@@ -1,0 +1,70 @@
+#!/bin/sh
+# Builds programs that run lib/cuda's kernels on the CPU under the emulated
+# CUDA runtime of this directory (see run.sh), into build/emu/:
+#
+#   tests/gpu/emu/build.sh test-cuda-ops    a test of tests/gpu (test-*.c)
+#   tests/gpu/emu/build.sh gpt-train        a program of cmd/ (its build/cmd object)
+#
+# The kernels (build/emu/obj) are rebuilt when a source or header is newer.
+# Everything else is the CUDA build's objects (`make CUDA=1` first), but for
+# lib/cuda/device.cu, which emu.cpp replaces, and nccl.cu, linked as built
+# (NCCL cannot run here: emulated programs use the shm backend).
+set -eu
+cd "$(dirname "$0")/../../.."
+E=tests/gpu/emu
+O=build/emu/obj
+[ -f build/lib/cuda/nccl.cu.o ] || { echo "emu: build with CUDA first (make CUDA=1)"; exit 1; }
+mkdir -p "$O"
+CXX="g++ -std=c++20 -O1 -g -pthread -w -I$E -Ilib -DGPT_HAVE_CUDA=1"
+kernel () { # name: translate the two CUDA-only forms and compile
+	sed -e 's/extern __shared__ float sh\[\];/float *sh = emu::dyn_shared;/' \
+		-e 's/\([A-Za-z_0-9]*\(<[A-Za-z_0-9]*>\)\{0,1\}\)<<<\(.*\)>>>(/emu::launch(\3)(\1)(/' \
+		"lib/cuda/$1.cu" >"$O/$1.cpp"
+	$CXX -c "$O/$1.cpp" -o "$O/$1.o"
+}
+stale () { # object sources...: true when the object is missing or older
+	o=$1
+	shift
+	[ -f "$o" ] || return 0
+	[ -n "$(find "$@" -newer "$o" 2>/dev/null | head -n 1)" ]
+}
+HDRS="lib/cuda/common.cuh lib/cuda/ops.cuh lib/cuda/cuda.h lib/backend lib/core/core.h $E/cuda_runtime.h $E/cublasLt.h $E/cublas_v2.h $E/cuda_bf16.h $E/cuda_fp16.h"
+pids=
+for f in lib/cuda/*.cu; do
+	b=$(basename "$f" .cu)
+	case $b in device | nccl) continue ;; esac
+	# shellcheck disable=SC2086
+	stale "$O/$b.o" "$f" $HDRS || continue
+	kernel "$b" &
+	pids="$pids $!"
+	if [ "$(echo $pids | wc -w)" -ge 2 ]; then # two at a time
+		for p in $pids; do wait "$p"; done
+		pids=
+	fi
+done
+for p in $pids; do wait "$p"; done
+# shellcheck disable=SC2086
+if stale "$O/emu.o" "$E/emu.cpp" $HDRS; then
+	$CXX -c "$E/emu.cpp" -o "$O/emu.o"
+fi
+
+OB=$(ls -d /usr/lib/*-linux-gnu/openblas-openmp 2>/dev/null | head -n 1)
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+for t in "$@"; do
+	if [ -f "tests/gpu/$t.c" ]; then
+		cc -std=c11 -D_GNU_SOURCE -O1 -g -fopenmp -pthread -Ilib -DGPT_HAVE_CUDA=1 -DGPT_CUDA_EMU \
+			-c "tests/gpu/$t.c" -o "build/emu/$t.o"
+		main=build/emu/$t.o
+	elif [ -f "build/cmd/$t.o" ]; then
+		main=build/cmd/$t.o
+	else
+		echo "emu: no tests/gpu/$t.c and no build/cmd/$t.o" >&2
+		exit 1
+	fi
+	# shellcheck disable=SC2046
+	g++ -fopenmp -pthread -o "build/emu/$t" "$main" "$O"/*.o \
+		$(find build/lib -name '*.o' ! -path 'build/lib/cuda/*') build/lib/cuda/nccl.cu.o \
+		$(pkg-config --libs yaml-0.1 libarchive libpcre2-8 jansson libxxhash) \
+		${OB:+-L$OB -Wl,-rpath,$OB} -lopenblas -lm \
+		-L"$CUDA_HOME/lib64" -Wl,-rpath,"$CUDA_HOME/lib64" -lnccl -lcudart
+done

@@ -1,0 +1,115 @@
+#!/bin/sh
+# Multi-rank training on one GPU: two ranks started by gpt-launch share
+# device 0 over the shm backend (GPT_COMM_BACKEND=shm: device buffers staged
+# through pinned host memory), and dp2, mp2, pp2 and sharding2 stage 3 each
+# give the one-rank GPU run's losses (relative 1e-4) and final weights
+# (absolute 1e-4), dropout on; GPT_COMM_BACKEND unset (auto) finds that
+# the ranks share the GPU; stopping and resuming on the GPU gives the
+# unbroken run's losses and bytes exactly, on one rank and on two. With two
+# or more GPUs, dp2 over nccl (one GPU each) agrees too. Skips without a GPU.
+#
+# GPT_EMU_BIN names a directory whose gpt-train runs lib/cuda under the CPU
+# emulation of tests/gpu/emu (train.sh sets it, with GPT_GPU_TEST_STEPS=2):
+# then the GPU prerequisite holds without a GPU.
+. "$(dirname "$0")/../cli/test-lib.sh"
+
+if [ -n "${GPT_EMU_BIN:-}" ]; then
+	PATH="$GPT_EMU_BIN:$PATH"
+	test_set_prereq GPU
+fi
+if ! test_have_prereq GPU; then
+	echo "1..0 # SKIP no GPU (nvidia-smi lists none): multi-rank GPU training is tested on a GPU only"
+	cd / && rm -rf "$GPT_TRASH"
+	exit 0
+fi
+[ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" -ge 2 ] && test_set_prereq GPU2
+
+STEPS=${GPT_GPU_TEST_STEPS:-6}
+HALF=$((STEPS / 2))
+# A tiny model over bytes: 2 layers, hidden 32, 2 heads, 16 positions.
+FLAGS="-c $GPT_ROOT/configs/tiny_cpu_bytes.yaml -o Global.device=gpu
+	-o Data.Train.dataset.input_dir=data/lic -o Data.Eval.dataset.input_dir=data/lic
+	-o Data.Train.dataset.split=15,2,0 -o Data.Eval.dataset.split=15,2,0
+	-o Model.hidden_size=32 -o Model.num_attention_heads=2 -o Model.max_position_embeddings=16
+	-o Data.Train.dataset.max_seq_len=16 -o Data.Eval.dataset.max_seq_len=16
+	-o Global.global_batch_size=4 -o Global.micro_batch_size=1
+	-o Engine.eval_freq=0 -o Engine.test_iters=0
+	-o Optimizer.lr.max_lr=2e-3 -o Optimizer.lr.decay_steps=150
+	-o Model.hidden_dropout_prob=0.1 -o Model.attention_probs_dropout_prob=0.1"
+
+ckpt () { printf "%s/step_%08d" "$1" "$2"; }
+
+losses () {
+	sed -n 's/.* - global step \([0-9]*\), epoch.*loss: \([0-9.e+-]*\),.*/\1 \2/p' "$1"
+}
+
+# the same steps, losses within a relative 1e-4
+same_losses () {
+	losses "$1" >l1 && losses "$2" >l2 &&
+	test_line_count = "$STEPS" l1 && test_line_count = "$STEPS" l2 &&
+	paste l1 l2 | awk '{ d = $2 - $4; if (d < 0) d = -d; r = d / $2;
+		if ($1 != $3 || r > 1e-4) { print "step " $1 ": " $2 " vs " $4 " (rel " r ")"; bad = 1 } }
+		END { exit bad }'
+}
+
+test_expect_success 'set up: data and the one-rank GPU reference' '
+	mkdir data &&
+	gpt-preprocess -t bytes -o data/lic /usr/share/common-licenses/* &&
+	gpt-train $FLAGS -o Engine.max_steps=$STEPS -o Engine.save_load.save_steps=$HALF \
+		-o Engine.save_load.output_dir=single >single.log 2>&1 &&
+	test -f $(ckpt single $STEPS)/index.json
+'
+
+layout () { # name nproc backend flags...
+	name=$1 nproc=$2 backend=$3 prereq=GPU want=$3
+	[ "$backend" = nccl ] && prereq=GPU2
+	# auto: shm where the two ranks share GPU 0, nccl where each has one
+	[ "$backend" = auto ] && { want=shm; test_have_prereq GPU2 && want=nccl; }
+	shift 3
+	test_expect_success $prereq "$name on $nproc ranks over $backend equals one rank" '
+		GPT_COMM_BACKEND='$backend' gpt-launch --nproc-per-node '$nproc' --log-dir log-'$name' -- \
+			gpt-train $FLAGS '"$*"' -o Engine.max_steps=$STEPS -o Engine.save_load.save_steps=$STEPS \
+			-o Engine.save_load.output_dir=out-'$name' >'$name'.log 2>&1 &&
+		test_grep "rank 1: GPU [01], collectives over '$want'" log-'$name'/workerlog.1 &&
+		same_losses single.log log-'$name'/workerlog.0 &&
+		test-tool ckpt-diff $(ckpt single $STEPS) $(ckpt out-'$name' $STEPS) >diff &&
+		cat diff &&
+		awk "{ exit !(\$2 <= 1e-4) }" diff
+	'
+}
+
+layout dp2 2 shm
+layout mp2 2 shm -o Distributed.mp_degree=2
+layout pp2 2 shm -o Distributed.pp_degree=2
+layout sharding2-stage3 2 shm --sharding_parallel_degree 2 --sharding stage3
+layout dp2-nccl 2 nccl
+layout dp2-auto 2 auto
+
+test_expect_success 'one rank: stop half way and resume: the same losses and the same bytes' '
+	gpt-train $FLAGS -o Engine.max_steps=$HALF -o Engine.save_load.save_steps=$HALF \
+		-o Engine.save_load.output_dir=part >part1.log 2>&1 &&
+	gpt-train $FLAGS -o Engine.max_steps=$STEPS -o Engine.save_load.save_steps=$HALF \
+		-o Engine.save_load.output_dir=part >part2.log 2>&1 &&
+	test_grep "resumed from $(ckpt part $HALF) at global step $HALF" part2.log &&
+	losses single.log >a && { losses part1.log; losses part2.log; } >b &&
+	test_cmp a b &&
+	cmp $(ckpt single $STEPS)/rank-00000.safetensors $(ckpt part $STEPS)/rank-00000.safetensors
+'
+
+test_expect_success 'sharding2 stage 3 on one GPU: resuming is bit for bit too' '
+	run2 () {
+		GPT_COMM_BACKEND=shm gpt-launch --nproc-per-node 2 --log-dir "$1" -- \
+			gpt-train $FLAGS --sharding_parallel_degree 2 --sharding stage3 \
+			-o Engine.max_steps=$2 -o Engine.save_load.save_steps=$HALF \
+			-o Engine.save_load.output_dir=part-sh >/dev/null 2>&1
+	} &&
+	run2 log-p1 $HALF && run2 log-p2 $STEPS &&
+	losses log-sharding2-stage3/workerlog.0 >a &&
+	{ losses log-p1/workerlog.0; losses log-p2/workerlog.0; } >b &&
+	test_cmp a b &&
+	for f in rank-00000.safetensors rank-00001.safetensors; do
+		cmp $(ckpt out-sharding2-stage3 $STEPS)/$f $(ckpt part-sh $STEPS)/$f || exit 1
+	done
+'
+
+test_done

@@ -1,0 +1,212 @@
+/* lib/comm's shm backend carrying CUDA device buffers (gpt_comm_set_memory):
+ * three forked ranks share device 0, as ranks of a job share one GPU; every
+ * collective on device buffers, on a mix of device and host buffers, and on
+ * buffers that alias (a sharding rank's part inside the whole), must give
+ * the very bits the same collective gives on host buffers; a batch of
+ * send/recv mixes device and host buffers. Skips where there is no GPU. */
+#include "comm/comm.h"
+#include "cuda/cuda.h"
+#include "../unit/tap.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define RANKS 3
+#define CNT 300007 /* more than one shm slot of fp32 */
+
+/* CUDA must not be initialised before fork: count devices in a child. */
+static int count_devices(void)
+{
+	pid_t p = fork();
+	if (p == 0)
+		_exit(gpt_cuda_device_count() > 100 ? 100 : gpt_cuda_device_count());
+	int st = 0;
+	waitpid(p, &st, 0);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 0;
+}
+
+static float value(int r, int64_t i)
+{
+	return (float)(((int)((i * 7919 + r * 104729) % 2001) - 1000) * 0.0137);
+}
+
+typedef struct rank_ctx {
+	int rank, n;
+	gpt_backend be;
+	gpt_group *w;
+	gpt_err err;
+	int fail;
+} rank_ctx;
+
+#define FAIL(x, ...)                                                                                    \
+	(fprintf(stderr, "rank %d: ", (x)->rank), fprintf(stderr, __VA_ARGS__), fprintf(stderr, "\n"), \
+	 (x)->fail = 1)
+
+static void *dev(rank_ctx *x, const void *host, size_t bytes)
+{
+	void *d = x->be.ops->alloc(&x->be, bytes, "test buffer", &x->err);
+	if (d && host && x->be.ops->upload(&x->be, d, host, bytes, &x->err))
+		return NULL;
+	return d;
+}
+
+static int same(rank_ctx *x, const char *what, const void *want_host, const void *got_dev, size_t bytes)
+{
+	void *h = malloc(bytes);
+	int ok = h && x->be.ops->download(&x->be, h, got_dev, bytes, &x->err) == 0 &&
+		 memcmp(h, want_host, bytes) == 0;
+	if (!ok)
+		FAIL(x, "%s: the device result differs from the host one%s%s", what, x->err.msg[0] ? ": " : "",
+		     x->err.msg);
+	free(h);
+	return ok;
+}
+
+static void check(rank_ctx *x, int rc, const char *what)
+{
+	if (rc)
+		FAIL(x, "%s: %s", what, x->err.msg);
+}
+
+static void run_checks(rank_ctx *x)
+{
+	gpt_group *w = x->w;
+	int r = x->rank, n = x->n;
+	size_t bytes = (size_t)CNT * n * 4;
+	float *h = malloc(bytes), *ref = malloc(bytes), *got = malloc(bytes);
+	uint16_t *hb = malloc(bytes);
+	for (int64_t i = 0; i < (int64_t)CNT * n; i++)
+		h[i] = value(r, i);
+	gpt_convert(hb, GPT_DTYPE_BF16, h, GPT_DTYPE_F32, (size_t)CNT * n, NULL);
+
+	/* all-reduce, fp32, device to device and in place */
+	void *d = dev(x, h, bytes), *d2 = dev(x, NULL, bytes);
+	check(x, !d || !d2, "device buffers");
+	if (x->fail)
+		goto out;
+	check(x, gpt_comm_all_reduce(w, h, ref, CNT, GPT_DTYPE_F32, GPT_REDUCE_SUM, &x->err), "host all-reduce");
+	check(x, gpt_comm_all_reduce(w, d, d2, CNT, GPT_DTYPE_F32, GPT_REDUCE_SUM, &x->err), "device all-reduce");
+	same(x, "all-reduce sum fp32", ref, d2, (size_t)CNT * 4);
+	check(x, gpt_comm_all_reduce(w, d, d, CNT, GPT_DTYPE_F32, GPT_REDUCE_SUM, &x->err), "in-place all-reduce");
+	same(x, "in-place all-reduce sum fp32", ref, d, (size_t)CNT * 4);
+
+	/* all-reduce, bf16 in place, and max; device in, host out */
+	x->be.ops->upload(&x->be, d, hb, (size_t)CNT * 2, &x->err);
+	uint16_t *refb = (uint16_t *)ref;
+	memcpy(refb, hb, (size_t)CNT * 2);
+	check(x, gpt_comm_all_reduce(w, refb, refb, CNT, GPT_DTYPE_BF16, GPT_REDUCE_SUM, &x->err), "host bf16");
+	check(x, gpt_comm_all_reduce(w, d, d, CNT, GPT_DTYPE_BF16, GPT_REDUCE_SUM, &x->err), "device bf16");
+	same(x, "all-reduce sum bf16", refb, d, (size_t)CNT * 2);
+	x->be.ops->upload(&x->be, d, h, (size_t)CNT * 4, &x->err);
+	check(x, gpt_comm_all_reduce(w, h, ref, CNT, GPT_DTYPE_F32, GPT_REDUCE_MAX, &x->err), "host max");
+	check(x, gpt_comm_all_reduce(w, d, got, CNT, GPT_DTYPE_F32, GPT_REDUCE_MAX, &x->err), "device-to-host max");
+	if (memcmp(got, ref, (size_t)CNT * 4))
+		FAIL(x, "all-reduce max, device in and host out, differs");
+
+	/* reduce-scatter with the result inside the input, as sharding does */
+	x->be.ops->upload(&x->be, d, h, bytes, &x->err);
+	check(x, gpt_comm_reduce_scatter(w, h, ref, CNT, GPT_DTYPE_F32, GPT_REDUCE_SUM, &x->err), "host reduce-scatter");
+	void *mine = (char *)d + (size_t)r * CNT * 4;
+	check(x, gpt_comm_reduce_scatter(w, d, mine, CNT, GPT_DTYPE_F32, GPT_REDUCE_SUM, &x->err), "device reduce-scatter");
+	same(x, "reduce-scatter into its own input", ref, mine, (size_t)CNT * 4);
+
+	/* all-gather from a part of the output (device), and device to host */
+	x->be.ops->upload(&x->be, mine, h, (size_t)CNT * 4, &x->err);
+	check(x, gpt_comm_all_gather(w, h, ref, CNT, GPT_DTYPE_F32, &x->err), "host all-gather");
+	check(x, gpt_comm_all_gather(w, mine, d, CNT, GPT_DTYPE_F32, &x->err), "aliased device all-gather");
+	same(x, "all-gather into the buffer holding the part", ref, d, bytes);
+	check(x, gpt_comm_all_gather(w, (char *)d + (size_t)r * CNT * 4, got, CNT, GPT_DTYPE_F32, &x->err),
+	      "device-to-host all-gather");
+	if (memcmp(got, ref, bytes))
+		FAIL(x, "all-gather, device in and host out, differs");
+
+	/* broadcast from the last rank */
+	x->be.ops->upload(&x->be, d, h, (size_t)CNT * 4, &x->err);
+	memcpy(ref, h, (size_t)CNT * 4);
+	check(x, gpt_comm_broadcast(w, ref, CNT, GPT_DTYPE_F32, n - 1, &x->err), "host broadcast");
+	check(x, gpt_comm_broadcast(w, d, CNT, GPT_DTYPE_F32, n - 1, &x->err), "device broadcast");
+	same(x, "broadcast", ref, d, (size_t)CNT * 4);
+
+	/* a ring of send/recv: device to the next rank, host from the
+	 * previous one into device memory, in one batch */
+	int next = (r + 1) % n, prev = (r + n - 1) % n;
+	x->be.ops->upload(&x->be, d, h, (size_t)CNT * 4, &x->err);
+	gpt_p2p ops[4] = {
+		{next, 1, d, CNT},
+		{prev, 0, d2, CNT},
+		{prev, 1, h + CNT, 1000},
+		{next, 0, got, 1000},
+	};
+	check(x, gpt_comm_p2p(w, ops, 4, GPT_DTYPE_F32, &x->err), "send/recv ring");
+	for (int64_t i = 0; i < CNT; i++)
+		ref[i] = value(prev, i);
+	same(x, "recv from the previous rank", ref, d2, (size_t)CNT * 4);
+	for (int64_t i = 0; i < 1000 && !x->fail; i++)
+		if (got[i] != value(next, CNT + i))
+			FAIL(x, "host recv [%lld] = %g, want %g", (long long)i, got[i], value(next, CNT + i));
+
+	/* host values still travel as they are (flags, loss sums) */
+	int32_t flag = r == 1;
+	check(x, gpt_comm_all_reduce(w, &flag, &flag, 1, GPT_DTYPE_I32, GPT_REDUCE_MAX, &x->err), "flag");
+	if (flag != 1)
+		FAIL(x, "flag all-reduce gave %d", flag);
+	check(x, gpt_comm_barrier(w, &x->err), "barrier");
+out:
+	if (d)
+		x->be.ops->free(&x->be, d);
+	if (d2)
+		x->be.ops->free(&x->be, d2);
+	free(h), free(ref), free(got), free(hb);
+}
+
+static int run_ranks(int n)
+{
+	gpt_err err = {0};
+	gpt_store_server *srv = NULL;
+	if (gpt_store_server_start("127.0.0.1", 0, &srv, &err))
+		return diag("%s", err.msg), n;
+	int port = gpt_store_server_port(srv);
+	for (int r = 0; r < n; r++) {
+		if (fork() != 0)
+			continue;
+		alarm(1200); /* the emulated runtime is slow; a hang must not hang the suite */
+		rank_ctx x = {.rank = r, .n = n};
+		gpt_store *st = NULL;
+		gpt_comm *c = NULL;
+		gpt_comm_options o = {.backend = "shm", .timeout_s = 600};
+		if (gpt_backend_cuda_init(&x.be, GPT_DTYPE_F32, 0, &x.err) ||
+		    gpt_store_connect("127.0.0.1", port, 10, 600, &st, &x.err) ||
+		    gpt_comm_open_store(&c, st, r, n, &o, &x.err)) {
+			fprintf(stderr, "rank %d: %s\n", r, x.err.msg);
+			_exit(1);
+		}
+		gpt_comm_set_memory(c, &x.be);
+		x.w = gpt_comm_world(c);
+		run_checks(&x);
+		gpt_comm_close(c);
+		gpt_store_close(st);
+		gpt_backend_cuda_free(&x.be);
+		_exit(x.fail ? 1 : 0);
+	}
+	int failed = 0;
+	for (int left = n; left > 0;) {
+		int st;
+		if (waitpid(-1, &st, 0) > 0) {
+			left--;
+			failed += !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+		}
+	}
+	gpt_store_server_stop(srv);
+	return failed;
+}
+
+int main(void)
+{
+	if (count_devices() == 0)
+		return skip_all("no CUDA device (the shm backend's staging of device buffers needs one)");
+	is_int(run_ranks(RANKS), 0,
+	       "%d ranks on device 0 over shm: device, mixed and aliased buffers give the host bits", RANKS);
+	return done_testing();
+}
