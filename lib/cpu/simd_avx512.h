@@ -18,7 +18,7 @@ static inline int gpt_cpu_avx512(void)
 	       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
 }
 
-/* e^x within 2 ulp of the true value for x in [-87, 88] (clamped outside):
+/* e^x within 1 ulp of the true value for x in [-87, 88] (clamped outside):
  * x = n ln2 + r with |r| <= ln2 / 2, e^r by its Taylor series to r^7, then
  * scaled by 2^n. */
 GPT_AVX512_INLINE __m512 gpt_exp512(__m512 x)
