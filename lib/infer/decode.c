@@ -91,8 +91,9 @@ int gpt_infer_model_init(gpt_infer_model *m, const gpt_model_shape *s, gpt_dtype
 			biggest = m->table[i].numel;
 	}
 	(void)biggest;
-	/* CPU backend memory is host memory: parameters are read in place */
-	m->params = m->be.ops->alloc(&m->be, (size_t)total * sizeof(float), "model weights", err);
+	/* CPU backend memory is host memory: parameters are read in place (and
+	 * fp32 weight matrices streamed from there) */
+	m->params = gpt_weights_alloc((size_t)total * sizeof(float), "model weights", err);
 	rc = m->params ? 0 : GPT_EINTERNAL;
 	for (int64_t i = 0; !rc && i < m->n_table; i++)
 		if (!(rc = read(ctx, &m->table[i], param(m, i), err)))
@@ -123,10 +124,9 @@ void gpt_infer_model_free(gpt_infer_model *m)
 		gpt_qweight_free(&m->qw[i]);
 	free(m->qw);
 	free(m->act_scale);
+	free(m->params);
 	if (m->be.ops) {
 		free_work(m);
-		if (m->params)
-			m->be.ops->free(&m->be, m->params);
 		gpt_backend_cpu_free(&m->be);
 	}
 	free(m->table);

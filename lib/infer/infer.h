@@ -57,6 +57,11 @@ typedef struct gpt_qweight {
 	float *scale;
 } gpt_qweight;
 
+/* Memory for weight matrices (free() releases it): 64-byte aligned, and
+ * from 2 MiB up in transparent huge pages where the system has them, which
+ * streaming the weights for every token reads faster. */
+void *gpt_weights_alloc(size_t bytes, const char *what, gpt_err *err);
+
 /* Makes q from the fp32 matrix w (kept by pointer when dtype is fp32). */
 int gpt_qweight_init(gpt_qweight *q, const float *w, int64_t N, int64_t K, gpt_dtype dtype,
 		     gpt_err *err);

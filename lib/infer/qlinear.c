@@ -36,7 +36,7 @@ int gpt_qweight_init(gpt_qweight *q, const float *w, int64_t N, int64_t K, gpt_d
 	if (dtype != GPT_DTYPE_BF16 && dtype != GPT_DTYPE_F16 && dtype != GPT_DTYPE_I8)
 		return gpt_err_set(err, GPT_EUSAGE, "weights: expected fp32, bf16, fp16 or int8, found %s",
 				   gpt_dtype_name(dtype));
-	q->owned = gpt_aligned_alloc((size_t)(N * K) * gpt_dtype_size(dtype), "weights", err);
+	q->owned = gpt_weights_alloc((size_t)(N * K) * gpt_dtype_size(dtype), "weights", err);
 	if (!q->owned)
 		return GPT_EINTERNAL;
 	q->w = q->owned;
