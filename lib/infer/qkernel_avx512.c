@@ -82,46 +82,60 @@ INLINE void rowdot(gpt_dtype dt, int M, const char *w, const float *x, int64_t K
 							    _mm512_add_ps(acc[i][2], acc[i][3])));
 }
 
-typedef void (*rowdot_fn)(const char *w, const float *x, int64_t K, float *dot);
-
-#define ROWDOT_FN(T, DT, M)                                                                     \
-	TARGET static void rowdot_##T##_##M(const char *w, const float *x, int64_t K, float *dot) \
-	{                                                                                      \
-		rowdot(DT, M, w, x, K, dot);                                                   \
+/* Rows [n0, n1) of out for M <= 8 inputs (a constant where it is
+ * inlined); a second group of four inputs reads the weight row again, from
+ * L1. */
+INLINE void rows(gpt_dtype dt, int M, const gpt_qweight *q, const float *x, const float *bias,
+		 float *out, int64_t n0, int64_t n1)
+{
+	int64_t N = q->N, K = q->K;
+	size_t rb = (size_t)K * (dt == GPT_DTYPE_F32 ? 4 : dt == GPT_DTYPE_I8 ? 1 : 2);
+	for (int64_t n = n0; n < n1; n++) {
+		const char *row = (const char *)q->w + (size_t)n * rb;
+		float dot[8];
+		rowdot(dt, M < 4 ? M : 4, row, x, K, dot);
+		if (M > 4)
+			rowdot(dt, M - 4, row, x + 4 * K, K, dot + 4);
+		float s = dt == GPT_DTYPE_I8 ? q->scale[n] : 1.0f;
+		float b = bias ? bias[n] : 0.0f;
+		#pragma GCC unroll 8
+		for (int i = 0; i < M; i++)
+			out[i * N + n] = dot[i] * s + b;
 	}
-#define ROWDOT_FNS(T, DT)                                                              \
-	ROWDOT_FN(T, DT, 1) ROWDOT_FN(T, DT, 2) ROWDOT_FN(T, DT, 3) ROWDOT_FN(T, DT, 4) \
-	static const rowdot_fn rowdot_##T[4] = {rowdot_##T##_1, rowdot_##T##_2, rowdot_##T##_3, \
-						rowdot_##T##_4};
+}
 
-ROWDOT_FNS(f32, GPT_DTYPE_F32)
-ROWDOT_FNS(bf16, GPT_DTYPE_BF16)
-ROWDOT_FNS(f16, GPT_DTYPE_F16)
-ROWDOT_FNS(i8, GPT_DTYPE_I8)
+typedef void (*rows_fn)(const gpt_qweight *q, const float *x, const float *bias, float *out,
+			int64_t n0, int64_t n1);
+
+#define ROWS_FN(T, DT, M)                                                                       \
+	TARGET static void rows_##T##_##M(const gpt_qweight *q, const float *x, const float *bias, \
+					  float *out, int64_t n0, int64_t n1)                   \
+	{                                                                                      \
+		rows(DT, M, q, x, bias, out, n0, n1);                                          \
+	}
+#define ROWS_FNS(T, DT)                                                                         \
+	ROWS_FN(T, DT, 1) ROWS_FN(T, DT, 2) ROWS_FN(T, DT, 3) ROWS_FN(T, DT, 4) ROWS_FN(T, DT, 5) \
+	ROWS_FN(T, DT, 6) ROWS_FN(T, DT, 7) ROWS_FN(T, DT, 8)                                    \
+	static const rows_fn rows_##T[8] = {rows_##T##_1, rows_##T##_2, rows_##T##_3,            \
+					    rows_##T##_4, rows_##T##_5, rows_##T##_6,            \
+					    rows_##T##_7, rows_##T##_8};
+
+ROWS_FNS(f32, GPT_DTYPE_F32)
+ROWS_FNS(bf16, GPT_DTYPE_BF16)
+ROWS_FNS(f16, GPT_DTYPE_F16)
+ROWS_FNS(i8, GPT_DTYPE_I8)
 
 void gpt_qrows_avx512(const gpt_qweight *q, const float *x, const float *bias, float *out,
 		      int64_t M, int64_t n0, int64_t n1)
 {
-	const rowdot_fn *fn = rowdot_f32;
+	const rows_fn *fn = rows_f32;
 	switch (q->dtype) {
-	case GPT_DTYPE_BF16: fn = rowdot_bf16; break;
-	case GPT_DTYPE_F16: fn = rowdot_f16; break;
-	case GPT_DTYPE_I8: fn = rowdot_i8; break;
+	case GPT_DTYPE_BF16: fn = rows_bf16; break;
+	case GPT_DTYPE_F16: fn = rows_f16; break;
+	case GPT_DTYPE_I8: fn = rows_i8; break;
 	default: break;
 	}
-	int64_t N = q->N, K = q->K;
-	size_t rb = (size_t)K * gpt_dtype_size(q->dtype);
-	float dot[8];
-	for (int64_t n = n0; n < n1; n++) {
-		const char *row = (const char *)q->w + (size_t)n * rb;
-		/* a second group of inputs reads the row again, from L1 */
-		for (int64_t i0 = 0; i0 < M; i0 += 4)
-			fn[(M - i0 < 4 ? M - i0 : 4) - 1](row, x + i0 * K, K, dot + i0);
-		float s = q->dtype == GPT_DTYPE_I8 ? q->scale[n] : 1.0f;
-		float b = bias ? bias[n] : 0.0f;
-		for (int64_t i = 0; i < M; i++)
-			out[i * N + n] = dot[i] * s + b;
-	}
+	fn[M - 1](q, x, bias, out, n0, n1);
 }
 
 TARGET void gpt_qwiden_avx512(const gpt_qweight *q, int64_t n0, int64_t n1, float *out)
