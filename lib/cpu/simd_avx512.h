@@ -1,5 +1,5 @@
-/* AVX-512 helpers for the CPU ops that have an AVX-512 path (attention_kv,
- * gelu): the CPU check and e^x, 16 lanes at a time. Private to lib/cpu.
+/* AVX-512 helpers for the CPU ops that have an AVX-512 path (attention_kv)
+ * and for lib/infer's GELU: the CPU check and e^x, 16 lanes at a time.
  * Functions here carry their own target attribute, so the files that
  * include this one need no -mavx512 flag and call them only after
  * gpt_cpu_avx512() says the CPU has the instructions. */

@@ -270,7 +270,7 @@ static int layer_fwd(gpt_infer_model *m, gpt_kv *kv, int64_t l, int64_t n, const
 	act_quant(m, l, 2, m->ln, R * C);
 	OP(gpt_qlinear(&m->qw[4 * l + 2], m->ln, param(m, T_LAYER(l, P_FC_B)), m->fch, R, be->threads,
 		       err));
-	OP(o->gelu_fwd(be, m->fch, m->fch, R * F, err));
+	OP(gpt_infer_gelu(be, m->fch, m->fch, R * F, err));
 	act_quant(m, l, 3, m->fch, R * F);
 	OP(gpt_qlinear(&m->qw[4 * l + 3], m->fch, param(m, T_LAYER(l, P_MPROJ_B)), m->tmp, R,
 		       be->threads, err));
