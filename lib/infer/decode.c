@@ -94,8 +94,9 @@ int gpt_infer_model_init(gpt_infer_model *m, const gpt_model_shape *s, gpt_dtype
 			biggest = m->table[i].numel;
 	}
 	(void)biggest;
-	/* CPU backend memory is host memory: parameters are read in place */
-	m->params = m->be.ops->alloc(&m->be, (size_t)total * sizeof(float), "model weights", err);
+	/* CPU backend memory is host memory: parameters are read in place (and
+	 * fp32 weight matrices streamed from there) */
+	m->params = gpt_weights_alloc((size_t)total * sizeof(float), "model weights", err);
 	rc = m->params ? 0 : GPT_EINTERNAL;
 	for (int64_t i = 0; !rc && i < m->n_table; i++)
 		if (!(rc = read(ctx, &m->table[i], param(m, i), err)))
@@ -128,15 +129,18 @@ void gpt_infer_model_free(gpt_infer_model *m)
 		gpt_qweight_free(&m->qw[i]);
 	free(m->qw);
 	free(m->act_scale);
-	if (m->be.ops) {
+	if (m->be.ops)
 		free_work(m);
+#if GPT_HAVE_CUDA
+	if (m->cuda) {
 		if (m->params)
 			m->be.ops->free(&m->be, m->params);
-#if GPT_HAVE_CUDA
-		if (m->cuda)
-			gpt_backend_cuda_free(&m->be);
-		else
+		gpt_backend_cuda_free(&m->be);
+	} else
 #endif
+	{
+		free(m->params); /* host memory of gpt_weights_alloc */
+		if (m->be.ops)
 			gpt_backend_cpu_free(&m->be);
 	}
 	free(m->table);
@@ -304,7 +308,8 @@ static int layer_fwd(gpt_infer_model *m, gpt_kv *kv, int64_t l, int64_t n, const
 			    param(m, T_LAYER(l, P_LN2_B)), R, C, m->ln_eps, err));
 	act_quant(m, l, 2, m->ln, R * C);
 	OP(lin(m, 4 * l + 2, T_LAYER(l, P_FC_B), m->ln, m->fch, R, err));
-	OP(o->gelu_fwd(be, m->fch, m->fch, R * F, err));
+	/* the CPU's GELU for generation (lib/infer/gelu.c), the backend's on a GPU */
+	OP(m->cuda ? o->gelu_fwd(be, m->fch, m->fch, R * F, err) : gpt_infer_gelu(be, m->fch, m->fch, R * F, err));
 	act_quant(m, l, 3, m->fch, R * F);
 	OP(lin(m, 4 * l + 3, T_LAYER(l, P_MPROJ_B), m->fch, m->tmp, R, err));
 	OP(o->residual_fwd(be, m->x, m->x, m->tmp, R * C, err));

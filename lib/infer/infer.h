@@ -33,16 +33,34 @@ extern "C" {
 
 /* ---- linear layers on compact weights ------------------------------------ */
 
+/* The vector kernels of gpt_qlinear's few-row path, by instruction set. */
+typedef enum gpt_qkernel {
+	GPT_QKERNEL_C = 0, /* plain C, any CPU */
+	GPT_QKERNEL_AVX2,  /* AVX2 + FMA + F16C; K a multiple of 8 (else plain C) */
+	GPT_QKERNEL_AVX512 /* AVX-512 F, BW, VL, DQ */
+} gpt_qkernel;
+
+/* The fastest kernel this CPU runs; whether it runs kernel k. */
+gpt_qkernel gpt_qkernel_best(void);
+int gpt_qkernel_supported(gpt_qkernel k);
+
 /* One weight matrix [N, K] as generation reads it: fp32 (the model's own
  * copy, not owned), bf16, fp16, or int8 with one fp32 scale per row (scale
- * = max |row| / 127, round to nearest). */
+ * = max |row| / 127, round to nearest). kernel: gpt_qkernel_best() after
+ * init; a test may set any supported one. */
 typedef struct gpt_qweight {
 	gpt_dtype dtype;
+	gpt_qkernel kernel;
 	int64_t N, K;
 	const void *w;
 	void *owned;
 	float *scale;
 } gpt_qweight;
+
+/* Memory for weight matrices (free() releases it): 64-byte aligned, and
+ * from 2 MiB up in transparent huge pages where the system has them, which
+ * streaming the weights for every token reads faster. */
+void *gpt_weights_alloc(size_t bytes, const char *what, gpt_err *err);
 
 /* Makes q from the fp32 matrix w (kept by pointer when dtype is fp32). */
 int gpt_qweight_init(gpt_qweight *q, const float *w, int64_t N, int64_t K, gpt_dtype dtype,
@@ -50,9 +68,15 @@ int gpt_qweight_init(gpt_qweight *q, const float *w, int64_t N, int64_t K, gpt_d
 void gpt_qweight_free(gpt_qweight *q);
 /* out (M, N) = x (M, K) q^T + bias (may be NULL), all fp32 host memory,
  * computed in fp32 with `threads` threads: a fused kernel that reads each
- * weight once for up to 8 rows, sgemm beyond. */
+ * weight once for up to 8 rows, sgemm beyond. With the AVX-512 kernel a
+ * row's result does not depend on M or the thread count. */
 int gpt_qlinear(const gpt_qweight *q, const float *x, const float *bias, float *out, int64_t M,
 		int threads, gpt_err *err);
+
+/* y = GELU(x) (tanh form) over n fp32 host values of the CPU backend be, in
+ * AVX-512 where the CPU has it (within a few ulp of the backend's
+ * gelu_fwd), else through gelu_fwd. */
+int gpt_infer_gelu(gpt_backend *be, float *y, const float *x, int64_t n, gpt_err *err);
 
 /* ---- the decoder --------------------------------------------------------- */
 

@@ -2,28 +2,31 @@
  * int8 (one scale per output row). Generating a token multiplies a few rows
  * of activations by every weight, so the time is the time to read the
  * weights: a fused kernel reads each weight row once, widens it in
- * registers and takes its dot product with every input row (AVX2 + FMA +
- * F16C when the CPU has them, plain C otherwise). Many rows at once (a
- * prompt) go to sgemm, on 16-bit or int8 weights through fp32 copies of a
- * few hundred rows at a time. (Part of lib/infer.) */
-#include "infer/infer.h"
+ * registers and takes its dot product with every input row (AVX-512 in
+ * qkernel_avx512.c, AVX2 + FMA + F16C here, plain C otherwise, chosen by
+ * what the CPU has), each thread over one contiguous range of rows. Many
+ * rows at once (a prompt) go to sgemm, on 16-bit or int8 weights through
+ * fp32 copies of a few megabytes of rows at a time. (Part of lib/infer.) */
+#include "infer/qkernel.h"
 
 #include <cblas.h>
 #include <immintrin.h>
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* Rows of activations above which sgemm is faster than the fused kernel. */
 #define FUSED_MAX_ROWS 8
-/* Weight rows widened to fp32 per sgemm call. */
-#define CHUNK_ROWS 256
+/* Weights widened to fp32 per sgemm call (elements; at least one row). */
+#define CHUNK_ELEMS (4 << 20)
 
 int gpt_qweight_init(gpt_qweight *q, const float *w, int64_t N, int64_t K, gpt_dtype dtype,
 		     gpt_err *err)
 {
 	memset(q, 0, sizeof *q);
 	q->dtype = dtype;
+	q->kernel = gpt_qkernel_best();
 	q->N = N;
 	q->K = K;
 	if (dtype == GPT_DTYPE_F32) {
@@ -33,7 +36,7 @@ int gpt_qweight_init(gpt_qweight *q, const float *w, int64_t N, int64_t K, gpt_d
 	if (dtype != GPT_DTYPE_BF16 && dtype != GPT_DTYPE_F16 && dtype != GPT_DTYPE_I8)
 		return gpt_err_set(err, GPT_EUSAGE, "weights: expected fp32, bf16, fp16 or int8, found %s",
 				   gpt_dtype_name(dtype));
-	q->owned = gpt_aligned_alloc((size_t)(N * K) * gpt_dtype_size(dtype), "weights", err);
+	q->owned = gpt_weights_alloc((size_t)(N * K) * gpt_dtype_size(dtype), "weights", err);
 	if (!q->owned)
 		return GPT_EINTERNAL;
 	q->w = q->owned;
@@ -204,25 +207,64 @@ static int have_avx2(void)
 	       __builtin_cpu_supports("f16c");
 #endif
 }
+
+static int have_avx512(void)
+{
+	return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+	       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+}
 #else
 static int have_avx2(void) { return 0; }
+static int have_avx512(void) { return 0; }
 #define dot_rows_avx2 dot_rows_c
+#define gpt_qrows_avx512(q, x, bias, out, M, n0, n1) ((void)0)
+#define gpt_qwiden_avx512(q, n0, n1, out) ((void)0)
 #endif
+
+gpt_qkernel gpt_qkernel_best(void)
+{
+	return have_avx512() ? GPT_QKERNEL_AVX512 : have_avx2() ? GPT_QKERNEL_AVX2 : GPT_QKERNEL_C;
+}
+
+int gpt_qkernel_supported(gpt_qkernel k)
+{
+	return k == GPT_QKERNEL_C || (k == GPT_QKERNEL_AVX2 && have_avx2()) ||
+	       (k == GPT_QKERNEL_AVX512 && have_avx512());
+}
+
+/* Thread t's rows of N among nt threads: contiguous, whole passes of 4. */
+static void my_rows(int64_t N, int t, int nt, int64_t *n0, int64_t *n1)
+{
+	int64_t per = ((N + nt - 1) / nt + 3) / 4 * 4;
+	*n0 = t * per < N ? t * per : N;
+	*n1 = *n0 + per < N ? *n0 + per : N;
+}
 
 /* out (M, N) = x (M, K) w^T + bias, M <= FUSED_MAX_ROWS. */
 static void fused(const gpt_qweight *q, const float *x, const float *bias, float *out, int64_t M,
-		  int threads, int vec)
+		  int threads)
 {
 	int64_t N = q->N;
-	#pragma omp parallel for num_threads(threads) schedule(static)
-	for (int64_t n = 0; n < N; n++) {
-		float dot[FUSED_MAX_ROWS];
-		if (vec)
-			dot_rows_avx2(q, n, x, M, dot);
-		else
-			dot_rows_c(q, n, x, M, dot);
-		for (int64_t i = 0; i < M; i++)
-			out[i * N + n] = dot[i] + (bias ? bias[n] : 0.0f);
+	gpt_qkernel kern = q->kernel;
+	if (kern == GPT_QKERNEL_AVX2 && q->K % 8)
+		kern = GPT_QKERNEL_C;
+	#pragma omp parallel num_threads(threads)
+	{
+		int64_t n0, n1;
+		my_rows(N, omp_get_thread_num(), omp_get_num_threads(), &n0, &n1);
+		if (kern == GPT_QKERNEL_AVX512) {
+			gpt_qrows_avx512(q, x, bias, out, M, n0, n1);
+		} else {
+			for (int64_t n = n0; n < n1; n++) {
+				float dot[FUSED_MAX_ROWS];
+				if (kern == GPT_QKERNEL_AVX2)
+					dot_rows_avx2(q, n, x, M, dot);
+				else
+					dot_rows_c(q, n, x, M, dot);
+				for (int64_t i = 0; i < M; i++)
+					out[i * N + n] = dot[i] + (bias ? bias[n] : 0.0f);
+			}
+		}
 	}
 }
 
@@ -233,7 +275,7 @@ int gpt_qlinear(const gpt_qweight *q, const float *x, const float *bias, float *
 	if (threads < 1)
 		threads = 1;
 	if (M <= FUSED_MAX_ROWS) {
-		fused(q, x, bias, out, M, threads, K % 8 == 0 && have_avx2());
+		fused(q, x, bias, out, M, threads);
 		return 0;
 	}
 	for (int64_t i = 0; bias && i < M; i++)
@@ -243,16 +285,26 @@ int gpt_qlinear(const gpt_qweight *q, const float *x, const float *bias, float *
 			    (int)K, q->w, (int)K, bias ? 1.0f : 0.0f, out, (int)N);
 		return 0;
 	}
-	float *tmp = gpt_aligned_alloc((size_t)(CHUNK_ROWS * K) * sizeof(float), "weight rows", err);
+	int64_t chunk = K > 0 && CHUNK_ELEMS / K > 0 ? CHUNK_ELEMS / K : 1;
+	if (chunk > N)
+		chunk = N;
+	float *tmp = gpt_aligned_alloc((size_t)(chunk * K) * sizeof(float), "weight rows", err);
 	if (!tmp)
 		return GPT_EINTERNAL;
-	for (int64_t n0 = 0; n0 < N; n0 += CHUNK_ROWS) {
-		int64_t nn = N - n0 < CHUNK_ROWS ? N - n0 : CHUNK_ROWS;
-		#pragma omp parallel for num_threads(threads) schedule(static)
-		for (int64_t r = 0; r < nn; r++)
-			widen(q, n0 + r, 0, K, tmp + r * K);
+	for (int64_t c0 = 0; c0 < N; c0 += chunk) {
+		int64_t nn = N - c0 < chunk ? N - c0 : chunk;
+		#pragma omp parallel num_threads(threads)
+		{
+			int64_t n0, n1;
+			my_rows(nn, omp_get_thread_num(), omp_get_num_threads(), &n0, &n1);
+			if (q->kernel == GPT_QKERNEL_AVX512)
+				gpt_qwiden_avx512(q, c0 + n0, c0 + n1, tmp + n0 * K);
+			else
+				for (int64_t r = n0; r < n1; r++)
+					widen(q, c0 + r, 0, K, tmp + r * K);
+		}
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)nn, (int)K, 1.0f, x,
-			    (int)K, tmp, (int)K, bias ? 1.0f : 0.0f, out + n0, (int)N);
+			    (int)K, tmp, (int)K, bias ? 1.0f : 0.0f, out + c0, (int)N);
 	}
 	free(tmp);
 	return 0;
