@@ -46,6 +46,10 @@ int gpt_cpu_layernorm_bwd(gpt_backend *be, void *dinp, void *dw, void *db, const
 int gpt_cpu_gelu_fwd(gpt_backend *be, void *out, const void *inp, int64_t n, gpt_err *err);
 int gpt_cpu_gelu_bwd(gpt_backend *be, void *dinp, const void *inp, const void *dout,
 		     int64_t n, gpt_err *err);
+/* One path of both on one thread, for tests (bwd 0: out = gelu(x); 1: out =
+ * gelu'(x) dy): path 0 portable C, 1 AVX2, 2 AVX-512; -1 when this CPU
+ * lacks the path. All paths give the same bits. */
+int gpt_cpu_gelu_on(int path, int bwd, float *out, const float *x, const float *dy, int64_t n);
 
 int gpt_cpu_attention_fwd(gpt_backend *be, void *out, float *saved, const void *qkv,
 			  int64_t B, int64_t T, int64_t NH, int64_t HS, const gpt_dropout *d,
