@@ -122,6 +122,16 @@ int gpt_cpu_fake_quant(gpt_backend *be, void *out, const void *x, const float *s
 int gpt_cpu_quant_moving_avg(gpt_backend *be, float *state, float *accum, float *scale,
 			     const float *cur, int64_t n, float rate, int commit, gpt_err *err);
 
+/* gemm_bf16.c: C (fp32, row-major) = alpha op(A) op(B) + beta C for bf16
+ * A and B, on AVX512_BF16 (gpt_cpu_sbgemm_ok says whether this CPU has
+ * it; nothing else may call gpt_cpu_sbgemm). work holds
+ * gpt_cpu_sbgemm_work_bytes() bytes, 64-byte aligned. */
+int gpt_cpu_sbgemm_ok(void);
+size_t gpt_cpu_sbgemm_work_bytes(void);
+void gpt_cpu_sbgemm(int threads, void *work, int ta, int tb, int64_t m, int64_t n, int64_t k,
+		    float alpha, const uint16_t *a, int64_t lda, const uint16_t *b, int64_t ldb,
+		    float beta, float *c, int64_t ldc);
+
 /* The same ops for bf16/fp16 storage (lowp.c): operands converted to fp32,
  * the kernels above, results rounded to nearest even on store. */
 extern const gpt_backend_ops gpt_cpu_lowp_ops;

@@ -91,6 +91,28 @@ static int64_t span(int64_t rows, int64_t cols, int64_t ld)
 	return rows > 0 && cols > 0 ? (rows - 1) * ld + cols : 0;
 }
 
+/* bf16 on a CPU with AVX512_BF16: the products go to gemm_bf16.c straight
+ * from the stored operands, with fp32 results in be->scratch (grown once,
+ * so a training step allocates nothing), rounded once on store. */
+static int sb_fast(const gpt_backend *be)
+{
+	return be->dtype == GPT_DTYPE_BF16 && gpt_cpu_sbgemm_ok();
+}
+
+/* be->scratch as the packing work and fp32 regions of the given sizes. */
+static int sb_scratch(gpt_backend *be, float **r, const int64_t *n, int count, gpt_err *err)
+{
+	size_t off = (gpt_cpu_sbgemm_work_bytes() + 63) & ~(size_t)63, at[4];
+	for (int i = 0; i < count; i++) {
+		at[i] = off;
+		off += ((size_t)n[i] * 4 + 63) & ~(size_t)63;
+	}
+	int rc = gpt_backend_scratch(be, off, err);
+	for (int i = 0; i < count && !rc; i++)
+		r[i] = (float *)((char *)be->scratch + at[i]);
+	return rc;
+}
+
 static int lp_gemm_batched(gpt_backend *be, int ta, int tb, int64_t m, int64_t n, int64_t k,
 			   float alpha, const void *a, int64_t lda, int64_t sa, const void *b,
 			   int64_t ldb, int64_t sb, float beta, void *c, int64_t ldc, int64_t sc,
@@ -107,6 +129,18 @@ static int lp_gemm_batched(gpt_backend *be, int ta, int tb, int64_t m, int64_t n
 	int64_t na = (batch - 1) * sa + span(ta ? k : m, ta ? m : k, lda);
 	int64_t nb = (batch - 1) * sb + span(tb ? n : k, tb ? k : n, ldb);
 	int64_t nc = (batch - 1) * sc + span(m, n, ldc);
+	if (sb_fast(be)) {
+		float *c32 = beta == 0.0f ? lp_out(t, c, nc) : lp_in(t, c, nc);
+		if (!t->rc)
+			rc = gpt_backend_scratch(be, gpt_cpu_sbgemm_work_bytes(), err);
+		for (int64_t i = 0; i < batch && !t->rc && !rc; i++)
+			gpt_cpu_sbgemm(be->threads, be->scratch, ta, tb, m, n, k, alpha,
+				       (const uint16_t *)a + i * sa, lda, (const uint16_t *)b + i * sb, ldb, beta,
+				       c32 + i * sc, ldc);
+		for (int64_t i = 0; i < batch && !rc; i++)
+			lp_store_rows(t, (char *)c + (size_t)(i * sc) * 2, c32 + i * sc, m, n, ldc);
+		return lp_done(t, rc);
+	}
 	float *a32 = lp_in(t, a, na), *b32 = lp_in(t, b, nb);
 	float *c32 = beta == 0.0f ? lp_out(t, c, nc) : lp_in(t, c, nc);
 	if (!t->rc)
@@ -126,12 +160,60 @@ static int lp_gemm(gpt_backend *be, int ta, int tb, int64_t m, int64_t n, int64_
 			       1, err);
 }
 
+static int sb_linear_fwd(gpt_backend *be, void *out, const void *inp, const void *w,
+			 const void *bias, int64_t M, int64_t K, int64_t N, gpt_err *err)
+{
+	float *o;
+	int64_t sz = M * N;
+	int rc = sb_scratch(be, &o, &sz, 1, err);
+	if (rc)
+		return rc;
+	if (bias)
+		for (int64_t i = 0; i < M; i++)
+			gpt_convert(o + i * N, GPT_DTYPE_F32, bias, be->dtype, (size_t)N, NULL);
+	gpt_cpu_sbgemm(be->threads, be->scratch, 0, 1, M, N, K, 1.0f, inp, K, w, K, bias ? 1.0f : 0.0f,
+		       o, N);
+	return gpt_convert(out, be->dtype, o, GPT_DTYPE_F32, (size_t)(M * N), err);
+}
+
+static int sb_linear_bwd(gpt_backend *be, void *dinp, void *dw, void *dbias, const void *dout,
+			 const void *inp, const void *w, int64_t M, int64_t K, int64_t N, gpt_err *err)
+{
+	float *r[3];
+	int64_t sz[3] = {dinp ? M * K : 0, dw ? N * K : 0, dbias ? M * N : 0};
+	int rc = sb_scratch(be, r, sz, 3, err);
+	if (rc)
+		return rc;
+	if (dinp) {
+		gpt_cpu_sbgemm(be->threads, be->scratch, 0, 0, M, K, N, 1.0f, dout, N, w, K, 0.0f, r[0], K);
+		gpt_convert(dinp, be->dtype, r[0], GPT_DTYPE_F32, (size_t)(M * K), NULL);
+	}
+	if (dw) {
+		gpt_convert(r[1], GPT_DTYPE_F32, dw, be->dtype, (size_t)(N * K), NULL);
+		gpt_cpu_sbgemm(be->threads, be->scratch, 1, 0, N, K, M, 1.0f, dout, N, inp, K, 1.0f, r[1], K);
+		gpt_convert(dw, be->dtype, r[1], GPT_DTYPE_F32, (size_t)(N * K), NULL);
+	}
+	if (dbias) {
+		LP_BEGIN(be, err);
+		float *db32 = lp_in(t, dbias, N);
+		gpt_convert(r[2], GPT_DTYPE_F32, dout, be->dtype, (size_t)(M * N), NULL);
+		if (!t->rc)
+			rc = gpt_cpu_linear_bwd(be, NULL, NULL, db32, r[2], NULL, NULL, M, K, N, err);
+		if (!rc)
+			lp_store(t, dbias, db32, N);
+		rc = lp_done(t, rc);
+	}
+	return rc;
+}
+
 static int lp_linear_fwd(gpt_backend *be, void *out, const void *inp, const void *w,
 			 const void *bias, int64_t M, int64_t K, int64_t N, gpt_err *err)
 {
 	int rc = gpt_cpu_gemm_check("linear_fwd", 0, 1, M, N, K, K, K, N, err);
 	if (rc)
 		return rc;
+	if (sb_fast(be))
+		return sb_linear_fwd(be, out, inp, w, bias, M, K, N, err);
 	LP_BEGIN(be, err);
 	float *x = lp_in(t, inp, M * K), *w32 = lp_in(t, w, N * K), *b32 = lp_in(t, bias, N);
 	float *o = lp_out(t, out, M * N);
@@ -149,6 +231,8 @@ static int lp_linear_bwd(gpt_backend *be, void *dinp, void *dw, void *dbias, con
 	int rc = gpt_cpu_gemm_check("linear_bwd", 0, 1, M, N, K, K, K, N, err);
 	if (rc)
 		return rc;
+	if (sb_fast(be))
+		return sb_linear_bwd(be, dinp, dw, dbias, dout, inp, w, M, K, N, err);
 	LP_BEGIN(be, err);
 	float *g = lp_in(t, dout, M * N);
 	float *x = dw ? lp_in(t, inp, M * K) : NULL, *w32 = dinp ? lp_in(t, w, N * K) : NULL;
