@@ -3,62 +3,26 @@
  * 0.5 (1 + tanh u) is the logistic function of 2u, so GELU is
  * v / (1 + exp(-2u)) and its derivative s + 2 v s (1 - s) K (1 + 3 A v^2)
  * with s that logistic: one exponential per element and no tanhf (libm's
- * tanhf was 7% of a 124M training step). The exponential is our own
- * (Cephes-style range reduction and a degree-5 polynomial, about 1 ulp), written once
- * for AVX-512, once for AVX2 and once in scalar C with the same operations
- * in the same order and explicit fused multiply-adds, so every path gives
+ * tanhf was 7% of a 124M training step). The exponential is vexp.h's,
+ * written once for AVX-512, once for AVX2 and once in scalar C with the
+ * same operations in the same order, and so is the rest: every path gives
  * the same bits for the same element: results never depend on where an
  * element falls in a vector, on the thread count or on the CPU. */
 #include "cpu/kernels.h"
+#include "cpu/vexp.h"
 
-#include <math.h>
 #include <omp.h>
-#include <string.h>
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define GELU_X86 1
-#endif
 
 #define GELU_K 0.7978845608028654f /* sqrt(2 / pi) */
 #define GELU_A 0.044715f
-#define EXP_LO -87.0f /* exp stays a normal float over [EXP_LO, EXP_HI] */
-#define EXP_HI 88.0f
-#define LOG2E 1.44269504088896341f
-#define LN2_HI 0.693359375f
-#define LN2_LO -2.12194440e-4f
-#define P0 1.9875691500e-4f
-#define P1 1.3981999507e-3f
-#define P2 8.3334519073e-3f
-#define P3 4.1665795894e-2f
-#define P4 1.6666665459e-1f
-#define P5 5.0000001201e-1f
 
 /* ---- scalar (the reference the vector paths match bit for bit) ---- */
-
-static float exp_s(float x)
-{
-	x = fminf(fmaxf(x, EXP_LO), EXP_HI);
-	float n = rintf(x * LOG2E);
-	float r = fmaf(n, -LN2_HI, x);
-	r = fmaf(n, -LN2_LO, r);
-	float p = fmaf(P0, r, P1);
-	p = fmaf(p, r, P2);
-	p = fmaf(p, r, P3);
-	p = fmaf(p, r, P4);
-	p = fmaf(p, r, P5);
-	float y = fmaf(p, r * r, r) + 1.0f;
-	uint32_t bits = (uint32_t)((int32_t)n + 127) << 23;
-	float scale;
-	memcpy(&scale, &bits, 4);
-	return y * scale;
-}
 
 /* s = 1 / (1 + exp(-2u)), u = K v (1 + A v^2) */
 static float logistic_s(float v)
 {
 	float u = (GELU_K * v) * fmaf(GELU_A, v * v, 1.0f);
-	return 1.0f / (1.0f + exp_s(-2.0f * u));
+	return 1.0f / (1.0f + gpt_exp_s(-2.0f * u));
 }
 
 static void gelu_fwd_s(float *y, const float *x, int64_t n)
@@ -78,7 +42,7 @@ static void gelu_bwd_s(float *dx, const float *x, const float *dy, int64_t n)
 	}
 }
 
-#ifdef GELU_X86
+#ifdef GPT_VEXP_X86
 
 /* ---- AVX-512 ---- */
 
@@ -89,20 +53,7 @@ T512 static __m512 logistic_512(__m512 v)
 	__m512 u = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(GELU_K), v),
 				 _mm512_fmadd_ps(_mm512_set1_ps(GELU_A), _mm512_mul_ps(v, v),
 						 _mm512_set1_ps(1.0f)));
-	__m512 x = _mm512_mul_ps(_mm512_set1_ps(-2.0f), u);
-	x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(EXP_LO)), _mm512_set1_ps(EXP_HI));
-	__m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(LOG2E)),
-					_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-	__m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-LN2_HI), x);
-	r = _mm512_fmadd_ps(n, _mm512_set1_ps(-LN2_LO), r);
-	__m512 p = _mm512_fmadd_ps(_mm512_set1_ps(P0), r, _mm512_set1_ps(P1));
-	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(P2));
-	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(P3));
-	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(P4));
-	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(P5));
-	__m512 e = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
-	__m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-	e = _mm512_mul_ps(e, _mm512_castsi512_ps(bits));
+	__m512 e = gpt_exp_512(_mm512_mul_ps(_mm512_set1_ps(-2.0f), u));
 	return _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_add_ps(_mm512_set1_ps(1.0f), e));
 }
 
@@ -135,22 +86,7 @@ T256 static __m256 logistic_256(__m256 v)
 	__m256 u = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(GELU_K), v),
 				 _mm256_fmadd_ps(_mm256_set1_ps(GELU_A), _mm256_mul_ps(v, v),
 						 _mm256_set1_ps(1.0f)));
-	__m256 x = _mm256_mul_ps(_mm256_set1_ps(-2.0f), u);
-	/* max/min return the second operand for a NaN, as fmaxf/fminf
-	 * return the number: the order of operands matters */
-	x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(EXP_LO)), _mm256_set1_ps(EXP_HI));
-	__m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(LOG2E)),
-				   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-	__m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-LN2_HI), x);
-	r = _mm256_fmadd_ps(n, _mm256_set1_ps(-LN2_LO), r);
-	__m256 p = _mm256_fmadd_ps(_mm256_set1_ps(P0), r, _mm256_set1_ps(P1));
-	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P2));
-	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P3));
-	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P4));
-	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(P5));
-	__m256 e = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
-	__m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-	e = _mm256_mul_ps(e, _mm256_castsi256_ps(bits));
+	__m256 e = gpt_exp_256(_mm256_mul_ps(_mm256_set1_ps(-2.0f), u));
 	return _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), e));
 }
 
@@ -187,7 +123,7 @@ T256 static void gelu_256(int bwd, float *out, const float *x, const float *dy, 
 /* One contiguous range, on the widest path this CPU runs. */
 static void gelu_range(int bwd, float *out, const float *x, const float *dy, int64_t n)
 {
-#ifdef GELU_X86
+#ifdef GPT_VEXP_X86
 	if (__builtin_cpu_supports("avx512f")) {
 		gelu_512(bwd, out, x, dy, n);
 		return;
@@ -238,7 +174,7 @@ int gpt_cpu_gelu_bwd(gpt_backend *be, void *dinp, const void *inp, const void *d
 
 int gpt_cpu_gelu_on(int path, int bwd, float *out, const float *x, const float *dy, int64_t n)
 {
-#ifdef GELU_X86
+#ifdef GPT_VEXP_X86
 	if (path == 2 && __builtin_cpu_supports("avx512f")) {
 		gelu_512(bwd, out, x, dy, n);
 		return 0;
