@@ -135,5 +135,7 @@ void gpt_cpu_sbgemm(int threads, void *work, int ta, int tb, int64_t m, int64_t 
 /* The same ops for bf16/fp16 storage (lowp.c): operands converted to fp32,
  * the kernels above, results rounded to nearest even on store. */
 extern const gpt_backend_ops gpt_cpu_lowp_ops;
+/* Frees the temporaries lowp.c keeps in be->impl. */
+void gpt_cpu_lowp_free(gpt_backend *be);
 
 #endif

@@ -15,26 +15,62 @@ typedef struct lp {
 	gpt_err *err;
 	int rc;
 	int n;
-	float *mem[12];
 } lp;
+
+/* The temporaries live on in the context (be->impl, which the CPU backend
+ * has no other use for), one buffer per position in an op's order of
+ * requests, grown when too small: after the first training step no op
+ * allocates, and large temporaries do not fault their pages in again on
+ * every call. */
+enum { LP_SLOTS = 12 };
+typedef struct lp_pool {
+	float *buf[LP_SLOTS];
+	size_t cap[LP_SLOTS];
+} lp_pool;
 
 static float *lp_alloc(lp *t, int64_t n)
 {
 	if (t->rc)
 		return NULL;
-	if (n < 0 || t->n == (int)(sizeof t->mem / sizeof *t->mem)) {
+	if (n < 0 || t->n == LP_SLOTS) {
 		t->rc = gpt_err_set(t->err, GPT_EINTERNAL, "cpu %s: bad temporary of %lld elements",
 				    gpt_dtype_name(t->be->dtype), (long long)n);
 		return NULL;
 	}
-	float *p = gpt_aligned_alloc((size_t)(n ? n : 1) * sizeof *p,
-				     "an fp32 copy of a 16-bit operand", t->err);
-	if (!p) {
-		t->rc = t->err ? t->err->code : GPT_EINTERNAL;
-		return NULL;
+	lp_pool *pool = t->be->impl;
+	if (!pool) {
+		pool = gpt_calloc(1, sizeof *pool, "16-bit temporaries", t->err);
+		if (!pool) {
+			t->rc = t->err ? t->err->code : GPT_EINTERNAL;
+			return NULL;
+		}
+		t->be->impl = pool;
 	}
-	t->mem[t->n++] = p;
-	return p;
+	size_t bytes = (size_t)(n ? n : 1) * sizeof(float);
+	int i = t->n;
+	if (pool->cap[i] < bytes) {
+		free(pool->buf[i]);
+		pool->cap[i] = 0;
+		pool->buf[i] = gpt_aligned_alloc(bytes, "an fp32 copy of a 16-bit operand", t->err);
+		if (!pool->buf[i]) {
+			t->rc = t->err ? t->err->code : GPT_EINTERNAL;
+			return NULL;
+		}
+		pool->cap[i] = bytes;
+	}
+	t->n++;
+	return pool->buf[i];
+}
+
+void gpt_cpu_lowp_free(gpt_backend *be)
+{
+	lp_pool *pool = be->impl;
+	if (!pool)
+		return;
+	for (int i = 0; i < LP_SLOTS; i++)
+		free(pool->buf[i]);
+	free(pool);
+	be->impl = NULL;
 }
 
 /* An fp32 copy of n 16-bit elements at src; NULL for a NULL src. */
@@ -75,15 +111,13 @@ static void lp_store(lp *t, void *dst, const float *src, int64_t n)
 	lp_store_rows(t, dst, src, 1, n, n);
 }
 
-/* Frees the temporaries; returns the first failure (alloc or op). */
+/* Returns the first failure (alloc or op); the temporaries stay pooled. */
 static int lp_done(lp *t, int rc)
 {
-	for (int i = 0; i < t->n; i++)
-		free(t->mem[i]);
 	return t->rc ? t->rc : rc;
 }
 
-#define LP_BEGIN(be, err) lp t_ = {(be), (err), 0, 0, {0}}, *t = &t_
+#define LP_BEGIN(be, err) lp t_ = {(be), (err), 0, 0}, *t = &t_
 
 /* Elements a stored (rows x cols, row stride ld) matrix spans. */
 static int64_t span(int64_t rows, int64_t cols, int64_t ld)
