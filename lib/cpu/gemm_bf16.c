@@ -37,55 +37,112 @@ static inline uint32_t pair(uint16_t lo, uint16_t hi)
 	return (uint32_t)lo | (uint32_t)hi << 16;
 }
 
-/* Columns [j0, j0 + NR) of op(B) rows [p0, p0 + kc) into NR-wide pairs
- * (kc even; rows or columns past the matrix are zero). */
+/* Packing puts pairs of consecutive k side by side. Where op(X) has k
+ * along memory rows (the pair is adjacent) the loops run along the row and
+ * copy 32-bit words; where k runs across rows they interleave two rows. The
+ * odd last k (kc odd only at the end of k) pairs with zero. */
+static uint32_t word(const uint16_t *s)
+{
+	uint32_t w;
+	memcpy(&w, s, 4);
+	return w;
+}
+
+/* dst[q width + c] = the 32-bit word at x + c ld + 2 q for 8 columns and 8
+ * pairs: an 8 x 8 transpose of 32-bit words. */
+__attribute__((target("avx2"))) static void transpose8(uint32_t *dst, int width, const uint16_t *x,
+							 int64_t ld)
+{
+	__m256 r[8], t[8], u[8];
+	for (int c = 0; c < 8; c++)
+		r[c] = _mm256_loadu_ps((const float *)(const void *)(x + c * ld));
+	for (int c = 0; c < 8; c += 2) {
+		t[c] = _mm256_unpacklo_ps(r[c], r[c + 1]);
+		t[c + 1] = _mm256_unpackhi_ps(r[c], r[c + 1]);
+	}
+	for (int h = 0; h < 8; h += 4) {
+		u[h] = _mm256_shuffle_ps(t[h], t[h + 2], 0x44);
+		u[h + 1] = _mm256_shuffle_ps(t[h], t[h + 2], 0xee);
+		u[h + 2] = _mm256_shuffle_ps(t[h + 1], t[h + 3], 0x44);
+		u[h + 3] = _mm256_shuffle_ps(t[h + 1], t[h + 3], 0xee);
+	}
+	for (int q = 0; q < 4; q++) {
+		_mm256_storeu_ps((float *)(void *)(dst + q * width), _mm256_permute2f128_ps(u[q], u[q + 4], 0x20));
+		_mm256_storeu_ps((float *)(void *)(dst + (q + 4) * width), _mm256_permute2f128_ps(u[q], u[q + 4], 0x31));
+	}
+}
+
+/* `len` columns of an op(X) with the pair adjacent: column c's elements
+ * start at x + c ld; into dst[q width + c]. */
+static void pack_adjacent(uint32_t *dst, int width, const uint16_t *x, int64_t ld, int64_t len,
+			  int64_t kc, int64_t k_left)
+{
+	int64_t full = (k_left < kc ? k_left : kc) / 2, pairs = kc / 2;
+	int64_t c8 = len / 8 * 8, q8 = full / 8 * 8;
+	for (int64_t c = 0; c < c8; c += 8)
+		for (int64_t q = 0; q < q8; q += 8)
+			transpose8(dst + q * width + c, width, x + c * ld + 2 * q, ld);
+	for (int64_t c = 0; c < len; c++) {
+		const uint16_t *s = x + c * ld;
+		uint32_t *d = dst + c;
+		for (int64_t q = c < c8 ? q8 : 0; q < full; q++)
+			d[q * width] = word(s + 2 * q);
+		if (full < pairs) /* k odd: the last element alone */
+			d[full * width] = s[2 * full];
+	}
+	for (int64_t c = len; c < width; c++)
+		for (int64_t q = 0; q < pairs; q++)
+			dst[q * width + c] = 0;
+}
+
+/* `len` columns of an op(X) with k across rows: row p at x + p ld. */
+static void pack_across(uint32_t *dst, int width, const uint16_t *x, int64_t ld, int64_t len,
+			int64_t kc, int64_t k_left)
+{
+	int64_t c8 = len / 8 * 8;
+	for (int64_t q = 0; q < kc / 2; q++) {
+		const uint16_t *r0 = x + 2 * q * ld;
+		uint32_t *d = dst + q * width;
+		int64_t c = 0;
+		if (2 * q + 1 < k_left) {
+			const uint16_t *r1 = r0 + ld;
+			for (; c < c8; c += 8) { /* SSE2: eight pairs at once */
+				__m128i a = _mm_loadu_si128((const __m128i *)(const void *)(r0 + c));
+				__m128i b = _mm_loadu_si128((const __m128i *)(const void *)(r1 + c));
+				_mm_storeu_si128((__m128i *)(void *)(d + c), _mm_unpacklo_epi16(a, b));
+				_mm_storeu_si128((__m128i *)(void *)(d + c + 4), _mm_unpackhi_epi16(a, b));
+			}
+			for (; c < len; c++)
+				d[c] = pair(r0[c], r1[c]);
+		} else {
+			for (; c < len; c++)
+				d[c] = r0[c];
+		}
+		for (c = len; c < width; c++)
+			d[c] = 0;
+	}
+}
+
+/* Columns [j0, j0 + NR) of op(B), rows [p0, p0 + kc) (kc even). */
 static void pack_b(uint32_t *dst, int tb, const uint16_t *b, int64_t ldb, int64_t p0, int64_t kc,
 		   int64_t k, int64_t j0, int64_t n)
 {
 	int64_t jn = n - j0 < NR ? n - j0 : NR;
-	for (int64_t q = 0; q < kc / 2; q++) {
-		int64_t p = p0 + 2 * q;
-		uint32_t *d = dst + q * NR;
-		if (tb) { /* B(p, j) = b[j ldb + p]: the pair is adjacent */
-			for (int64_t jj = 0; jj < jn; jj++) {
-				const uint16_t *s = b + (j0 + jj) * ldb + p;
-				d[jj] = pair(s[0], p + 1 < k ? s[1] : 0);
-			}
-		} else { /* B(p, j) = b[p ldb + j]: two rows interleaved */
-			const uint16_t *r0 = b + p * ldb + j0;
-			if (p + 1 < k)
-				for (int64_t jj = 0; jj < jn; jj++)
-					d[jj] = pair(r0[jj], r0[ldb + jj]);
-			else
-				for (int64_t jj = 0; jj < jn; jj++)
-					d[jj] = r0[jj];
-		}
-		for (int64_t jj = jn; jj < NR; jj++)
-			d[jj] = 0;
-	}
+	if (tb) /* B(p, j) = b[j ldb + p] */
+		pack_adjacent(dst, NR, b + j0 * ldb + p0, ldb, jn, kc, k - p0);
+	else /* B(p, j) = b[p ldb + j] */
+		pack_across(dst, NR, b + p0 * ldb + j0, ldb, jn, kc, k - p0);
 }
 
-/* Rows [i0, i0 + MR) of op(A), columns [p0, p0 + kc), into MR-wide pairs. */
+/* Rows [i0, i0 + MR) of op(A), columns [p0, p0 + kc). */
 static void pack_a(uint32_t *dst, int ta, const uint16_t *a, int64_t lda, int64_t p0, int64_t kc,
 		   int64_t k, int64_t i0, int64_t m)
 {
 	int64_t in = m - i0 < MR ? m - i0 : MR;
-	for (int64_t q = 0; q < kc / 2; q++) {
-		int64_t p = p0 + 2 * q;
-		uint32_t *d = dst + q * MR;
-		if (!ta) {
-			for (int64_t ii = 0; ii < in; ii++) {
-				const uint16_t *s = a + (i0 + ii) * lda + p;
-				d[ii] = pair(s[0], p + 1 < k ? s[1] : 0);
-			}
-		} else {
-			const uint16_t *r0 = a + p * lda + i0;
-			for (int64_t ii = 0; ii < in; ii++)
-				d[ii] = pair(r0[ii], p + 1 < k ? r0[lda + ii] : 0);
-		}
-		for (int64_t ii = in; ii < MR; ii++)
-			d[ii] = 0;
-	}
+	if (!ta) /* A(i, p) = a[i lda + p] */
+		pack_adjacent(dst, MR, a + i0 * lda + p0, lda, in, kc, k - p0);
+	else /* A(i, p) = a[p lda + i] */
+		pack_across(dst, MR, a + p0 * lda + i0, lda, in, kc, k - p0);
 }
 
 #define TBF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
