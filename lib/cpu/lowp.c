@@ -5,7 +5,11 @@
  * would. Only the rows and columns an op owns are stored, never the gaps of
  * a strided matrix. This favours obviously-right over fast: it exists so the
  * mixed-precision path (master weights, loss scaling, overflow skips) runs
- * and is tested without a GPU. */
+ * and is tested without a GPU. The exception is the matrix products with
+ * bf16 storage on a CPU with AVX512_BF16: they read the bf16 operands
+ * directly (gemm_bf16.c), at twice the fp32 rate; the products of bf16
+ * values are exact in fp32 either way, only the order of the fp32 sums
+ * differs from sgemm's. */
 #include "cpu/kernels.h"
 
 #include <stdlib.h>
