@@ -1,9 +1,11 @@
 #!/usr/bin/python3
 """The peer for bench/train-cpu.sh: the same GPT-2 model and AdamW in PyTorch
-(fp32, CPU), timed the same way: tokens per second over steps after warm-up.
+(CPU), timed the same way: tokens per second over steps after warm-up.
 
-    torch_gpt.py LAYERS HIDDEN HEADS VOCAB BATCH SEQ STEPS THREADS
-prints one line: "tokens_per_s N".
+    torch_gpt.py LAYERS HIDDEN HEADS VOCAB BATCH SEQ STEPS THREADS [fp32|bf16]
+prints one line: "tokens_per_s N". bf16 runs the forward pass and the loss
+under torch.autocast('cpu', dtype=torch.bfloat16) (fp32 weights and AdamW;
+oneDNN's AVX512_BF16 kernels where the CPU has them).
 """
 import math
 import sys
@@ -51,6 +53,7 @@ class GPT(nn.Module):
 
 def main():
     L, C, nh, V, B, T, steps, threads = map(int, sys.argv[1:9])
+    bf16 = len(sys.argv) > 9 and sys.argv[9] == "bf16"
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     model = GPT(L, C, nh, V, T)
@@ -60,7 +63,8 @@ def main():
     for _ in range(steps):
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = model(data[:, :-1], data[:, 1:])
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = model(data[:, :-1], data[:, 1:])
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()

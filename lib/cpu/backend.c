@@ -105,6 +105,7 @@ int gpt_backend_cpu_init(gpt_backend *be, gpt_dtype dtype, int threads, gpt_err 
 
 void gpt_backend_cpu_free(gpt_backend *be)
 {
+	gpt_cpu_lowp_free(be);
 	if (be->scratch)
 		free(be->scratch);
 	be->scratch = NULL;

@@ -46,6 +46,10 @@ int gpt_cpu_layernorm_bwd(gpt_backend *be, void *dinp, void *dw, void *db, const
 int gpt_cpu_gelu_fwd(gpt_backend *be, void *out, const void *inp, int64_t n, gpt_err *err);
 int gpt_cpu_gelu_bwd(gpt_backend *be, void *dinp, const void *inp, const void *dout,
 		     int64_t n, gpt_err *err);
+/* One path of both on one thread, for tests (bwd 0: out = gelu(x); 1: out =
+ * gelu'(x) dy): path 0 portable C, 1 AVX2, 2 AVX-512; -1 when this CPU
+ * lacks the path. All paths give the same bits. */
+int gpt_cpu_gelu_on(int path, int bwd, float *out, const float *x, const float *dy, int64_t n);
 
 int gpt_cpu_attention_fwd(gpt_backend *be, void *out, float *saved, const void *qkv,
 			  int64_t B, int64_t T, int64_t NH, int64_t HS, const gpt_dropout *d,
@@ -122,8 +126,20 @@ int gpt_cpu_pact_fwd(gpt_backend *be, void *out, const void *x, const float *alp
 int gpt_cpu_pact_bwd(gpt_backend *be, void *dx, float *dalpha, const void *dy, const void *x,
 		     const float *alpha, int64_t n, int accumulate, gpt_err *err);
 
+/* gemm_bf16.c: C (fp32, row-major) = alpha op(A) op(B) + beta C for bf16
+ * A and B, on AVX512_BF16 (gpt_cpu_sbgemm_ok says whether this CPU has
+ * it; nothing else may call gpt_cpu_sbgemm). work holds
+ * gpt_cpu_sbgemm_work_bytes() bytes, 64-byte aligned. */
+int gpt_cpu_sbgemm_ok(void);
+size_t gpt_cpu_sbgemm_work_bytes(void);
+void gpt_cpu_sbgemm(int threads, void *work, int ta, int tb, int64_t m, int64_t n, int64_t k,
+		    float alpha, const uint16_t *a, int64_t lda, const uint16_t *b, int64_t ldb,
+		    float beta, float *c, int64_t ldc);
+
 /* The same ops for bf16/fp16 storage (lowp.c): operands converted to fp32,
  * the kernels above, results rounded to nearest even on store. */
 extern const gpt_backend_ops gpt_cpu_lowp_ops;
+/* Frees the temporaries lowp.c keeps in be->impl. */
+void gpt_cpu_lowp_free(gpt_backend *be);
 
 #endif

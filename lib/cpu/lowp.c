@@ -5,7 +5,11 @@
  * would. Only the rows and columns an op owns are stored, never the gaps of
  * a strided matrix. This favours obviously-right over fast: it exists so the
  * mixed-precision path (master weights, loss scaling, overflow skips) runs
- * and is tested without a GPU. */
+ * and is tested without a GPU. The exception is the matrix products with
+ * bf16 storage on a CPU with AVX512_BF16: they read the bf16 operands
+ * directly (gemm_bf16.c), at twice the fp32 rate; the products of bf16
+ * values are exact in fp32 either way, only the order of the fp32 sums
+ * differs from sgemm's. */
 #include "cpu/kernels.h"
 
 #include <stdlib.h>
@@ -15,26 +19,62 @@ typedef struct lp {
 	gpt_err *err;
 	int rc;
 	int n;
-	float *mem[12];
 } lp;
+
+/* The temporaries live on in the context (be->impl, which the CPU backend
+ * has no other use for), one buffer per position in an op's order of
+ * requests, grown when too small: after the first training step no op
+ * allocates, and large temporaries do not fault their pages in again on
+ * every call. */
+enum { LP_SLOTS = 12 };
+typedef struct lp_pool {
+	float *buf[LP_SLOTS];
+	size_t cap[LP_SLOTS];
+} lp_pool;
 
 static float *lp_alloc(lp *t, int64_t n)
 {
 	if (t->rc)
 		return NULL;
-	if (n < 0 || t->n == (int)(sizeof t->mem / sizeof *t->mem)) {
+	if (n < 0 || t->n == LP_SLOTS) {
 		t->rc = gpt_err_set(t->err, GPT_EINTERNAL, "cpu %s: bad temporary of %lld elements",
 				    gpt_dtype_name(t->be->dtype), (long long)n);
 		return NULL;
 	}
-	float *p = gpt_aligned_alloc((size_t)(n ? n : 1) * sizeof *p,
-				     "an fp32 copy of a 16-bit operand", t->err);
-	if (!p) {
-		t->rc = t->err ? t->err->code : GPT_EINTERNAL;
-		return NULL;
+	lp_pool *pool = t->be->impl;
+	if (!pool) {
+		pool = gpt_calloc(1, sizeof *pool, "16-bit temporaries", t->err);
+		if (!pool) {
+			t->rc = t->err ? t->err->code : GPT_EINTERNAL;
+			return NULL;
+		}
+		t->be->impl = pool;
 	}
-	t->mem[t->n++] = p;
-	return p;
+	size_t bytes = (size_t)(n ? n : 1) * sizeof(float);
+	int i = t->n;
+	if (pool->cap[i] < bytes) {
+		free(pool->buf[i]);
+		pool->cap[i] = 0;
+		pool->buf[i] = gpt_aligned_alloc(bytes, "an fp32 copy of a 16-bit operand", t->err);
+		if (!pool->buf[i]) {
+			t->rc = t->err ? t->err->code : GPT_EINTERNAL;
+			return NULL;
+		}
+		pool->cap[i] = bytes;
+	}
+	t->n++;
+	return pool->buf[i];
+}
+
+void gpt_cpu_lowp_free(gpt_backend *be)
+{
+	lp_pool *pool = be->impl;
+	if (!pool)
+		return;
+	for (int i = 0; i < LP_SLOTS; i++)
+		free(pool->buf[i]);
+	free(pool);
+	be->impl = NULL;
 }
 
 /* An fp32 copy of n 16-bit elements at src; NULL for a NULL src. */
@@ -75,20 +115,40 @@ static void lp_store(lp *t, void *dst, const float *src, int64_t n)
 	lp_store_rows(t, dst, src, 1, n, n);
 }
 
-/* Frees the temporaries; returns the first failure (alloc or op). */
+/* Returns the first failure (alloc or op); the temporaries stay pooled. */
 static int lp_done(lp *t, int rc)
 {
-	for (int i = 0; i < t->n; i++)
-		free(t->mem[i]);
 	return t->rc ? t->rc : rc;
 }
 
-#define LP_BEGIN(be, err) lp t_ = {(be), (err), 0, 0, {0}}, *t = &t_
+#define LP_BEGIN(be, err) lp t_ = {(be), (err), 0, 0}, *t = &t_
 
 /* Elements a stored (rows x cols, row stride ld) matrix spans. */
 static int64_t span(int64_t rows, int64_t cols, int64_t ld)
 {
 	return rows > 0 && cols > 0 ? (rows - 1) * ld + cols : 0;
+}
+
+/* bf16 on a CPU with AVX512_BF16: the products go to gemm_bf16.c straight
+ * from the stored operands, with fp32 results in be->scratch (grown once,
+ * so a training step allocates nothing), rounded once on store. */
+static int sb_fast(const gpt_backend *be)
+{
+	return be->dtype == GPT_DTYPE_BF16 && gpt_cpu_sbgemm_ok();
+}
+
+/* be->scratch as the packing work and fp32 regions of the given sizes. */
+static int sb_scratch(gpt_backend *be, float **r, const int64_t *n, int count, gpt_err *err)
+{
+	size_t off = (gpt_cpu_sbgemm_work_bytes() + 63) & ~(size_t)63, at[4];
+	for (int i = 0; i < count; i++) {
+		at[i] = off;
+		off += ((size_t)n[i] * 4 + 63) & ~(size_t)63;
+	}
+	int rc = gpt_backend_scratch(be, off, err);
+	for (int i = 0; i < count && !rc; i++)
+		r[i] = (float *)((char *)be->scratch + at[i]);
+	return rc;
 }
 
 static int lp_gemm_batched(gpt_backend *be, int ta, int tb, int64_t m, int64_t n, int64_t k,
@@ -107,6 +167,18 @@ static int lp_gemm_batched(gpt_backend *be, int ta, int tb, int64_t m, int64_t n
 	int64_t na = (batch - 1) * sa + span(ta ? k : m, ta ? m : k, lda);
 	int64_t nb = (batch - 1) * sb + span(tb ? n : k, tb ? k : n, ldb);
 	int64_t nc = (batch - 1) * sc + span(m, n, ldc);
+	if (sb_fast(be)) {
+		float *c32 = beta == 0.0f ? lp_out(t, c, nc) : lp_in(t, c, nc);
+		if (!t->rc)
+			rc = gpt_backend_scratch(be, gpt_cpu_sbgemm_work_bytes(), err);
+		for (int64_t i = 0; i < batch && !t->rc && !rc; i++)
+			gpt_cpu_sbgemm(be->threads, be->scratch, ta, tb, m, n, k, alpha,
+				       (const uint16_t *)a + i * sa, lda, (const uint16_t *)b + i * sb, ldb, beta,
+				       c32 + i * sc, ldc);
+		for (int64_t i = 0; i < batch && !rc; i++)
+			lp_store_rows(t, (char *)c + (size_t)(i * sc) * 2, c32 + i * sc, m, n, ldc);
+		return lp_done(t, rc);
+	}
 	float *a32 = lp_in(t, a, na), *b32 = lp_in(t, b, nb);
 	float *c32 = beta == 0.0f ? lp_out(t, c, nc) : lp_in(t, c, nc);
 	if (!t->rc)
@@ -126,12 +198,60 @@ static int lp_gemm(gpt_backend *be, int ta, int tb, int64_t m, int64_t n, int64_
 			       1, err);
 }
 
+static int sb_linear_fwd(gpt_backend *be, void *out, const void *inp, const void *w,
+			 const void *bias, int64_t M, int64_t K, int64_t N, gpt_err *err)
+{
+	float *o;
+	int64_t sz = M * N;
+	int rc = sb_scratch(be, &o, &sz, 1, err);
+	if (rc)
+		return rc;
+	if (bias)
+		for (int64_t i = 0; i < M; i++)
+			gpt_convert(o + i * N, GPT_DTYPE_F32, bias, be->dtype, (size_t)N, NULL);
+	gpt_cpu_sbgemm(be->threads, be->scratch, 0, 1, M, N, K, 1.0f, inp, K, w, K, bias ? 1.0f : 0.0f,
+		       o, N);
+	return gpt_convert(out, be->dtype, o, GPT_DTYPE_F32, (size_t)(M * N), err);
+}
+
+static int sb_linear_bwd(gpt_backend *be, void *dinp, void *dw, void *dbias, const void *dout,
+			 const void *inp, const void *w, int64_t M, int64_t K, int64_t N, gpt_err *err)
+{
+	float *r[3];
+	int64_t sz[3] = {dinp ? M * K : 0, dw ? N * K : 0, dbias ? M * N : 0};
+	int rc = sb_scratch(be, r, sz, 3, err);
+	if (rc)
+		return rc;
+	if (dinp) {
+		gpt_cpu_sbgemm(be->threads, be->scratch, 0, 0, M, K, N, 1.0f, dout, N, w, K, 0.0f, r[0], K);
+		gpt_convert(dinp, be->dtype, r[0], GPT_DTYPE_F32, (size_t)(M * K), NULL);
+	}
+	if (dw) {
+		gpt_convert(r[1], GPT_DTYPE_F32, dw, be->dtype, (size_t)(N * K), NULL);
+		gpt_cpu_sbgemm(be->threads, be->scratch, 1, 0, N, K, M, 1.0f, dout, N, inp, K, 1.0f, r[1], K);
+		gpt_convert(dw, be->dtype, r[1], GPT_DTYPE_F32, (size_t)(N * K), NULL);
+	}
+	if (dbias) {
+		LP_BEGIN(be, err);
+		float *db32 = lp_in(t, dbias, N);
+		gpt_convert(r[2], GPT_DTYPE_F32, dout, be->dtype, (size_t)(M * N), NULL);
+		if (!t->rc)
+			rc = gpt_cpu_linear_bwd(be, NULL, NULL, db32, r[2], NULL, NULL, M, K, N, err);
+		if (!rc)
+			lp_store(t, dbias, db32, N);
+		rc = lp_done(t, rc);
+	}
+	return rc;
+}
+
 static int lp_linear_fwd(gpt_backend *be, void *out, const void *inp, const void *w,
 			 const void *bias, int64_t M, int64_t K, int64_t N, gpt_err *err)
 {
 	int rc = gpt_cpu_gemm_check("linear_fwd", 0, 1, M, N, K, K, K, N, err);
 	if (rc)
 		return rc;
+	if (sb_fast(be))
+		return sb_linear_fwd(be, out, inp, w, bias, M, K, N, err);
 	LP_BEGIN(be, err);
 	float *x = lp_in(t, inp, M * K), *w32 = lp_in(t, w, N * K), *b32 = lp_in(t, bias, N);
 	float *o = lp_out(t, out, M * N);
@@ -149,6 +269,8 @@ static int lp_linear_bwd(gpt_backend *be, void *dinp, void *dw, void *dbias, con
 	int rc = gpt_cpu_gemm_check("linear_bwd", 0, 1, M, N, K, K, K, N, err);
 	if (rc)
 		return rc;
+	if (sb_fast(be))
+		return sb_linear_bwd(be, dinp, dw, dbias, dout, inp, w, M, K, N, err);
 	LP_BEGIN(be, err);
 	float *g = lp_in(t, dout, M * N);
 	float *x = dw ? lp_in(t, inp, M * K) : NULL, *w32 = dinp ? lp_in(t, w, N * K) : NULL;

@@ -8,7 +8,8 @@
  *   test-tool progress TOTAL STEP        drive a progress reporter on stderr
  *   test-tool backends                   describe the compute backends
  *   test-tool model-ref IN OUT           the tests/ref/gpt_ref.py computation in gptkit
- *   test-tool sgemm N [REPEATS]          GFLOP/s of an N x N x N fp32 GEMM on the CPU backend
+ *   test-tool sgemm N [REPEATS [bf16]]   GFLOP/s of an N x N x N GEMM on the CPU backend,
+ *                                        fp32 or with bf16 storage (fp32 accumulation)
  *   test-tool ckpt-diff A B              largest difference of any tensor of two checkpoints
  *   test-tool heartbeat N SECONDS        a gpt-launch worker that beats N times, SECONDS
  *                                        apart, then stalls without beating (a hang)
@@ -306,22 +307,29 @@ int main(int argc, char **argv)
 		gpt_progress_finish(&p);
 		return 0;
 	}
-	if (strcmp(verb, "sgemm") == 0 && (argc == 3 || argc == 4)) {
+	if (strcmp(verb, "sgemm") == 0 && argc >= 3 && argc <= 5) {
 		int64_t n, reps = 10;
-		if (gpt_parse_i64(argv[2], &n) || n < 1 || (argc == 4 && gpt_parse_i64(argv[3], &reps)))
+		if (gpt_parse_i64(argv[2], &n) || n < 1 || (argc >= 4 && gpt_parse_i64(argv[3], &reps)) ||
+		    (argc == 5 && strcmp(argv[4], "bf16") != 0))
 			return usage();
+		gpt_dtype dt = argc == 5 ? GPT_DTYPE_BF16 : GPT_DTYPE_F32;
 		gpt_backend be;
-		if (gpt_backend_cpu_init(&be, GPT_DTYPE_F32, 0, &err))
+		if (gpt_backend_cpu_init(&be, dt, 0, &err))
 			return gpt_cmd_fail(prog, &err);
-		float *a = calloc((size_t)(n * n), 4), *b = calloc((size_t)(n * n), 4), *c = calloc((size_t)(n * n), 4);
+		size_t es = gpt_dtype_size(dt);
+		float *f = calloc((size_t)(n * n), 4);
+		void *a = calloc((size_t)(n * n), es), *b = calloc((size_t)(n * n), es), *c = calloc((size_t)(n * n), es);
 		for (int64_t i = 0; i < n * n; i++)
-			a[i] = b[i] = (float)(i % 7) * 0.1f;
+			f[i] = (float)(i % 7) * 0.1f;
+		gpt_convert(a, dt, f, GPT_DTYPE_F32, (size_t)(n * n), NULL);
+		gpt_convert(b, dt, f, GPT_DTYPE_F32, (size_t)(n * n), NULL);
 		be.ops->gemm(&be, 0, 1, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n, &err); /* warm up */
 		double t0 = gpt_now_s();
 		for (int64_t r = 0; r < reps; r++)
 			be.ops->gemm(&be, 0, 1, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n, &err);
 		double el = gpt_now_s() - t0;
 		printf("%.1f\n", 2.0 * (double)n * (double)n * (double)n * (double)reps / el * 1e-9);
+		free(f);
 		free(a);
 		free(b);
 		free(c);

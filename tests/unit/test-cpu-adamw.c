@@ -56,6 +56,25 @@ int main(void)
 	chk_close("three steps: second moment", v, vd, n, 1e-14, 1e-5);
 	ok(memcmp(p, master, n * sizeof *p) == 0, "the parameter copy equals the fp32 master");
 
+	/* one call over the whole range (vectors, threads) against one call an
+	 * element (the scalar tail): the same bits wherever the range is cut */
+	{
+		enum { nb = 40011 };
+		float *w1 = chk_floats(nb, 1.0), *g = chk_floats(nb, 0.01);
+		float *w2 = malloc(nb * sizeof *w2), *m1 = chk_floats(nb, 0.01), *v1 = chk_floats(nb, 1e-4);
+		float *m2 = malloc(nb * sizeof *m2), *v2 = malloc(nb * sizeof *v2);
+		for (int i = 0; i < nb; i++)
+			v1[i] = fabsf(v1[i]);
+		memcpy(w2, w1, nb * sizeof *w1), memcpy(m2, m1, nb * sizeof *m1), memcpy(v2, v1, nb * sizeof *v1);
+		gpt_adamw h = {1e-3, 0.9, 0.95, 1e-8, 0.1, 0.5, 7};
+		CHK(be.ops->adamw(&be, w1, NULL, g, m1, v1, nb, &h, &chk_err));
+		for (int i = 0; i < nb; i++)
+			CHK(be.ops->adamw(&be, w2 + i, NULL, g + i, m2 + i, v2 + i, 1, &h, &chk_err));
+		ok(memcmp(w1, w2, nb * 4) == 0 && memcmp(m1, m2, nb * 4) == 0 && memcmp(v1, v2, nb * 4) == 0,
+		   "a whole range and element by element give the same bits");
+		free(w1), free(g), free(w2), free(m1), free(v1), free(m2), free(v2);
+	}
+
 	gpt_adamw h0 = {1e-3, 0.9, 0.95, 1e-8, 0.1, 1.0, 0};
 	gpt_err err = {0};
 	ok(be.ops->adamw(&be, p, master, p, m, v, n, &h0, &err) == GPT_EINTERNAL &&
