@@ -5,6 +5,7 @@
  * time (the plain C loop's dot products are one long dependency chain). */
 #include "cpu/kernels.h"
 #include "cpu/simd_avx512.h"
+#include "cpu/vexp.h"
 
 #include <math.h>
 #include <omp.h>
@@ -61,7 +62,7 @@ GPT_AVX512 static void attend_avx512(const float *q, const float *kh, const floa
 	__m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mv)), sum = _mm512_setzero_ps();
 	for (int64_t j = 0; j < n; j += 16) {
 		__mmask16 mj = gpt_mask16(n - j);
-		__m512 e = gpt_exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(mj, p + j), m));
+		__m512 e = gpt_exp_512(_mm512_sub_ps(_mm512_maskz_loadu_ps(mj, p + j), m));
 		_mm512_mask_storeu_ps(p + j, mj, e);
 		sum = _mm512_mask_add_ps(sum, mj, sum, e);
 	}

@@ -308,8 +308,7 @@ static int layer_fwd(gpt_infer_model *m, gpt_kv *kv, int64_t l, int64_t n, const
 			    param(m, T_LAYER(l, P_LN2_B)), R, C, m->ln_eps, err));
 	act_quant(m, l, 2, m->ln, R * C);
 	OP(lin(m, 4 * l + 2, T_LAYER(l, P_FC_B), m->ln, m->fch, R, err));
-	/* the CPU's GELU for generation (lib/infer/gelu.c), the backend's on a GPU */
-	OP(m->cuda ? o->gelu_fwd(be, m->fch, m->fch, R * F, err) : gpt_infer_gelu(be, m->fch, m->fch, R * F, err));
+	OP(o->gelu_fwd(be, m->fch, m->fch, R * F, err));
 	act_quant(m, l, 3, m->fch, R * F);
 	OP(lin(m, 4 * l + 3, T_LAYER(l, P_MPROJ_B), m->fch, m->tmp, R, err));
 	OP(o->residual_fwd(be, m->x, m->x, m->tmp, R * C, err));

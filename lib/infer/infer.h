@@ -73,11 +73,6 @@ void gpt_qweight_free(gpt_qweight *q);
 int gpt_qlinear(const gpt_qweight *q, const float *x, const float *bias, float *out, int64_t M,
 		int threads, gpt_err *err);
 
-/* y = GELU(x) (tanh form) over n fp32 host values of the CPU backend be, in
- * AVX-512 where the CPU has it (within a few ulp of the backend's
- * gelu_fwd), else through gelu_fwd. */
-int gpt_infer_gelu(gpt_backend *be, float *y, const float *x, int64_t n, gpt_err *err);
-
 /* ---- the decoder --------------------------------------------------------- */
 
 /* Fills dst (p->numel floats, fp32, the layout of DESIGN.md section 4) with
