@@ -1,24 +1,21 @@
 /* The per-rank memory plan of gpt-train --dry-run.
  *
- * Activations follow Korthikanti et al. 2022, "Reducing Activation
- * Recomputation in Large Transformer Models" (section 4): one transformer
- * layer with sequence length s, micro-batch b, hidden h, a heads and tensor
- * parallel size t stores, at 16 bits,
- *     s*b*h*(10 + 24/t + 5*a*s/(h*t)) bytes,
- * i.e. s*b*h*(34 + 5*a*s/h) without tp, and everything divided by t with
- * sequence parallelism. The 10 are the terms tp does not split (LayerNorm
- * inputs 4sbh, the attention and MLP inputs 2sbh each, two dropout masks of
- * 1 byte); selective (core_attn) recompute drops the 5as^2b/t attention
- * score term; full recompute keeps only each layer's input (2sbh) plus one
- * layer's worth for the layer being recomputed. We split the terms by width
- * so that fp32 training (4-byte activations, masks still 1 byte) is covered.
- * With 1F1B a stage p stages from the end holds min(pp - stage, micro-batches)
- * micro-batches; the interleaved schedule multiplies that by
- * (1 + (pp - 1)/(pp * virtual_pp_degree)) (same paper, section 4.2.3);
- * FThenB holds all of them.
+ * Parameters, gradients and optimizer state follow from the parameter
+ * table, the precision and the sharding stage. Activations are exactly the
+ * buffers the model allocates for the device (model_activations): lib/model
+ * counts its own buffers given the attention's saved state (the CPU
+ * attention's B*NH*T*T fp32 probabilities, the GPU flash-style kernel's
+ * B*NH*T log-sum-exps), times the micro-batches the stage's pipeline
+ * schedule keeps in flight.
  *
- * That is the GPU picture. With Global.device cpu the activations are
- * instead exactly the buffers the CPU model allocates (cpu_activations).
+ * The "one layer, one micro-batch" line is the textbook figure of
+ * Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
+ * Transformer Models" (section 4): a layer with sequence length s,
+ * micro-batch b, hidden h, a heads and tensor parallel size t stores, at 16
+ * bits, s*b*h*(10 + 24/t + 5*a*s/(h*t)) bytes, everything divided by t with
+ * sequence parallelism; we split the terms by width so that fp32 training
+ * is covered, and on the GPU replace the score term 5as^2b/t by the 4asb/t
+ * bytes of the log-sum-exps.
  */
 #include "train/train.h"
 
@@ -28,12 +25,24 @@
 typedef struct act_shape {
 	double s, b, h, a, t, r; /* r: divisor of the terms tp does not split (t with sp) */
 	double e;                /* bytes per 16-bit-or-fp32 activation */
+	int flash;               /* the attention keeps a row statistic, not the scores */
 } act_shape;
+
+/* The attention's saved state: the paper's 5as^2b/t (scores and softmax at
+ * 16 bits, the dropout mask in bytes), or with the GPU's flash-style
+ * kernel one fp32 log-sum-exp per row and head (the backward recomputes
+ * the probabilities and regenerates the mask). */
+static double score_bytes(const act_shape *x)
+{
+	if (x->flash)
+		return 4 * x->a * x->s * x->b / x->t;
+	return (2 * x->e + 1) * x->a * x->s * x->s * x->b / x->t;
+}
 
 static double layer_none(const act_shape *x)
 {
-	double sbh = x->s * x->b * x->h, score = x->a * x->s * x->s * x->b / x->t;
-	return x->e * (4 * sbh / x->r + 12 * sbh / x->t + 2 * score) + 2 * sbh / x->r + score;
+	double sbh = x->s * x->b * x->h;
+	return x->e * (4 * sbh / x->r + 12 * sbh / x->t) + 2 * sbh / x->r + score_bytes(x);
 }
 
 /* Quantization-aware training's work buffers (lib/model/qat.c): the fake-
@@ -54,8 +63,7 @@ static double qat_work(const gpt_config *cfg, const gpt_model_shape *shape, cons
 
 static double layer_core_attn(const act_shape *x)
 {
-	double score = x->a * x->s * x->s * x->b / x->t;
-	return layer_none(x) - (2 * x->e + 1) * score;
+	return x->flash ? layer_none(x) : layer_none(x) - score_bytes(x);
 }
 
 static double layer_only_attn(const act_shape *x)
@@ -83,25 +91,17 @@ static int stage_of_layer(const gpt_config *cfg, int64_t layer, int64_t L, int64
 	return (int)(v % pp);
 }
 
-static int is_norecompute(const gpt_config *cfg, int64_t layer)
-{
-	for (int i = 0; i < cfg->model.no_recompute_layers.n; i++)
-		if (cfg->model.no_recompute_layers.v[i] == layer)
-			return 1;
-	return 0;
-}
-
 static double ceil_div(double a, int64_t d)
 {
 	return d > 1 ? (double)(((int64_t)a + d - 1) / d) : a;
 }
 
-/* On the CPU the plan is what gpt_model_init allocates (lib/model counts
- * its own buffers; the CPU attention keeps its B*NH*T*T fp32
- * probabilities) with one slot per micro-batch in flight, which the
- * stage's schedule gives exactly. */
-static void cpu_activations(const gpt_config *cfg, const gpt_model_shape *shape,
-			    gpt_train_stage_mem *st, int64_t s, int64_t tp, int64_t pp)
+/* The activations are what gpt_model_init allocates (lib/model counts its
+ * own buffers, given the attention's saved floats per head: T*T on the CPU,
+ * T on the GPU) with one slot per micro-batch in flight, which the stage's
+ * schedule gives exactly. */
+static void model_activations(const gpt_config *cfg, const gpt_model_shape *shape,
+			      gpt_train_stage_mem *st, int64_t s, int64_t tp, int64_t pp, int flash)
 {
 	int64_t vpp = pp > 1 ? cfg->distributed.virtual_pp_degree : 1;
 	gpt_layout lo;
@@ -122,7 +122,7 @@ static void cpu_activations(const gpt_config *cfg, const gpt_model_shape *shape,
 		}
 	}
 	st->in_flight = (double)o.slots;
-	int64_t saved = o.batch * (shape->heads / tp) * o.seq_len * o.seq_len;
+	int64_t saved = o.batch * (shape->heads / tp) * o.seq_len * (flash ? 1 : o.seq_len);
 	size_t es = cfg->mixed ? 2 : 4;
 	double none = (double)gpt_model_activation_bytes(shape, &lo, &o, es, saved);
 	o.recompute = GPT_RECOMPUTE_FULL;
@@ -156,7 +156,6 @@ int gpt_train_memory_plan(const gpt_config *cfg, gpt_train_memory *m, gpt_err *e
 	int64_t vpp = cfg->distributed.virtual_pp_degree, L = shape.layers;
 	int64_t d = cfg->distributed.sharding.sharding_degree;
 	int64_t stage = cfg->distributed.sharding.sharding_stage;
-	int64_t acc = cfg->engine.accumulate_steps;
 	int o2 = cfg->mixed && strcmp(cfg->engine.mix_precision.level, "O2") == 0;
 	m->stage = gpt_calloc((size_t)pp, sizeof *m->stage, "the memory plan", err);
 	if (!m->stage) {
@@ -199,7 +198,8 @@ int gpt_train_memory_plan(const gpt_config *cfg, gpt_train_memory *m, gpt_err *e
 		       (double)shape.heads,
 		       (double)tp,
 		       cfg->model.sequence_parallel ? (double)tp : 1.0,
-		       (double)m->act_bytes_each};
+		       (double)m->act_bytes_each,
+		       cfg->global.device && strcmp(cfg->global.device, "gpu") == 0};
 	const char *gran = cfg->model.recompute_granularity;
 	m->layer_none = layer_none(&x);
 	m->layer_full = layer_input(&x);
@@ -207,42 +207,11 @@ int gpt_train_memory_plan(const gpt_config *cfg, gpt_train_memory *m, gpt_err *e
 			  : strcmp(gran, "core_attn") == 0 ? layer_core_attn(&x)
 			  : strcmp(gran, "only_attn") == 0 ? layer_only_attn(&x)
 							    : m->layer_full;
-	for (int64_t l = 0; l < L; l++) {
-		gpt_train_stage_mem *st = &m->stage[stage_of_layer(cfg, l, L, pp, vpp)];
-		st->layers++;
-		if (cfg->model.use_recompute && !is_norecompute(cfg, l))
-			st->recomputed++;
-	}
-	const char *sched = cfg->distributed.pipeline_schedule;
-	double sbh = x.s * x.b * x.h;
+	for (int64_t l = 0; l < L; l++)
+		m->stage[stage_of_layer(cfg, l, L, pp, vpp)].layers++;
 	for (int64_t s = 0; s < pp; s++) {
 		gpt_train_stage_mem *st = &m->stage[s];
-		double fl = (double)(pp - s < acc ? pp - s : acc);
-		if (strcmp(sched, "FThenB") == 0)
-			fl = (double)acc;
-		else if (strcmp(sched, "interleaved") == 0)
-			fl *= 1.0 + (double)(pp - 1) / (double)(pp * vpp);
-		st->in_flight = fl;
-		double lay = (double)st->layers;
-		/* embedding dropout mask on the first stage; final LayerNorm input
-		 * and the logits with their softmax (2 x e x s*b*Vp/t, one
-		 * micro-batch at a time) on the last */
-		double extra = 0;
-		if (s == 0)
-			extra += fl * sbh / x.r;
-		if (s == pp - 1)
-			extra += fl * x.e * sbh / x.r +
-				 2 * x.e * x.s * x.b * (double)shape.padded_vocab / x.t;
-		st->act_none = fl * lay * m->layer_none + extra;
-		st->act_full = fl * lay * m->layer_full + m->layer_none + extra;
-		double rc_l = (double)st->recomputed, keep_l = lay - rc_l;
-		st->act_config = fl * (keep_l * m->layer_none + rc_l * m->layer_config) + extra;
-		/* the layer being recomputed holds its full activations for a moment */
-		if (rc_l > 0)
-			st->act_config += m->layer_none -
-					  (strcmp(gran, "full") == 0 ? 0 : m->layer_config);
-		if (cfg->global.device && strcmp(cfg->global.device, "cpu") == 0)
-			cpu_activations(cfg, &shape, st, s, tp, pp);
+		model_activations(cfg, &shape, st, s, tp, pp, x.flash);
 		if (cfg->quantization.enable && st->layers > 0) {
 			double q = qat_work(cfg, &shape, &x);
 			st->act_none += q;

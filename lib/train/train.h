@@ -27,7 +27,6 @@ extern "C" {
 
 typedef struct gpt_train_stage_mem {
 	int64_t layers;          /* transformer layers on this stage (all virtual chunks) */
-	int64_t recomputed;      /* of which recomputed under the configuration */
 	int64_t params;          /* parameter elements a rank of this stage holds (after tp) */
 	double in_flight;        /* micro-batches whose activations are alive at once */
 	double param_bytes;      /* device, after sharding stage 3 */
