@@ -1,49 +1,107 @@
 #!/bin/sh
-# GPU training speed of gptkit (Global.device: gpu, one process): GPT-2 124M
-# at T=1024 in bf16 and fp32, and the 345M seed shapes in fp16. Prints
-# tokens/s (mean step time after two warm-up steps) and MFU: (6N + 6LCT)
-# FLOPs per token over the device's dense bf16 peak (PEAK_TFLOPS, default
-# 989, an H100 SXM). No PyTorch peer yet: bench/torch_gpt.py runs on the CPU.
-# Record each run in bench/RESULTS.md with the date, device and command.
+# GPU training speed and memory of gptkit (Global.device: gpu, one process)
+# next to PyTorch on the same GPU in the same run (bench/gpu/torch_gpt_cuda.py:
+# the same GPT-2 with scaled_dot_product_attention, torch.compile, autocast,
+# fused AdamW; block checkpointing where gptkit recomputes).
+#
+# Rows: GPT-2 124M at T=1024 in bf16 (B=32) and fp32 (B=8); the 345M seed
+# config (configs/pretrain_gpt_345M_single_card.yaml: fp16, batch 8, seq
+# 1024; issue target: under 25 GB); the 1.3B seed config with recompute
+# (configs/pretrain_gpt_1.3B_single_card.yaml; target: under 20 GB).
+#
+# Prints tokens/s (mean step time after two warm-up steps, from gpt-train's
+# log lines), MFU: (6N + 6LCT) FLOPs per token over the device's dense bf16
+# peak (PEAK_TFLOPS, default 989, an H100 SXM), and peak memory: gptkit's
+# from nvidia-smi every 200 ms (the whole process, CUDA context included),
+# PyTorch's from its allocator (torch.cuda.max_memory_reserved; the context
+# adds about 0.5 GB). Without PyTorch on the machine the torch columns say
+# "-". Record each run in bench/RESULTS.md with the date, device and command.
+#   STEPS=12 ONLY="124M bf16" sh bench/gpu/train.sh
 set -u
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
 STEPS=${STEPS:-12}
 PEAK=${PEAK_TFLOPS:-989}
+ONLY=${ONLY:-}
+PY=${PYTHON:-python3}
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 bin/gpt-preprocess -t bytes -o "$W/lic" /usr/share/common-licenses/* >/dev/null 2>&1 ||
 	{ echo "train-gpu: gpt-preprocess failed"; exit 1; }
+TORCH=1
+$PY -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null || TORCH=0
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
-printf '%-34s %12s %7s %10s\n' shape "tok/s" MFU "peak mem"
+printf '%-36s %10s %7s %10s | %10s %7s %10s | %6s\n' shape "tok/s" MFU "peak mem" \
+	"torch" MFU "peak mem" ratio
 
-run () { # name L C NH B T mixed(0|bfloat16|float16)
-	if [ "$7" = 0 ]; then mp="enable: False"; else mp="enable: True, dtype: $7, level: O2"; fi
-	cat >"$W/c.yaml" <<EOC
-_base_: $ROOT/configs/tiny_cpu.yaml
-Global: {device: gpu, global_batch_size: $5, micro_batch_size: $5}
-Engine: {max_steps: $STEPS, logging_freq: 1, eval_freq: 0, save_load: {save_steps: 0}, mix_precision: {$mp}}
-Model: {hidden_size: $3, num_layers: $2, num_attention_heads: $4, ffn_hidden_size: $(($3 * 4)), max_position_embeddings: $6}
-Data:
-  Train: {dataset: {input_dir: $W/lic, split: '1', max_seq_len: $6}}
-  Eval: {dataset: {input_dir: $W/lic, split: '1', max_seq_len: $6}}
-EOC
+# gptkit with config file $1 and overrides; sets tps (tokens/s) and mem (MiB)
+gptkit () {
+	cfg=$1
+	shift
 	nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$W/mem" 2>/dev/null &
 	smi=$!
-	bin/gpt-train -c "$W/c.yaml" >"$W/log" 2>&1
+	bin/gpt-train -c "$cfg" -o Engine.max_steps=$STEPS -o Engine.logging_freq=1 \
+		-o Engine.eval_freq=0 -o Engine.save_load.save_steps=0 \
+		-o Data.Train.dataset.input_dir="$W/lic" -o Data.Eval.dataset.input_dir="$W/lic" \
+		-o Data.Train.dataset.split=1 -o Data.Eval.dataset.split=1 "$@" >"$W/log" 2>&1
 	rc=$?
 	kill $smi 2>/dev/null
+	wait $smi 2>/dev/null
 	if [ $rc != 0 ]; then
-		echo "$1: gpt-train failed (exit $rc):"; tail -n 3 "$W/log"; return
+		tps=; mem=
+		echo "gpt-train failed (exit $rc):"; tail -n 3 "$W/log"
+		return 1
 	fi
 	tps=$(sed -n 's/.*global step \([0-9]*\),.*avg_batch_cost: \([0-9.]*\) sec.*/\1 \2/p' "$W/log" |
-		awk -v bt=$(($5 * $6)) '$1 > 2 { s += $2; n++ } END { printf "%.0f", bt * n / s }')
+		awk -v bt="$BT" '$1 > 2 { s += $2; n++ } END { if (n) printf "%.0f", bt * n / s }')
 	mem=$(sort -n "$W/mem" | tail -n 1)
-	n=$(( 50304 * $3 + $6 * $3 + $2 * (12 * $3 * $3 + 13 * $3) + 2 * $3 ))
-	awk -v name="$1" -v a="$tps" -v n="$n" -v l="$2" -v c="$3" -v t="$6" -v p="$PEAK" -v m="$mem" 'BEGIN {
-		f = (6 * n + 6 * l * c * t) * a
-		printf "%-34s %12.0f %6.1f%% %7s MiB\n", name, a, 100 * f / (p * 1e12), m }'
 }
-run "124M bf16 (12x768, B16 T1024)" 12 768 12 16 1024 bfloat16
-run "124M fp32 (12x768, B8 T1024)" 12 768 12 8 1024 0
-run "345M fp16 (24x1024, B8 T1024)" 24 1024 16 8 1024 float16
+
+# name L C NH B T torch-precision recompute(0|1) config overrides...
+row () {
+	name=$1 L=$2 C=$3 NH=$4 B=$5 T=$6 prec=$7 rec=$8 cfg=$9
+	shift 9
+	case "$name" in *"$ONLY"*) ;; *) return ;; esac
+	BT=$((B * T))
+	gptkit "$cfg" "$@" || return
+	tt=- tm=- tmfu=- ratio=-
+	if [ $TORCH = 1 ]; then
+		r=
+		[ "$rec" = 1 ] && r=recompute
+		out=$($PY bench/gpu/torch_gpt_cuda.py "$L" "$C" "$NH" 50304 "$B" "$T" "$STEPS" "$prec" $r 2>"$W/torch.err" |
+			tail -n 1)
+		case "$out" in
+		tokens_per_s*)
+			tt=$(echo "$out" | cut -d" " -f2)
+			tm=$(echo "$out" | cut -d" " -f4)
+			;;
+		*) echo "torch failed: $(tail -n 1 "$W/torch.err")" ;;
+		esac
+	fi
+	n=$((50304 * C + T * C + L * (12 * C * C + 13 * C) + 2 * C))
+	awk -v name="$name" -v a="$tps" -v n="$n" -v l="$L" -v c="$C" -v t="$T" -v p="$PEAK" -v m="$mem" \
+		-v tt="$tt" -v tm="$tm" 'BEGIN {
+		f = 6 * n + 6 * l * c * t
+		mfu = sprintf("%.1f%%", 100 * f * a / (p * 1e12))
+		if (tt == "-") { tmfu = "-"; r = "-"; tmm = "-" }
+		else { tmfu = sprintf("%.1f%%", 100 * f * tt / (p * 1e12)); r = sprintf("%.2f", a / tt); tmm = tm " MiB" }
+		printf "%-36s %10.0f %7s %6s MiB | %10s %7s %10s | %6s\n", name, a, mfu, m, tt, tmfu, tmm, r }'
+}
+
+tiny=$ROOT/configs/tiny_cpu.yaml
+model124="-o Model.vocab_size=50304 -o Model.hidden_size=768 -o Model.num_layers=12 \
+-o Model.num_attention_heads=12 -o Model.ffn_hidden_size=3072 -o Model.max_position_embeddings=1024 \
+-o Data.Train.dataset.max_seq_len=1024 -o Data.Eval.dataset.max_seq_len=1024 -o Global.device=gpu \
+-o Model.hidden_dropout_prob=0 -o Model.attention_probs_dropout_prob=0"
+# shellcheck disable=SC2086
+row "124M bf16 (12x768, B32 T1024)" 12 768 12 32 1024 bf16 0 "$tiny" $model124 \
+	-o Global.global_batch_size=32 -o Global.micro_batch_size=32 \
+	-o Engine.mix_precision.enable=True -o Engine.mix_precision.dtype=bfloat16 \
+	-o Engine.mix_precision.level=O2
+# shellcheck disable=SC2086
+row "124M fp32 (12x768, B8 T1024)" 12 768 12 8 1024 fp32 0 "$tiny" $model124 \
+	-o Global.global_batch_size=8 -o Global.micro_batch_size=8
+row "345M seed config (fp16, B8 T1024)" 24 1024 16 8 1024 fp16 0 \
+	"$ROOT/configs/pretrain_gpt_345M_single_card.yaml"
+row "1.3B seed config, recompute (fp16, B8)" 24 2048 16 8 1024 fp16 1 \
+	"$ROOT/configs/pretrain_gpt_1.3B_single_card.yaml"
