@@ -1,7 +1,14 @@
-/* AdamW over the flat parameter buffer, global-norm clipping support. */
+/* AdamW over the flat parameter buffer, global-norm clipping support, and
+ * ZeRO-Offload of the optimizer state to host memory. */
 #include "train/train.h"
 
+#include "cpu/cpu.h"
+#if GPT_HAVE_CUDA
+#include "cuda/cuda.h"
+#endif
+
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 int gpt_optimizer_init(gpt_optimizer *op, gpt_model *m, int64_t begin, int64_t end, void *params,
@@ -22,6 +29,7 @@ int gpt_optimizer_init(gpt_optimizer *op, gpt_model *m, int64_t begin, int64_t e
 		memset(op, 0, sizeof *op);
 		return gpt_err_set(err, GPT_EINTERNAL, "optimizer: no parameters or gradients for its range");
 	}
+	op->sb = m->be;
 	op->beta1 = beta1;
 	op->beta2 = beta2;
 	op->eps = eps;
@@ -51,16 +59,102 @@ int gpt_optimizer_init(gpt_optimizer *op, gpt_model *m, int64_t begin, int64_t e
 	return rc;
 }
 
+static void host_image_free(gpt_optimizer *op, void *p)
+{
+	if (!p)
+		return;
+#if GPT_HAVE_CUDA
+	if (op->pinned) {
+		gpt_cuda_host_free(p);
+		return;
+	}
+#else
+	(void)op;
+#endif
+	free(p);
+}
+
 void gpt_optimizer_free(gpt_optimizer *op)
 {
 	if (!op->model)
 		return;
-	gpt_backend *be = op->model->be;
-	float *p[] = {op->master, op->exp_avg, op->exp_avg_sq, op->acc};
-	for (size_t i = 0; i < sizeof p / sizeof *p; i++)
-		if (p[i])
-			be->ops->free(be, p[i]);
+	gpt_backend *be = op->model->be, *sb = op->sb ? op->sb : be;
+	float *st[] = {op->master, op->exp_avg, op->exp_avg_sq};
+	for (size_t i = 0; i < sizeof st / sizeof *st; i++)
+		if (st[i])
+			sb->ops->free(sb, st[i]);
+	if (op->acc)
+		be->ops->free(be, op->acc);
+	host_image_free(op, op->hparams);
+	host_image_free(op, op->hgrads);
+	if (op->host) {
+		gpt_backend_cpu_free(op->host);
+		free(op->host);
+	}
 	memset(op, 0, sizeof *op);
+}
+
+static void *host_image(gpt_optimizer *op, size_t bytes, const char *what, gpt_err *err)
+{
+#if GPT_HAVE_CUDA
+	if (strcmp(op->model->be->name, "cuda") == 0) {
+		op->pinned = 1;
+		return gpt_cuda_host_alloc(bytes, what, err);
+	}
+#endif
+	return gpt_aligned_alloc(bytes, what, err);
+}
+
+/* One fp32 state array from the model's backend into host memory. */
+static int move_state(gpt_optimizer *op, float **p, int64_t n, const char *what, gpt_err *err)
+{
+	gpt_backend *be = op->model->be, *h = op->host;
+	float *dst = h->ops->alloc(h, (size_t)n * 4, what, err);
+	if (!dst)
+		return err->code;
+	int rc = be->ops->download(be, dst, *p, (size_t)n * 4, err);
+	if (rc) {
+		h->ops->free(h, dst);
+		return rc;
+	}
+	be->ops->free(be, *p);
+	*p = dst;
+	return 0;
+}
+
+int gpt_optimizer_offload(gpt_optimizer *op, gpt_err *err)
+{
+	gpt_backend *be = op->model->be;
+	if (op->host || strcmp(be->name, "cpu") == 0)
+		return 0;
+	int64_t n = op->end - op->begin;
+	size_t es = gpt_dtype_size(be->dtype);
+	op->host = gpt_calloc(1, sizeof *op->host, "optimizer offload", err);
+	if (!op->host)
+		return err->code;
+	int rc = gpt_backend_cpu_init(op->host, be->dtype, 0, err);
+	if (rc) {
+		free(op->host);
+		op->host = NULL;
+		return gpt_err_prefix(err, "optimizer offload");
+	}
+	static const char *const needed[] = {"adamw", NULL};
+	rc = gpt_backend_require(op->host, needed, err);
+	/* each array moves on its own: the device never holds two copies */
+	if (!rc && op->master)
+		rc = move_state(op, &op->master, n, "offloaded optimizer state (fp32 master weights)", err);
+	if (!rc)
+		rc = move_state(op, &op->exp_avg, n, "offloaded optimizer state (exp_avg)", err);
+	if (!rc)
+		rc = move_state(op, &op->exp_avg_sq, n, "offloaded optimizer state (exp_avg_sq)", err);
+	/* from here on the state is the host backend's, whatever failed later */
+	op->sb = op->host;
+	if (!rc) {
+		op->hparams = host_image(op, (size_t)n * es, "offloaded parameters", err);
+		op->hgrads = op->hparams ? host_image(op, (size_t)n * es, "offloaded gradients", err) : NULL;
+		rc = op->hgrads ? 0 : err->code;
+	}
+	return rc;
 }
 
 int gpt_optimizer_grad_sumsq(gpt_optimizer *op, double *sumsq, gpt_err *err)
@@ -110,6 +204,19 @@ int gpt_optimizer_step(gpt_optimizer *op, double lr, double grad_scale, gpt_err 
 	size_t es = gpt_dtype_size(be->dtype);
 	op->t++;
 	int rc = 0;
+	/* Offloaded: the range comes down whole (parameters too, so that the
+	 * elements no tensor covers go back up as they were), AdamW runs on
+	 * the host, the parameters go back up. */
+	void *params = op->params, *grads = op->grads;
+	size_t bytes = (size_t)(op->end - op->begin) * es;
+	if (op->host) {
+		rc = be->ops->download(be, op->hparams, op->params, bytes, err);
+		if (!rc)
+			rc = be->ops->download(be, op->hgrads, op->grads, bytes, err);
+		params = op->hparams;
+		grads = op->hgrads;
+		be = op->host;
+	}
 	/* One call per run of parameters with the same decay setting: the table
 	 * alternates, so this is a handful of calls per layer. */
 	for (int64_t i = 0; i < m->n_table && !rc;) {
@@ -136,9 +243,11 @@ int gpt_optimizer_step(gpt_optimizer *op, double lr, double grad_scale, gpt_err 
 		gpt_adamw h = {.lr = lr, .beta1 = op->beta1, .beta2 = op->beta2, .eps = op->eps,
 			       .weight_decay = decay ? op->weight_decay : 0.0, .grad_scale = grad_scale,
 			       .t = op->t};
-		rc = be->ops->adamw(be, (char *)op->params + k * (int64_t)es,
-				    op->master ? op->master + k : NULL, (char *)op->grads + k * (int64_t)es,
+		rc = be->ops->adamw(be, (char *)params + k * (int64_t)es,
+				    op->master ? op->master + k : NULL, (char *)grads + k * (int64_t)es,
 				    op->exp_avg + k, op->exp_avg_sq + k, end - begin, &h, err);
 	}
+	if (!rc && op->host)
+		rc = m->be->ops->upload(m->be, op->params, op->hparams, bytes, err);
 	return rc;
 }

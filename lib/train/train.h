@@ -77,6 +77,13 @@ typedef struct gpt_optimizer {
 	float *acc;         /* one float of backend memory for reductions */
 	double beta1, beta2, eps, weight_decay;
 	int64_t t;          /* updates made */
+	/* Where master, exp_avg and exp_avg_sq live: the model's backend, or
+	 * after gpt_optimizer_offload a CPU backend in host memory, with host
+	 * images of the range's parameters and gradients (pinned on CUDA). */
+	gpt_backend *sb;
+	gpt_backend *host;
+	void *hparams, *hgrads;
+	int pinned;
 } gpt_optimizer;
 
 /* The state for elements [begin, end) of the flat buffers: the whole model
@@ -95,6 +102,13 @@ int gpt_optimizer_grad_sumsq(gpt_optimizer *op, double *sumsq, gpt_err *err);
 /* One update of [begin, end) with learning rate lr; gradients are multiplied
  * by grad_scale (1/loss_scale times the clipping factor) first. */
 int gpt_optimizer_step(gpt_optimizer *op, double lr, double grad_scale, gpt_err *err);
+/* ZeRO-Offload (Distributed.sharding.sharding_offload on a GPU): moves the
+ * optimizer state (fp32 master weights, exp_avg, exp_avg_sq) of the range
+ * to host memory, where every later step runs AdamW on the CPU backend:
+ * the range's gradients come down, the updated parameters go back up. The
+ * device keeps only the parameters and gradients. A no-op for a model on
+ * the CPU backend, whose memory is host memory already. */
+int gpt_optimizer_offload(gpt_optimizer *op, gpt_err *err);
 
 /* Pipeline schedules: the forward and backward passes one pipeline rank
  * makes in a step, in order. FThenB (GPipe: every forward, then every

@@ -119,6 +119,8 @@ static int setup_model(trainer *tr, gpt_err *err)
 					(tr->sh_rank + 1) * tr->shard, tr->pshard, tr->gshard, cfg->optimizer.beta1,
 					cfg->optimizer.beta2, cfg->optimizer.epsilon,
 					cfg->optimizer.weight_decay, err);
+	if (!rc && cfg->distributed.sharding.sharding_offload)
+		rc = gpt_optimizer_offload(&tr->opt, err);
 	return rc;
 }
 
@@ -533,6 +535,11 @@ int gpt_train_run(const gpt_config *cfg, FILE *log, const volatile sig_atomic_t 
 		double shard = (double)tr.shard * es;
 		double pb = tr.stage >= 3 ? shard + wb : n * es, gb = tr.stage >= 2 ? shard + wb : n * es;
 		double opt = (double)(tr.opt.end - tr.opt.begin) * (tr.opt.master ? 12.0 : 8.0);
+		double host = tr.opt.host ? opt : 0; /* offloaded: host memory, with its images */
+		if (tr.opt.host) {
+			host += 2 * (double)(tr.opt.end - tr.opt.begin) * es;
+			opt = 0;
+		}
 		double act = (double)tr.model.act_bytes; /* and the pipeline's receive buffer */
 		if (tr.pp_grad_in)
 			act += (double)gpt_model_stream_numel(&tr.model) * es;
@@ -547,6 +554,12 @@ int gpt_train_run(const gpt_config *cfg, FILE *log, const volatile sig_atomic_t 
 		gpt_log_printf(&tr.log, GPT_LOG_INFO,
 			       "memory: parameters %s, gradients %s, optimizer state %s, activations %s, total %s (%.0f bytes)",
 			       a, b, c, d, e, pb + gb + opt + act);
+		if (host > 0) {
+			gpt_format_bytes(host, a, sizeof a);
+			gpt_log_printf(&tr.log, GPT_LOG_INFO,
+				       "memory: optimizer state offloaded to host memory: %s with the host images "
+				       "of the parameters and gradients (AdamW runs on the CPU)", a);
+		}
 		gpt_log_printf(&tr.log, GPT_LOG_INFO,
 			       "training %lld parameters for %lld steps: global batch %lld x %lld tokens, micro-batch %lld, %lld accumulation steps, rank %d of %lld (data replica %lld of %lld, sharding stage %lld over %lld, tp rank %lld of %lld, pipeline stage %lld of %lld)",
 			       (long long)gpt_param_count(&tr.model.shape), (long long)tr.total_steps,

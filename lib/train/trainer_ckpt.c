@@ -121,6 +121,7 @@ typedef struct piece_list {
 	gpt_ckpt_piece *pc;
 	char (*names)[96];
 	const float **src;    /* backend memory; NULL: the piece's data is on the host */
+	gpt_backend **be;     /* the backend of src: the model's, or the offloaded state's */
 	int n;
 	gpt_qat_tensor *qat;  /* the host values of quantization-aware training's scales */
 	int64_t n_qat;
@@ -131,6 +132,7 @@ static void piece_list_free(piece_list *l)
 	free(l->pc);
 	free(l->names);
 	free(l->src);
+	free(l->be);
 	gpt_qat_tensors_free(l->qat);
 	memset(l, 0, sizeof *l);
 }
@@ -159,7 +161,8 @@ static int own_pieces(trainer *tr, piece_list *l, gpt_err *err)
 	l->pc = gpt_calloc(cap, sizeof *l->pc, "checkpoint pieces", err);
 	l->names = l->pc ? gpt_calloc(cap, sizeof *l->names, "checkpoint pieces", err) : NULL;
 	l->src = l->names ? gpt_calloc(cap, sizeof *l->src, "checkpoint pieces", err) : NULL;
-	if (!l->src) {
+	l->be = l->src ? gpt_calloc(cap, sizeof *l->be, "checkpoint pieces", err) : NULL;
+	if (!l->be) {
 		free(sl);
 		piece_list_free(l);
 		return GPT_EINTERNAL;
@@ -180,6 +183,8 @@ static int own_pieces(trainer *tr, piece_list *l, gpt_err *err)
 						       .ndim = p->ndim, .box = sl[j].box};
 			memcpy(l->pc[l->n].shape, p->shape, sizeof p->shape);
 			l->src[l->n] = family_src(tr, k, sl[j].flat);
+			/* the moments and master weights are where the optimizer keeps them */
+			l->be[l->n] = k > 0 || tr->opt.master ? tr->opt.sb : m->be;
 			l->n++;
 		}
 	free(sl);
@@ -187,7 +192,6 @@ static int own_pieces(trainer *tr, piece_list *l, gpt_err *err)
 }
 
 typedef struct fill_ctx {
-	gpt_backend *be;
 	const piece_list *l;
 } fill_ctx;
 
@@ -198,8 +202,8 @@ static int fill_from_backend(void *ctx, int i, void *buf, gpt_err *err)
 		memcpy(buf, c->l->pc[i].data, (size_t)gpt_box_numel(&c->l->pc[i].box) * 4);
 		return 0;
 	}
-	return c->be->ops->download(c->be, buf, c->l->src[i], (size_t)gpt_box_numel(&c->l->pc[i].box) * 4,
-				    err);
+	gpt_backend *be = c->l->be[i];
+	return be->ops->download(be, buf, c->l->src[i], (size_t)gpt_box_numel(&c->l->pc[i].box) * 4, err);
 }
 
 /* After every part is written: agree, publish on rank 0, agree again. */
@@ -378,7 +382,7 @@ int gpt_tr_save_checkpoint(trainer *tr, gpt_err *err)
 		return rc;
 	}
 	if (!rc) {
-		fill_ctx fc = {tr->model.be, &l};
+		fill_ctx fc = {&l};
 		rc = gpt_ckpt_write_part(stage, tr->rank, l.pc, l.n, fill_from_backend, &fc, err);
 	}
 	piece_list_free(&l);
@@ -514,15 +518,16 @@ int gpt_tr_load_checkpoint(trainer *tr, const char *path, gpt_err *err)
 		}
 	}
 	const float *wr = tr->pshard ? w : w + b0; /* the optimizer's range of the weights */
+	gpt_backend *sb = tr->opt.sb; /* the model's backend, or the host's with offload */
 	if (!rc && tr->opt.master)
-		rc = be->ops->upload(be, tr->opt.master, wr, (size_t)cnt * 4, err);
+		rc = sb->ops->upload(sb, tr->opt.master, wr, (size_t)cnt * 4, err);
 	int has_optim = gpt_ckpt_has_tensor(ck, "optim.exp_avg.wte");
 	static const char *const pre[2] = {"optim.exp_avg.", "optim.exp_avg_sq."};
 	for (int k = 0; k < 2 && !rc; k++) {
 		if (has_optim)
 			rc = read_range(tr, ck, pre[k], mom, err);
 		if (!rc)
-			rc = be->ops->upload(be, k ? tr->opt.exp_avg_sq : tr->opt.exp_avg, mom, (size_t)cnt * 4, err);
+			rc = sb->ops->upload(sb, k ? tr->opt.exp_avg_sq : tr->opt.exp_avg, mom, (size_t)cnt * 4, err);
 	}
 	/* the parameters: fp32, or the master weights rounded */
 	size_t pes = gpt_dtype_size(be->dtype);

@@ -5,8 +5,11 @@
 # give the one-rank GPU run's losses (relative 1e-4) and final weights
 # (absolute 1e-4), dropout on; GPT_COMM_BACKEND unset (auto) finds that
 # the ranks share the GPU; stopping and resuming on the GPU gives the
-# unbroken run's losses and bytes exactly, on one rank and on two. With two
-# or more GPUs, dp2 over nccl (one GPU each) agrees too. Skips without a GPU.
+# unbroken run's losses and bytes exactly, on one rank and on two. The
+# optimizer state offloaded to host memory (ZeRO-Offload: AdamW on the CPU)
+# gives the same steps, on one rank and with sharding2 stage 2, and resumes
+# bit for bit. With two or more GPUs, dp2 over nccl (one GPU each) agrees
+# too. Skips without a GPU.
 #
 # GPT_EMU_BIN names a directory whose gpt-train runs lib/cuda under the CPU
 # emulation of tests/gpu/emu (train.sh sets it, with GPT_GPU_TEST_STEPS=2):
@@ -82,6 +85,13 @@ layout dp2 2 shm
 layout mp2 2 shm -o Distributed.mp_degree=2
 layout pp2 2 shm -o Distributed.pp_degree=2
 layout sharding2-stage3 2 shm --sharding_parallel_degree 2 --sharding stage3
+layout sharding2-stage2-offload 2 shm --sharding_parallel_degree 2 --sharding stage2 \
+	-o Distributed.sharding.sharding_offload=True
+test_expect_success 'sharding2 stage 2 with offload: each rank steps its shard on the host' '
+	for r in 0 1; do
+		test_grep "optimizer state offloaded to host memory" log-sharding2-stage2-offload/workerlog.$r || exit 1
+	done
+'
 layout dp2-nccl 2 nccl
 layout dp2-auto 2 auto
 
@@ -94,6 +104,24 @@ test_expect_success 'one rank: stop half way and resume: the same losses and the
 	losses single.log >a && { losses part1.log; losses part2.log; } >b &&
 	test_cmp a b &&
 	cmp $(ckpt single $STEPS)/rank-00000.safetensors $(ckpt part $STEPS)/rank-00000.safetensors
+'
+
+test_expect_success 'optimizer state offloaded to the host: the same steps; resuming is bit for bit' '
+	OFF="-o Distributed.sharding.sharding_offload=True" &&
+	gpt-train $FLAGS $OFF -o Engine.max_steps=$STEPS -o Engine.save_load.save_steps=$HALF \
+		-o Engine.save_load.output_dir=off >off.log 2>&1 &&
+	test_grep "optimizer state offloaded to host memory" off.log &&
+	test_grep "memory: .*optimizer state 0 B," off.log &&
+	same_losses single.log off.log &&
+	test-tool ckpt-diff $(ckpt single $STEPS) $(ckpt off $STEPS) >diff &&
+	awk "{ exit !(\$2 <= 1e-4) }" diff &&
+	gpt-train $FLAGS $OFF -o Engine.max_steps=$HALF -o Engine.save_load.save_steps=$HALF \
+		-o Engine.save_load.output_dir=off-part >off1.log 2>&1 &&
+	gpt-train $FLAGS $OFF -o Engine.max_steps=$STEPS -o Engine.save_load.save_steps=$HALF \
+		-o Engine.save_load.output_dir=off-part >off2.log 2>&1 &&
+	losses off.log >a && { losses off1.log; losses off2.log; } >b &&
+	test_cmp a b &&
+	cmp $(ckpt off $STEPS)/rank-00000.safetensors $(ckpt off-part $STEPS)/rank-00000.safetensors
 '
 
 test_expect_success 'sharding2 stage 3 on one GPU: resuming is bit for bit too' '
