@@ -9,6 +9,12 @@
 # any of them. The weights are those of a checkpoint
 # after one training step: speed does not depend on them. PyTorch runs with
 # OPENBLAS_CORETYPE=SkylakeX, as in bench/train-cpu.sh.
+#
+# With GPT_LLAMA_CPP_DIR set to a directory where `npm install
+# node-llama-cpp@3.22.1` ran (prebuilt llama.cpp; about 700 MB, so not part
+# of make deps; tests/cli/t6040 uses the same), batch 1 is also measured
+# against llama.cpp on GGUF exports of the same weights (gpt-export --format
+# gguf: f32, f16, q8_0 for int8) in the same run.
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -37,6 +43,15 @@ bin/gpt-export --dtype int8 -o "$W/m8.tar" "$W/ck" 2>/dev/null || exit 1
 head -c 390 /usr/share/common-licenses/GPL-3 | tr '\n' ' ' >"$W/p1"
 echo >>"$W/p1"
 for i in 1 2 3 4 5 6 7 8; do cat "$W/p1"; done >"$W/p8"
+LLAMA=
+if [ -n "${GPT_LLAMA_CPP_DIR:-}" ] && [ -d "$GPT_LLAMA_CPP_DIR/node_modules/node-llama-cpp" ]; then
+	LLAMA=$GPT_LLAMA_CPP_DIR
+	cp bench/llamacpp_speed.mjs "$LLAMA/gptkit-speed.mjs"
+	for d in fp32 fp16 int8; do
+		bin/gpt-export --format gguf --dtype $d -o "$W/m-$d.gguf" "$W/ck" >/dev/null 2>&1 || exit 1
+	done
+fi
+: >"$W/vs-llama"
 
 echo "GPT-2 124M shapes, $THREADS threads, $GEN generated tokens; tokens/s (gptkit / PyTorch)"
 printf '%-6s %5s %9s %12s %12s %7s %12s %12s %7s\n' weights batch "prompt" "gptkit" "torch" ratio \
@@ -54,6 +69,13 @@ run () { # label model extra-args torch-dtype batch
 	tpg=$(echo "$theirs" | cut -d" " -f4)
 	printf '%-6s %5s %9s %12s %12s %7s %12s %12s %7s\n' "$1" "$5" "$tp tok" "$7" "$tpp" \
 		"$(echo "scale=2; $7 / $tpp" | bc)" "$8" "$tpg" "$(echo "scale=2; $8 / $tpg" | bc)"
+	if [ -n "$LLAMA" ] && [ "$5" = 1 ] && [ -f "$W/m-$1.gguf" ]; then
+		l=$(cd "$LLAMA" && node gptkit-speed.mjs "$W/m-$1.gguf" "$W/p1" "$GEN" "$THREADS") || return
+		lp=$(echo "$l" | cut -d" " -f2)
+		lg=$(echo "$l" | cut -d" " -f4)
+		printf '%-6s %12s %12s %7s %12s %12s %7s\n' "$1" "$7" "$lp" \
+			"$(echo "scale=2; $7 / $lp" | bc)" "$8" "$lg" "$(echo "scale=2; $8 / $lg" | bc)" >>"$W/vs-llama"
+	fi
 }
 for b in 1 8; do
 	run fp32 "$W/ck" "" fp32 $b
@@ -61,3 +83,10 @@ for b in 1 8; do
 	run fp16 "$W/ck" "--dtype fp16" bf16 $b
 	run int8 "$W/m8.tar" "" int8 $b
 done
+if [ -s "$W/vs-llama" ]; then
+	echo "batch 1 against llama.cpp (node-llama-cpp $(sed -n 's/.*"version": "\(.*\)".*/\1/p' \
+		"$LLAMA/node_modules/node-llama-cpp/package.json" | head -n 1), GGUF f32/f16/q8_0 of the same weights); tokens/s"
+	printf '%-6s %12s %12s %7s %12s %12s %7s\n' weights "prompt gptkit" "llama.cpp" ratio \
+		"gen gptkit" "llama.cpp" ratio
+	cat "$W/vs-llama"
+fi
