@@ -75,11 +75,12 @@ void gpt_backend_cuda_free(gpt_backend *be);
  * stream: out (M, N) = (x (M, K) w^T) * step + bias, where w holds N x K
  * int8 codes (row-major) and step one fp32 factor per row of w (per output
  * column), both device memory; x, out and bias (N values, may be NULL) are
- * device memory in be's storage dtype. Each output is its fp32 sum of
- * code * x, times its step, plus its bias, as lib/infer's CPU kernels
- * compute it (the sums in another order). M <= 8 streams the codes once
- * (a warp per 2 rows of w; 16-byte loads when K is a multiple of 16 and x
- * and w are 16-byte aligned); more rows run a tiled kernel. */
+ * device memory in be's storage dtype. Sums in fp32, with the arithmetic
+ * of lib/infer's CPU path for the same M (the sums in another order): for
+ * M <= 8 each output is (sum of code * x) * step + bias, streaming the
+ * codes once (a warp per 2 rows of w; 16-byte loads when K is a multiple
+ * of 16 and x and w are 16-byte aligned, else a tiled kernel); for more
+ * rows, a tiled kernel, the sum of x * (code * step), + bias. */
 int gpt_cuda_linear_i8(gpt_backend *be, void *out, const void *x, const int8_t *w,
 		       const float *step, const void *bias, int64_t M, int64_t K, int64_t N,
 		       gpt_err *err);

@@ -1,8 +1,13 @@
 /* Weight-only int8 linear layers for generation (gpt_cuda_linear_i8):
  * out = x (dequantized w)^T + bias with w int8 codes and one fp32 step per
- * output row, as lib/infer/qlinear.c holds them on the CPU. Each output is
- * (sum over k of code * x) * step + bias, the sum in fp32, so the step is
- * applied once per output as the CPU's few-row kernel does.
+ * output row, as lib/infer/qlinear.c holds them on the CPU.
+ *
+ * The arithmetic follows lib/infer/qlinear.c's two paths, so that results
+ * differ from the CPU's only by the order of the sums: up to 8 rows (its
+ * fused kernel) each output is (sum over k of code * x) * step + bias;
+ * more rows (its sgemm on weights widened to fp32) each is sum over k of
+ * x * (code * step), + bias. The sums are in fp32 with fused multiply-adds
+ * in k order per thread, so a run gives the same bits every time.
  *
  * Two kernels. Decoding (M <= 8 rows) reads every weight once and is bound
  * by memory bandwidth: a warp per QV_ROWS output rows, each lane loading 16
@@ -12,7 +17,15 @@
  * cannot take (K not a multiple of 16, unaligned pointers), go to a plain
  * shared-memory tiled kernel: 64 x 64 outputs per block of 256 threads, 4 x
  * 4 per thread, activations and codes staged through shared memory as fp32
- * over slices of 16 of K. */
+ * over slices of 16 of K.
+ *
+ * Neither is tuned on a GPU yet. The plan: decoding leaves a small matrix
+ * (N = 768: 96 blocks) under one block per SM, so split K over a block's
+ * warps there and keep more 16-byte loads in flight per lane; prompts in
+ * bf16/fp16 storage can run on tensor cores (WMMA on 16-bit tiles: the
+ * codes are exact in bf16 and fp16) with the step applied to each sum,
+ * which the CPU's sgemm arithmetic cannot follow, so fp32 storage would
+ * keep this kernel. */
 #include "cuda/ops.cuh"
 
 #define QV_WARPS 4 /* warps per block of the decoding kernel */
@@ -108,14 +121,18 @@ __global__ static void qgemv_kernel(T *out, const T *x, const signed char *w, co
 		}
 }
 
-/* Any shape: grid (ceil(N / QT_BN), ceil(M / QT_BM)), 256 threads. Thread
+/* Any shape: grid (ceil(N / QT_BN), ceil(M / QT_BM)), 256 threads. With
+ * widen (more than QV_MAX_M rows) the codes are dequantized into the tile
+ * (code * step, then the sum of x * that, as the CPU's sgemm path widens
+ * its weights); else the step multiplies each sum (the decoding kernel's
+ * arithmetic). Thread
  * (ty, tx) = (t / 16, t % 16) computes rows ty + 16 i and columns tx + 16 j
  * (i, j < 4) of the block's tile: consecutive threads read consecutive
  * shared columns, and a warp's two ty broadcast. */
 template <class T>
 __global__ static void qgemm_tiled_kernel(T *out, const T *x, const signed char *w,
 					  const float *step, const T *bias, int64_t M, int64_t K,
-					  int64_t N)
+					  int64_t N, int widen)
 {
 	__shared__ float xs[QT_BK][QT_BM + 1];
 	__shared__ float ws[QT_BK][QT_BN + 1];
@@ -131,7 +148,8 @@ __global__ static void qgemm_tiled_kernel(T *out, const T *x, const signed char 
 			int e = t + 256 * p, r = e / QT_BK, c = e % QT_BK;
 			int64_t k = k0 + c, mi = m0 + r, ni = n0 + r;
 			xs[c][r] = mi < M && k < K ? gpt_ld(x + mi * K + k) : 0.0f;
-			ws[c][r] = ni < N && k < K ? (float)w[ni * K + k] : 0.0f;
+			float q = ni < N && k < K ? (float)w[ni * K + k] : 0.0f;
+			ws[c][r] = widen && ni < N ? __fmul_rn(q, step[ni]) : q;
 		}
 		__syncthreads();
 		for (int c = 0; c < QT_BK; c++) {
@@ -154,7 +172,7 @@ __global__ static void qgemm_tiled_kernel(T *out, const T *x, const signed char 
 		for (int i = 0; i < 4; i++) {
 			int64_t m = m0 + ty + 16 * i;
 			if (m < M) {
-				float v = __fmul_rn(acc[i][j], s);
+				float v = widen ? acc[i][j] : __fmul_rn(acc[i][j], s);
 				gpt_st(out + m * N + n, bias ? __fadd_rn(v, b) : v);
 			}
 		}
@@ -203,7 +221,7 @@ int gpt_cuda_linear_i8(gpt_backend *be, void *out, const void *x, const int8_t *
 	} else {
 		dim3 grid((unsigned)((N + QT_BN - 1) / QT_BN), (unsigned)((M + QT_BM - 1) / QT_BM));
 		GPT_CUDA_DISPATCH(be->dtype, T,
-			qgemm_tiled_kernel<T><<<grid, 256, 0, s>>>((T *)out, (const T *)x, wc, step, (const T *)bias, M, K, N));
+			qgemm_tiled_kernel<T><<<grid, 256, 0, s>>>((T *)out, (const T *)x, wc, step, (const T *)bias, M, K, N, M > QV_MAX_M));
 	}
 	return gpt_cuda_launched("linear_i8", err);
 }
