@@ -71,6 +71,20 @@ int gpt_backend_cuda_init(gpt_backend *be, gpt_dtype storage, int device, gpt_er
  * initialised again. */
 void gpt_backend_cuda_free(gpt_backend *be);
 
+/* Weight-only int8 linear layer for generation (qgemm.cu), queued on be's
+ * stream: out (M, N) = (x (M, K) w^T) * step + bias, where w holds N x K
+ * int8 codes (row-major) and step one fp32 factor per row of w (per output
+ * column), both device memory; x, out and bias (N values, may be NULL) are
+ * device memory in be's storage dtype. Sums in fp32, with the arithmetic
+ * of lib/infer's CPU path for the same M (the sums in another order): for
+ * M <= 8 each output is (sum of code * x) * step + bias, streaming the
+ * codes once (a warp per 2 rows of w; 16-byte loads when K is a multiple
+ * of 16 and x and w are 16-byte aligned, else a tiled kernel); for more
+ * rows, a tiled kernel, the sum of x * (code * step), + bias. */
+int gpt_cuda_linear_i8(gpt_backend *be, void *out, const void *x, const int8_t *w,
+		       const float *step, const void *bias, int64_t M, int64_t K, int64_t N,
+		       gpt_err *err);
+
 #ifdef __cplusplus
 }
 #endif

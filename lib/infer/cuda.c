@@ -1,7 +1,9 @@
 /* Generation on a GPU: moving a loaded decoder to the CUDA backend
  * (gpt_infer_model_to_cuda). The forward itself is decode.c's, over the
- * backend's ops. (Part of lib/infer.) */
+ * backend's ops and, for int8 weights, gpt_cuda_linear_i8. (Part of
+ * lib/infer.) */
 #include "infer/infer.h"
+#include "infer/layout.h"
 
 #include "cpu/cpu.h"
 #if GPT_HAVE_CUDA
@@ -22,56 +24,113 @@ int gpt_infer_model_to_cuda(gpt_infer_model *m, int device, gpt_err *err)
 		return 0;
 	if (m->cap_rows > 0)
 		return gpt_err_set(err, GPT_EINTERNAL, "gpt_infer_model_to_cuda: the model has already run on the CPU");
-	gpt_dtype t = m->wdtype;
-	if (t != GPT_DTYPE_F32 && t != GPT_DTYPE_BF16 && t != GPT_DTYPE_F16)
+	gpt_dtype wt = m->wdtype;
+	if (wt != GPT_DTYPE_F32 && wt != GPT_DTYPE_BF16 && wt != GPT_DTYPE_F16 && wt != GPT_DTYPE_I8)
 		return gpt_err_set(err, GPT_EUSAGE,
-				   "--device cuda: %s weights have no CUDA kernels (weight-only int8 GEMM runs on the CPU); use --device cpu or --dtype bf16",
-				   gpt_dtype_name(t));
-	for (int64_t i = 0; m->act_scale && i < 4 * m->shape.layers; i++)
-		if (m->act_scale[i] > 0)
-			return gpt_err_set(err, GPT_EUSAGE,
-					   "--device cuda: the model fake-quantizes the inputs of its linears (quantization-aware training), which only the CPU simulates; use --device cpu");
+				   "--device cuda: %s weights have no CUDA kernels; use --device cpu or --dtype bf16",
+				   gpt_dtype_name(wt));
 	if (gpt_cuda_device_count() == 0)
 		return gpt_err_set(err, GPT_EUSAGE,
 				   "--device cuda: no CUDA device is visible (check nvidia-smi and CUDA_VISIBLE_DEVICES); use --device cpu");
-	int64_t last = m->n_table - 1;
-	int64_t total = m->offset[last] + (m->table[last].numel + 15) / 16 * 16;
+	int q8 = wt == GPT_DTYPE_I8;
+	/* int8 weights keep the CPU's fp32 activations */
+	gpt_dtype t = q8 ? GPT_DTYPE_F32 : wt;
+	int64_t L = m->shape.layers, nq = 4 * L + 1;
+	/* device offsets: the host's, less the layers' matrices with int8 */
+	int64_t *doff = gpt_calloc((size_t)m->n_table, sizeof *doff, "parameter offsets", err);
+	if (!doff)
+		return GPT_EINTERNAL;
+	int64_t total = 0;
+	for (int64_t i = 0; i < m->n_table; i++) {
+		doff[i] = total;
+		if (!q8 || !gpt_infer_is_layer_matrix(i))
+			total += (m->table[i].numel + 15) / 16 * 16;
+	}
 	size_t es = gpt_dtype_size(t), bytes = (size_t)total * es;
 	gpt_backend dev;
 	memset(&dev, 0, sizeof dev);
 	int rc = gpt_backend_cuda_init(&dev, t, device, err);
-	if (rc)
+	if (rc) {
+		free(doff);
 		return gpt_err_prefix(err, "--device cuda");
+	}
 	static const char *const need[] = {"alloc", "free", "upload", "download", "copy", "linear_fwd",
 					   "layernorm_fwd", "gelu_fwd", "attention_kv", "embedding_fwd",
 					   "residual_fwd", NULL};
+	static const char *const need_qat[] = {"pact_fwd", "fake_quant", NULL};
 	rc = gpt_backend_require(&dev, need, err);
-	void *d = rc ? NULL : dev.ops->alloc(&dev, bytes, "model weights", err);
-	void *h = d && es != 4 ? gpt_malloc(bytes, "model weights", err) : NULL;
-	if (!rc && (!d || (es != 4 && !h)))
+	if (!rc && m->act_scale)
+		rc = gpt_backend_require(&dev, need_qat, err);
+	void *d = NULL, *dq = NULL, *h = NULL;
+	float *dact = NULL;
+	if (!rc && !(d = dev.ops->alloc(&dev, bytes, "model weights", err)))
 		rc = GPT_EINTERNAL;
-	/* the host parameters are fp32 with the same offsets */
-	if (!rc && h)
+	/* the host parameters are fp32: converted, or gathered when matrices go */
+	if (!rc && (es != 4 || q8) && !(h = gpt_malloc(bytes, "model weights", err)))
+		rc = GPT_EINTERNAL;
+	if (!rc && es != 4)
 		rc = gpt_convert(h, t, m->params, GPT_DTYPE_F32, (size_t)total, err);
+	for (int64_t i = 0; !rc && q8 && i < m->n_table; i++)
+		if (!gpt_infer_is_layer_matrix(i))
+			memcpy((float *)h + doff[i], (const float *)m->params + m->offset[i],
+			       (size_t)m->table[i].numel * sizeof(float));
 	if (!rc)
 		rc = dev.ops->upload(&dev, d, h ? h : m->params, bytes, err);
 	free(h);
+	/* int8: every matrix's codes (16-byte aligned), then every step */
+	int64_t codes = 0, steps = 0;
+	for (int64_t q = 0; q8 && q < nq; q++) {
+		codes += (m->qw[q].N * m->qw[q].K + 15) / 16 * 16;
+		steps += m->qw[q].N;
+	}
+	if (!rc && q8 && !(dq = dev.ops->alloc(&dev, (size_t)codes + (size_t)steps * 4, "int8 weights", err)))
+		rc = GPT_EINTERNAL;
+	int64_t at = 0, sat = 0;
+	for (int64_t q = 0; !rc && q8 && q < nq; q++) {
+		const gpt_qweight *w = &m->qw[q];
+		rc = dev.ops->upload(&dev, (char *)dq + at, w->w, (size_t)(w->N * w->K), err);
+		if (!rc)
+			rc = dev.ops->upload(&dev, (char *)dq + codes + 4 * sat, w->scale,
+					     (size_t)w->N * sizeof(float), err);
+		at += (w->N * w->K + 15) / 16 * 16;
+		sat += w->N;
+	}
+	size_t ab = (size_t)(8 * L) * sizeof(float);
+	if (!rc && m->act_scale) {
+		dact = dev.ops->alloc(&dev, ab, "activation scales", err);
+		rc = dact ? dev.ops->upload(&dev, dact, m->act_scale, ab, err) : GPT_EINTERNAL;
+	}
 	if (rc) {
-		if (d)
-			dev.ops->free(&dev, d);
+		void *p[] = {d, dq, dact};
+		for (size_t i = 0; i < sizeof p / sizeof *p; i++)
+			if (p[i])
+				dev.ops->free(&dev, p[i]);
 		gpt_backend_cuda_free(&dev);
+		free(doff);
 		return rc;
 	}
-	/* the host copies go; the shapes of the linears stay for the forward */
-	for (int64_t i = 0; i < 4 * m->shape.layers + 1; i++) {
-		int64_t N = m->qw[i].N, K = m->qw[i].K;
-		gpt_qweight_free(&m->qw[i]);
-		m->qw[i] = (gpt_qweight){.dtype = t, .N = N, .K = K};
+	/* the host copies go; the shapes of the linears stay for the forward,
+	 * with the int8 ones' device codes and steps */
+	at = sat = 0;
+	for (int64_t q = 0; q < nq; q++) {
+		int64_t N = m->qw[q].N, K = m->qw[q].K;
+		gpt_qweight_free(&m->qw[q]);
+		m->qw[q] = (gpt_qweight){.dtype = wt, .N = N, .K = K};
+		if (q8) {
+			m->qw[q].w = (char *)dq + at;
+			m->qw[q].scale = (float *)((char *)dq + codes) + sat;
+			at += (N * K + 15) / 16 * 16;
+			sat += N;
+		}
 	}
 	m->be.ops->free(&m->be, m->params);
 	gpt_backend_cpu_free(&m->be);
+	free(m->offset);
+	m->offset = doff;
 	m->be = dev;
 	m->params = d;
+	m->dq = dq;
+	m->dact = dact;
 	m->cuda = 1;
 	return 0;
 #endif

@@ -1,6 +1,7 @@
 /* The KV-cache decoder: weights in a CPU backend and one forward pass over
  * new tokens of several sequences. (Part of lib/infer.) */
 #include "infer/infer.h"
+#include "infer/layout.h"
 
 #include "cpu/cpu.h"
 #if GPT_HAVE_CUDA
@@ -11,21 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { P_LN1_W = 0, P_LN1_B, P_QKV_W, P_QKV_B, P_PROJ_W, P_PROJ_B, P_LN2_W, P_LN2_B,
-       P_FC_W, P_FC_B, P_MPROJ_W, P_MPROJ_B, P_PER_LAYER };
-
-#define T_WTE 0
-#define T_WPE 1
-#define T_LAYER(l, k) (2 + (int64_t)(l) * P_PER_LAYER + (k))
-
 static void *param(const gpt_infer_model *m, int64_t i)
 {
 	return (char *)m->params + m->offset[i] * (int64_t)gpt_dtype_size(m->be.dtype);
 }
-
-/* The weight matrices in generation order: per layer qkv, proj, fc, mlp
- * proj; then the head. */
-static const int mats[4] = {P_QKV_W, P_PROJ_W, P_FC_W, P_MPROJ_W};
 
 static int init_qweights(gpt_infer_model *m, gpt_dtype dtype, gpt_err *err)
 {
@@ -35,15 +25,14 @@ static int init_qweights(gpt_infer_model *m, gpt_dtype dtype, gpt_err *err)
 	if (!m->qw)
 		return GPT_EINTERNAL;
 	m->wdtype = dtype;
-	for (int64_t l = 0; l < s->layers; l++)
-		for (int j = 0; j < 4; j++) {
-			const gpt_param_info *p = &m->table[T_LAYER(l, mats[j])];
-			int64_t K = p->shape[p->ndim - 1];
-			int rc = gpt_qweight_init(&m->qw[4 * l + j], param(m, T_LAYER(l, mats[j])),
-						  p->numel / K, K, dtype, err);
-			if (rc)
-				return rc;
-		}
+	for (int64_t q = 0; q < 4 * s->layers; q++) {
+		int64_t e = gpt_infer_matrix_entry(s->layers, q);
+		const gpt_param_info *p = &m->table[e];
+		int64_t K = p->shape[p->ndim - 1];
+		int rc = gpt_qweight_init(&m->qw[q], param(m, e), p->numel / K, K, dtype, err);
+		if (rc)
+			return rc;
+	}
 	/* the head: wte's rows of the true vocabulary */
 	return gpt_qweight_init(&m->qw[n - 1], param(m, T_WTE), s->vocab_size, s->hidden, dtype, err);
 }
@@ -125,7 +114,8 @@ static void free_work(gpt_infer_model *m)
 
 void gpt_infer_model_free(gpt_infer_model *m)
 {
-	for (int64_t i = 0; m->qw && i < 4 * m->shape.layers + 1; i++)
+	/* on the device qw[] only points into m->dq */
+	for (int64_t i = 0; !m->cuda && m->qw && i < 4 * m->shape.layers + 1; i++)
 		gpt_qweight_free(&m->qw[i]);
 	free(m->qw);
 	free(m->act_scale);
@@ -133,8 +123,10 @@ void gpt_infer_model_free(gpt_infer_model *m)
 		free_work(m);
 #if GPT_HAVE_CUDA
 	if (m->cuda) {
-		if (m->params)
-			m->be.ops->free(&m->be, m->params);
+		void *dev[] = {m->params, m->dq, m->dact};
+		for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
+			if (dev[i])
+				m->be.ops->free(&m->be, dev[i]);
 		gpt_backend_cuda_free(&m->be);
 	} else
 #endif
@@ -253,31 +245,46 @@ int gpt_kv_copy(gpt_kv *kv, gpt_infer_model *m, int64_t dst, int64_t src, gpt_er
 			return rc_; \
 	} while (0)
 
-/* fq of the R x K input of linear j of layer l, in place, when the model
+/* fq of the n inputs x of linear j of layer l, in place, when the model
  * carries its activation scale (quantization-aware training), after PACT's
- * clip when it has one. */
-static void act_quant(gpt_infer_model *m, int64_t l, int j, void *x, int64_t n)
+ * clip when it has one. On the device the backend's pact_fwd and
+ * fake_quant do the CPU's arithmetic operation for operation (bit for bit
+ * in fp32 storage), with the scales in m->dact. */
+static int act_quant(gpt_infer_model *m, int64_t l, int j, void *x, int64_t n, gpt_err *err)
 {
 	if (!m->act_scale || !(m->act_scale[4 * l + j] > 0))
-		return;
-	float a = m->act_scale[4 * m->shape.layers + 4 * l + j], *v = x;
+		return 0;
+	int64_t at = 4 * l + j, clip = 4 * m->shape.layers + at;
+	float a = m->act_scale[clip];
+	if (m->cuda) {
+		gpt_backend *be = &m->be;
+		if (a > 0)
+			OP(be->ops->pact_fwd(be, x, x, m->dact + clip, n, err));
+		return be->ops->fake_quant(be, x, x, m->dact + at, 1, n, 0, m->act_bits, err);
+	}
+	float *v = x;
 	for (int64_t i = 0; a > 0 && i < n; i++)
 		v[i] = v[i] > a ? a : v[i] < -a ? -a : v[i];
-	gpt_quant_rows(x, 1, n, &m->act_scale[4 * l + j], 0, m->act_bits, x, NULL);
+	gpt_quant_rows(x, 1, n, &m->act_scale[at], 0, m->act_bits, x, NULL);
+	return 0;
 }
 
 /* out (R, N) = x (R, K) w^T + bias for weight matrix q (4 l + j, or the
- * head 4 L): the compact host weights on the CPU, the parameter itself on
- * the device. */
+ * head 4 L): the compact host weights on the CPU; on the device the int8
+ * codes and steps of qw[q], or else the parameter itself. */
 static int lin(gpt_infer_model *m, int64_t q, int64_t bias, const void *x, void *out, int64_t R,
 	       gpt_err *err)
 {
 	const void *b = bias >= 0 ? param(m, bias) : NULL;
+	const gpt_qweight *w = &m->qw[q];
 	if (!m->cuda)
-		return gpt_qlinear(&m->qw[q], x, b, out, R, m->be.threads, err);
-	int64_t L = m->shape.layers;
-	int64_t w = q == 4 * L ? T_WTE : T_LAYER(q / 4, mats[q % 4]);
-	return m->be.ops->linear_fwd(&m->be, out, x, param(m, w), b, R, m->qw[q].K, m->qw[q].N, err);
+		return gpt_qlinear(w, x, b, out, R, m->be.threads, err);
+#if GPT_HAVE_CUDA
+	if (w->dtype == GPT_DTYPE_I8)
+		return gpt_cuda_linear_i8(&m->be, out, x, w->w, w->scale, b, R, w->K, w->N, err);
+#endif
+	return m->be.ops->linear_fwd(&m->be, out, x, param(m, gpt_infer_matrix_entry(m->shape.layers, q)),
+				     b, R, w->K, w->N, err);
 }
 
 static int layer_fwd(gpt_infer_model *m, gpt_kv *kv, int64_t l, int64_t n, const int64_t *slot,
@@ -290,7 +297,7 @@ static int layer_fwd(gpt_infer_model *m, gpt_kv *kv, int64_t l, int64_t n, const
 	size_t es = gpt_dtype_size(be->dtype);
 	OP(o->layernorm_fwd(be, m->ln, NULL, NULL, m->x, param(m, T_LAYER(l, P_LN1_W)),
 			    param(m, T_LAYER(l, P_LN1_B)), R, C, m->ln_eps, err));
-	act_quant(m, l, 0, m->ln, R * C);
+	OP(act_quant(m, l, 0, m->ln, R * C, err));
 	OP(lin(m, 4 * l, T_LAYER(l, P_QKV_B), m->ln, m->qkv, R, err));
 	int64_t row = 0;
 	for (int64_t i = 0; i < n; i++) {
@@ -301,15 +308,15 @@ static int layer_fwd(gpt_infer_model *m, gpt_kv *kv, int64_t l, int64_t n, const
 				   kv->len[slot[i]], kv->maxT, NH, HS, err));
 		row += n_tok[i];
 	}
-	act_quant(m, l, 1, m->att, R * C);
+	OP(act_quant(m, l, 1, m->att, R * C, err));
 	OP(lin(m, 4 * l + 1, T_LAYER(l, P_PROJ_B), m->att, m->tmp, R, err));
 	OP(o->residual_fwd(be, m->x, m->x, m->tmp, R * C, err));
 	OP(o->layernorm_fwd(be, m->ln, NULL, NULL, m->x, param(m, T_LAYER(l, P_LN2_W)),
 			    param(m, T_LAYER(l, P_LN2_B)), R, C, m->ln_eps, err));
-	act_quant(m, l, 2, m->ln, R * C);
+	OP(act_quant(m, l, 2, m->ln, R * C, err));
 	OP(lin(m, 4 * l + 2, T_LAYER(l, P_FC_B), m->ln, m->fch, R, err));
 	OP(o->gelu_fwd(be, m->fch, m->fch, R * F, err));
-	act_quant(m, l, 3, m->fch, R * F);
+	OP(act_quant(m, l, 3, m->fch, R * F, err));
 	OP(lin(m, 4 * l + 3, T_LAYER(l, P_MPROJ_B), m->fch, m->tmp, R, err));
 	OP(o->residual_fwd(be, m->x, m->x, m->tmp, R * C, err));
 	return 0;

@@ -99,11 +99,16 @@ typedef struct gpt_infer_model {
 	void *x, *ln, *qkv, *att, *tmp, *fch;
 	int32_t *tokens;
 	/* CUDA (gpt_infer_model_to_cuda): be is the CUDA backend, params and
-	 * the work buffers device memory in the weight dtype; the tokens go up
-	 * and the logits come down (hlogits: host, in that dtype) */
+	 * the work buffers device memory in be's dtype; the tokens go up and
+	 * the logits come down (hlogits: host, in that dtype). With int8
+	 * weights params leaves out the layers' weight matrices, and qw[i].w
+	 * and qw[i].scale point to device memory in dq (codes, then steps);
+	 * dact is the device copy of act_scale */
 	int cuda;
 	int32_t *dtokens;
 	void *dlogits, *hlogits;
+	void *dq;
+	float *dact;
 } gpt_infer_model;
 
 /* Loads a model of shape s, reading each parameter through read(ctx, ...),
@@ -118,10 +123,14 @@ void gpt_infer_model_free(gpt_infer_model *m);
  * storage dtype of the activations and the KV cache too (the CPU keeps
  * those in fp32, so 16-bit results differ a little); the forward runs on
  * the device (cuBLASLt linears, the KV-cache attention kernel) and only the
- * logits come back, as fp32, for the samplers on the host. The host copy is
- * freed. Before any gpt_kv_init. GPT_EUSAGE: int8 weights or fake-quantized
- * activations (no CUDA kernels for them: use the CPU), no CUDA device, or a
- * build without CUDA. */
+ * logits come back, as fp32, for the samplers on the host. int8 weights go
+ * up as the CPU holds them (the same codes and per-row steps) and run
+ * through gpt_cuda_linear_i8, everything else in fp32 as on the CPU.
+ * Fake-quantized activations (a QAT bundle's input scales and clips) are
+ * applied on the device by the backend's pact_fwd and fake_quant, the
+ * CPU's arithmetic (exactly, in fp32 storage). The host copy is freed.
+ * Before any gpt_kv_init. GPT_EUSAGE: no CUDA device, or a build without
+ * CUDA. */
 int gpt_infer_model_to_cuda(gpt_infer_model *m, int device, gpt_err *err);
 
 /* Takes from the safetensors file f of an int8 bundle what quantization-

@@ -1,0 +1,65 @@
+#!/bin/sh
+# GPU generation speed of gpt-infer --device cuda on the GPT-2 124M shapes
+# (12 layers, 768 hidden, 12 heads, 50257 tokens, 1024 positions): batch 1
+# and 8, a prompt of about 128 tokens then GEN (default 128) generated
+# tokens, greedy with no early end. Weights fp32, bf16 and fp16 (gpt-infer
+# --dtype: that dtype on the device, activations and KV cache included) and
+# int8 (a gpt-export --dtype int8 bundle: weight-only int8 kernels, fp32
+# activations). Prints gpt-infer --stats' prompt and generation tokens/s
+# and the device's peak memory. The weights are those of a checkpoint after
+# one training step: speed does not depend on them. No PyTorch peer yet
+# (bench/torch_infer.py runs on the CPU). Record each run in
+# bench/RESULTS.md with the date, device and command.
+set -u
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+GEN=${GEN:-128}
+[ -f share/gpt2/encoder.json ] || { echo "infer-gpu: skipped: no GPT-2 vocabulary (make deps)"; exit 0; }
+W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT
+
+bin/gpt-preprocess -o "$W/lic" /usr/share/common-licenses/GPL-3 >/dev/null 2>&1
+cat >"$W/c.yaml" <<EOC
+_base_: $ROOT/configs/tiny_cpu.yaml
+Global: {global_batch_size: 1, micro_batch_size: 1}
+Engine: {max_steps: 1, logging_freq: 1, eval_freq: 0, save_load: {save_steps: 1, output_dir: $W/ck}}
+Model: {vocab_size: 50257, hidden_size: 768, num_layers: 12, num_attention_heads: 12, ffn_hidden_size: 3072, max_position_embeddings: 1024}
+Data:
+  Train: {dataset: {input_dir: $W/lic, split: '1', max_seq_len: 64}}
+  Eval: {dataset: {input_dir: $W/lic, split: '1', max_seq_len: 64}}
+EOC
+bin/gpt-train -c "$W/c.yaml" >"$W/train.log" 2>&1 || { cat "$W/train.log"; exit 1; }
+bin/gpt-export --dtype int8 -o "$W/m8.tar" "$W/ck" 2>/dev/null || { echo "infer-gpu: gpt-export failed"; exit 1; }
+# one prompt of about 128 GPT-2 tokens
+head -c 390 /usr/share/common-licenses/GPL-3 | tr '\n' ' ' >"$W/p1"
+echo >>"$W/p1"
+for i in 1 2 3 4 5 6 7 8; do cat "$W/p1"; done >"$W/p8"
+
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+echo "GPT-2 124M shapes, $GEN generated tokens; tokens/s"
+printf '%-6s %5s %9s %12s %12s %10s\n' weights batch prompt "prompt tok/s" "gen tok/s" "peak mem"
+run () { # label model extra-args batch
+	prompts=$W/p1
+	[ "$4" = 8 ] && prompts=$W/p8
+	nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$W/mem" 2>/dev/null &
+	smi=$!
+	bin/gpt-infer -m "$2" $3 --device cuda --stats --batch "$4" \
+		-o Generation.decode_strategy=greedy_search -o Generation.min_dec_len=$GEN \
+		-o Generation.max_dec_len=$GEN <"$prompts" >/dev/null 2>"$W/stats"
+	rc=$?
+	kill $smi 2>/dev/null
+	wait $smi 2>/dev/null
+	if [ $rc != 0 ]; then
+		echo "$1 batch $4: gpt-infer failed (exit $rc):"; tail -n 3 "$W/stats"; return
+	fi
+	set -- "$@" $(sed -n 's/^prompt: \([0-9]*\) tokens in [0-9.]* s, \([0-9.]*\) tokens\/s; generation: [0-9]* tokens in [0-9.]* s, \([0-9.]*\) tokens\/s$/\1 \2 \3/p' "$W/stats")
+	[ $# = 7 ] || { echo "$1 batch $4: no --stats line:"; tail -n 3 "$W/stats"; return; }
+	printf '%-6s %5s %9s %12s %12s %6s MiB\n' "$1" "$4" "$(($5 / $4)) tok" "$6" "$7" \
+		"$(sort -n "$W/mem" | tail -n 1)"
+}
+for b in 1 8; do
+	run fp32 "$W/ck" "" $b
+	run bf16 "$W/ck" "--dtype bf16" $b
+	run fp16 "$W/ck" "--dtype fp16" $b
+	run int8 "$W/m8.tar" "" $b
+done
