@@ -176,6 +176,11 @@ int gpt_tr_overlap_end(trainer *tr, int rc, gpt_err *err)
 		if (!rc && r2)
 			rc = gpt_err_prefix(err, "gradient bucket %d of %d", i + 1, ov->nreq);
 	}
+	if (!rc && !ov->logged) {
+		ov->logged = 1;
+		gpt_log_printf(&tr->log, GPT_LOG_INFO, "gradient reduction: %d bucket%s per step", ov->nreq,
+			       ov->nreq == 1 ? "" : "s");
+	}
 	ov->nreq = 0;
 	if (rc)
 		return rc;

@@ -45,6 +45,7 @@ typedef struct tr_overlap {
 	int64_t issued;      /* [issued, n_alloc) is in buckets already */
 	gpt_comm_req **req;  /* the buckets in flight */
 	int nreq, cap;
+	int logged;          /* the bucket count of a step was logged */
 } tr_overlap;
 
 typedef struct trainer {
