@@ -161,14 +161,20 @@ static int place(gpt_comm_req *r, gpt_err *err)
 	gpt_group *g = r->g;
 	size_t sb = gpt_comm_req_send_bytes(r), rb = gpt_comm_req_recv_bytes(r);
 	int fs = gpt_comm_stage_foreign(g, r->send), fr = gpt_comm_stage_foreign(g, r->recv);
-	int inplace = r->send == r->recv;
+	/* one place for an all-reduce in place; a reduce-scatter whose result
+	 * is the start of its input still needs two */
+	int inplace = r->send == r->recv && r->kind == GPT_COMM_REQ_ALL_REDUCE;
 	r->xsend = r->send;
 	r->xrecv = r->recv;
 	if (!fs && !fr)
 		return 0;
-	/* recv after send, 256-byte aligned; one place when in place */
-	size_t at = fs && !inplace ? (sb + 255) / 256 * 256 : 0;
-	r->blk = gpt_comm_block_take(g, at + (fr ? rb : sb), err);
+	/* recv after send, 256-byte aligned */
+	size_t at = 0, need = fs ? sb : 0;
+	if (fr && !inplace) {
+		at = fs ? (sb + 255) / 256 * 256 : 0;
+		need = at + rb;
+	}
+	r->blk = gpt_comm_block_take(g, need, err);
 	if (!r->blk)
 		return err->code;
 	if (fs)
