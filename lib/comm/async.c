@@ -201,18 +201,20 @@ static int start(gpt_group *g, gpt_comm_req_kind kind, const void *send, void *r
 		return gpt_err_set(err, GPT_EUSAGE, "group %s: %s: dtype %s is not supported (fp32, bf16, fp16, int32, int64)",
 				   g->name, what, gpt_dtype_name(t));
 	gpt_comm_engine *e = g->engine;
-	int failed = 0;
+	int failed = 0, async_failed = 0;
 	if (e) {
 		pthread_mutex_lock(&e->mu);
 		/* with the queue empty the thread has let go of the group */
+		async_failed = e->failed;
 		failed = e->failed || (e->pending == 0 && g->broken);
 		pthread_mutex_unlock(&e->mu);
 	} else {
 		failed = g->broken;
 	}
+	/* e->fail is written once, before e->failed is set */
 	if (failed)
 		return gpt_err_set(err, GPT_EIO, "group %s: %s: unusable after an earlier failure%s%s", g->name, what,
-				   e && e->failed ? ": " : "", e && e->failed ? e->fail.msg : "");
+				   async_failed ? ": " : "", async_failed ? e->fail.msg : "");
 	gpt_comm_req *r = gpt_calloc(1, sizeof *r, "communication request", err);
 	if (!r)
 		return err->code;
