@@ -17,7 +17,53 @@ struct gpt_comm {
 	gpt_backend *mem; /* gpt_comm_set_memory: buffers may be its device memory */
 	void *stage;      /* staging area: pinned host (shm) or device (nccl) memory */
 	size_t stage_bytes;
+	struct gpt_comm_block *blocks; /* pinned host blocks of finished requests, for reuse */
 };
+
+/* ---- asynchronous requests (async.c) ---- */
+
+typedef enum gpt_comm_req_kind {
+	GPT_COMM_REQ_ALL_REDUCE = 0,
+	GPT_COMM_REQ_REDUCE_SCATTER,
+} gpt_comm_req_kind;
+
+/* A pinned host block that stages one request's device buffers for shm. */
+typedef struct gpt_comm_block {
+	void *p;
+	size_t bytes;
+	struct gpt_comm_block *next;
+} gpt_comm_block;
+
+struct gpt_comm_req {
+	gpt_group *g;
+	gpt_comm_req_kind kind;
+	const void *send;   /* the caller's buffers */
+	void *recv;
+	int64_t count;
+	gpt_dtype t;
+	gpt_reduce_op op;
+	const void *xsend;  /* what the backend reads and writes: the caller's, or */
+	void *xrecv;        /* places in blk */
+	gpt_comm_block *blk;
+	int done;           /* engine requests: the thread ran it (under the engine's lock) */
+	int rc;
+	gpt_err err;
+	void *dev;          /* nccl: the collective's completion event */
+	gpt_comm_req *next; /* the engine's queue */
+};
+
+/* The request's bytes of send and of recv. */
+size_t gpt_comm_req_send_bytes(const gpt_comm_req *r);
+size_t gpt_comm_req_recv_bytes(const gpt_comm_req *r);
+/* For every synchronous call on g: waits until g's requests have run, so
+ * that the call comes after them (and has the group to itself). An earlier
+ * request's failure is returned, naming op. */
+int gpt_comm_async_drain(gpt_group *g, const char *op, gpt_err *err);
+/* Stops g's progress thread (after the request it runs) and frees what is
+ * left; before the backend's group_free. */
+void gpt_comm_async_free(gpt_group *g);
+/* Frees the pooled pinned blocks of c. */
+void gpt_comm_blocks_free(gpt_comm *c);
 
 /* Writes "<prefix><group key>/<suffix>" into out. */
 void gpt_comm_group_key(const gpt_group *g, char *out, size_t size, const char *suffix);
@@ -58,6 +104,18 @@ int gpt_comm_stage_broadcast(gpt_group *g, void *buf, int64_t count, gpt_dtype t
 int gpt_comm_stage_p2p(gpt_group *g, const gpt_p2p *ops, int n, gpt_dtype t, gpt_err *err);
 /* Frees the staging area. */
 void gpt_comm_stage_free(gpt_comm *c);
+/* 1 when g's backend cannot take p as it is (a backend is attached and p is
+ * memory of the other kind). */
+int gpt_comm_stage_foreign(const gpt_group *g, const void *p);
+/* Copies bytes between a user buffer and a staging place: in = 1 towards
+ * the staging place, 0 back out, with the attached backend's upload or
+ * download (which wait for its stream). */
+int gpt_comm_stage_move(gpt_group *g, void *stage, void *user, size_t bytes, int in, gpt_err *err);
+/* A staging block of at least bytes, of the kind g's backend takes: one of
+ * the comm's pool when one is large enough, else a new one. */
+gpt_comm_block *gpt_comm_block_take(gpt_group *g, size_t bytes, gpt_err *err);
+/* Back into the comm's pool. */
+void gpt_comm_block_give(gpt_comm *c, gpt_comm_block *b);
 
 #if GPT_HAVE_CUDA
 extern const gpt_comm_backend gpt_comm_backend_nccl;

@@ -170,6 +170,7 @@ void gpt_group_free(gpt_group *g)
 {
 	if (!g)
 		return;
+	gpt_comm_async_free(g);
 	if (g->be && g->be->group_free && g->impl)
 		g->be->group_free(g);
 	free(g->ranks);
@@ -281,6 +282,7 @@ void gpt_comm_close(gpt_comm *c)
 		return;
 	gpt_group_free(c->world_group);
 	gpt_comm_stage_free(c);
+	gpt_comm_blocks_free(c);
 	if (c->own_store)
 		gpt_store_close(c->store);
 	gpt_store_server_stop(c->server);
@@ -326,6 +328,9 @@ int gpt_group_split(gpt_group *parent, int color, int key, const char *name, gpt
 		    gpt_err *err)
 {
 	*out = NULL;
+	int rc = gpt_comm_async_drain(parent, "split", err);
+	if (rc)
+		return rc;
 	if (parent->broken)
 		return gpt_err_set(err, GPT_EIO, "group %s: split: unusable after an earlier failure", parent->name);
 	char tag[32], mine[48];
@@ -333,7 +338,7 @@ int gpt_group_split(gpt_group *parent, int color, int key, const char *name, gpt
 	int seq = parent->nsplit++;
 	snprintf(mine, sizeof mine, "%d %d", color < 0 ? -1 : color, key);
 	char **vals = NULL;
-	int rc = gpt_comm_exchange(parent, tag, "split", mine, &vals, err);
+	rc = gpt_comm_exchange(parent, tag, "split", mine, &vals, err);
 	if (rc)
 		return rc;
 	member *mem = gpt_calloc((size_t)parent->size, sizeof *mem, "split table", err);
@@ -383,6 +388,10 @@ int gpt_group_split(gpt_group *parent, int color, int key, const char *name, gpt
 
 static int ready(gpt_group *g, int have, const char *op, int64_t count, gpt_dtype t, gpt_err *err)
 {
+	/* after the group's asynchronous requests, in every member's order */
+	int rc = gpt_comm_async_drain(g, op, err);
+	if (rc)
+		return rc;
 	if (g->broken)
 		return gpt_err_set(err, GPT_EIO, "group %s: %s: unusable after an earlier failure", g->name, op);
 	if (!have)

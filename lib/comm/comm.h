@@ -174,6 +174,11 @@ typedef enum gpt_reduce_op {
 typedef struct gpt_comm gpt_comm;
 typedef struct gpt_group gpt_group;
 
+/* An asynchronous collective in flight (gpt_comm_all_reduce_start). */
+typedef struct gpt_comm_req gpt_comm_req;
+/* A group's progress thread and its queue (comm-impl.h). */
+typedef struct gpt_comm_engine gpt_comm_engine;
+
 /* One point-to-point transfer of a batch (gpt_comm_p2p). */
 typedef struct gpt_p2p {
 	int peer;     /* group rank */
@@ -207,6 +212,15 @@ typedef struct gpt_comm_backend {
 	 * send to and receive from its neighbours in one call without deadlock. */
 	int (*p2p)(gpt_group *g, const gpt_p2p *ops, int n, gpt_dtype t, gpt_err *err);
 	int (*barrier)(gpt_group *g, gpt_err *err);
+	/* Asynchronous collectives done by the device (nccl): start enqueues
+	 * request r (comm-impl.h) behind the work already queued on the compute
+	 * stream and returns; finish makes the compute stream (the host, with no
+	 * backend attached) wait for it; drop releases what start kept when r is
+	 * never finished. NULL: a progress thread of lib/comm runs the
+	 * synchronous slots (see gpt_comm_all_reduce_start). */
+	int (*start)(gpt_group *g, gpt_comm_req *r, gpt_err *err);
+	int (*finish)(gpt_group *g, gpt_comm_req *r, gpt_err *err);
+	void (*drop)(gpt_comm_req *r);
 	/* 1: buffers must be device memory (nccl); 0: host memory (shm). */
 	int device_memory;
 } gpt_comm_backend;
@@ -222,6 +236,7 @@ struct gpt_group {
 	char name[64];    /* "world", "tp.3", ... for messages */
 	double timeout_s; /* every wait of a call on this group; the caller may change it */
 	int broken;       /* 1 after a failure: every later call fails at once */
+	gpt_comm_engine *engine; /* started by the first asynchronous request, or NULL */
 };
 
 typedef struct gpt_comm_options {
@@ -301,6 +316,48 @@ int gpt_comm_send(gpt_group *g, const void *buf, int64_t count, gpt_dtype t, int
 int gpt_comm_recv(gpt_group *g, void *buf, int64_t count, gpt_dtype t, int peer, gpt_err *err);
 int gpt_comm_p2p(gpt_group *g, const gpt_p2p *ops, int n, gpt_dtype t, gpt_err *err);
 int gpt_comm_barrier(gpt_group *g, gpt_err *err);
+
+/* ---- asynchronous collectives ----------------------------------------------
+ *
+ * The same reductions as gpt_comm_all_reduce and gpt_comm_reduce_scatter,
+ * with the same bits in the result, started now and finished later: start
+ * returns a request at once and gpt_comm_wait(request) returns once the
+ * result is usable. In between, send must not change and recv must be
+ * neither read nor written (the reduction is still reading and writing
+ * them); other buffers, and other groups, may be used freely.
+ *
+ * Ordering is what keeps this free of deadlock: every member of a group
+ * must start the same requests on it in the same order, interleaved in the
+ * same order with its synchronous calls on the group, exactly as if each
+ * request ran synchronously at its start. The requests of a group then run
+ * one after another in start order on every member, and a synchronous call
+ * on a group (any of the calls above) first waits for the group's requests
+ * still running. Waits may come in any order.
+ *
+ * How each backend does it:
+ *  - shm: a progress thread per group (made by the group's first request)
+ *    takes the requests in start order and runs the synchronous collective
+ *    for each, so a request's result is the synchronous call's bit for bit.
+ *  - nccl: start enqueues the collective on the communicator's stream,
+ *    behind an event recorded on the compute stream (the backend attached
+ *    by gpt_comm_set_memory), and wait makes the compute stream wait for
+ *    the collective's event: the host blocks in neither (with no backend
+ *    attached, wait blocks the host until the collective is done).
+ *  - staging (a backend attached and a buffer of the other kind): for shm,
+ *    start copies device inputs into pinned host memory of the request's own
+ *    (pooled) and the thread reduces there; wait copies the result back to
+ *    the device. Host buffers over nccl are reduced at start, synchronously.
+ *
+ * A request that fails leaves the group broken (as a synchronous call
+ * does): its wait returns the error, and so do the later starts, waits and
+ * calls on the group. *req is NULL when start fails. */
+int gpt_comm_all_reduce_start(gpt_group *g, const void *send, void *recv, int64_t count,
+			      gpt_dtype t, gpt_reduce_op op, gpt_comm_req **req, gpt_err *err);
+int gpt_comm_reduce_scatter_start(gpt_group *g, const void *send, void *recv, int64_t count,
+				  gpt_dtype t, gpt_reduce_op op, gpt_comm_req **req, gpt_err *err);
+/* Waits for req and frees it: 0, or the request's failure. NULL: 0. Every
+ * request must be waited for before its group is freed. */
+int gpt_comm_wait(gpt_comm_req *req, gpt_err *err);
 
 /* The groups of one rank in a mesh; a member is NULL where the rank is in no
  * group of that axis (embed off the first and last stage). */

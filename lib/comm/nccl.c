@@ -108,6 +108,32 @@ static int nccl_barrier(gpt_group *g, gpt_err *err)
 	return gpt_nccl_barrier(g->impl, err);
 }
 
+/* The device buffers of r are the caller's: the comm's attached backend
+ * (gpt_comm_set_memory) gives the compute stream to order against. */
+static int nccl_start(gpt_group *g, gpt_comm_req *r, gpt_err *err)
+{
+	gpt_nccl_set_timeout(g->impl, g->timeout_s);
+	int max = r->op == GPT_REDUCE_MAX;
+	return r->kind == GPT_COMM_REQ_ALL_REDUCE
+		? gpt_nccl_all_reduce_start(g->impl, r->send, r->recv, r->count, r->t, max, g->comm->mem, &r->dev, err)
+		: gpt_nccl_reduce_scatter_start(g->impl, r->send, r->recv, r->count, r->t, max, g->comm->mem, &r->dev,
+						err);
+}
+
+static int nccl_finish(gpt_group *g, gpt_comm_req *r, gpt_err *err)
+{
+	gpt_nccl_set_timeout(g->impl, g->timeout_s);
+	void *ev = r->dev;
+	r->dev = NULL; /* gpt_nccl_finish frees it */
+	return gpt_nccl_finish(g->impl, ev, g->comm->mem, err);
+}
+
+static void nccl_drop(gpt_comm_req *r)
+{
+	gpt_nccl_event_free(r->dev);
+	r->dev = NULL;
+}
+
 const gpt_comm_backend gpt_comm_backend_nccl = {
 	.name = "nccl",
 	.group_init = nccl_group_init,
@@ -118,6 +144,9 @@ const gpt_comm_backend gpt_comm_backend_nccl = {
 	.broadcast = nccl_broadcast,
 	.p2p = nccl_p2p,
 	.barrier = nccl_barrier,
+	.start = nccl_start,
+	.finish = nccl_finish,
+	.drop = nccl_drop,
 	.device_memory = 1,
 };
 #endif

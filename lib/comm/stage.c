@@ -19,8 +19,7 @@
 
 #define STAGE_ALIGN 256
 
-/* 1 when the backend cannot use p as it is. */
-static int foreign(const gpt_group *g, const void *p)
+int gpt_comm_stage_foreign(const gpt_group *g, const void *p)
 {
 #if GPT_HAVE_CUDA
 	return p && g->comm->mem && gpt_cuda_ptr_is_device(p) != g->be->device_memory;
@@ -70,8 +69,7 @@ void gpt_comm_stage_free(gpt_comm *c)
 	c->stage_bytes = 0;
 }
 
-/* Copies a user buffer into its staging region (in = 1) or back out. */
-static int move(gpt_group *g, void *stage, void *user, size_t bytes, int in, gpt_err *err)
+int gpt_comm_stage_move(gpt_group *g, void *stage, void *user, size_t bytes, int in, gpt_err *err)
 {
 	gpt_backend *be = g->comm->mem;
 	int rc;
@@ -109,7 +107,7 @@ static int place(gpt_group *g, staged *s, gpt_err *err)
 	int any = 0;
 	for (int i = 0; i < s->n; i++) {
 		s->use[i] = s->user[i];
-		if (foreign(g, s->user[i])) {
+		if (gpt_comm_stage_foreign(g, s->user[i])) {
 			total += round_up(s->bytes[i]);
 			any = 1;
 		}
@@ -117,7 +115,7 @@ static int place(gpt_group *g, staged *s, gpt_err *err)
 	int rc = any ? stage_reserve(g, total, err) : 0;
 	size_t at = 0;
 	for (int i = 0; !rc && i < s->n; i++)
-		if (foreign(g, s->user[i])) {
+		if (gpt_comm_stage_foreign(g, s->user[i])) {
 			s->use[i] = (char *)g->comm->stage + at;
 			at += round_up(s->bytes[i]);
 		}
@@ -132,12 +130,12 @@ int gpt_comm_stage_all_reduce(gpt_group *g, const void *send, void *recv, int64_
 	staged s = {{(void *)send, recv}, {b, b}, {NULL}, send == recv ? 1 : 2};
 	int rc = place(g, &s, err);
 	if (!rc && s.use[0] != s.user[0])
-		rc = move(g, s.use[0], s.user[0], b, 1, err);
+		rc = gpt_comm_stage_move(g, s.use[0], s.user[0], b, 1, err);
 	void *out = s.n == 1 ? s.use[0] : s.use[1];
 	if (!rc)
 		rc = g->be->all_reduce(g, s.use[0], out, count, t, op, err);
 	if (!rc && out != recv)
-		rc = move(g, out, recv, b, 0, err);
+		rc = gpt_comm_stage_move(g, out, recv, b, 0, err);
 	return rc;
 }
 
@@ -148,11 +146,11 @@ int gpt_comm_stage_reduce_scatter(gpt_group *g, const void *send, void *recv, in
 	staged s = {{(void *)send, recv}, {b * (size_t)g->size, b}, {NULL}, 2};
 	int rc = place(g, &s, err);
 	if (!rc && s.use[0] != s.user[0])
-		rc = move(g, s.use[0], s.user[0], s.bytes[0], 1, err);
+		rc = gpt_comm_stage_move(g, s.use[0], s.user[0], s.bytes[0], 1, err);
 	if (!rc)
 		rc = g->be->reduce_scatter(g, s.use[0], s.use[1], count, t, op, err);
 	if (!rc && s.use[1] != recv)
-		rc = move(g, s.use[1], recv, b, 0, err);
+		rc = gpt_comm_stage_move(g, s.use[1], recv, b, 0, err);
 	return rc;
 }
 
@@ -163,11 +161,11 @@ int gpt_comm_stage_all_gather(gpt_group *g, const void *send, void *recv, int64_
 	staged s = {{(void *)send, recv}, {b, b * (size_t)g->size}, {NULL}, 2};
 	int rc = place(g, &s, err);
 	if (!rc && s.use[0] != s.user[0])
-		rc = move(g, s.use[0], s.user[0], b, 1, err);
+		rc = gpt_comm_stage_move(g, s.use[0], s.user[0], b, 1, err);
 	if (!rc)
 		rc = g->be->all_gather(g, s.use[0], s.use[1], count, t, err);
 	if (!rc && s.use[1] != recv)
-		rc = move(g, s.use[1], recv, s.bytes[1], 0, err);
+		rc = gpt_comm_stage_move(g, s.use[1], recv, s.bytes[1], 0, err);
 	return rc;
 }
 
@@ -178,11 +176,11 @@ int gpt_comm_stage_broadcast(gpt_group *g, void *buf, int64_t count, gpt_dtype t
 	staged s = {{buf}, {b}, {NULL}, 1};
 	int rc = place(g, &s, err);
 	if (!rc && s.use[0] != buf && g->rank == root)
-		rc = move(g, s.use[0], buf, b, 1, err);
+		rc = gpt_comm_stage_move(g, s.use[0], buf, b, 1, err);
 	if (!rc)
 		rc = g->be->broadcast(g, s.use[0], count, t, root, err);
 	if (!rc && s.use[0] != buf && g->rank != root)
-		rc = move(g, s.use[0], buf, b, 0, err);
+		rc = gpt_comm_stage_move(g, s.use[0], buf, b, 0, err);
 	return rc;
 }
 
@@ -191,7 +189,7 @@ int gpt_comm_stage_p2p(gpt_group *g, const gpt_p2p *ops, int n, gpt_dtype t, gpt
 	size_t es = gpt_dtype_size(t), total = 0;
 	int any = 0;
 	for (int i = 0; i < n; i++)
-		if (foreign(g, ops[i].buf)) {
+		if (gpt_comm_stage_foreign(g, ops[i].buf)) {
 			total += round_up((size_t)ops[i].count * es);
 			any = 1;
 		}
@@ -208,18 +206,76 @@ int gpt_comm_stage_p2p(gpt_group *g, const gpt_p2p *ops, int n, gpt_dtype t, gpt
 	size_t at = 0;
 	for (int i = 0; !rc && i < n; i++) {
 		x[i] = ops[i];
-		if (!foreign(g, ops[i].buf))
+		if (!gpt_comm_stage_foreign(g, ops[i].buf))
 			continue;
 		x[i].buf = (char *)g->comm->stage + at;
 		at += round_up((size_t)ops[i].count * es);
 		if (ops[i].is_send)
-			rc = move(g, x[i].buf, ops[i].buf, (size_t)ops[i].count * es, 1, err);
+			rc = gpt_comm_stage_move(g, x[i].buf, ops[i].buf, (size_t)ops[i].count * es, 1, err);
 	}
 	if (!rc)
 		rc = g->be->p2p(g, x, n, t, err);
 	for (int i = 0; !rc && i < n; i++)
 		if (!ops[i].is_send && x[i].buf != ops[i].buf)
-			rc = move(g, x[i].buf, ops[i].buf, (size_t)ops[i].count * es, 0, err);
+			rc = gpt_comm_stage_move(g, x[i].buf, ops[i].buf, (size_t)ops[i].count * es, 0, err);
 	free(x);
 	return rc;
+}
+
+/* ---- the blocks of asynchronous requests ---- */
+
+gpt_comm_block *gpt_comm_block_take(gpt_group *g, size_t bytes, gpt_err *err)
+{
+	gpt_comm *c = g->comm;
+	gpt_comm_block **best = NULL;
+	/* the smallest block that is large enough: buckets of one size come
+	 * back to the blocks they had */
+	for (gpt_comm_block **p = &c->blocks; *p; p = &(*p)->next)
+		if ((*p)->bytes >= bytes && (!best || (*p)->bytes < (*best)->bytes))
+			best = p;
+	if (best) {
+		gpt_comm_block *b = *best;
+		*best = b->next;
+		b->next = NULL;
+		return b;
+	}
+	gpt_comm_block *b = gpt_calloc(1, sizeof *b, "staging block", err);
+	if (!b)
+		return NULL;
+	b->bytes = round_up(bytes ? bytes : 1);
+#if GPT_HAVE_CUDA
+	b->p = g->be->device_memory ? gpt_cuda_malloc(b->bytes, "communication staging", err)
+				    : gpt_cuda_host_alloc(b->bytes, "communication staging", err);
+#else
+	gpt_err_set(err, GPT_EINTERNAL, "group %s: staging device memory in a build without CUDA", g->name);
+#endif
+	if (!b->p) {
+		free(b);
+		gpt_err_prefix(err, "group %s", g->name);
+		return NULL;
+	}
+	return b;
+}
+
+void gpt_comm_block_give(gpt_comm *c, gpt_comm_block *b)
+{
+	if (!b)
+		return;
+	b->next = c->blocks;
+	c->blocks = b;
+}
+
+void gpt_comm_blocks_free(gpt_comm *c)
+{
+	while (c->blocks) {
+		gpt_comm_block *b = c->blocks;
+		c->blocks = b->next;
+#if GPT_HAVE_CUDA
+		if (c->be->device_memory)
+			gpt_cuda_free(b->p);
+		else
+			gpt_cuda_host_free(b->p);
+#endif
+		free(b);
+	}
 }

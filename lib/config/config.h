@@ -166,6 +166,8 @@ typedef struct gpt_config {
 		int64_t virtual_pp_degree;
 		gpt_intlist pp_layers;
 		char *pipeline_schedule; /* FThenB | 1F1B | interleaved */
+		int overlap_grad_reduce;
+		double comm_buffer_size; /* MB */
 		struct {
 			int64_t sharding_degree;
 			int64_t sharding_stage;

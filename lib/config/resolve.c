@@ -364,6 +364,31 @@ static int resolve_precision(gpt_config *cfg, gpt_err *err)
 	return 0;
 }
 
+/* Overlapping the gradient reduction pays on a GPU, where the reduction
+ * runs beside the kernels; on the CPU its progress thread takes a core from
+ * the compute, so it is off there unless asked for. FleetX's
+ * sharding.reduce_overlap asks for it too. */
+static int resolve_overlap(gpt_config *cfg, gpt_err *err)
+{
+	int ko = kid("Distributed.overlap_grad_reduce"), kr = kid("Distributed.sharding.reduce_overlap");
+	int *on = &cfg->distributed.overlap_grad_reduce;
+	if (gpt_config_given(cfg, ko)) {
+		if (!*on && cfg->distributed.sharding.reduce_overlap)
+			return fail(cfg, ko, kr, err,
+				    "expected True with Distributed.sharding.reduce_overlap True, found False; "
+				    "set one of them to agree with the other");
+		return 0;
+	}
+	if (cfg->distributed.sharding.reduce_overlap) {
+		*on = 1;
+		derived(cfg, ko, "Distributed.sharding.reduce_overlap True");
+		return 0;
+	}
+	*on = cfg->global.device && strcmp(cfg->global.device, "gpu") == 0;
+	derived(cfg, ko, *on ? "Global.device gpu" : "Global.device cpu");
+	return 0;
+}
+
 static int resolve_rest(gpt_config *cfg, gpt_err *err)
 {
 	int kw = kid("Optimizer.lr.warmup_steps");
@@ -411,7 +436,8 @@ int gpt_config_resolve(gpt_config *cfg, int64_t world_size, gpt_err *err)
 	if ((rc = resolve_world(cfg, world_size, err)) || (rc = resolve_degrees(cfg, err)) ||
 	    (rc = resolve_pipeline(cfg, err)) || (rc = resolve_model(cfg, err)) ||
 	    (rc = resolve_batch(cfg, err)) || (rc = resolve_interleave(cfg, err)) ||
-	    (rc = resolve_precision(cfg, err)) || (rc = resolve_rest(cfg, err)))
+	    (rc = resolve_precision(cfg, err)) || (rc = resolve_overlap(cfg, err)) ||
+	    (rc = resolve_rest(cfg, err)))
 		return rc;
 	cfg->resolved = 1;
 	return 0;

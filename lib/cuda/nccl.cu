@@ -1,6 +1,7 @@
 /* NCCL communicators with deadlines (see nccl.h). */
 #include "cuda/common.cuh"
 #include "cuda/nccl.h"
+#include "cuda/ops.cuh"
 
 #include <nccl.h>
 #include <stdlib.h>
@@ -259,4 +260,122 @@ extern "C" int gpt_nccl_barrier(gpt_nccl *c, gpt_err *err)
 {
 	return wait_done(c, "barrier", ncclAllReduce(c->scratch, c->scratch, 1, ncclInt32, ncclSum, c->comm, c->stream),
 			 err);
+}
+
+/* ---- asynchronous collectives ---- */
+
+static cudaStream_t compute_stream(gpt_backend *compute)
+{
+	return compute ? gpt_cuda_stream(compute) : cudaStreamLegacy;
+}
+
+/* Waits until a non-blocking communicator has enqueued what it was given. */
+static int wait_enqueued(gpt_nccl *c, const char *op, ncclResult_t enq, gpt_err *err)
+{
+	if (enq == ncclSuccess)
+		return 0;
+	if (enq != ncclInProgress)
+		return nccl_fail(c, op, enq, err);
+	return wait_ready(c, op, err);
+}
+
+typedef enum { ASYNC_ALL_REDUCE, ASYNC_REDUCE_SCATTER } async_kind;
+
+static int start_async(gpt_nccl *c, async_kind k, const void *send, void *recv, int64_t count, gpt_dtype t,
+		       int max, gpt_backend *compute, void **event, gpt_err *err)
+{
+	*event = NULL;
+	const char *op = k == ASYNC_ALL_REDUCE ? "all-reduce" : "reduce-scatter";
+	ncclDataType_t nt = ncclFloat32;
+	int rc = nccl_type(t, &nt, err);
+	if (rc)
+		return rc;
+	cudaEvent_t ready = NULL, done = NULL;
+	/* the collective starts after the kernels that wrote its input */
+	rc = gpt_cuda_check(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), op, err);
+	if (!rc)
+		rc = gpt_cuda_check(cudaEventRecord(ready, compute_stream(compute)), op, err);
+	if (!rc)
+		rc = gpt_cuda_check(cudaStreamWaitEvent(c->stream, ready, 0), op, err);
+	if (ready)
+		cudaEventDestroy(ready);
+	if (!rc) {
+		ncclRedOp_t ro = max ? ncclMax : ncclSum;
+		ncclResult_t r = k == ASYNC_ALL_REDUCE
+			? ncclAllReduce(send, recv, (size_t)count, nt, ro, c->comm, c->stream)
+			: ncclReduceScatter(send, recv, (size_t)count, nt, ro, c->comm, c->stream);
+		rc = wait_enqueued(c, op, r, err);
+	}
+	if (!rc)
+		rc = gpt_cuda_check(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), op, err);
+	if (!rc)
+		rc = gpt_cuda_check(cudaEventRecord(done, c->stream), op, err);
+	if (rc) {
+		if (done)
+			cudaEventDestroy(done);
+		return rc;
+	}
+	*event = (void *)done;
+	return 0;
+}
+
+extern "C" int gpt_nccl_all_reduce_start(gpt_nccl *c, const void *send, void *recv, int64_t count,
+					 gpt_dtype t, int max, gpt_backend *compute, void **event, gpt_err *err)
+{
+	return start_async(c, ASYNC_ALL_REDUCE, send, recv, count, t, max, compute, event, err);
+}
+
+extern "C" int gpt_nccl_reduce_scatter_start(gpt_nccl *c, const void *send, void *recv, int64_t count,
+					     gpt_dtype t, int max, gpt_backend *compute, void **event,
+					     gpt_err *err)
+{
+	return start_async(c, ASYNC_REDUCE_SCATTER, send, recv, count, t, max, compute, event, err);
+}
+
+extern "C" int gpt_nccl_finish(gpt_nccl *c, void *event, gpt_backend *compute, gpt_err *err)
+{
+	cudaEvent_t done = (cudaEvent_t)event;
+	int rc = 0;
+	ncclResult_t st = ncclSuccess;
+	ncclCommGetAsyncError(c->comm, &st);
+	if (st != ncclSuccess && st != ncclInProgress)
+		rc = nccl_fail(c, "asynchronous collective", st, err);
+	if (!rc && compute) {
+		rc = gpt_cuda_check(cudaStreamWaitEvent(gpt_cuda_stream(compute), done, 0), "waiting for a collective",
+				    err);
+	} else if (!rc) {
+		/* no stream to hand the wait to: the host waits, with the deadline */
+		double deadline = now_s() + c->timeout_s;
+		for (;;) {
+			cudaError_t q = cudaEventQuery(done);
+			if (q == cudaSuccess)
+				break;
+			if (q != cudaErrorNotReady) {
+				rc = gpt_cuda_check(q, "waiting for a collective", err);
+				break;
+			}
+			ncclCommGetAsyncError(c->comm, &st);
+			if (st != ncclSuccess && st != ncclInProgress) {
+				rc = nccl_fail(c, "asynchronous collective", st, err);
+				break;
+			}
+			if (now_s() > deadline) {
+				ncclCommAbort(c->comm);
+				c->comm = NULL;
+				rc = gpt_err_set(err, GPT_EIO,
+						 "nccl group %s: an asynchronous collective did not complete within %g s (a peer is missing or stuck); aborted",
+						 c->name, c->timeout_s);
+				break;
+			}
+			nap();
+		}
+	}
+	cudaEventDestroy(done);
+	return rc;
+}
+
+extern "C" void gpt_nccl_event_free(void *event)
+{
+	if (event)
+		cudaEventDestroy((cudaEvent_t)event);
 }

@@ -50,6 +50,20 @@ int gpt_nccl_broadcast(gpt_nccl *c, void *buf, int64_t count, gpt_dtype t, int r
 int gpt_nccl_p2p(gpt_nccl *c, const gpt_nccl_xfer *x, int n, gpt_dtype t, gpt_err *err);
 int gpt_nccl_barrier(gpt_nccl *c, gpt_err *err);
 
+/* Asynchronous all-reduce / reduce-scatter: enqueued on c's stream behind
+ * the work queued so far on compute's stream (the default stream when
+ * compute is NULL), returning at once with *event, recorded after the
+ * collective. The host waits only while NCCL itself is still enqueuing. */
+int gpt_nccl_all_reduce_start(gpt_nccl *c, const void *send, void *recv, int64_t count, gpt_dtype t,
+			      int max, gpt_backend *compute, void **event, gpt_err *err);
+int gpt_nccl_reduce_scatter_start(gpt_nccl *c, const void *send, void *recv, int64_t count,
+				  gpt_dtype t, int max, gpt_backend *compute, void **event, gpt_err *err);
+/* Makes compute's stream wait for event (without compute: the host, with
+ * c's deadline), reports an asynchronous NCCL failure, and frees event. */
+int gpt_nccl_finish(gpt_nccl *c, void *event, gpt_backend *compute, gpt_err *err);
+/* Frees an event that is never finished. */
+void gpt_nccl_event_free(void *event);
+
 #ifdef __cplusplus
 }
 #endif

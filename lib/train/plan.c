@@ -79,6 +79,15 @@ static double layer_input(const act_shape *x)
 	return x->e * x->s * x->b * x->h / x->r;
 }
 
+/* The gradient reduction runs in buckets beside the backward (overlap.c):
+ * dp or sharding stage 1, with Distributed.overlap_grad_reduce. */
+static int overlapped(const gpt_config *cfg)
+{
+	int64_t sh = cfg->distributed.sharding.sharding_degree;
+	return cfg->distributed.overlap_grad_reduce && cfg->distributed.dp_degree * sh > 1 &&
+	       !(sh > 1 && cfg->distributed.sharding.sharding_stage >= 2);
+}
+
 /* The pipeline rank holding a layer: virtual stage v is on rank v % pp. */
 static int stage_of_layer(const gpt_config *cfg, int64_t layer, int64_t L, int64_t pp, int64_t vpp)
 {
@@ -236,6 +245,10 @@ int gpt_train_memory_plan(const gpt_config *cfg, gpt_train_memory *m, gpt_err *e
 		else
 			st->optim_device = opt;
 		st->device_total = st->param_bytes + st->grad_bytes + st->optim_device + st->act_config;
+		/* over shm, GPU ranks stage each bucket in pinned host memory of
+		 * its own while it is reduced: at most the gradients once */
+		if (overlapped(cfg) && cfg->global.device && strcmp(cfg->global.device, "gpu") == 0)
+			st->overlap_host = st->grad_bytes;
 		if (st->device_total > m->stage[m->busiest].device_total)
 			m->busiest = (int)s;
 	}
@@ -285,6 +298,22 @@ static const char *gib(double bytes, char *out, size_t size)
 	return out;
 }
 
+static const char *grad_reduction(const gpt_config *cfg, char *out, size_t size)
+{
+	int64_t sh = cfg->distributed.sharding.sharding_degree;
+	if (cfg->distributed.dp_degree * sh == 1)
+		snprintf(out, size, "none (one data replica)");
+	else if (sh > 1 && cfg->distributed.sharding.sharding_stage >= 2)
+		snprintf(out, size, "unit by unit inside the backward (sharding stage %lld)",
+			 (long long)cfg->distributed.sharding.sharding_stage);
+	else if (overlapped(cfg))
+		snprintf(out, size, "overlapped with the last backward, buckets of at least %g MB",
+			 cfg->distributed.comm_buffer_size);
+	else
+		snprintf(out, size, "after the backward");
+	return out;
+}
+
 int gpt_train_memory_write(const gpt_config *cfg, const gpt_train_memory *m, FILE *fp,
 			   gpt_err *err)
 {
@@ -327,6 +356,7 @@ int gpt_train_memory_write(const gpt_config *cfg, const gpt_train_memory *m, FIL
 		cfg->distributed.sharding.sharding_offload ? "on" : "off");
 	fprintf(fp, "recompute: %s\n",
 		cfg->model.use_recompute ? cfg->model.recompute_granularity : "off");
+	fprintf(fp, "gradient reduction: %s\n", grad_reduction(cfg, d, sizeof d));
 	fprintf(fp, "\nper-rank memory, busiest rank (pipeline stage %d of %lld: %lld layers, %s "
 		    "parameter elements, micro-batches in flight: %.4g):\n",
 		m->busiest, (long long)m->pp, (long long)w->layers,
@@ -351,6 +381,9 @@ int gpt_train_memory_write(const gpt_config *cfg, const gpt_train_memory *m, FIL
 		gib(w->act_config, c, sizeof c));
 	fprintf(fp, "  total:            %12s  device, %s host\n", gib(w->device_total, a, sizeof a),
 		gib(w->optim_host, d, sizeof d));
+	if (w->overlap_host > 0)
+		fprintf(fp, "  overlap staging:  %12s  pinned host, where GPU ranks share a device over shm "
+			    "(none over nccl)\n", gib(w->overlap_host, a, sizeof a));
 	fprintf(fp, "  one layer, one micro-batch: %s stored, %s kept under full recompute\n",
 		gib(m->layer_none, a, sizeof a), gib(m->layer_full, b, sizeof b));
 	if (m->pp > 1) {

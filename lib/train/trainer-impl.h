@@ -32,6 +32,22 @@ typedef struct prefetch {
 	int64_t seq1;                   /* seq_len + 1 */
 } prefetch;
 
+/* overlap.c: the gradient reduction of the last micro-batch in buckets
+ * during its backward (dp and sharding stage 1). */
+typedef struct tr_overlap {
+	int on;
+	int armed;           /* inside a training step: the release hook counts */
+	gpt_group *g;        /* the buckets' group: data, or sharding */
+	int64_t bucket;      /* elements per bucket, at least */
+	int64_t lo;          /* [0, lo): a tied embedding, reduced after the buckets */
+	int64_t *seen;       /* per unit: backward passes in this step */
+	int frontier;        /* units >= frontier are final */
+	int64_t issued;      /* [issued, n_alloc) is in buckets already */
+	gpt_comm_req **req;  /* the buckets in flight */
+	int nreq, cap;
+	int logged;          /* the bucket count of a step was logged */
+} tr_overlap;
+
 typedef struct trainer {
 	const gpt_config *cfg;
 	gpt_log log;
@@ -72,6 +88,7 @@ typedef struct trainer {
 	void *gshard, *pshard;
 	void *gw[3], *pw[3];
 	int pw_valid[3];           /* embedding/final parameter windows are current */
+	tr_overlap ov;             /* Distributed.overlap_grad_reduce */
 	struct tr_async *async;    /* a checkpoint being written in the background, or NULL */
 	/* faults.c: loss spikes, non-finite steps, failed saves */
 	gpt_spike_window spikes;   /* cap 0: Engine.skip_spikes off */
@@ -93,6 +110,22 @@ int gpt_tr_setup_parallel(trainer *tr, gpt_err *err);
 int gpt_tr_sum_over_replicas(trainer *tr, double *sum, int64_t *n, gpt_err *err);
 int gpt_tr_reduce_grads(trainer *tr, gpt_err *err);
 int gpt_tr_gather_f32(trainer *tr, const float *part, float **out, gpt_err *err);
+/* Sums the tied wte gradient at grads (the flat buffer's start, or a window
+ * holding it) over the first and last pipeline stage; nothing elsewhere. */
+int gpt_tr_tied_reduce(trainer *tr, void *grads, gpt_err *err);
+
+/* overlap.c */
+/* Decides from the configuration whether this run overlaps (a log line
+ * says how the gradients are reduced) and installs the model's release
+ * hook when it does; after setup_model. */
+int gpt_tr_overlap_setup(trainer *tr, gpt_err *err);
+void gpt_tr_overlap_free(trainer *tr);
+/* At the start of a training step. */
+void gpt_tr_overlap_begin(trainer *tr);
+/* After the backward passes of a step, in place of gpt_tr_reduce_grads:
+ * starts what is left, waits for every bucket and finishes the reduction.
+ * With rc set (the step failed) it only waits, and returns rc. */
+int gpt_tr_overlap_end(trainer *tr, int rc, gpt_err *err);
 
 /* pipeline.c */
 int gpt_tr_pipeline_step(trainer *tr, const int32_t *rows, uint32_t step, float dloss, double *sum,

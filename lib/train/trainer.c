@@ -35,9 +35,9 @@ static int check_supported(const gpt_config *cfg, gpt_err *err)
 	if (!cfg->data.train.drop_last || !cfg->data.eval.drop_last)
 		return gpt_err_set(err, GPT_EUSAGE,
 				   "Data.*.sampler.drop_last: False is not supported; every step takes a full global batch");
-	if (cfg->distributed.sharding.reduce_overlap || cfg->distributed.sharding.broadcast_overlap)
+	if (cfg->distributed.sharding.broadcast_overlap)
 		return gpt_err_set(err, GPT_EUSAGE,
-				   "Distributed.sharding.reduce_overlap/broadcast_overlap: the trainer's collectives block (shm and nccl alike), so nothing can overlap; set them to False");
+				   "Distributed.sharding.broadcast_overlap: the parameters are gathered right after the update, before the next forward, so nothing can overlap; set it to False");
 	if (!cfg->data.train.dataset.input_dir || !*cfg->data.train.dataset.input_dir)
 		return gpt_err_set(err, GPT_EUSAGE,
 				   "Data.Train.dataset.input_dir: not set; name a dataset made by gpt-preprocess");
@@ -277,6 +277,7 @@ static int evaluate(trainer *tr, const gpt_loader *l, int64_t iters, int test, g
 static int train_step(trainer *tr, const int32_t *rows, double *loss, int *skipped, gpt_err *err)
 {
 	gpt_model *m = &tr->model;
+	gpt_tr_overlap_begin(tr);
 	int rc = gpt_model_zero_grad(m, err);
 	if (!rc && tr->gshard)
 		rc = m->be->ops->zero(m->be, tr->gshard, (size_t)tr->shard * gpt_dtype_size(m->be->dtype), err);
@@ -309,7 +310,9 @@ static int train_step(trainer *tr, const int32_t *rows, double *loss, int *skipp
 		rc = gpt_tr_sum_over_replicas(tr, &sum, &ntok, err);
 	if (!rc)
 		rc = gpt_qat_step_end(m, err);
-	if (!rc)
+	if (tr->ov.on) /* waits for the buckets even after a failure */
+		rc = gpt_tr_overlap_end(tr, rc, err);
+	else if (!rc)
 		rc = gpt_tr_reduce_grads(tr, err);
 	double sumsq = 0, pact_sumsq = 0;
 	if (!rc)
@@ -451,6 +454,7 @@ static void trainer_free(trainer *tr)
 {
 	gpt_tr_prefetch_stop(&tr->pf);
 	gpt_tr_faults_free(tr);
+	gpt_tr_overlap_free(tr);
 	gpt_optimizer_free(&tr->opt);
 	gpt_tr_free_zero(tr);
 	if (tr->pp_grad_in)
@@ -508,6 +512,8 @@ int gpt_train_run(const gpt_config *cfg, FILE *log, const volatile sig_atomic_t 
 		rc = setup_model(&tr, err);
 	if (!rc)
 		rc = gpt_tr_faults_setup(&tr, err);
+	if (!rc)
+		rc = gpt_tr_overlap_setup(&tr, err);
 	/* Resume: an explicit ckpt_dir must load; otherwise output_dir/latest
 	 * (a restarted job) does when it exists. */
 	const char *ck = cfg->engine.save_load.ckpt_dir;

@@ -216,7 +216,7 @@ int gpt_tr_sum_over_replicas(trainer *tr, double *sum, int64_t *n, gpt_err *err)
 /* The tied wte of the first and the last pipeline stage: each stage's
  * gradient of it (the lookup's and the head's) is summed over the two, so
  * both copies take the same update. */
-static int tied_reduce(trainer *tr, void *grads, gpt_err *err)
+int gpt_tr_tied_reduce(trainer *tr, void *grads, gpt_err *err)
 {
 	gpt_model *m = &tr->model;
 	gpt_group *g = tr->groups.g[GPT_MESH_EMBED];
@@ -235,11 +235,11 @@ int gpt_tr_reduce_grads(trainer *tr, gpt_err *err)
 		 * a held-back embedding window */
 		if (!tr->wte_held_back || m->unit_end[0] == m->unit_begin[0])
 			return 0;
-		int rc = tied_reduce(tr, (char *)tr->gw[0] + (m->offset[0] - m->unit_begin[0]) *
+		int rc = gpt_tr_tied_reduce(tr, (char *)tr->gw[0] + (m->offset[0] - m->unit_begin[0]) *
 								 (int64_t)gpt_dtype_size(t), err);
 		return rc ? rc : reduce_window(tr, 0, 0, err);
 	}
-	int rc0 = m->offset[0] >= 0 ? tied_reduce(tr, (char *)m->grads + m->offset[0] * (int64_t)gpt_dtype_size(t), err) : 0;
+	int rc0 = m->offset[0] >= 0 ? gpt_tr_tied_reduce(tr, (char *)m->grads + m->offset[0] * (int64_t)gpt_dtype_size(t), err) : 0;
 	if (rc0)
 		return rc0;
 	if (tr->sh == 1)

@@ -150,7 +150,7 @@ test_expect_success 'save_epoch writes a checkpoint at the end of an epoch' '
 test_expect_success 'settings the trainer cannot honour are refused, not ignored' '
 	for o in Engine.mix_precision.level=O1 Model.no_recompute_layers=[0] \
 		 Model.fused_linear=True Data.Train.sampler.drop_last=False \
-		 Distributed.sharding.reduce_overlap=True; do
+		 Distributed.sharding.broadcast_overlap=True; do
 		key=${o%%=*} &&
 		test_expect_code 64 train -o Engine.mix_precision.enable=True -o "$o" -o Engine.max_steps=1 >out 2>err &&
 		grep -q "${key##*.}" err || { echo "$o:"; cat err; exit 1; }

@@ -9,7 +9,8 @@
 # optimizer state offloaded to host memory (ZeRO-Offload: AdamW on the CPU)
 # gives the same steps, on one rank and with sharding2 stage 2, and resumes
 # bit for bit. With two or more GPUs, dp2 over nccl (one GPU each) agrees
-# too. Skips without a GPU.
+# too. Gradient buckets overlapped with the backward give the bits of the
+# reduction after it, over shm and over nccl. Skips without a GPU.
 #
 # GPT_EMU_BIN names a directory whose gpt-train runs lib/cuda under the CPU
 # emulation of tests/gpu/emu (train.sh sets it, with GPT_GPU_TEST_STEPS=2):
@@ -94,6 +95,29 @@ test_expect_success 'sharding2 stage 2 with offload: each rank steps its shard o
 '
 layout dp2-nccl 2 nccl
 layout dp2-auto 2 auto
+
+# Distributed.overlap_grad_reduce (on by default on GPUs): gradient buckets
+# reduced during the backward, a few per step, give the bits of one
+# reduction after it; over shm each bucket is staged in pinned host memory of
+# its own and reduced by a progress thread; over nccl on a stream of its own.
+overlap () { # name prereq backend
+	test_expect_success $2 "dp2 over $3: gradient buckets during the backward give the bits of one reduction after it" '
+		for ov in True False; do
+			GPT_COMM_BACKEND='$3' gpt-launch --nproc-per-node 2 --log-dir log-'$1'-$ov -- \
+				gpt-train $FLAGS -o Distributed.overlap_grad_reduce=$ov -o Distributed.comm_buffer_size=0.001 \
+				-o Engine.max_steps=$STEPS -o Engine.save_load.save_steps=$STEPS \
+				-o Engine.save_load.output_dir=out-'$1'-$ov >'$1'-$ov.log 2>&1 || exit 1
+		done &&
+		test_grep "gradient reduction: overlapped with the backward" log-'$1'-True/workerlog.0 &&
+		n=$(sed -n "s/.*gradient reduction: \([0-9]*\) buckets per step/\1/p" log-'$1'-True/workerlog.0) &&
+		echo "$n buckets per step" && test "$n" -ge 3 &&
+		losses log-'$1'-True/workerlog.0 >a && losses log-'$1'-False/workerlog.0 >b &&
+		test_line_count = $STEPS a && test_cmp a b &&
+		cmp $(ckpt out-'$1'-True $STEPS)/rank-00000.safetensors $(ckpt out-'$1'-False $STEPS)/rank-00000.safetensors
+	'
+}
+overlap dp2-overlap GPU shm
+overlap dp2-overlap-nccl GPU2 nccl
 
 test_expect_success 'one rank: stop half way and resume: the same losses and the same bytes' '
 	gpt-train $FLAGS -o Engine.max_steps=$HALF -o Engine.save_load.save_steps=$HALF \

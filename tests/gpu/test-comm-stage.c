@@ -3,7 +3,9 @@
  * collective on device buffers, on a mix of device and host buffers, and on
  * buffers that alias (a sharding rank's part inside the whole), must give
  * the very bits the same collective gives on host buffers; a batch of
- * send/recv mixes device and host buffers. Skips where there is no GPU. */
+ * send/recv mixes device and host buffers; asynchronous requests on device
+ * buffers, several in flight, give the same bits. Skips where there is no
+ * GPU. */
 #include "comm/comm.h"
 #include "cuda/cuda.h"
 #include "../unit/tap.h"
@@ -147,6 +149,36 @@ static void run_checks(rank_ctx *x)
 		if (got[i] != value(next, CNT + i))
 			FAIL(x, "host recv [%lld] = %g, want %g", (long long)i, got[i], value(next, CNT + i));
 
+	/* asynchronous requests (gpt_comm_all_reduce_start): buckets of one
+	 * device buffer in flight at once, each staged in a pinned block of its
+	 * own, waited for last first, equal one host all-reduce of the whole */
+	x->be.ops->upload(&x->be, d, h, (size_t)CNT * 4, &x->err);
+	check(x, gpt_comm_all_reduce(w, h, ref, CNT, GPT_DTYPE_F32, GPT_REDUCE_SUM, &x->err), "host all-reduce");
+	int64_t cut[] = {CNT, CNT - 1000, CNT / 2, 7, 0};
+	gpt_comm_req *req[4] = {NULL};
+	for (int b = 0; b < 4; b++) {
+		char *p = (char *)d + (size_t)cut[b + 1] * 4;
+		check(x, gpt_comm_all_reduce_start(w, p, p, cut[b] - cut[b + 1], GPT_DTYPE_F32, GPT_REDUCE_SUM, &req[b],
+						   &x->err),
+		      "starting a bucket");
+	}
+	for (int b = 3; b >= 0; b--)
+		check(x, gpt_comm_wait(req[b], &x->err), "waiting for a bucket");
+	same(x, "asynchronous all-reduce of a device buffer in four buckets", ref, d, (size_t)CNT * 4);
+	/* a reduce-scatter into its own input beside a host request */
+	x->be.ops->upload(&x->be, d, h, bytes, &x->err);
+	check(x, gpt_comm_reduce_scatter(w, h, ref, CNT, GPT_DTYPE_F32, GPT_REDUCE_SUM, &x->err), "host reduce-scatter");
+	int32_t one = 1, many = 0;
+	check(x, gpt_comm_reduce_scatter_start(w, d, mine, CNT, GPT_DTYPE_F32, GPT_REDUCE_SUM, &req[0], &x->err),
+	      "starting a reduce-scatter");
+	check(x, gpt_comm_all_reduce_start(w, &one, &many, 1, GPT_DTYPE_I32, GPT_REDUCE_SUM, &req[1], &x->err),
+	      "starting a host all-reduce");
+	check(x, gpt_comm_wait(req[1], &x->err), "waiting for the host all-reduce");
+	check(x, gpt_comm_wait(req[0], &x->err), "waiting for the reduce-scatter");
+	same(x, "asynchronous reduce-scatter into its own input", ref, mine, (size_t)CNT * 4);
+	if (many != n)
+		FAIL(x, "a host request beside a device one gave %d, want %d", many, n);
+
 	/* host values still travel as they are (flags, loss sums) */
 	int32_t flag = r == 1;
 	check(x, gpt_comm_all_reduce(w, &flag, &flag, 1, GPT_DTYPE_I32, GPT_REDUCE_MAX, &x->err), "flag");
@@ -207,6 +239,7 @@ int main(void)
 	if (count_devices() == 0)
 		return skip_all("no CUDA device (the shm backend's staging of device buffers needs one)");
 	is_int(run_ranks(RANKS), 0,
-	       "%d ranks on device 0 over shm: device, mixed and aliased buffers give the host bits", RANKS);
+	       "%d ranks on device 0 over shm: device, mixed and aliased buffers, synchronous and "
+	       "asynchronous, give the host bits", RANKS);
 	return done_testing();
 }
