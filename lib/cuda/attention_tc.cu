@@ -34,11 +34,15 @@
  * results are the same bits on every run. Dropout factors come from keep()
  * (attention.cuh), the CPU's Philox coordinates. Nothing T x T is stored.
  *
- * Shared memory per block at HS = 64 (W = 64), 16-bit storage: forward
- * 53 KiB, dq 81 KiB, dkv 90 KiB; at W = 128: 95, 122 and 126 KiB. Limits:
- * head sizes that are multiples of 16 up to 128 (others, and fp32 storage,
- * use attention.cu). Tiles are copied 16 bytes at a time when qkv and dout
- * are 16-byte aligned, element by element otherwise. */
+ * Shared memory per block (16-bit storage) at W = 64: forward 53 KiB, dq
+ * 79 KiB, dkv 88.5 KiB; at W = 128: 93, 111 and 120.5 KiB (above 48 KiB,
+ * asked for with cudaFuncSetAttribute). On an H100 at HS = 64 (ptxas for
+ * sm_90: about 168 registers a thread in each kernel) that is 3 forward
+ * blocks per SM (12 warps, register-bound) and 2 backward blocks (8 warps,
+ * shared-memory-bound). Limits: head sizes that are multiples of 16 up to
+ * 128 (others, and fp32 storage, use attention.cu). Tiles are copied 16
+ * bytes at a time when qkv and dout are 16-byte aligned, element by element
+ * otherwise. */
 #include "cuda/attention.cuh"
 
 #include <math.h>
