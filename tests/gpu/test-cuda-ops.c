@@ -356,9 +356,13 @@ static void test_elementwise(void)
  * GPU's own saved log-sum-exp). bf16/fp16 at head sizes that are multiples
  * of 16 run on the tensor-core kernels (attention_tc.cu), which round the
  * probabilities and their gradients to the storage dtype before the
- * products, as FlashAttention does: one more rounding (2^-8 relative for
- * bf16) in every term of the sums, hence twice the op tolerance for bf16
- * there (fp16's 2^-11 stays well within the op tolerance). */
+ * products, as FlashAttention does: one more rounding in every term of the
+ * sums, and dq sums terms that cancel (each row of dS sums to zero). The
+ * errors scale with the dtype's precision (fp16's are an eighth of bf16's,
+ * within the op tolerance); bf16's reach 0.0065 (output) and 0.019
+ * (gradients) at the emulator's shapes, and the worst of millions of
+ * elements on a GPU lies further out, hence two and three times the op
+ * tolerance for bf16 there. */
 static void test_attention_at(int64_t b, int64_t t, int64_t nh, int64_t hs, float p, int mis)
 {
 	int64_t bt = b * t, c = nh * hs, n3 = bt * 3 * c;
@@ -386,7 +390,7 @@ static void test_attention_at(int64_t b, int64_t t, int64_t nh, int64_t hs, floa
 	      (&gpu, D(dqkv), D(g), qd, gs, b, t, nh, hs, &d, &err));
 	snprintf(what, sizeof what, "attention_bwd dqkv T=%lld HS=%lld p=%g (%s)", (long long)t,
 		 (long long)hs, (double)p, path);
-	same(what, &dqkv, tc && DT == GPT_DTYPE_BF16 ? 2 : 1);
+	same(what, &dqkv, tc && DT == GPT_DTYPE_BF16 ? 3 : 1);
 	ok(ngs == b * nh * t, "attention saves %lld floats: the softmax statistics only", (long long)ngs);
 	free(cs);
 	gpt_cuda_free(gs);
