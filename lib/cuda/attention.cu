@@ -3,18 +3,19 @@
  * log-sum-exp (fp32), the backward recomputes the probabilities from it and
  * regenerates the dropout mask from its Philox coordinates.
  *
- * Plainly: the arithmetic is fp32 on the CUDA cores (a warp per query or key
- * row, 32-key tiles in shared memory), not tensor-core MMA, so this is
- * correct and memory-lean rather than fast. Head sizes up to 128.
+ * This file is the general path: fp32 arithmetic on the CUDA cores (a warp
+ * per query or key row, 32-key tiles in shared memory), correct and
+ * memory-lean rather than fast, for head sizes up to 128. bf16 and fp16
+ * storage with a head size that is a multiple of 16 go to the tensor-core
+ * kernels of attention_tc.cu instead (same semantics, same saved
+ * statistics); fp32 storage and other head sizes stay here.
  *
  * Backward without the forward's output (ops.h does not pass it): a first
  * pass per query row finds D_i = sum_j p_ij dp_ij (dp: the gradient of the
  * dropped probabilities), a second pass accumulates dq, and a kernel per key
  * row accumulates dk and dv; each output element has one writer, so the
  * results are the same bits on every run. */
-#include "cuda/ops.cuh"
-
-#include "backend/philox.h"
+#include "cuda/attention.cuh"
 
 #include <math.h>
 #include <string.h>
@@ -23,27 +24,6 @@
 #define TILE 32     /* keys (or queries) per shared-memory tile */
 #define MAX_HS 128
 #define DPL (MAX_HS / 32) /* head dimensions per lane */
-
-typedef struct attn_args {
-	int64_t T, NH, HS;
-	float sc;          /* 1/sqrt(HS) */
-	int drop;
-	uint32_t thr;
-	float dscale;
-	gpt_dropout d;
-} attn_args;
-
-/* The factor dropout gives probability (b, h, i, j): 0 or 1/(1-p). */
-__device__ __forceinline__ float keep(const attn_args &a, int64_t b, int64_t h, int64_t i,
-				      int64_t j)
-{
-	if (!a.drop)
-		return 1.0f;
-	uint32_t bits = gpt_rng_bits(a.d.key.seed, a.d.key.step, a.d.key.layer, a.d.key.site,
-				     (uint64_t)(a.d.sample0 + b), (uint64_t)i,
-				     (uint64_t)((a.d.feature0 + h) * a.T + j));
-	return bits >= a.thr ? a.dscale : 0.0f;
-}
 
 /* Rows [j0, j0 + TILE) of a (T, HS) slice at base with row stride `stride`
  * (a head's q, k or v in qkv, or its dout) into a (TILE, HS + 1) fp32
@@ -310,6 +290,8 @@ int gpt_cuda_attention_fwd(gpt_backend *be, void *out, float *saved, const void 
 	int rc = check("attention_fwd", B, T, NH, HS, d, &a, err);
 	if (rc || B * NH * T == 0)
 		return rc;
+	if (gpt_cuda_attention_tensor_cores(be->dtype, HS))
+		return gpt_cuda_attention_tc_fwd(be, out, saved, qkv, B, &a, err);
 	dim3 grid((unsigned)(B * NH), (unsigned)((T + WARPS - 1) / WARPS));
 	size_t shm = (size_t)(2 * TILE * (HS + 1) + WARPS * HS) * sizeof(float);
 	GPT_CUDA_DISPATCH(be->dtype, E,
@@ -329,6 +311,8 @@ int gpt_cuda_attention_bwd(gpt_backend *be, void *dqkv, const void *dout, const 
 	if ((rc = gpt_backend_scratch(be, (size_t)(B * NH * T) * sizeof(float), err)))
 		return rc;
 	float *Dv = (float *)be->scratch;
+	if (gpt_cuda_attention_tensor_cores(be->dtype, HS))
+		return gpt_cuda_attention_tc_bwd(be, dqkv, Dv, dout, qkv, saved, B, &a, err);
 	cudaStream_t s = gpt_cuda_stream(be);
 	dim3 grid((unsigned)(B * NH), (unsigned)((T + WARPS - 1) / WARPS));
 	size_t shm = (size_t)(2 * TILE * (HS + 1) + 2 * WARPS * HS + 2 * TILE) * sizeof(float);

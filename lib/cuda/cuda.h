@@ -67,6 +67,11 @@ int gpt_cuda_convert(void *dst, gpt_dtype dst_t, const void *src, gpt_dtype src_
  * fp32 never use TF32. embedding_bwd reads the tokens back to the host to
  * order the rows (one stream synchronisation). */
 int gpt_backend_cuda_init(gpt_backend *be, gpt_dtype storage, int device, gpt_err *err);
+/* 1 when attention with storage dtype dt and head size HS runs on the
+ * tensor cores (bf16 or fp16, HS a multiple of 16 up to 128), 0 when on the
+ * CUDA cores in fp32 (any other case): the same op and results within the
+ * dtype's precision, at a different speed. */
+int gpt_cuda_attention_tensor_cores(gpt_dtype dt, int64_t HS);
 /* Releases everything init made, the scratch included; be can be
  * initialised again. */
 void gpt_backend_cuda_free(gpt_backend *be);

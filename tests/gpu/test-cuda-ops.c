@@ -191,6 +191,8 @@ enum { B = 4, T = 256, C = 768, NH = 12, HS = 64, F = 3072, BT = B * T };
 #define ADAMW_N (1 << 20)
 #define MODEL_SHAPE .max_pos = 128, .hidden = 256, .layers = 2, .heads = 4, .ffn = 1024
 #define MODEL_T 128
+/* more attention shapes: B, T, heads, head size, qkv misaligned */
+#define ATTN_MORE {2, 333, 4, 128, 0}, {3, 200, 2, 48, 1}, {2, 150, 3, 32, 0}
 #else /* tests/gpu/emu/run.sh: small shapes (T not a multiple of the tiles) for a CPU emulation */
 enum { B = 2, T = 45, C = 128, NH = 2, HS = 64, F = 512, BT = B * T };
 #define VOCAB 1000
@@ -200,6 +202,7 @@ enum { B = 2, T = 45, C = 128, NH = 2, HS = 64, F = 512, BT = B * T };
 #define ADAMW_N (1 << 14)
 #define MODEL_SHAPE .max_pos = 64, .hidden = 128, .layers = 2, .heads = 2, .ffn = 512
 #define MODEL_T 64
+#define ATTN_MORE {1, 140, 1, 64, 0}, {1, 100, 1, 128, 0}, {1, 70, 1, 48, 1}, {1, 40, 1, 32, 0}
 #endif
 
 static void test_gemm(void)
@@ -349,33 +352,69 @@ static void test_elementwise(void)
 	ten_free(&o);
 }
 
-static void test_attention(float p)
+/* Attention at one shape: the output, then the gradients (which use the
+ * GPU's own saved log-sum-exp). bf16/fp16 at head sizes that are multiples
+ * of 16 run on the tensor-core kernels (attention_tc.cu), which round the
+ * probabilities and their gradients to the storage dtype before the
+ * products, as FlashAttention does: one more rounding in every term of the
+ * sums, and dq sums terms that cancel (each row of dS sums to zero). The
+ * errors scale with the dtype's precision (fp16's are an eighth of bf16's,
+ * within the op tolerance); bf16's reach 0.0065 (output) and 0.019
+ * (gradients) at the emulator's shapes, and the worst of millions of
+ * elements on a GPU lies further out, hence two and three times the op
+ * tolerance for bf16 there. */
+static void test_attention_at(int64_t b, int64_t t, int64_t nh, int64_t hs, float p, int mis)
 {
-	int64_t n3 = BT * 3 * C;
+	int64_t bt = b * t, c = nh * hs, n3 = bt * 3 * c;
+	size_t es = gpt_dtype_size(DT);
 	gpt_dropout d = {.p = p, .key = {.seed = 99, .step = 5, .layer = 2, .site = GPT_RNG_SITE_ATTN_PROBS},
 			 .sample0 = 4, .feature0 = 12};
-	ten qkv = st(n3, 1.5), out = st(BT * C, 1);
-	int64_t ncs = cpu.ops->attention_saved_size(&cpu, B, T, NH, HS);
-	int64_t ngs = gpu.ops->attention_saved_size(&gpu, B, T, NH, HS);
+	/* mis: qkv one element past an aligned address (the element-wise tile loads) */
+	ten qkv = st(n3 + mis, 1.5), out = st(bt * c, 1);
+	void *qh = (char *)H(qkv) + mis * es, *qd = (char *)D(qkv) + mis * es;
+	int64_t ncs = cpu.ops->attention_saved_size(&cpu, b, t, nh, hs);
+	int64_t ngs = gpu.ops->attention_saved_size(&gpu, b, t, nh, hs);
 	float *cs = xmalloc((size_t)ncs * sizeof *cs);
 	float *gs = gpt_cuda_malloc((size_t)ngs * sizeof *gs, "saved", &err);
-	char what[96];
-	CALL2(attention_fwd, (&cpu, H(out), cs, H(qkv), B, T, NH, HS, &d, &err),
-	      (&gpu, D(out), gs, D(qkv), B, T, NH, HS, &d, &err));
-	snprintf(what, sizeof what, "attention_fwd B=%d T=%d heads=%d p=%g", B, T, NH, (double)p);
-	same(what, &out, 1);
-	ten g = st(BT * C, 1), dqkv = ten_const(DT, n3, NAN);
-	CALL2(attention_bwd, (&cpu, H(dqkv), H(g), H(qkv), cs, B, T, NH, HS, &d, &err),
-	      (&gpu, D(dqkv), D(g), D(qkv), gs, B, T, NH, HS, &d, &err));
-	snprintf(what, sizeof what, "attention_bwd dqkv p=%g", (double)p);
-	same(what, &dqkv, 1);
-	ok(ngs == (int64_t)B * NH * T, "attention saves %lld floats: the softmax statistics only", (long long)ngs);
+	char what[128];
+	int tc = gpt_cuda_attention_tensor_cores(DT, hs);
+	const char *path = tc ? "tensor cores" : "cuda cores";
+	CALL2(attention_fwd, (&cpu, H(out), cs, qh, b, t, nh, hs, &d, &err),
+	      (&gpu, D(out), gs, qd, b, t, nh, hs, &d, &err));
+	snprintf(what, sizeof what, "attention_fwd B=%lld T=%lld heads=%lld HS=%lld p=%g%s (%s)",
+		 (long long)b, (long long)t, (long long)nh, (long long)hs, (double)p,
+		 mis ? " misaligned" : "", path);
+	same(what, &out, tc && DT == GPT_DTYPE_BF16 ? 2 : 1);
+	ten g = st(bt * c, 1), dqkv = ten_const(DT, n3, NAN);
+	CALL2(attention_bwd, (&cpu, H(dqkv), H(g), qh, cs, b, t, nh, hs, &d, &err),
+	      (&gpu, D(dqkv), D(g), qd, gs, b, t, nh, hs, &d, &err));
+	snprintf(what, sizeof what, "attention_bwd dqkv T=%lld HS=%lld p=%g (%s)", (long long)t,
+		 (long long)hs, (double)p, path);
+	same(what, &dqkv, tc && DT == GPT_DTYPE_BF16 ? 3 : 1);
+	ok(ngs == b * nh * t, "attention saves %lld floats: the softmax statistics only", (long long)ngs);
 	free(cs);
 	gpt_cuda_free(gs);
 	ten_free(&qkv);
 	ten_free(&out);
 	ten_free(&g);
 	ten_free(&dqkv);
+}
+
+static void test_attention(float p)
+{
+	/* several 64-row tiles, T not a multiple of them; head sizes of each
+	 * padded width (32, 64, 128), 48 padded to 64 with its qkv misaligned */
+	static const struct {
+		int b, t, nh, hs, mis;
+	} more[] = {ATTN_MORE};
+	test_attention_at(B, T, NH, HS, p, 0);
+	for (size_t k = 0; k < sizeof more / sizeof *more; k++)
+		test_attention_at(more[k].b, more[k].t, more[k].nh, more[k].hs, p, more[k].mis);
+	if (DT != GPT_DTYPE_F32)
+		ok(gpt_cuda_attention_tensor_cores(DT, 64) && gpt_cuda_attention_tensor_cores(DT, 48) &&
+		   !gpt_cuda_attention_tensor_cores(DT, 40) && !gpt_cuda_attention_tensor_cores(GPT_DTYPE_F32, 64),
+		   "%s attention at head sizes 48 and 64 runs on the tensor cores, 40 and fp32 on the cuda cores",
+		   gpt_dtype_name(DT));
 }
 
 static void test_attention_kv(void)

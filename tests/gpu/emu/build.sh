@@ -28,7 +28,7 @@ stale () { # object sources...: true when the object is missing or older
 	[ -f "$o" ] || return 0
 	[ -n "$(find "$@" -newer "$o" 2>/dev/null | head -n 1)" ]
 }
-HDRS="lib/cuda/common.cuh lib/cuda/ops.cuh lib/cuda/cuda.h lib/backend lib/core/core.h $E/cuda_runtime.h $E/cublasLt.h $E/cublas_v2.h $E/cuda_bf16.h $E/cuda_fp16.h"
+HDRS="$(echo lib/cuda/*.cuh) lib/cuda/cuda.h lib/backend lib/core/core.h $E/cuda_runtime.h $E/cublasLt.h $E/cublas_v2.h $E/cuda_bf16.h $E/cuda_fp16.h $E/mma.h"
 pids=
 for f in lib/cuda/*.cu; do
 	b=$(basename "$f" .cu)

@@ -16,6 +16,7 @@
 #define __host__
 #define __forceinline__ inline
 #define __shared__ static
+#define __launch_bounds__(...)
 
 struct dim3 {
 	unsigned x, y, z;
@@ -35,6 +36,10 @@ static inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return 0; }
 static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, int) { *s = (void *)1; return 0; }
 static inline cudaError_t cudaStreamDestroy(cudaStream_t) { return 0; }
 static inline cudaError_t cudaFree(void *p) { free(p); return 0; }
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+/* Checks the request against the emulated dynamic shared memory (emu.cpp). */
+template <class F> static inline cudaError_t cudaFuncSetAttribute(F *, cudaFuncAttribute, int v) { return v <= (4 << 16) ? 0 : 1; }
+struct alignas(16) uint4 { unsigned x, y, z, w; };
 
 namespace emu {
 extern thread_local dim3 threadIdx_, blockIdx_;

@@ -11,7 +11,7 @@ thread_local dim3 threadIdx_, blockIdx_;
 dim3 blockDim_, gridDim_;
 thread_local std::barrier<> *block_bar, *warp_bar;
 thread_local float *warp_slot;
-float dyn_shared[1 << 14];
+alignas(256) float dyn_shared[1 << 16]; /* 256 KiB: above any GPU's per-block limit */
 }
 int emu_lt_found = getenv("EMU_LT_FOUND") ? atoi(getenv("EMU_LT_FOUND")) : 1;
 extern "C" int gpt_cuda_device_count(void) { return 1; }

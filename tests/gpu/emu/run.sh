@@ -2,7 +2,8 @@
 # Runs tests/gpu/test-cuda-ops.c on the CPU, lib/cuda's kernels under an
 # emulation of the CUDA runtime (cuda_runtime.h here: every CUDA thread a
 # std::thread, blocks one after another, __syncthreads and warp shuffles as
-# barriers; cublasLt.h: a naive GEMM), at small shapes (-DGPT_CUDA_EMU).
+# barriers; cublasLt.h: a naive GEMM; mma.h: the WMMA tiles, each lane
+# holding the whole tile), at small shapes (-DGPT_CUDA_EMU).
 # For machines without a GPU: it checks the kernels' indexing, tiling,
 # shuffles and barriers against the CPU backend, not the GPU's arithmetic,
 # memory model or speed; only `make test-gpu` on a GPU does. Slow: minutes
