@@ -240,9 +240,11 @@ int gpt_train_memory_plan(const gpt_config *cfg, gpt_train_memory *m, gpt_err *e
 		if (stage >= 2 && d > 1)
 			st->grad_bytes += window * m->grad_bytes_each;
 		double opt = ceil_div(P, d) * m->optim_bytes_each;
-		if (cfg->distributed.sharding.sharding_offload)
-			st->optim_host = opt;
-		else
+		if (cfg->distributed.sharding.sharding_offload) {
+			/* on a GPU also the pinned images the shard's gradients come
+			 * down into and its parameters go up from */
+			st->optim_host = opt + (x.flash ? 2 * ceil_div(P, d) * m->param_bytes_each : 0);
+		} else
 			st->optim_device = opt;
 		st->device_total = st->param_bytes + st->grad_bytes + st->optim_device + st->act_config;
 		/* over shm, GPU ranks stage each bucket in pinned host memory of
@@ -371,10 +373,13 @@ int gpt_train_memory_write(const gpt_config *cfg, const gpt_train_memory *m, FIL
 		sstage >= 2 && sh > 1
 			? ", split over the sharding group, plus a window for one layer, the embedding and ln_f"
 			: "");
-	fprintf(fp, "  optimizer state:  %12s  device, %s host  (%s, %d bytes each%s)\n",
+	int images = cfg->distributed.sharding.sharding_offload && cfg->global.device &&
+		     strcmp(cfg->global.device, "gpu") == 0;
+	fprintf(fp, "  optimizer state:  %12s  device, %s host  (%s, %d bytes each%s%s)\n",
 		gib(w->optim_device, a, sizeof a), gib(w->optim_host, b, sizeof b),
 		m->optim_bytes_each == 12 ? "fp32 master + m + v" : "m + v", m->optim_bytes_each,
-		sh > 1 ? ", split over the sharding group" : "");
+		sh > 1 ? ", split over the sharding group" : "",
+		images ? "; on the host with pinned images of the parameters and gradients" : "");
 	fprintf(fp, "  activations:      %12s  without recompute, %s with full recompute, %s as "
 		    "configured\n",
 		gib(w->act_none, a, sizeof a), gib(w->act_full, b, sizeof b),

@@ -75,8 +75,12 @@ test_expect_success 'sharding stages split optimizer state, then gradients, then
 test_expect_success 'offload moves master weights and optimizer state to the host' '
 	gpt-train -c "$C/pretrain_gpt_6.7B_sharding16.yaml" --sharding "stage2 offload" --dry-run >out &&
 	test_grep "^sharding: stage 2 over 16 ranks, offload on$" out &&
-	test_grep "^  optimizer state: +0 B  device, 4.65 GiB host" out &&
-	test_grep "^  total: .* device, 4.65 GiB host$" out
+	# 12 bytes of state and, on the GPU, 2 + 2 bytes of pinned images per shard element
+	test_grep "^  optimizer state: +0 B  device, 6.20 GiB host .*pinned images" out &&
+	test_grep "^  total: .* device, 6.20 GiB host$" out &&
+	gpt-train -c "$C/pretrain_gpt_6.7B_sharding16.yaml" --sharding "stage2 offload" \
+		-o Global.device=cpu --dry-run >cpu &&
+	test_grep "^  optimizer state: +0 B  device, 4.65 GiB host  \(fp32 master \+ m \+ v, 12 bytes each, split over the sharding group\)$" cpu
 '
 
 test_expect_success 'recompute: configured figure follows use_recompute and the granularity' '
