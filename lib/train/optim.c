@@ -105,23 +105,6 @@ static void *host_image(gpt_optimizer *op, size_t bytes, const char *what, gpt_e
 	return gpt_aligned_alloc(bytes, what, err);
 }
 
-/* One fp32 state array from the model's backend into host memory. */
-static int move_state(gpt_optimizer *op, float **p, int64_t n, const char *what, gpt_err *err)
-{
-	gpt_backend *be = op->model->be, *h = op->host;
-	float *dst = h->ops->alloc(h, (size_t)n * 4, what, err);
-	if (!dst)
-		return err->code;
-	int rc = be->ops->download(be, dst, *p, (size_t)n * 4, err);
-	if (rc) {
-		h->ops->free(h, dst);
-		return rc;
-	}
-	be->ops->free(be, *p);
-	*p = dst;
-	return 0;
-}
-
 int gpt_optimizer_offload(gpt_optimizer *op, gpt_err *err)
 {
 	gpt_backend *be = op->model->be;
@@ -129,32 +112,53 @@ int gpt_optimizer_offload(gpt_optimizer *op, gpt_err *err)
 		return 0;
 	int64_t n = op->end - op->begin;
 	size_t es = gpt_dtype_size(be->dtype);
-	op->host = gpt_calloc(1, sizeof *op->host, "optimizer offload", err);
-	if (!op->host)
+	gpt_backend *h = gpt_calloc(1, sizeof *h, "optimizer offload", err);
+	if (!h)
 		return err->code;
-	int rc = gpt_backend_cpu_init(op->host, be->dtype, 0, err);
+	int rc = gpt_backend_cpu_init(h, be->dtype, 0, err);
 	if (rc) {
-		free(op->host);
-		op->host = NULL;
+		free(h);
 		return gpt_err_prefix(err, "optimizer offload");
 	}
 	static const char *const needed[] = {"adamw", NULL};
-	rc = gpt_backend_require(op->host, needed, err);
-	/* each array moves on its own: the device never holds two copies */
-	if (!rc && op->master)
-		rc = move_state(op, &op->master, n, "offloaded optimizer state (fp32 master weights)", err);
-	if (!rc)
-		rc = move_state(op, &op->exp_avg, n, "offloaded optimizer state (exp_avg)", err);
-	if (!rc)
-		rc = move_state(op, &op->exp_avg_sq, n, "offloaded optimizer state (exp_avg_sq)", err);
-	/* from here on the state is the host backend's, whatever failed later */
-	op->sb = op->host;
-	if (!rc) {
-		op->hparams = host_image(op, (size_t)n * es, "offloaded parameters", err);
-		op->hgrads = op->hparams ? host_image(op, (size_t)n * es, "offloaded gradients", err) : NULL;
-		rc = op->hgrads ? 0 : err->code;
+	rc = gpt_backend_require(h, needed, err);
+	/* the state is copied whole first and swapped only when every array
+	 * arrived, so a failure leaves the optimizer as it was */
+	float **dev[3] = {&op->master, &op->exp_avg, &op->exp_avg_sq};
+	static const char *const what[3] = {"offloaded optimizer state (fp32 master weights)",
+					     "offloaded optimizer state (exp_avg)",
+					     "offloaded optimizer state (exp_avg_sq)"};
+	float *hst[3] = {NULL, NULL, NULL};
+	for (int i = 0; i < 3 && !rc; i++) {
+		if (!*dev[i])
+			continue;
+		hst[i] = h->ops->alloc(h, (size_t)n * 4, what[i], err);
+		rc = hst[i] ? be->ops->download(be, hst[i], *dev[i], (size_t)n * 4, err) : err->code;
 	}
-	return rc;
+	void *hp = rc ? NULL : host_image(op, (size_t)n * es, "offloaded parameters", err);
+	void *hg = hp ? host_image(op, (size_t)n * es, "offloaded gradients", err) : NULL;
+	if (!rc && !hg)
+		rc = err->code;
+	if (rc) {
+		host_image_free(op, hp);
+		op->pinned = 0;
+		for (int i = 0; i < 3; i++)
+			if (hst[i])
+				h->ops->free(h, hst[i]);
+		gpt_backend_cpu_free(h);
+		free(h);
+		return gpt_err_prefix(err, "optimizer offload");
+	}
+	for (int i = 0; i < 3; i++)
+		if (*dev[i]) {
+			be->ops->free(be, *dev[i]);
+			*dev[i] = hst[i];
+		}
+	op->host = h;
+	op->sb = h;
+	op->hparams = hp;
+	op->hgrads = hg;
+	return 0;
 }
 
 int gpt_optimizer_grad_sumsq(gpt_optimizer *op, double *sumsq, gpt_err *err)
