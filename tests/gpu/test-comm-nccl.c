@@ -6,7 +6,7 @@
  * instead of hanging. Skips where there is no GPU. */
 #include "comm/comm.h"
 #include "cuda/cuda.h"
-#include "../unit/tap.h"
+#include "../unit/ranks.h"
 
 #include <math.h>
 #include <signal.h>
@@ -35,41 +35,29 @@ typedef struct run_arg {
 	double timeout;
 } run_arg;
 
+/* One rank on device `rank`, over the shared store. */
+static int rank_main(int r, int n, int port, void *arg)
+{
+	const run_arg *ra = arg;
+	alarm(300); /* a hang in NCCL itself must not hang the suite */
+	gpt_err err = {0};
+	gpt_store *st = NULL;
+	gpt_comm *c = NULL;
+	gpt_comm_options o = {.backend = "nccl", .timeout_s = ra->timeout, .device = r};
+	if (gpt_store_connect("127.0.0.1", port, 10, ra->timeout, &st, &err) ||
+	    gpt_comm_open_store(&c, st, r, n, &o, &err)) {
+		fprintf(stderr, "rank %d: %s\n", r, err.msg);
+		return 1;
+	}
+	int rc = ra->fn(c, r, n, ra->arg);
+	gpt_comm_close(c);
+	gpt_store_close(st);
+	return rc;
+}
+
 static int run_ranks(int n, const run_arg *ra)
 {
-	gpt_err err = {0};
-	gpt_store_server *srv = NULL;
-	if (gpt_store_server_start("127.0.0.1", 0, &srv, &err))
-		return diag("%s", err.msg), n;
-	int port = gpt_store_server_port(srv);
-	pid_t pids[100];
-	for (int r = 0; r < n; r++) {
-		if ((pids[r] = fork()) != 0)
-			continue;
-		alarm(300); /* a hang in NCCL itself must not hang the suite */
-		gpt_store *st = NULL;
-		gpt_comm *c = NULL;
-		gpt_comm_options o = {.backend = "nccl", .timeout_s = ra->timeout, .device = r};
-		if (gpt_store_connect("127.0.0.1", port, 10, ra->timeout, &st, &err) ||
-		    gpt_comm_open_store(&c, st, r, n, &o, &err)) {
-			fprintf(stderr, "rank %d: %s\n", r, err.msg);
-			_exit(1);
-		}
-		int rc = ra->fn(c, r, n, ra->arg);
-		gpt_comm_close(c);
-		gpt_store_close(st);
-		_exit(rc ? 1 : 0);
-	}
-	int failed = 0;
-	for (int left = n; left > 0;) {
-		int st;
-		if (waitpid(-1, &st, 0) > 0) {
-			left--;
-			failed += !WIFEXITED(st) || WEXITSTATUS(st) != 0;
-		}
-	}
-	gpt_store_server_stop(srv);
-	return failed;
+	return test_run_ranks(n, 400, rank_main, (void *)ra);
 }
 
 static float value(int r, int64_t i)

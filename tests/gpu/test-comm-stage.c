@@ -8,7 +8,7 @@
  * GPU. */
 #include "comm/comm.h"
 #include "cuda/cuda.h"
-#include "../unit/tap.h"
+#include "../unit/ranks.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -193,52 +193,35 @@ out:
 	free(h), free(ref), free(got), free(hb);
 }
 
-static int run_ranks(int n)
+/* One rank: its own CUDA context on device 0, over the shared store. */
+static int rank_main(int r, int n, int port, void *arg)
 {
-	gpt_err err = {0};
-	gpt_store_server *srv = NULL;
-	if (gpt_store_server_start("127.0.0.1", 0, &srv, &err))
-		return diag("%s", err.msg), n;
-	int port = gpt_store_server_port(srv);
-	for (int r = 0; r < n; r++) {
-		if (fork() != 0)
-			continue;
-		alarm(1200); /* the emulated runtime is slow; a hang must not hang the suite */
-		rank_ctx x = {.rank = r, .n = n};
-		gpt_store *st = NULL;
-		gpt_comm *c = NULL;
-		gpt_comm_options o = {.backend = "shm", .timeout_s = 600};
-		if (gpt_backend_cuda_init(&x.be, GPT_DTYPE_F32, 0, &x.err) ||
-		    gpt_store_connect("127.0.0.1", port, 10, 600, &st, &x.err) ||
-		    gpt_comm_open_store(&c, st, r, n, &o, &x.err)) {
-			fprintf(stderr, "rank %d: %s\n", r, x.err.msg);
-			_exit(1);
-		}
-		gpt_comm_set_memory(c, &x.be);
-		x.w = gpt_comm_world(c);
-		run_checks(&x);
-		gpt_comm_close(c);
-		gpt_store_close(st);
-		gpt_backend_cuda_free(&x.be);
-		_exit(x.fail ? 1 : 0);
+	(void)arg;
+	alarm(1200); /* the emulated runtime is slow; a hang must not hang the suite */
+	rank_ctx x = {.rank = r, .n = n};
+	gpt_store *st = NULL;
+	gpt_comm *c = NULL;
+	gpt_comm_options o = {.backend = "shm", .timeout_s = 600};
+	if (gpt_backend_cuda_init(&x.be, GPT_DTYPE_F32, 0, &x.err) ||
+	    gpt_store_connect("127.0.0.1", port, 10, 600, &st, &x.err) ||
+	    gpt_comm_open_store(&c, st, r, n, &o, &x.err)) {
+		fprintf(stderr, "rank %d: %s\n", r, x.err.msg);
+		return 1;
 	}
-	int failed = 0;
-	for (int left = n; left > 0;) {
-		int st;
-		if (waitpid(-1, &st, 0) > 0) {
-			left--;
-			failed += !WIFEXITED(st) || WEXITSTATUS(st) != 0;
-		}
-	}
-	gpt_store_server_stop(srv);
-	return failed;
+	gpt_comm_set_memory(c, &x.be);
+	x.w = gpt_comm_world(c);
+	run_checks(&x);
+	gpt_comm_close(c);
+	gpt_store_close(st);
+	gpt_backend_cuda_free(&x.be);
+	return x.fail;
 }
 
 int main(void)
 {
 	if (count_devices() == 0)
 		return skip_all("no CUDA device (the shm backend's staging of device buffers needs one)");
-	is_int(run_ranks(RANKS), 0,
+	is_int(test_run_ranks(RANKS, 1300, rank_main, NULL), 0,
 	       "%d ranks on device 0 over shm: device, mixed and aliased buffers, synchronous and "
 	       "asynchronous, give the host bits", RANKS);
 	return done_testing();
