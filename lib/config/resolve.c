@@ -384,11 +384,8 @@ static int resolve_overlap(gpt_config *cfg, gpt_err *err)
 		derived(cfg, ko, "Distributed.sharding.reduce_overlap True");
 		return 0;
 	}
-	/* Off unless asked for, on the GPU too: the shm progress thread's test
-	 * (tests/unit/test-comm-async, 2 ranks) hangs now and then under
-	 * AddressSanitizer, a race not found yet. */
-	*on = 0;
-	derived(cfg, ko, "opt-in");
+	*on = cfg->global.device && strcmp(cfg->global.device, "gpu") == 0;
+	derived(cfg, ko, *on ? "Global.device gpu" : "Global.device cpu");
 	return 0;
 }
 

@@ -65,8 +65,8 @@ static void test_typed(void)
 	is_int(cfg.engine.accumulate_steps, 4, "accumulate = local / micro");
 	ok(cfg.mixed && strcmp(cfg.engine.mix_precision.level, "O2") == 0, "use_pure_fp16 is O2");
 	is_str(cfg.distributed.pipeline_schedule, "1F1B", "schedule defaults to 1F1B");
-	is_int(cfg.distributed.overlap_grad_reduce, 0,
-	       "overlap_grad_reduce defaults to off (device %s)", cfg.global.device);
+	is_int(cfg.distributed.overlap_grad_reduce, strcmp(cfg.global.device, "gpu") == 0,
+	       "overlap_grad_reduce defaults to on for gpu, off for cpu (device %s)", cfg.global.device);
 	is_near(cfg.distributed.comm_buffer_size, 25.0, 0, "comm_buffer_size defaults to 25 MB");
 	is_near(cfg.engine.mix_precision.scale_loss, 1024.0, 0, "scale_loss read");
 	gpt_config_free(&cfg);
