@@ -136,6 +136,7 @@ typedef struct gpt_config {
 		int fused_linear;
 		int fuse_attn_qkv;
 		int sequence_parallel;
+		int64_t classifier_rows; /* 0: automatic */
 	} model;
 	struct {
 		gpt_config_data train;

@@ -158,6 +158,8 @@ static const gpt_config_key keys[] = {
 	  "Paddle's fused QKV layer; gptkit always has one [3, C, C] qkv tensor and one GEMM"),
 	B("Model.sequence_parallel", model.sequence_parallel, "False",
 	  "split LayerNorm/dropout activations over tp along the sequence (needs mp_degree > 1)"),
+	I("Model.classifier_rows", model.classifier_rows, "0", 0, 1 << 30,
+	  "token rows per block of the fused classifier; 0: about 64 Mi logits per block"),
 
 	DATA_KEYS("Train", data.train),
 	DATA_KEYS("Eval", data.eval),

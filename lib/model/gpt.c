@@ -122,7 +122,6 @@ static int alloc_slot(gpt_model *m, gpt_slot *sl, const gpt_layer_acts *shared, 
 {
 	int64_t L = m->n_layers, NS = L + m->layout.chunks;
 	int64_t BT = m->opts.batch * m->opts.seq_len, NR = m->n_rows, C = m->shape.hidden;
-	int64_t Vl = m->shape.padded_vocab / m->layout.tp;
 	size_t es = gpt_dtype_size(m->be->dtype);
 	sl->res = gpt_calloc((size_t)NS, sizeof *sl->res, "residual pointers", err);
 	sl->acts = gpt_calloc((size_t)(L ? L : 1), sizeof *sl->acts, "activation pointers", err);
@@ -163,15 +162,9 @@ static int alloc_slot(gpt_model *m, gpt_slot *sl, const gpt_layer_acts *shared, 
 	if (holds_first(m))
 		ALLOC_OR_FAIL(sl->tokens, BT, 4, "tokens");
 	if (holds_last(m)) {
-		ALLOC_OR_FAIL(sl->lnf, NR * C, es, "activations (ln_f)");
 		ALLOC_OR_FAIL(sl->lnf_mean, NR, 4, "activations (ln_f mean)");
 		ALLOC_OR_FAIL(sl->lnf_rstd, NR, 4, "activations (ln_f rstd)");
-		ALLOC_OR_FAIL(sl->logits, BT * Vl, es, "activations (logits)");
-		ALLOC_OR_FAIL(sl->xent_max, BT, 4, "cross-entropy");
-		ALLOC_OR_FAIL(sl->xent_sumexp, BT, 4, "cross-entropy");
-		ALLOC_OR_FAIL(sl->xent_tlogit, BT, 4, "cross-entropy");
-		ALLOC_OR_FAIL(sl->losses, BT, 4, "cross-entropy");
-		ALLOC_OR_FAIL(sl->targets, BT, 4, "targets");
+		ALLOC_OR_FAIL(sl->dlnf, NR * C, es, "activations (ln_f output gradient)");
 	}
 	return 0;
 }
@@ -203,33 +196,58 @@ void gpt_model_use_slot(gpt_model *m, int64_t k)
 {
 	gpt_slot *o = &m->slots[m->cur_slot], *n = &m->slots[k];
 	o->dropout_on = m->dropout_on;
+	o->head_grad = m->head_grad;
 	o->step = m->step;
 	o->sample0 = m->sample0;
 	m->cur_slot = k;
 	m->res = n->res;
 	m->acts = n->acts;
-	m->lnf = n->lnf;
 	m->lnf_mean = n->lnf_mean;
 	m->lnf_rstd = n->lnf_rstd;
-	m->logits = n->logits;
-	m->xent_max = n->xent_max;
-	m->xent_sumexp = n->xent_sumexp;
-	m->xent_tlogit = n->xent_tlogit;
-	m->losses = n->losses;
+	m->dlnf = n->dlnf;
 	m->tokens = n->tokens;
-	m->targets = n->targets;
 	m->dropout_on = n->dropout_on;
+	m->head_grad = n->head_grad;
 	m->step = n->step;
 	m->sample0 = n->sample0;
+}
+
+/* Token rows of the classifier's blocks: about 64 Mi logits at a time
+ * (128 MiB in bf16: GPT-2's whole B=32 x T=1024 x 50304 would be 3 GiB), in
+ * multiples of 64 rows, the whole micro-batch when that is fewer. */
+static int64_t head_rows(const gpt_model_opts *o, int64_t BT, int64_t Vl)
+{
+	int64_t r = o->head_rows;
+	if (r <= 0) {
+		r = ((int64_t)1 << 26) / (Vl > 0 ? Vl : 1);
+		r = r >= 64 ? r - r % 64 : r > 0 ? r : 1;
+	}
+	return r < BT ? r : BT;
 }
 
 static int alloc_work(gpt_model *m, gpt_err *err)
 {
 	int64_t B = m->opts.batch, T = m->opts.seq_len, BT = B * T;
 	int64_t C = m->shape.hidden, F = m->shape.ffn / m->layout.tp;
+	int64_t Vl = m->shape.padded_vocab / m->layout.tp;
 	size_t es = gpt_dtype_size(m->be->dtype);
-	if (holds_last(m))
-		ALLOC_OR_FAIL(m->xent_gmax, BT, 4, "cross-entropy");
+	if (holds_last(m)) {
+		int64_t R = m->head_rows = head_rows(&m->opts, BT, Vl);
+		ALLOC_OR_FAIL(m->lnf, m->n_rows * C, es, "work buffer (ln_f)");
+		ALLOC_OR_FAIL(m->logits, R * Vl, es, "work buffer (logits)");
+		ALLOC_OR_FAIL(m->xent_max, 4 * R, 4, "cross-entropy");
+		m->xent_sumexp = m->xent_max + R;
+		m->xent_tlogit = m->xent_max + 2 * R;
+		m->xent_gmax = m->xent_max + 3 * R;
+		ALLOC_OR_FAIL(m->losses, BT, 4, "cross-entropy");
+		ALLOC_OR_FAIL(m->targets, BT, 4, "targets");
+		if (m->opts.no_full_grads) {
+			ALLOC_OR_FAIL(m->head_dw, Vl * C, es, "work buffer (the head's wte gradient)");
+			int rc = m->be->ops->zero(m->be, m->head_dw, (size_t)(Vl * C) * es, err);
+			if (rc)
+				return rc;
+		}
+	}
 	ALLOC_OR_FAIL(m->tmp_c, BT * C, es, "work buffer");
 	ALLOC_OR_FAIL(m->d_c, BT * C, es, "work buffer");
 	ALLOC_OR_FAIL(m->d_c2, BT * C, es, "work buffer");
@@ -268,10 +286,13 @@ int64_t gpt_model_activation_bytes(const gpt_model_shape *s, const gpt_layout *l
 	}
 	/* mirrors alloc_slot */
 	int64_t res = (L + lo->chunks) * NR * C * es;
-	int64_t head = last ? NR * C * es + 2 * NR * 4 + BT * Vl * es + 5 * BT * 4 : 0;
+	int64_t head = last ? 2 * NR * 4 + NR * C * es : 0;
 	int64_t slot = res + L * per_layer + head + (first ? BT * 4 : 0);
 	/* mirrors alloc_work */
-	int64_t work = BT * (4 * C + F + 3 * C) * es + (last ? BT * 4 : 0);
+	int64_t R = head_rows(o, BT, Vl);
+	int64_t work = BT * (4 * C + F + 3 * C) * es;
+	if (last)
+		work += NR * C * es + R * Vl * es + 4 * R * 4 + 2 * BT * 4 + (o->no_full_grads ? Vl * C * es : 0);
 	if (NR != BT)
 		work += (BT * C + 2 * NR * C + 2 * C) * es;
 	return slots * slot + shared + work;
@@ -471,8 +492,7 @@ static void free_acts(gpt_model *m)
 			for (int64_t l = 0; l < m->n_layers + m->layout.chunks; l++)
 				if (sl->res[l])
 					be->ops->free(be, sl->res[l]);
-		void *p[] = {sl->lnf, sl->lnf_mean, sl->lnf_rstd, sl->logits, sl->xent_max,
-			     sl->xent_sumexp, sl->xent_tlogit, sl->losses, sl->tokens, sl->targets};
+		void *p[] = {sl->lnf_mean, sl->lnf_rstd, sl->dlnf, sl->tokens};
 		for (size_t i = 0; i < sizeof p / sizeof *p; i++)
 			if (p[i])
 				be->ops->free(be, p[i]);
@@ -492,8 +512,9 @@ void gpt_model_free(gpt_model *m)
 	}
 	if (m->slots)
 		free_acts(m);
-	void *p[] = {m->params, m->grads, m->xent_gmax, m->tmp_c, m->d_c, m->d_c2, m->d_res,
-		     m->d_f, m->d_qkv, m->gath, m->tmp_s, m->d_s, m->ln_tmp};
+	void *p[] = {m->params, m->grads, m->lnf, m->logits, m->xent_max, m->losses, m->targets,
+		     m->head_dw, m->tmp_c, m->d_c, m->d_c2, m->d_res, m->d_f, m->d_qkv, m->gath,
+		     m->tmp_s, m->d_s, m->ln_tmp};
 	for (size_t i = 0; i < sizeof p / sizeof *p; i++)
 		if (p[i])
 			be->ops->free(be, p[i]);
@@ -609,9 +630,20 @@ int gpt_model_init_weights(gpt_model *m, uint64_t seed, double std, gpt_err *err
 
 int gpt_model_zero_grad(gpt_model *m, gpt_err *err)
 {
+	size_t es = gpt_dtype_size(m->be->dtype);
+	/* what a forward left for a backward that never came goes too */
+	if (m->head_dw) {
+		int rc = m->be->ops->zero(m->be, m->head_dw,
+					  (size_t)(m->shape.padded_vocab / m->layout.tp * m->shape.hidden) * es, err);
+		if (rc)
+			return rc;
+	}
+	for (int64_t k = 0; k < m->n_slots; k++)
+		m->slots[k].head_grad = 0;
+	m->head_grad = 0;
 	if (!m->grads) /* windows are zeroed when acquired */
 		return 0;
-	return m->be->ops->zero(m->be, m->grads, (size_t)m->n_alloc * gpt_dtype_size(m->be->dtype), err);
+	return m->be->ops->zero(m->be, m->grads, (size_t)m->n_alloc * es, err);
 }
 
 /* ---- forward ---- */
@@ -837,29 +869,107 @@ int64_t gpt_model_stream_numel_for(const gpt_model_shape *s, const gpt_layout *l
 	return (o->sequence_parallel && lo->tp > 1 ? rows / lo->tp : rows) * s->hidden;
 }
 
-/* The cross-entropy's statistics of this rank's vocabulary piece, made
- * global over tp: the maximum, the sum of exponentials relative to it, the
- * target's logit. */
-static int xent_stats(gpt_model *m, int64_t BT, int64_t Vl, gpt_err *err)
+/* The cross-entropy's statistics of n rows of logits (this rank's
+ * vocabulary piece), made global over tp: the maximum, the sum of
+ * exponentials relative to it, the target's logit. */
+static int xent_stats(gpt_model *m, const int32_t *targets, int64_t n, int64_t Vl, gpt_err *err)
 {
 	const gpt_backend_ops *o = m->be->ops;
 	int64_t v0 = m->layout.tp_rank * Vl;
 	int rc;
-	OP(o->xent_fwd(m->be, m->xent_max, m->xent_sumexp, m->xent_tlogit, m->logits, m->targets, BT,
-		       Vl, Vl, v0, m->shape.vocab_size, err));
+	OP(o->xent_fwd(m->be, m->xent_max, m->xent_sumexp, m->xent_tlogit, m->logits, targets, n, Vl, Vl,
+		       v0, m->shape.vocab_size, err));
 	if (m->layout.tp == 1)
 		return 0;
-	OP(gpt_comm_all_reduce(m->tp_group, m->xent_max, m->xent_gmax, BT, GPT_DTYPE_F32, GPT_REDUCE_MAX, err));
-	OP(o->xent_rescale(m->be, m->xent_sumexp, m->xent_max, m->xent_gmax, BT, err));
-	OP(o->copy(m->be, m->xent_max, m->xent_gmax, (size_t)BT * 4, err));
-	OP(gpt_comm_all_reduce(m->tp_group, m->xent_sumexp, m->xent_sumexp, BT, GPT_DTYPE_F32, GPT_REDUCE_SUM, err));
-	return gpt_comm_all_reduce(m->tp_group, m->xent_tlogit, m->xent_tlogit, BT, GPT_DTYPE_F32,
+	OP(gpt_comm_all_reduce(m->tp_group, m->xent_max, m->xent_gmax, n, GPT_DTYPE_F32, GPT_REDUCE_MAX, err));
+	OP(o->xent_rescale(m->be, m->xent_sumexp, m->xent_max, m->xent_gmax, n, err));
+	OP(o->copy(m->be, m->xent_max, m->xent_gmax, (size_t)n * 4, err));
+	/* the sums of exponentials and the target logits: one call (adjacent
+	 * when n is a whole block; two for a shorter last block) */
+	if (n == m->head_rows)
+		return gpt_comm_all_reduce(m->tp_group, m->xent_sumexp, m->xent_sumexp, 2 * n, GPT_DTYPE_F32,
+					   GPT_REDUCE_SUM, err);
+	OP(gpt_comm_all_reduce(m->tp_group, m->xent_sumexp, m->xent_sumexp, n, GPT_DTYPE_F32, GPT_REDUCE_SUM, err));
+	return gpt_comm_all_reduce(m->tp_group, m->xent_tlogit, m->xent_tlogit, n, GPT_DTYPE_F32,
 				   GPT_REDUCE_SUM, err);
+}
+
+/* The head, after the last chunk's layers: ln_f, then the fused classifier
+ * (see gpt_model_forward) over blocks of head_rows rows of the whole (B*T, C)
+ * hidden state x: a block's logits x wte^T, their statistics, the block's
+ * losses and, with dloss, the logits' gradient in place, from which the
+ * block's rows of the gradient of x and its share of wte's gradient. That
+ * gradient of x, summed over tp (or reduced to this rank's rows), is the
+ * slot's dlnf, where the backward starts. */
+static int head_fwd(gpt_model *m, int64_t chunk, const int32_t *targets, const float *dloss,
+		    double *loss_sum, int64_t *n_tokens, gpt_err *err)
+{
+	gpt_backend *be = m->be;
+	const gpt_backend_ops *o = be->ops;
+	int64_t BT = m->opts.batch * m->opts.seq_len, C = m->shape.hidden;
+	int64_t V = m->shape.vocab_size, Vl = m->shape.padded_vocab / m->layout.tp;
+	int64_t v0 = m->layout.tp_rank * Vl;
+	size_t es = gpt_dtype_size(be->dtype);
+	int rc;
+	m->head_grad = 0;
+	OP(o->layernorm_fwd(be, m->lnf, m->lnf_mean, m->lnf_rstd, gpt_model_chunk_output(m, chunk),
+			    gpt_model_param(m, T_LNF_W(m)), gpt_model_param(m, T_LNF_B(m)), m->n_rows, C,
+			    m->opts.ln_eps, err));
+	if (seqpar(m))
+		OP(sp_gather(m, m->gath, m->lnf, err));
+	if (!targets)
+		return 0;
+	for (int64_t i = 0; i < BT; i++)
+		if (targets[i] >= V)
+			return gpt_err_set(err, GPT_EDATA,
+					   "target token id %d at position %lld is outside the model's vocabulary of %lld; the data was made with a larger vocabulary than Model.vocab_size",
+					   targets[i], (long long)i, (long long)V);
+	OP(o->upload(be, m->targets, targets, (size_t)BT * 4, err));
+	const char *x = seqpar(m) ? m->gath : m->lnf;
+	const void *w = gpt_model_param(m, T_WTE);
+	/* the gradient of x: every row, summed over tp afterwards */
+	char *dx = seqpar(m) ? m->d_c : m->dlnf;
+	void *dw = m->head_dw ? m->head_dw : gpt_model_grad(m, T_WTE);
+	for (int64_t r0 = 0; r0 < BT; r0 += m->head_rows) {
+		int64_t n = BT - r0 < m->head_rows ? BT - r0 : m->head_rows;
+		OP(o->linear_fwd(be, m->logits, x + r0 * C * (int64_t)es, w, NULL, n, C, Vl, err));
+		OP(xent_stats(m, m->targets + r0, n, Vl, err));
+		OP(o->xent_loss(be, m->losses + r0, m->xent_max, m->xent_sumexp, m->xent_tlogit, m->targets + r0, n,
+				err));
+		if (!dloss)
+			continue;
+		OP(o->xent_bwd(be, m->logits, m->logits, m->targets + r0, m->xent_max, m->xent_sumexp, *dloss, n,
+			       Vl, Vl, v0, V, err));
+		OP(o->linear_bwd(be, dx + r0 * C * (int64_t)es, dw, NULL, m->logits, x + r0 * C * (int64_t)es, w, n,
+				 C, Vl, err));
+	}
+	if (dloss) {
+		OP(seqpar(m) ? sp_scatter(m, m->dlnf, m->d_c, err) : tp_sum(m, m->dlnf, BT * C, err));
+		m->head_grad = 1;
+	}
+	OP(o->download(be, m->host_losses, m->losses, (size_t)BT * 4, err));
+	double sum = 0;
+	int64_t cnt = 0;
+	for (int64_t i = 0; i < BT; i++)
+		if (targets[i] >= 0) {
+			sum += m->host_losses[i];
+			cnt++;
+		}
+	if (loss_sum)
+		*loss_sum = sum;
+	if (n_tokens)
+		*n_tokens = cnt;
+	return 0;
+}
+
+const void *gpt_model_final_hidden(const gpt_model *m)
+{
+	return seqpar(m) ? m->gath : m->lnf;
 }
 
 int gpt_model_forward_chunk(gpt_model *m, int64_t chunk, const int32_t *tokens,
 			    const int32_t *targets, int training, uint32_t step, int64_t sample0,
-			    double *loss_sum, int64_t *n_tokens, gpt_err *err)
+			    const float *dloss, double *loss_sum, int64_t *n_tokens, gpt_err *err)
 {
 	gpt_backend *be = m->be;
 	const gpt_backend_ops *o = be->ops;
@@ -909,44 +1019,20 @@ int gpt_model_forward_chunk(gpt_model *m, int64_t chunk, const int32_t *tokens,
 	if (!first)
 		OP(hook(m, 1, 0, 0, err));
 	OP(hook(m, 1, lastu, 0, err));
-	OP(o->layernorm_fwd(be, m->lnf, m->lnf_mean, m->lnf_rstd, gpt_model_chunk_output(m, chunk),
-			    gpt_model_param(m, T_LNF_W(m)), gpt_model_param(m, T_LNF_B(m)), m->n_rows, C,
-			    m->opts.ln_eps, err));
-	if (seqpar(m))
-		OP(sp_gather(m, m->gath, m->lnf, err));
-	OP(o->linear_fwd(be, m->logits, seqpar(m) ? m->gath : m->lnf, gpt_model_param(m, T_WTE), NULL, BT,
-			 C, Vl, err));
+	OP(head_fwd(m, chunk, targets, dloss, loss_sum, n_tokens, err));
 	OP(hook(m, 0, lastu, 0, err));
-	OP(hook(m, 0, 0, 0, err));
-	if (!targets)
-		return 0;
-	OP(o->upload(be, m->targets, targets, (size_t)BT * 4, err));
-	OP(xent_stats(m, BT, Vl, err));
-	OP(o->xent_loss(be, m->losses, m->xent_max, m->xent_sumexp, m->xent_tlogit, m->targets, BT, err));
-	OP(o->download(be, m->host_losses, m->losses, (size_t)BT * 4, err));
-	double sum = 0;
-	int64_t n = 0;
-	for (int64_t i = 0; i < BT; i++)
-		if (targets[i] >= 0) {
-			sum += m->host_losses[i];
-			n++;
-		}
-	if (loss_sum)
-		*loss_sum = sum;
-	if (n_tokens)
-		*n_tokens = n;
-	return 0;
+	return hook(m, 0, 0, 0, err);
 }
 
 int gpt_model_forward(gpt_model *m, const int32_t *tokens, const int32_t *targets, int training,
-		      uint32_t step, int64_t sample0, double *loss_sum, int64_t *n_tokens,
-		      gpt_err *err)
+		      uint32_t step, int64_t sample0, const float *dloss, double *loss_sum,
+		      int64_t *n_tokens, gpt_err *err)
 {
 	if (m->layout.pp != 1 || m->layout.chunks != 1)
 		return gpt_err_set(err, GPT_EINTERNAL,
 				   "model: a pipeline stage runs chunk by chunk (gpt_model_forward_chunk)");
-	return gpt_model_forward_chunk(m, 0, tokens, targets, training, step, sample0, loss_sum,
-				       n_tokens, err);
+	return gpt_model_forward_chunk(m, 0, tokens, targets, training, step, sample0, dloss,
+				       loss_sum, n_tokens, err);
 }
 
 /* ---- backward ---- */
@@ -1059,32 +1145,35 @@ static int layer_bwd(gpt_model *m, int64_t l, gpt_err *err)
 	return 0;
 }
 
-int gpt_model_backward_chunk(gpt_model *m, int64_t chunk, float dloss, gpt_err *err)
+int gpt_model_backward_chunk(gpt_model *m, int64_t chunk, gpt_err *err)
 {
 	gpt_backend *be = m->be;
 	const gpt_backend_ops *o = be->ops;
-	int64_t B = m->opts.batch, T = m->opts.seq_len, BT = B * T, C = m->shape.hidden;
-	int64_t V = m->shape.vocab_size, Vl = m->shape.padded_vocab / m->layout.tp;
-	int64_t v0 = m->layout.tp_rank * Vl;
+	int64_t B = m->opts.batch, T = m->opts.seq_len, C = m->shape.hidden;
+	int64_t Vl = m->shape.padded_vocab / m->layout.tp, v0 = m->layout.tp_rank * Vl;
 	size_t es = gpt_dtype_size(be->dtype);
 	int first = gpt_model_chunk_is_first(m, chunk), last = gpt_model_chunk_is_last(m, chunk);
 	int rc, lastu = m->n_units - 1;
 	if (last) {
+		if (!m->head_grad)
+			return gpt_err_set(err, GPT_EINTERNAL,
+					   "model: a backward after a forward without dloss (the classifier makes the head's gradient in the forward)");
+		m->head_grad = 0;
 		/* the head uses wte (unit 0): on a single stage its gradient is
 		 * complete only after the embedding's backward at the end */
 		OP(hook(m, 1, 0, 1, err));
 		OP(hook(m, 1, lastu, 1, err));
-		/* logits -> their gradient, in place (llm.c) */
-		OP(o->xent_bwd(be, m->logits, m->logits, m->targets, m->xent_max, m->xent_sumexp, dloss,
-			       BT, Vl, Vl, v0, V, err));
-		if (seqpar(m))
-			OP(sp_gather(m, m->gath, m->lnf, err));
-		OP(o->linear_bwd(be, m->d_c, gpt_model_grad(m, T_WTE), NULL, m->logits,
-				 seqpar(m) ? m->gath : m->lnf, gpt_model_param(m, T_WTE), BT, C, Vl, err));
-		void *dln;
-		OP(col_in_grad(m, m->d_c, &dln, err));
+		/* the forward's classifier left the gradient of ln_f's output and
+		 * took the head's share of wte's; with no whole gradient buffer it
+		 * waited in head_dw for the window (several forwards' worth when a
+		 * pipeline runs ahead: each backward takes what is there) */
+		if (m->head_dw) {
+			void *g = gpt_model_grad(m, T_WTE);
+			OP(o->residual_fwd(be, g, g, m->head_dw, Vl * C, err));
+			OP(o->zero(be, m->head_dw, (size_t)(Vl * C) * es, err));
+		}
 		OP(o->zero(be, m->d_res, (size_t)(m->n_rows * C) * es, err));
-		OP(ln_bwd(m, m->d_res, T_LNF_W(m), T_LNF_B(m), dln, gpt_model_chunk_output(m, chunk),
+		OP(ln_bwd(m, m->d_res, T_LNF_W(m), T_LNF_B(m), m->dlnf, gpt_model_chunk_output(m, chunk),
 			  m->lnf_mean, m->lnf_rstd, err));
 		OP(hook(m, 0, lastu, 1, err));
 		if (!first)
@@ -1117,10 +1206,10 @@ int gpt_model_backward_chunk(gpt_model *m, int64_t chunk, float dloss, gpt_err *
 	return 0;
 }
 
-int gpt_model_backward(gpt_model *m, float dloss, gpt_err *err)
+int gpt_model_backward(gpt_model *m, gpt_err *err)
 {
 	if (m->layout.pp != 1 || m->layout.chunks != 1)
 		return gpt_err_set(err, GPT_EINTERNAL,
 				   "model: a pipeline stage runs chunk by chunk (gpt_model_backward_chunk)");
-	return gpt_model_backward_chunk(m, 0, dloss, err);
+	return gpt_model_backward_chunk(m, 0, err);
 }

@@ -82,6 +82,8 @@ typedef struct gpt_model_opts {
 	int sequence_parallel;    /* 1 with tp > 1: the LayerNorm, dropout and residual
 				     regions keep 1/tp of the B*T token rows (Megatron-LM's
 				     sequence parallelism over the flattened tokens) */
+	int64_t head_rows;        /* token rows per block of the fused classifier (see
+				     gpt_model_forward); <= 0: about 64 Mi logits per block */
 } gpt_model_opts;
 
 /* Units: the pieces of the flat buffers a pass uses one after another:
@@ -118,11 +120,11 @@ typedef struct gpt_layer_acts {
 typedef struct gpt_slot {
 	void **res;
 	gpt_layer_acts *acts;
-	void *lnf;
 	float *lnf_mean, *lnf_rstd;
-	void *logits;
-	float *xent_max, *xent_sumexp, *xent_tlogit, *losses;
-	int32_t *tokens, *targets;
+	void *dlnf;               /* (n_rows, C): the gradient of ln_f's output, made by
+				     the forward's classifier (see gpt_model_forward) */
+	int head_grad;            /* 1: the last forward made dlnf and the head's wte gradient */
+	int32_t *tokens;
 	int dropout_on;
 	uint32_t step;
 	int64_t sample0;
@@ -163,11 +165,22 @@ struct gpt_model {
 	void **res;               /* n_layers + chunks residual streams (n_rows, C): chunk
 				     c's layer l reads res[l + c] and writes res[l + c + 1] */
 	gpt_layer_acts *acts;     /* n_layers */
-	void *lnf;
 	float *lnf_mean, *lnf_rstd;
-	void *logits;             /* (B, T, Vp), turned into its gradient in place */
-	float *xent_max, *xent_sumexp, *xent_tlogit, *losses; /* (B*T) */
-	float *xent_gmax;         /* (B*T), tp > 1: the maximum over the pieces */
+	void *dlnf;
+	int head_grad;
+	/* the classifier's work buffers, shared by the slots: the logits of
+	 * head_rows rows at a time (Vp / tp columns), turned into their gradient in
+	 * place; per row of a block the cross-entropy's maximum, sum of
+	 * exponentials and target logit (one array, the last two adjacent) and
+	 * the maximum over the tp pieces; the losses and targets of the
+	 * micro-batch; with no whole gradient buffer, the head's part of wte's
+	 * gradient until the backward adds it to the window */
+	void *lnf;                /* (n_rows, C): ln_f's output */
+	int64_t head_rows;
+	void *logits;             /* (head_rows, Vp / tp) */
+	float *xent_max, *xent_sumexp, *xent_tlogit, *xent_gmax; /* (head_rows) each */
+	float *losses;            /* (B*T) */
+	void *head_dw;            /* (Vp / tp, C) or NULL */
 	int64_t n_rows;           /* token rows of the residual streams: B*T, or B*T/tp
 				     under sequence parallelism (rows [tp_rank x n_rows, +n_rows)) */
 	void *gath, *tmp_s, *d_s, *ln_tmp; /* sequence parallel work buffers: (B*T, C), two
@@ -224,18 +237,31 @@ int gpt_model_init_weights_range(gpt_model *m, uint64_t seed, double std, void *
 int gpt_model_zero_grad(gpt_model *m, gpt_err *err);
 
 /* One micro-batch forward. tokens and targets are host arrays (B x T,
- * targets may be NULL: logits only). sample0 is the global index of the
- * first sample in the step's global batch and step the optimizer step (they
- * key dropout); training = 0 turns dropout off. On return *loss_sum is the
- * sum of the per-token losses (targets < 0 are ignored) and *n_tokens the
- * number of tokens that count. */
+ * targets may be NULL: the forward stops at ln_f, gpt_model_final_hidden).
+ * sample0 is the global index of the first sample in the step's global batch
+ * and step the optimizer step (they key dropout); training = 0 turns dropout
+ * off. On return *loss_sum is the sum of the per-token losses (targets < 0
+ * are ignored) and *n_tokens the number of tokens that count.
+ *
+ * The classifier is fused: it runs over blocks of head_rows token rows, and
+ * each block's logits become, in the same pass, the block's losses and, when
+ * a backward will follow, their gradient, from which the block's share of
+ * the gradients of ln_f's output and of wte is taken at once; the logits of
+ * the whole micro-batch never exist. So the forward needs dloss, the weight
+ * of each token's loss in the gradient (1 / tokens in the global batch,
+ * times the loss scale), when a backward follows, and NULL when none does
+ * (evaluation). The head's wte gradient accumulates into m->grads here (with
+ * no whole gradient buffer, into head_dw until the backward). */
 int gpt_model_forward(gpt_model *m, const int32_t *tokens, const int32_t *targets, int training,
-		      uint32_t step, int64_t sample0, double *loss_sum, int64_t *n_tokens,
-		      gpt_err *err);
-/* The backward of the last forward; gradients accumulate into m->grads.
- * dloss is the weight of each token's loss (1 / tokens in the global batch,
- * times the loss scale). */
-int gpt_model_backward(gpt_model *m, float dloss, gpt_err *err);
+		      uint32_t step, int64_t sample0, const float *dloss, double *loss_sum,
+		      int64_t *n_tokens, gpt_err *err);
+/* The backward of the last forward, which must have had a dloss; gradients
+ * accumulate into m->grads. */
+int gpt_model_backward(gpt_model *m, gpt_err *err);
+/* The final hidden state of the last forward: ln_f's output for all B*T
+ * rows (n_rows, C on one process), backend memory, valid until the next
+ * forward; the logits are it times wte^T. */
+const void *gpt_model_final_hidden(const gpt_model *m);
 
 /* ---- pipeline stages ----
  * gpt_model_forward/backward run every chunk of a model that has the whole
@@ -261,8 +287,8 @@ int64_t gpt_model_stream_numel_for(const gpt_model_shape *s, const gpt_layout *l
 				   const gpt_model_opts *o);
 int gpt_model_forward_chunk(gpt_model *m, int64_t chunk, const int32_t *tokens,
 			    const int32_t *targets, int training, uint32_t step, int64_t sample0,
-			    double *loss_sum, int64_t *n_tokens, gpt_err *err);
-int gpt_model_backward_chunk(gpt_model *m, int64_t chunk, float dloss, gpt_err *err);
+			    const float *dloss, double *loss_sum, int64_t *n_tokens, gpt_err *err);
+int gpt_model_backward_chunk(gpt_model *m, int64_t chunk, gpt_err *err);
 
 #ifdef __cplusplus
 }

@@ -192,7 +192,8 @@ static int run_ops(trainer *tr, const gpt_pipe_op *ops, int64_t n, const int32_t
 			int64_t k = 0;
 			if (!rc)
 				rc = gpt_model_forward_chunk(m, c, tr->inp, tr->tgt, training, step,
-							     sample_base + mb * tr->MB, &s, &k, err);
+							     sample_base + mb * tr->MB, training ? &dloss : NULL,
+							     &s, &k, err);
 			*sum += s;
 			*ntok += k;
 			if (!rc && v < V - 1)
@@ -202,7 +203,7 @@ static int run_ops(trainer *tr, const gpt_pipe_op *ops, int64_t n, const int32_t
 			if (!rc && recv)
 				rc = be->ops->copy(be, gpt_model_dgrad(m), tr->pp_grad_in, bytes, err);
 			if (!rc)
-				rc = gpt_model_backward_chunk(m, c, dloss, err);
+				rc = gpt_model_backward_chunk(m, c, err);
 			if (!rc && v > 0)
 				pd = (pending){1, {.peer = (int)peer_of(tr, v - 1), .is_send = 1,
 						   .buf = gpt_model_dgrad(m), .count = BTC}};

@@ -120,7 +120,10 @@ static void model_activations(const gpt_config *cfg, const gpt_model_shape *shap
 		return; /* the resolved config divides the layers: not reached */
 	gpt_model_opts o = {.batch = cfg->global.micro_batch_size,
 			    .seq_len = cfg->data.train.dataset.max_seq_len, .slots = 1,
-			    .sequence_parallel = cfg->model.sequence_parallel};
+			    .sequence_parallel = cfg->model.sequence_parallel,
+			    .head_rows = cfg->model.classifier_rows,
+			    .no_full_grads = cfg->distributed.sharding.sharding_degree > 1 &&
+					     cfg->distributed.sharding.sharding_stage >= 2};
 	if (pp > 1) {
 		gpt_pipe_op *ops;
 		int64_t n;

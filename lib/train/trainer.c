@@ -58,6 +58,7 @@ static int setup_model(trainer *tr, gpt_err *err)
 	gpt_model_opts mo = {
 		.slots = tr->slots,
 		.sequence_parallel = cfg->model.sequence_parallel,
+		.head_rows = cfg->model.classifier_rows,
 		.batch = tr->MB,
 		.seq_len = tr->T,
 		.hidden_dropout = (float)cfg->model.hidden_dropout_prob,
@@ -250,7 +251,8 @@ static int evaluate(trainer *tr, const gpt_loader *l, int64_t iters, int test, g
 			double s = 0;
 			int64_t n = 0;
 			if (!rc)
-				rc = gpt_model_forward(&tr->model, tr->inp, tr->tgt, 0, (uint32_t)tr->step, 0, &s, &n, err);
+				rc = gpt_model_forward(&tr->model, tr->inp, tr->tgt, 0, (uint32_t)tr->step, 0, NULL, &s, &n,
+						       err);
 			sum += s;
 			ntok += n;
 			gpt_heartbeat_beat(tr->hb, tr->step);
@@ -299,9 +301,9 @@ static int train_step(trainer *tr, const int32_t *rows, double *loss, int *skipp
 		/* sample0: the global index of this micro-batch's first sample,
 		 * which keys dropout the same in every layout */
 		rc = gpt_model_forward(m, tr->inp, tr->tgt, 1, step, tr->replica * tr->LB + j * tr->MB,
-				       &s, &n, err);
+				       &dloss, &s, &n, err);
 		if (!rc)
-			rc = gpt_model_backward(m, dloss, err);
+			rc = gpt_model_backward(m, err);
 		sum += s;
 		ntok += n;
 	}

@@ -1,7 +1,8 @@
 #!/bin/sh
 # The GPT model against PyTorch (tests/ref): logits, loss, every gradient and
 # the weights after 3 AdamW steps with clipping, from the same weights and
-# batch; and every recompute granularity gives bit-identical results.
+# batch, the fused classifier in one block and in several; and every
+# recompute granularity gives bit-identical results.
 . "$(dirname "$0")/test-lib.sh"
 
 REF="$GPT_ROOT/tests/ref"
@@ -20,6 +21,16 @@ test_expect_success TORCH 'a wider model, one layer, no clipping, padded vocabul
 	test-tool model-ref in2.safetensors ours2.safetensors &&
 	$PY "$REF/gpt_ref.py" in2.safetensors ref2.safetensors &&
 	$PY "$REF/compare.py" ref2.safetensors ours2.safetensors
+'
+
+test_expect_success TORCH "the classifier in blocks of 5 of the 36 token rows (the last one short)" '
+	$PY "$REF/make_input.py" in-blocks.safetensors head_rows=5 &&
+	test-tool model-ref in-blocks.safetensors ours-blocks.safetensors 2>mem-blocks &&
+	$PY "$REF/compare.py" ref.safetensors ours-blocks.safetensors &&
+	none=$(sed -n "s/activations: \([0-9]*\) bytes/\1/p" mem-none) &&
+	this=$(sed -n "s/activations: \([0-9]*\) bytes/\1/p" mem-blocks) &&
+	echo "activations: one block $none, blocks of 5 $this" &&
+	test "$this" -lt "$none"
 '
 
 for r in full only_attn core_attn; do

@@ -73,6 +73,12 @@ layout mp2-pp2-sequence-parallel-recompute 4 --tensor_parallel_degree 2 --pipeli
 	-o Model.sequence_parallel=True -o Model.use_recompute=True
 layout mp2-sharding2-stage3-sequence-parallel 4 --tensor_parallel_degree 2 -o Model.sequence_parallel=True \
 	--sharding_parallel_degree 2 --sharding stage3
+# the classifier in blocks of 24 of the 64 token rows (the last one short)
+layout mp2-classifier-blocks 2 --tensor_parallel_degree 2 -o Model.classifier_rows=24
+layout mp2-sequence-parallel-classifier-blocks 2 --tensor_parallel_degree 2 -o Model.sequence_parallel=True \
+	-o Model.classifier_rows=24
+layout pp2-virtual2-sharding2-stage2-classifier-blocks 4 --pipeline_parallel_degree 2 \
+	-o Distributed.virtual_pp_degree=2 --sharding_parallel_degree 2 --sharding stage2 -o Model.classifier_rows=24
 layout pp2-uneven-1-3 2 --pipeline_parallel_degree 2 -o "Distributed.pp_layers=[1,3]"
 layout pp4-core-attn-recompute 4 --pipeline_parallel_degree 4 -o Model.use_recompute=True \
 	-o Model.recompute_granularity=core_attn

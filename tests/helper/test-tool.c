@@ -102,7 +102,8 @@ static int model_ref(const char *in, const char *out, gpt_err *err)
 	const char *rcs = json_string_value(json_object_get(cfg, "recompute"));
 	if (rcs && strcmp(rcs, "none") == 0)
 		rcs = NULL;
-	gpt_model_opts mo = {.batch = B, .seq_len = T};
+	gpt_model_opts mo = {.batch = B, .seq_len = T,
+			     .head_rows = json_integer_value(json_object_get(cfg, "head_rows"))};
 	if (rcs && gpt_recompute_parse(rcs, &mo.recompute))
 		rc = gpt_err_set(err, GPT_EUSAGE, "bad recompute '%s'", rcs);
 	gpt_backend be;
@@ -136,12 +137,26 @@ static int model_ref(const char *in, const char *out, gpt_err *err)
 	int64_t lshape[3] = {B, T, s.padded_vocab};
 	float *logits = malloc((size_t)(B * T * s.padded_vocab) * 4);
 	static float losses[64];
+	/* the classifier makes the gradient in the forward: the weight of a
+	 * token's loss is needed before it (every target counts here) */
+	float dloss = 1.0f / (float)(B * T);
+	void *dev_logits = NULL;
 	if (!rc)
-		rc = gpt_model_forward(&m, inp, tgt, 0, 1, 0, &loss_sum, &ntok, err);
+		rc = gpt_model_forward(&m, inp, tgt, 0, 1, 0, &dloss, &loss_sum, &ntok, err);
+	if (!rc && ntok != B * T)
+		rc = gpt_err_set(err, GPT_EDATA, "%s: %lld of %lld targets count", in, (long long)ntok, (long long)(B * T));
+	/* the logits are never kept: the final hidden state times wte^T */
+	if (!rc && !(dev_logits = be.ops->alloc(&be, (size_t)(B * T * s.padded_vocab) * 4, "logits", err)))
+		rc = err->code;
 	if (!rc)
-		rc = be.ops->download(&be, logits, m.logits, (size_t)(B * T * s.padded_vocab) * 4, err);
+		rc = be.ops->linear_fwd(&be, dev_logits, gpt_model_final_hidden(&m), gpt_model_param(&m, 0), NULL, B * T,
+					s.hidden, s.padded_vocab, err);
 	if (!rc)
-		rc = gpt_model_backward(&m, 1.0f / (float)ntok, err);
+		rc = be.ops->download(&be, logits, dev_logits, (size_t)(B * T * s.padded_vocab) * 4, err);
+	if (dev_logits)
+		be.ops->free(&be, dev_logits);
+	if (!rc)
+		rc = gpt_model_backward(&m, err);
 	losses[0] = (float)(loss_sum / (double)ntok);
 	out_add(&o, "logits", 3, lshape, logits);
 	out_add(&o, "loss", 0, NULL, &losses[0]);
@@ -162,9 +177,9 @@ static int model_ref(const char *in, const char *out, gpt_err *err)
 	for (int k = 1; !rc && k <= steps && k < 64; k++) {
 		rc = gpt_model_zero_grad(&m, err);
 		if (!rc)
-			rc = gpt_model_forward(&m, inp, tgt, 1, (uint32_t)k, 0, &loss_sum, &ntok, err);
+			rc = gpt_model_forward(&m, inp, tgt, 1, (uint32_t)k, 0, &dloss, &loss_sum, &ntok, err);
 		if (!rc)
-			rc = gpt_model_backward(&m, 1.0f / (float)ntok, err);
+			rc = gpt_model_backward(&m, err);
 		double sumsq = 0;
 		if (!rc)
 			rc = gpt_optimizer_grad_sumsq(&op, &sumsq, err);

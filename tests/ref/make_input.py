@@ -7,8 +7,9 @@ config in __metadata__.
     make_input.py OUT.safetensors [key=value ...]
 
 Keys: layers, hidden, heads, ffn, vocab, padded_vocab, max_pos, batch, seq,
-seed, recompute (none|full|only_attn|core_attn), and the AdamW settings lr,
-beta1, beta2, epsilon, weight_decay, grad_clip, steps.
+seed, recompute (none|full|only_attn|core_attn), head_rows (the fused
+classifier's block rows for test-tool; 0: automatic), and the AdamW settings
+lr, beta1, beta2, epsilon, weight_decay, grad_clip, steps.
 """
 import json
 import struct
@@ -19,7 +20,7 @@ import numpy as np
 
 def main():
     cfg = {"layers": 2, "hidden": 32, "heads": 4, "ffn": 128, "vocab": 100, "padded_vocab": 128,
-           "max_pos": 16, "batch": 3, "seq": 12, "seed": 1, "recompute": "none", "lr": 1e-3,
+           "max_pos": 16, "batch": 3, "seq": 12, "seed": 1, "recompute": "none", "head_rows": 0, "lr": 1e-3,
            "beta1": 0.9, "beta2": 0.95, "epsilon": 1e-8, "weight_decay": 0.1, "grad_clip": 1.0,
            "steps": 3}
     for kv in sys.argv[2:]:
@@ -42,7 +43,8 @@ def main():
     p["ln_f.weight"], p["ln_f.bias"] = 1 + small(C), small(C)
     tensors = {k: v.astype(np.float32) for k, v in p.items()}
     tensors["tokens"] = rng.integers(0, cfg["vocab"], (cfg["batch"], cfg["seq"] + 1)).astype(np.int32)
-    meta = {"vocab_size": cfg["vocab"], "num_attention_heads": cfg["heads"], "recompute": cfg["recompute"]}
+    meta = {"vocab_size": cfg["vocab"], "num_attention_heads": cfg["heads"], "recompute": cfg["recompute"],
+            "head_rows": cfg["head_rows"]}
     for k in ("lr", "beta1", "beta2", "epsilon", "weight_decay", "grad_clip", "steps"):
         meta[k] = cfg[k]
     header, chunks, off = {"__metadata__": {"config": json.dumps(meta)}}, [], 0

@@ -51,10 +51,19 @@ static int ref_forward(ref_model *r, const int32_t *tokens, int64_t n, gpt_err *
 	memcpy(in, tokens, (size_t)n * sizeof *in);
 	double ls;
 	int64_t nt;
-	int rc = gpt_model_forward(&r->m, in, NULL, 0, 0, 0, &ls, &nt, err);
+	int rc = gpt_model_forward(&r->m, in, NULL, 0, 0, 0, NULL, &ls, &nt, err);
+	/* the model keeps no logits: the final hidden state times wte^T */
+	size_t bytes = (size_t)(T * r->s.padded_vocab) * sizeof(float);
+	void *lg = rc ? NULL : r->be.ops->alloc(&r->be, bytes, "logits", err);
+	if (!rc && !lg)
+		rc = err->code;
 	if (!rc)
-		rc = r->be.ops->download(&r->be, r->logits, r->m.logits,
-					 (size_t)(T * r->s.padded_vocab) * sizeof(float), err);
+		rc = r->be.ops->linear_fwd(&r->be, lg, gpt_model_final_hidden(&r->m), gpt_model_param(&r->m, 0), NULL, T,
+					   r->s.hidden, r->s.padded_vocab, err);
+	if (!rc)
+		rc = r->be.ops->download(&r->be, r->logits, lg, bytes, err);
+	if (lg)
+		r->be.ops->free(&r->be, lg);
 	free(in);
 	return rc;
 }

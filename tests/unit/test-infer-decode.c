@@ -160,7 +160,7 @@ int main(void)
 	tgt[47] = -1;
 	double ls = 0;
 	int64_t nt = 0;
-	gpt_model_forward(&r.m, seq, tgt, 0, 0, 0, &ls, &nt, &err);
+	gpt_model_forward(&r.m, seq, tgt, 0, 0, 0, NULL, &ls, &nt, &err);
 	ok(rc == 0 && cnt == 47 && nt == 47 && fabs(nll - ls) < 1e-3 * ls,
 	   "perplexity: nll %.5f over %lld tokens, training loss %.5f over %lld", nll, (long long)cnt,
 	   ls, (long long)nt);
