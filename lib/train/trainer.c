@@ -29,9 +29,10 @@ static int check_supported(const gpt_config *cfg, gpt_err *err)
 	if (cfg->model.no_recompute_layers.n > 0)
 		return gpt_err_set(err, GPT_EUSAGE,
 				   "Model.no_recompute_layers: recompute applies to every layer in this build; leave the list empty");
-	if (cfg->model.fused_linear)
+	/* the CUDA backend's GEMMs always add the bias in cuBLASLt's epilogue */
+	if (cfg->model.fused_linear && strcmp(dev, "cpu") == 0)
 		return gpt_err_set(err, GPT_EUSAGE,
-				   "Model.fused_linear: a CUDA GEMM epilogue; the CPU backend has none; set it to False");
+				   "Model.fused_linear: a CUDA GEMM epilogue; the CPU backend has none; set it to False, or train with -o Global.device=gpu");
 	if (!cfg->data.train.drop_last || !cfg->data.eval.drop_last)
 		return gpt_err_set(err, GPT_EUSAGE,
 				   "Data.*.sampler.drop_last: False is not supported; every step takes a full global batch");

@@ -157,6 +157,11 @@ test_expect_success 'settings the trainer cannot honour are refused, not ignored
 	done
 '
 
+test_expect_success 'Model.fused_linear=True is not refused on the GPU, whose GEMMs always fuse the bias' '
+	{ train -o Model.fused_linear=True -o Global.device=gpu -o Engine.max_steps=1 >out 2>err || :; } &&
+	! grep fused_linear err
+'
+
 test_expect_success 'a missing dataset is exit 66 naming it' '
 	test_expect_code 66 train -o Data.Train.dataset.input_dir=nothere -o Engine.max_steps=1 >out 2>err &&
 	test_grep "nothere" err
