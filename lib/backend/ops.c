@@ -19,7 +19,7 @@ static const struct {
 	SLOT(xent_bwd), SLOT(embedding_fwd), SLOT(embedding_bwd), SLOT(residual_fwd),
 	SLOT(residual_bwd), SLOT(dropout_fwd), SLOT(dropout_bwd), SLOT(adamw),
 	SLOT(sum_squares), SLOT(check_finite), SLOT(quant_absmax), SLOT(fake_quant),
-	SLOT(quant_moving_avg), SLOT(pact_fwd), SLOT(pact_bwd),
+	SLOT(quant_moving_avg), SLOT(pact_fwd), SLOT(pact_bwd), SLOT(residual_layernorm_fwd),
 };
 
 int gpt_backend_require(const gpt_backend *be, const char *const *names, gpt_err *err)

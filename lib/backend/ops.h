@@ -309,6 +309,17 @@ typedef struct gpt_backend_ops {
 			gpt_err *err);
 	int (*pact_bwd)(gpt_backend *be, void *dx, float *dalpha, const void *dy, const void *x,
 			const float *alpha, int64_t n, int accumulate, gpt_err *err);
+
+	/* ---- fusions ------------------------------------------------------ */
+	/* The residual add and the LayerNorm of its result in one pass: res (N,
+	 * C) = a + b rounded to the storage dtype, as residual_fwd, then
+	 * layernorm_fwd of res into out, mean and rstd: the bits of those two
+	 * calls, which are the CPU's definition of it. res may alias a or b.
+	 * (The backward needs no fusion: layernorm_bwd adds into dinp, where the
+	 * residual's gradient already is.) */
+	int (*residual_layernorm_fwd)(gpt_backend *be, void *res, void *out, float *mean, float *rstd,
+				      const void *a, const void *b, const void *w, const void *bias,
+				      int64_t N, int64_t C, float eps, gpt_err *err);
 } gpt_backend_ops;
 
 /* A backend context: passed to every op; nothing in the library is global.

@@ -85,6 +85,7 @@ static const gpt_backend_ops cpu_ops = {
 	.quant_moving_avg = gpt_cpu_quant_moving_avg,
 	.pact_fwd = gpt_cpu_pact_fwd,
 	.pact_bwd = gpt_cpu_pact_bwd,
+	.residual_layernorm_fwd = gpt_cpu_residual_layernorm_fwd,
 };
 
 int gpt_backend_cpu_init(gpt_backend *be, gpt_dtype dtype, int threads, gpt_err *err)

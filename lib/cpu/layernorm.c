@@ -38,6 +38,17 @@ int gpt_cpu_layernorm_fwd(gpt_backend *be, void *out, float *mean, float *rstd,
 	return 0;
 }
 
+/* The reference of the fusion: the two ops of this backend (fp32 or 16-bit). */
+int gpt_cpu_residual_layernorm_fwd(gpt_backend *be, void *res, void *out, float *mean, float *rstd,
+				   const void *a, const void *b, const void *w, const void *bias,
+				   int64_t N, int64_t C, float eps, gpt_err *err)
+{
+	int rc = gpt_cpu_check_sizes("residual_layernorm_fwd", err, 2, N, C);
+	if (!rc)
+		rc = be->ops->residual_fwd(be, res, a, b, N * C, err);
+	return rc ? rc : be->ops->layernorm_fwd(be, out, mean, rstd, res, w, bias, N, C, eps, err);
+}
+
 int gpt_cpu_layernorm_bwd(gpt_backend *be, void *dinp, void *dw, void *db, const void *dout,
 			  const void *inp, const void *w, const float *mean, const float *rstd,
 			  int64_t N, int64_t C, gpt_err *err)

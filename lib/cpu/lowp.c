@@ -637,4 +637,5 @@ const gpt_backend_ops gpt_cpu_lowp_ops = {
 	.quant_moving_avg = gpt_cpu_quant_moving_avg,
 	.pact_fwd = gpt_cpu_pact_fwd,
 	.pact_bwd = gpt_cpu_pact_bwd,
+	.residual_layernorm_fwd = gpt_cpu_residual_layernorm_fwd,
 };

@@ -143,6 +143,7 @@ static const gpt_backend_ops cuda_ops = {
 	gpt_cuda_quant_moving_avg,
 	gpt_cuda_pact_fwd,
 	gpt_cuda_pact_bwd,
+	gpt_cuda_residual_layernorm_fwd,
 };
 
 extern "C" void gpt_backend_cuda_free(gpt_backend *be)

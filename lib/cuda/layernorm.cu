@@ -2,15 +2,25 @@
  * the weight and bias gradients as deterministic two-pass column sums. */
 #include "cuda/ops.cuh"
 
+/* With add, the residual add first: res = inp + add, rounded and stored,
+ * and the LayerNorm of what was stored; each lane reads back only what it
+ * wrote, so the sums run as without it. */
 template <class T>
 __global__ static void ln_fwd_kernel(T *out, float *mean, float *rstd, const T *inp, const T *w,
-				     const T *b, int64_t N, int64_t C, float eps)
+				     const T *b, int64_t N, int64_t C, float eps, T *res, const T *add)
 {
 	int64_t row = blockIdx.x * (int64_t)(blockDim.x / 32) + threadIdx.x / 32;
 	int lane = threadIdx.x % 32;
 	if (row >= N)
 		return;
 	const T *x = inp + row * C;
+	if (add) {
+		T *y = res + row * C;
+		const T *a2 = add + row * C;
+		for (int64_t j = lane; j < C; j += 32)
+			gpt_st(y + j, gpt_ld(x + j) + gpt_ld(a2 + j));
+		x = y;
+	}
 	float s = 0.0f;
 	for (int64_t j = lane; j < C; j += 32)
 		s += gpt_ld(x + j);
@@ -122,8 +132,25 @@ int gpt_cuda_layernorm_fwd(gpt_backend *be, void *out, float *mean, float *rstd,
 	unsigned blocks = (unsigned)((N + 7) / 8);
 	GPT_CUDA_DISPATCH(be->dtype, T,
 		ln_fwd_kernel<T><<<blocks, 256, 0, gpt_cuda_stream(be)>>>(
-			(T *)out, mean, rstd, (const T *)inp, (const T *)w, (const T *)b, N, C, eps));
+			(T *)out, mean, rstd, (const T *)inp, (const T *)w, (const T *)b, N, C, eps, (T *)NULL, (const T *)NULL));
 	return gpt_cuda_launched("layernorm_fwd", err);
+}
+
+int gpt_cuda_residual_layernorm_fwd(gpt_backend *be, void *res, void *out, float *mean, float *rstd,
+				    const void *a, const void *b, const void *w, const void *bias,
+				    int64_t N, int64_t C, float eps, gpt_err *err)
+{
+	int rc = gpt_cuda_check_sizes("residual_layernorm_fwd", err, 2, N, C);
+	if (rc)
+		return rc;
+	if (C == 0)
+		return gpt_err_set(err, GPT_EINTERNAL, "residual_layernorm_fwd: zero channels");
+	if (N == 0)
+		return 0;
+	unsigned blocks = (unsigned)((N + 7) / 8);
+	GPT_CUDA_DISPATCH(be->dtype, T,
+		ln_fwd_kernel<T><<<blocks, 256, 0, gpt_cuda_stream(be)>>>((T *)out, mean, rstd, (const T *)a, (const T *)w, (const T *)bias, N, C, eps, (T *)res, (const T *)b));
+	return gpt_cuda_launched("residual_layernorm_fwd", err);
 }
 
 int gpt_cuda_layernorm_bwd(gpt_backend *be, void *dinp, void *dw, void *db, const void *dout,

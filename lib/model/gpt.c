@@ -363,7 +363,7 @@ int gpt_model_init(gpt_model *m, gpt_backend *be, const gpt_model_shape *s, cons
 		"layernorm_fwd", "layernorm_bwd", "gelu_fwd", "gelu_bwd", "attention_fwd",
 		"attention_bwd", "attention_saved_size", "xent_fwd", "xent_rescale", "xent_loss",
 		"xent_bwd", "embedding_fwd", "embedding_bwd", "residual_fwd", "dropout_fwd",
-		"dropout_bwd", "copy", NULL};
+		"dropout_bwd", "copy", "residual_layernorm_fwd", NULL};
 	if (!rc)
 		rc = gpt_backend_require(be, needed, err);
 	if (!rc)
@@ -758,8 +758,9 @@ static void *res_out(const gpt_model *m, int64_t l) { return m->res[l + m->lchun
 
 /* The attention half of local layer l: ln_1, qkv, attention, projection,
  * dropout, residual. Reads its input stream; writes the layer's attention
- * activations and res_mid. */
-static int attn_half_fwd(gpt_model *m, int64_t l, gpt_err *err)
+ * activations and res_mid, and with ln2 also ln_2 of res_mid, fused with
+ * the residual add (mlp_inner_fwd then starts after it). */
+static int attn_half_fwd(gpt_model *m, int64_t l, int ln2, gpt_err *err)
 {
 	gpt_backend *be = m->be;
 	const gpt_backend_ops *o = be->ops;
@@ -785,13 +786,17 @@ static int attn_half_fwd(gpt_model *m, int64_t l, gpt_err *err)
 	gpt_dropout dr = dropout_at(m, m->opts.hidden_dropout, gl, GPT_RNG_SITE_ATTN_RESID, 0);
 	if (dr.p > 0)
 		OP(drop_rows(m, 0, x, x, dr, err));
-	OP(o->residual_fwd(be, a->res_mid, res_in(m, l), x, m->n_rows * C, err));
-	return 0;
+	if (ln2)
+		return o->residual_layernorm_fwd(be, a->res_mid, a->ln2, a->ln2_mean, a->ln2_rstd, res_in(m, l), x,
+						 gpt_model_param(m, T_LAYER(gl, P_LN2_W)),
+						 gpt_model_param(m, T_LAYER(gl, P_LN2_B)), m->n_rows, C, m->opts.ln_eps,
+						 err);
+	return o->residual_fwd(be, a->res_mid, res_in(m, l), x, m->n_rows * C, err);
 }
 
-/* The inside of the MLP half of layer l: ln_2, fc and GELU (what a
- * recompute must restore). */
-static int mlp_inner_fwd(gpt_model *m, int64_t l, gpt_err *err)
+/* The inside of the MLP half of layer l: ln_2 (unless ln2_done: the
+ * attention half made it), fc and GELU (what a recompute must restore). */
+static int mlp_inner_fwd(gpt_model *m, int64_t l, int ln2_done, gpt_err *err)
 {
 	gpt_backend *be = m->be;
 	const gpt_backend_ops *o = be->ops;
@@ -800,9 +805,10 @@ static int mlp_inner_fwd(gpt_model *m, int64_t l, gpt_err *err)
 	int64_t BT = m->opts.batch * m->opts.seq_len, C = m->shape.hidden;
 	int64_t F = m->shape.ffn / m->layout.tp;
 	int rc;
-	OP(o->layernorm_fwd(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->res_mid,
-			    gpt_model_param(m, T_LAYER(gl, P_LN2_W)), gpt_model_param(m, T_LAYER(gl, P_LN2_B)),
-			    m->n_rows, C, m->opts.ln_eps, err));
+	if (!ln2_done)
+		OP(o->layernorm_fwd(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->res_mid,
+				    gpt_model_param(m, T_LAYER(gl, P_LN2_W)),
+				    gpt_model_param(m, T_LAYER(gl, P_LN2_B)), m->n_rows, C, m->opts.ln_eps, err));
 	if (seqpar(m))
 		OP(sp_gather(m, m->gath, a->ln2, err));
 	OP(gpt_qat_linear_fwd(m, l, GPT_QAT_FC, a->fch, seqpar(m) ? m->gath : a->ln2,
@@ -811,7 +817,8 @@ static int mlp_inner_fwd(gpt_model *m, int64_t l, gpt_err *err)
 	return o->gelu_fwd(be, a->fch_gelu, a->fch, BT * F, err);
 }
 
-/* The MLP half of layer l: ln_2, fc, GELU, projection, dropout, residual. */
+/* The MLP half of layer l after attn_half_fwd made ln_2: fc, GELU,
+ * projection, dropout, residual. */
 static int mlp_half_fwd(gpt_model *m, int64_t l, gpt_err *err)
 {
 	gpt_backend *be = m->be;
@@ -822,7 +829,7 @@ static int mlp_half_fwd(gpt_model *m, int64_t l, gpt_err *err)
 	int64_t F = m->shape.ffn / m->layout.tp;
 	int rc;
 	void *x;
-	OP(mlp_inner_fwd(m, l, err));
+	OP(mlp_inner_fwd(m, l, 1, err));
 	OP(row_linear_fwd(m, l, GPT_QAT_MPROJ, &x, a->fch_gelu, gpt_model_param(m, T_LAYER(gl, P_MPROJ_W)),
 			  gpt_model_param(m, T_LAYER(gl, P_MPROJ_B)), BT, F, C, err));
 	gpt_dropout dr = dropout_at(m, m->opts.hidden_dropout, gl, GPT_RNG_SITE_MLP_RESID, 0);
@@ -1010,7 +1017,7 @@ int gpt_model_forward_chunk(gpt_model *m, int64_t chunk, const int32_t *tokens,
 	}
 	for (int64_t l = m->lc_begin[chunk]; l < m->lc_end[chunk]; l++) {
 		OP(hook(m, 1, 1 + (int)l, 0, err));
-		OP(attn_half_fwd(m, l, err));
+		OP(attn_half_fwd(m, l, 1, err));
 		OP(mlp_half_fwd(m, l, err));
 		OP(hook(m, 0, 1 + (int)l, 0, err));
 	}
@@ -1047,10 +1054,11 @@ static int recompute_layer(gpt_model *m, int64_t l, gpt_err *err)
 	case GPT_RECOMPUTE_FULL:
 		/* the layer's output stream is already there: the MLP half up to
 		 * its GELU is enough */
-		OP(attn_half_fwd(m, l, err));
-		return mlp_inner_fwd(m, l, err);
+		OP(attn_half_fwd(m, l, 1, err));
+		return mlp_inner_fwd(m, l, 1, err);
 	case GPT_RECOMPUTE_ONLY_ATTN:
-		return attn_half_fwd(m, l, err);
+		/* the MLP half's activations are kept */
+		return attn_half_fwd(m, l, 0, err);
 	case GPT_RECOMPUTE_CORE_ATTN: {
 		gpt_layer_acts *a = &m->acts[l];
 		int64_t gl = m->glayer[l], C = m->shape.hidden;

@@ -148,6 +148,18 @@ static void same(const char *what, const ten *v, double factor)
 	free(g);
 }
 
+/* The device copies of two tensors hold the same bytes. */
+static int same_bits(const ten *u, const ten *v)
+{
+	size_t bytes = (size_t)u->n * gpt_dtype_size(u->t);
+	void *a = xmalloc(bytes), *b = xmalloc(bytes);
+	int rc = u->n != v->n || u->t != v->t || gpu.ops->download(&gpu, a, u->d, bytes, &err) ||
+		 gpu.ops->download(&gpu, b, v->d, bytes, &err) || memcmp(a, b, bytes) != 0;
+	free(a);
+	free(b);
+	return !rc;
+}
+
 /* The zero pattern of two results is the same (dropout masks). */
 static void same_zeros(const char *what, const ten *v)
 {
@@ -313,7 +325,27 @@ static void test_layernorm(void)
 	CALL2(layernorm_bwd, (&cpu, H(dx), NULL, NULL, H(g), H(x), H(w), (float *)H(mean), (float *)H(rstd), BT, C, &err),
 	      (&gpu, D(dx), NULL, NULL, D(g), D(x), D(w), (float *)D(mean), (float *)D(rstd), BT, C, &err));
 	same("layernorm_bwd without dw, db", &dx, 1);
-	ten *all[] = {&x, &w, &b, &y, &mean, &rstd, &g, &dx, &dw, &db};
+	/* the residual add fused in: the CPU's two ops; on the GPU the very bits
+	 * of its own two, the branch's stream written over (res aliases b) */
+	ten a = st(BT * C, 1), r = st(BT * C, 1), r2 = st(BT * C, 1), y2 = st(BT * C, 1);
+	ten mean2 = f32(BT, 1), rstd2 = f32(BT, 1);
+	CALL2(residual_layernorm_fwd, (&cpu, H(r), H(y), H(mean), H(rstd), H(x), H(a), H(w), H(b), BT, C, 1e-5f, &err),
+	      (&gpu, D(r), D(y), D(mean), D(rstd), D(x), D(a), D(w), D(b), BT, C, 1e-5f, &err));
+	same("residual_layernorm_fwd res", &r, 1);
+	same("residual_layernorm_fwd out", &y, 1);
+	same("residual_layernorm_fwd mean", &mean, 1);
+	same("residual_layernorm_fwd rstd", &rstd, 1);
+	size_t rb = (size_t)(BT * C) * gpt_dtype_size(DT);
+	int rc = gpu.ops->copy(&gpu, r2.d, a.d, rb, &err) ||
+		 gpu.ops->residual_fwd(&gpu, r2.d, x.d, r2.d, BT * C, &err) ||
+		 gpu.ops->layernorm_fwd(&gpu, y2.d, (float *)mean2.d, (float *)rstd2.d, r2.d, w.d, b.d, BT, C, 1e-5f,
+					&err) ||
+		 gpu.ops->residual_layernorm_fwd(&gpu, a.d, y.d, (float *)mean.d, (float *)rstd.d, x.d, a.d, w.d, b.d, BT,
+						 C, 1e-5f, &err);
+	ok(!rc && same_bits(&a, &r2) && same_bits(&y, &y2) && same_bits(&mean, &mean2) && same_bits(&rstd, &rstd2),
+	   "%s residual_layernorm_fwd in place: the bits of residual_fwd then layernorm_fwd on the gpu %s",
+	   gpt_dtype_name(DT), rc ? err.msg : "");
+	ten *all[] = {&x, &w, &b, &y, &mean, &rstd, &g, &dx, &dw, &db, &a, &r, &r2, &y2, &mean2, &rstd2};
 	for (size_t i = 0; i < sizeof all / sizeof *all; i++)
 		ten_free(all[i]);
 }
