@@ -23,8 +23,8 @@
  *  - the tied wte of a pipeline's first and last stage is summed over the two
  *    stages first, so the embedding unit of such a stage stays out of the
  *    buckets and is reduced at the end after that sum, as before.
- * Stages 2 and 3 reduce unit by unit inside the backward (zero.c) and keep
- * doing so. */
+ * Stages 2 and 3 reduce unit by unit inside the backward; zero.c overlaps
+ * those reductions (gpt_tr_zero_overlap_on). */
 #include "train/trainer-impl.h"
 
 #include <stdlib.h>
@@ -111,15 +111,17 @@ int gpt_tr_overlap_setup(trainer *tr, gpt_err *err)
 	if (tr->replicas == 1) /* nothing to reduce */
 		return 0;
 	if (!cfg->distributed.overlap_grad_reduce) {
-		gpt_log_printf(&tr->log, GPT_LOG_INFO,
-			       "gradient reduction: after the backward (Distributed.overlap_grad_reduce False)");
+		gpt_log_printf(&tr->log, GPT_LOG_INFO, "gradient reduction: %s (Distributed.overlap_grad_reduce False)",
+			       tr->stage >= 2 ? "unit by unit inside the backward" : "after the backward");
 		return 0;
 	}
 	if (tr->stage >= 2) {
-		gpt_log_printf(&tr->log, GPT_LOG_INFO,
-			       "gradient reduction: unit by unit inside the backward, not overlapped (sharding stage %lld; Distributed.overlap_grad_reduce overlaps dp and sharding stage 1)",
-			       (long long)tr->stage);
-		return 0;
+		int rc = gpt_tr_zero_overlap_on(tr, err);
+		if (!rc)
+			gpt_log_printf(&tr->log, GPT_LOG_INFO,
+				       "gradient reduction: unit by unit, each unit's all-reduce overlapped with the backward of the units before it (sharding stage %lld, two layer gradient windows; Distributed.overlap_grad_reduce)",
+				       (long long)tr->stage);
+		return rc;
 	}
 	ov->seen = gpt_calloc((size_t)m->n_units, sizeof *ov->seen, "gradient buckets", err);
 	if (!ov->seen)

@@ -241,7 +241,8 @@ int gpt_train_memory_plan(const gpt_config *cfg, gpt_train_memory *m, gpt_err *e
 			st->param_bytes += window * m->param_bytes_each;
 		st->grad_bytes = ceil_div(P, stage >= 2 ? d : 1) * m->grad_bytes_each;
 		if (stage >= 2 && d > 1)
-			st->grad_bytes += window * m->grad_bytes_each;
+			st->grad_bytes += (window + (cfg->distributed.overlap_grad_reduce ? (double)layer_params : 0)) *
+					  m->grad_bytes_each; /* overlapped: a second layer window */
 		double opt = ceil_div(P, d) * m->optim_bytes_each;
 		if (cfg->distributed.sharding.sharding_offload) {
 			/* on a GPU also the pinned images the shard's gradients come
@@ -309,8 +310,9 @@ static const char *grad_reduction(const gpt_config *cfg, char *out, size_t size)
 	if (cfg->distributed.dp_degree * sh == 1)
 		snprintf(out, size, "none (one data replica)");
 	else if (sh > 1 && cfg->distributed.sharding.sharding_stage >= 2)
-		snprintf(out, size, "unit by unit inside the backward (sharding stage %lld)",
-			 (long long)cfg->distributed.sharding.sharding_stage);
+		snprintf(out, size, "unit by unit inside the backward (sharding stage %lld)%s",
+			 (long long)cfg->distributed.sharding.sharding_stage,
+			 cfg->distributed.overlap_grad_reduce ? ", each overlapped with the units before it" : "");
 	else if (overlapped(cfg))
 		snprintf(out, size, "overlapped with the last backward, buckets of at least %g MB",
 			 cfg->distributed.comm_buffer_size);
@@ -322,7 +324,7 @@ static const char *grad_reduction(const gpt_config *cfg, char *out, size_t size)
 int gpt_train_memory_write(const gpt_config *cfg, const gpt_train_memory *m, FILE *fp,
 			   gpt_err *err)
 {
-	char a[64], b[64], c[64], d[64];
+	char a[64], b[64], c[64], d[160];
 	const gpt_train_stage_mem *w = &m->stage[m->busiest];
 	int64_t sh = cfg->distributed.sharding.sharding_degree;
 	int64_t sstage = cfg->distributed.sharding.sharding_stage;

@@ -88,6 +88,18 @@ typedef struct trainer {
 	void *gshard, *pshard;
 	void *gw[3], *pw[3];
 	int pw_valid[3];           /* embedding/final parameter windows are current */
+	/* stages 2 and 3 with Distributed.overlap_grad_reduce (zero.c): a second
+	 * layer window, and per window (embedding, layer, layer 2, final) its
+	 * reduction in flight, the unit and when it started */
+	int zov;
+	void *gw_layer2;
+	struct {
+		gpt_comm_req *req;
+		int unit;
+		int64_t seq;
+	} zpend[4];
+	int zflip;
+	int64_t zseq;
 	tr_overlap ov;             /* Distributed.overlap_grad_reduce */
 	struct tr_async *async;    /* a checkpoint being written in the background, or NULL */
 	/* faults.c: loss spikes, non-finite steps, failed saves */
@@ -109,6 +121,13 @@ void gpt_tr_free_zero(trainer *tr);
 int gpt_tr_setup_parallel(trainer *tr, gpt_err *err);
 int gpt_tr_sum_over_replicas(trainer *tr, double *sum, int64_t *n, gpt_err *err);
 int gpt_tr_reduce_grads(trainer *tr, gpt_err *err);
+/* Stages 2 and 3: overlap each unit's reduction with the backward of the
+ * units before it (gpt_tr_overlap_setup decides); after setup_zero. */
+int gpt_tr_zero_overlap_on(trainer *tr, gpt_err *err);
+/* Waits for the reductions still in flight, oldest first, and adds them into
+ * the shard; with rc set (the step failed) only waits. Returns rc or the
+ * first failure. Before gpt_tr_reduce_grads, and before the windows go. */
+int gpt_tr_zero_drain(trainer *tr, int rc, gpt_err *err);
 int gpt_tr_gather_f32(trainer *tr, const float *part, float **out, gpt_err *err);
 /* Sums the tied wte gradient at grads (the flat buffer's start, or a window
  * holding it) over the first and last pipeline stage; nothing elsewhere. */

@@ -315,7 +315,7 @@ static int train_step(trainer *tr, const int32_t *rows, double *loss, int *skipp
 		rc = gpt_qat_step_end(m, err);
 	if (tr->ov.on) /* waits for the buckets even after a failure */
 		rc = gpt_tr_overlap_end(tr, rc, err);
-	else if (!rc)
+	else if (!(rc = gpt_tr_zero_drain(tr, rc, err))) /* the same for stages 2 and 3 */
 		rc = gpt_tr_reduce_grads(tr, err);
 	double sumsq = 0, pact_sumsq = 0;
 	if (!rc)

@@ -41,20 +41,95 @@ static int gather_unit(trainer *tr, int u, void *w, gpt_err *err)
 	return rc;
 }
 
-/* Sums unit u's gradient window k over the replicas and adds this rank's
- * part into its gradient shard. */
-static int reduce_window(trainer *tr, int u, int k, gpt_err *err)
+/* Adds this rank's part of unit u's gradient window w, summed over the
+ * replicas, into its gradient shard. */
+static int shard_add(trainer *tr, int u, const void *w, gpt_err *err)
 {
 	gpt_model *m = &tr->model;
 	gpt_backend *be = m->be;
 	int64_t es = (int64_t)gpt_dtype_size(be->dtype), a = m->unit_begin[u], b = m->unit_end[u], x0, x1;
-	int rc = gpt_comm_all_reduce(tr->groups.g[GPT_MESH_DATA], tr->gw[k], tr->gw[k], b - a, be->dtype,
-				     GPT_REDUCE_SUM, err);
-	if (!rc && shard_overlap(tr, a, b, &x0, &x1)) {
-		void *acc = (char *)tr->gshard + (x0 - tr->opt.begin) * es;
-		rc = be->ops->residual_fwd(be, acc, acc, (char *)tr->gw[k] + (x0 - a) * es, x1 - x0, err);
+	if (!shard_overlap(tr, a, b, &x0, &x1))
+		return 0;
+	void *acc = (char *)tr->gshard + (x0 - tr->opt.begin) * es;
+	return be->ops->residual_fwd(be, acc, acc, (const char *)w + (x0 - a) * es, x1 - x0, err);
+}
+
+/* Sums unit u's gradient window w over the replicas and adds this rank's
+ * part into its gradient shard. */
+static int reduce_window(trainer *tr, int u, void *w, gpt_err *err)
+{
+	gpt_model *m = &tr->model;
+	int rc = gpt_comm_all_reduce(tr->groups.g[GPT_MESH_DATA], w, w, m->unit_end[u] - m->unit_begin[u],
+				     m->be->dtype, GPT_REDUCE_SUM, err);
+	return rc ? rc : shard_add(tr, u, w, err);
+}
+
+/* ---- the windows' reductions overlapped (Distributed.overlap_grad_reduce) ----
+ * When a unit's backward ends its window's all-reduce starts, and the window
+ * is finished (waited for, this rank's part added into the shard) when it is
+ * needed again or at the step's end. Layers take the two layer windows in
+ * turn, so a layer's reduction runs during the backward of the layer before
+ * it. Each shard element belongs to one unit, whose windows finish in the
+ * order they started, so the shard gets the bits of the unit-by-unit path. */
+enum { ZW_EMB, ZW_LAYER, ZW_LAYER2, ZW_FINAL, ZW_N };
+
+static void *zwin(const trainer *tr, int j)
+{
+	return j == ZW_EMB ? tr->gw[0] : j == ZW_LAYER ? tr->gw[1] : j == ZW_LAYER2 ? tr->gw_layer2 : tr->gw[2];
+}
+
+static int zwin_index(const trainer *tr, const void *w)
+{
+	for (int j = 0; j < ZW_N; j++)
+		if (zwin(tr, j) == w)
+			return j;
+	return -1;
+}
+
+static int zero_finish(trainer *tr, int j, gpt_err *err)
+{
+	gpt_comm_req *r = tr->zpend[j].req;
+	if (!r)
+		return 0;
+	tr->zpend[j].req = NULL;
+	int u = tr->zpend[j].unit, rc = gpt_comm_wait(r, err);
+	if (rc)
+		return gpt_err_prefix(err, "gradient window of unit %d", u);
+	return shard_add(tr, u, zwin(tr, j), err);
+}
+
+int gpt_tr_zero_drain(trainer *tr, int rc, gpt_err *err)
+{
+	for (;;) {
+		int j = -1;
+		for (int i = 0; i < ZW_N; i++)
+			if (tr->zpend[i].req && (j < 0 || tr->zpend[i].seq < tr->zpend[j].seq))
+				j = i;
+		if (j < 0)
+			return rc;
+		if (!rc) {
+			rc = zero_finish(tr, j, err);
+		} else {
+			gpt_err e2 = {0};
+			gpt_comm_wait(tr->zpend[j].req, &e2);
+			tr->zpend[j].req = NULL;
+		}
 	}
-	return rc;
+}
+
+int gpt_tr_zero_overlap_on(trainer *tr, gpt_err *err)
+{
+	gpt_model *m = &tr->model;
+	int64_t span = 0;
+	for (int u = 1; u < m->n_units - 1; u++)
+		if (m->unit_end[u] - m->unit_begin[u] > span)
+			span = m->unit_end[u] - m->unit_begin[u];
+	tr->gw_layer2 = m->be->ops->alloc(m->be, (size_t)(span ? span : 1) * gpt_dtype_size(m->be->dtype),
+					  "gradient window", err);
+	if (!tr->gw_layer2)
+		return err->code;
+	tr->zov = 1;
+	return 0;
 }
 
 static int zero_acquire(void *ctx, gpt_model *m, int u, int backward, gpt_err *err)
@@ -68,11 +143,13 @@ static int zero_acquire(void *ctx, gpt_model *m, int u, int backward, gpt_err *e
 		m->pwin[u] = tr->pw[k];
 	}
 	if (!rc && backward) {
-		m->gwin[u] = tr->gw[k];
+		int j = k == 0 ? ZW_EMB : k == 2 ? ZW_FINAL : tr->zov && (tr->zflip ^= 1) ? ZW_LAYER2 : ZW_LAYER;
+		rc = zero_finish(tr, j, err); /* its last reduction, if still in flight */
+		m->gwin[u] = zwin(tr, j);
 		/* a held-back embedding window collects the whole step (zeroed
 		 * when the step starts) */
-		if (!(u == 0 && tr->wte_held_back))
-			rc = be->ops->zero(be, tr->gw[k],
+		if (!rc && !(u == 0 && tr->wte_held_back))
+			rc = be->ops->zero(be, m->gwin[u],
 					   (size_t)(m->unit_end[u] - m->unit_begin[u]) * gpt_dtype_size(be->dtype), err);
 	}
 	return rc;
@@ -88,10 +165,18 @@ static int zero_release(void *ctx, gpt_model *m, int u, int backward, gpt_err *e
 		m->pwin[u] = NULL;
 	if (!backward)
 		return 0;
+	void *w = m->gwin[u];
 	m->gwin[u] = NULL;
 	if (u == 0 && tr->wte_held_back)
 		return 0; /* reduced at the end of the step: gpt_tr_reduce_grads */
-	return reduce_window(tr, u, k, err);
+	if (!tr->zov)
+		return reduce_window(tr, u, w, err);
+	int j = zwin_index(tr, w);
+	tr->zpend[j].unit = u;
+	tr->zpend[j].seq = ++tr->zseq;
+	int rc = gpt_comm_all_reduce_start(tr->groups.g[GPT_MESH_DATA], w, w, m->unit_end[u] - m->unit_begin[u],
+					   m->be->dtype, GPT_REDUCE_SUM, &tr->zpend[j].req, err);
+	return rc ? gpt_err_prefix(err, "gradient window of unit %d", u) : 0;
 }
 
 /* The shard buffers and windows of stages 2 and 3, and the hooks. */
@@ -129,7 +214,10 @@ void gpt_tr_free_zero(trainer *tr)
 	gpt_backend *be = tr->model.be;
 	if (!be)
 		return;
-	void *p[] = {tr->gshard, tr->pshard, tr->gw[0], tr->gw[1], tr->gw[2], tr->pw[0], tr->pw[1], tr->pw[2]};
+	gpt_err e = {0};
+	gpt_tr_zero_drain(tr, GPT_EIO, &e); /* nothing may still write into a window */
+	void *p[] = {tr->gshard, tr->pshard, tr->gw[0], tr->gw[1], tr->gw[2], tr->gw_layer2,
+		     tr->pw[0],  tr->pw[1],  tr->pw[2]};
 	for (size_t i = 0; i < sizeof p / sizeof *p; i++)
 		if (p[i])
 			be->ops->free(be, p[i]);
@@ -237,7 +325,7 @@ int gpt_tr_reduce_grads(trainer *tr, gpt_err *err)
 			return 0;
 		int rc = gpt_tr_tied_reduce(tr, (char *)tr->gw[0] + (m->offset[0] - m->unit_begin[0]) *
 								 (int64_t)gpt_dtype_size(t), err);
-		return rc ? rc : reduce_window(tr, 0, 0, err);
+		return rc ? rc : reduce_window(tr, 0, tr->gw[0], err);
 	}
 	int rc0 = m->offset[0] >= 0 ? gpt_tr_tied_reduce(tr, (char *)m->grads + m->offset[0] * (int64_t)gpt_dtype_size(t), err) : 0;
 	if (rc0)

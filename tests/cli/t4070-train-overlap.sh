@@ -3,9 +3,9 @@
 # micro-batch (Distributed.overlap_grad_reduce) on CPU ranks started by
 # gpt-launch: with gradient accumulation, dropout on and tiny buckets (one or
 # more per layer), every layout gives the losses and final weights of the
-# same layout without overlap, bit for bit. Layouts it does not overlap
-# (sharding stages 2 and 3) say so and train as before; the CPU default is
-# off; --dry-run names the mode.
+# same layout without overlap, bit for bit; so do sharding stages 2 and 3,
+# whose unit-by-unit reductions run beside the backward of the units before
+# them. The CPU default is off; --dry-run names the mode.
 . "$(dirname "$0")/test-lib.sh"
 
 STEPS=4
@@ -28,6 +28,16 @@ run () { # name nproc overlap flags...
 		-o Engine.save_load.output_dir="out-$name" >"$name.log" 2>&1
 }
 
+same_bits () { # name: the losses and checkpoints of name-off and name-on are the same bits
+	losses log-$1-off/workerlog.0 >l1 && losses log-$1-on/workerlog.0 >l2 &&
+	test_line_count = $STEPS l1 && test_cmp l1 l2 &&
+	ls out-$1-off/step_0000000$STEPS | grep safetensors >files &&
+	test_line_count -gt 0 files &&
+	for f in $(cat files); do
+		cmp out-$1-off/step_0000000$STEPS/$f out-$1-on/step_0000000$STEPS/$f || return 1
+	done
+}
+
 test_expect_success 'set up: data' '
 	mkdir data &&
 	gpt-preprocess -t bytes -o data/lic /usr/share/common-licenses/*
@@ -43,13 +53,7 @@ layout () { # name nproc flags...
 		test_grep "gradient reduction: after the backward" log-'$name'-off/workerlog.0 &&
 		n=$(sed -n "s/.*gradient reduction: \([0-9]*\) buckets per step/\1/p" log-'$name'-on/workerlog.0) &&
 		echo "$n buckets per step" && test "$n" -ge 2 &&
-		losses log-'$name'-off/workerlog.0 >l1 && losses log-'$name'-on/workerlog.0 >l2 &&
-		test_line_count = $STEPS l1 && test_cmp l1 l2 &&
-		ls out-'$name'-off/step_0000000$STEPS | grep safetensors >files &&
-		test_line_count -gt 0 files &&
-		for f in $(cat files); do
-			cmp out-'$name'-off/step_0000000$STEPS/$f out-'$name'-on/step_0000000$STEPS/$f || exit 1
-		done
+		same_bits '$name'
 	'
 }
 
@@ -62,13 +66,30 @@ layout dp2-pp2 4 --pipeline_parallel_degree 2 -o Distributed.dp_degree=2
 layout dp2-pp2-virtual2 4 --pipeline_parallel_degree 2 -o Distributed.virtual_pp_degree=2 \
 	-o Distributed.dp_degree=2
 
-test_expect_success 'sharding stages 2 and 3 keep their reduction inside the backward and say so' '
-	for st in 2 3; do
-		run sharding2-stage$st 2 True --sharding_parallel_degree 2 --sharding stage$st &&
-		test_grep "gradient reduction: unit by unit inside the backward, not overlapped [(]sharding stage $st" \
-			log-sharding2-stage$st/workerlog.0 || exit 1
-	done
-'
+# stages 2 and 3 reduce each unit's gradient window as its backward ends:
+# overlapped, every micro-batch's windows (not just the last's) are reduced
+# while the backward goes on, layers taking two windows in turn
+zlayout () { # name nproc flags...
+	name=$1 nproc=$2
+	shift 2
+	test_expect_success "$name: windows reduced beside the backward give the same bits as one at a time" '
+		run '$name'-off '$nproc' False '"$*"' &&
+		run '$name'-on '$nproc' True '"$*"' &&
+		test_grep "gradient reduction: unit by unit, each unit.s all-reduce overlapped with the backward" \
+			log-'$name'-on/workerlog.0 &&
+		test_grep "gradient reduction: unit by unit inside the backward [(]Distributed.overlap_grad_reduce False[)]" \
+			log-'$name'-off/workerlog.0 &&
+		same_bits '$name'
+	'
+}
+
+zlayout sharding2-stage2 2 --sharding_parallel_degree 2 --sharding stage2
+zlayout sharding2-stage3 2 --sharding_parallel_degree 2 --sharding stage3
+zlayout sharding2-dp2-stage2-bf16 4 --sharding_parallel_degree 2 --sharding stage2 -o Distributed.dp_degree=2 \
+	-o Engine.mix_precision.enable=True -o Engine.mix_precision.dtype=bfloat16
+zlayout pp2-sharding2-stage2 4 --pipeline_parallel_degree 2 --sharding_parallel_degree 2 --sharding stage2
+zlayout mp2-sharding2-stage3-pp2-virtual2 8 --tensor_parallel_degree 2 --pipeline_parallel_degree 2 \
+	-o Distributed.virtual_pp_degree=2 --sharding_parallel_degree 2 --sharding stage3
 
 test_expect_success 'on the CPU the default is off; FleetX sharding.reduce_overlap turns it on' '
 	gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" --print-config >cfg &&
@@ -98,7 +119,7 @@ test_expect_success '--dry-run names how the gradients are reduced, and the stag
 	test_grep "^  overlap staging: .* pinned host, where GPU ranks share a device over shm" plan3 &&
 	gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" --world-size 2 --dry-run --sharding_parallel_degree 2 \
 		--sharding stage2 -o Distributed.overlap_grad_reduce=True >plan4 &&
-	test_grep "^gradient reduction: unit by unit inside the backward [(]sharding stage 2[)]" plan4
+	test_grep "^gradient reduction: unit by unit inside the backward [(]sharding stage 2[)], each overlapped with the units before it" plan4
 '
 
 test_done
