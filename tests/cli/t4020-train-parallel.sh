@@ -15,19 +15,6 @@ train () {
 		-o Model.hidden_dropout_prob=0.1 -o Model.attention_probs_dropout_prob=0.1 "$@"
 }
 
-losses () {
-	sed -n 's/.* - global step \([0-9]*\), epoch.*loss: \([0-9.e+-]*\),.*/\1 \2/p' "$1"
-}
-
-# same steps, losses within a relative 1e-5
-same_losses () {
-	losses "$1" >l1 && losses "$2" >l2 &&
-	test_line_count = "$STEPS" l1 && test_line_count = "$STEPS" l2 &&
-	paste l1 l2 | awk '{ d = $2 - $4; if (d < 0) d = -d; r = d / $2;
-		if ($1 != $3 || r > 1e-5) { print "step " $1 ": " $2 " vs " $4 " (rel " r ")"; bad = 1 } }
-		END { exit bad }'
-}
-
 test_expect_success 'set up: data and the single-process reference' '
 	mkdir data &&
 	gpt-preprocess -t bytes -o data/lic /usr/share/common-licenses/* &&
@@ -49,7 +36,7 @@ layout () { # name nproc flags...
 			-o Model.hidden_dropout_prob=0.1 -o Model.attention_probs_dropout_prob=0.1 \
 			-o Engine.max_steps=$STEPS -o Engine.save_load.save_steps=$STEPS \
 			-o Engine.save_load.output_dir=out-'$name' >'$name'.log 2>&1 &&
-		same_losses single.log log-'$name'/workerlog.0 &&
+		same_train_losses single.log log-'$name'/workerlog.0 &&
 		test-tool ckpt-diff single/step_00000010 out-'$name'/step_00000010 >diff &&
 		cat diff &&
 		awk "{ exit !(\$2 <= 1e-5) }" diff
@@ -171,7 +158,7 @@ test_expect_success 'a worker killed with SIGKILL mid-run: restarted from the la
 	wait &&
 	test_grep "rank 1 .* killed by signal 9" kill.out &&
 	test_grep "resumed from killed/step_" log-kill/workerlog.0 &&
-	a=$(losses log-ref/workerlog.0 | tail -n 1) && b=$(losses log-kill/workerlog.0 | tail -n 1) &&
+	a=$(train_losses log-ref/workerlog.0 | tail -n 1) && b=$(train_losses log-kill/workerlog.0 | tail -n 1) &&
 	echo "unbroken: $a; killed and restarted: $b" &&
 	test "$a" = "$b" &&
 	cmp ref/step_00000300/rank-00000.safetensors killed/step_00000300/rank-00000.safetensors

@@ -15,10 +15,6 @@ args="-o Data.Train.dataset.input_dir=data/lic -o Data.Train.dataset.split=15,2,
 	-o Model.hidden_dropout_prob=0.1 -o Model.attention_probs_dropout_prob=0.1 \
 	-o Engine.max_steps=$STEPS -o Engine.save_load.save_steps=$STEPS -o Engine.save_load.save_epoch=0"
 
-losses () {
-	sed -n 's/.* - global step \([0-9]*\), epoch.*loss: \([0-9.e+-]*\),.*/\1 \2/p' "$1"
-}
-
 run () { # name nproc overlap flags...
 	name=$1 nproc=$2 ov=$3
 	shift 3
@@ -29,7 +25,7 @@ run () { # name nproc overlap flags...
 }
 
 same_bits () { # name: the losses and checkpoints of name-off and name-on are the same bits
-	losses log-$1-off/workerlog.0 >l1 && losses log-$1-on/workerlog.0 >l2 &&
+	train_losses log-$1-off/workerlog.0 >l1 && train_losses log-$1-on/workerlog.0 >l2 &&
 	test_line_count = $STEPS l1 && test_cmp l1 l2 &&
 	ls out-$1-off/step_0000000$STEPS | grep safetensors >files &&
 	test_line_count -gt 0 files &&

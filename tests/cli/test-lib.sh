@@ -109,6 +109,21 @@ test_line_count () {
 	return 1
 }
 
+# "step loss" of each training line of a gpt-train log
+train_losses () {
+	sed -n 's/.* - global step \([0-9]*\), epoch.*loss: \([0-9.e+-]*\),.*/\1 \2/p' "$1"
+}
+
+# same_train_losses LOG LOG [TOL]: $STEPS training lines each, the same steps,
+# losses within a relative TOL (default 1e-5)
+same_train_losses () {
+	train_losses "$1" >l1 && train_losses "$2" >l2 &&
+	test_line_count = "$STEPS" l1 && test_line_count = "$STEPS" l2 &&
+	paste l1 l2 | awk -v tol="${3:-1e-5}" '{ d = $2 - $4; if (d < 0) d = -d; r = d / $2;
+		if ($1 != $3 || r > tol) { print "step " $1 ": " $2 " vs " $4 " (rel " r ")"; bad = 1 } }
+		END { exit bad }'
+}
+
 test_done () {
 	echo "1..$test_count"
 	cd /

@@ -11,7 +11,8 @@
 #include "cpu/cpu.h"
 #include "cuda/cuda.h"
 #include "model/gpt.h"
-#include "../unit/tap.h"
+#define GPU_CHECK_SEED 0x2545F4914F6CDD1Dull
+#include "gpu-check.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -21,17 +22,6 @@
 static gpt_dtype DT;
 static gpt_backend cpu, gpu;
 static gpt_err err;
-static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
-
-/* Uniform in [-1, 1), splitmix64. */
-static double urand(void)
-{
-	uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-	z ^= z >> 31;
-	return (double)(z >> 11) * 0x1.0p-52 - 1.0;
-}
 
 /* One tensor on both backends: h in host (CPU backend) memory, d on the
  * device, holding the same values of dtype t. */
@@ -40,16 +30,6 @@ typedef struct ten {
 	int64_t n;
 	void *h, *d;
 } ten;
-
-static void *xmalloc(size_t n)
-{
-	void *p = malloc(n ? n : 1);
-	if (!p) {
-		printf("Bail out! out of memory\n");
-		exit(1);
-	}
-	return p;
-}
 
 static ten ten_of(gpt_dtype t, const float *x, int64_t n)
 {

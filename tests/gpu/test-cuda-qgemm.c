@@ -14,34 +14,13 @@
 #include "cpu/cpu.h"
 #include "cuda/cuda.h"
 #include "infer/infer.h"
-#include "../unit/tap.h"
+#define GPU_CHECK_SEED 0x9E3779B97F4A7C15ull
+#include "gpu-check.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-
-/* Uniform in [-1, 1), splitmix64. */
-static double urand(void)
-{
-	uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-	z ^= z >> 31;
-	return (double)(z >> 11) * 0x1.0p-52 - 1.0;
-}
-
-static void *xmalloc(size_t n)
-{
-	void *p = malloc(n ? n : 1);
-	if (!p) {
-		printf("Bail out! out of memory\n");
-		exit(1);
-	}
-	return p;
-}
 
 static void *up(gpt_backend *be, const void *h, size_t bytes)
 {
