@@ -259,8 +259,9 @@ int gpt_model_forward(gpt_model *m, const int32_t *tokens, const int32_t *target
  * accumulate into m->grads. */
 int gpt_model_backward(gpt_model *m, gpt_err *err);
 /* The final hidden state of the last forward: ln_f's output for all B*T
- * rows (n_rows, C on one process), backend memory, valid until the next
- * forward; the logits are it times wte^T. */
+ * rows (B*T, C), backend memory, valid until the next forward or backward
+ * (under sequence parallelism a work buffer the backward reuses); the
+ * logits are it times wte^T. */
 const void *gpt_model_final_hidden(const gpt_model *m);
 
 /* ---- pipeline stages ----
