@@ -212,10 +212,9 @@ void gpt_model_use_slot(gpt_model *m, int64_t k)
 	m->sample0 = n->sample0;
 }
 
-/* Token rows of the classifier's blocks: about 64 Mi logits at a time
- * (128 MiB in bf16: GPT-2's whole B=32 x T=1024 x 50304 would be 3 GiB), in
- * multiples of 64 rows, the whole micro-batch when that is fewer. */
-static int64_t head_rows(const gpt_model_opts *o, int64_t BT, int64_t Vl)
+/* About 64 Mi logits at a time (128 MiB in bf16: GPT-2's whole B=32 x
+ * T=1024 x 50304 would be 3 GiB), in multiples of 64 rows. */
+int64_t gpt_model_head_rows(const gpt_model_opts *o, int64_t BT, int64_t Vl)
 {
 	int64_t r = o->head_rows;
 	if (r <= 0) {
@@ -232,7 +231,7 @@ static int alloc_work(gpt_model *m, gpt_err *err)
 	int64_t Vl = m->shape.padded_vocab / m->layout.tp;
 	size_t es = gpt_dtype_size(m->be->dtype);
 	if (holds_last(m)) {
-		int64_t R = m->head_rows = head_rows(&m->opts, BT, Vl);
+		int64_t R = m->head_rows = gpt_model_head_rows(&m->opts, BT, Vl);
 		ALLOC_OR_FAIL(m->lnf, m->n_rows * C, es, "work buffer (ln_f)");
 		ALLOC_OR_FAIL(m->logits, R * Vl, es, "work buffer (logits)");
 		ALLOC_OR_FAIL(m->xent_max, 4 * R, 4, "cross-entropy");
@@ -289,7 +288,7 @@ int64_t gpt_model_activation_bytes(const gpt_model_shape *s, const gpt_layout *l
 	int64_t head = last ? 2 * NR * 4 + NR * C * es : 0;
 	int64_t slot = res + L * per_layer + head + (first ? BT * 4 : 0);
 	/* mirrors alloc_work */
-	int64_t R = head_rows(o, BT, Vl);
+	int64_t R = gpt_model_head_rows(o, BT, Vl);
 	int64_t work = BT * (4 * C + F + 3 * C) * es;
 	if (last)
 		work += NR * C * es + R * Vl * es + 4 * R * 4 + 2 * BT * 4 + (o->no_full_grads ? Vl * C * es : 0);

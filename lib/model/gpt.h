@@ -214,6 +214,11 @@ void gpt_model_free(gpt_model *m);
 int64_t gpt_model_activation_bytes(const gpt_model_shape *s, const gpt_layout *lo,
 				   const gpt_model_opts *o, size_t elem_size, int64_t saved_floats);
 
+/* Token rows per block of the fused classifier for BT rows of Vl logits
+ * (Vp / tp): opts->head_rows, or by default about 64 Mi logits per block;
+ * never more than BT. */
+int64_t gpt_model_head_rows(const gpt_model_opts *o, int64_t BT, int64_t Vl);
+
 /* Index of a global parameter in the table, or -1. */
 int64_t gpt_model_find(const gpt_model *m, const char *name);
 /* The unit table entry i belongs to. */

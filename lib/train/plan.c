@@ -363,6 +363,13 @@ int gpt_train_memory_write(const gpt_config *cfg, const gpt_train_memory *m, FIL
 		cfg->distributed.sharding.sharding_offload ? "on" : "off");
 	fprintf(fp, "recompute: %s\n",
 		cfg->model.use_recompute ? cfg->model.recompute_granularity : "off");
+	int64_t BT = cfg->global.micro_batch_size * cfg->data.train.dataset.max_seq_len;
+	int64_t Vl = cfg->padded_vocab_size / cfg->distributed.mp_degree;
+	gpt_model_opts ho = {.head_rows = cfg->model.classifier_rows};
+	int64_t R = gpt_model_head_rows(&ho, BT, Vl);
+	fprintf(fp, "classifier: blocks of %lld of a micro-batch's %lld token rows, %s of logits at a time "
+		    "(Model.classifier_rows)\n",
+		(long long)R, (long long)BT, gib((double)(R * Vl * m->act_bytes_each), a, sizeof a));
 	fprintf(fp, "gradient reduction: %s\n", grad_reduction(cfg, d, sizeof d));
 	fprintf(fp, "\nper-rank memory, busiest rank (pipeline stage %d of %lld: %lld layers, %s "
 		    "parameter elements, micro-batches in flight: %.4g):\n",
@@ -375,9 +382,10 @@ int gpt_train_memory_write(const gpt_config *cfg, const gpt_train_memory *m, FIL
 			: "");
 	fprintf(fp, "  gradients:        %12s  (%d bytes each%s)\n", gib(w->grad_bytes, a, sizeof a),
 		m->grad_bytes_each,
-		sstage >= 2 && sh > 1
-			? ", split over the sharding group, plus a window for one layer, the embedding and ln_f"
-			: "");
+		sstage < 2 || sh == 1 ? ""
+		: cfg->distributed.overlap_grad_reduce
+			? ", split over the sharding group, plus windows for two layers (their reductions overlap), the embedding and ln_f"
+			: ", split over the sharding group, plus a window for one layer, the embedding and ln_f");
 	int images = cfg->distributed.sharding.sharding_offload && cfg->global.device &&
 		     strcmp(cfg->global.device, "gpu") == 0;
 	fprintf(fp, "  optimizer state:  %12s  device, %s host  (%s, %d bytes each%s%s)\n",

@@ -58,6 +58,15 @@ test_expect_success 'the GPU plan keeps log-sum-exps, the CPU plan the T x T pro
 	test_grep "^  total: +11.64 GiB  device" gpu
 '
 
+test_expect_success 'the classifier block: rows and bytes of logits at a time, Model.classifier_rows' '
+	gpt-train -c "$C/pretrain_gpt_345M_single_card.yaml" --dry-run >cl &&
+	test_grep "^classifier: blocks of 1280 of a micro-batch.s 8192 token rows, 122.8 MiB of logits at a time" cl &&
+	gpt-train -c "$C/pretrain_gpt_345M_single_card.yaml" -o Model.classifier_rows=256 --dry-run >cl2 &&
+	test_grep "^classifier: blocks of 256 of a micro-batch.s 8192 token rows, 24.6 MiB of logits at a time" cl2 &&
+	a=$(field activations cl) && b=$(field activations cl2) &&
+	test "$b" -lt "$a"
+'
+
 test_expect_success 'sharding stages split optimizer state, then gradients, then parameters' '
 	for s in 1 2 3; do
 		gpt-train -c "$C/pretrain_gpt_6.7B_sharding16.yaml" --sharding stage$s --dry-run >s$s || exit 1
