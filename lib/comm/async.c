@@ -192,14 +192,9 @@ static int start(gpt_group *g, gpt_comm_req_kind kind, const void *send, void *r
 	*out = NULL;
 	const char *what = kind_name(kind);
 	int have = kind == GPT_COMM_REQ_ALL_REDUCE ? g->be->all_reduce != NULL : g->be->reduce_scatter != NULL;
-	if (!have)
-		return gpt_err_set(err, GPT_EUSAGE, "group %s: the %s backend has no %s", g->name, g->be->name, what);
-	if (count < 0)
-		return gpt_err_set(err, GPT_EUSAGE, "group %s: %s of %lld elements", g->name, what, (long long)count);
-	if (!(t == GPT_DTYPE_F32 || t == GPT_DTYPE_BF16 || t == GPT_DTYPE_F16 || t == GPT_DTYPE_I32 ||
-	      t == GPT_DTYPE_I64))
-		return gpt_err_set(err, GPT_EUSAGE, "group %s: %s: dtype %s is not supported (fp32, bf16, fp16, int32, int64)",
-				   g->name, what, gpt_dtype_name(t));
+	int rc = gpt_comm_check_args(g, have, what, count, t, err);
+	if (rc)
+		return rc;
 	gpt_comm_engine *e = g->engine;
 	int failed = 0, async_failed = 0;
 	if (e) {
@@ -219,7 +214,7 @@ static int start(gpt_group *g, gpt_comm_req_kind kind, const void *send, void *r
 	if (!r)
 		return err->code;
 	*r = (gpt_comm_req){.g = g, .kind = kind, .send = send, .recv = recv, .count = count, .t = t, .op = op};
-	int rc = 0;
+	rc = 0;
 	if (g->be->start) {
 		if (gpt_comm_stage_foreign(g, send) || gpt_comm_stage_foreign(g, recv)) {
 			/* host buffers over a device backend: staged, synchronously */

@@ -59,6 +59,10 @@ size_t gpt_comm_req_recv_bytes(const gpt_comm_req *r);
  * that the call comes after them (and has the group to itself). An earlier
  * request's failure is returned, naming op. */
 int gpt_comm_async_drain(gpt_group *g, const char *op, gpt_err *err);
+/* The checks every collective makes of its arguments: the backend has the
+ * op (have), the count is not negative, the dtype is one a reduction takes. */
+int gpt_comm_check_args(const gpt_group *g, int have, const char *op, int64_t count, gpt_dtype t,
+			gpt_err *err);
 /* Stops g's progress thread (after the request it runs) and frees what is
  * left; before the backend's group_free. */
 void gpt_comm_async_free(gpt_group *g);

@@ -386,14 +386,9 @@ int gpt_group_split(gpt_group *parent, int color, int key, const char *name, gpt
 
 /* ---- dispatch ----------------------------------------------------------- */
 
-static int ready(gpt_group *g, int have, const char *op, int64_t count, gpt_dtype t, gpt_err *err)
+int gpt_comm_check_args(const gpt_group *g, int have, const char *op, int64_t count, gpt_dtype t,
+			gpt_err *err)
 {
-	/* after the group's asynchronous requests, in every member's order */
-	int rc = gpt_comm_async_drain(g, op, err);
-	if (rc)
-		return rc;
-	if (g->broken)
-		return gpt_err_set(err, GPT_EIO, "group %s: %s: unusable after an earlier failure", g->name, op);
 	if (!have)
 		return gpt_err_set(err, GPT_EUSAGE, "group %s: the %s backend has no %s", g->name, g->be->name, op);
 	if (count < 0)
@@ -403,6 +398,17 @@ static int ready(gpt_group *g, int have, const char *op, int64_t count, gpt_dtyp
 		return gpt_err_set(err, GPT_EUSAGE, "group %s: %s: dtype %s is not supported (fp32, bf16, fp16, int32, int64)",
 				   g->name, op, gpt_dtype_name(t));
 	return 0;
+}
+
+static int ready(gpt_group *g, int have, const char *op, int64_t count, gpt_dtype t, gpt_err *err)
+{
+	/* after the group's asynchronous requests, in every member's order */
+	int rc = gpt_comm_async_drain(g, op, err);
+	if (rc)
+		return rc;
+	if (g->broken)
+		return gpt_err_set(err, GPT_EIO, "group %s: %s: unusable after an earlier failure", g->name, op);
+	return gpt_comm_check_args(g, have, op, count, t, err);
 }
 
 /* A failed collective leaves peers mid-protocol: the group is done for. */
