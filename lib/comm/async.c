@@ -32,6 +32,13 @@ static const char *kind_name(gpt_comm_req_kind k)
 	return k == GPT_COMM_REQ_ALL_REDUCE ? "all-reduce" : "reduce-scatter";
 }
 
+static int have_op(const gpt_group *g, gpt_comm_req_kind k)
+{
+	return k == GPT_COMM_REQ_ALL_REDUCE	  ? g->be->all_reduce != NULL
+	       : k == GPT_COMM_REQ_REDUCE_SCATTER ? g->be->reduce_scatter != NULL
+						  : g->be->reduce_scatter_v != NULL;
+}
+
 size_t gpt_comm_req_send_bytes(const gpt_comm_req *r)
 {
 	size_t b = (size_t)r->count * gpt_dtype_size(r->t);
@@ -40,7 +47,15 @@ size_t gpt_comm_req_send_bytes(const gpt_comm_req *r)
 
 size_t gpt_comm_req_recv_bytes(const gpt_comm_req *r)
 {
-	return (size_t)r->count * gpt_dtype_size(r->t);
+	return (size_t)(r->counts ? r->counts[r->g->rank] : r->count) * gpt_dtype_size(r->t);
+}
+
+size_t gpt_comm_req_recv_offset(const gpt_comm_req *r)
+{
+	int64_t at = 0;
+	for (int i = 0; r->counts && i < r->g->rank; i++)
+		at += r->counts[i];
+	return (size_t)at * gpt_dtype_size(r->t);
 }
 
 /* The synchronous collective of r, on the buffers the backend takes. */
@@ -49,6 +64,8 @@ static int run(gpt_comm_req *r)
 	gpt_group *g = r->g;
 	if (r->kind == GPT_COMM_REQ_ALL_REDUCE)
 		return g->be->all_reduce(g, r->xsend, r->xrecv, r->count, r->t, r->op, &r->err);
+	if (r->kind == GPT_COMM_REQ_REDUCE_SCATTER_V)
+		return g->be->reduce_scatter_v(g, r->xrecv, r->counts, r->t, r->op, &r->err);
 	return g->be->reduce_scatter(g, r->xsend, r->xrecv, r->count, r->t, r->op, &r->err);
 }
 
@@ -151,6 +168,7 @@ static void req_free(gpt_comm_req *r)
 	gpt_comm_block_give(r->g->comm, r->blk);
 	if (r->dev && r->g->be->drop)
 		r->g->be->drop(r);
+	free(r->counts);
 	free(r);
 }
 
@@ -161,9 +179,9 @@ static int place(gpt_comm_req *r, gpt_err *err)
 	gpt_group *g = r->g;
 	size_t sb = gpt_comm_req_send_bytes(r), rb = gpt_comm_req_recv_bytes(r);
 	int fs = gpt_comm_stage_foreign(g, r->send), fr = gpt_comm_stage_foreign(g, r->recv);
-	/* one place for an all-reduce in place; a reduce-scatter whose result
-	 * is the start of its input still needs two */
-	int inplace = r->send == r->recv && r->kind == GPT_COMM_REQ_ALL_REDUCE;
+	/* one place for an all-reduce in place and an uneven reduce-scatter; a
+	 * reduce-scatter whose result is the start of its input still needs two */
+	int inplace = r->send == r->recv && r->kind != GPT_COMM_REQ_REDUCE_SCATTER;
 	r->xsend = r->send;
 	r->xrecv = r->recv;
 	if (!fs && !fr)
@@ -186,13 +204,26 @@ static int place(gpt_comm_req *r, gpt_err *err)
 	return fs ? gpt_comm_stage_move(g, (void *)r->xsend, (void *)r->send, sb, 1, err) : 0;
 }
 
+/* The synchronous call of r's kind, on the caller's buffers. */
+static int run_now(gpt_comm_req *r, gpt_err *err)
+{
+	gpt_group *g = r->g;
+	if (r->kind == GPT_COMM_REQ_ALL_REDUCE)
+		return gpt_comm_all_reduce(g, r->send, r->recv, r->count, r->t, r->op, err);
+	if (r->kind == GPT_COMM_REQ_REDUCE_SCATTER_V)
+		return gpt_comm_reduce_scatter_v(g, r->recv, r->counts, r->t, r->op, err);
+	return gpt_comm_reduce_scatter(g, r->send, r->recv, r->count, r->t, r->op, err);
+}
+
+/* counts: the pieces of an uneven reduce-scatter (copied), else NULL. */
 static int start(gpt_group *g, gpt_comm_req_kind kind, const void *send, void *recv, int64_t count,
-		 gpt_dtype t, gpt_reduce_op op, gpt_comm_req **out, gpt_err *err)
+		 const int64_t *counts, gpt_dtype t, gpt_reduce_op op, gpt_comm_req **out, gpt_err *err)
 {
 	*out = NULL;
 	const char *what = kind_name(kind);
-	int have = kind == GPT_COMM_REQ_ALL_REDUCE ? g->be->all_reduce != NULL : g->be->reduce_scatter != NULL;
-	int rc = gpt_comm_check_args(g, have, what, count, t, err);
+	int rc = gpt_comm_check_args(g, have_op(g, kind), what, count, t, err);
+	if (!rc && counts)
+		rc = gpt_comm_check_counts(g, what, counts, &count, err);
 	if (rc)
 		return rc;
 	gpt_comm_engine *e = g->engine;
@@ -214,12 +245,19 @@ static int start(gpt_group *g, gpt_comm_req_kind kind, const void *send, void *r
 	if (!r)
 		return err->code;
 	*r = (gpt_comm_req){.g = g, .kind = kind, .send = send, .recv = recv, .count = count, .t = t, .op = op};
+	if (counts) {
+		r->counts = gpt_calloc((size_t)g->size, sizeof *counts, "communication request", err);
+		if (!r->counts) {
+			free(r);
+			return err->code;
+		}
+		memcpy(r->counts, counts, (size_t)g->size * sizeof *counts);
+	}
 	rc = 0;
 	if (g->be->start) {
 		if (gpt_comm_stage_foreign(g, send) || gpt_comm_stage_foreign(g, recv)) {
 			/* host buffers over a device backend: staged, synchronously */
-			rc = kind == GPT_COMM_REQ_ALL_REDUCE ? gpt_comm_all_reduce(g, send, recv, count, t, op, err)
-							     : gpt_comm_reduce_scatter(g, send, recv, count, t, op, err);
+			rc = run_now(r, err);
 			r->done = 1;
 		} else if ((rc = g->be->start(g, r, err))) {
 			g->broken = 1;
@@ -232,7 +270,7 @@ static int start(gpt_group *g, gpt_comm_req_kind kind, const void *send, void *r
 		return 0;
 	}
 	if (!e && (rc = engine_start(g, err))) {
-		free(r);
+		req_free(r);
 		return rc;
 	}
 	e = g->engine;
@@ -257,13 +295,19 @@ static int start(gpt_group *g, gpt_comm_req_kind kind, const void *send, void *r
 int gpt_comm_all_reduce_start(gpt_group *g, const void *send, void *recv, int64_t count,
 			      gpt_dtype t, gpt_reduce_op op, gpt_comm_req **req, gpt_err *err)
 {
-	return start(g, GPT_COMM_REQ_ALL_REDUCE, send, recv, count, t, op, req, err);
+	return start(g, GPT_COMM_REQ_ALL_REDUCE, send, recv, count, NULL, t, op, req, err);
 }
 
 int gpt_comm_reduce_scatter_start(gpt_group *g, const void *send, void *recv, int64_t count,
 				  gpt_dtype t, gpt_reduce_op op, gpt_comm_req **req, gpt_err *err)
 {
-	return start(g, GPT_COMM_REQ_REDUCE_SCATTER, send, recv, count, t, op, req, err);
+	return start(g, GPT_COMM_REQ_REDUCE_SCATTER, send, recv, count, NULL, t, op, req, err);
+}
+
+int gpt_comm_reduce_scatter_v_start(gpt_group *g, void *buf, const int64_t *counts, gpt_dtype t,
+				    gpt_reduce_op op, gpt_comm_req **req, gpt_err *err)
+{
+	return start(g, GPT_COMM_REQ_REDUCE_SCATTER_V, buf, buf, 0, counts, t, op, req, err);
 }
 
 int gpt_comm_wait(gpt_comm_req *r, gpt_err *err)
@@ -287,7 +331,8 @@ int gpt_comm_wait(gpt_comm_req *r, gpt_err *err)
 	if (rc)
 		*err = r->err;
 	else if (r->xrecv != r->recv)
-		rc = gpt_comm_stage_move(g, r->xrecv, r->recv, gpt_comm_req_recv_bytes(r), 0, err);
+		rc = gpt_comm_stage_move(g, (char *)r->xrecv + gpt_comm_req_recv_offset(r),
+					 (char *)r->recv + gpt_comm_req_recv_offset(r), gpt_comm_req_recv_bytes(r), 0, err);
 	req_free(r);
 	return rc;
 }

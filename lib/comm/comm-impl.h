@@ -25,6 +25,7 @@ struct gpt_comm {
 typedef enum gpt_comm_req_kind {
 	GPT_COMM_REQ_ALL_REDUCE = 0,
 	GPT_COMM_REQ_REDUCE_SCATTER,
+	GPT_COMM_REQ_REDUCE_SCATTER_V, /* in place: send == recv, count the total */
 } gpt_comm_req_kind;
 
 /* A pinned host block that stages one request's device buffers for shm. */
@@ -42,6 +43,7 @@ struct gpt_comm_req {
 	int64_t count;
 	gpt_dtype t;
 	gpt_reduce_op op;
+	int64_t *counts;    /* REDUCE_SCATTER_V: the pieces, by group rank (owned) */
 	const void *xsend;  /* what the backend reads and writes: the caller's, or */
 	void *xrecv;        /* places in blk */
 	gpt_comm_block *blk;
@@ -52,9 +54,11 @@ struct gpt_comm_req {
 	gpt_comm_req *next; /* the engine's queue */
 };
 
-/* The request's bytes of send and of recv. */
+/* The request's bytes of send and of recv, and where in recv its result
+ * starts (bytes; not 0 only for an uneven reduce-scatter). */
 size_t gpt_comm_req_send_bytes(const gpt_comm_req *r);
 size_t gpt_comm_req_recv_bytes(const gpt_comm_req *r);
+size_t gpt_comm_req_recv_offset(const gpt_comm_req *r);
 /* For every synchronous call on g: waits until g's requests have run, so
  * that the call comes after them (and has the group to itself). An earlier
  * request's failure is returned, naming op. */
@@ -63,6 +67,9 @@ int gpt_comm_async_drain(gpt_group *g, const char *op, gpt_err *err);
  * op (have), the count is not negative, the dtype is one a reduction takes. */
 int gpt_comm_check_args(const gpt_group *g, int have, const char *op, int64_t count, gpt_dtype t,
 			gpt_err *err);
+/* The pieces of an uneven collective: none negative; *total their sum. */
+int gpt_comm_check_counts(const gpt_group *g, const char *op, const int64_t *counts, int64_t *total,
+			  gpt_err *err);
 /* Stops g's progress thread (after the request it runs) and frees what is
  * left; before the backend's group_free. */
 void gpt_comm_async_free(gpt_group *g);
@@ -105,6 +112,10 @@ int gpt_comm_stage_all_gather(gpt_group *g, const void *send, void *recv, int64_
 			      gpt_err *err);
 int gpt_comm_stage_broadcast(gpt_group *g, void *buf, int64_t count, gpt_dtype t, int root,
 			     gpt_err *err);
+int gpt_comm_stage_reduce_scatter_v(gpt_group *g, void *buf, const int64_t *counts, int64_t total,
+				    gpt_dtype t, gpt_reduce_op op, gpt_err *err);
+int gpt_comm_stage_all_gather_v(gpt_group *g, void *buf, const int64_t *counts, int64_t total, gpt_dtype t,
+				gpt_err *err);
 int gpt_comm_stage_p2p(gpt_group *g, const gpt_p2p *ops, int n, gpt_dtype t, gpt_err *err);
 /* Frees the staging area. */
 void gpt_comm_stage_free(gpt_comm *c);

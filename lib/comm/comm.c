@@ -460,6 +460,44 @@ int gpt_comm_broadcast(gpt_group *g, void *buf, int64_t count, gpt_dtype t, int 
 				   : g->be->broadcast(g, buf, count, t, root, err));
 }
 
+int gpt_comm_check_counts(const gpt_group *g, const char *op, const int64_t *counts, int64_t *total,
+			  gpt_err *err)
+{
+	*total = 0;
+	for (int r = 0; r < g->size; r++) {
+		if (counts[r] < 0)
+			return gpt_err_set(err, GPT_EUSAGE, "group %s: %s: rank %d's piece has %lld elements", g->name,
+					   op, r, (long long)counts[r]);
+		*total += counts[r];
+	}
+	return 0;
+}
+
+int gpt_comm_reduce_scatter_v(gpt_group *g, void *buf, const int64_t *counts, gpt_dtype t,
+			      gpt_reduce_op op, gpt_err *err)
+{
+	int64_t total = 0;
+	int rc = ready(g, g->be->reduce_scatter_v != NULL, "reduce-scatter", 0, t, err);
+	if (!rc)
+		rc = gpt_comm_check_counts(g, "reduce-scatter", counts, &total, err);
+	if (rc)
+		return rc;
+	return after(g, g->comm->mem ? gpt_comm_stage_reduce_scatter_v(g, buf, counts, total, t, op, err)
+				   : g->be->reduce_scatter_v(g, buf, counts, t, op, err));
+}
+
+int gpt_comm_all_gather_v(gpt_group *g, void *buf, const int64_t *counts, gpt_dtype t, gpt_err *err)
+{
+	int64_t total = 0;
+	int rc = ready(g, g->be->all_gather_v != NULL, "all-gather", 0, t, err);
+	if (!rc)
+		rc = gpt_comm_check_counts(g, "all-gather", counts, &total, err);
+	if (rc)
+		return rc;
+	return after(g, g->comm->mem ? gpt_comm_stage_all_gather_v(g, buf, counts, total, t, err)
+				   : g->be->all_gather_v(g, buf, counts, t, err));
+}
+
 int gpt_comm_p2p(gpt_group *g, const gpt_p2p *ops, int n, gpt_dtype t, gpt_err *err)
 {
 	int rc = ready(g, g->be->p2p != NULL, "send/recv", 0, t, err);

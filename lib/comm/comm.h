@@ -15,7 +15,8 @@
  *     sharding data-replica group, the first/last stage group of the tied
  *     embedding).
  *  4. gpt_comm / gpt_group: collectives (all-reduce sum/max, reduce-scatter,
- *     all-gather, broadcast, send/recv, barrier) over a group, through a
+ *     all-gather and their uneven in-place forms, broadcast, send/recv,
+ *     barrier) over a group, through a
  *     backend ops table: `shm` (POSIX shared memory, CPU ranks on one host,
  *     bit-identical results on every rank) and `nccl` (GPUs, built with CUDA).
  *
@@ -208,6 +209,11 @@ typedef struct gpt_comm_backend {
 	int (*all_gather)(gpt_group *g, const void *send, void *recv, int64_t count, gpt_dtype t,
 			  gpt_err *err);
 	int (*broadcast)(gpt_group *g, void *buf, int64_t count, gpt_dtype t, int root, gpt_err *err);
+	/* The uneven pair, in place (see gpt_comm_reduce_scatter_v): buf holds
+	 * the pieces of counts[0..size), by group rank, one after another. */
+	int (*reduce_scatter_v)(gpt_group *g, void *buf, const int64_t *counts, gpt_dtype t, gpt_reduce_op op,
+				gpt_err *err);
+	int (*all_gather_v)(gpt_group *g, void *buf, const int64_t *counts, gpt_dtype t, gpt_err *err);
 	/* Runs the transfers as one batch: they progress together, so a rank may
 	 * send to and receive from its neighbours in one call without deadlock. */
 	int (*p2p)(gpt_group *g, const gpt_p2p *ops, int n, gpt_dtype t, gpt_err *err);
@@ -312,6 +318,18 @@ int gpt_comm_reduce_scatter(gpt_group *g, const void *send, void *recv, int64_t 
 int gpt_comm_all_gather(gpt_group *g, const void *send, void *recv, int64_t count, gpt_dtype t,
 			gpt_err *err);
 int gpt_comm_broadcast(gpt_group *g, void *buf, int64_t count, gpt_dtype t, int root, gpt_err *err);
+/* Uneven reduce-scatter and all-gather, in place. buf holds the pieces of
+ * the group's ranks one after another: rank r's is counts[r] elements from
+ * counts[0] + ... + counts[r-1]; counts (size entries, any of them 0) is the
+ * same on every member. reduce_scatter_v leaves in this rank's piece the
+ * reduction of every member's piece over the group, with the bits
+ * gpt_comm_all_reduce would give there, and the rest of buf unspecified;
+ * all_gather_v fills every other piece of buf with its owner's. Where the
+ * pieces are the parts of a ZeRO shard layout that a gradient or parameter
+ * window covers, each moves about half of what an all-reduce does. */
+int gpt_comm_reduce_scatter_v(gpt_group *g, void *buf, const int64_t *counts, gpt_dtype t,
+			      gpt_reduce_op op, gpt_err *err);
+int gpt_comm_all_gather_v(gpt_group *g, void *buf, const int64_t *counts, gpt_dtype t, gpt_err *err);
 int gpt_comm_send(gpt_group *g, const void *buf, int64_t count, gpt_dtype t, int peer, gpt_err *err);
 int gpt_comm_recv(gpt_group *g, void *buf, int64_t count, gpt_dtype t, int peer, gpt_err *err);
 int gpt_comm_p2p(gpt_group *g, const gpt_p2p *ops, int n, gpt_dtype t, gpt_err *err);
@@ -319,10 +337,10 @@ int gpt_comm_barrier(gpt_group *g, gpt_err *err);
 
 /* ---- asynchronous collectives ----------------------------------------------
  *
- * The same reductions as gpt_comm_all_reduce and gpt_comm_reduce_scatter,
- * with the same bits in the result, started now and finished later: start
- * returns a request at once and gpt_comm_wait(request) returns once the
- * result is usable. In between, send must not change and recv must be
+ * The same reductions as gpt_comm_all_reduce, gpt_comm_reduce_scatter and
+ * gpt_comm_reduce_scatter_v, with the same bits in the result, started now
+ * and finished later: start returns a request at once and
+ * gpt_comm_wait(request) returns once the result is usable. In between, send must not change and recv must be
  * neither read nor written (the reduction is still reading and writing
  * them); other buffers, and other groups, may be used freely.
  *
@@ -355,6 +373,10 @@ int gpt_comm_all_reduce_start(gpt_group *g, const void *send, void *recv, int64_
 			      gpt_dtype t, gpt_reduce_op op, gpt_comm_req **req, gpt_err *err);
 int gpt_comm_reduce_scatter_start(gpt_group *g, const void *send, void *recv, int64_t count,
 				  gpt_dtype t, gpt_reduce_op op, gpt_comm_req **req, gpt_err *err);
+/* gpt_comm_reduce_scatter_v, started now: buf is both send and recv
+ * (counts is copied; only this rank's piece is a result). */
+int gpt_comm_reduce_scatter_v_start(gpt_group *g, void *buf, const int64_t *counts, gpt_dtype t,
+				    gpt_reduce_op op, gpt_comm_req **req, gpt_err *err);
 /* Waits for req and frees it: 0, or the request's failure. NULL: 0. Every
  * request must be waited for before its group is freed. */
 int gpt_comm_wait(gpt_comm_req *req, gpt_err *err);

@@ -89,6 +89,19 @@ static int nccl_broadcast(gpt_group *g, void *buf, int64_t count, gpt_dtype t, i
 	return gpt_nccl_broadcast(g->impl, buf, count, t, root, err);
 }
 
+static int nccl_reduce_scatter_v(gpt_group *g, void *buf, const int64_t *counts, gpt_dtype t, gpt_reduce_op op,
+				 gpt_err *err)
+{
+	gpt_nccl_set_timeout(g->impl, g->timeout_s);
+	return gpt_nccl_reduce_scatter_v(g->impl, buf, counts, g->size, t, op == GPT_REDUCE_MAX, err);
+}
+
+static int nccl_all_gather_v(gpt_group *g, void *buf, const int64_t *counts, gpt_dtype t, gpt_err *err)
+{
+	gpt_nccl_set_timeout(g->impl, g->timeout_s);
+	return gpt_nccl_all_gather_v(g->impl, buf, counts, g->size, t, err);
+}
+
 static int nccl_p2p(gpt_group *g, const gpt_p2p *ops, int n, gpt_dtype t, gpt_err *err)
 {
 	gpt_nccl_xfer *x = gpt_calloc((size_t)(n ? n : 1), sizeof *x, "send/recv batch", err);
@@ -114,6 +127,9 @@ static int nccl_start(gpt_group *g, gpt_comm_req *r, gpt_err *err)
 {
 	gpt_nccl_set_timeout(g->impl, g->timeout_s);
 	int max = r->op == GPT_REDUCE_MAX;
+	if (r->kind == GPT_COMM_REQ_REDUCE_SCATTER_V)
+		return gpt_nccl_reduce_scatter_v_start(g->impl, r->recv, r->counts, g->size, r->t, max, g->comm->mem,
+						       &r->dev, err);
 	return r->kind == GPT_COMM_REQ_ALL_REDUCE
 		? gpt_nccl_all_reduce_start(g->impl, r->send, r->recv, r->count, r->t, max, g->comm->mem, &r->dev, err)
 		: gpt_nccl_reduce_scatter_start(g->impl, r->send, r->recv, r->count, r->t, max, g->comm->mem, &r->dev,
@@ -141,6 +157,8 @@ const gpt_comm_backend gpt_comm_backend_nccl = {
 	.all_reduce = nccl_all_reduce,
 	.reduce_scatter = nccl_reduce_scatter,
 	.all_gather = nccl_all_gather,
+	.reduce_scatter_v = nccl_reduce_scatter_v,
+	.all_gather_v = nccl_all_gather_v,
 	.broadcast = nccl_broadcast,
 	.p2p = nccl_p2p,
 	.barrier = nccl_barrier,

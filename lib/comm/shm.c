@@ -237,6 +237,74 @@ static int shm_all_gather(gpt_group *g, const void *send, void *recv, int64_t co
 	return 0;
 }
 
+/* The pieces of an uneven collective: rank r's is [at[r], at[r+1]). */
+static void piece_offsets(const int64_t *counts, int n, int64_t *at)
+{
+	at[0] = 0;
+	for (int r = 0; r < n; r++)
+		at[r + 1] = at[r] + counts[r];
+}
+
+/* The part [*lo, *hi) of rank r's piece in the chunk [off, off + c); 0 when
+ * there is none. */
+static int piece_part(const int64_t *at, int r, int64_t off, int64_t c, int64_t *lo, int64_t *hi)
+{
+	*lo = at[r] > off ? at[r] : off;
+	*hi = at[r + 1] < off + c ? at[r + 1] : off + c;
+	return *hi > *lo;
+}
+
+/* Each step every rank puts a chunk of the whole buffer in its slot, and
+ * reduces the part of its own piece the chunk holds: one rank computes each
+ * element, folding 0..n-1, as shm_all_reduce does. */
+static int shm_reduce_scatter_v(gpt_group *g, void *buf, const int64_t *counts, gpt_dtype t,
+				gpt_reduce_op op, gpt_err *err)
+{
+	shm *s = g->impl;
+	size_t es = gpt_dtype_size(t);
+	int64_t at[s->n + 1], chunk = s->slot_bytes / (int64_t)es, lo, hi;
+	piece_offsets(counts, s->n, at);
+	const void *srcs[s->n];
+	for (int64_t off = 0; off < at[s->n]; off += chunk) {
+		int64_t c = at[s->n] - off < chunk ? at[s->n] - off : chunk;
+		int set = (int)(s->step++ & 1);
+		memcpy(slot(s, set, g->rank), (const uint8_t *)buf + (size_t)off * es, (size_t)c * es);
+		int rc = shm_sync(g, "reduce-scatter", err);
+		if (rc)
+			return rc;
+		for (int i = 0; i < s->n; i++)
+			srcs[i] = slot(s, set, i);
+		if (piece_part(at, g->rank, off, c, &lo, &hi))
+			gpt_comm_reduce((uint8_t *)buf + (size_t)lo * es, srcs, s->n, lo - off, hi - lo, t, op);
+	}
+	return 0;
+}
+
+/* Each step every rank puts the part of its piece a chunk of the buffer
+ * holds in its slot, at its place in the chunk, and copies the others'. */
+static int shm_all_gather_v(gpt_group *g, void *buf, const int64_t *counts, gpt_dtype t, gpt_err *err)
+{
+	shm *s = g->impl;
+	size_t es = gpt_dtype_size(t);
+	int64_t at[s->n + 1], chunk = s->slot_bytes / (int64_t)es, lo, hi;
+	piece_offsets(counts, s->n, at);
+	uint8_t *mem = buf;
+	for (int64_t off = 0; off < at[s->n]; off += chunk) {
+		int64_t c = at[s->n] - off < chunk ? at[s->n] - off : chunk;
+		int set = (int)(s->step++ & 1);
+		if (piece_part(at, g->rank, off, c, &lo, &hi))
+			memcpy(slot(s, set, g->rank) + (size_t)(lo - off) * es, mem + (size_t)lo * es, (size_t)(hi - lo) * es);
+		int rc = shm_sync(g, "all-gather", err);
+		if (rc)
+			return rc;
+		for (int b = 0; b < s->n; b++)
+			if (b != g->rank && piece_part(at, b, off, c, &lo, &hi))
+				memcpy(mem + (size_t)lo * es, slot(s, set, b) + (size_t)(lo - off) * es,
+				       (size_t)(hi - lo) * es);
+	}
+	return 0;
+}
+
 static int shm_broadcast(gpt_group *g, void *buf, int64_t count, gpt_dtype t, int root, gpt_err *err)
 {
 	shm *s = g->impl;
@@ -525,6 +593,8 @@ const gpt_comm_backend gpt_comm_backend_shm = {
 	.all_reduce = shm_all_reduce,
 	.reduce_scatter = shm_reduce_scatter,
 	.all_gather = shm_all_gather,
+	.reduce_scatter_v = shm_reduce_scatter_v,
+	.all_gather_v = shm_all_gather_v,
 	.broadcast = shm_broadcast,
 	.p2p = shm_p2p,
 	.barrier = shm_barrier,

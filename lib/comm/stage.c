@@ -184,6 +184,50 @@ int gpt_comm_stage_broadcast(gpt_group *g, void *buf, int64_t count, gpt_dtype t
 	return rc;
 }
 
+/* Where this rank's piece of an uneven collective starts, in elements. */
+static int64_t piece_at(const gpt_group *g, const int64_t *counts)
+{
+	int64_t at = 0;
+	for (int r = 0; r < g->rank; r++)
+		at += counts[r];
+	return at;
+}
+
+int gpt_comm_stage_reduce_scatter_v(gpt_group *g, void *buf, const int64_t *counts, int64_t total,
+				    gpt_dtype t, gpt_reduce_op op, gpt_err *err)
+{
+	size_t es = gpt_dtype_size(t), at = (size_t)piece_at(g, counts) * es;
+	staged s = {{buf}, {(size_t)total * es}, {NULL}, 1};
+	int rc = place(g, &s, err);
+	if (!rc && s.use[0] != buf)
+		rc = gpt_comm_stage_move(g, s.use[0], buf, s.bytes[0], 1, err);
+	if (!rc)
+		rc = g->be->reduce_scatter_v(g, s.use[0], counts, t, op, err);
+	if (!rc && s.use[0] != buf) /* only this rank's piece is a result */
+		rc = gpt_comm_stage_move(g, (char *)s.use[0] + at, (char *)buf + at, (size_t)counts[g->rank] * es, 0,
+					 err);
+	return rc;
+}
+
+int gpt_comm_stage_all_gather_v(gpt_group *g, void *buf, const int64_t *counts, int64_t total, gpt_dtype t,
+				gpt_err *err)
+{
+	size_t es = gpt_dtype_size(t), at = (size_t)piece_at(g, counts) * es, mine = (size_t)counts[g->rank] * es;
+	staged s = {{buf}, {(size_t)total * es}, {NULL}, 1};
+	int rc = place(g, &s, err);
+	char *use = s.use[0], *user = buf;
+	if (!rc && use != user)
+		rc = gpt_comm_stage_move(g, use + at, user + at, mine, 1, err);
+	if (!rc)
+		rc = g->be->all_gather_v(g, use, counts, t, err);
+	/* the pieces before this rank's and after it */
+	if (!rc && use != user)
+		rc = gpt_comm_stage_move(g, use, user, at, 0, err);
+	if (!rc && use != user)
+		rc = gpt_comm_stage_move(g, use + at + mine, user + at + mine, s.bytes[0] - at - mine, 0, err);
+	return rc;
+}
+
 int gpt_comm_stage_p2p(gpt_group *g, const gpt_p2p *ops, int n, gpt_dtype t, gpt_err *err)
 {
 	size_t es = gpt_dtype_size(t), total = 0;

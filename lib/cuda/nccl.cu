@@ -240,6 +240,46 @@ extern "C" int gpt_nccl_broadcast(gpt_nccl *c, void *buf, int64_t count, gpt_dty
 	return wait_done(c, "broadcast", ncclBroadcast(buf, buf, (size_t)count, nt, root, c->comm, c->stream), err);
 }
 
+/* The uneven pair (see gpt_comm_reduce_scatter_v), in place: a batch of
+ * one ncclReduce (ncclBroadcast) per non-empty piece, rooted at its owner.
+ * Each moves its piece about once through every rank, so the batch moves
+ * about the buffer once, half of what an all-reduce of it does. */
+static ncclResult_t pieces_enqueue(gpt_nccl *c, int gather, void *buf, const int64_t *counts, int n,
+				   ncclDataType_t nt, size_t es, ncclRedOp_t ro)
+{
+	ncclResult_t r = ncclGroupStart();
+	char *p = (char *)buf;
+	for (int i = 0; i < n && (r == ncclSuccess || r == ncclInProgress); i++) {
+		if (counts[i] > 0)
+			r = gather ? ncclBroadcast(p, p, (size_t)counts[i], nt, i, c->comm, c->stream)
+				   : ncclReduce(p, p, (size_t)counts[i], nt, ro, i, c->comm, c->stream);
+		p += (size_t)counts[i] * es;
+	}
+	ncclResult_t e = ncclGroupEnd();
+	return r == ncclSuccess || r == ncclInProgress ? e : r;
+}
+
+extern "C" int gpt_nccl_reduce_scatter_v(gpt_nccl *c, void *buf, const int64_t *counts, int n, gpt_dtype t,
+					 int max, gpt_err *err)
+{
+	ncclDataType_t nt = ncclFloat32;
+	int rc = nccl_type(t, &nt, err);
+	if (rc)
+		return rc;
+	return wait_done(c, "reduce-scatter",
+			 pieces_enqueue(c, 0, buf, counts, n, nt, gpt_dtype_size(t), max ? ncclMax : ncclSum), err);
+}
+
+extern "C" int gpt_nccl_all_gather_v(gpt_nccl *c, void *buf, const int64_t *counts, int n, gpt_dtype t,
+				     gpt_err *err)
+{
+	ncclDataType_t nt = ncclFloat32;
+	int rc = nccl_type(t, &nt, err);
+	if (rc)
+		return rc;
+	return wait_done(c, "all-gather", pieces_enqueue(c, 1, buf, counts, n, nt, gpt_dtype_size(t), ncclSum), err);
+}
+
 extern "C" int gpt_nccl_p2p(gpt_nccl *c, const gpt_nccl_xfer *x, int n, gpt_dtype t, gpt_err *err)
 {
 	ncclDataType_t nt = ncclFloat32;
@@ -279,10 +319,12 @@ static int wait_enqueued(gpt_nccl *c, const char *op, ncclResult_t enq, gpt_err 
 	return wait_ready(c, op, err);
 }
 
-typedef enum { ASYNC_ALL_REDUCE, ASYNC_REDUCE_SCATTER } async_kind;
+typedef enum { ASYNC_ALL_REDUCE, ASYNC_REDUCE_SCATTER, ASYNC_REDUCE_SCATTER_V } async_kind;
 
-static int start_async(gpt_nccl *c, async_kind k, const void *send, void *recv, int64_t count, gpt_dtype t,
-		       int max, gpt_backend *compute, void **event, gpt_err *err)
+/* counts (n entries): the pieces of ASYNC_REDUCE_SCATTER_V, in place in recv. */
+static int start_async(gpt_nccl *c, async_kind k, const void *send, void *recv, int64_t count,
+		       const int64_t *counts, int n, gpt_dtype t, int max, gpt_backend *compute, void **event,
+		       gpt_err *err)
 {
 	*event = NULL;
 	const char *op = k == ASYNC_ALL_REDUCE ? "all-reduce" : "reduce-scatter";
@@ -301,9 +343,10 @@ static int start_async(gpt_nccl *c, async_kind k, const void *send, void *recv, 
 		cudaEventDestroy(ready);
 	if (!rc) {
 		ncclRedOp_t ro = max ? ncclMax : ncclSum;
-		ncclResult_t r = k == ASYNC_ALL_REDUCE
-			? ncclAllReduce(send, recv, (size_t)count, nt, ro, c->comm, c->stream)
-			: ncclReduceScatter(send, recv, (size_t)count, nt, ro, c->comm, c->stream);
+		ncclResult_t r = k == ASYNC_ALL_REDUCE ? ncclAllReduce(send, recv, (size_t)count, nt, ro, c->comm, c->stream)
+				 : k == ASYNC_REDUCE_SCATTER
+				 ? ncclReduceScatter(send, recv, (size_t)count, nt, ro, c->comm, c->stream)
+				 : pieces_enqueue(c, 0, recv, counts, n, nt, gpt_dtype_size(t), ro);
 		rc = wait_enqueued(c, op, r, err);
 	}
 	if (!rc)
@@ -322,14 +365,21 @@ static int start_async(gpt_nccl *c, async_kind k, const void *send, void *recv, 
 extern "C" int gpt_nccl_all_reduce_start(gpt_nccl *c, const void *send, void *recv, int64_t count,
 					 gpt_dtype t, int max, gpt_backend *compute, void **event, gpt_err *err)
 {
-	return start_async(c, ASYNC_ALL_REDUCE, send, recv, count, t, max, compute, event, err);
+	return start_async(c, ASYNC_ALL_REDUCE, send, recv, count, NULL, 0, t, max, compute, event, err);
 }
 
 extern "C" int gpt_nccl_reduce_scatter_start(gpt_nccl *c, const void *send, void *recv, int64_t count,
 					     gpt_dtype t, int max, gpt_backend *compute, void **event,
 					     gpt_err *err)
 {
-	return start_async(c, ASYNC_REDUCE_SCATTER, send, recv, count, t, max, compute, event, err);
+	return start_async(c, ASYNC_REDUCE_SCATTER, send, recv, count, NULL, 0, t, max, compute, event, err);
+}
+
+extern "C" int gpt_nccl_reduce_scatter_v_start(gpt_nccl *c, void *buf, const int64_t *counts, int n,
+					       gpt_dtype t, int max, gpt_backend *compute, void **event,
+					       gpt_err *err)
+{
+	return start_async(c, ASYNC_REDUCE_SCATTER_V, buf, buf, 0, counts, n, t, max, compute, event, err);
 }
 
 extern "C" int gpt_nccl_finish(gpt_nccl *c, void *event, gpt_backend *compute, gpt_err *err)

@@ -46,11 +46,17 @@ int gpt_nccl_reduce_scatter(gpt_nccl *c, const void *send, void *recv, int64_t c
 int gpt_nccl_all_gather(gpt_nccl *c, const void *send, void *recv, int64_t count, gpt_dtype t,
 			gpt_err *err);
 int gpt_nccl_broadcast(gpt_nccl *c, void *buf, int64_t count, gpt_dtype t, int root, gpt_err *err);
+/* In place over n ranks (gpt_comm_reduce_scatter_v, gpt_comm_all_gather_v):
+ * one ncclReduce / ncclBroadcast per non-empty piece, rooted at its owner,
+ * in one ncclGroupStart/ncclGroupEnd batch. */
+int gpt_nccl_reduce_scatter_v(gpt_nccl *c, void *buf, const int64_t *counts, int n, gpt_dtype t, int max,
+			      gpt_err *err);
+int gpt_nccl_all_gather_v(gpt_nccl *c, void *buf, const int64_t *counts, int n, gpt_dtype t, gpt_err *err);
 /* The transfers as one ncclGroupStart/ncclGroupEnd batch. */
 int gpt_nccl_p2p(gpt_nccl *c, const gpt_nccl_xfer *x, int n, gpt_dtype t, gpt_err *err);
 int gpt_nccl_barrier(gpt_nccl *c, gpt_err *err);
 
-/* Asynchronous all-reduce / reduce-scatter: enqueued on c's stream behind
+/* Asynchronous all-reduce / reduce-scatter (even or not): enqueued on c's stream behind
  * the work queued so far on compute's stream (the default stream when
  * compute is NULL), returning at once with *event, recorded after the
  * collective. The host waits only while NCCL itself is still enqueuing. */
@@ -58,6 +64,8 @@ int gpt_nccl_all_reduce_start(gpt_nccl *c, const void *send, void *recv, int64_t
 			      int max, gpt_backend *compute, void **event, gpt_err *err);
 int gpt_nccl_reduce_scatter_start(gpt_nccl *c, const void *send, void *recv, int64_t count,
 				  gpt_dtype t, int max, gpt_backend *compute, void **event, gpt_err *err);
+int gpt_nccl_reduce_scatter_v_start(gpt_nccl *c, void *buf, const int64_t *counts, int n, gpt_dtype t,
+				    int max, gpt_backend *compute, void **event, gpt_err *err);
 /* Makes compute's stream wait for event (without compute: the host, with
  * c's deadline), reports an asynchronous NCCL failure, and frees event. */
 int gpt_nccl_finish(gpt_nccl *c, void *event, gpt_backend *compute, gpt_err *err);

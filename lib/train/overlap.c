@@ -119,7 +119,7 @@ int gpt_tr_overlap_setup(trainer *tr, gpt_err *err)
 		int rc = gpt_tr_zero_overlap_on(tr, err);
 		if (!rc)
 			gpt_log_printf(&tr->log, GPT_LOG_INFO,
-				       "gradient reduction: unit by unit, each unit's all-reduce overlapped with the backward of the units before it (sharding stage %lld, two layer gradient windows; Distributed.overlap_grad_reduce)",
+				       "gradient reduction: unit by unit, each unit's reduce-scatter overlapped with the backward of the units before it (sharding stage %lld, two layer gradient windows; Distributed.overlap_grad_reduce)",
 				       (long long)tr->stage);
 		return rc;
 	}

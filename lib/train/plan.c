@@ -310,9 +310,10 @@ static const char *grad_reduction(const gpt_config *cfg, char *out, size_t size)
 	if (cfg->distributed.dp_degree * sh == 1)
 		snprintf(out, size, "none (one data replica)");
 	else if (sh > 1 && cfg->distributed.sharding.sharding_stage >= 2)
-		snprintf(out, size, "unit by unit inside the backward (sharding stage %lld)%s",
+		snprintf(out, size, "unit by unit inside the backward (sharding stage %lld)%s, reduce-scattered over the sharding group%s",
 			 (long long)cfg->distributed.sharding.sharding_stage,
-			 cfg->distributed.overlap_grad_reduce ? ", each overlapped with the units before it" : "");
+			 cfg->distributed.overlap_grad_reduce ? ", each overlapped with the units before it" : "",
+			 cfg->distributed.dp_degree > 1 ? "; the shards summed over dp once a step" : "");
 	else if (overlapped(cfg))
 		snprintf(out, size, "overlapped with the last backward, buckets of at least %g MB",
 			 cfg->distributed.comm_buffer_size);

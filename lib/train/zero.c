@@ -23,22 +23,32 @@ static int shard_overlap(const trainer *tr, int64_t a, int64_t b, int64_t *x0, i
 	return *x1 > *x0;
 }
 
+/* The pieces of [a, b) that the sharding ranks' shards hold, by sharding
+ * rank: the counts of the uneven collectives over a window of [a, b). */
+static void window_pieces(const trainer *tr, int64_t a, int64_t b, int64_t *counts)
+{
+	for (int64_t r = 0; r < tr->sh; r++) {
+		int64_t x0 = a > r * tr->shard ? a : r * tr->shard;
+		int64_t x1 = b < (r + 1) * tr->shard ? b : (r + 1) * tr->shard;
+		counts[r] = x1 > x0 ? x1 - x0 : 0;
+	}
+}
+
 /* Stage 3: the whole of unit u's parameters in window w: each rank puts in
- * its shard's part, zeros elsewhere, and a sum over the sharding group fills
- * the rest (adding zeros is exact in every dtype). */
+ * its shard's part, and an all-gather over the sharding group brings the
+ * other ranks' parts. */
 static int gather_unit(trainer *tr, int u, void *w, gpt_err *err)
 {
 	gpt_model *m = &tr->model;
 	gpt_backend *be = m->be;
 	int64_t es = (int64_t)gpt_dtype_size(be->dtype), a = m->unit_begin[u], b = m->unit_end[u], x0, x1;
-	int rc = be->ops->zero(be, w, (size_t)((b - a) * es), err);
-	if (!rc && shard_overlap(tr, a, b, &x0, &x1))
+	int64_t counts[tr->sh];
+	int rc = 0;
+	if (shard_overlap(tr, a, b, &x0, &x1))
 		rc = be->ops->copy(be, (char *)w + (x0 - a) * es, (char *)tr->pshard + (x0 - tr->opt.begin) * es,
 				   (size_t)((x1 - x0) * es), err);
-	if (!rc)
-		rc = gpt_comm_all_reduce(tr->groups.g[GPT_MESH_SHARDING], w, w, b - a, be->dtype,
-					 GPT_REDUCE_SUM, err);
-	return rc;
+	window_pieces(tr, a, b, counts);
+	return rc ? rc : gpt_comm_all_gather_v(tr->groups.g[GPT_MESH_SHARDING], w, counts, be->dtype, err);
 }
 
 /* Adds this rank's part of unit u's gradient window w, summed over the
@@ -54,18 +64,22 @@ static int shard_add(trainer *tr, int u, const void *w, gpt_err *err)
 	return be->ops->residual_fwd(be, acc, acc, (const char *)w + (x0 - a) * es, x1 - x0, err);
 }
 
-/* Sums unit u's gradient window w over the replicas and adds this rank's
- * part into its gradient shard. */
+/* Sums this rank's part of unit u's gradient window w over the sharding
+ * group (a reduce-scatter: each rank gets the sum of only its part) and adds
+ * it into its gradient shard. The sum over dp comes at the step's end, once,
+ * on the shard (gpt_tr_reduce_grads). */
 static int reduce_window(trainer *tr, int u, void *w, gpt_err *err)
 {
 	gpt_model *m = &tr->model;
-	int rc = gpt_comm_all_reduce(tr->groups.g[GPT_MESH_DATA], w, w, m->unit_end[u] - m->unit_begin[u],
-				     m->be->dtype, GPT_REDUCE_SUM, err);
+	int64_t counts[tr->sh];
+	window_pieces(tr, m->unit_begin[u], m->unit_end[u], counts);
+	int rc = gpt_comm_reduce_scatter_v(tr->groups.g[GPT_MESH_SHARDING], w, counts, m->be->dtype,
+					   GPT_REDUCE_SUM, err);
 	return rc ? rc : shard_add(tr, u, w, err);
 }
 
 /* ---- the windows' reductions overlapped (Distributed.overlap_grad_reduce) ----
- * When a unit's backward ends its window's all-reduce starts, and the window
+ * When a unit's backward ends its window's reduce-scatter starts, and the window
  * is finished (waited for, this rank's part added into the shard) when it is
  * needed again or at the step's end. Layers take the two layer windows in
  * turn, so a layer's reduction runs during the backward of the layer before
@@ -156,7 +170,7 @@ static int zero_acquire(void *ctx, gpt_model *m, int u, int backward, gpt_err *e
 }
 
 /* After the backward of unit u its gradients of this micro-batch are whole:
- * sum them over the replicas and add this rank's part into its shard. */
+ * sum this rank's part over the sharding group and add it into its shard. */
 static int zero_release(void *ctx, gpt_model *m, int u, int backward, gpt_err *err)
 {
 	trainer *tr = ctx;
@@ -174,8 +188,10 @@ static int zero_release(void *ctx, gpt_model *m, int u, int backward, gpt_err *e
 	int j = zwin_index(tr, w);
 	tr->zpend[j].unit = u;
 	tr->zpend[j].seq = ++tr->zseq;
-	int rc = gpt_comm_all_reduce_start(tr->groups.g[GPT_MESH_DATA], w, w, m->unit_end[u] - m->unit_begin[u],
-					   m->be->dtype, GPT_REDUCE_SUM, &tr->zpend[j].req, err);
+	int64_t counts[tr->sh];
+	window_pieces(tr, m->unit_begin[u], m->unit_end[u], counts);
+	int rc = gpt_comm_reduce_scatter_v_start(tr->groups.g[GPT_MESH_SHARDING], w, counts, m->be->dtype,
+						 GPT_REDUCE_SUM, &tr->zpend[j].req, err);
 	return rc ? gpt_err_prefix(err, "gradient window of unit %d", u) : 0;
 }
 
@@ -319,13 +335,20 @@ int gpt_tr_reduce_grads(trainer *tr, gpt_err *err)
 	gpt_model *m = &tr->model;
 	gpt_dtype t = m->be->dtype;
 	if (tr->stage >= 2) {
-		/* done unit by unit during the backward (zero_release), but for
-		 * a held-back embedding window */
-		if (!tr->wte_held_back || m->unit_end[0] == m->unit_begin[0])
-			return 0;
-		int rc = gpt_tr_tied_reduce(tr, (char *)tr->gw[0] + (m->offset[0] - m->unit_begin[0]) *
-								 (int64_t)gpt_dtype_size(t), err);
-		return rc ? rc : reduce_window(tr, 0, tr->gw[0], err);
+		/* over the sharding group: done unit by unit during the
+		 * backward (zero_release), but for a held-back embedding window */
+		int rc = 0;
+		if (tr->wte_held_back && m->unit_end[0] > m->unit_begin[0]) {
+			rc = gpt_tr_tied_reduce(tr, (char *)tr->gw[0] + (m->offset[0] - m->unit_begin[0]) *
+							     (int64_t)gpt_dtype_size(t), err);
+			if (!rc)
+				rc = reduce_window(tr, 0, tr->gw[0], err);
+		}
+		/* over dp: the shard, once for the step's micro-batches */
+		if (!rc && tr->mesh.dp > 1)
+			rc = gpt_comm_all_reduce(tr->groups.g[GPT_MESH_DP], tr->gshard, tr->gshard, tr->shard, t,
+						 GPT_REDUCE_SUM, err);
+		return rc;
 	}
 	int rc0 = m->offset[0] >= 0 ? gpt_tr_tied_reduce(tr, (char *)m->grads + m->offset[0] * (int64_t)gpt_dtype_size(t), err) : 0;
 	if (rc0)

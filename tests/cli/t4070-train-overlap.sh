@@ -71,7 +71,7 @@ zlayout () { # name nproc flags...
 	test_expect_success "$name: windows reduced beside the backward give the same bits as one at a time" '
 		run '$name'-off '$nproc' False '"$*"' &&
 		run '$name'-on '$nproc' True '"$*"' &&
-		test_grep "gradient reduction: unit by unit, each unit.s all-reduce overlapped with the backward" \
+		test_grep "gradient reduction: unit by unit, each unit.s reduce-scatter overlapped with the backward" \
 			log-'$name'-on/workerlog.0 &&
 		test_grep "gradient reduction: unit by unit inside the backward [(]Distributed.overlap_grad_reduce False[)]" \
 			log-'$name'-off/workerlog.0 &&
@@ -115,7 +115,10 @@ test_expect_success '--dry-run names how the gradients are reduced, and the stag
 	test_grep "^  overlap staging: .* pinned host, where GPU ranks share a device over shm" plan3 &&
 	gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" --world-size 2 --dry-run --sharding_parallel_degree 2 \
 		--sharding stage2 -o Distributed.overlap_grad_reduce=True >plan4 &&
-	test_grep "^gradient reduction: unit by unit inside the backward [(]sharding stage 2[)], each overlapped with the units before it" plan4
+	test_grep "^gradient reduction: unit by unit inside the backward [(]sharding stage 2[)], each overlapped with the units before it, reduce-scattered over the sharding group$" plan4 &&
+	gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" --world-size 4 --dry-run --sharding_parallel_degree 2 \
+		--sharding stage3 -o Distributed.dp_degree=2 >plan5 &&
+	test_grep "^gradient reduction: .*[(]sharding stage 3[)].*reduce-scattered over the sharding group; the shards summed over dp once a step$" plan5
 '
 
 test_done

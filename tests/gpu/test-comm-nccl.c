@@ -115,6 +115,42 @@ static int rank_collectives(gpt_comm *c, int rank, int n, void *arg)
 		if (goti[i] != (int32_t)s)
 			FAIL("reduce-scatter [%lld] = %d, want %lld", (long long)i, goti[i], (long long)s);
 	}
+	/* the uneven pair in place, int32 (exact): pieces of one buffer, rank
+	 * 0's empty; then the same reduce-scatter started asynchronously */
+	int64_t pc[n], at = 0, tot = 0;
+	for (int q = 0; q < n; q++) {
+		pc[q] = q == 0 && n > 1 ? 0 : cnt / (q + 1);
+		at += q < rank ? pc[q] : 0;
+		tot += pc[q];
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		gpt_cuda_memcpy(d, hi, (size_t)tot * 4, 0, &err);
+		gpt_comm_req *req = NULL;
+		if (pass ? gpt_comm_reduce_scatter_v_start(w, d, pc, GPT_DTYPE_I32, GPT_REDUCE_SUM, &req, &err) ||
+				   gpt_comm_wait(req, &err)
+			 : gpt_comm_reduce_scatter_v(w, d, pc, GPT_DTYPE_I32, GPT_REDUCE_SUM, &err))
+			FAIL("uneven reduce-scatter%s: %s", pass ? " (asynchronous)" : "", err.msg);
+		gpt_cuda_memcpy(goti, (char *)d + (size_t)at * 4, (size_t)pc[rank] * 4, 1, &err);
+		for (int64_t i = 0; i < pc[rank] && !fail; i++) {
+			int64_t j = at + i, s = 0;
+			for (int r = 0; r < n; r++)
+				s += j * 31 + r;
+			if (goti[i] != (int32_t)s)
+				FAIL("uneven reduce-scatter [%lld] = %d, want %lld", (long long)j, goti[i], (long long)s);
+		}
+	}
+	for (int64_t i = 0; i < tot; i++)
+		goti[i] = -1;
+	gpt_cuda_memcpy(d, goti, (size_t)tot * 4, 0, &err);
+	gpt_cuda_memcpy((char *)d + (size_t)at * 4, hi + at, (size_t)pc[rank] * 4, 0, &err);
+	if (gpt_comm_all_gather_v(w, d, pc, GPT_DTYPE_I32, &err))
+		FAIL("uneven all-gather: %s", err.msg);
+	gpt_cuda_memcpy(goti, d, (size_t)tot * 4, 1, &err);
+	int64_t o = 0;
+	for (int q = 0; q < n && !fail; o += pc[q], q++)
+		for (int64_t i = o; i < o + pc[q] && !fail; i++)
+			if (goti[i] != (int32_t)(i * 31 + q))
+				FAIL("uneven all-gather piece %d [%lld] = %d", q, (long long)i, goti[i]);
 	/* all-gather and broadcast, fp32: exact */
 	gpt_cuda_memcpy(d, h, (size_t)cnt * 4, 0, &err);
 	if (gpt_comm_all_gather(w, d, d2, cnt, GPT_DTYPE_F32, &err))

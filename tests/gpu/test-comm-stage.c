@@ -1,6 +1,7 @@
 /* lib/comm's shm backend carrying CUDA device buffers (gpt_comm_set_memory):
  * three forked ranks share device 0, as ranks of a job share one GPU; every
- * collective on device buffers, on a mix of device and host buffers, and on
+ * collective (the uneven in-place pair too) on device buffers, on a mix of
+ * device and host buffers, and on
  * buffers that alias (a sharding rank's part inside the whole), must give
  * the very bits the same collective gives on host buffers; a batch of
  * send/recv mixes device and host buffers; asynchronous requests on device
@@ -79,6 +80,7 @@ static void run_checks(rank_ctx *x)
 	size_t bytes = (size_t)CNT * n * 4;
 	float *h = malloc(bytes), *ref = malloc(bytes), *got = malloc(bytes);
 	uint16_t *hb = malloc(bytes);
+	gpt_comm_req *req0 = NULL;
 	for (int64_t i = 0; i < (int64_t)CNT * n; i++)
 		h[i] = value(r, i);
 	gpt_convert(hb, GPT_DTYPE_BF16, h, GPT_DTYPE_F32, (size_t)CNT * n, NULL);
@@ -113,6 +115,31 @@ static void run_checks(rank_ctx *x)
 	void *mine = (char *)d + (size_t)r * CNT * 4;
 	check(x, gpt_comm_reduce_scatter(w, d, mine, CNT, GPT_DTYPE_F32, GPT_REDUCE_SUM, &x->err), "device reduce-scatter");
 	same(x, "reduce-scatter into its own input", ref, mine, (size_t)CNT * 4);
+
+	/* the uneven pair in place, as sharding stages 2 and 3 use it: pieces
+	 * of a device buffer, rank 0's empty; only this rank's piece of the
+	 * reduce-scatter is a result */
+	int64_t pc[RANKS], at = 0, tot = 0; /* not a VLA: the goto above jumps past it */
+	for (int q = 0; q < n; q++) {
+		pc[q] = q == 0 && n > 1 ? 0 : CNT / (q + 1);
+		at += q < r ? pc[q] : 0;
+		tot += pc[q];
+	}
+	x->be.ops->upload(&x->be, d, h, (size_t)tot * 4, &x->err);
+	memcpy(ref, h, (size_t)tot * 4);
+	check(x, gpt_comm_reduce_scatter_v(w, ref, pc, GPT_DTYPE_F32, GPT_REDUCE_SUM, &x->err), "host uneven reduce-scatter");
+	check(x, gpt_comm_reduce_scatter_v(w, d, pc, GPT_DTYPE_F32, GPT_REDUCE_SUM, &x->err), "device uneven reduce-scatter");
+	same(x, "uneven reduce-scatter", ref + at, (char *)d + (size_t)at * 4, (size_t)pc[r] * 4);
+	x->be.ops->upload(&x->be, d, h, (size_t)tot * 4, &x->err);
+	check(x, gpt_comm_reduce_scatter_v_start(w, d, pc, GPT_DTYPE_F32, GPT_REDUCE_SUM, &req0, &x->err),
+	      "starting an uneven reduce-scatter");
+	check(x, gpt_comm_wait(req0, &x->err), "waiting for the uneven reduce-scatter");
+	same(x, "asynchronous uneven reduce-scatter", ref + at, (char *)d + (size_t)at * 4, (size_t)pc[r] * 4);
+	x->be.ops->upload(&x->be, d, h, (size_t)tot * 4, &x->err);
+	memcpy(ref, h, (size_t)tot * 4);
+	check(x, gpt_comm_all_gather_v(w, ref, pc, GPT_DTYPE_F32, &x->err), "host uneven all-gather");
+	check(x, gpt_comm_all_gather_v(w, d, pc, GPT_DTYPE_F32, &x->err), "device uneven all-gather");
+	same(x, "uneven all-gather", ref, d, (size_t)tot * 4);
 
 	/* all-gather from a part of the output (device), and device to host */
 	x->be.ops->upload(&x->be, mine, h, (size_t)CNT * 4, &x->err);

@@ -1,5 +1,6 @@
 /* lib/comm: the asynchronous collectives (gpt_comm_all_reduce_start,
- * gpt_comm_reduce_scatter_start, gpt_comm_wait) over shm. Forks N ranks
+ * gpt_comm_reduce_scatter_start, gpt_comm_reduce_scatter_v_start,
+ * gpt_comm_wait) over shm. Forks N ranks
  * around a local store: several requests in flight on two groups at once,
  * waited for in reverse order, mixed with synchronous calls on the same
  * groups, equal the serial result bit for bit; a buffer reduced in uneven
@@ -21,12 +22,16 @@
 
 #define NREQ 6
 
+enum { ALL_REDUCE, SCATTER, SCATTER_V };
+
 /* One request of the batch: what it reduces and what it must give. */
 typedef struct job {
-	int scatter;
+	int kind;
 	gpt_group *g;
-	int gn, gr; /* the group's size and this rank's place in it */
-	int64_t count;
+	int gn, gr;    /* the group's size and this rank's place in it */
+	int64_t count; /* the result's elements */
+	int64_t pc[8]; /* SCATTER_V: the members' pieces */
+	int64_t at;    /* where the result starts in the reduction of all of it */
 	void **in;  /* every member's input (in[gr] is this rank's) */
 	void *got, *want;
 	gpt_comm_req *req;
@@ -57,21 +62,34 @@ static int rank_inflight(rank_ctx *x)
 			job jobs[NREQ];
 			for (int k = 0; k < NREQ; k++) {
 				job *j = &jobs[k];
-				j->scatter = k % 3 == 2;
-				j->g = k % 2 ? half : w;
+				j->kind = k == 2 ? SCATTER : k == 5 ? SCATTER_V : ALL_REDUCE;
+				j->g = k % 2 && j->kind != SCATTER_V ? half : w;
 				j->gn = j->g->size;
 				j->gr = j->g->rank;
-				j->count = j->scatter ? counts[k] / 4 + 1 : counts[k];
-				int64_t total = j->scatter ? j->count * j->gn : j->count;
+				j->count = j->kind == SCATTER ? counts[k] / 4 + 1 : counts[k];
+				j->at = j->kind == SCATTER ? j->gr * j->count : 0;
+				int64_t total = j->kind == SCATTER ? j->count * j->gn : j->count;
+				if (j->kind == SCATTER_V) { /* uneven pieces (over 2 ranks, one empty) */
+					total = 0;
+					for (int r = 0; r < j->gn; r++) {
+						j->pc[r] = r == 1 && j->gn > 2 ? 0 : counts[k] / (r + 1);
+						j->at += r < j->gr ? j->pc[r] : 0;
+						total += j->pc[r];
+					}
+					j->count = j->pc[j->gr];
+				}
 				/* the members of a group draw from one tag; the two halves differ */
 				j->in = all_inputs(j->gn, t, ++tag * 2 + (j->g == half ? me % 2 : 0), total);
 				j->want = malloc((size_t)(total + 1) * es);
 				serial_reduce(j->want, j->in, j->gn, total, t, (gpt_reduce_op)op);
 				/* in place for the even requests, as the trainer's buckets are */
-				j->got = k % 2 == 0 && !j->scatter ? j->in[j->gr] : malloc((size_t)(total + 1) * es);
-				int rc = j->scatter
+				int inplace = (k % 2 == 0 && j->kind == ALL_REDUCE) || j->kind == SCATTER_V;
+				j->got = inplace ? j->in[j->gr] : malloc((size_t)(total + 1) * es);
+				int rc = j->kind == SCATTER
 					? gpt_comm_reduce_scatter_start(j->g, j->in[j->gr], j->got, j->count, t,
 									(gpt_reduce_op)op, &j->req, &err)
+					: j->kind == SCATTER_V
+					? gpt_comm_reduce_scatter_v_start(j->g, j->got, j->pc, t, (gpt_reduce_op)op, &j->req, &err)
 					: gpt_comm_all_reduce_start(j->g, j->in[j->gr], j->got, j->count, t,
 								    (gpt_reduce_op)op, &j->req, &err);
 				CHECK(rc == 0 && j->req, "start %d: %s", k, err.msg);
@@ -87,10 +105,13 @@ static int rank_inflight(rank_ctx *x)
 			for (int k = NREQ - 1; k >= 0; k--) {
 				job *j = &jobs[k];
 				int rc = gpt_comm_wait(j->req, &err);
-				size_t off = j->scatter ? (size_t)(j->gr * j->count) * es : 0;
-				CHECK(rc == 0 && memcmp(j->got, (char *)j->want + off, (size_t)j->count * es) == 0,
+				size_t off = (size_t)j->at * es, gin = j->kind == SCATTER_V ? off : 0;
+				CHECK(rc == 0 && memcmp((char *)j->got + gin, (char *)j->want + off, (size_t)j->count * es) == 0,
 				      "%s %s %s of %lld (request %d, group %s) differs from the serial result (%s)",
-				      j->scatter ? "reduce-scatter" : "all-reduce", op ? "max" : "sum", gpt_dtype_name(t),
+				      j->kind == SCATTER	? "reduce-scatter"
+				      : j->kind == SCATTER_V ? "uneven reduce-scatter"
+							     : "all-reduce",
+				      op ? "max" : "sum", gpt_dtype_name(t),
 				      (long long)j->count, k, j->g->name, rc ? err.msg : "");
 				if (j->got != j->in[j->gr])
 					free(j->got);
@@ -162,6 +183,10 @@ static int rank_args(rank_ctx *x)
 	rc = gpt_comm_reduce_scatter_start(w, v, v, 1, GPT_DTYPE_I8, GPT_REDUCE_SUM, &r, &err);
 	CHECK(rc == GPT_EUSAGE && !r && strstr(err.msg, "reduce-scatter: dtype"), "an unsupported dtype: %d %s", rc,
 	      err.msg);
+	int64_t pc[2] = {1, -1};
+	rc = gpt_comm_reduce_scatter_v_start(w, v, pc, GPT_DTYPE_F32, GPT_REDUCE_SUM, &r, &err);
+	CHECK(rc == GPT_EUSAGE && !r && strstr(err.msg, "group world: reduce-scatter: rank 1's piece has -1 elements"),
+	      "a negative piece: %d %s", rc, err.msg);
 	/* the group is still whole after a refused start */
 	v[0] = 1;
 	rc = gpt_comm_all_reduce_start(w, v, v, 1, GPT_DTYPE_F32, GPT_REDUCE_SUM, &r, &err);
@@ -221,7 +246,7 @@ int main(void)
 	int sizes[] = {2, 3, 4};
 	for (int i = 0; i < 3; i++)
 		is_int(run_ranks(sizes[i], 60, rank_inflight, NULL), 0,
-		       "%d ranks: six all-reduce and reduce-scatter requests in flight on two groups (sum, max; "
+		       "%d ranks: six all-reduce and (even, uneven) reduce-scatter requests in flight on two groups (sum, max; "
 		       "fp32/bf16/fp16/int32/int64), a synchronous call among them, waited for last first: "
 		       "the serial result bit for bit", sizes[i]);
 	is_int(run_ranks(3, 60, rank_buckets, NULL), 0,

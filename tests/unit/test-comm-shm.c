@@ -1,6 +1,7 @@
 /* lib/comm: the shm backend. Forks N ranks around a local store and checks
- * every collective, for every dtype, bit for bit against a serial
- * computation; groups split from meshes; timeouts and dead peers.
+ * every collective (the uneven in-place pair too), for every dtype, bit for
+ * bit against a serial computation; groups split from meshes; timeouts and
+ * dead peers.
  *
  * Run as `test-comm-shm worker` it is one worker under gpt-launch (or srun,
  * mpirun): it finds its rank in the environment, all-reduces rank + 1 over
@@ -24,6 +25,14 @@
 typedef struct coll_arg {
 	int big; /* also sizes that need several slot-sized chunks */
 } coll_arg;
+
+/* Pieces of an uneven collective over n ranks, case k of a buffer of about
+ * cnt elements a rank: some ranks have none, the others differ in size. */
+static void uneven_pieces(int64_t *pc, int n, int k, int64_t cnt)
+{
+	for (int r = 0; r < n; r++)
+		pc[r] = (r + k) % 3 == 1 ? 0 : cnt / 2 + r * 7;
+}
 
 static int rank_collectives(rank_ctx *x)
 {
@@ -81,7 +90,43 @@ static int rank_collectives(rank_ctx *x)
 				      gpt_dtype_name(t), (long long)rcnt);
 				free_inputs(in, n);
 				free(want), free(got);
+
+				/* uneven reduce-scatter in place: this rank's piece */
+				int64_t pc[n], at = 0, tot = 0;
+				uneven_pieces(pc, n, k, cnt);
+				for (int r = 0; r < n; r++)
+					at += r < me ? pc[r] : 0, tot += pc[r];
+				in = all_inputs(n, t, ++tag, tot);
+				want = malloc((size_t)(tot + 1) * es);
+				serial_reduce(want, in, n, tot, t, (gpt_reduce_op)op);
+				rc = gpt_comm_reduce_scatter_v(w, in[me], pc, t, (gpt_reduce_op)op, &err);
+				CHECK(rc == 0 && memcmp((uint8_t *)in[me] + (size_t)at * es, (uint8_t *)want + (size_t)at * es,
+							(size_t)pc[me] * es) == 0,
+				      "uneven reduce-scatter %s %s of %lld (piece %lld) differs (%s)", op ? "max" : "sum",
+				      gpt_dtype_name(t), (long long)tot, (long long)pc[me], rc ? err.msg : "");
+				free_inputs(in, n);
+				free(want);
 			}
+		/* uneven all-gather in place: every piece from its owner */
+		for (int k = 0; k < 4; k++) {
+			int64_t pc[n], at = 0, tot = 0;
+			uneven_pieces(pc, n, k, counts[k] ? counts[k] : 140000 * a->big);
+			for (int r = 0; r < n; r++)
+				at += r < me ? pc[r] : 0, tot += pc[r];
+			void **in = all_inputs(n, t, ++tag, tot);
+			uint8_t *got = malloc((size_t)(tot + 1) * es);
+			memset(got, 0xab, (size_t)tot * es);
+			memcpy(got + (size_t)at * es, (uint8_t *)in[me] + (size_t)at * es, (size_t)pc[me] * es);
+			int rc = gpt_comm_all_gather_v(w, got, pc, t, &err);
+			int same = rc == 0;
+			int64_t o = 0;
+			for (int r = 0; r < n && same; o += pc[r], r++)
+				same = memcmp(got + (size_t)o * es, (uint8_t *)in[r] + (size_t)o * es, (size_t)pc[r] * es) == 0;
+			CHECK(same, "uneven all-gather %s of %lld differs (%s)", gpt_dtype_name(t), (long long)tot,
+			      rc ? err.msg : "");
+			free_inputs(in, n);
+			free(got);
+		}
 		/* all-gather, broadcast from every root */
 		for (int k = 0; k < 4; k++) {
 			int64_t cnt = counts[k];
@@ -326,7 +371,7 @@ int main(int argc, char **argv)
 		int n = sizes[i];
 		coll_arg a = {n <= 3};
 		is_int(run_ranks(n, 60, rank_collectives, &a), 0,
-		       "%d rank%s: all-reduce, reduce-scatter (sum, max), all-gather, broadcast, barrier "
+		       "%d rank%s: all-reduce, reduce-scatter (even, uneven in place; sum, max), all-gather (even, uneven), broadcast, barrier "
 		       "for fp32/bf16/fp16/int32/int64 equal the serial result bit for bit%s",
 		       n, n == 1 ? "" : "s", a.big ? ", several chunks too" : "");
 	}
