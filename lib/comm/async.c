@@ -52,10 +52,7 @@ size_t gpt_comm_req_recv_bytes(const gpt_comm_req *r)
 
 size_t gpt_comm_req_recv_offset(const gpt_comm_req *r)
 {
-	int64_t at = 0;
-	for (int i = 0; r->counts && i < r->g->rank; i++)
-		at += r->counts[i];
-	return (size_t)at * gpt_dtype_size(r->t);
+	return r->counts ? (size_t)gpt_comm_piece_at(r->counts, r->g->rank) * gpt_dtype_size(r->t) : 0;
 }
 
 /* The synchronous collective of r, on the buffers the backend takes. */

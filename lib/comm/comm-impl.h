@@ -70,6 +70,8 @@ int gpt_comm_check_args(const gpt_group *g, int have, const char *op, int64_t co
 /* The pieces of an uneven collective: none negative; *total their sum. */
 int gpt_comm_check_counts(const gpt_group *g, const char *op, const int64_t *counts, int64_t *total,
 			  gpt_err *err);
+/* Where rank r's piece starts: counts[0] + ... + counts[r-1] elements. */
+int64_t gpt_comm_piece_at(const int64_t *counts, int r);
 /* Stops g's progress thread (after the request it runs) and frees what is
  * left; before the backend's group_free. */
 void gpt_comm_async_free(gpt_group *g);

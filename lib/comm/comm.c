@@ -473,6 +473,14 @@ int gpt_comm_check_counts(const gpt_group *g, const char *op, const int64_t *cou
 	return 0;
 }
 
+int64_t gpt_comm_piece_at(const int64_t *counts, int r)
+{
+	int64_t at = 0;
+	for (int i = 0; i < r; i++)
+		at += counts[i];
+	return at;
+}
+
 int gpt_comm_reduce_scatter_v(gpt_group *g, void *buf, const int64_t *counts, gpt_dtype t,
 			      gpt_reduce_op op, gpt_err *err)
 {

@@ -184,19 +184,10 @@ int gpt_comm_stage_broadcast(gpt_group *g, void *buf, int64_t count, gpt_dtype t
 	return rc;
 }
 
-/* Where this rank's piece of an uneven collective starts, in elements. */
-static int64_t piece_at(const gpt_group *g, const int64_t *counts)
-{
-	int64_t at = 0;
-	for (int r = 0; r < g->rank; r++)
-		at += counts[r];
-	return at;
-}
-
 int gpt_comm_stage_reduce_scatter_v(gpt_group *g, void *buf, const int64_t *counts, int64_t total,
 				    gpt_dtype t, gpt_reduce_op op, gpt_err *err)
 {
-	size_t es = gpt_dtype_size(t), at = (size_t)piece_at(g, counts) * es;
+	size_t es = gpt_dtype_size(t), at = (size_t)gpt_comm_piece_at(counts, g->rank) * es;
 	staged s = {{buf}, {(size_t)total * es}, {NULL}, 1};
 	int rc = place(g, &s, err);
 	if (!rc && s.use[0] != buf)
@@ -212,7 +203,8 @@ int gpt_comm_stage_reduce_scatter_v(gpt_group *g, void *buf, const int64_t *coun
 int gpt_comm_stage_all_gather_v(gpt_group *g, void *buf, const int64_t *counts, int64_t total, gpt_dtype t,
 				gpt_err *err)
 {
-	size_t es = gpt_dtype_size(t), at = (size_t)piece_at(g, counts) * es, mine = (size_t)counts[g->rank] * es;
+	size_t es = gpt_dtype_size(t), at = (size_t)gpt_comm_piece_at(counts, g->rank) * es;
+	size_t mine = (size_t)counts[g->rank] * es;
 	staged s = {{buf}, {(size_t)total * es}, {NULL}, 1};
 	int rc = place(g, &s, err);
 	char *use = s.use[0], *user = buf;
