@@ -122,6 +122,36 @@ __device__ static void write_rows(E *dst, int64_t stride, const float *buf, int 
 	}
 }
 
+/* Where a query-tile kernel (forward, dq) works: head bh = b * NH + h; the
+ * tile's first row i0, the longest tiles first; warp `warp` of the block
+ * owns 16 of its rows, two lanes a row (r, and hf for the half of the
+ * columns), so this lane's row is i and the warp's last wlast; jend is the
+ * last key any row of the tile sees; kf the 16-wide steps of the head; Cl
+ * and C3 the row strides of the output and of qkv. */
+struct q_place {
+	int64_t bh, b, h, i0, i, wlast, jend, Cl, C3;
+	int warp, r, hf, kf;
+};
+
+__device__ static q_place q_place_of(const attn_args &a)
+{
+	q_place p;
+	p.bh = blockIdx.x;
+	p.b = p.bh / a.NH;
+	p.h = p.bh % a.NH;
+	p.i0 = (int64_t)(gridDim.y - 1 - blockIdx.y) * BQ;
+	p.warp = threadIdx.x / 32;
+	p.r = (threadIdx.x % 32) >> 1;
+	p.hf = threadIdx.x & 1;
+	p.kf = (int)(a.HS / 16);
+	p.Cl = a.NH * a.HS;
+	p.C3 = 3 * p.Cl;
+	p.i = p.i0 + p.warp * 16 + p.r;
+	p.wlast = p.i0 + p.warp * 16 + 15;
+	p.jend = p.i0 + BQ - 1 < a.T - 1 ? p.i0 + BQ - 1 : a.T - 1;
+	return p;
+}
+
 template <class E, int NF>
 __global__ static void __launch_bounds__(NTHR)
 	tc_fwd_kernel(E *out, float *lse, const E *qkv, attn_args a, int vec)
@@ -130,13 +160,7 @@ __global__ static void __launch_bounds__(NTHR)
 	const int W = NF * 16, LE = W + 8, LO = (W > BK ? W : BK) + 4;
 	E *qs = (E *)sh, *ks = qs + BQ * LE, *vs = ks + BK * LE, *ps = vs + BK * LE;
 	float *ss = (float *)(ps + BQ * LP), *linv = ss + BQ * LO;
-	int64_t bh = blockIdx.x, b = bh / a.NH, h = bh % a.NH;
-	int64_t i0 = (int64_t)(gridDim.y - 1 - blockIdx.y) * BQ;
-	int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-	int r = lane >> 1, hf = lane & 1, kf = (int)(a.HS / 16);
-	int64_t Cl = a.NH * a.HS, C3 = 3 * Cl, i = i0 + warp * 16 + r;
-	int64_t wlast = i0 + warp * 16 + 15;
-	int64_t jend = i0 + BQ - 1 < a.T - 1 ? i0 + BQ - 1 : a.T - 1;
+	const auto [bh, b, h, i0, i, wlast, jend, Cl, C3, warp, r, hf, kf] = q_place_of(a);
 	const E *base = qkv + b * a.T * C3 + h * a.HS;
 	const E *qw = qs + warp * 16 * LE;
 	float *sw = ss + warp * 16 * LO;
@@ -230,13 +254,7 @@ __global__ static void __launch_bounds__(NTHR)
 	E *qs = (E *)sh, *gs = qs + BQ * LE, *ks = gs + BQ * LE, *vs = ks + BK * LE;
 	E *dss = vs + BK * LE;
 	float *ss = (float *)(dss + BQ * LP), *dps = ss + BQ * LS;
-	int64_t bh = blockIdx.x, b = bh / a.NH, h = bh % a.NH;
-	int64_t i0 = (int64_t)(gridDim.y - 1 - blockIdx.y) * BQ;
-	int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-	int r = lane >> 1, hf = lane & 1, kf = (int)(a.HS / 16);
-	int64_t Cl = a.NH * a.HS, C3 = 3 * Cl, i = i0 + warp * 16 + r;
-	int64_t wlast = i0 + warp * 16 + 15;
-	int64_t jend = i0 + BQ - 1 < a.T - 1 ? i0 + BQ - 1 : a.T - 1;
+	const auto [bh, b, h, i0, i, wlast, jend, Cl, C3, warp, r, hf, kf] = q_place_of(a);
 	const E *base = qkv + b * a.T * C3 + h * a.HS;
 	const E *qw = qs + warp * 16 * LE, *gw = gs + warp * 16 * LE;
 	float *sw = ss + warp * 16 * LS, *dpw = dps + warp * 16 * LS;

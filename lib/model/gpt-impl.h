@@ -1,6 +1,6 @@
-/* lib/model's own: what gpt.c and head.c share and nothing outside uses:
- * the parameter table's indices, the error-passing OP, and the tensor and
- * sequence parallel sums over the tp group. */
+/* lib/model's own: what gpt.c, head.c and qat.c share and nothing outside
+ * uses: the parameter table's indices, the error-passing OP, and the tensor
+ * and sequence parallel sums over the tp group. */
 #ifndef GPT_MODEL_IMPL_H
 #define GPT_MODEL_IMPL_H
 

@@ -1,5 +1,6 @@
 /* Quantization-aware training: the fake-quantized linears, their activation
  * scales, and the state a checkpoint keeps. (Part of lib/model.) */
+#include "model/gpt-impl.h"
 #include "model/qat.h"
 
 #include <math.h>
@@ -198,12 +199,6 @@ int gpt_qat_init(gpt_model *m, const gpt_qat_opts *o, gpt_err *err)
 }
 
 /* ---- the linears ---- */
-
-#define OP(call)                          \
-	do {                              \
-		if ((rc = (call)))        \
-			return rc;        \
-	} while (0)
 
 static int tp_max(gpt_model *m, float *buf, int64_t n, gpt_err *err)
 {
