@@ -20,6 +20,7 @@ static const struct {
 	SLOT(residual_bwd), SLOT(dropout_fwd), SLOT(dropout_bwd), SLOT(adamw),
 	SLOT(sum_squares), SLOT(check_finite), SLOT(quant_absmax), SLOT(fake_quant),
 	SLOT(quant_moving_avg), SLOT(pact_fwd), SLOT(pact_bwd), SLOT(residual_layernorm_fwd),
+	SLOT(linear_gelu_fwd), SLOT(linear_dgelu_bwd),
 };
 
 int gpt_backend_require(const gpt_backend *be, const char *const *names, gpt_err *err)

@@ -320,6 +320,20 @@ typedef struct gpt_backend_ops {
 	int (*residual_layernorm_fwd)(gpt_backend *be, void *res, void *out, float *mean, float *rstd,
 				      const void *a, const void *b, const void *w, const void *bias,
 				      int64_t N, int64_t C, float eps, gpt_err *err);
+	/* The MLP's fc linear and its GELU in one GEMM (Model.fused_linear):
+	 * pre (M, N) = inp w^T + bias, kept for the backward, and out = gelu
+	 * of it. The CPU's definition is linear_fwd then gelu_fwd; a backend
+	 * that computes the GELU from the unrounded pre (CUDA's GELU_AUX_BIAS
+	 * epilogue) may differ in the last bit of a 16-bit out. */
+	int (*linear_gelu_fwd)(gpt_backend *be, void *out, void *pre, const void *inp, const void *w,
+			       const void *bias, int64_t M, int64_t K, int64_t N, gpt_err *err);
+	/* linear_bwd whose dinp goes on back through a GELU: dinp (M, K) =
+	 * gelu'(pre) (dout w), pre (M, K) the GELU's input; dw and dbias as
+	 * linear_bwd. The CPU's definition is linear_bwd then gelu_bwd in
+	 * place; CUDA's DGELU epilogue rounds dinp once instead of twice. */
+	int (*linear_dgelu_bwd)(gpt_backend *be, void *dinp, void *dw, void *dbias, const void *dout,
+				const void *inp, const void *w, const void *pre, int64_t M, int64_t K,
+				int64_t N, gpt_err *err);
 } gpt_backend_ops;
 
 /* A backend context: passed to every op; nothing in the library is global.

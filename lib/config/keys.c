@@ -153,7 +153,7 @@ static const gpt_config_key keys[] = {
 	K("Model.no_recompute_layers", GPT_CT_INTLIST, model.no_recompute_layers, NULL, NULL, 0, 0,
 	  0, "layer indices kept out of recompute"),
 	B("Model.fused_linear", model.fused_linear, "False",
-	  "fuse bias addition into the GEMM epilogue (CUDA)"),
+	  "the MLP's GELU in cuBLASLt GEMM epilogues (CUDA): fc + bias + GELU, and its derivative in the backward"),
 	C("Model.fuse_attn_qkv", GPT_CT_BOOL, model.fuse_attn_qkv, "True",
 	  "Paddle's fused QKV layer; gptkit always has one [3, C, C] qkv tensor and one GEMM"),
 	B("Model.sequence_parallel", model.sequence_parallel, "False",

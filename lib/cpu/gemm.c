@@ -148,3 +148,20 @@ int gpt_cpu_bias_add(gpt_backend *be, void *out, const void *bias, int64_t M, in
 			o[i * N + j] += bs[j];
 	return 0;
 }
+
+/* The references of the GELU fusions: this backend's two ops each, through
+ * be->ops so that the 16-bit backend rounds as its own ops do. */
+int gpt_cpu_linear_gelu_fwd(gpt_backend *be, void *out, void *pre, const void *inp, const void *w,
+			    const void *bias, int64_t M, int64_t K, int64_t N, gpt_err *err)
+{
+	int rc = be->ops->linear_fwd(be, pre, inp, w, bias, M, K, N, err);
+	return rc ? rc : be->ops->gelu_fwd(be, out, pre, M * N, err);
+}
+
+int gpt_cpu_linear_dgelu_bwd(gpt_backend *be, void *dinp, void *dw, void *dbias, const void *dout,
+			     const void *inp, const void *w, const void *pre, int64_t M, int64_t K, int64_t N,
+			     gpt_err *err)
+{
+	int rc = be->ops->linear_bwd(be, dinp, dw, dbias, dout, inp, w, M, K, N, err);
+	return rc || !dinp ? rc : be->ops->gelu_bwd(be, dinp, pre, dinp, M * K, err);
+}

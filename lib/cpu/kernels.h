@@ -37,6 +37,12 @@ int gpt_cpu_linear_bwd(gpt_backend *be, void *dinp, void *dw, void *dbias, const
 int gpt_cpu_bias_add(gpt_backend *be, void *out, const void *bias, int64_t M, int64_t N,
 		     gpt_err *err);
 
+int gpt_cpu_linear_gelu_fwd(gpt_backend *be, void *out, void *pre, const void *inp, const void *w,
+			    const void *bias, int64_t M, int64_t K, int64_t N, gpt_err *err);
+int gpt_cpu_linear_dgelu_bwd(gpt_backend *be, void *dinp, void *dw, void *dbias, const void *dout,
+			     const void *inp, const void *w, const void *pre, int64_t M, int64_t K, int64_t N,
+			     gpt_err *err);
+
 int gpt_cpu_layernorm_fwd(gpt_backend *be, void *out, float *mean, float *rstd,
 			  const void *inp, const void *w, const void *b, int64_t N, int64_t C,
 			  float eps, gpt_err *err);

@@ -638,4 +638,6 @@ const gpt_backend_ops gpt_cpu_lowp_ops = {
 	.pact_fwd = gpt_cpu_pact_fwd,
 	.pact_bwd = gpt_cpu_pact_bwd,
 	.residual_layernorm_fwd = gpt_cpu_residual_layernorm_fwd,
+	.linear_gelu_fwd = gpt_cpu_linear_gelu_fwd,
+	.linear_dgelu_bwd = gpt_cpu_linear_dgelu_bwd,
 };

@@ -144,6 +144,8 @@ static const gpt_backend_ops cuda_ops = {
 	gpt_cuda_pact_fwd,
 	gpt_cuda_pact_bwd,
 	gpt_cuda_residual_layernorm_fwd,
+	gpt_cuda_linear_gelu_fwd,
+	gpt_cuda_linear_dgelu_bwd,
 };
 
 extern "C" void gpt_backend_cuda_free(gpt_backend *be)

@@ -65,20 +65,36 @@ __global__ static void bias_add_kernel(T *out, const T *bias, int64_t M, int64_t
 		gpt_st(out + i, gpt_ld(out + i) + gpt_ld(bias + i % N));
 }
 
+/* What cuBLASLt does to the product before it is stored: add a bias (n);
+ * add it (when not NULL) and apply the GELU, storing its input in aux; or
+ * multiply by the GELU's derivative at aux. aux is (m, n) row-major with
+ * row stride ldaux, like C. */
+typedef enum { EPI_BIAS, EPI_GELU_AUX_BIAS, EPI_DGELU } epi_kind;
+typedef struct lt_epi {
+	epi_kind kind;
+	const void *bias;
+	const void *aux;
+	int64_t ldaux;
+} lt_epi;
+
 /* One cuBLASLt call for the row-major product as its column-major twin,
- * C^T = op(B)^T op(A)^T, with bias (n) as the epilogue when not NULL.
- * Returns 0 when it ran, 1 when cuBLASLt has no algorithm for these
- * operands (their alignment, say), or an error. */
+ * C^T = op(B)^T op(A)^T, with epilogue e when not NULL. Returns 0 when it
+ * ran, 1 when cuBLASLt has no algorithm for these operands (their
+ * alignment, say) or refuses them, or an error. */
 static int lt_matmul(gpt_backend *be, const char *op, int ta, int tb, int64_t m, int64_t n,
 		     int64_t k, float alpha, const void *a, int64_t lda, int64_t sa, const void *b,
 		     int64_t ldb, int64_t sb, float beta, void *c, int64_t ldc, int64_t sc,
-		     int64_t batch, const void *bias, gpt_err *err)
+		     int64_t batch, const lt_epi *e, gpt_err *err)
 {
 	gpt_cuda_ctx *cx = gpt_cuda_ctx_of(be);
 	size_t es = gpt_dtype_size(be->dtype);
 	cudaDataType dt = cuda_type(be->dtype);
 	cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-	cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+	cublasLtEpilogue_t epi = !e			   ? CUBLASLT_EPILOGUE_DEFAULT
+				 : e->kind == EPI_BIAS	   ? CUBLASLT_EPILOGUE_BIAS
+				 : e->kind == EPI_DGELU	   ? CUBLASLT_EPILOGUE_DGELU
+				 : e->bias		   ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+							   : CUBLASLT_EPILOGUE_GELU_AUX;
 	cublasLtMatmulDesc_t desc = NULL;
 	cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
 	cublasLtMatmulPreference_t pref = NULL;
@@ -95,9 +111,19 @@ static int lt_matmul(gpt_backend *be, const char *op, int ta, int tb, int64_t m,
 		 cublasLtMatrixLayoutCreate(&la, dt, tb ? k : n, tb ? n : k, ldb) == 0 &&
 		 cublasLtMatrixLayoutCreate(&lb, dt, ta ? m : k, ta ? k : m, lda) == 0 &&
 		 cublasLtMatrixLayoutCreate(&lc, dt, n, m, ldc) == 0;
-	if (ok && bias)
-		ok = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi) == 0 &&
-		     cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias) == 0;
+	if (ok && e)
+		ok = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi) == 0;
+	if (ok && e && e->bias && e->kind != EPI_DGELU)
+		ok = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &e->bias,
+						    sizeof e->bias) == 0;
+	/* the GELU's input: 16-byte aligned, its row stride a multiple of 8
+	 * elements (cuBLASLt's rules for the aux matrix) */
+	if (ok && e && e->kind != EPI_BIAS)
+		ok = (uintptr_t)e->aux % 16 == 0 && e->ldaux % 8 == 0 && e->ldaux >= n && batch == 1 &&
+		     cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &e->aux,
+						    sizeof e->aux) == 0 &&
+		     cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &e->ldaux,
+						    sizeof e->ldaux) == 0;
 	if (ok && batch > 1)
 		ok = cublasLtMatrixLayoutSetAttribute(la, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc) == 0 &&
 		     cublasLtMatrixLayoutSetAttribute(lb, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc) == 0 &&
@@ -148,10 +174,10 @@ static int matmul(gpt_backend *be, const char *op, int ta, int tb, int64_t m, in
 		return 0;
 	int rc;
 	/* the epilogue reads the bias in 16-byte vectors (llm.c's experience) */
-	const void *epi_bias = bias && (uintptr_t)bias % 16 == 0 ? bias : NULL;
-	if (k > 0 && (epi_bias || !bias)) {
+	lt_epi eb = {EPI_BIAS, bias, NULL, 0};
+	if (k > 0 && (!bias || (uintptr_t)bias % 16 == 0)) {
 		rc = lt_matmul(be, op, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc,
-			       batch, epi_bias, err);
+			       batch, bias ? &eb : NULL, err);
 		if (rc != 1)
 			return rc;
 	}
@@ -290,6 +316,49 @@ int gpt_cuda_linear_bwd(gpt_backend *be, void *dinp, void *dw, void *dbias, cons
 			    K, 0, 1, NULL, err);
 	if (!rc && dbias)
 		rc = colsum_add(be, dbias, dout, M, N, err);
+	return rc;
+}
+
+/* The GELU fusions (Model.fused_linear): one GEMM with cuBLASLt's
+ * GELU_AUX_BIAS / DGELU epilogue where it takes the operands, else the two
+ * ops. cuBLASLt's GELU is the tanh form of gelu_fwd, computed in fp32 from
+ * the unrounded product: a 16-bit out or dinp may differ from the two ops'
+ * in the last bit (tests/gpu/test-cuda-ops holds them to the same bounds as
+ * every op). */
+int gpt_cuda_linear_gelu_fwd(gpt_backend *be, void *out, void *pre, const void *inp, const void *w,
+			     const void *bias, int64_t M, int64_t K, int64_t N, gpt_err *err)
+{
+	int rc = gemm_check("linear_gelu_fwd", 0, 1, M, N, K, K, K, N, err);
+	if (rc || M == 0 || N == 0)
+		return rc;
+	lt_epi e = {EPI_GELU_AUX_BIAS, bias, pre, N};
+	if (K > 0 && (!bias || (uintptr_t)bias % 16 == 0) &&
+	    (rc = lt_matmul(be, "linear_gelu_fwd", 0, 1, M, N, K, 1.0f, inp, K, 0, w, K, 0, 0.0f, out, N, 0, 1, &e,
+			    err)) != 1)
+		return rc;
+	rc = gpt_cuda_linear_fwd(be, pre, inp, w, bias, M, K, N, err);
+	return rc ? rc : gpt_cuda_gelu_fwd(be, out, pre, M * N, err);
+}
+
+int gpt_cuda_linear_dgelu_bwd(gpt_backend *be, void *dinp, void *dw, void *dbias, const void *dout,
+			      const void *inp, const void *w, const void *pre, int64_t M, int64_t K, int64_t N,
+			      gpt_err *err)
+{
+	int rc = gemm_check("linear_dgelu_bwd", 0, 1, M, N, K, K, K, N, err);
+	if (rc)
+		return rc;
+	int fused = 0;
+	lt_epi e = {EPI_DGELU, NULL, pre, K};
+	if (dinp && M > 0 && K > 0 && N > 0) {
+		rc = lt_matmul(be, "linear_dgelu_bwd dinp", 0, 0, M, K, N, 1.0f, dout, N, 0, w, K, 0, 0.0f, dinp, K, 0,
+			       1, &e, err);
+		if (rc != 0 && rc != 1)
+			return rc; /* an error, not a refusal */
+		fused = rc == 0;
+	}
+	rc = gpt_cuda_linear_bwd(be, fused ? NULL : dinp, dw, dbias, dout, inp, w, M, K, N, err);
+	if (!rc && dinp && !fused)
+		rc = gpt_cuda_gelu_bwd(be, dinp, pre, dinp, M * K, err);
 	return rc;
 }
 

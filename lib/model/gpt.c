@@ -341,8 +341,11 @@ int gpt_model_init(gpt_model *m, gpt_backend *be, const gpt_model_shape *s, cons
 		"attention_bwd", "attention_saved_size", "xent_fwd", "xent_rescale", "xent_loss",
 		"xent_bwd", "embedding_fwd", "embedding_bwd", "residual_fwd", "dropout_fwd",
 		"dropout_bwd", "copy", "residual_layernorm_fwd", NULL};
+	static const char *const fused[] = {"linear_gelu_fwd", "linear_dgelu_bwd", NULL};
 	if (!rc)
 		rc = gpt_backend_require(be, needed, err);
+	if (!rc && m->opts.fused_gelu)
+		rc = gpt_backend_require(be, fused, err);
 	if (!rc)
 		rc = gpt_param_table(s, &m->table, &m->n_table, err);
 	if (rc)
@@ -740,6 +743,14 @@ static int attn_half_fwd(gpt_model *m, int64_t l, int ln2, gpt_err *err)
 	return o->residual_fwd(be, a->res_mid, res_in(m, l), x, m->n_rows * C, err);
 }
 
+/* Model.fused_linear: fc's GELU inside its GEMM, and in the backward the
+ * GELU's derivative inside the GEMM of the projection's input gradient;
+ * QAT's linears (which quantize their inputs) stay apart. */
+static int fused_gelu(const gpt_model *m)
+{
+	return m->opts.fused_gelu && !m->qat;
+}
+
 /* The inside of the MLP half of layer l: ln_2 (unless ln2_done: the
  * attention half made it), fc and GELU (what a recompute must restore). */
 static int mlp_inner_fwd(gpt_model *m, int64_t l, int ln2_done, gpt_err *err)
@@ -757,6 +768,10 @@ static int mlp_inner_fwd(gpt_model *m, int64_t l, int ln2_done, gpt_err *err)
 				    gpt_model_param(m, T_LAYER(gl, P_LN2_B)), m->n_rows, C, m->opts.ln_eps, err));
 	if (seqpar(m))
 		OP(sp_gather(m, m->gath, a->ln2, err));
+	if (fused_gelu(m))
+		return o->linear_gelu_fwd(be, a->fch_gelu, a->fch, seqpar(m) ? m->gath : a->ln2,
+					  gpt_model_param(m, T_LAYER(gl, P_FC_W)), gpt_model_param(m, T_LAYER(gl, P_FC_B)),
+					  BT, C, F, err);
 	OP(gpt_qat_linear_fwd(m, l, GPT_QAT_FC, a->fch, seqpar(m) ? m->gath : a->ln2,
 			      gpt_model_param(m, T_LAYER(gl, P_FC_W)), gpt_model_param(m, T_LAYER(gl, P_FC_B)),
 			      BT, C, F, err));
@@ -969,10 +984,16 @@ static int layer_bwd(gpt_model *m, int64_t l, gpt_err *err)
 	OP(recompute_layer(m, l, err));
 	/* MLP half: out = res_mid + drop(proj(gelu(fc(ln_2(res_mid))))) */
 	OP(row_out_grad(m, gl, GPT_RNG_SITE_MLP_RESID, &dproj, err));
-	OP(gpt_qat_linear_bwd(m, l, GPT_QAT_MPROJ, m->d_f, gpt_model_grad(m, T_LAYER(gl, P_MPROJ_W)),
-			 gpt_model_grad(m, T_LAYER(gl, P_MPROJ_B)), dproj, a->fch_gelu,
-			 gpt_model_param(m, T_LAYER(gl, P_MPROJ_W)), BT, F, C, err));
-	OP(o->gelu_bwd(be, m->d_f, a->fch, m->d_f, BT * F, err));
+	if (fused_gelu(m)) {
+		OP(o->linear_dgelu_bwd(be, m->d_f, gpt_model_grad(m, T_LAYER(gl, P_MPROJ_W)),
+				       gpt_model_grad(m, T_LAYER(gl, P_MPROJ_B)), dproj, a->fch_gelu,
+				       gpt_model_param(m, T_LAYER(gl, P_MPROJ_W)), a->fch, BT, F, C, err));
+	} else {
+		OP(gpt_qat_linear_bwd(m, l, GPT_QAT_MPROJ, m->d_f, gpt_model_grad(m, T_LAYER(gl, P_MPROJ_W)),
+				      gpt_model_grad(m, T_LAYER(gl, P_MPROJ_B)), dproj, a->fch_gelu,
+				      gpt_model_param(m, T_LAYER(gl, P_MPROJ_W)), BT, F, C, err));
+		OP(o->gelu_bwd(be, m->d_f, a->fch, m->d_f, BT * F, err));
+	}
 	if (seqpar(m)) /* fc's input again, for its weight gradient */
 		OP(sp_gather(m, m->gath, a->ln2, err));
 	OP(gpt_qat_linear_bwd(m, l, GPT_QAT_FC, m->d_c2, gpt_model_grad(m, T_LAYER(gl, P_FC_W)),

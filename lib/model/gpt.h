@@ -84,6 +84,9 @@ typedef struct gpt_model_opts {
 				     sequence parallelism over the flattened tokens) */
 	int64_t head_rows;        /* token rows per block of the fused classifier (see
 				     gpt_model_forward); <= 0: about 64 Mi logits per block */
+	int fused_gelu;           /* 1: the MLP's GELU inside GEMMs (the backend's
+				     linear_gelu_fwd, linear_dgelu_bwd; Model.fused_linear);
+				     not with QAT, whose linears quantize their inputs */
 } gpt_model_opts;
 
 /* Units: the pieces of the flat buffers a pass uses one after another:

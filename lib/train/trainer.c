@@ -60,6 +60,7 @@ static int setup_model(trainer *tr, gpt_err *err)
 		.slots = tr->slots,
 		.sequence_parallel = cfg->model.sequence_parallel,
 		.head_rows = cfg->model.classifier_rows,
+		.fused_gelu = cfg->model.fused_linear,
 		.batch = tr->MB,
 		.seq_len = tr->T,
 		.hidden_dropout = (float)cfg->model.hidden_dropout_prob,

@@ -157,7 +157,7 @@ test_expect_success 'settings the trainer cannot honour are refused, not ignored
 	done
 '
 
-test_expect_success 'Model.fused_linear=True is not refused on the GPU, whose GEMMs always fuse the bias' '
+test_expect_success 'Model.fused_linear=True is not refused on the GPU (the GELU in cuBLASLt epilogues)' '
 	{ train -o Model.fused_linear=True -o Global.device=gpu -o Engine.max_steps=1 >out 2>err || :; } &&
 	! grep fused_linear err
 '

@@ -280,6 +280,32 @@ static void test_linear(void)
 	ten_free(&b3);
 }
 
+/* Model.fused_linear: fc and its GELU in one GEMM (GELU_AUX_BIAS), and the
+ * projection's input gradient times the GELU's derivative (DGELU), against
+ * the CPU's two ops each; a misaligned bias takes the unfused path. */
+static void test_gelu_fusions(void)
+{
+	ten x = st(BT * C, 1), w = st(F * C, 0.05), bias = st(F + 1, 0.5);
+	ten pre = ten_const(DT, BT * F, NAN), y = ten_const(DT, BT * F, NAN);
+	for (int off = 0; off < 2; off++) {
+		size_t bo = (size_t)off * gpt_dtype_size(DT);
+		CALL2(linear_gelu_fwd, (&cpu, H(y), H(pre), H(x), H(w), (char *)H(bias) + bo, BT, C, F, &err),
+		      (&gpu, D(y), D(pre), D(x), D(w), (char *)D(bias) + bo, BT, C, F, &err));
+		same(off ? "linear_gelu_fwd out, misaligned bias" : "linear_gelu_fwd out", &y, 1);
+		same(off ? "linear_gelu_fwd pre, misaligned bias" : "linear_gelu_fwd pre", &pre, 1);
+	}
+	/* the projection (K = F, N = C) whose input is the GELU's output y */
+	ten g = st(BT * C, 1), w2 = st(C * F, 0.05);
+	ten dinp = ten_const(DT, BT * F, NAN), dw = st(C * F, 1), db = st(C, 1);
+	CALL2(linear_dgelu_bwd, (&cpu, H(dinp), H(dw), H(db), H(g), H(y), H(w2), H(pre), BT, F, C, &err),
+	      (&gpu, D(dinp), D(dw), D(db), D(g), D(y), D(w2), D(pre), BT, F, C, &err));
+	same("linear_dgelu_bwd dinp (written over NaN)", &dinp, 1);
+	same("linear_dgelu_bwd dw (accumulated)", &dw, 1);
+	same("linear_dgelu_bwd dbias (accumulated)", &db, 1);
+	ten_free(&x), ten_free(&w), ten_free(&bias), ten_free(&pre), ten_free(&y);
+	ten_free(&g), ten_free(&w2), ten_free(&dinp), ten_free(&dw), ten_free(&db);
+}
+
 static void test_layernorm(void)
 {
 	ten x = st(BT * C, 2), w = st(C, 1), b = st(C, 1), y = st(BT * C, 1);
@@ -669,14 +695,16 @@ static void test_convert(void)
 }
 
 /* One training step of a small GPT with dropout on both backends, the
- * classifier in blocks of 96 rows (the last one short). */
-static void test_model(void)
+ * classifier in blocks of 96 rows (the last one short); fused: the MLP's
+ * GELU inside its GEMMs (Model.fused_linear). */
+static void test_model(int fused)
 {
 	gpt_model_shape s = {.vocab_size = 1000, .padded_vocab = 1024, MODEL_SHAPE};
 	gpt_layout lo;
 	gpt_layout_single(&lo, &s);
 	gpt_model_opts mo = {.batch = 2, .seq_len = MODEL_T, .hidden_dropout = 0.1f, .attn_dropout = 0.1f,
-			     .seed = 42, .head_rows = 96};
+			     .seed = 42, .head_rows = 96, .fused_gelu = fused};
+	const char *how = fused ? " (GELU in the GEMMs)" : "";
 	gpt_model mc, mg;
 	memset(&mc, 0, sizeof mc);
 	memset(&mg, 0, sizeof mg);
@@ -701,17 +729,17 @@ static void test_model(void)
 	rc = rc || gpt_model_backward(&mc, &err);
 	rc = rc || gpt_model_backward(&mg, &err);
 	if (rc) {
-		ok(0, "%s model step: %s", gpt_dtype_name(DT), err.msg);
+		ok(0, "%s model step%s: %s", gpt_dtype_name(DT), how, err.msg);
 	} else {
 		double tol = DT == GPT_DTYPE_F32 ? 1e-5 : 1e-2;
-		ok(nc == ng && fabs(lc - lg) <= tol * fabs(lc), "%s model step: loss %.7f on the gpu, %.7f on the cpu (%lld tokens)",
-		   gpt_dtype_name(DT), lg / (double)ng, lc / (double)nc, (long long)ng);
+		ok(nc == ng && fabs(lc - lg) <= tol * fabs(lc), "%s model step%s: loss %.7f on the gpu, %.7f on the cpu (%lld tokens)",
+		   gpt_dtype_name(DT), how, lg / (double)ng, lc / (double)nc, (long long)ng);
 		size_t es = gpt_dtype_size(DT);
 		for (int64_t i = 0; i < mc.n_table; i++) {
 			ten one = {DT, gpt_box_numel(&mc.box[i]), (char *)mc.grads + (size_t)mc.offset[i] * es,
 				   (char *)mg.grads + (size_t)mg.offset[i] * es};
 			char what[96];
-			snprintf(what, sizeof what, "model gradient %s", mc.table[i].name);
+			snprintf(what, sizeof what, "model gradient %s%s", mc.table[i].name, how);
 			/* a whole network's rounding differences add up: 10x the op tolerance */
 			same(what, &one, 10);
 		}
@@ -739,6 +767,7 @@ int main(void)
 		}
 		test_gemm();
 		test_linear();
+		test_gelu_fusions();
 		test_layernorm();
 		test_elementwise();
 		test_attention(0.0f);
@@ -749,7 +778,8 @@ int main(void)
 		test_optimizer();
 		test_quant();
 		test_convert();
-		test_model();
+		test_model(0);
+		test_model(1);
 		gpt_backend_cpu_free(&cpu);
 		gpt_backend_cuda_free(&gpu);
 	}

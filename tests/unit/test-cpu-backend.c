@@ -16,7 +16,8 @@ int main(void)
 		"attention_saved_size", "attention_kv", "xent_fwd", "xent_rescale", "xent_loss", "xent_bwd",
 		"embedding_fwd", "embedding_bwd", "residual_fwd", "residual_bwd", "dropout_fwd",
 		"dropout_bwd", "adamw", "sum_squares", "check_finite", "quant_absmax", "fake_quant",
-		"quant_moving_avg", "pact_fwd", "pact_bwd", "residual_layernorm_fwd", NULL};
+		"quant_moving_avg", "pact_fwd", "pact_bwd", "residual_layernorm_fwd", "linear_gelu_fwd",
+		"linear_dgelu_bwd", NULL};
 	gpt_err err = {0};
 	is_int(gpt_backend_require(&be, all, &err), 0, "the cpu backend provides every op");
 	is_int(sizeof(gpt_backend_ops) / sizeof(void (*)(void)), sizeof all / sizeof *all - 1,

@@ -1,6 +1,7 @@
 /* A naive emulation of the cuBLAS and cuBLASLt calls lib/cuda makes, for
  * tests/gpu/emu/run.sh: column-major GEMMs with the layouts, transposes,
- * batches and bias epilogue the descriptors say. */
+ * batches and epilogues (bias; GELU keeping its input; GELU's derivative)
+ * the descriptors say, as cuBLASLt's documentation describes them. */
 #pragma once
 #include "cuda_bf16.h"
 #include "cuda_fp16.h"
@@ -13,16 +14,18 @@ typedef enum { CUBLAS_COMPUTE_32F = 68 } cublasComputeType_t;
 typedef enum { CUDA_R_32F = 0, CUDA_R_16F = 2, CUDA_R_16BF = 14 } cudaDataType;
 typedef enum { CUBLAS_GEMM_DEFAULT = -1 } cublasGemmAlgo_t;
 typedef enum { CUBLAS_DEFAULT_MATH = 0 } cublasMath_t;
-typedef enum { CUBLASLT_EPILOGUE_DEFAULT = 1, CUBLASLT_EPILOGUE_BIAS = 4 } cublasLtEpilogue_t;
+typedef enum { CUBLASLT_EPILOGUE_DEFAULT = 1, CUBLASLT_EPILOGUE_BIAS = 4, CUBLASLT_EPILOGUE_GELU_AUX = 160,
+	       CUBLASLT_EPILOGUE_GELU_AUX_BIAS = 164, CUBLASLT_EPILOGUE_DGELU = 192 } cublasLtEpilogue_t;
 typedef enum { CUBLASLT_MATMUL_DESC_TRANSA = 3, CUBLASLT_MATMUL_DESC_TRANSB = 4,
-	       CUBLASLT_MATMUL_DESC_EPILOGUE = 7, CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8 } cublasLtMatmulDescAttributes_t;
+	       CUBLASLT_MATMUL_DESC_EPILOGUE = 7, CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8,
+	       CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER = 11, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD = 12 } cublasLtMatmulDescAttributes_t;
 typedef enum { CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT = 5, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET = 6 } cublasLtMatrixLayoutAttribute_t;
 typedef enum { CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES = 5,
 	       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES = 6, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES = 7,
 	       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES = 8 } cublasLtMatmulPreferenceAttributes_t;
 
 extern int emu_lt_found;
-struct emu_desc { int ta = 0, tb = 0, epi = 1; const void *bias = nullptr; };
+struct emu_desc { int ta = 0, tb = 0, epi = 1; const void *bias = nullptr; void *aux = nullptr; int64_t ldaux = 0; };
 struct emu_layout { cudaDataType t; uint64_t rows, cols; int64_t ld; int32_t batch = 1; int64_t stride = 0; };
 typedef emu_desc *cublasLtMatmulDesc_t;
 typedef emu_layout *cublasLtMatrixLayout_t;
@@ -48,6 +51,8 @@ static inline cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t
 	case CUBLASLT_MATMUL_DESC_TRANSB: if (n != 4) return CUBLAS_STATUS_NOT_SUPPORTED; memcpy(&d->tb, v, 4); break;
 	case CUBLASLT_MATMUL_DESC_EPILOGUE: if (n != 4) return CUBLAS_STATUS_NOT_SUPPORTED; memcpy(&d->epi, v, 4); break;
 	case CUBLASLT_MATMUL_DESC_BIAS_POINTER: if (n != sizeof(void *)) return CUBLAS_STATUS_NOT_SUPPORTED; memcpy(&d->bias, v, n); break;
+	case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER: if (n != sizeof(void *)) return CUBLAS_STATUS_NOT_SUPPORTED; memcpy(&d->aux, v, n); break;
+	case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD: if (n != 8) return CUBLAS_STATUS_NOT_SUPPORTED; memcpy(&d->ldaux, v, 8); break;
 	}
 	return CUBLAS_STATUS_SUCCESS;
 }
@@ -87,9 +92,19 @@ static inline void emu_st(void *p, cudaDataType t, int64_t i, float v)
 	else if (t == CUDA_R_16F) ((uint16_t *)p)[i] = gpt_f32_to_f16(v);
 	else ((float *)p)[i] = v;
 }
-/* column-major D = alpha op(A) op(B) + beta C (+ bias per row), m x n */
+/* The tanh form of GELU and its derivative, in fp32. */
+static inline float emu_gelu(float x, int deriv)
+{
+	const float s = 0.7978845608f, c = 0.044715f;
+	float t = tanhf(s * (x + c * x * x * x));
+	return deriv ? 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * s * (1.0f + 3.0f * c * x * x) : 0.5f * x * (1.0f + t);
+}
+/* column-major D = alpha op(A) op(B) + beta C (+ bias per row), m x n; with
+ * epi GELU_AUX(_BIAS) that goes to aux (rounded) and D = gelu of it; with
+ * DGELU, D = that times gelu' of aux. */
 static inline void emu_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const void *A, cudaDataType t, int64_t lda, int64_t sa,
-			    const void *B, int64_t ldb, int64_t sb, float beta, void *C, int64_t ldc, int64_t sc, int64_t batch, const void *bias)
+			    const void *B, int64_t ldb, int64_t sb, float beta, void *C, int64_t ldc, int64_t sc, int64_t batch, const void *bias,
+			    int epi = CUBLASLT_EPILOGUE_DEFAULT, void *aux = nullptr, int64_t ldaux = 0)
 {
 	for (int64_t bi = 0; bi < batch; bi++)
 		for (int64_t i = 0; i < m; i++)
@@ -103,6 +118,12 @@ static inline void emu_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, flo
 				int64_t at = bi * sc + i + j * ldc;
 				float v = alpha * s + (beta == 0 ? 0 : beta * emu_ld(C, t, at));
 				if (bias) v += emu_ld(bias, t, i);
+				if (epi == CUBLASLT_EPILOGUE_GELU_AUX || epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) {
+					emu_st(aux, t, i + j * ldaux, v);
+					v = emu_gelu(v, 0);
+				} else if (epi == CUBLASLT_EPILOGUE_DGELU) {
+					v *= emu_gelu(emu_ld(aux, t, i + j * ldaux), 1);
+				}
 				emu_st(C, t, at, v);
 			}
 }
@@ -115,8 +136,12 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc
 	if ((d->ta ? la->cols : la->rows) != m || (d->tb ? lb->cols : lb->rows) != k || (d->tb ? lb->rows : lb->cols) != n)
 		return CUBLAS_STATUS_NOT_SUPPORTED;
 	if (la->batch != lc->batch || lb->batch != lc->batch) return CUBLAS_STATUS_NOT_SUPPORTED;
+	int aux = d->epi == CUBLASLT_EPILOGUE_GELU_AUX || d->epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || d->epi == CUBLASLT_EPILOGUE_DGELU;
+	if (aux && (!d->aux || d->ldaux < (int64_t)m || d->ldaux % 8 || (uintptr_t)d->aux % 16 || lc->batch != 1))
+		return CUBLAS_STATUS_NOT_SUPPORTED;
+	int with_bias = d->epi == CUBLASLT_EPILOGUE_BIAS || d->epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
 	emu_gemm(d->ta, d->tb, m, n, k, *(const float *)alpha, A, la->t, la->ld, la->stride, B, lb->ld, lb->stride,
-		 *(const float *)beta, D, lc->ld, lc->stride, lc->batch, d->epi == CUBLASLT_EPILOGUE_BIAS ? d->bias : nullptr);
+		 *(const float *)beta, D, lc->ld, lc->stride, lc->batch, with_bias ? d->bias : nullptr, d->epi, d->aux, d->ldaux);
 	return CUBLAS_STATUS_SUCCESS;
 }
 static inline cublasStatus_t cublasGemmStridedBatchedEx_64(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, int64_t k,
