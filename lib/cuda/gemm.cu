@@ -86,6 +86,9 @@ static int lt_matmul(gpt_backend *be, const char *op, int ta, int tb, int64_t m,
 		     int64_t ldb, int64_t sb, float beta, void *c, int64_t ldc, int64_t sc,
 		     int64_t batch, const lt_epi *e, gpt_err *err)
 {
+	/* the epilogue reads the bias in 16-byte vectors (llm.c's experience) */
+	if (e && e->bias && (uintptr_t)e->bias % 16 != 0)
+		return 1;
 	gpt_cuda_ctx *cx = gpt_cuda_ctx_of(be);
 	size_t es = gpt_dtype_size(be->dtype);
 	cudaDataType dt = cuda_type(be->dtype);
@@ -173,9 +176,8 @@ static int matmul(gpt_backend *be, const char *op, int ta, int tb, int64_t m, in
 	if (batch == 0 || m == 0 || n == 0)
 		return 0;
 	int rc;
-	/* the epilogue reads the bias in 16-byte vectors (llm.c's experience) */
 	lt_epi eb = {EPI_BIAS, bias, NULL, 0};
-	if (k > 0 && (!bias || (uintptr_t)bias % 16 == 0)) {
+	if (k > 0) {
 		rc = lt_matmul(be, op, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc,
 			       batch, bias ? &eb : NULL, err);
 		if (rc != 1)
@@ -332,7 +334,7 @@ int gpt_cuda_linear_gelu_fwd(gpt_backend *be, void *out, void *pre, const void *
 	if (rc || M == 0 || N == 0)
 		return rc;
 	lt_epi e = {EPI_GELU_AUX_BIAS, bias, pre, N};
-	if (K > 0 && (!bias || (uintptr_t)bias % 16 == 0) &&
+	if (K > 0 &&
 	    (rc = lt_matmul(be, "linear_gelu_fwd", 0, 1, M, N, K, 1.0f, inp, K, 0, w, K, 0, 0.0f, out, N, 0, 1, &e,
 			    err)) != 1)
 		return rc;
