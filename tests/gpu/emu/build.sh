@@ -17,7 +17,7 @@ O=build/emu/obj
 mkdir -p "$O"
 CXX="g++ -std=c++20 -O1 -g -pthread -w -I$E -Ilib -DGPT_HAVE_CUDA=1"
 kernel () { # name: translate the two CUDA-only forms and compile
-	sed -e 's/extern __shared__ float sh\[\];/float *sh = emu::dyn_shared;/' \
+	sed -e 's/extern __shared__ float sh\[\];/float *sh = emu::dyn_sh;/' \
 		-e 's/\([A-Za-z_0-9]*\(<[A-Za-z_0-9]*>\)\{0,1\}\)<<<\(.*\)>>>(/emu::launch(\3)(\1)(/' \
 		"lib/cuda/$1.cu" >"$O/$1.cpp"
 	$CXX -c "$O/$1.cpp" -o "$O/$1.o"

@@ -1,6 +1,15 @@
 /* A CPU emulation of the CUDA runtime subset lib/cuda uses: every CUDA
  * thread is a std::thread, blocks run one after another, __syncthreads and
- * warp shuffles are barriers. For checking kernels on a machine with no GPU. */
+ * warp shuffles are barriers. For checking kernels on a machine with no GPU.
+ *
+ * Launches are held to a Hopper GPU's limits, and a launch past them
+ * aborts with a message (a GPU would fail it): at most 1024 threads a
+ * block, grid.y and grid.z at most 65535, no empty grid or block, and
+ * dynamic shared memory above 48 KiB only up to what cudaFuncSetAttribute
+ * allowed that kernel (227 KiB at most). The dynamic shared memory is
+ * filled with 0xff bytes (NaN in every float format) before each block, so
+ * a read of what the block did not write shows, and a write past the size
+ * the launch asked for aborts. */
 #pragma once
 #include <barrier>
 #include <cmath>
@@ -37,8 +46,20 @@ static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, int) { *s =
 static inline cudaError_t cudaStreamDestroy(cudaStream_t) { return 0; }
 static inline cudaError_t cudaFree(void *p) { free(p); return 0; }
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
-/* Checks the request against the emulated dynamic shared memory (emu.cpp). */
-template <class F> static inline cudaError_t cudaFuncSetAttribute(F *, cudaFuncAttribute, int v) { return v <= (4 << 16) ? 0 : 1; }
+namespace emu {
+enum : size_t { SHM_DEFAULT = 48 << 10, SHM_OPTIN = 227 << 10, SHM_EMU = 256 << 10 };
+/* emu.cpp: the per-kernel opt-in of cudaFuncSetAttribute, the launch checks. */
+void shm_allow(const void *kernel, int bytes);
+void launch_check(const void *kernel, dim3 g, dim3 b, size_t shm);
+void shm_check_tail(const void *kernel, const float *dyn, size_t shm);
+} // namespace emu
+template <class F> static inline cudaError_t cudaFuncSetAttribute(F *f, cudaFuncAttribute, int v)
+{
+	if (v < 0 || (size_t)v > emu::SHM_OPTIN)
+		return 1; /* cudaErrorInvalidValue */
+	emu::shm_allow(reinterpret_cast<const void *>(f), v);
+	return 0;
+}
 struct alignas(16) uint4 { unsigned x, y, z, w; };
 
 namespace emu {
@@ -46,7 +67,7 @@ extern thread_local dim3 threadIdx_, blockIdx_;
 extern dim3 blockDim_, gridDim_;
 extern thread_local std::barrier<> *block_bar, *warp_bar;
 extern thread_local float *warp_slot;
-extern float dyn_shared[];
+extern thread_local float *dyn_sh; /* this block's dynamic shared memory */
 
 template <class T> static inline T shfl(T v, int src)
 {
@@ -61,14 +82,20 @@ template <class T> static inline T shfl(T v, int src)
 
 struct launcher {
 	dim3 g, b;
+	size_t shm;
 	template <class F> auto operator()(F f)
 	{
 		dim3 gg = g, bb = b;
+		size_t sh = shm;
+		const void *k = reinterpret_cast<const void *>(f);
+		launch_check(k, gg, bb, sh);
 		return [=](auto... args) {
 			blockDim_ = bb;
 			gridDim_ = gg;
+			float *dyn = (float *)aligned_alloc(256, SHM_EMU);
 			for (unsigned by = 0; by < gg.y; by++)
 				for (unsigned bx = 0; bx < gg.x; bx++) {
+					memset(dyn, 0xff, SHM_EMU);
 					unsigned n = bb.x * bb.y;
 					std::barrier<> blk(n);
 					unsigned nw = (n + 31) / 32;
@@ -82,6 +109,7 @@ struct launcher {
 							threadIdx_ = dim3(t % bb.x, t / bb.x);
 							blockIdx_ = dim3(bx, by);
 							block_bar = &blk;
+							dyn_sh = dyn;
 							warp_bar = wb[t / 32];
 							warp_slot = (float *)&slots[(t / 32) * 32];
 							f(args...);
@@ -92,11 +120,13 @@ struct launcher {
 						x.join();
 					for (auto *p : wb)
 						delete p;
+					shm_check_tail(k, dyn, sh);
 				}
+			free(dyn);
 		};
 	}
 };
-static inline launcher launch(dim3 g, dim3 b, size_t = 0, cudaStream_t = 0) { return launcher{g, b}; }
+static inline launcher launch(dim3 g, dim3 b, size_t shm = 0, cudaStream_t = 0) { return launcher{g, b, shm}; }
 } // namespace emu
 
 #define threadIdx emu::threadIdx_

@@ -11,7 +11,53 @@ thread_local dim3 threadIdx_, blockIdx_;
 dim3 blockDim_, gridDim_;
 thread_local std::barrier<> *block_bar, *warp_bar;
 thread_local float *warp_slot;
-alignas(256) float dyn_shared[1 << 16]; /* 256 KiB: above any GPU's per-block limit */
+thread_local float *dyn_sh;
+static std::mutex shm_mu;
+static std::map<const void *, int> shm_allowed;
+void shm_allow(const void *kernel, int bytes)
+{
+	std::lock_guard<std::mutex> l(shm_mu);
+	shm_allowed[kernel] = bytes;
+}
+[[noreturn]] static void launch_fail(const void *kernel, const char *why, unsigned long long v)
+{
+	fprintf(stderr, "emu: the launch of kernel %p fails on a GPU: %s (%llu)\n", kernel, why, v);
+	abort();
+}
+void launch_check(const void *kernel, dim3 g, dim3 b, size_t shm)
+{
+	unsigned long long threads = (unsigned long long)b.x * b.y * b.z;
+	if (!g.x || !g.y || !g.z || !threads)
+		launch_fail(kernel, "an empty grid or block", 0);
+	if (threads > 1024 || b.z > 64)
+		launch_fail(kernel, "more than 1024 threads a block (or block.z > 64)", threads);
+	if (g.x > 0x7fffffffu || g.y > 65535 || g.z > 65535)
+		launch_fail(kernel, "grid.x above 2^31 - 1 or grid.y, grid.z above 65535",
+			    g.y > 65535 ? g.y : g.z > 65535 ? g.z : g.x);
+	if (shm > SHM_DEFAULT) {
+		std::lock_guard<std::mutex> l(shm_mu);
+		auto it = shm_allowed.find(kernel);
+		if (it == shm_allowed.end() || (size_t)it->second < shm)
+			launch_fail(kernel, "dynamic shared memory above 48 KiB and above what "
+				    "cudaFuncSetAttribute allowed this kernel", shm);
+	}
+}
+void shm_check_tail(const void *kernel, const float *dyn, size_t shm)
+{
+	const unsigned char *p = (const unsigned char *)dyn;
+	const size_t n = SHM_EMU; /* a multiple of 8 */
+	size_t i = shm;
+	while (i < n && i % 8 && p[i] == 0xff)
+		i++;
+	if (i % 8 == 0) /* word by word, then to the byte that differs */
+		while (i < n && *(const uint64_t *)(p + i) == ~(uint64_t)0)
+			i += 8;
+	while (i < n && p[i] == 0xff)
+		i++;
+	if (i < n)
+		launch_fail(kernel, "a write past the dynamic shared memory the launch asked for, "
+			    "first changed byte", i);
+}
 }
 int emu_lt_found = getenv("EMU_LT_FOUND") ? atoi(getenv("EMU_LT_FOUND")) : 1;
 extern "C" int gpt_cuda_device_count(void) { return 1; }

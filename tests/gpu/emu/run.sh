@@ -5,8 +5,10 @@
 # barriers; cublasLt.h: a naive GEMM; mma.h: the WMMA tiles, each lane
 # holding the whole tile), at small shapes (-DGPT_CUDA_EMU).
 # For machines without a GPU: it checks the kernels' indexing, tiling,
-# shuffles and barriers against the CPU backend, not the GPU's arithmetic,
-# memory model or speed; only `make test-gpu` on a GPU does. Slow: minutes
+# shuffles and barriers against the CPU backend, and each launch against a
+# Hopper GPU's limits (block and grid sizes, dynamic shared memory asked
+# for and used), not the GPU's arithmetic, registers, memory model or
+# speed; only `make test-gpu` on a GPU does. Slow: minutes
 # per dtype. Needs a CUDA build (`make CUDA=1`) for the library objects;
 # build.sh compiles the emulated program into build/emu/. train.sh runs the
 # multi-rank GPU tests (staged shm collectives, training layouts) the same way.
