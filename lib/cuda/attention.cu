@@ -40,6 +40,19 @@ __device__ static void load_tile(float *tile, const E *base, int64_t stride, int
 	}
 }
 
+/* The key and value tiles at j0 of a head (base: its q in qkv), between
+ * block barriers: the last tile's readers are done, the new tile is in. */
+template <class E>
+__device__ static void load_kv(float *ks, float *vs, const E *base, int64_t j0,
+			       const attn_args &a)
+{
+	int64_t Cl = a.NH * a.HS;
+	__syncthreads();
+	load_tile(ks, base + Cl, 3 * Cl, j0, a);
+	load_tile(vs, base + 2 * Cl, 3 * Cl, j0, a);
+	__syncthreads();
+}
+
 __device__ __forceinline__ float dot_sh(const float *x, const float *y, int64_t n)
 {
 	float s = 0.0f;
@@ -67,10 +80,7 @@ __global__ static void attn_fwd_kernel(E *out, float *lse, const E *qkv, attn_ar
 	float m = -INFINITY, l = 0.0f, acc[DPL] = {0.0f, 0.0f, 0.0f, 0.0f};
 	int64_t imax = i0 + WARPS - 1 < a.T - 1 ? i0 + WARPS - 1 : a.T - 1;
 	for (int64_t j0 = 0; j0 <= imax; j0 += TILE) {
-		__syncthreads();
-		load_tile(ks, base + Cl, C3, j0, a);
-		load_tile(vs, base + 2 * Cl, C3, j0, a);
-		__syncthreads();
+		load_kv(ks, vs, base, j0, a);
 		if (i >= a.T || j0 > i)
 			continue;
 		int64_t j = j0 + lane;
@@ -134,10 +144,7 @@ __global__ static void attn_bwd_dq_kernel(E *dqkv, float *Dv, const E *dout, con
 	for (int pass = 0; pass < 2; pass++) {
 		float dpart = 0.0f;
 		for (int64_t j0 = 0; j0 <= imax; j0 += TILE) {
-			__syncthreads();
-			load_tile(ks, base + Cl, C3, j0, a);
-			load_tile(vs, base + 2 * Cl, C3, j0, a);
-			__syncthreads();
+			load_kv(ks, vs, base, j0, a);
 			if (i >= a.T || j0 > i)
 				continue;
 			int64_t j = j0 + lane;

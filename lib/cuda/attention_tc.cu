@@ -90,6 +90,19 @@ __device__ static void load_tile(E *tile, const E *base, int64_t stride, int64_t
 	}
 }
 
+/* The key and value tiles at j0 of a head (base: its q in qkv), between
+ * block barriers: the last tile's readers are done, the new tile is in. */
+template <class E, int W>
+__device__ static void load_kv(E *ks, E *vs, const E *base, int64_t j0, const attn_args &a,
+			       int vec)
+{
+	int64_t Cl = a.NH * a.HS;
+	__syncthreads();
+	load_tile<E, W>(ks, base + Cl, 3 * Cl, j0, a, vec);
+	load_tile<E, W>(vs, base + 2 * Cl, 3 * Cl, j0, a, vec);
+	__syncthreads();
+}
+
 /* acc = A B for a warp: A the 16 rows at a (row stride lda), B^T the 16
  * rows at b (row stride ldb), over kf 16-wide steps, then scaled. */
 template <class E>
@@ -106,6 +119,43 @@ __device__ __forceinline__ void mm_abt(acc_t &acc, const E *a, int lda, const E 
 	}
 	for (int e = 0; e < acc.num_elements; e++)
 		acc.x[e] *= scale;
+}
+
+/* The backward's two products for a warp, over the 16-wide column blocks
+ * [c0, c1): s = sc x y^T (scores) and dp = g z^T (their dropped
+ * probabilities' gradients), stored at row stride LS; x and g are the
+ * warp's 16 rows, y and z the other side's tiles, all at row stride le. */
+template <class E>
+__device__ static void score_grads(float *s, float *dp, const E *x, const E *y, const E *g,
+				   const E *z, int le, int c0, int c1, int kf, float sc)
+{
+	for (int c = c0; c < c1; c++) {
+		acc_t st, dt;
+		mm_abt(st, x, le, y + c * 16 * le, le, kf, sc);
+		wmma::store_matrix_sync(s + c * 16, st, LS, wmma::mem_row_major);
+		mm_abt(dt, g, le, z + c * 16 * le, le, kf, 1.0f);
+		wmma::store_matrix_sync(dp + c * 16, dt, LS, wmma::mem_row_major);
+	}
+}
+
+/* acc[d] += A M[:, 16d, 16d + 16) for a warp and each of the kf head
+ * tiles: A the 16 rows at a (row stride lda), columns [16 k0, 16 k1), a
+ * probability tile or its gradient; M rows [16 k0, 16 k1) at m (row stride
+ * ldm), a value, key, query or output gradient tile. */
+template <class E, int NF>
+__device__ __forceinline__ void mm_ab_add(acc_t (&acc)[NF], const E *a, int lda, const E *m,
+					  int ldm, int k0, int k1, int kf)
+{
+	for (int kk = k0; kk < k1; kk++) {
+		a_row<E> fa;
+		wmma::load_matrix_sync(fa, a + kk * 16, lda);
+		for (int d = 0; d < NF; d++)
+			if (d < kf) {
+				b_row<E> fm;
+				wmma::load_matrix_sync(fm, m + kk * 16 * ldm + d * 16, ldm);
+				wmma::mma_sync(acc[d], fa, fm, acc[d]);
+			}
+	}
 }
 
 /* Writes a warp's 16 rows of fp32 results at buf (row stride ld) to dst
@@ -171,10 +221,7 @@ __global__ static void __launch_bounds__(NTHR)
 		wmma::fill_fragment(o[d], 0.0f);
 	float m = -INFINITY, l = 0.0f;
 	for (int64_t j0 = 0; j0 <= jend; j0 += BK) {
-		__syncthreads();
-		load_tile<E, W>(ks, base + Cl, C3, j0, a, vec);
-		load_tile<E, W>(vs, base + 2 * Cl, C3, j0, a, vec);
-		__syncthreads();
+		load_kv<E, W>(ks, vs, base, j0, a, vec);
 		/* the 16-key column blocks that reach this warp's rows */
 		int nc = (int)((wlast - j0) / 16 + 1);
 		nc = nc < BK / 16 ? nc : BK / 16;
@@ -219,16 +266,7 @@ __global__ static void __launch_bounds__(NTHR)
 				if (d < kf)
 					wmma::load_matrix_sync(o[d], sw + d * 16, LO, wmma::mem_row_major);
 		}
-		for (int kk = 0; kk < nc; kk++) {
-			a_row<E> fp;
-			wmma::load_matrix_sync(fp, pw + kk * 16, LP);
-			for (int d = 0; d < NF; d++)
-				if (d < kf) {
-					b_row<E> fv;
-					wmma::load_matrix_sync(fv, vs + kk * 16 * LE + d * 16, LE);
-					wmma::mma_sync(o[d], fp, fv, o[d]);
-				}
-		}
+		mm_ab_add(o, pw, LP, vs, LE, 0, nc, kf);
 	}
 	__syncwarp();
 	for (int d = 0; d < NF; d++)
@@ -268,19 +306,10 @@ __global__ static void __launch_bounds__(NTHR)
 	for (int pass = 0; pass < 2; pass++) {
 		float dpart = 0.0f;
 		for (int64_t j0 = 0; j0 <= jend; j0 += BK) {
-			__syncthreads();
-			load_tile<E, W>(ks, base + Cl, C3, j0, a, vec);
-			load_tile<E, W>(vs, base + 2 * Cl, C3, j0, a, vec);
-			__syncthreads();
+			load_kv<E, W>(ks, vs, base, j0, a, vec);
 			int nc = (int)((wlast - j0) / 16 + 1);
 			nc = nc < BK / 16 ? nc : BK / 16;
-			for (int c = 0; c < nc; c++) {
-				acc_t s, t;
-				mm_abt(s, qw, LE, ks + c * 16 * LE, LE, kf, a.sc);
-				wmma::store_matrix_sync(sw + c * 16, s, LS, wmma::mem_row_major);
-				mm_abt(t, gw, LE, vs + c * 16 * LE, LE, kf, 1.0f);
-				wmma::store_matrix_sync(dpw + c * 16, t, LS, wmma::mem_row_major);
-			}
+			score_grads(sw, dpw, qw, ks, gw, vs, LE, 0, nc, kf, a.sc);
 			__syncwarp();
 			for (int c = hf; c < nc * 16; c += 2) {
 				int64_t j = j0 + c;
@@ -299,16 +328,7 @@ __global__ static void __launch_bounds__(NTHR)
 			if (pass == 0)
 				continue;
 			__syncwarp();
-			for (int kk = 0; kk < nc; kk++) {
-				a_row<E> fs;
-				wmma::load_matrix_sync(fs, dsw + kk * 16, LP);
-				for (int d = 0; d < NF; d++)
-					if (d < kf) {
-						b_row<E> fk;
-						wmma::load_matrix_sync(fk, ks + kk * 16 * LE + d * 16, LE);
-						wmma::mma_sync(dq[d], fs, fk, dq[d]);
-					}
-			}
+			mm_ab_add(dq, dsw, LP, ks, LE, 0, nc, kf);
 		}
 		if (pass == 0)
 			D = dpart + __shfl_xor_sync(0xffffffffu, dpart, 1);
@@ -372,13 +392,7 @@ __global__ static void __launch_bounds__(NTHR)
 		c1 = c1 < BQ / 16 ? c1 : BQ / 16;
 		if (jw0 >= a.T || c0 >= c1)
 			continue;
-		for (int c = c0; c < c1; c++) {
-			acc_t s, t;
-			mm_abt(s, kw, LE, qs + c * 16 * LE, LE, kf, a.sc);
-			wmma::store_matrix_sync(stw + c * 16, s, LS, wmma::mem_row_major);
-			mm_abt(t, vw, LE, gs + c * 16 * LE, LE, kf, 1.0f);
-			wmma::store_matrix_sync(dptw + c * 16, t, LS, wmma::mem_row_major);
-		}
+		score_grads(stw, dptw, kw, qs, vw, gs, LE, c0, c1, kf, a.sc);
 		__syncwarp();
 		for (int c = c0 * 16 + hf; c < c1 * 16; c += 2) {
 			int64_t i = i0 + c;
@@ -392,19 +406,8 @@ __global__ static void __launch_bounds__(NTHR)
 			gpt_st(dtw + r * LP + c, ds);
 		}
 		__syncwarp();
-		for (int kk = c0; kk < c1; kk++) {
-			a_row<E> fp, fs;
-			wmma::load_matrix_sync(fp, ptw + kk * 16, LP);
-			wmma::load_matrix_sync(fs, dtw + kk * 16, LP);
-			for (int d = 0; d < NF; d++)
-				if (d < kf) {
-					b_row<E> fg, fq;
-					wmma::load_matrix_sync(fg, gs + kk * 16 * LE + d * 16, LE);
-					wmma::mma_sync(dv[d], fp, fg, dv[d]);
-					wmma::load_matrix_sync(fq, qs + kk * 16 * LE + d * 16, LE);
-					wmma::mma_sync(dk[d], fs, fq, dk[d]);
-				}
-		}
+		mm_ab_add(dv, ptw, LP, gs, LE, c0, c1, kf);
+		mm_ab_add(dk, dtw, LP, qs, LE, c0, c1, kf);
 	}
 	__syncthreads();
 	float *ow = sts + warp * 16 * LO;
