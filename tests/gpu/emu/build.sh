@@ -4,6 +4,11 @@
 #
 #   tests/gpu/emu/build.sh test-cuda-ops    a test of tests/gpu (test-*.c)
 #   tests/gpu/emu/build.sh gpt-train        a program of cmd/ (its build/cmd object)
+#   EMU_SAN=thread tests/gpu/emu/build.sh test-cuda-ops
+#                                           with the kernels and the emulated
+#                                           runtime under ThreadSanitizer (into
+#                                           build/emu-thread/), or AddressSanitizer
+#                                           with EMU_SAN=address (build/emu-address/)
 #
 # The kernels (build/emu/obj) are rebuilt when a source or header is newer.
 # Everything else is the CUDA build's objects (`make CUDA=1` first), but for
@@ -12,10 +17,18 @@
 set -eu
 cd "$(dirname "$0")/../../.."
 E=tests/gpu/emu
-O=build/emu/obj
+case ${EMU_SAN:-} in
+'') B=build/emu SAN= ;;
+thread) B=build/emu-thread SAN="-fsanitize=thread" ;;
+address) B=build/emu-address SAN="-fsanitize=address,alignment -fno-sanitize-recover=alignment -fno-omit-frame-pointer" ;;
+*) echo "emu: EMU_SAN is thread or address, not '$EMU_SAN'" >&2; exit 1 ;;
+esac
+O=$B/obj
 [ -f build/lib/cuda/nccl.cu.o ] || { echo "emu: build with CUDA first (make CUDA=1)"; exit 1; }
 mkdir -p "$O"
-CXX="g++ -std=c++20 -O1 -g -pthread -w -I$E -Ilib -DGPT_HAVE_CUDA=1"
+CXX="g++ -std=c++20 -O1 -g -pthread -w $SAN -I$E -Ilib -DGPT_HAVE_CUDA=1"
+# objects built with other flags are rebuilt
+[ "$(cat "$O/flags" 2>/dev/null)" = "$CXX" ] || { rm -f "$O"/*.o; echo "$CXX" >"$O/flags"; }
 kernel () { # name: translate the two CUDA-only forms and compile
 	sed -e 's/extern __shared__ float sh\[\];/float *sh = emu::dyn_sh;/' \
 		-e 's/\([A-Za-z_0-9]*\(<[A-Za-z_0-9]*>\)\{0,1\}\)<<<\(.*\)>>>(/emu::launch(\3)(\1)(/' \
@@ -52,9 +65,9 @@ OB=$(ls -d /usr/lib/*-linux-gnu/openblas-openmp 2>/dev/null | head -n 1)
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 for t in "$@"; do
 	if [ -f "tests/gpu/$t.c" ]; then
-		cc -std=c11 -D_GNU_SOURCE -O1 -g -fopenmp -pthread -Ilib -DGPT_HAVE_CUDA=1 -DGPT_CUDA_EMU \
-			-c "tests/gpu/$t.c" -o "build/emu/$t.o"
-		main=build/emu/$t.o
+		cc -std=c11 -D_GNU_SOURCE -O1 -g -fopenmp -pthread $SAN -Ilib -DGPT_HAVE_CUDA=1 -DGPT_CUDA_EMU \
+			-c "tests/gpu/$t.c" -o "$B/$t.o"
+		main=$B/$t.o
 	elif [ -f "build/cmd/$t.o" ]; then
 		main=build/cmd/$t.o
 	else
@@ -62,7 +75,7 @@ for t in "$@"; do
 		exit 1
 	fi
 	# shellcheck disable=SC2046
-	g++ -fopenmp -pthread -o "build/emu/$t" "$main" "$O"/*.o \
+	g++ -fopenmp -pthread $SAN -o "$B/$t" "$main" "$O"/*.o \
 		$(find build/lib -name '*.o' ! -path 'build/lib/cuda/*') build/lib/cuda/nccl.cu.o \
 		$(pkg-config --libs yaml-0.1 libarchive libpcre2-8 jansson libxxhash) \
 		${OB:+-L$OB -Wl,-rpath,$OB} -lopenblas -lm \

@@ -106,6 +106,7 @@ static inline void emu_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, flo
 			    const void *B, int64_t ldb, int64_t sb, float beta, void *C, int64_t ldc, int64_t sc, int64_t batch, const void *bias,
 			    int epi = CUBLASLT_EPILOGUE_DEFAULT, void *aux = nullptr, int64_t ldaux = 0)
 {
+	emu::dev_scope open;
 	for (int64_t bi = 0; bi < batch; bi++)
 		for (int64_t i = 0; i < m; i++)
 			for (int64_t j = 0; j < n; j++) {

@@ -6,10 +6,22 @@
  * aborts with a message (a GPU would fail it): at most 1024 threads a
  * block, grid.y and grid.z at most 65535, no empty grid or block, and
  * dynamic shared memory above 48 KiB only up to what cudaFuncSetAttribute
- * allowed that kernel (227 KiB at most). The dynamic shared memory is
- * filled with 0xff bytes (NaN in every float format) before each block, so
- * a read of what the block did not write shows, and a write past the size
- * the launch asked for aborts. */
+ * allowed that kernel (227 KiB at most). Shared memory, static and
+ * dynamic, is filled with 0xff bytes (NaN in every float format) before
+ * each block, so a read of what the block did not write shows, and a write
+ * past the dynamic size the launch asked for aborts. Device memory
+ * (emu.cpp) is mapped unreadable outside device work (a launch, a copy, a
+ * memset, a GEMM), so a host access to it faults, as on a GPU.
+ *
+ * Blocks run in order of blockIdx, or in the reverse order with
+ * EMU_BLOCKS=reverse: a kernel whose result depends on the order of its
+ * blocks (one block reading what another writes) gives another result then.
+ * Under AddressSanitizer (build.sh with EMU_SAN=address) a read or write
+ * past the dynamic shared memory asked for fails where it happens, as does
+ * one past a device allocation; under ThreadSanitizer (EMU_SAN=thread) two
+ * threads of a block that touch the same memory, one writing, with no
+ * barrier between them are a race, as compute-sanitizer's racecheck
+ * reports. */
 #pragma once
 #include <barrier>
 #include <cmath>
@@ -24,7 +36,9 @@
 #define __device__
 #define __host__
 #define __forceinline__ inline
-#define __shared__ static
+/* static __shared__ arrays live in one section, which the launcher fills
+ * with 0xff bytes before each block as it does the dynamic shared memory */
+#define __shared__ static __attribute__((section("emu_shared"), aligned(16)))
 #define __launch_bounds__(...)
 
 struct dim3 {
@@ -38,13 +52,26 @@ enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpy
 enum { cudaStreamNonBlocking = 1 };
 static inline const char *cudaGetErrorString(cudaError_t) { return "emulated error"; }
 static inline cudaError_t cudaGetLastError(void) { return 0; }
-static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind, cudaStream_t) { memmove(d, s, n); return 0; }
-static inline cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t) { memset(d, v, n); return 0; }
-static inline cudaError_t cudaMemset(void *d, int v, size_t n) { memset(d, v, n); return 0; }
+namespace emu {
+/* emu.cpp: device memory is readable by the host only inside device work
+ * (a launch, a copy, a memset, a GEMM), which a dev_scope brackets */
+void dev_open(void);
+void dev_close(void);
+struct dev_scope {
+	dev_scope() { dev_open(); }
+	~dev_scope() { dev_close(); }
+	dev_scope(const dev_scope &) = delete;
+	dev_scope &operator=(const dev_scope &) = delete;
+};
+} // namespace emu
+extern "C" void gpt_cuda_free(void *p);
+static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind, cudaStream_t) { emu::dev_scope o; memmove(d, s, n); return 0; }
+static inline cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t) { emu::dev_scope o; memset(d, v, n); return 0; }
+static inline cudaError_t cudaMemset(void *d, int v, size_t n) { emu::dev_scope o; memset(d, v, n); return 0; }
 static inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return 0; }
 static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, int) { *s = (void *)1; return 0; }
 static inline cudaError_t cudaStreamDestroy(cudaStream_t) { return 0; }
-static inline cudaError_t cudaFree(void *p) { free(p); return 0; }
+static inline cudaError_t cudaFree(void *p) { gpt_cuda_free(p); return 0; }
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 namespace emu {
 enum : size_t { SHM_DEFAULT = 48 << 10, SHM_OPTIN = 227 << 10, SHM_EMU = 256 << 10 };
@@ -52,6 +79,9 @@ enum : size_t { SHM_DEFAULT = 48 << 10, SHM_OPTIN = 227 << 10, SHM_EMU = 256 << 
 void shm_allow(const void *kernel, int bytes);
 void launch_check(const void *kernel, dim3 g, dim3 b, size_t shm);
 void shm_check_tail(const void *kernel, const float *dyn, size_t shm);
+void shm_fill_static(void);
+bool blocks_reversed(void); /* EMU_BLOCKS=reverse */
+void shm_poison(const float *dyn, size_t shm, bool on);
 } // namespace emu
 template <class F> static inline cudaError_t cudaFuncSetAttribute(F *f, cudaFuncAttribute, int v)
 {
@@ -90,12 +120,17 @@ struct launcher {
 		const void *k = reinterpret_cast<const void *>(f);
 		launch_check(k, gg, bb, sh);
 		return [=](auto... args) {
+			dev_scope open;
 			blockDim_ = bb;
 			gridDim_ = gg;
 			float *dyn = (float *)aligned_alloc(256, SHM_EMU);
-			for (unsigned by = 0; by < gg.y; by++)
-				for (unsigned bx = 0; bx < gg.x; bx++) {
+			const bool rev = blocks_reversed();
+			for (unsigned yy = 0; yy < gg.y; yy++)
+				for (unsigned xx = 0; xx < gg.x; xx++) {
+					unsigned by = rev ? gg.y - 1 - yy : yy, bx = rev ? gg.x - 1 - xx : xx;
 					memset(dyn, 0xff, SHM_EMU);
+					shm_fill_static();
+					shm_poison(dyn, sh, true);
 					unsigned n = bb.x * bb.y;
 					std::barrier<> blk(n);
 					unsigned nw = (n + 31) / 32;
@@ -120,6 +155,7 @@ struct launcher {
 						x.join();
 					for (auto *p : wb)
 						delete p;
+					shm_poison(dyn, sh, false);
 					shm_check_tail(k, dyn, sh);
 				}
 			free(dyn);

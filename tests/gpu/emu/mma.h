@@ -7,11 +7,14 @@
  * the warp's earlier reads of that memory nor with one another); mma_sync
  * multiplies the bf16/fp16 values exactly and accumulates in fp32 as the
  * tensor cores do (in another order). Code must still __syncwarp() before
- * loading what other lanes stored with ordinary writes, as on hardware. */
+ * loading what other lanes stored with ordinary writes, as on hardware.
+ * Loads and stores abort where a GPU's would be undefined: a pointer not
+ * 32-byte aligned, or a row stride (ldm) not a multiple of 16 bytes. */
 #pragma once
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cstdio>
 #include <type_traits>
 
 namespace nvcuda {
@@ -33,9 +36,21 @@ static inline float emu_f(float v) { return v; }
 static inline float emu_f(__nv_bfloat16 v) { return __bfloat162float(v); }
 static inline float emu_f(__half v) { return __half2float(v); }
 
+/* load_matrix_sync's and store_matrix_sync's requirements (CUDA C++
+ * Programming Guide, "Warp Matrix Functions") */
+static inline void emu_check(const char *what, const void *p, unsigned ldm, size_t elem)
+{
+	if ((uintptr_t)p % 32 == 0 && ldm * elem % 16 == 0)
+		return;
+	fprintf(stderr, "emu: wmma::%s at %p with ldm %u (%zu-byte elements) is undefined on a GPU: "
+		"the pointer must be 32-byte aligned and ldm a multiple of 16 bytes\n", what, p, ldm, elem);
+	abort();
+}
+
 template <class Use, class T, class L, class S>
 static inline void load_matrix_sync(fragment<Use, 16, 16, 16, T, L> &f, const S *p, unsigned ldm)
 {
+	emu_check("load_matrix_sync", p, ldm, sizeof(S));
 	for (int r = 0; r < 16; r++)
 		for (int c = 0; c < 16; c++)
 			f.x[r * 16 + c] = emu_f(std::is_same<L, col_major>::value ? p[c * ldm + r]
@@ -45,6 +60,7 @@ static inline void load_matrix_sync(fragment<Use, 16, 16, 16, T, L> &f, const S 
 static inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float> &f, const float *p,
 				    unsigned ldm, layout_t l)
 {
+	emu_check("load_matrix_sync", p, ldm, sizeof(float));
 	for (int r = 0; r < 16; r++)
 		for (int c = 0; c < 16; c++)
 			f.x[r * 16 + c] = l == mem_col_major ? p[c * ldm + r] : p[r * ldm + c];
@@ -53,6 +69,7 @@ static inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float> &f,
 static inline void store_matrix_sync(float *p, const fragment<accumulator, 16, 16, 16, float> &f,
 				     unsigned ldm, layout_t l)
 {
+	emu_check("store_matrix_sync", p, ldm, sizeof(float));
 	emu::warp_bar->arrive_and_wait();
 	if (emu::threadIdx_.x % 32 == 0)
 		for (int r = 0; r < 16; r++)

@@ -3,7 +3,9 @@
 # emulation of the CUDA runtime (cuda_runtime.h here: every CUDA thread a
 # std::thread, blocks one after another, __syncthreads and warp shuffles as
 # barriers; cublasLt.h: a naive GEMM; mma.h: the WMMA tiles, each lane
-# holding the whole tile), at small shapes (-DGPT_CUDA_EMU).
+# holding the whole tile), at small shapes (-DGPT_CUDA_EMU). Device memory
+# is unreadable to the host outside device work, so a host access to it
+# faults, as on a GPU.
 # For machines without a GPU: it checks the kernels' indexing, tiling,
 # shuffles and barriers against the CPU backend, and each launch against a
 # Hopper GPU's limits (block and grid sizes, dynamic shared memory asked
@@ -15,6 +17,15 @@
 #
 #   tests/gpu/emu/run.sh [fp32|bf16|fp16]      one dtype, or all three
 #   EMU_LT_FOUND=0 tests/gpu/emu/run.sh        the cuBLAS fallback for GEMMs
+#   EMU_BLOCKS=reverse tests/gpu/emu/run.sh    blocks in the reverse order: a
+#       kernel whose blocks depend on one another gives another result
+#   EMU_SAN=thread tests/gpu/emu/run.sh bf16   the kernels under ThreadSanitizer:
+#       a race between threads of a block (shared or global memory, no
+#       barrier between a write and another thread's access) fails the run,
+#       as compute-sanitizer's racecheck would on a GPU (about 3x slower)
+#   EMU_SAN=address tests/gpu/emu/run.sh bf16  under AddressSanitizer: an
+#       access past a device allocation or past the dynamic shared memory
+#       the launch asked for fails where it happens (memcheck's job on a GPU)
 #
 # Kernel files must launch as NAME<<<CONFIG>>>(ARGS) on one line and name
 # their dynamic shared memory `extern __shared__ float sh[]`: build.sh
@@ -22,8 +33,13 @@
 set -eu
 cd "$(dirname "$0")/../../.."
 tests/gpu/emu/build.sh test-cuda-ops
+B=build/emu${EMU_SAN:+-$EMU_SAN}
+export TSAN_OPTIONS="${TSAN_OPTIONS:-} exitcode=66" ASAN_OPTIONS="${ASAN_OPTIONS:-} detect_leaks=0"
+# ThreadSanitizer cannot see OpenMP's (uninstrumented) synchronisation: the
+# CPU side runs on one thread there
+[ "${EMU_SAN:-}" != thread ] || export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 if [ $# -gt 0 ]; then
-	GPT_TEST_DTYPE=$1 build/emu/test-cuda-ops
+	GPT_TEST_DTYPE=$1 "$B"/test-cuda-ops
 else
-	build/emu/test-cuda-ops
+	"$B"/test-cuda-ops
 fi

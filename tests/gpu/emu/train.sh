@@ -6,24 +6,32 @@
 # dp2, mp2, pp2, sharding2 stage 3 through shm; resume), 2 steps each; on
 # request tests/gpu/t4061-infer-cuda.sh with an emulated gpt-infer
 # (GPT_GPU_TEST_TOKENS, default 8 here, tokens per generation). The
-# emulated device memory is host memory, so this checks the staging logic,
-# the trainer's device-pointer collectives and the kernels' results, not
-# what only a GPU shows (a host access to device memory, stream races).
+# emulated device memory is host memory, unreadable to the host outside
+# device work (launches, copies, GEMMs), so this checks the staging logic,
+# the trainer's device-pointer collectives, that no host code touches
+# device memory, and the kernels' results, not what only a GPU shows
+# (stream races, the GPU's arithmetic and memory model).
 # Slow: about half a minute per emulated training step and rank.
 #
 #   tests/gpu/emu/train.sh [TEST...]     default: test-comm-stage t4060
+#   EMU_SAN=thread|address tests/gpu/emu/train.sh ...   under a sanitizer (run.sh)
 set -eu
 cd "$(dirname "$0")/../../.."
 tests/gpu/emu/build.sh gpt-train gpt-infer test-comm-stage
-mkdir -p build/emu/bin
-ln -sf ../gpt-train build/emu/bin/gpt-train
-ln -sf ../gpt-infer build/emu/bin/gpt-infer
+B=build/emu${EMU_SAN:+-$EMU_SAN}
+export TSAN_OPTIONS="${TSAN_OPTIONS:-} exitcode=66" ASAN_OPTIONS="${ASAN_OPTIONS:-} detect_leaks=0"
+# ThreadSanitizer cannot see OpenMP's (uninstrumented) synchronisation: the
+# CPU side runs on one thread there
+[ "${EMU_SAN:-}" != thread ] || export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+mkdir -p $B/bin
+ln -sf ../gpt-train $B/bin/gpt-train
+ln -sf ../gpt-infer $B/bin/gpt-infer
 [ $# -gt 0 ] || set -- test-comm-stage t4060
 for t in "$@"; do
 	case $t in
-	test-*) build/emu/"$t" ;;
+	test-*) "$B/$t" ;;
 	t[0-9]*)
-		GPT_EMU_BIN=$PWD/build/emu/bin GPT_GPU_TEST_STEPS=${GPT_GPU_TEST_STEPS:-2} \
+		GPT_EMU_BIN=$PWD/$B/bin GPT_GPU_TEST_STEPS=${GPT_GPU_TEST_STEPS:-2} \
 			GPT_GPU_TEST_TOKENS=${GPT_GPU_TEST_TOKENS:-8} sh tests/gpu/"$t"-*.sh
 		;;
 	esac
