@@ -6,7 +6,8 @@
  * with tol 1e-5 for fp32 tensors and 1e-2 for 16-bit ones. Dropout masks
  * and the embedding's gradient order must agree exactly. Then one training
  * step of a small GPT (lib/model over each backend): losses and every
- * gradient. Skips where there is no GPU. */
+ * gradient. Skips where there is no GPU. GPT_TEST_DTYPE=bf16 runs one
+ * dtype, GPT_TEST_OPS=attention,xent some groups (main names them). */
 #include "backend/backend.h"
 #include "cpu/cpu.h"
 #include "cuda/cuda.h"
@@ -750,10 +751,51 @@ static void test_model(int fused)
 	free(tgt);
 }
 
+/* GPT_TEST_OPS=layernorm,xent (say) runs those groups of tests only */
+static const char *const groups[] = {"gemm", "linear", "gelu", "layernorm", "elementwise", "attention",
+				     "attention_kv", "xent", "embedding", "optimizer", "quant", "convert", "model"};
+
+static int listed(const char *list, const char *name, size_t n)
+{
+	for (const char *p = list; *p;) {
+		size_t k = strcspn(p, ",");
+		if (k == n && strncmp(p, name, n) == 0)
+			return 1;
+		p += k + (p[k] == ',');
+	}
+	return 0;
+}
+
+static int want(const char *group)
+{
+	const char *o = getenv("GPT_TEST_OPS");
+	return !o || !*o || listed(o, group, strlen(group));
+}
+
+/* every name in GPT_TEST_OPS is a group, or the run bails out */
+static int ops_valid(void)
+{
+	const char *o = getenv("GPT_TEST_OPS");
+	for (const char *p = o ? o : ""; *p;) {
+		size_t k = strcspn(p, ","), g = 0;
+		while (g < sizeof groups / sizeof *groups && !(strlen(groups[g]) == k && !strncmp(groups[g], p, k)))
+			g++;
+		if (g == sizeof groups / sizeof *groups) {
+			printf("Bail out! GPT_TEST_OPS names '%.*s', which is no group of tests (test-cuda-ops.c's main)\n",
+			       (int)k, p);
+			return 0;
+		}
+		p += k + (p[k] == ',');
+	}
+	return 1;
+}
+
 int main(void)
 {
 	if (gpt_cuda_device_count() == 0)
 		return skip_all("no CUDA device (the CUDA backend's ops are tested on a GPU only)");
+	if (!ops_valid())
+		return 1;
 	const gpt_dtype dts[] = {GPT_DTYPE_F32, GPT_DTYPE_BF16, GPT_DTYPE_F16};
 	/* GPT_TEST_DTYPE=bf16 (say) runs one dtype */
 	const char *only = getenv("GPT_TEST_DTYPE");
@@ -765,21 +807,36 @@ int main(void)
 			printf("Bail out! %s\n", err.msg);
 			return 1;
 		}
-		test_gemm();
-		test_linear();
-		test_gelu_fusions();
-		test_layernorm();
-		test_elementwise();
-		test_attention(0.0f);
-		test_attention(0.1f);
-		test_attention_kv();
-		test_xent();
-		test_embedding();
-		test_optimizer();
-		test_quant();
-		test_convert();
-		test_model(0);
-		test_model(1);
+		if (want("gemm"))
+			test_gemm();
+		if (want("linear"))
+			test_linear();
+		if (want("gelu"))
+			test_gelu_fusions();
+		if (want("layernorm"))
+			test_layernorm();
+		if (want("elementwise"))
+			test_elementwise();
+		if (want("attention")) {
+			test_attention(0.0f);
+			test_attention(0.1f);
+		}
+		if (want("attention_kv"))
+			test_attention_kv();
+		if (want("xent"))
+			test_xent();
+		if (want("embedding"))
+			test_embedding();
+		if (want("optimizer"))
+			test_optimizer();
+		if (want("quant"))
+			test_quant();
+		if (want("convert"))
+			test_convert();
+		if (want("model")) {
+			test_model(0);
+			test_model(1);
+		}
 		gpt_backend_cpu_free(&cpu);
 		gpt_backend_cuda_free(&gpu);
 	}
