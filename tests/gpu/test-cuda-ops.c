@@ -7,7 +7,7 @@
  * and the embedding's gradient order must agree exactly. Then one training
  * step of a small GPT (lib/model over each backend): losses and every
  * gradient. Skips where there is no GPU. GPT_TEST_DTYPE=bf16 runs one
- * dtype, GPT_TEST_OPS=attention,xent some groups (main names them). */
+ * dtype, GPT_TEST_OPS=attention,xent some groups (`groups` names them). */
 #include "backend/backend.h"
 #include "cpu/cpu.h"
 #include "cuda/cuda.h"
@@ -751,10 +751,40 @@ static void test_model(int fused)
 	free(tgt);
 }
 
-/* GPT_TEST_OPS=layernorm,xent (say) runs those groups of tests only */
-static const char *const groups[] = {"gemm", "linear", "gelu", "layernorm", "elementwise", "attention",
-				     "attention_kv", "xent", "embedding", "optimizer", "quant", "convert", "model"};
+static void test_attention_both(void)
+{
+	test_attention(0.0f);
+	test_attention(0.1f);
+}
 
+static void test_models(void)
+{
+	test_model(0);
+	test_model(1);
+}
+
+/* The groups of tests, in order; GPT_TEST_OPS=layernorm,xent (say) runs those only. */
+static const struct {
+	const char *name;
+	void (*run)(void);
+} groups[] = {
+	{"gemm", test_gemm},
+	{"linear", test_linear},
+	{"gelu", test_gelu_fusions},
+	{"layernorm", test_layernorm},
+	{"elementwise", test_elementwise},
+	{"attention", test_attention_both},
+	{"attention_kv", test_attention_kv},
+	{"xent", test_xent},
+	{"embedding", test_embedding},
+	{"optimizer", test_optimizer},
+	{"quant", test_quant},
+	{"convert", test_convert},
+	{"model", test_models},
+};
+#define N_GROUPS (sizeof groups / sizeof *groups)
+
+/* whether the comma-separated list names the first n bytes of name */
 static int listed(const char *list, const char *name, size_t n)
 {
 	for (const char *p = list; *p;) {
@@ -766,22 +796,15 @@ static int listed(const char *list, const char *name, size_t n)
 	return 0;
 }
 
-static int want(const char *group)
-{
-	const char *o = getenv("GPT_TEST_OPS");
-	return !o || !*o || listed(o, group, strlen(group));
-}
-
 /* every name in GPT_TEST_OPS is a group, or the run bails out */
-static int ops_valid(void)
+static int ops_valid(const char *ops)
 {
-	const char *o = getenv("GPT_TEST_OPS");
-	for (const char *p = o ? o : ""; *p;) {
+	for (const char *p = ops; *p;) {
 		size_t k = strcspn(p, ","), g = 0;
-		while (g < sizeof groups / sizeof *groups && !(strlen(groups[g]) == k && !strncmp(groups[g], p, k)))
+		while (g < N_GROUPS && !listed(groups[g].name, p, k))
 			g++;
-		if (g == sizeof groups / sizeof *groups) {
-			printf("Bail out! GPT_TEST_OPS names '%.*s', which is no group of tests (test-cuda-ops.c's main)\n",
+		if (g == N_GROUPS) {
+			printf("Bail out! GPT_TEST_OPS names '%.*s', which is no group of tests (test-cuda-ops.c's groups)\n",
 			       (int)k, p);
 			return 0;
 		}
@@ -794,7 +817,10 @@ int main(void)
 {
 	if (gpt_cuda_device_count() == 0)
 		return skip_all("no CUDA device (the CUDA backend's ops are tested on a GPU only)");
-	if (!ops_valid())
+	const char *ops = getenv("GPT_TEST_OPS");
+	if (!ops)
+		ops = "";
+	if (!ops_valid(ops))
 		return 1;
 	const gpt_dtype dts[] = {GPT_DTYPE_F32, GPT_DTYPE_BF16, GPT_DTYPE_F16};
 	/* GPT_TEST_DTYPE=bf16 (say) runs one dtype */
@@ -807,36 +833,9 @@ int main(void)
 			printf("Bail out! %s\n", err.msg);
 			return 1;
 		}
-		if (want("gemm"))
-			test_gemm();
-		if (want("linear"))
-			test_linear();
-		if (want("gelu"))
-			test_gelu_fusions();
-		if (want("layernorm"))
-			test_layernorm();
-		if (want("elementwise"))
-			test_elementwise();
-		if (want("attention")) {
-			test_attention(0.0f);
-			test_attention(0.1f);
-		}
-		if (want("attention_kv"))
-			test_attention_kv();
-		if (want("xent"))
-			test_xent();
-		if (want("embedding"))
-			test_embedding();
-		if (want("optimizer"))
-			test_optimizer();
-		if (want("quant"))
-			test_quant();
-		if (want("convert"))
-			test_convert();
-		if (want("model")) {
-			test_model(0);
-			test_model(1);
-		}
+		for (size_t g = 0; g < N_GROUPS; g++)
+			if (!*ops || listed(ops, groups[g].name, strlen(groups[g].name)))
+				groups[g].run();
 		gpt_backend_cpu_free(&cpu);
 		gpt_backend_cuda_free(&gpu);
 	}

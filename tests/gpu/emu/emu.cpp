@@ -117,8 +117,9 @@ extern "C" int gpt_cuda_device_id(int, char out[48], gpt_err *) { snprintf(out, 
 #define EMU_PROTECT 1
 #endif
 static std::mutex dev_mu;
-static std::map<uintptr_t, size_t> dev_blocks;
+static std::map<uintptr_t, size_t> dev_blocks; /* start: the bytes device work may touch */
 static int dev_depth;
+static const size_t page = (size_t)sysconf(_SC_PAGESIZE);
 static void dev_protect(void *p, size_t n, int prot)
 {
 	if (mprotect(p, n, prot)) {
@@ -149,7 +150,7 @@ static void dev_fault(int sig, siginfo_t *si, void *)
 {
 	uintptr_t a = (uintptr_t)si->si_addr;
 	auto it = dev_blocks.upper_bound(a);
-	if (it != dev_blocks.begin() && a < (--it)->first + it->second + (size_t)sysconf(_SC_PAGESIZE)) {
+	if (it != dev_blocks.begin() && a < (--it)->first + it->second + page) {
 		char m[240];
 		size_t off = (size_t)(a - it->first);
 		int k = off < it->second
@@ -176,7 +177,6 @@ static int dev_fault_set = [] {
 extern "C" void *gpt_cuda_malloc(size_t bytes, const char *, gpt_err *)
 {
 #if EMU_PROTECT
-	static const size_t page = (size_t)sysconf(_SC_PAGESIZE);
 	size_t n = (bytes + page - 1) / page * page + page; /* one unreadable page past the end */
 	void *p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED) {
@@ -186,7 +186,10 @@ extern "C" void *gpt_cuda_malloc(size_t bytes, const char *, gpt_err *)
 	n -= page; /* what device work may touch */
 	memset(p, 0xA5, n);
 	std::lock_guard<std::mutex> l(dev_mu);
-	dev_protect((char *)p + (dev_depth ? n : 0), dev_depth ? page : n + page, PROT_NONE);
+	if (dev_depth) /* inside device work: only the guard page */
+		dev_protect((char *)p + n, page, PROT_NONE);
+	else
+		dev_protect(p, n + page, PROT_NONE);
 #else
 	/* the size asked for, so that an access past it is reported */
 	size_t n = bytes ? bytes : 1;
@@ -210,7 +213,7 @@ extern "C" void gpt_cuda_free(void *p)
 		abort();
 	}
 #if EMU_PROTECT
-	munmap(p, it->second + (size_t)sysconf(_SC_PAGESIZE));
+	munmap(p, it->second + page);
 #else
 	free(p);
 #endif
