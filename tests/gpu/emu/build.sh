@@ -31,7 +31,7 @@ CXX="g++ -std=c++20 -O1 -g -pthread -w $SAN -I$E -Ilib -DGPT_HAVE_CUDA=1"
 [ "$(cat "$O/flags" 2>/dev/null)" = "$CXX" ] || { rm -f "$O"/*.o; echo "$CXX" >"$O/flags"; }
 kernel () { # name: translate the two CUDA-only forms and compile
 	sed -e 's/extern __shared__ float sh\[\];/float *sh = emu::dyn_sh;/' \
-		-e 's/\([A-Za-z_0-9]*\(<[A-Za-z_0-9]*>\)\{0,1\}\)<<<\(.*\)>>>(/emu::launch(\3)(\1)(/' \
+		-e 's/\([A-Za-z_0-9]*\(<[A-Za-z_0-9]*>\)\{0,1\}\)<<<\(.*\)>>>(/emu::launch("\1", \3)(\1)(/' \
 		"lib/cuda/$1.cu" >"$O/$1.cpp"
 	$CXX -c "$O/$1.cpp" -o "$O/$1.o"
 }
@@ -41,7 +41,7 @@ stale () { # object sources...: true when the object is missing or older
 	[ -f "$o" ] || return 0
 	[ -n "$(find "$@" -newer "$o" 2>/dev/null | head -n 1)" ]
 }
-HDRS="$(echo lib/cuda/*.cuh) lib/cuda/cuda.h lib/backend lib/core/core.h $E/cuda_runtime.h $E/cublasLt.h $E/cublas_v2.h $E/cuda_bf16.h $E/cuda_fp16.h $E/mma.h"
+HDRS="$(echo lib/cuda/*.cuh) $E/build.sh lib/cuda/cuda.h lib/backend lib/core/core.h $E/cuda_runtime.h $E/cublasLt.h $E/cublas_v2.h $E/cuda_bf16.h $E/cuda_fp16.h $E/mma.h"
 pids=
 for f in lib/cuda/*.cu; do
 	b=$(basename "$f" .cu)

@@ -1,6 +1,9 @@
 /* A CPU emulation of the CUDA runtime subset lib/cuda uses: every CUDA
- * thread is a std::thread, blocks run one after another, __syncthreads and
- * warp shuffles are barriers. For checking kernels on a machine with no GPU.
+ * thread is a fiber (an OS thread in the sanitizer builds), blocks run one
+ * after another, __syncthreads and warp shuffles are barriers. For checking
+ * kernels on a machine with no GPU. With fibers, threads waiting at
+ * barriers that not all of them reach (a GPU hangs or worse) abort the run
+ * with a message.
  *
  * Launches are held to a Hopper GPU's limits, and a launch past them
  * aborts with a message (a GPU would fail it): at most 1024 threads a
@@ -16,6 +19,10 @@
  * Blocks run in order of blockIdx, or in the reverse order with
  * EMU_BLOCKS=reverse: a kernel whose result depends on the order of its
  * blocks (one block reading what another writes) gives another result then.
+ * A block's fibers run in order of their index up to a barrier, each in
+ * turn, or from the last down with EMU_THREADS=reverse: a missing barrier
+ * between a write to shared memory and another thread's read of it shows
+ * as NaN read in one of the two orders (the reader running first).
  * Under AddressSanitizer (build.sh with EMU_SAN=address) a read or write
  * past the dynamic shared memory asked for fails where it happens, as does
  * one past a device allocation; under ThreadSanitizer (EMU_SAN=thread) two
@@ -29,6 +36,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <new>
 #include <thread>
 #include <vector>
 
@@ -53,16 +61,18 @@ enum { cudaStreamNonBlocking = 1 };
 static inline const char *cudaGetErrorString(cudaError_t) { return "emulated error"; }
 static inline cudaError_t cudaGetLastError(void) { return 0; }
 namespace emu {
+/* calls begin() where it is declared and end() where it goes out of scope */
+template <void (*begin)(void), void (*end)(void)> struct scope {
+	scope() { begin(); }
+	~scope() { end(); }
+	scope(const scope &) = delete;
+	scope &operator=(const scope &) = delete;
+};
 /* emu.cpp: device memory is readable by the host only inside device work
  * (a launch, a copy, a memset, a GEMM), which a dev_scope brackets */
 void dev_open(void);
 void dev_close(void);
-struct dev_scope {
-	dev_scope() { dev_open(); }
-	~dev_scope() { dev_close(); }
-	dev_scope(const dev_scope &) = delete;
-	dev_scope &operator=(const dev_scope &) = delete;
-};
+using dev_scope = scope<dev_open, dev_close>;
 } // namespace emu
 extern "C" void gpt_cuda_free(void *p);
 static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind, cudaStream_t) { emu::dev_scope o; memmove(d, s, n); return 0; }
@@ -77,10 +87,11 @@ namespace emu {
 enum : size_t { SHM_DEFAULT = 48 << 10, SHM_OPTIN = 227 << 10, SHM_EMU = 256 << 10 };
 /* emu.cpp: the per-kernel opt-in of cudaFuncSetAttribute, the launch checks. */
 void shm_allow(const void *kernel, int bytes);
-void launch_check(const void *kernel, dim3 g, dim3 b, size_t shm);
-void shm_check_tail(const void *kernel, const float *dyn, size_t shm);
+void launch_check(const void *kernel, const char *name, dim3 g, dim3 b, size_t shm);
+void shm_check_tail(const char *name, const float *dyn, size_t shm);
 void shm_fill_static(void);
 bool blocks_reversed(void); /* EMU_BLOCKS=reverse */
+bool threads_reversed(void); /* EMU_THREADS=reverse (fibers only) */
 void shm_poison(const float *dyn, size_t shm, bool on);
 } // namespace emu
 template <class F> static inline cudaError_t cudaFuncSetAttribute(F *f, cudaFuncAttribute, int v)
@@ -92,10 +103,42 @@ template <class F> static inline cudaError_t cudaFuncSetAttribute(F *f, cudaFunc
 }
 struct alignas(16) uint4 { unsigned x, y, z, w; };
 
+/* Each CUDA thread is a fiber of the launching thread (emu.cpp), switched
+ * at barriers, or, in the sanitizer builds, an OS thread, so that
+ * ThreadSanitizer sees the threads of a block run side by side and
+ * AddressSanitizer needs no stack-switching annotations. Fibers are some
+ * 50 times faster: no thread to start, no scheduler between barriers. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define EMU_FIBERS 0
+#else
+#define EMU_FIBERS 1
+#endif
 namespace emu {
+#if EMU_FIBERS
+/* A barrier of fibers (emu.cpp): a waiting fiber yields to the next. */
+struct bar {
+	unsigned expected, arrived = 0;
+	unsigned long long phase = 0;
+	explicit bar(unsigned n) : expected(n) {}
+	void arrive_and_wait();
+	void arrive_and_drop();
+};
+/* Runs one block: n fibers, fiber t the thread (t % bx, t / bx) of warp
+ * barrier warps[t / 32] and shuffle slots slots + t / 32 * 32, each
+ * calling call(ctx) until every one has returned. Aborts with a message
+ * when no fiber can go on (threads waiting at barriers not all reach). */
+void run_block(const char *name, unsigned n, unsigned bx, bar *const *warps, double *slots,
+	       void (*call)(void *), void *ctx);
+#else
+using bar = std::barrier<>;
+#endif
+/* one launch at a time: the launch state is global */
+void launch_lock(void);
+void launch_unlock(void);
+using launch_scope = scope<launch_lock, launch_unlock>;
 extern thread_local dim3 threadIdx_, blockIdx_;
 extern dim3 blockDim_, gridDim_;
-extern thread_local std::barrier<> *block_bar, *warp_bar;
+extern thread_local bar *block_bar, *warp_bar;
 extern thread_local float *warp_slot;
 extern thread_local float *dyn_sh; /* this block's dynamic shared memory */
 
@@ -110,59 +153,127 @@ template <class T> static inline T shfl(T v, int src)
 	return r;
 }
 
+/* One launch's state: step() ends the block that ran (its shared memory
+ * checked) and sets up the next one (shared memory refilled, fresh block
+ * and warp barriers: a thread that returns drops out of its barriers).
+ * With OS threads, the threads live through the whole grid and meet
+ * between blocks at a barrier whose completion is step(): it runs in the
+ * last thread to arrive while every other waits. */
+struct grid {
+	const char *k; /* the kernel's name */
+	dim3 g, b;
+	size_t sh;
+	unsigned n, nw; /* threads a block, warps a block */
+	unsigned long long next = 0, count;
+	bool rev, done = false;
+	dim3 at; /* the block running */
+	float *dyn;
+	std::vector<double> slots;
+	alignas(bar) unsigned char blk[sizeof(bar)];
+	std::vector<bar *> wb;
+	bar &block() { return *reinterpret_cast<bar *>(blk); }
+	void end_block()
+	{
+		block().~bar();
+		for (auto *p : wb)
+			delete p;
+		wb.clear();
+		shm_poison(dyn, sh, false);
+		shm_check_tail(k, dyn, sh);
+	}
+	void step() noexcept
+	{
+		if (next)
+			end_block();
+		if (next == count) {
+			done = true;
+			return;
+		}
+		unsigned long long i = rev ? count - 1 - next : next;
+		next++;
+		at = dim3((unsigned)(i % g.x), (unsigned)(i / g.x));
+		memset(dyn, 0xff, SHM_EMU);
+		shm_fill_static();
+		shm_poison(dyn, sh, true);
+		new (blk) bar(n);
+		for (unsigned w = 0; w < nw; w++)
+			wb.push_back(new bar(n - 32 * w < 32 ? n - 32 * w : 32));
+	}
+	struct on_step {
+		grid *s;
+		void operator()() noexcept { s->step(); }
+	};
+};
+
 struct launcher {
+	const char *name;
 	dim3 g, b;
 	size_t shm;
 	template <class F> auto operator()(F f)
 	{
 		dim3 gg = g, bb = b;
 		size_t sh = shm;
-		const void *k = reinterpret_cast<const void *>(f);
-		launch_check(k, gg, bb, sh);
+		const char *k = name;
+		launch_check(reinterpret_cast<const void *>(f), k, gg, bb, sh);
 		return [=](auto... args) {
+			launch_scope one;
 			dev_scope open;
 			blockDim_ = bb;
 			gridDim_ = gg;
-			float *dyn = (float *)aligned_alloc(256, SHM_EMU);
-			const bool rev = blocks_reversed();
-			for (unsigned yy = 0; yy < gg.y; yy++)
-				for (unsigned xx = 0; xx < gg.x; xx++) {
-					unsigned by = rev ? gg.y - 1 - yy : yy, bx = rev ? gg.x - 1 - xx : xx;
-					memset(dyn, 0xff, SHM_EMU);
-					shm_fill_static();
-					shm_poison(dyn, sh, true);
-					unsigned n = bb.x * bb.y;
-					std::barrier<> blk(n);
-					unsigned nw = (n + 31) / 32;
-					std::vector<std::barrier<> *> wb(nw);
-					std::vector<double> slots(nw * 32);
-					for (unsigned w = 0; w < nw; w++)
-						wb[w] = new std::barrier<>(n - 32 * w < 32 ? n - 32 * w : 32);
-					std::vector<std::thread> th;
-					for (unsigned t = 0; t < n; t++)
-						th.emplace_back([&, t]() {
-							threadIdx_ = dim3(t % bb.x, t / bb.x);
-							blockIdx_ = dim3(bx, by);
-							block_bar = &blk;
-							dyn_sh = dyn;
-							warp_bar = wb[t / 32];
-							warp_slot = (float *)&slots[(t / 32) * 32];
-							f(args...);
-							blk.arrive_and_drop();
-							wb[t / 32]->arrive_and_drop();
-						});
-					for (auto &x : th)
-						x.join();
-					for (auto *p : wb)
-						delete p;
-					shm_poison(dyn, sh, false);
-					shm_check_tail(k, dyn, sh);
-				}
-			free(dyn);
+			grid s;
+			s.k = k, s.g = gg, s.b = bb, s.sh = sh;
+			s.n = bb.x * bb.y;
+			s.nw = (s.n + 31) / 32;
+			s.count = (unsigned long long)gg.x * gg.y;
+			s.rev = blocks_reversed();
+			s.dyn = (float *)aligned_alloc(256, SHM_EMU);
+			s.slots.resize(s.nw * 32);
+#if EMU_FIBERS
+			auto body = [&]() {
+				f(args...);
+				block_bar->arrive_and_drop();
+				warp_bar->arrive_and_drop();
+			};
+			dyn_sh = s.dyn;
+			for (s.step(); !s.done; s.step()) {
+				blockIdx_ = s.at;
+				block_bar = &s.block();
+				run_block(k, s.n, bb.x, s.wb.data(), s.slots.data(),
+					  [](void *c) { (*static_cast<decltype(body) *>(c))(); }, &body);
+			}
+#else
+			threads_reversed(); /* which fails here */
+			std::barrier<grid::on_step> step(s.n, grid::on_step{&s});
+			std::vector<std::thread> th;
+			for (unsigned t = 0; t < s.n; t++)
+				th.emplace_back([&, t]() {
+					threadIdx_ = dim3(t % bb.x, t / bb.x);
+					dyn_sh = s.dyn;
+					warp_slot = (float *)&s.slots[(t / 32) * 32];
+					for (;;) {
+						step.arrive_and_wait();
+						if (s.done)
+							break;
+						blockIdx_ = s.at;
+						block_bar = &s.block();
+						warp_bar = s.wb[t / 32];
+						f(args...);
+						block_bar->arrive_and_drop();
+						warp_bar->arrive_and_drop();
+					}
+				});
+			for (auto &x : th)
+				x.join();
+#endif
+			free(s.dyn);
 		};
 	}
 };
-static inline launcher launch(dim3 g, dim3 b, size_t shm = 0, cudaStream_t = 0) { return launcher{g, b, shm}; }
+/* build.sh writes NAME<<<CONFIG>>>(ARGS) as emu::launch("NAME", CONFIG)(NAME)(ARGS) */
+static inline launcher launch(const char *name, dim3 g, dim3 b, size_t shm = 0, cudaStream_t = 0)
+{
+	return launcher{name, g, b, shm};
+}
 } // namespace emu
 
 #define threadIdx emu::threadIdx_

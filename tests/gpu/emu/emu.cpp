@@ -8,16 +8,204 @@
 #include <mutex>
 #include <csignal>
 #include <sys/mman.h>
+#include <ucontext.h>
 #include <unistd.h>
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
 #endif
+static const size_t page = (size_t)sysconf(_SC_PAGESIZE);
 namespace emu {
 thread_local dim3 threadIdx_, blockIdx_;
 dim3 blockDim_, gridDim_;
-thread_local std::barrier<> *block_bar, *warp_bar;
+thread_local bar *block_bar, *warp_bar;
 thread_local float *warp_slot;
 thread_local float *dyn_sh;
+static std::mutex launch_mu;
+void launch_lock(void) { launch_mu.lock(); }
+void launch_unlock(void) { launch_mu.unlock(); }
+#if EMU_FIBERS
+/* Switching between fibers. On x86-64: a switch saves the callee-saved
+ * registers on the stack it leaves, and its stack pointer in *from, then
+ * takes the one of `to` and restores them there; a new fiber's stack holds
+ * zeros for them and returns into its entry. Elsewhere (or with Intel CET's
+ * shadow stacks, or -DEMU_UCONTEXT): ucontext, which is slower by a
+ * system call (the signal mask) each switch. */
+#if defined(__x86_64__) && !defined(__CET__) && !defined(EMU_UCONTEXT)
+extern "C" void emu_switch(void **from, void *to);
+asm(R"(
+	.text
+	.globl emu_switch
+	.type emu_switch, @function
+emu_switch:
+	pushq %rbp
+	pushq %rbx
+	pushq %r12
+	pushq %r13
+	pushq %r14
+	pushq %r15
+	movq %rsp, (%rdi)
+	movq %rsi, %rsp
+	popq %r15
+	popq %r14
+	popq %r13
+	popq %r12
+	popq %rbx
+	popq %rbp
+	ret
+	.size emu_switch, .-emu_switch
+)");
+struct context {
+	void *sp;
+};
+static void ctx_make(context &c, char *stack, size_t size, void (*entry)(void))
+{
+	void **sp = (void **)(stack + size) - 8; /* the stack's top is 16-byte aligned */
+	for (int i = 0; i < 6; i++)
+		sp[i] = nullptr; /* r15, r14, r13, r12, rbx, rbp */
+	sp[6] = (void *)entry; /* returned into with the stack as a call leaves it */
+	sp[7] = nullptr; /* the entry's return address: it never returns */
+	c.sp = sp;
+}
+static void ctx_swap(context &from, context &to) { emu_switch(&from.sp, to.sp); }
+#else
+struct context {
+	ucontext_t uc;
+};
+static void ctx_make(context &c, char *stack, size_t size, void (*entry)(void))
+{
+	if (getcontext(&c.uc)) {
+		perror("emu: getcontext");
+		abort();
+	}
+	c.uc.uc_stack.ss_sp = stack;
+	c.uc.uc_stack.ss_size = size;
+	c.uc.uc_link = nullptr;
+	makecontext(&c.uc, entry, 0);
+}
+static void ctx_swap(context &from, context &to)
+{
+	if (swapcontext(&from.uc, &to.uc)) {
+		perror("emu: swapcontext");
+		abort();
+	}
+}
+#endif
+/* The fibers of the block running (launches hold launch_mu): each has its
+ * own stack, kept for the next block, with an unreadable page below it. */
+enum : size_t { FIBER_STACK = 256 << 10 };
+struct fiber {
+	context c;
+	char *stack;
+	bool done;
+	dim3 tid;
+	bar *warp;
+	float *slot;
+};
+static fiber fibers[1024];
+static context sched;
+static unsigned nfib, alive; /* the block's fibers, those not returned */
+static unsigned cur; /* the fiber running */
+static void (*cur_call)(void *);
+static void *cur_ctx;
+static const char *cur_kernel;
+/* Arrivals, drops and returns so far, and the yields since the last one: a
+ * fiber yields only while it waits at a barrier, so when every fiber left
+ * has yielded once with none of these in between, none can go on. */
+static unsigned long long progress, progress_seen;
+static unsigned idle;
+static bool rev; /* EMU_THREADS=reverse: fiber n - 1 first, then down */
+static void swap(context &from, unsigned to)
+{
+	fiber &f = fibers[to];
+	cur = to;
+	threadIdx_ = f.tid;
+	warp_bar = f.warp;
+	warp_slot = f.slot;
+	ctx_swap(from, f.c);
+}
+static unsigned next_alive(unsigned t)
+{
+	do
+		t = (t + (rev ? nfib - 1 : 1)) % nfib;
+	while (fibers[t].done);
+	return t;
+}
+static void fiber_main(void)
+{
+	cur_call(cur_ctx);
+	fibers[cur].done = true;
+	progress++;
+	ctx_swap(fibers[cur].c, sched); /* never resumed */
+	abort();
+}
+/* the running fiber waits: on to the next one */
+static void fiber_yield(void)
+{
+	if (progress != progress_seen) {
+		progress_seen = progress;
+		idle = 0;
+	} else if (++idle > alive) {
+		fprintf(stderr, "emu: kernel %s, block (%u, %u): %u of its %u threads wait at "
+			"barriers (__syncthreads, __syncwarp, a shuffle) that the others do not "
+			"reach: on a GPU that hangs or is undefined\n", cur_kernel, blockIdx_.x,
+			blockIdx_.y, alive, nfib);
+		abort();
+	}
+	unsigned me = cur, t = next_alive(me);
+	if (t != me)
+		swap(fibers[me].c, t);
+}
+void bar::arrive_and_wait()
+{
+	unsigned long long p = phase;
+	progress++;
+	if (++arrived == expected) {
+		arrived = 0;
+		phase++;
+		return;
+	}
+	while (phase == p)
+		fiber_yield();
+}
+void bar::arrive_and_drop()
+{
+	progress++;
+	if (--expected && arrived == expected) {
+		arrived = 0;
+		phase++;
+	}
+}
+void run_block(const char *name, unsigned n, unsigned bx, bar *const *warps, double *slots,
+	       void (*call)(void *), void *ctx)
+{
+	cur_call = call;
+	cur_ctx = ctx;
+	cur_kernel = name;
+	for (unsigned t = 0; t < n; t++) {
+		fiber &f = fibers[t];
+		if (!f.stack) {
+			void *m = mmap(nullptr, FIBER_STACK + page, PROT_READ | PROT_WRITE,
+				       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+			if (m == MAP_FAILED || mprotect(m, page, PROT_NONE)) {
+				perror("emu: a fiber stack");
+				abort();
+			}
+			f.stack = (char *)m + page;
+		}
+		ctx_make(f.c, f.stack, FIBER_STACK, fiber_main);
+		f.done = false;
+		f.tid = dim3(t % bx, t / bx);
+		f.warp = warps[t / 32];
+		f.slot = (float *)(slots + t / 32 * 32);
+	}
+	nfib = alive = n;
+	idle = 0;
+	rev = threads_reversed();
+	/* a fiber that waits switches to the next; one that returns comes back here */
+	for (unsigned t = rev ? n - 1 : 0; alive; alive--, t = alive ? next_alive(cur) : 0)
+		swap(sched, t);
+}
+#endif
 static std::mutex shm_mu;
 static std::map<const void *, int> shm_allowed;
 void shm_allow(const void *kernel, int bytes)
@@ -25,40 +213,55 @@ void shm_allow(const void *kernel, int bytes)
 	std::lock_guard<std::mutex> l(shm_mu);
 	shm_allowed[kernel] = bytes;
 }
-[[noreturn]] static void launch_fail(const void *kernel, const char *why, unsigned long long v)
+[[noreturn]] static void launch_fail(const char *name, const char *why, unsigned long long v)
 {
-	fprintf(stderr, "emu: the launch of kernel %p fails on a GPU: %s (%llu)\n", kernel, why, v);
+	fprintf(stderr, "emu: the launch of kernel %s fails on a GPU: %s (%llu)\n", name, why, v);
 	abort();
 }
-void launch_check(const void *kernel, dim3 g, dim3 b, size_t shm)
+void launch_check(const void *kernel, const char *name, dim3 g, dim3 b, size_t shm)
 {
 	unsigned long long threads = (unsigned long long)b.x * b.y * b.z;
 	if (!g.x || !g.y || !g.z || !threads)
-		launch_fail(kernel, "an empty grid or block", 0);
+		launch_fail(name, "an empty grid or block", 0);
 	if (threads > 1024 || b.z > 64)
-		launch_fail(kernel, "more than 1024 threads a block (or block.z > 64)", threads);
+		launch_fail(name, "more than 1024 threads a block (or block.z > 64)", threads);
 	if (g.x > 0x7fffffffu || g.y > 65535 || g.z > 65535)
-		launch_fail(kernel, "grid.x above 2^31 - 1 or grid.y, grid.z above 65535",
+		launch_fail(name, "grid.x above 2^31 - 1 or grid.y, grid.z above 65535",
 			    g.y > 65535 ? g.y : g.z > 65535 ? g.z : g.x);
 	if (shm > SHM_DEFAULT) {
 		std::lock_guard<std::mutex> l(shm_mu);
 		auto it = shm_allowed.find(kernel);
 		if (it == shm_allowed.end() || (size_t)it->second < shm)
-			launch_fail(kernel, "dynamic shared memory above 48 KiB and above what "
+			launch_fail(name, "dynamic shared memory above 48 KiB and above what "
 				    "cudaFuncSetAttribute allowed this kernel", shm);
 	}
 }
+/* EMU_BLOCKS, EMU_THREADS: forward (the default) or reverse */
+static bool env_reverse(const char *var)
+{
+	const char *e = getenv(var);
+	if (!e || !strcmp(e, "forward"))
+		return false;
+	if (!strcmp(e, "reverse"))
+		return true;
+	fprintf(stderr, "emu: %s is forward or reverse, not '%s'\n", var, e);
+	exit(2);
+}
 bool blocks_reversed(void)
 {
-	static const bool rev = [] {
-		const char *e = getenv("EMU_BLOCKS");
-		if (!e || !strcmp(e, "forward"))
-			return false;
-		if (!strcmp(e, "reverse"))
-			return true;
-		fprintf(stderr, "emu: EMU_BLOCKS is forward or reverse, not '%s'\n", e);
+	static const bool rev = env_reverse("EMU_BLOCKS");
+	return rev;
+}
+bool threads_reversed(void)
+{
+	static const bool rev = env_reverse("EMU_THREADS");
+#if !EMU_FIBERS
+	if (rev) {
+		fprintf(stderr, "emu: EMU_THREADS=reverse needs the build without EMU_SAN: under a "
+			"sanitizer each CUDA thread is an OS thread, run in the system's order\n");
 		exit(2);
-	}();
+	}
+#endif
 	return rev;
 }
 /* the bounds of the static __shared__ arrays' section (the linker's; null
@@ -82,7 +285,7 @@ void shm_poison(const float *dyn, size_t shm, bool on)
 	(void)dyn, (void)shm, (void)on;
 #endif
 }
-void shm_check_tail(const void *kernel, const float *dyn, size_t shm)
+void shm_check_tail(const char *name, const float *dyn, size_t shm)
 {
 	const unsigned char *p = (const unsigned char *)dyn;
 	const size_t n = SHM_EMU; /* a multiple of 8 */
@@ -95,7 +298,7 @@ void shm_check_tail(const void *kernel, const float *dyn, size_t shm)
 	while (i < n && p[i] == 0xff)
 		i++;
 	if (i < n)
-		launch_fail(kernel, "a write past the dynamic shared memory the launch asked for, "
+		launch_fail(name, "a write past the dynamic shared memory the launch asked for, "
 			    "first changed byte", i);
 }
 }
@@ -106,20 +309,26 @@ extern "C" void gpt_cuda_describe(char *out, size_t size) { snprintf(out, size, 
 extern "C" int gpt_cuda_set_device(int, gpt_err *) { return 0; }
 extern "C" int gpt_cuda_device_id(int, char out[48], gpt_err *) { snprintf(out, 48, "GPU-emulated"); return 0; }
 /* Device allocations are remembered, so gpt_cuda_ptr_is_device can tell
- * them from host memory as cudaPointerGetAttributes does. Outside device
- * work (a dev_scope: a launch, a copy, a memset, a GEMM) they are mapped
- * PROT_NONE, so a host access to device memory faults here as it does on a
- * GPU. Under a sanitizer they are plain heap blocks of the size asked for
+ * them from host memory as cudaPointerGetAttributes does. They are mapped
+ * PROT_NONE, with an unreadable page past the end. Inside device work (a
+ * dev_scope: a launch, a copy, a memset, a GEMM) the first touch of an
+ * allocation faults and opens it; the end of the outermost scope closes
+ * what was opened. So a host access to device memory faults here as it
+ * does on a GPU, and device work pays only for the allocations it touches.
+ * Under a sanitizer they are plain heap blocks of the size asked for
  * instead, so that AddressSanitizer sees an access past the end. */
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define EMU_PROTECT 0
 #else
 #define EMU_PROTECT 1
 #endif
+struct dev_block {
+	size_t n; /* the bytes device work may touch */
+	bool open; /* readable, until the device work ends */
+};
 static std::mutex dev_mu;
-static std::map<uintptr_t, size_t> dev_blocks; /* start: the bytes device work may touch */
+static std::map<uintptr_t, dev_block> dev_blocks; /* by start */
 static int dev_depth;
-static const size_t page = (size_t)sysconf(_SC_PAGESIZE);
 static void dev_protect(void *p, size_t n, int prot)
 {
 	if (mprotect(p, n, prot)) {
@@ -131,38 +340,48 @@ namespace emu {
 void dev_open(void)
 {
 	std::lock_guard<std::mutex> l(dev_mu);
-	if (EMU_PROTECT && dev_depth++ == 0)
-		for (auto &b : dev_blocks)
-			dev_protect((void *)b.first, b.second, PROT_READ | PROT_WRITE);
+	dev_depth++;
 }
 void dev_close(void)
 {
 	std::lock_guard<std::mutex> l(dev_mu);
-	if (EMU_PROTECT && --dev_depth == 0)
+	if (--dev_depth == 0)
 		for (auto &b : dev_blocks)
-			dev_protect((void *)b.first, b.second, PROT_NONE);
+			if (b.second.open) {
+				dev_protect((void *)b.first, b.second.n, PROT_NONE);
+				b.second.open = false;
+			}
 }
 } // namespace emu
 #if EMU_PROTECT
-/* A fault in device memory is a host access to it: say so, then abort.
- * (The map is read without its lock: the process is ending.) */
+/* A fault in device memory opens the allocation inside device work; outside
+ * it, or past the end of an allocation, it is a bug: say so, then abort.
+ * (The thread that faults never holds dev_mu: no code touches memory that
+ * a device allocation could hold while holding it.) */
 static void dev_fault(int sig, siginfo_t *si, void *)
 {
 	uintptr_t a = (uintptr_t)si->si_addr;
+	std::unique_lock<std::mutex> l(dev_mu);
 	auto it = dev_blocks.upper_bound(a);
-	if (it != dev_blocks.begin() && a < (--it)->first + it->second + page) {
+	if (it != dev_blocks.begin() && a < (--it)->first + it->second.n + page) {
 		char m[240];
-		size_t off = (size_t)(a - it->first);
-		int k = off < it->second
+		size_t off = (size_t)(a - it->first), n = it->second.n;
+		if (off < n && dev_depth && !it->second.open) {
+			dev_protect((void *)it->first, n, PROT_READ | PROT_WRITE);
+			it->second.open = true;
+			return; /* the access runs again */
+		}
+		int k = off < n
 			? snprintf(m, sizeof m, "emu: the host touched device memory at %p (%zu bytes into a "
 				   "device allocation of %zu): on a GPU that is a crash or garbage\n",
-				   si->si_addr, off, it->second)
+				   si->si_addr, off, n)
 			: snprintf(m, sizeof m, "emu: an access at %p, %zu bytes past the end of a device "
-				   "allocation (of %zu, page-rounded)\n", si->si_addr, off - it->second, it->second);
+				   "allocation (of %zu, page-rounded)\n", si->si_addr, off - n, n);
 		if (write(2, m, (size_t)k) < 0)
 			_exit(134);
 		abort();
 	}
+	l.unlock();
 	signal(sig, SIG_DFL);
 	raise(sig);
 }
@@ -185,11 +404,8 @@ extern "C" void *gpt_cuda_malloc(size_t bytes, const char *, gpt_err *)
 	}
 	n -= page; /* what device work may touch */
 	memset(p, 0xA5, n);
+	dev_protect(p, n + page, PROT_NONE);
 	std::lock_guard<std::mutex> l(dev_mu);
-	if (dev_depth) /* inside device work: only the guard page */
-		dev_protect((char *)p + n, page, PROT_NONE);
-	else
-		dev_protect(p, n + page, PROT_NONE);
 #else
 	/* the size asked for, so that an access past it is reported */
 	size_t n = bytes ? bytes : 1;
@@ -199,7 +415,7 @@ extern "C" void *gpt_cuda_malloc(size_t bytes, const char *, gpt_err *)
 	memset(p, 0xA5, n);
 	std::lock_guard<std::mutex> l(dev_mu);
 #endif
-	dev_blocks[(uintptr_t)p] = n;
+	dev_blocks[(uintptr_t)p] = dev_block{n, false};
 	return p;
 }
 extern "C" void gpt_cuda_free(void *p)
@@ -213,7 +429,7 @@ extern "C" void gpt_cuda_free(void *p)
 		abort();
 	}
 #if EMU_PROTECT
-	munmap(p, it->second + page);
+	munmap(p, it->second.n + page);
 #else
 	free(p);
 #endif
@@ -226,7 +442,7 @@ extern "C" int gpt_cuda_ptr_is_device(const void *p)
 	if (it == dev_blocks.begin())
 		return 0;
 	--it;
-	return (uintptr_t)p < it->first + it->second;
+	return (uintptr_t)p < it->first + it->second.n;
 }
 extern "C" void *gpt_cuda_host_alloc(size_t bytes, const char *, gpt_err *) { return malloc(bytes ? bytes : 1); }
 extern "C" void gpt_cuda_host_free(void *p) { free(p); }

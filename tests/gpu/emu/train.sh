@@ -10,8 +10,8 @@
 # device work (launches, copies, GEMMs), so this checks the staging logic,
 # the trainer's device-pointer collectives, that no host code touches
 # device memory, and the kernels' results, not what only a GPU shows
-# (stream races, the GPU's arithmetic and memory model).
-# Slow: about half a minute per emulated training step and rank.
+# (stream races, the GPU's arithmetic and memory model). Seconds per test
+# script; tests/cli/t4063-cuda-emulated.sh runs them in `make test`.
 #
 #   tests/gpu/emu/train.sh [TEST...]     default: test-comm-stage t4060
 #   EMU_SAN=thread|address tests/gpu/emu/train.sh ...   under a sanitizer (run.sh)
