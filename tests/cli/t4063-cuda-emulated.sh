@@ -1,0 +1,84 @@
+#!/bin/sh
+# lib/cuda on the CPU, under the emulated CUDA runtime of tests/gpu/emu
+# (each CUDA thread a fiber, switched at barriers and shuffles; launches
+# held to a Hopper GPU's limits; shared memory NaN-filled per block; device
+# memory unreadable to the host outside device work): every op group of
+# tests/gpu/test-cuda-ops.c against the CPU backend in fp32, bf16 and fp16,
+# whole training steps included, and again in bf16 with the blocks and the
+# threads of each block in the reverse order (a missing barrier shows in
+# one of the two orders); the shm collectives on device buffers
+# (test-comm-stage); the GPU training layouts of t4060 (dp2, mp2, pp2,
+# sharding2 stage 3, offload, overlapped buckets, resume; 2 steps) and
+# gpt-infer --device cuda (t4061) with the emulated programs. So the
+# kernels' indexing, tiling, barriers and launch configurations, and the
+# host code's handling of device memory, are checked by every `make test`;
+# what only a GPU shows (its arithmetic, memory model, streams and speed)
+# is `make test-gpu`'s.
+#
+# Needs a build with the CUDA backend (nvcc found: CUDA=auto) and C++20's
+# <barrier> in g++; skips in a SANITIZE build, whose instrumented library
+# objects the emulator does not link (EMU_SAN=address tests/gpu/emu/run.sh
+# is the sanitized run of the kernels).
+. "$(dirname "$0")/test-lib.sh"
+
+skip_all () {
+	echo "1..0 # SKIP $1"
+	cd / && rm -rf "$GPT_TRASH"
+	exit 0
+}
+FLAGS_FILE=$GPT_ROOT/build/FLAGS
+[ -f "$GPT_ROOT/build/lib/cuda/nccl.cu.o" ] && [ "$(sed -e 's/.*| *//' "$FLAGS_FILE")" = 1 ] ||
+	skip_all "this build has no CUDA backend (no nvcc, or CUDA=0): nothing to emulate"
+! grep -q -e '-fsanitize' "$FLAGS_FILE" ||
+	skip_all "a SANITIZE build: run EMU_SAN=address tests/gpu/emu/run.sh for the kernels under AddressSanitizer"
+printf '#include <barrier>\nint main(void) { std::barrier<> b(1); b.arrive_and_wait(); }\n' >cxx20.cpp
+g++ -std=c++20 -pthread -o cxx20 cxx20.cpp 2>/dev/null ||
+	skip_all "g++ has no C++20 <barrier> (GCC 11 or newer has)"
+
+EMU=$GPT_ROOT/build/emu
+
+test_expect_success 'the emulated programs build' '
+	"$GPT_ROOT/tests/gpu/emu/build.sh" test-cuda-ops test-comm-stage gpt-train gpt-infer >build.log 2>&1 ||
+		{ cat build.log; false; }
+'
+
+# tap FILE: a whole TAP run: its plan, an ok for each test, no failure, and
+# no skip but of the tests that need a second GPU
+tap () {
+	n=$(sed -n 's/^1\.\.\([0-9]*\)$/\1/p' "$1") &&
+	test "${n:-0}" -gt 0 && test "$(grep -c '^ok' "$1")" = "$n" &&
+	! grep -E '^not ok|^Bail out' "$1" &&
+	! grep -E '# (skip|SKIP)' "$1" | grep -v '(missing GPU2)$' || { cat "$1"; false; }
+}
+
+for d in fp32 bf16 fp16; do
+	test_expect_success "every CUDA op and whole training steps agree with the CPU in $d" "
+		GPT_TEST_DTYPE=$d \"\$EMU/test-cuda-ops\" >$d.tap 2>&1 || { cat $d.tap; false; } &&
+		tap $d.tap
+	"
+done
+
+test_expect_success 'the same in bf16 with blocks and the threads of a block the other way round' '
+	EMU_BLOCKS=reverse EMU_THREADS=reverse GPT_TEST_DTYPE=bf16 "$EMU/test-cuda-ops" >rev.tap 2>&1 ||
+		{ cat rev.tap; false; } &&
+	tap rev.tap
+'
+
+test_expect_success 'the shm collectives carry device buffers between 3 ranks' '
+	"$EMU/test-comm-stage" >stage.tap 2>&1 || { cat stage.tap; false; } &&
+	tap stage.tap
+'
+
+# the GPU test scripts with the emulated programs
+gpu_script () { # name what
+	test_expect_success "$2" "
+		GPT_EMU_BIN=$GPT_TRASH/bin GPT_GPU_TEST_STEPS=2 GPT_GPU_TEST_TOKENS=8 \\
+			sh \"\$GPT_ROOT\"/tests/gpu/$1-*.sh >$1.tap 2>&1 || { cat $1.tap; false; } &&
+		tap $1.tap
+	"
+}
+mkdir bin && ln -s "$EMU/gpt-train" "$EMU/gpt-infer" bin/
+gpu_script t4060 'dp2, mp2, pp2 and sharding2 stage 3 on the emulated GPU equal one rank; resume is bit for bit'
+gpu_script t4061 'gpt-infer --device cuda: fp32, bf16, fp16 and int8 weights as on the CPU'
+
+test_done
