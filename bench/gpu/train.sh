@@ -30,6 +30,7 @@ W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 bin/gpt-preprocess -t bytes -o "$W/lic" /usr/share/common-licenses/* >/dev/null 2>&1 ||
 	{ echo "train-gpu: gpt-preprocess failed"; exit 1; }
+status=0 # 1 once a gptkit row failed
 TORCH=1
 $PY -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null || TORCH=0
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
@@ -52,6 +53,7 @@ gptkit () {
 	if [ $rc != 0 ]; then
 		tps=; mem=
 		echo "gpt-train failed (exit $rc):"; tail -n 3 "$W/log"
+		status=1
 		return 1
 	fi
 	tps=$(sed -n 's/.*global step \([0-9]*\),.*avg_batch_cost: \([0-9.]*\) sec.*/\1 \2/p' "$W/log" |
@@ -121,3 +123,4 @@ row "1.3B seed config, recompute (fp16, B8)" 24 2048 16 8 1024 fp16 1 \
 # plain O2 layout needs 16 bytes per parameter, 19.6 GiB, before activations
 row "1.3B seed, recompute, offload (fp16)" 24 2048 16 8 1024 - 1 \
 	"$ROOT/configs/pretrain_gpt_1.3B_single_card.yaml" -o Distributed.sharding.sharding_offload=True
+exit $status
