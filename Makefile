@@ -4,6 +4,8 @@
 #   make deps                                      install build and test dependencies (Debian, as root)
 #   make test                                      build and run the test suite (TAP, via prove)
 #   make test-gpu                                  GPU tests (skip cleanly without a GPU)
+#   make gpu-pack                                  the CUDA build in one archive for a GPU machine
+#                                                  without its libraries (tests/gpu/check.sh there)
 #   make bench / bench-gpu                         benchmarks (print figures, never part of test)
 #   make install PREFIX=/usr/local [DESTDIR=...]   install programs, man pages, completion
 #
@@ -99,7 +101,7 @@ CLI_TESTS := $(sort $(wildcard tests/cli/t[0-9]*.sh))
 HELPER := tests/helper/test-tool
 MAN := $(sort $(wildcard man/man1/*.1 man/man5/*.5))
 
-.PHONY: all lib programs clean install deps test test-unit test-cli test-gpu bench bench-gpu check-flags
+.PHONY: all lib programs clean install deps test test-unit test-cli test-gpu gpu-pack bench bench-gpu check-flags
 .DEFAULT_GOAL := all
 .SECONDARY:
 
@@ -167,6 +169,16 @@ ifeq ($(WITH_CUDA),1)
 	$(PROVE) $(GPU_BIN) $(wildcard tests/gpu/t[0-9]*.sh)
 else
 	@echo "test-gpu: skipped: this build has no CUDA backend (CUDA=0 or no nvcc)"
+endif
+
+# The programs and GPU tests with the libraries they need beyond glibc, GCC's
+# runtime, cuBLAS and NCCL, for a GPU machine without the build's libraries:
+# tests/gpu/check.sh runs the GPU checks there from this archive.
+gpu-pack: all $(GPU_BIN)
+ifeq ($(WITH_CUDA),1)
+	@sh tests/gpu/pack.sh $(PROGRAMS) $(GPU_BIN) $(HELPER)
+else
+	@echo "gpu-pack: this build has no CUDA backend (CUDA=0 or no nvcc)" >&2; exit 1
 endif
 
 bench: all

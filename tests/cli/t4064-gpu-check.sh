@@ -1,0 +1,109 @@
+#!/bin/sh
+# tests/gpu/check.sh, the GPU checks bounded in time, and make gpu-pack's
+# archive (tests/gpu/pack.sh), without a GPU: stand-in test programs
+# (CHECK_BIN) and an nvidia-smi that lists a GPU or none show how each TAP
+# outcome is summed up (ok, skipped, failed with the failing tests, stopped
+# when the time is out, not started when too little is left), and that the
+# summary and the logs land in OUT; a pack made from a copy of this CUDA
+# build unpacks in a copy of the sources without the build, runs from there
+# with its libraries, and is refused where the sources differ.
+. "$(dirname "$0")/test-lib.sh"
+
+CHECK=$GPT_ROOT/tests/gpu/check.sh
+
+# fake_smi N: an nvidia-smi listing N GPUs first on PATH, and a python3
+# without PyTorch (its import takes seconds of the budgets below)
+fake_smi () {
+	mkdir -p smi &&
+	printf "#!/bin/sh\nexit 1\n" >smi/python3 && chmod +x smi/python3 &&
+	cat >smi/nvidia-smi <<-EOF &&
+	#!/bin/sh
+	case "\$*" in
+	-L) [ $1 = 0 ] || echo "GPU 0: Stand-in GPU (UUID: GPU-0)" ;;
+	*--query-gpu=name\ *) echo "Stand-in GPU" ;;
+	*) echo "Stand-in GPU, 1 MiB" ;;
+	esac
+	EOF
+	chmod +x smi/nvidia-smi
+}
+
+test_expect_success 'an unknown stage is a usage error that lists the stages' '
+	test_expect_code 64 sh "$CHECK" ops bogus 2>err &&
+	test_grep "no stage .bogus. \(stages: probe ops comm" err
+'
+
+test_expect_success 'no GPU: the probe says so, nothing else runs, exit 0' '
+	fake_smi 0 &&
+	PATH=$PWD/smi:$PATH OUT=$PWD/o0 sh "$CHECK" >out &&
+	test_grep "^probe +SKIP +no GPU \(nvidia-smi lists none\); the programs load: gpt-train" out &&
+	test_line_count = 1 o0/summary.txt &&
+	tar -tzf o0/logs.tar.gz >logs && test_grep probe.log logs
+'
+
+test_expect_success 'each TAP outcome in the summary; a failure fails the run' '
+	fake_smi 1 && mkdir tb &&
+	printf "#!/bin/sh\necho 1..3; echo ok 1; echo ok 2 - b \\# skip none; echo ok 3\n" >tb/test-cuda-ops &&
+	printf "#!/bin/sh\necho \"1..0 # SKIP no cast here\"\n" >tb/test-cuda-cast &&
+	printf "#!/bin/sh\necho 1..2; echo ok 1; echo not ok 2 - int8 rows\n" >tb/test-cuda-qgemm &&
+	printf "#!/bin/sh\necho 1..2; echo ok 1; exit 3\n" >tb/test-comm-stage &&
+	chmod +x tb/* &&
+	test_expect_code 1 env PATH=$PWD/smi:$PATH CHECK_BIN=$PWD/tb OUT=$PWD/o1 sh "$CHECK" ops comm >out &&
+	test_grep "^probe +ok +Stand-in GPU x1; gpt-train" o1/summary.txt &&
+	test_grep "^test-cuda-ops +ok +3/3 \(1 skipped\), [0-9]+s$" o1/summary.txt &&
+	test_grep "^test-cuda-cast +SKIP +no cast here, " o1/summary.txt &&
+	test_grep "^test-cuda-qgemm +FAIL +1 of 2 failed, 2 ran, exit 0, " o1/summary.txt &&
+	test_grep "^    not ok 2 - int8 rows$" o1/summary.txt &&
+	test_grep "^test-comm-stage +FAIL +0 of 2 failed, 1 ran, exit 3, " o1/summary.txt &&
+	test_grep "^test-comm-nccl +FAIL .*exit 12[67]" o1/summary.txt &&
+	! grep -q "^t40" o1/summary.txt &&
+	tail -n $(wc -l <o1/summary.txt) out >tail && test_cmp o1/summary.txt tail &&
+	tar -xzf o1/logs.tar.gz ./test-cuda-qgemm.log && test_grep "^not ok 2" test-cuda-qgemm.log
+'
+
+test_expect_success 'a program past the time is stopped; one that no longer fits does not start' '
+	printf "#!/bin/sh\necho 1..2; echo ok 1; exec sleep 60\n" >tb/test-comm-stage &&
+	test_expect_code 1 env PATH=$PWD/smi:$PATH CHECK_BIN=$PWD/tb OUT=$PWD/o2 CHECK_SECONDS=18 \
+		sh "$CHECK" comm >out &&
+	test_grep "^test-comm-stage +STOP +out of time after 1 of 2 tests, 0 failed, 1[5-8]s$" o2/summary.txt &&
+	test_grep "^test-comm-nccl +SKIP +[0-3]s left, it needs 15s$" o2/summary.txt
+'
+
+# a copy of this CUDA build: the sources, the packed programs, the object
+# that marks a CUDA build
+copy_build () {
+	mkdir -p "$1" &&
+	(cd "$GPT_ROOT" && tar -cf - Makefile lib/*/ cmd tests configs bench $2) | tar -xf - -C "$1"
+}
+PROGS="bin/gpt-* build/tests/gpu/test-cuda-ops build/tests/gpu/test-cuda-cast build/tests/gpu/test-cuda-qgemm
+	build/tests/gpu/test-comm-stage build/tests/gpu/test-comm-nccl tests/helper/test-tool"
+[ -f "$GPT_ROOT/build/lib/cuda/nccl.cu.o" ] && [ -x "$GPT_ROOT/build/tests/gpu/test-cuda-ops" ] &&
+	test_set_prereq CUDA_BUILD
+
+test_expect_success CUDA_BUILD 'make gpu-pack: the programs with their libraries, glibc and CUDA left out' '
+	copy_build b "bin build/lib/cuda/nccl.cu.o build/tests/gpu" &&
+	(cd b && GPU_PACK_XZ=-0 sh tests/gpu/pack.sh $PROGS >../pack.out) &&
+	test_grep "^gpu-pack: .gpu-pack/gptkit-gpu.tar.xz \([0-9]+ KiB\): 13 programs and tests" pack.out &&
+	xz -dc b/.gpu-pack/gptkit-gpu.tar.xz | tar -tf - >list &&
+	test_grep "^bin/gpt-train$" list && test_grep "^build/tests/gpu/test-cuda-ops$" list &&
+	test_grep "^.gpu-pack/lib/libyaml-0.so.2$" list && test_grep "^.gpu-pack/lib/libcudart.so" list &&
+	test_grep "^.gpu-pack/SOURCES$" list &&
+	! grep -E "/(libc|libm|libstdc\+\+|libcublas|libcublasLt|libnccl)\.so" list
+'
+
+test_expect_success CUDA_BUILD 'the pack runs in a copy of the sources without the build' '
+	fake_smi 0 && copy_build d "" && cp -r b/.gpu-pack d/ &&
+	test ! -e d/bin && rm -f d/lib/libgpt.a &&
+	PATH=$PWD/smi:$PATH OUT=$PWD/o3 sh d/tests/gpu/check.sh layouts >out &&
+	test -x d/bin/gpt-train && test -x d/build/tests/gpu/test-cuda-ops &&
+	test_grep "^probe +SKIP +no GPU" o3/summary.txt &&
+	tar -xzf o3/logs.tar.gz ./probe.log &&
+	test_grep "^LD_LIBRARY_PATH=$PWD/d/.gpu-pack/lib" probe.log
+'
+
+test_expect_success CUDA_BUILD 'a pack from other sources is refused' '
+	echo "/* changed */" >>d/lib/core/core.h &&
+	test_expect_code 1 env PATH=$PWD/smi:$PATH OUT=$PWD/o4 sh d/tests/gpu/check.sh >out &&
+	test_grep "^probe +FAIL +the pack was built from other sources than this tree.s: make gpu-pack again" out
+'
+
+test_done
