@@ -19,6 +19,12 @@
 # adds about 0.5 GB). Without PyTorch on the machine the torch columns say
 # "-". Record each run in bench/RESULTS.md with the date, device and command.
 #   STEPS=12 ONLY="124M bf16" sh bench/gpu/train.sh
+#
+# NCU=1: each row trains NCU_STEPS (default 3) steps under Nsight Compute
+# (ncu: kernel durations only, the clocks and caches left as they are) and
+# prints, in place of its timing, where the GPU time of a step goes, kernel
+# by kernel (bench/gpu/kernel_table.py); PyTorch does not run.
+#   NCU=1 ONLY="124M bf16 (12x768, B32" sh bench/gpu/train.sh
 set -u
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -31,10 +37,17 @@ trap 'rm -rf "$W"' EXIT
 bin/gpt-preprocess -t bytes -o "$W/lic" /usr/share/common-licenses/* >/dev/null 2>&1 ||
 	{ echo "train-gpu: gpt-preprocess failed"; exit 1; }
 status=0 # 1 once a gptkit row failed
+NCU_BIN=
+if [ -n "${NCU:-}" ]; then
+	for c in ncu /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu; do
+		command -v "$c" >/dev/null 2>&1 && { NCU_BIN=$(command -v "$c"); break; }
+	done
+	[ -n "$NCU_BIN" ] || { echo "train-gpu: NCU=1 but no ncu (Nsight Compute) on PATH or in /usr/local/cuda/bin"; exit 1; }
+fi
 TORCH=1
 $PY -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null || TORCH=0
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
-printf '%-36s %10s %7s %10s | %10s %7s %10s | %6s\n' shape "tok/s" MFU "peak mem" \
+[ -n "$NCU_BIN" ] || printf '%-36s %10s %7s %10s | %10s %7s %10s | %6s\n' shape "tok/s" MFU "peak mem" \
 	"torch" MFU "peak mem" ratio
 
 # gptkit with config file $1 and overrides; sets tps (tokens/s) and mem (MiB)
@@ -43,7 +56,11 @@ gptkit () {
 	shift
 	nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$W/mem" 2>/dev/null &
 	smi=$!
-	bin/gpt-train -c "$cfg" -o Engine.max_steps=$STEPS -o Engine.logging_freq=1 \
+	steps=$STEPS
+	[ -z "$NCU_BIN" ] || steps=${NCU_STEPS:-3}
+	${NCU_BIN:+"$NCU_BIN" --metrics gpu__time_duration.sum --clock-control none --cache-control none \
+		--target-processes all -f -o "$W/prof"} \
+	bin/gpt-train -c "$cfg" -o Engine.max_steps=$steps -o Engine.logging_freq=1 \
 		-o Engine.eval_freq=0 -o Engine.save_load.save_steps=0 \
 		-o Data.Train.dataset.input_dir="$W/lic" -o Data.Eval.dataset.input_dir="$W/lic" \
 		-o Data.Train.dataset.split=1 -o Data.Eval.dataset.split=1 "$@" >"$W/log" 2>&1
@@ -68,6 +85,13 @@ row () {
 	case "$name" in *"$ONLY"*) ;; *) return ;; esac
 	BT=$((B * T))
 	gptkit "$cfg" "$@" || return
+	if [ -n "$NCU_BIN" ]; then
+		echo "== $name: kernel time under ncu"
+		"$NCU_BIN" --import "$W/prof.ncu-rep" --page raw --csv --print-units base >"$W/prof.csv" 2>"$W/ncu.err" &&
+			$PY bench/gpu/kernel_table.py "$W/prof.csv" "$steps" ||
+			{ echo "ncu's report could not be read: $(tail -n 2 "$W/ncu.err")"; status=1; }
+		return
+	fi
 	tt=- tm=- tmfu=- ratio=-
 	if [ $TORCH = 1 ] && [ "$prec" != - ]; then
 		r=

@@ -4,7 +4,9 @@
 # (CHECK_BIN) and an nvidia-smi that lists a GPU or none show how each TAP
 # outcome is summed up (ok, skipped, failed with the failing tests, stopped
 # when the time is out, not started when too little is left), and that the
-# summary and the logs land in OUT; a pack made from a copy of this CUDA
+# summary and the logs land in OUT; the profile stage's kernel table from a
+# canned Nsight Compute CSV, and NCU=1 bench/gpu/train.sh's ncu command
+# lines (a stand-in ncu); a pack made from a copy of this CUDA
 # build unpacks in a copy of the sources without the build, runs from there
 # with its libraries, and is refused where the sources differ.
 . "$(dirname "$0")/test-lib.sh"
@@ -66,6 +68,41 @@ test_expect_success 'a program past the time is stopped; one that no longer fits
 		sh "$CHECK" comm >out &&
 	test_grep "^test-comm-stage +STOP +out of time after 1 of 2 tests, 0 failed, 1[5-8]s$" o2/summary.txt &&
 	test_grep "^test-comm-nccl +SKIP +[0-3]s left, it needs 15s$" o2/summary.txt
+'
+
+cat >ncu.csv <<'EOF'
+==PROF== Connected to process 7 (bin/gpt-train)
+"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","gpu__time_duration.sum"
+"","","","","","","","","","","","nsecond"
+"0","7","gpt-train","h","void attn_fwd<(int)64, true>(const float *, int)","1","7","(128, 1, 1)","(8, 12, 32)","0","9.0","1,200,000"
+"1","7","gpt-train","h","nvjet_hsh_128x256_64x4_1x2_h_bz_coopA_NTT","1","7","(384, 1, 1)","(132, 1, 1)","0","9.0","5,000,000"
+"2","7","gpt-train","h","void attn_fwd<(int)64, true>(const float *, int)","1","7","(128, 1, 1)","(8, 12, 32)","0","9.0","1,400,000"
+"3","7","gpt-train","h","layernorm_fwd(const __nv_bfloat16 *, float *)","1","7","(256, 1, 1)","(1024, 1, 1)","0","9.0","500,000"
+EOF
+
+test_expect_success 'kernel_table.py: launches by kernel, per step, the heaviest first' '
+	python3 "$GPT_ROOT/bench/gpu/kernel_table.py" ncu.csv 2 2 >table &&
+	cat >want <<-\EOF &&
+	kernel (per step of 2)                                    launches        ms   share
+	nvjet_hsh_128x256_64x4_1x2_h_bz_coopA_NTT                      0.5     2.500   61.7%
+	attn_fwd<(int)64, true>                                        1.0     1.300   32.1%
+	(1 more kernels)                                               0.5     0.250    6.2%
+	all kernels                                                    2.0     4.050  100.0%
+	EOF
+	test_cmp want table &&
+	head -n 3 ncu.csv >empty.csv && test_expect_code 1 python3 "$GPT_ROOT/bench/gpu/kernel_table.py" empty.csv 1
+'
+
+test_expect_success 'NCU=1 bench/gpu/train.sh: the row trains under ncu and prints its kernel table' '
+	fake_smi 1 &&
+	printf "#!/bin/sh\necho \"\$*\" >>\"$PWD/ncu.args\"\ncase \"\$1\" in --import) cat \"$PWD/ncu.csv\" ;; esac\n" >smi/ncu &&
+	chmod +x smi/ncu &&
+	PYTHON=$(command -v python3) PATH=$PWD/smi:$PATH NCU=1 ONLY="124M bf16 (12x768, B32" \
+		sh "$GPT_ROOT/bench/gpu/train.sh" >out &&
+	test_grep "^== 124M bf16 \(12x768, B32 T1024\): kernel time under ncu$" out &&
+	test_grep "^all kernels +1.3 +2.700 +100.0%$" out &&
+	test_grep "^--metrics gpu__time_duration.sum --clock-control none --cache-control none .* -o [^ ]*/prof bin/gpt-train .*-o Engine.max_steps=3 " ncu.args &&
+	test_grep "^--import [^ ]*/prof.ncu-rep --page raw --csv --print-units base$" ncu.args
 '
 
 # a copy of this CUDA build: the sources, the packed programs, the object

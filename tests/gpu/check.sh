@@ -22,6 +22,8 @@
 #   bench      bench/gpu/train.sh's rows whose names contain CHECK_BENCH
 #              (default "124M bf16 (12x768, B32": GPT-2 124M, bf16, B=32,
 #              T=1024), next to PyTorch on the same GPU
+#   profile    the same rows for 3 steps under Nsight Compute (ncu): the GPU
+#              time of a step kernel by kernel
 #   sanitizer  t4062: compute-sanitizer memcheck, racecheck and synccheck
 #
 # CHECK_SECONDS (default 480) bounds the whole run: a stage starts only when
@@ -51,7 +53,7 @@ if [ "${1:-}" = --digest ]; then
 	exit 0
 fi
 
-ALL="probe ops comm layouts infer bench sanitizer"
+ALL="probe ops comm layouts infer bench profile sanitizer"
 STAGES=${*:-$ALL}
 for s in $STAGES; do
 	case " $ALL " in *" $s "*) ;; *)
@@ -208,6 +210,26 @@ run () {
 
 want () { case " $STAGES " in *" $1 "*) return 0 ;; esac; return 1; }
 
+# bench NAME MIN [NCU]: bench/gpu/train.sh's CHECK_BENCH rows (under ncu
+# with NCU=1), its table in the summary
+bench () {
+	t=$(left)
+	if [ -n "${GPT_EMU_BIN:-}" ]; then
+		line "$1" SKIP "not under the CPU emulation"
+		return
+	elif [ "$t" -lt "$2" ]; then
+		line "$1" SKIP "${t}s left, it needs ${2}s"
+		return
+	fi
+	s=$(date +%s)
+	NCU=${3:-} ONLY=${CHECK_BENCH:-124M bf16 (12x768, B32} timeout -k 10 "$t" sh bench/gpu/train.sh >"$L/$1.log" 2>&1
+	rc=$?
+	r=ok
+	[ $rc = 0 ] || { r=FAIL; failed=1; }
+	line "$1" $r "$(($(date +%s) - s))s, exit $rc:"
+	tee -a "$SUM" <"$L/$1.log"
+}
+
 gpu=1
 probe
 case $? in
@@ -230,22 +252,8 @@ if [ $gpu = 1 ]; then
 	fi
 	want layouts && run t4060 40 sh tests/gpu/t4060-train-gpu-layouts.sh
 	want infer && run t4061 30 sh tests/gpu/t4061-infer-cuda.sh
-	if want bench; then
-		t=$(left)
-		if [ -n "${GPT_EMU_BIN:-}" ]; then
-			line bench SKIP "not under the CPU emulation"
-		elif [ "$t" -lt 120 ]; then
-			line bench SKIP "${t}s left, it needs 120s"
-		else
-			s=$(date +%s)
-			ONLY=${CHECK_BENCH:-124M bf16 (12x768, B32} timeout -k 10 "$t" sh bench/gpu/train.sh >"$L/bench.log" 2>&1
-			rc=$?
-			r=ok
-			[ $rc = 0 ] || { r=FAIL; failed=1; }
-			line bench $r "$(($(date +%s) - s))s, exit $rc:"
-			grep -v '^==' "$L/bench.log" | tee -a "$SUM"
-		fi
-	fi
+	want bench && bench bench 120
+	want profile && bench profile 60 1
 	want sanitizer && run t4062 60 sh tests/gpu/t4062-compute-sanitizer.sh
 fi
 
