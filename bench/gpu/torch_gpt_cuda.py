@@ -79,7 +79,10 @@ def main():
     if os.environ.get("NO_COMPILE") != "1" and hasattr(torch, "compile"):
         step_fn = torch.compile(model)
     amp = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(prec)
-    scaler = torch.cuda.amp.GradScaler(enabled=prec == "fp16")
+    if hasattr(torch, "amp") and hasattr(torch.amp, "GradScaler"):  # torch.cuda.amp's is deprecated
+        scaler = torch.amp.GradScaler("cuda", enabled=prec == "fp16")
+    else:
+        scaler = torch.cuda.amp.GradScaler(enabled=prec == "fp16")
     g = torch.Generator(device="cpu").manual_seed(1)
     data = torch.randint(0, V, (B, T + 1), generator=g).to(dev)
     x, y = data[:, :-1].contiguous(), data[:, 1:].contiguous()
