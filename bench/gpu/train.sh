@@ -19,6 +19,9 @@
 # adds about 0.5 GB). Without PyTorch on the machine the torch columns say
 # "-". Record each run in bench/RESULTS.md with the date, device and command.
 #   STEPS=12 ONLY="124M bf16" sh bench/gpu/train.sh
+# ONLY keeps the rows whose names contain it, or one of its |-separated
+# parts; NO_TORCH=1 leaves PyTorch out (the seed configs' memory, quickly):
+#   NO_TORCH=1 STEPS=6 ONLY="345M seed|1.3B seed" sh bench/gpu/train.sh
 #
 # NCU=1: each row trains NCU_STEPS (default 3) steps under Nsight Compute
 # (ncu: kernel durations only, the clocks and caches left as they are) and
@@ -45,7 +48,8 @@ if [ -n "${NCU:-}" ]; then
 	[ -n "$NCU_BIN" ] || { echo "train-gpu: NCU=1 but no ncu (Nsight Compute) on PATH or in /usr/local/cuda/bin"; exit 1; }
 fi
 TORCH=1
-$PY -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null || TORCH=0
+[ -z "${NO_TORCH:-}" ] &&
+	$PY -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null || TORCH=0
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 [ -n "$NCU_BIN" ] || printf '%-36s %10s %7s %10s | %10s %7s %10s | %6s\n' shape "tok/s" MFU "peak mem" \
 	"torch" MFU "peak mem" ratio
@@ -58,10 +62,14 @@ gptkit () {
 	smi=$!
 	steps=$STEPS
 	[ -z "$NCU_BIN" ] || steps=${NCU_STEPS:-3}
+	# as many epochs of the small corpus as the steps take, no checkpoint,
+	# and no resuming from an earlier row's
+	rm -rf "$W/out"
 	${NCU_BIN:+"$NCU_BIN" --metrics gpu__time_duration.sum --clock-control none --cache-control none \
 		--target-processes all -f -o "$W/prof"} \
 	bin/gpt-train -c "$cfg" -o Engine.max_steps=$steps -o Engine.logging_freq=1 \
-		-o Engine.eval_freq=0 -o Engine.save_load.save_steps=0 \
+		-o Engine.eval_freq=0 -o Engine.num_train_epochs=1000000 -o Engine.save_load.save_steps=0 \
+		-o Engine.save_load.save_epoch=0 -o Engine.save_load.output_dir="$W/out" \
 		-o Data.Train.dataset.input_dir="$W/lic" -o Data.Eval.dataset.input_dir="$W/lic" \
 		-o Data.Train.dataset.split=1 -o Data.Eval.dataset.split=1 "$@" >"$W/log" 2>&1
 	rc=$?
@@ -78,11 +86,22 @@ gptkit () {
 	mem=$(sort -n "$W/mem" | tail -n 1)
 }
 
+# wanted NAME: ONLY is empty, or NAME contains one of its |-separated parts
+wanted () {
+	rest=$ONLY
+	while :; do
+		part=${rest%%|*}
+		case "$1" in *"$part"*) return 0 ;; esac
+		[ "$rest" != "$part" ] || return 1
+		rest=${rest#*|}
+	done
+}
+
 # name L C NH B T torch-precision(- for none) recompute(0|1) config overrides...
 row () {
 	name=$1 L=$2 C=$3 NH=$4 B=$5 T=$6 prec=$7 rec=$8 cfg=$9
 	shift 9
-	case "$name" in *"$ONLY"*) ;; *) return ;; esac
+	wanted "$name" || return
 	BT=$((B * T))
 	gptkit "$cfg" "$@" || return
 	if [ -n "$NCU_BIN" ]; then

@@ -102,6 +102,7 @@ test_expect_success 'NCU=1 bench/gpu/train.sh: the row trains under ncu and prin
 	test_grep "^== 124M bf16 \(12x768, B32 T1024\): kernel time under ncu$" out &&
 	test_grep "^all kernels +1.3 +2.700 +100.0%$" out &&
 	test_grep "^--metrics gpu__time_duration.sum --clock-control none --cache-control none .* -o [^ ]*/prof bin/gpt-train .*-o Engine.max_steps=3 " ncu.args &&
+	test_grep " -o Engine.num_train_epochs=1000000 .* -o Engine.save_load.save_epoch=0 -o Engine.save_load.output_dir=[^ ]*/out " ncu.args &&
 	test_grep "^--import [^ ]*/prof.ncu-rep --page raw --csv --print-units base$" ncu.args
 '
 

@@ -22,6 +22,9 @@
 #   bench      bench/gpu/train.sh's rows whose names contain CHECK_BENCH
 #              (default "124M bf16 (12x768, B32": GPT-2 124M, bf16, B=32,
 #              T=1024), next to PyTorch on the same GPU
+#   memory     the 345M and 1.3B seed configs' rows (the 1.3B with recompute,
+#              and again with the optimizer state offloaded), 6 steps each,
+#              without PyTorch: their peak memory and tokens/s
 #   profile    the same rows for 3 steps under Nsight Compute (ncu): the GPU
 #              time of a step kernel by kernel
 #   sanitizer  t4062: compute-sanitizer memcheck, racecheck and synccheck
@@ -53,7 +56,7 @@ if [ "${1:-}" = --digest ]; then
 	exit 0
 fi
 
-ALL="probe ops comm layouts infer bench profile sanitizer"
+ALL="probe ops comm layouts infer bench memory profile sanitizer"
 STAGES=${*:-$ALL}
 for s in $STAGES; do
 	case " $ALL " in *" $s "*) ;; *)
@@ -210,24 +213,26 @@ run () {
 
 want () { case " $STAGES " in *" $1 "*) return 0 ;; esac; return 1; }
 
-# bench NAME MIN [NCU]: bench/gpu/train.sh's CHECK_BENCH rows (under ncu
-# with NCU=1), its table in the summary
+# bench NAME MIN ROWS [VAR=VALUE...]: bench/gpu/train.sh's rows ROWS (its
+# ONLY) with those settings, its table in the summary
 bench () {
+	name=$1 min=$2 rows=$3
+	shift 3
 	t=$(left)
 	if [ -n "${GPT_EMU_BIN:-}" ]; then
-		line "$1" SKIP "not under the CPU emulation"
+		line "$name" SKIP "not under the CPU emulation"
 		return
-	elif [ "$t" -lt "$2" ]; then
-		line "$1" SKIP "${t}s left, it needs ${2}s"
+	elif [ "$t" -lt "$min" ]; then
+		line "$name" SKIP "${t}s left, it needs ${min}s"
 		return
 	fi
 	s=$(date +%s)
-	NCU=${3:-} ONLY=${CHECK_BENCH:-124M bf16 (12x768, B32} timeout -k 10 "$t" sh bench/gpu/train.sh >"$L/$1.log" 2>&1
+	timeout -k 10 "$t" env "$@" ONLY="$rows" sh bench/gpu/train.sh >"$L/$name.log" 2>&1
 	rc=$?
 	r=ok
 	[ $rc = 0 ] || { r=FAIL; failed=1; }
-	line "$1" $r "$(($(date +%s) - s))s, exit $rc:"
-	tee -a "$SUM" <"$L/$1.log"
+	line "$name" $r "$(($(date +%s) - s))s, exit $rc:"
+	tee -a "$SUM" <"$L/$name.log"
 }
 
 gpu=1
@@ -252,8 +257,10 @@ if [ $gpu = 1 ]; then
 	fi
 	want layouts && run t4060 40 sh tests/gpu/t4060-train-gpu-layouts.sh
 	want infer && run t4061 30 sh tests/gpu/t4061-infer-cuda.sh
-	want bench && bench bench 120
-	want profile && bench profile 60 1
+	BENCH=${CHECK_BENCH:-124M bf16 (12x768, B32}
+	want bench && bench bench 120 "$BENCH"
+	want memory && bench memory 40 "345M seed|1.3B seed" NO_TORCH=1 STEPS=6
+	want profile && bench profile 60 "$BENCH" NCU=1
 	want sanitizer && run t4062 60 sh tests/gpu/t4062-compute-sanitizer.sh
 fi
 
