@@ -19,14 +19,14 @@
 #   layouts    t4060: dp2, mp2, pp2, sharding2 stage 3, offload, overlapped
 #              buckets and resume on one GPU, against one rank
 #   infer      t4061: gpt-infer --device cuda against the CPU
-#   bench      bench/gpu/train.sh's rows whose names contain CHECK_BENCH
+#   bench      bench/gpu/train.sh's rows named by CHECK_BENCH, its ONLY
 #              (default "124M bf16 (12x768, B32": GPT-2 124M, bf16, B=32,
 #              T=1024), next to PyTorch on the same GPU
 #   memory     the 345M and 1.3B seed configs' rows (the 1.3B with recompute,
 #              and again with the optimizer state offloaded), 6 steps each,
 #              without PyTorch: their peak memory and tokens/s
-#   profile    the same rows for 3 steps under Nsight Compute (ncu): the GPU
-#              time of a step kernel by kernel
+#   profile    the bench stage's rows for 3 steps under Nsight Compute
+#              (ncu): the GPU time of a step kernel by kernel
 #   sanitizer  t4062: compute-sanitizer memcheck, racecheck and synccheck
 #
 # CHECK_SECONDS (default 480) bounds the whole run: a stage starts only when
