@@ -26,7 +26,7 @@ for f in $files; do
 	[ -x "$f" ] || { echo "gpu-pack: $f is missing: run make gpu-pack, which builds it" >&2; exit 1; }
 done
 S=$(mktemp -d)
-trap 'rm -rf "$S"' EXIT
+trap 'rm -rf "$S" "$P/gptkit-gpu.tar.xz.tmp"' EXIT
 mkdir -p "$S/$P/lib"
 # shellcheck disable=SC2086
 ldd $files >"$S/ldd" 2>&1 || { cat "$S/ldd" >&2; exit 1; }
@@ -42,10 +42,11 @@ awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }' "$S/ldd" | sort -u |
 		# machine loads (a newer one there serves programs built here)
 		libc.so.* | libm.so.* | libdl.so.* | libpthread.so.* | librt.so.* | libresolv.so.* | \
 			libutil.so.* | ld-linux*.so.* | libstdc++.so.* | libgcc_s.so.*) continue ;;
-		libcudart.so.*) ;;
 		esac
-		case $path in "$CUDA_HOME"/* | /usr/local/cuda*/*)
-			case $name in libcudart.so.*) ;; *) continue ;; esac ;;
+		# the CUDA toolkit's libraries are the GPU machine's, but for the runtime
+		case $path:$name in
+		"$CUDA_HOME"/*:libcudart.so.* | /usr/local/cuda*/*:libcudart.so.*) ;;
+		"$CUDA_HOME"/*:* | /usr/local/cuda*/*:*) continue ;;
 		esac
 		cp -L "$path" "$S/$P/lib/$name"
 	done
@@ -58,8 +59,12 @@ sh tests/gpu/check.sh --digest >"$S/$P/SOURCES"
 # shellcheck disable=SC2086
 tar -cf "$S/pack.tar" $files
 tar -rf "$S/pack.tar" -C "$S" "$P"
+xz "${GPU_PACK_XZ:--6}" -T0 "$S/pack.tar"
+# the archive alone (the folder travels whole to the GPU machine), whole or
+# not at all
+rm -rf "$P"
 mkdir -p "$P"
-xz "${GPU_PACK_XZ:--6}" -T0 -c "$S/pack.tar" >"$P/gptkit-gpu.tar.xz.tmp"
+cp "$S/pack.tar.xz" "$P/gptkit-gpu.tar.xz.tmp"
 mv "$P/gptkit-gpu.tar.xz.tmp" "$P/gptkit-gpu.tar.xz"
 echo "gpu-pack: $P/gptkit-gpu.tar.xz ($(du -k "$P/gptkit-gpu.tar.xz" | cut -f1) KiB):" \
 	"$(echo $files | wc -w) programs and tests, $(ls "$S/$P/lib" | wc -l) libraries"
