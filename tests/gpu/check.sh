@@ -165,16 +165,20 @@ probe () {
 	fi
 }
 
+# fits NAME MIN: at least MIN seconds are left (t: how many), else a SKIP line
+fits () {
+	t=$(left)
+	[ "$t" -ge "$2" ] && return 0
+	line "$1" SKIP "${t}s left, it needs ${2}s"
+	return 1
+}
+
 # run NAME MIN CMD...: a TAP program under what is left of the time; one
 # summary line with its counts
 run () {
 	name=$1 min=$2
 	shift 2
-	t=$(left)
-	if [ "$t" -lt "$min" ]; then
-		line "$name" SKIP "${t}s left, it needs ${min}s"
-		return
-	fi
+	fits "$name" "$min" || return
 	s=$(date +%s)
 	timeout -k 10 "$t" "$@" >"$L/$name.log" 2>&1
 	rc=$?
@@ -218,14 +222,11 @@ want () { case " $STAGES " in *" $1 "*) return 0 ;; esac; return 1; }
 bench () {
 	name=$1 min=$2 rows=$3
 	shift 3
-	t=$(left)
 	if [ -n "${GPT_EMU_BIN:-}" ]; then
 		line "$name" SKIP "not under the CPU emulation"
 		return
-	elif [ "$t" -lt "$min" ]; then
-		line "$name" SKIP "${t}s left, it needs ${min}s"
-		return
 	fi
+	fits "$name" "$min" || return
 	s=$(date +%s)
 	timeout -k 10 "$t" env "$@" ONLY="$rows" sh bench/gpu/train.sh >"$L/$name.log" 2>&1
 	rc=$?
