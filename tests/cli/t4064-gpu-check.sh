@@ -4,7 +4,8 @@
 # (CHECK_BIN) and an nvidia-smi that lists a GPU or none show how each TAP
 # outcome is summed up (ok, skipped, failed with the failing tests, stopped
 # when the time is out, not started when too little is left), and that the
-# summary and the logs land in OUT; the profile stage's kernel table from a
+# summary and the logs land in OUT; the sanitizer stage skipped where
+# compute-sanitizer refuses the GPU (a stand-in that does); the profile stage's kernel table from a
 # canned Nsight Compute CSV, and NCU=1 bench/gpu/train.sh's ncu command
 # lines (a stand-in ncu); a pack made from a copy of this CUDA
 # build unpacks in a copy of the sources without the build, runs from there
@@ -79,6 +80,20 @@ cat >ncu.csv <<'EOF'
 "2","7","gpt-train","h","void attn_fwd<(int)64, true>(const float *, int)","1","7","(128, 1, 1)","(8, 12, 32)","0","9.0","1,400,000"
 "3","7","gpt-train","h","layernorm_fwd(const __nv_bfloat16 *, float *)","1","7","(256, 1, 1)","(1024, 1, 1)","0","9.0","500,000"
 EOF
+
+test_expect_success 'the sanitizer stage skips where compute-sanitizer refuses the GPU' '
+	fake_smi 1 &&
+	cat >smi/compute-sanitizer <<-\EOF &&
+	#!/bin/sh
+	echo "========= Error: Device not supported"
+	echo "========= Error: process didn'"'"'t terminate successfully"
+	exit 1
+	EOF
+	chmod +x smi/compute-sanitizer &&
+	PATH=$PWD/smi:$PATH OUT=$PWD/o3 sh "$CHECK" sanitizer >out &&
+	test_grep "^t4062 +SKIP +compute-sanitizer cannot check this GPU here: =+ Error: Device not supported, [0-9]+s$" \
+		o3/summary.txt
+'
 
 test_expect_success 'kernel_table.py: launches by kernel, per step, the heaviest first' '
 	python3 "$GPT_ROOT/bench/gpu/kernel_table.py" ncu.csv 2 2 >table &&
