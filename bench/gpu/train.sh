@@ -108,7 +108,13 @@ row () {
 		echo "== $name: kernel time under ncu"
 		"$NCU_BIN" --import "$W/prof.ncu-rep" --page raw --csv --print-units base >"$W/prof.csv" 2>"$W/ncu.err" &&
 			$PY bench/gpu/kernel_table.py "$W/prof.csv" "$steps" ||
-			{ echo "ncu's report could not be read: $(tail -n 2 "$W/ncu.err")"; status=1; }
+			{
+				# ncu's own words first: where it cannot profile (gVisor: "Failed
+				# to initialize the profiler"), the program ran without it
+				grep -m 2 "==ERROR==" "$W/log"
+				echo "ncu's report could not be read: $(tail -n 2 "$W/ncu.err")"
+				status=1
+			}
 		return
 	fi
 	tt=- tm=- tmfu=- ratio=-

@@ -7,7 +7,7 @@
 # summary and the logs land in OUT; the sanitizer stage skipped where
 # compute-sanitizer refuses the GPU (a stand-in that does); the profile stage's kernel table from a
 # canned Nsight Compute CSV, and NCU=1 bench/gpu/train.sh's ncu command
-# lines (a stand-in ncu); a pack made from a copy of this CUDA
+# lines (a stand-in ncu) and its error where ncu cannot profile; a pack made from a copy of this CUDA
 # build unpacks in a copy of the sources without the build, runs from there
 # with its libraries, and is refused where the sources differ.
 . "$(dirname "$0")/test-lib.sh"
@@ -119,6 +119,20 @@ test_expect_success 'NCU=1 bench/gpu/train.sh: the row trains under ncu and prin
 	test_grep "^--metrics gpu__time_duration.sum --clock-control none --cache-control none .* -o [^ ]*/prof bin/gpt-train .*-o Engine.max_steps=3 " ncu.args &&
 	test_grep " -o Engine.num_train_epochs=1000000 .* -o Engine.save_load.save_epoch=0 -o Engine.save_load.output_dir=[^ ]*/out " ncu.args &&
 	test_grep "^--import [^ ]*/prof.ncu-rep --page raw --csv --print-units base$" ncu.args
+'
+
+test_expect_success 'NCU=1 where ncu cannot profile: its error, and the run fails' '
+	cat >smi/ncu <<-\EOF &&
+	#!/bin/sh
+	case "$1" in
+	--import) echo "==ERROR== no such report" >&2; exit 1 ;;
+	*) echo "==ERROR== Failed to initialize the profiler: LibraryNotLoaded" ;;
+	esac
+	EOF
+	test_expect_code 1 env PYTHON=$(command -v python3) PATH=$PWD/smi:$PATH NCU=1 \
+		ONLY="124M bf16 (12x768, B32" sh "$GPT_ROOT/bench/gpu/train.sh" >out &&
+	test_grep "^==ERROR== Failed to initialize the profiler: LibraryNotLoaded$" out &&
+	test_grep "^ncu.s report could not be read: ==ERROR== no such report$" out
 '
 
 # a copy of this CUDA build: the sources, the packed programs, the object
