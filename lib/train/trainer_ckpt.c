@@ -473,6 +473,36 @@ static int load_qat(trainer *tr, gpt_ckpt *ck, gpt_err *err)
 	return rc;
 }
 
+/* The model the checkpoint's config.yaml describes is the configured one.
+ * The tensor shapes alone miss a different head count (qkv is [3, C, C]
+ * either way), a vocabulary with the same padding, and fewer layers (the
+ * saved h.N.* left unread). */
+static int check_model(trainer *tr, const gpt_ckpt *ck, gpt_err *err)
+{
+	gpt_model_shape now, saved;
+	gpt_model_shape_from_config(tr->cfg, &now);
+	int rc = gpt_ckpt_model_shape(ck, &saved, err);
+	if (rc)
+		return rc;
+	const struct {
+		const char *key;
+		int64_t saved, now;
+	} f[] = {
+		{"num_layers", saved.layers, now.layers},
+		{"hidden_size", saved.hidden, now.hidden},
+		{"num_attention_heads", saved.heads, now.heads},
+		{"ffn_hidden_size", saved.ffn, now.ffn},
+		{"vocab_size", saved.vocab_size, now.vocab_size},
+		{"max_position_embeddings", saved.max_pos, now.max_pos},
+	};
+	for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+		if (f[i].saved != f[i].now)
+			return gpt_err_set(err, GPT_EDATA,
+					   "%s: its model has Model.%s %lld (its config.yaml), the configured one %lld; resume with the model it was saved with, or start afresh in another output_dir (without Engine.save_load.ckpt_dir)",
+					   gpt_ckpt_path(ck), f[i].key, (long long)f[i].saved, (long long)f[i].now);
+	return 0;
+}
+
 int gpt_tr_load_checkpoint(trainer *tr, const char *path, gpt_err *err)
 {
 	double t0 = gpt_now_s();
@@ -492,6 +522,8 @@ int gpt_tr_load_checkpoint(trainer *tr, const char *path, gpt_err *err)
 	}
 	if (!rc && tr->rank != 0)
 		rc = gpt_ckpt_open_opts(&ck, path, 0, err);
+	if (!rc && (rc = check_model(tr, ck, err)))
+		gpt_ckpt_close(ck);
 	if (rc)
 		return gpt_err_prefix(err, "cannot resume");
 	gpt_model *m = &tr->model;
