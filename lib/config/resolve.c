@@ -257,7 +257,8 @@ static int resolve_interleave(gpt_config *cfg, gpt_err *err)
 		return 0;
 	return fail(cfg, kid("Engine.accumulate_steps"), kid("Distributed.pp_degree"), err,
 		    "expected a multiple of pp_degree %lld with the interleaved schedule, found %lld; "
-		    "change the batch sizes or use 1F1B", (long long)pp, (long long)acc);
+		    "change the batch sizes, or set Distributed.virtual_pp_degree to 1 (1F1B)",
+		    (long long)pp, (long long)acc);
 }
 
 static int resolve_batch(gpt_config *cfg, gpt_err *err)

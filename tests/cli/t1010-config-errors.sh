@@ -178,6 +178,9 @@ test_expect_success 'inconsistent settings name both keys' '
 		gpt-train -c "$C/pretrain_gpt_345M_single_card.yaml" -o Engine.mix_precision.level=O1 --print-config &&
 	fails 64 "Distributed.pipeline_schedule: expected FThenB or 1F1B when Distributed.virtual_pp_degree is 1" \
 		gpt-train -c "$C/tiny_cpu.yaml" -o Distributed.pipeline_schedule=interleaved --print-config &&
+	fails 64 "Engine.accumulate_steps (not given): expected a multiple of pp_degree 2 with the interleaved schedule, found 1; change the batch sizes, or set Distributed.virtual_pp_degree to 1 (1F1B)" \
+		gpt-train -c "$C/tiny_cpu.yaml" --world-size 2 -o Distributed.pp_degree=2 -o Model.num_layers=4 \
+		-o Distributed.virtual_pp_degree=2 -o Global.global_batch_size=1 --print-config &&
 	fails 64 "Model.sequence_parallel: expected False when Distributed.mp_degree is 1" \
 		gpt-train -c "$C/tiny_cpu.yaml" -o Model.sequence_parallel=True --print-config &&
 	fails 64 "Data.Train.dataset.max_seq_len: expected at most Model.max_position_embeddings 64, found 128" \
