@@ -81,9 +81,10 @@ static char *config_yaml(trainer *tr, gpt_err *err)
 	return yaml;
 }
 
-/* Every rank brings its rc; all learn whether any failed. A rank that
- * failed keeps its own message; the others say where to look. */
-static int agree(trainer *tr, int rc, int64_t step, const char *what, gpt_err *err)
+/* Every rank brings its rc; all learn whether any failed. Returns rc (a
+ * rank that failed keeps its own message), the collective's failure, or
+ * -1 where only another rank failed (the caller says where to look). */
+static int any_failed(trainer *tr, int rc, gpt_err *err)
 {
 	if (!tr->comm)
 		return rc;
@@ -91,14 +92,16 @@ static int agree(trainer *tr, int rc, int64_t step, const char *what, gpt_err *e
 	gpt_err cerr = {0};
 	int crc = gpt_comm_all_reduce(gpt_comm_world(tr->comm), &bad, &bad, 1, GPT_DTYPE_I32,
 				      GPT_REDUCE_MAX, rc ? &cerr : err);
-	if (rc)
-		return rc;
-	if (crc)
-		return crc;
-	if (bad)
+	return rc ? rc : crc ? crc : bad ? -1 : 0;
+}
+
+static int agree(trainer *tr, int rc, int64_t step, const char *what, gpt_err *err)
+{
+	rc = any_failed(tr, rc, err);
+	if (rc == -1)
 		return gpt_err_set(err, GPT_EIO, "checkpoint of global step %lld: another rank failed %s; its worker log says why; nothing was published",
 				   (long long)step, what);
-	return 0;
+	return rc;
 }
 
 /* Where the fp32 values of family k (weights, exp_avg, exp_avg_sq) at flat
@@ -508,18 +511,10 @@ int gpt_tr_load_checkpoint(trainer *tr, const char *path, gpt_err *err)
 	double t0 = gpt_now_s();
 	gpt_ckpt *ck = NULL;
 	/* rank 0 checks every checksum, then the others open it trusting them */
-	int rc = tr->rank == 0 ? gpt_ckpt_open(&ck, path, err) : 0;
-	if (tr->comm) {
-		int32_t bad = rc != 0;
-		gpt_err cerr = {0};
-		int crc = gpt_comm_all_reduce(gpt_comm_world(tr->comm), &bad, &bad, 1, GPT_DTYPE_I32,
-					      GPT_REDUCE_MAX, rc ? &cerr : err);
-		if (!rc && crc)
-			rc = crc;
-		else if (!rc && bad)
-			rc = gpt_err_set(err, GPT_EDATA, "%s: rank 0 found the checkpoint damaged or incomplete; its worker log says why",
-					 path);
-	}
+	int rc = any_failed(tr, tr->rank == 0 ? gpt_ckpt_open(&ck, path, err) : 0, err);
+	if (rc == -1)
+		rc = gpt_err_set(err, GPT_EDATA, "%s: rank 0 found the checkpoint damaged or incomplete; its worker log says why",
+				 path);
 	if (!rc && tr->rank != 0)
 		rc = gpt_ckpt_open_opts(&ck, path, 0, err);
 	if (!rc && (rc = check_model(tr, ck, err)))
@@ -577,6 +572,10 @@ int gpt_tr_load_checkpoint(trainer *tr, const char *path, gpt_err *err)
 	free(lowp);
 	if (!rc && m->qat)
 		rc = load_qat(tr, ck, err);
+	/* no rank goes on to train where another could not load */
+	if ((rc = any_failed(tr, rc, err)) == -1)
+		rc = gpt_err_set(err, GPT_EDATA, "cannot resume: %s: another rank could not load its part; its worker log says why",
+				 gpt_ckpt_path(ck));
 
 	json_error_t je;
 	json_t *st = rc ? NULL : json_loads(gpt_ckpt_state_json(ck), 0, &je);
