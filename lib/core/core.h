@@ -149,7 +149,11 @@ typedef struct gpt_afile {
 } gpt_afile;
 
 int gpt_afile_open(gpt_afile *af, const char *path, gpt_err *err);
-/* Flushes, fsyncs, closes, renames, fsyncs the directory. On failure the
+/* Flushes, fsyncs and closes the temporary file, NAME still untouched: what
+ * can fail for want of space or a bad disk has then failed (the temporary
+ * removed and af freed) before a writer of several files replaces any. */
+int gpt_afile_sync(gpt_afile *af, gpt_err *err);
+/* Syncs (unless done), renames, fsyncs the directory. On failure the
  * temporary file is removed and NAME left as it was. Frees af either way. */
 int gpt_afile_commit(gpt_afile *af, gpt_err *err);
 /* Closes and removes the temporary file; NAME is left as it was. */

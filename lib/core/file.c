@@ -187,8 +187,10 @@ static void afile_release(gpt_afile *af)
 	memset(af, 0, sizeof *af);
 }
 
-int gpt_afile_commit(gpt_afile *af, gpt_err *err)
+int gpt_afile_sync(gpt_afile *af, gpt_err *err)
 {
+	if (!af->fp)
+		return 0;
 	int rc = 0;
 	if (fflush(af->fp) != 0 || ferror(af->fp))
 		rc = gpt_err_errno(err, GPT_EIO, errno, "%s: write", af->tmp_path);
@@ -197,7 +199,17 @@ int gpt_afile_commit(gpt_afile *af, gpt_err *err)
 	if (fclose(af->fp) != 0 && !rc)
 		rc = gpt_err_errno(err, GPT_EIO, errno, "%s: close", af->tmp_path);
 	af->fp = NULL;
-	if (!rc && rename(af->tmp_path, af->path) != 0)
+	if (rc)
+		gpt_afile_abort(af);
+	return rc;
+}
+
+int gpt_afile_commit(gpt_afile *af, gpt_err *err)
+{
+	int rc = gpt_afile_sync(af, err);
+	if (rc)
+		return rc;
+	if (rename(af->tmp_path, af->path) != 0)
 		rc = gpt_err_errno(err, GPT_EIO, errno, "%s: rename into place", af->path);
 	if (rc) {
 		unlink(af->tmp_path);

@@ -204,6 +204,10 @@ int gpt_ds_writer_commit(gpt_ds_writer *w, gpt_err *err)
 		rc = gpt_err_errno(err, GPT_EIO, errno, "%s: write", idx.tmp_path);
 		goto fail;
 	}
+	/* Both new files on disk before the old pair is touched: a full or
+	 * failing disk leaves that pair as it was. */
+	if ((rc = gpt_afile_sync(&w->bin, err)) || (rc = gpt_afile_sync(&idx, err)))
+		goto fail;
 	/* Without the old index, a crash between the two renames leaves a
 	 * .bin alone, which no reader takes for a dataset. */
 	if (unlink(w->idx_path) != 0 && errno != ENOENT) {

@@ -1,7 +1,9 @@
 #!/bin/sh
 # gpt-preprocess on bad input: clear one-line errors, the right exit codes,
-# and never a dataset pair left behind by a failed run.
+# and never a dataset pair left behind by a failed run, nor an existing one
+# spoilt (disk faults from the LD_PRELOAD shim of lib-faultfs.sh).
 . "$(dirname "$0")/test-lib.sh"
+. "$GPT_ROOT/tests/cli/lib-faultfs.sh"
 
 # no_pair PREFIX: neither file of the pair exists
 no_pair () { ! test -e "$1.bin" && ! test -e "$1.idx"; }
@@ -108,6 +110,17 @@ test_expect_success 'a failed run keeps an existing pair intact' '
 	test_expect_code 65 gpt-preprocess -t bytes -o keep good.txt bad.jsonl 2>err &&
 	cmp keep.bin keep.bin.orig && cmp keep.idx keep.idx.orig &&
 	! ls -a | grep "\.tmp\."
+'
+
+test_expect_success 'a disk failing while the new pair is made durable keeps the old pair' '
+	build_faultfs &&
+	for f in bin:fsync idx:fsync idx:write; do
+		test_expect_code 74 with_faults FAULT_MATCH="*keep.${f%:*}.tmp*" FAULT_OPS=${f#*:} FAULT_ERRNO=EIO -- \
+			gpt-preprocess -t bytes -o keep good.txt good.txt 2>err &&
+		test_grep "keep\.(bin|idx)\.tmp\..*: (fsync|write): Input/output error" err &&
+		cmp keep.bin keep.bin.orig && cmp keep.idx keep.idx.orig &&
+		! ls -a | grep "\.tmp\." || return 1
+	done
 '
 
 test_expect_success 'an output directory that does not exist' '
