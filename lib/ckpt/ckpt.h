@@ -234,6 +234,9 @@ typedef struct gpt_ckpt_layout {
 int gpt_ckpt_layout_parse(const char *spec, gpt_ckpt_layout *out, gpt_err *err);
 /* The model shape from a checkpoint's config.yaml. */
 int gpt_ckpt_model_shape(const gpt_ckpt *ck, gpt_model_shape *s, gpt_err *err);
+/* GPT_EUSAGE when out (a file or directory to write) is ck's step
+ * directory or inside it: writing would replace what is being read. */
+int gpt_ckpt_out_outside(const gpt_ckpt *ck, const char *out, gpt_err *err);
 /* GPT_EUSAGE when out_dir already holds checkpoints (a `latest` file). */
 int gpt_ckpt_out_free(const char *out_dir, gpt_err *err);
 /* Writes out_dir/step_NNNNNNNN/ (and out_dir/latest) holding ck's tensors

@@ -339,6 +339,10 @@ int gpt_export(const char *ckpt_path, const gpt_export_opts *o, char *out_path, 
 	int rc = gpt_export_model_open(&m, ckpt_path, o, err);
 	if (rc)
 		return rc;
+	if ((rc = gpt_ckpt_out_outside(m.ck, out, err))) {
+		gpt_export_model_close(&m);
+		return rc;
+	}
 	switch (o->format) {
 	case GPT_EXPORT_BUNDLE: rc = gpt_export_bundle(&m, o, out, err); break;
 	case GPT_EXPORT_HF: rc = gpt_export_hf(&m, o, out, err); break;

@@ -52,6 +52,8 @@ int gpt_ckpt_consolidate(const gpt_ckpt *ck, const char *out_file, gpt_dtype dty
 	if (dtype != GPT_DTYPE_F32 && dtype != GPT_DTYPE_BF16 && dtype != GPT_DTYPE_F16)
 		return gpt_err_set(err, GPT_EUSAGE, "consolidate: dtype %s: expected fp32, bf16 or fp16",
 				   gpt_dtype_name(dtype));
+	if (gpt_ckpt_out_outside(ck, out_file, err))
+		return GPT_EUSAGE;
 	int n = gpt_ckpt_tensor_count(ck), m = 0;
 	gpt_st_entry *e = gpt_calloc((size_t)(n ? n : 1), sizeof *e, "tensor list", err);
 	if (!e)

@@ -192,6 +192,14 @@ static char *new_state(const gpt_ckpt *ck, const gpt_ckpt_layout *lo, gpt_err *e
 	return text;
 }
 
+int gpt_ckpt_out_outside(const gpt_ckpt *ck, const char *out, gpt_err *err)
+{
+	if (gpt_path_within(out, gpt_ckpt_path(ck)))
+		return gpt_err_set(err, GPT_EUSAGE, "%s: inside the checkpoint %s being read, whose files it would replace; write somewhere else",
+				   out, gpt_ckpt_path(ck));
+	return 0;
+}
+
 int gpt_ckpt_out_free(const char *out_dir, gpt_err *err)
 {
 	char p[4096];
@@ -208,7 +216,9 @@ int gpt_ckpt_reshard(const gpt_ckpt *ck, const gpt_ckpt_layout *lo, const char *
 	gpt_model_shape s;
 	gpt_param_info *t = NULL;
 	int64_t nt = 0;
-	int rc = gpt_ckpt_out_free(out_dir, err);
+	int rc = gpt_ckpt_out_outside(ck, out_dir, err);
+	if (!rc)
+		rc = gpt_ckpt_out_free(out_dir, err);
 	if (!rc)
 		rc = gpt_ckpt_model_shape(ck, &s, err);
 	if (!rc)

@@ -137,6 +137,10 @@ int gpt_fsync_dir(const char *dir, gpt_err *err);
 int gpt_mkdir_p(const char *path, gpt_err *err);
 /* 1 if path exists (any type), 0 if not. */
 int gpt_path_exists(const char *path);
+/* 1 when path, whether it exists or not, names the directory dir or
+ * something below it (links and "." and ".." resolved), else 0 (also when
+ * dir does not exist). */
+int gpt_path_within(const char *path, const char *dir);
 
 /* An atomic file: written under a temporary name in the same directory
  * (".NAME.tmp.PID.N"), then fsynced, renamed over NAME and the directory

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -123,6 +124,50 @@ int gpt_path_exists(const char *path)
 {
 	struct stat st;
 	return stat(path, &st) == 0;
+}
+
+int gpt_path_within(const char *path, const char *dir)
+{
+	char d[PATH_MAX], p[PATH_MAX], head[PATH_MAX], rest[PATH_MAX] = "";
+	if (!realpath(dir, d) || snprintf(head, sizeof head, "%s", path) >= (int)sizeof head)
+		return 0;
+	/* the longest part of path that exists, resolved; the rest as written */
+	while (!realpath(head, p)) {
+		char *slash = strrchr(head, '/');
+		while (slash && slash > head && slash[1] == '\0') { /* trailing slashes */
+			*slash = '\0';
+			slash = strrchr(head, '/');
+		}
+		const char *last = slash ? slash + 1 : head;
+		char r[PATH_MAX];
+		if (snprintf(r, sizeof r, "%s%s%s", last, *rest ? "/" : "", rest) >= (int)sizeof r)
+			return 0;
+		memcpy(rest, r, sizeof r);
+		if (!slash)
+			snprintf(head, sizeof head, ".");
+		else if (slash == head)
+			head[1] = '\0';
+		else
+			*slash = '\0';
+	}
+	/* the rest: "." and ".." taken lexically */
+	size_t n = strlen(p);
+	for (char *tok = strtok(rest, "/"); tok; tok = strtok(NULL, "/")) {
+		if (strcmp(tok, ".") == 0)
+			continue;
+		if (strcmp(tok, "..") == 0) {
+			while (n > 1 && p[n - 1] != '/')
+				n--;
+			n = n > 1 ? n - 1 : 1;
+			p[n] = '\0';
+			continue;
+		}
+		if (n + strlen(tok) + 2 > sizeof p)
+			return 0;
+		n += (size_t)snprintf(p + n, sizeof p - n, "%s%s", n > 1 ? "/" : "", tok);
+	}
+	size_t dl = strlen(d);
+	return strncmp(p, d, dl) == 0 && (p[dl] == '\0' || p[dl] == '/' || dl == 1);
 }
 
 /* The directory part of path, malloc'd. */

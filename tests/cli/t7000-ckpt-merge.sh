@@ -1,5 +1,6 @@
 #!/bin/sh
-# gpt-ckpt-merge: --info, --verify, --consolidate, --to-hf, damaged input.
+# gpt-ckpt-merge: --info, --verify, --consolidate, --to-hf, damaged input, and an
+# output inside the checkpoint being read (gpt-export's too).
 . "$(dirname "$0")/test-lib.sh"
 
 test_expect_success 'set up: a trained tiny checkpoint' '
@@ -47,6 +48,23 @@ for f, n, dt in ((\"all.safetensors\", 84, \"F32\"), (\"w.safetensors\", 28, \"B
 test_expect_success '--to-hf writes a Hugging Face directory' '
 	gpt-ckpt-merge --to-hf output hf &&
 	test -f hf/model.safetensors && test -f hf/config.json
+'
+
+test_expect_success 'an output inside the checkpoint being read is refused; the checkpoint stays whole' '
+	S=output/step_00000003 &&
+	for out in $S/rank-00000.safetensors $S/index.json $S/new.safetensors output/../$S/x; do
+		test_expect_code 64 gpt-ckpt-merge --consolidate output $out 2>err &&
+		test_grep "error: $out: inside the checkpoint output/step_00000003 being read, whose files it would replace; write somewhere else" err ||
+		return 1
+	done &&
+	test_expect_code 64 gpt-ckpt-merge --to-layout mp=2 output $S 2>err &&
+	test_grep "error: $S: inside the checkpoint" err &&
+	test_expect_code 64 gpt-ckpt-merge --to-hf output $S/hf 2>err &&
+	test_expect_code 64 gpt-export -o $S/rank-00000.safetensors --format gguf output 2>err &&
+	test_grep "error: $S/rank-00000.safetensors: inside the checkpoint" err &&
+	test ! -e $S/new.safetensors && test ! -e $S/hf && test ! -e $S/latest &&
+	gpt-ckpt-merge --verify output &&
+	gpt-ckpt-merge --consolidate output output/next-to-it.safetensors
 '
 
 test_expect_success 'bad usage' '

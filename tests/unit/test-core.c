@@ -119,6 +119,25 @@ static void test_files(void)
 	ok(gpt_file_read_all("/nonexistent/x", 0, &got, &len, &err) == GPT_ENOINPUT,
 	   "missing file is GPT_ENOINPUT");
 	ok(gpt_file_read_all(dir, 0, &got, &len, &err) == GPT_ENOINPUT, "a directory is not a file");
+	/* gpt_path_within: dir is "DIR/a", made above with b/c below it */
+	char a[300], q[400], ln[300];
+	snprintf(a, sizeof a, "%s/a", dir);
+	snprintf(ln, sizeof ln, "%s/link", dir);
+	ok(symlink("a/b", ln) == 0, "a link into a/b");
+	static const struct {
+		const char *rel;
+		int in;
+	} within[] = {
+		{"a", 1}, {"a/", 1}, {"a/b/c", 1}, {"a/new.txt", 1}, {"a/no/such/dir/x", 1},
+		{"a/b/../x", 1}, {"a/no/../../x", 0}, {"link/x", 1}, {"a/../out.txt", 0},
+		{"ab", 0}, {"out.txt", 0}, {"a/b/../../a", 1},
+	};
+	for (size_t i = 0; i < sizeof within / sizeof within[0]; i++) {
+		snprintf(q, sizeof q, "%s/%s", dir, within[i].rel);
+		ok(gpt_path_within(q, a) == within[i].in, "%s is %swithin a", within[i].rel, within[i].in ? "" : "not ");
+	}
+	ok(gpt_path_within(a, "/nonexistent") == 0, "nothing is within a directory that does not exist");
+	ok(gpt_path_within("/", "/") == 1 && gpt_path_within(a, "/") == 1, "everything is within /");
 	char bad[300];
 	snprintf(bad, sizeof bad, "%s/missing-dir/out.txt", dir);
 	ok(gpt_file_write_atomic(bad, "x", 1, &err) != 0, "atomic write into a missing directory fails: %s", err.msg);
