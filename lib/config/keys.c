@@ -169,7 +169,7 @@ static const gpt_config_key keys[] = {
 	  "decoupled weight decay on weight matrices and embeddings (not biases or LayerNorm)"),
 	F("Optimizer.beta1", optimizer.beta1, "0.9", 0, 0.9999999999, "AdamW beta1"),
 	F("Optimizer.beta2", optimizer.beta2, "0.999", 0, 0.9999999999, "AdamW beta2"),
-	F("Optimizer.epsilon", optimizer.epsilon, "1.0e-8", 0, 1, "AdamW epsilon"),
+	F("Optimizer.epsilon", optimizer.epsilon, "1.0e-8", 1e-30, 1, "AdamW epsilon, above 0"),
 	E("Optimizer.lr.name", optimizer.lr.name, "CosineAnnealingWithWarmupDecay",
 	  "CosineAnnealingWithWarmupDecay|LinearDecayWithWarmup|Constant",
 	  "learning rate schedule"),
