@@ -57,6 +57,7 @@ int main(int argc, char **argv)
 	int id, verb = 0, weights_only = 0;
 	gpt_dtype dtype = GPT_DTYPE_F32;
 	gpt_ckpt_layout layout;
+	gpt_cmd_remove_temps_on_signals(); /* an interrupted run leaves no temporaries */
 	gpt_opts_init(&o, options, argc, argv);
 	while ((id = gpt_opts_next(&o, &err)) > 0) {
 		switch (id) {

@@ -118,6 +118,7 @@ int main(int argc, char **argv)
 	const char *tok_name = "gpt2", *vocab = NULL, *info = NULL, *decode = NULL;
 	int64_t doc = -1, jobs = 1;
 	int id, have_doc = 0;
+	gpt_cmd_remove_temps_on_signals(); /* an interrupted run leaves no temporaries */
 	gpt_opts_init(&o, options, argc, argv);
 	while ((id = gpt_opts_next(&o, &err)) > 0) {
 		switch (id) {

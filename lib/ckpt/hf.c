@@ -152,6 +152,7 @@ static void remove_tree(const char *dir)
 		unlink(p);
 	}
 	rmdir(dir);
+	gpt_temp_drop(dir);
 }
 
 int gpt_export_hf(gpt_export_model *m, const gpt_export_opts *o, const char *out, gpt_err *err)
@@ -162,6 +163,7 @@ int gpt_export_hf(gpt_export_model *m, const gpt_export_opts *o, const char *out
 	snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out, (long)getpid());
 	if (mkdir(tmp, 0755) != 0)
 		return gpt_err_errno(err, GPT_EIO, errno, "%s", tmp);
+	gpt_temp_hold(tmp, 1);
 	snprintf(p, sizeof p, "%s/model.safetensors", tmp);
 	int rc = write_weights(m, o->dtype, p, err);
 	snprintf(p, sizeof p, "%s/config.json", tmp);
@@ -176,6 +178,7 @@ int gpt_export_hf(gpt_export_model *m, const gpt_export_opts *o, const char *out
 	if (!rc && rename(tmp, out) != 0)
 		rc = gpt_err_errno(err, GPT_EIO, errno, "%s", out);
 	if (!rc) {
+		gpt_temp_drop(tmp);
 		/* the rename is durable once the parent directory is */
 		char parent[PATH_MAX];
 		snprintf(parent, sizeof parent, "%s", out);

@@ -32,6 +32,7 @@ static void remove_tree(const char *dir)
 		closedir(d);
 	}
 	rmdir(dir);
+	gpt_temp_drop(dir);
 }
 
 void gpt_ckpt_discard(const char *output_dir, int64_t step)
@@ -81,6 +82,7 @@ int gpt_ckpt_prepare(const char *output_dir, int64_t step, gpt_err *err)
 	remove_tree(tmp); /* a leftover of a failed or killed attempt */
 	if (mkdir(tmp, 0777) != 0)
 		return gpt_err_errno(err, GPT_EIO, errno, "%s: create directory", tmp);
+	gpt_temp_hold(tmp, 1);
 	return 0;
 }
 
@@ -350,6 +352,8 @@ int gpt_ckpt_publish(const char *output_dir, int64_t step, int n_ranks, const ch
 		rc = gpt_fsync_dir(tmp, err);
 	if (!rc && rename(tmp, final) != 0)
 		rc = gpt_err_errno(err, GPT_EIO, errno, "%s: rename into place", final);
+	if (!rc)
+		gpt_temp_drop(tmp);
 	if (!rc)
 		rc = gpt_fsync_dir(output_dir, err);
 	if (rc) {

@@ -377,6 +377,15 @@ int gpt_opts_next(gpt_opts *o, gpt_err *err);
 /* Writes the OPTIONS part of --help, one option a line, aligned. */
 void gpt_opts_help(const gpt_opt *table, FILE *fp);
 
+/* ---- temporaries removed on a signal ------------------------------------ */
+
+/* The library holds the name of each temporary file (is_dir 0) or
+ * directory of plain files (1) it makes, from its creation until it is
+ * renamed into place or removed (drop). At most 64 are held; the rest are
+ * left to the caller's own cleanup. */
+void gpt_temp_hold(const char *path, int is_dir);
+void gpt_temp_drop(const char *path);
+
 /* ---- command helpers (for cmd/, never called by the library itself) ----- */
 
 /* Prints "prog: error: MSG" to stderr and returns err->code (70 if unset),
@@ -384,6 +393,10 @@ void gpt_opts_help(const gpt_opt *table, FILE *fp);
 int gpt_cmd_fail(const char *prog, const gpt_err *err);
 /* Prints "prog VERSION" and the build's backends to fp. */
 void gpt_cmd_version(const char *prog, FILE *fp);
+/* SIGINT, SIGTERM and SIGHUP (unless ignored from the start) remove the
+ * temporaries held (gpt_temp_hold), then end the process as the signal
+ * would have: an interrupted writer leaves nothing behind. */
+void gpt_cmd_remove_temps_on_signals(void);
 
 #ifdef __cplusplus
 }

@@ -213,6 +213,7 @@ int gpt_afile_open(gpt_afile *af, const char *path, gpt_err *err)
 		af->fp = fdopen(fd, "wb");
 		af->path = gpt_strdup(path, err);
 		af->tmp_path = tmp.data;
+		gpt_temp_hold(af->tmp_path, 0);
 		if (!af->fp || !af->path) {
 			if (!af->fp)
 				close(fd);
@@ -227,6 +228,8 @@ int gpt_afile_open(gpt_afile *af, const char *path, gpt_err *err)
 
 static void afile_release(gpt_afile *af)
 {
+	if (af->tmp_path)
+		gpt_temp_drop(af->tmp_path);
 	free(af->path);
 	free(af->tmp_path);
 	memset(af, 0, sizeof *af);

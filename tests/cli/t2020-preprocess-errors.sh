@@ -123,6 +123,20 @@ test_expect_success 'a disk failing while the new pair is made durable keeps the
 	done
 '
 
+test_expect_success 'SIGTERM or SIGHUP mid-run: no temporary left, the old pair kept' '
+	for s in TERM:143 HUP:129; do
+		rm -f fifo && mkfifo fifo &&
+		{ gpt-preprocess -t bytes -o keep - <fifo 2>err & } &&
+		p=$! &&
+		exec 9>fifo && printf "more text\n" >&9 &&
+		n=0 && while ! ls -a | grep -q "^\.keep\.bin\.tmp\." && [ $n -lt 100 ]; do sleep 0.1; n=$((n + 1)); done &&
+		kill -${s%:*} $p && rc=0 && { wait $p || rc=$?; } && exec 9>&- &&
+		test $rc = ${s#*:} &&
+		! ls -a | grep "\.tmp\." &&
+		cmp keep.bin keep.bin.orig && cmp keep.idx keep.idx.orig || return 1
+	done
+'
+
 test_expect_success 'an output directory that does not exist' '
 	test_expect_code 66 gpt-preprocess -t bytes -o nodir/out good.txt 2>err &&
 	test_grep "nodir/" err

@@ -4,9 +4,11 @@
 #include "tap.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static void test_errors(void)
@@ -265,12 +267,51 @@ static void test_opts(void)
 	ok(gpt_opts_next(&o, &err) == -1 && strstr(err.msg, "needs an argument"), "missing argument: %s", err.msg);
 }
 
+/* A signal in a command that called gpt_cmd_remove_temps_on_signals: the
+ * held temporaries (a file, a directory of files) go, a dropped one stays,
+ * and the process ends of the signal. */
+static void test_temps_on_signal(void)
+{
+	char dir[] = "/tmp/gptkit-temps-XXXXXX";
+	ok(mkdtemp(dir) != NULL, "scratch directory");
+	char f[300], d[300], in[400], kept[300], cmd[400];
+	snprintf(f, sizeof f, "%s/.out.tmp", dir);
+	snprintf(d, sizeof d, "%s/.step.tmp", dir);
+	snprintf(kept, sizeof kept, "%s/kept", dir);
+	pid_t pid = fork();
+	if (pid == 0) {
+		gpt_err err = {0};
+		gpt_cmd_remove_temps_on_signals();
+		gpt_file_write_atomic(kept, "k", 1, &err);
+		gpt_temp_hold(kept, 0);
+		gpt_temp_drop(kept);
+		gpt_file_write_atomic(f, "x", 1, &err);
+		gpt_temp_hold(f, 0);
+		mkdir(d, 0777);
+		gpt_temp_hold(d, 1);
+		for (int i = 0; i < 300; i++) { /* several reads of the listing */
+			snprintf(in, sizeof in, "%s/rank-%05d.safetensors", d, i);
+			gpt_file_write_atomic(in, "y", 1, &err);
+		}
+		raise(SIGTERM);
+		_exit(0);
+	}
+	int st = 0;
+	ok(pid > 0 && waitpid(pid, &st, 0) == pid, "the child ran");
+	ok(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM, "it ended of SIGTERM (status %d)", st);
+	ok(!gpt_path_exists(f) && !gpt_path_exists(d), "its temporaries are gone");
+	ok(gpt_path_exists(kept), "what it no longer held stays");
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	ok(system(cmd) == 0, "cleanup");
+}
+
 int main(void)
 {
 	test_errors();
 	test_buf_arena();
 	test_parsers();
 	test_files();
+	test_temps_on_signal();
 	test_log_lines();
 	test_progress();
 	test_threads();
