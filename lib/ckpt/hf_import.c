@@ -228,6 +228,66 @@ static char *config_text(const gpt_model_shape *s, gpt_err *err)
 	return yaml;
 }
 
+/* Opens and checks the directory (see gpt_hf_open); on failure h holds
+ * nothing (hf_close is still safe). */
+static int hf_open(hf_src *h, const char *hf_dir, gpt_err *err)
+{
+	memset(h, 0, sizeof *h);
+	char p[4096];
+	int rc = read_config(hf_dir, &h->shape, err);
+	if (rc)
+		return rc;
+	if (gpt_param_table(&h->shape, &h->table, &h->n_table, err)) {
+		if (err)
+			err->code = GPT_EDATA; /* a model no GPT-2 can be: the file is bad */
+		return gpt_err_prefix(err, "%s/config.json", hf_dir);
+	}
+	snprintf(p, sizeof p, "%s/model.safetensors", hf_dir);
+	rc = gpt_st_open(&h->st, p, err);
+	if (rc) {
+		free(h->table);
+		memset(h, 0, sizeof *h);
+		return rc;
+	}
+	h->prefix = gpt_st_find(&h->st, "transformer.wte.weight") ? "transformer." : "";
+	h->src = gpt_calloc((size_t)h->n_table, sizeof *h->src, "tensors", err);
+	h->conv = h->src ? gpt_calloc((size_t)h->n_table, sizeof *h->conv, "tensors", err) : NULL;
+	rc = h->conv ? 0 : GPT_EINTERNAL;
+	for (int64_t i = 0; i < h->n_table && !rc; i++)
+		rc = find_src(h, i, err);
+	if (!rc)
+		rc = check_extra(h, err);
+	if (!rc)
+		rc = check_head(h, err);
+	return rc;
+}
+
+/* Frees what hf_open made but the open file. */
+static void hf_free_tables(hf_src *h)
+{
+	free(h->src);
+	free(h->conv);
+	free(h->table);
+	h->src = NULL, h->conv = NULL, h->table = NULL;
+}
+
+int gpt_hf_open(const char *hf_dir, gpt_model_shape *shape, gpt_st_file *st, const char **prefix,
+		gpt_err *err)
+{
+	hf_src h;
+	int rc = hf_open(&h, hf_dir, err);
+	hf_free_tables(&h);
+	if (rc) {
+		if (h.st.path)
+			gpt_st_close(&h.st);
+		return rc;
+	}
+	*shape = h.shape;
+	*st = h.st;
+	*prefix = h.prefix;
+	return 0;
+}
+
 int gpt_ckpt_from_hf(const char *hf_dir, const char *out_dir, FILE *progress, char *path,
 		     size_t path_size, int64_t *bytes, gpt_err *err)
 {
@@ -236,26 +296,9 @@ int gpt_ckpt_from_hf(const char *hf_dir, const char *out_dir, FILE *progress, ch
 	char p[4096];
 	int rc = gpt_ckpt_out_free(out_dir, err);
 	if (!rc)
-		rc = read_config(hf_dir, &h.shape, err);
-	if (!rc)
-		rc = gpt_param_table(&h.shape, &h.table, &h.n_table, err);
-	snprintf(p, sizeof p, "%s/model.safetensors", hf_dir);
-	int st_ok = 0;
-	if (!rc)
-		rc = gpt_st_open(&h.st, p, err);
-	st_ok = !rc;
-	if (!rc) {
-		h.prefix = gpt_st_find(&h.st, "transformer.wte.weight") ? "transformer." : "";
-		h.src = gpt_calloc((size_t)h.n_table, sizeof *h.src, "tensors", err);
-		h.conv = h.src ? gpt_calloc((size_t)h.n_table, sizeof *h.conv, "tensors", err) : NULL;
-		rc = h.conv ? 0 : GPT_EINTERNAL;
-	}
-	for (int64_t i = 0; i < h.n_table && !rc; i++)
-		rc = find_src(&h, i, err);
-	if (!rc)
-		rc = check_extra(&h, err);
-	if (!rc)
-		rc = check_head(&h, err);
+		rc = hf_open(&h, hf_dir, err);
+	int st_ok = h.st.path != NULL;
+	snprintf(p, sizeof p, "%s", st_ok ? h.st.path : hf_dir);
 	gpt_ckpt_piece *pc = rc ? NULL : gpt_calloc((size_t)h.n_table, sizeof *pc, "pieces", err);
 	if (!rc && !pc)
 		rc = GPT_EINTERNAL;
@@ -291,9 +334,7 @@ int gpt_ckpt_from_hf(const char *hf_dir, const char *out_dir, FILE *progress, ch
 	free(state);
 	free(yaml);
 	free(pc);
-	free(h.src);
-	free(h.conv);
-	free(h.table);
+	hf_free_tables(&h);
 	if (st_ok)
 		gpt_st_close(&h.st);
 	return rc;

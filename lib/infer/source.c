@@ -377,61 +377,16 @@ static int open_dir(gpt_source *src, const char *exe, gpt_err *err)
 
 /* ---- Hugging Face GPT-2 ------------------------------------------------------ */
 
-static int json_size(json_t *o, const char *k, const char *alt, int64_t *out)
-{
-	json_t *v = json_object_get(o, k);
-	if (!json_is_integer(v) && alt)
-		v = json_object_get(o, alt);
-	if (!json_is_integer(v))
-		return -1;
-	*out = json_integer_value(v);
-	return 0;
-}
-
+/* A Hugging Face GPT-2 directory, checked as gpt-ckpt-merge --from-hf
+ * checks it. */
 static int open_hf(gpt_source *src, const char *exe, gpt_err *err)
 {
-	char p[PATH_MAX];
-	snprintf(p, sizeof p, "%s/config.json", src->path);
-	char *text;
-	size_t len;
-	int rc = gpt_file_read_all(p, 1 << 20, &text, &len, err);
-	if (rc)
-		return rc;
-	json_error_t je;
-	json_t *c = json_loadb(text, len, 0, &je);
-	free(text);
-	gpt_model_shape *s = &src->shape;
-	if (!json_is_object(c) || json_size(c, "vocab_size", NULL, &s->vocab_size) ||
-	    json_size(c, "n_embd", NULL, &s->hidden) || json_size(c, "n_layer", NULL, &s->layers) ||
-	    json_size(c, "n_head", NULL, &s->heads) ||
-	    json_size(c, "n_positions", "n_ctx", &s->max_pos)) {
-		json_decref(c);
-		return gpt_err_set(err, GPT_EDATA,
-				   "%s: expected a GPT-2 config.json with vocab_size, n_embd, n_layer, "
-				   "n_head and n_positions", p);
-	}
-	if (json_size(c, "n_inner", NULL, &s->ffn))
-		s->ffn = 4 * s->hidden;
-	json_t *eps = json_object_get(c, "layer_norm_epsilon");
-	double e = json_is_number(eps) ? json_number_value(eps) : 1e-5;
-	json_decref(c);
-	if (fabs(e - 1e-5) > 1e-9)
-		return gpt_err_set(err, GPT_EDATA, "%s: layer_norm_epsilon %g: only 1e-5 (GPT-2's) is supported",
-				   p, e);
-	s->padded_vocab = round_up(s->vocab_size, GPT_VOCAB_PAD);
-	gpt_param_info *t;
-	int64_t n;
-	rc = gpt_param_table(s, &t, &n, err);
-	if (rc)
-		return gpt_err_prefix(err, "%s", p);
-	free(t);
-	src->cfg.model.vocab_size = s->vocab_size;
-	snprintf(p, sizeof p, "%s/model.safetensors", src->path);
-	rc = gpt_st_open(&src->st, p, err);
+	int rc = gpt_hf_open(src->path, &src->shape, &src->st, &src->hf_prefix, err);
 	if (rc)
 		return rc;
 	src->st_ok = 1;
-	src->hf_prefix = gpt_st_find(&src->st, "transformer.wte.weight") ? "transformer." : "";
+	src->cfg.model.vocab_size = src->shape.vocab_size;
+	char p[PATH_MAX];
 	snprintf(p, sizeof p, "%s/vocab.json", src->path);
 	if (gpt_path_exists(p))
 		return gpt_tokenizer_open_bpe(&src->tok, src->path, err);

@@ -144,4 +144,26 @@ test_expect_success 'bad layouts, bad HF files and used output directories are r
 	! test -e y/latest
 '
 
+# hfedit KEY VALUE: back1 with one key of config.json changed, as hfx/
+hfedit () {
+	rm -rf hfx && cp -r back1 hfx &&
+	/usr/bin/python3 -c "import json, sys
+c = json.load(open(\"hfx/config.json\")); c[sys.argv[1]] = json.loads(sys.argv[2])
+json.dump(c, open(\"hfx/config.json\", \"w\"))" "$1" "$2"
+}
+
+test_expect_success 'gpt-infer takes no Hugging Face directory that --from-hf refuses' '
+	gpt-infer -m back1 -o Generation.max_dec_len=2 "GNU" >/dev/null &&
+	for kv in "n_layer 1:has no place" "activation_function \"relu\":activation_function .relu." \
+		"model_type \"llama\":model_type .llama." "tie_word_embeddings false:tie_word_embeddings false" \
+		"vocab_size 1000000000000:tensor .*wte.weight. has another shape" "n_head 0:expected a GPT-2 config.json" \
+		"n_head 3:hfx/config.json: "; do
+		hfedit ${kv%%:*} &&
+		test_expect_code 65 gpt-ckpt-merge --from-hf hfx y 2>err &&
+		test_grep "${kv#*:}" err &&
+		test_expect_code 65 gpt-infer -m hfx -o Generation.max_dec_len=2 "GNU" >out 2>err &&
+		test_grep "${kv#*:}" err && test_line_count = 0 out || return 1
+	done
+'
+
 test_done
