@@ -123,12 +123,17 @@ static int range_ok(const gpt_config_key *k, double v)
 	return !(k->min < k->max) || (v >= k->min && v <= k->max);
 }
 
-static void range_text(const gpt_config_key *k, const char *what, char *out, size_t size)
+/* What a key takes; a large maximum is left out, unless v (the value
+ * given, when it parsed) is above it. */
+static void range_text(const gpt_config_key *k, const char *what, const double *v, char *out,
+		       size_t size)
 {
 	if (!(k->min < k->max))
 		snprintf(out, size, "%s", what);
-	else if (k->max >= 1e18 || (k->type == GPT_CT_INT && k->max >= (1 << 16)))
+	else if ((k->max >= 1e18 || (k->type == GPT_CT_INT && k->max >= (1 << 16))) && !(v && *v > k->max))
 		snprintf(out, size, "%s >= %g", what, k->min);
+	else if (k->type == GPT_CT_INT)
+		snprintf(out, size, "%s in [%.0f, %.0f]", what, k->min, k->max);
 	else
 		snprintf(out, size, "%s in [%g, %g]", what, k->min, k->max);
 }
@@ -171,16 +176,19 @@ int gpt_config_set_scalar(gpt_config *cfg, int k, const char *text, int is_null,
 	switch (key->type) {
 	case GPT_CT_INT: {
 		int64_t v;
-		range_text(key, "an integer", expected, sizeof expected);
-		if (gpt_parse_i64(text, &v) || !range_ok(key, (double)v))
+		int parsed = gpt_parse_i64(text, &v) == 0;
+		double dv = parsed ? (double)v : 0;
+		range_text(key, "an integer", parsed ? &dv : NULL, expected, sizeof expected);
+		if (!parsed || !range_ok(key, dv))
 			return bad_value(key, o, expected, text, err);
 		*(int64_t *)f = v;
 		break;
 	}
 	case GPT_CT_FLOAT: {
 		double v;
-		range_text(key, "a number", expected, sizeof expected);
-		if (gpt_parse_f64(text, &v) || !range_ok(key, v))
+		int parsed = gpt_parse_f64(text, &v) == 0;
+		range_text(key, "a number", parsed ? &v : NULL, expected, sizeof expected);
+		if (!parsed || !range_ok(key, v))
 			return bad_value(key, o, expected, text, err);
 		*(double *)f = v;
 		break;

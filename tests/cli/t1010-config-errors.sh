@@ -159,6 +159,10 @@ test_expect_success 'bad overrides, flags and world sizes are usage errors (64)'
 		gpt-train -c "$C/tiny_cpu.yaml" -o Distributed.sharding=2 --print-config &&
 	fails 64 "-o Model.hidden_dropout_prob=1.5: Model.hidden_dropout_prob: expected a number in [0, 1], found '"'"'1.5'"'"'" \
 		gpt-train -c "$C/tiny_cpu.yaml" -o Model.hidden_dropout_prob=1.5 --print-config &&
+	fails 64 "-o Model.num_layers=65537: Model.num_layers: expected an integer in [1, 65536], found '"'"'65537'"'"'" \
+		gpt-train -c "$C/tiny_cpu.yaml" -o Model.num_layers=65537 --print-config &&
+	fails 64 "-o Model.num_layers=0: Model.num_layers: expected an integer >= 1, found '"'"'0'"'"'" \
+		gpt-train -c "$C/tiny_cpu.yaml" -o Model.num_layers=0 --print-config &&
 	fails 64 "-o Optimizer.epsilon=0: Optimizer.epsilon: expected a number in [1e-30, 1], found '"'"'0'"'"'" \
 		gpt-train -c "$C/tiny_cpu.yaml" -o Optimizer.epsilon=0 --print-config &&
 	fails 64 "--sharding stage5: expected stage1, stage2 or stage3" \
