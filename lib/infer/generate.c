@@ -176,7 +176,7 @@ static int check_prompts(const gpt_infer_model *m, const gpt_gen_opts *o, int64_
 	if (o->max_dec_len < 1 || o->max_dec_len >= m->shape.max_pos)
 		return gpt_err_set(err, GPT_EUSAGE,
 				   "Generation.max_dec_len %lld: expected 1 to %lld, below the model's "
-				   "context of %lld positions",
+				   "context of %lld positions; give -o Generation.max_dec_len=N",
 				   (long long)o->max_dec_len, (long long)m->shape.max_pos - 1,
 				   (long long)m->shape.max_pos);
 	for (int64_t i = 0; i < n; i++) {

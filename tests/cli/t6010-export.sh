@@ -26,6 +26,11 @@ test_expect_success 'the default bundle: a tar.zst of manifest, config, weights'
 	! grep -q "^Optimizer:" cfg
 '
 
+test_expect_success "the README's generation: the config's own settings fit the model" '
+	gpt-infer -m model.tar.zst -o Generation.decode_strategy=greedy_search "Everyone is" >out &&
+	test_grep "^Everyone is permitted to copy" out
+'
+
 for dt in fp32 bf16 fp16 int8; do
 	test_expect_success "a $dt bundle is read in place and recites the same sentence" '
 		gpt-export --dtype '$dt' -o m-'$dt'.tar.zst ck 2>/dev/null &&
