@@ -82,6 +82,11 @@ const void *gpt_dataset_doc_data(const gpt_dataset *ds, int64_t i, int64_t *ntok
 /* Copies tokens [start, start + n) of document i into out as int32;
  * GPT_EUSAGE when the range is outside the document. */
 int gpt_dataset_read(const gpt_dataset *ds, int64_t i, int64_t start, int64_t n, int32_t *out, gpt_err *err);
+/* The n ids in t, tokens [start, start + n) of document doc, are all in
+ * [0, vocab): else GPT_EDATA naming the first that is not (the caller adds
+ * the dataset's name). */
+int gpt_dataset_check_ids(const int32_t *t, int64_t n, int64_t vocab, int64_t doc, int64_t start,
+			  gpt_err *err);
 
 /* Writes the summary --info prints (format, documents, tokens, dtype, sizes). */
 int gpt_dataset_describe(const gpt_dataset *ds, const char *path, gpt_buf *out, gpt_err *err);

@@ -25,6 +25,7 @@ struct gpt_loader {
 	int32_t *which;     /* per blended sample: the part */
 	int64_t *local;     /* per blended sample: the sample index within the part */
 	int64_t per_epoch;
+	int64_t vocab;      /* ids are checked against it when > 0 */
 };
 
 static int cmp_str(const void *a, const void *b)
@@ -259,6 +260,8 @@ int gpt_loader_sample(const gpt_loader *l, int64_t k, int32_t *out, gpt_err *err
 			take = need - got;
 		if (take > 0) {
 			int rc = gpt_dataset_read(p->ds, doc, off, take, out + got, err);
+			if (!rc && l->vocab > 0)
+				rc = gpt_dataset_check_ids(out + got, take, l->vocab, doc, off, err);
 			if (rc)
 				return gpt_err_prefix(err, "%s", p->path);
 			got += take;
@@ -267,6 +270,11 @@ int gpt_loader_sample(const gpt_loader *l, int64_t k, int32_t *out, gpt_err *err
 		off = 0;
 	}
 	return 0;
+}
+
+void gpt_loader_check_vocab(gpt_loader *l, int64_t vocab)
+{
+	l->vocab = vocab;
 }
 
 void gpt_loader_close(gpt_loader *l)

@@ -318,6 +318,17 @@ const void *gpt_dataset_doc_data(const gpt_dataset *ds, int64_t i, int64_t *ntok
 	return ds->tokens + (size_t)ds->doc_start[i] * (size_t)ds->item;
 }
 
+int gpt_dataset_check_ids(const int32_t *t, int64_t n, int64_t vocab, int64_t doc, int64_t start,
+			  gpt_err *err)
+{
+	for (int64_t k = 0; k < n; k++)
+		if (t[k] < 0 || t[k] >= vocab)
+			return gpt_err_set(err, GPT_EDATA,
+					   "document %lld, token %lld: id %d is outside the model's vocabulary of %lld; the data was made with a larger vocabulary than Model.vocab_size",
+					   (long long)doc, (long long)(start + k), t[k], (long long)vocab);
+	return 0;
+}
+
 int gpt_dataset_read(const gpt_dataset *ds, int64_t i, int64_t start, int64_t n, int32_t *out, gpt_err *err)
 {
 	int64_t len;

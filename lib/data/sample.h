@@ -72,8 +72,9 @@ int64_t gpt_loader_epoch_samples(const gpt_loader *l);
 int64_t gpt_loader_size(const gpt_loader *l);
 /* The seq_len + 1 tokens of sample k into out. */
 int gpt_loader_sample(const gpt_loader *l, int64_t k, int32_t *out, gpt_err *err);
-/* The largest token id in the split's datasets is not checked here; the
- * model refuses ids outside its vocabulary with a message naming them. */
+/* From now on a sample holding an id outside [0, vocab) is GPT_EDATA naming
+ * the dataset, the document and the token (0: unchecked, the default). */
+void gpt_loader_check_vocab(gpt_loader *l, int64_t vocab);
 void gpt_loader_close(gpt_loader *l);
 
 /* A small deterministic generator for shuffles (splitmix64). */

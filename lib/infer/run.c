@@ -188,6 +188,8 @@ static int perplexity(const gpt_infer_args *a, gpt_infer_model *m, const gpt_tok
 			buf = b;
 			rc = gpt_dataset_read(ds, d, 0, n, buf, err);
 			if (!rc)
+				rc = gpt_dataset_check_ids(buf, n, m->shape.vocab_size, d, 0, err);
+			if (!rc)
 				rc = gpt_perplexity(m, buf, n, &nll, &count, err);
 		}
 		free(buf);

@@ -150,7 +150,7 @@ static int setup_schedule(trainer *tr, gpt_err *err)
 	return rc;
 }
 
-static int open_split(const gpt_config_data *d, int which, int64_t seq_len, int64_t samples,
+static int open_split(const gpt_config_data *d, int which, int64_t seq_len, int64_t samples, int64_t vocab,
 		      uint64_t seed, gpt_loader **out, gpt_err *err)
 {
 	const char *split = d->dataset.split ? d->dataset.split : "949,50,1";
@@ -160,7 +160,10 @@ static int open_split(const gpt_config_data *d, int which, int64_t seq_len, int6
 				   what);
 	int rc = gpt_loader_open(out, d->dataset.input_dir, split, which, (int)seq_len, samples, seed,
 				 d->shuffle, err);
-	return rc ? gpt_err_prefix(err, "%s.dataset.input_dir", what) : 0;
+	if (rc)
+		return gpt_err_prefix(err, "%s.dataset.input_dir", what);
+	gpt_loader_check_vocab(*out, vocab);
+	return 0;
 }
 
 static int setup_data(trainer *tr, gpt_err *err)
@@ -168,7 +171,7 @@ static int setup_data(trainer *tr, gpt_err *err)
 	const gpt_config *cfg = tr->cfg;
 	uint64_t seed = (uint64_t)cfg->global.seed;
 	int64_t steps = cfg->engine.max_steps;
-	int rc = open_split(&cfg->data.train, 0, tr->T, steps * tr->G, seed, &tr->train, err);
+	int rc = open_split(&cfg->data.train, 0, tr->T, steps * tr->G, cfg->model.vocab_size, seed, &tr->train, err);
 	if (rc)
 		return rc;
 	int64_t per_epoch = gpt_loader_epoch_samples(tr->train);
@@ -187,7 +190,7 @@ static int setup_data(trainer *tr, gpt_err *err)
 	}
 	tr->total_steps = steps;
 	if (cfg->engine.eval_freq > 0 && cfg->engine.eval_iters > 0) {
-		rc = open_split(&cfg->data.eval, 1, tr->T, cfg->engine.eval_iters * tr->G, seed + 1,
+		rc = open_split(&cfg->data.eval, 1, tr->T, cfg->engine.eval_iters * tr->G, cfg->model.vocab_size, seed + 1,
 				&tr->valid, err);
 		if (rc)
 			return rc;
@@ -196,7 +199,7 @@ static int setup_data(trainer *tr, gpt_err *err)
 	 * documents (a small corpus, or a third weight of 0) skips that. */
 	if (cfg->engine.test_iters > 0) {
 		gpt_err terr = {0};
-		if (open_split(&cfg->data.eval, 2, tr->T, cfg->engine.test_iters * tr->G, seed + 2,
+		if (open_split(&cfg->data.eval, 2, tr->T, cfg->engine.test_iters * tr->G, cfg->model.vocab_size, seed + 2,
 			       &tr->test, &terr))
 			gpt_log_printf(&tr->log, GPT_LOG_WARNING, "no test evaluation after training: %s",
 				       terr.msg);

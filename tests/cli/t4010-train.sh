@@ -184,11 +184,11 @@ test_expect_success 'a dataset smaller than one sample is exit 65' '
 	test_grep "fewer than one sample" err
 '
 
-test_expect_success 'data from a larger vocabulary than the model is refused' '
+test_expect_success 'data from a larger vocabulary than the model is refused, naming the dataset' '
 	gpt-preprocess -t bytes -o data/hi /usr/share/common-licenses/GPL-3 &&
 	test_expect_code 65 train -o Data.Train.dataset.input_dir=data/hi -o Data.Train.dataset.split=1 \
 		-o Engine.eval_freq=0 -o Model.vocab_size=100 -o Engine.max_steps=1 >out 2>err &&
-	test_grep "outside the model.s vocabulary of 100" err
+	test_grep "error: reading the batch of global step 1: data/hi: document 0, token [0-9]+: id [0-9]+ is outside the model.s vocabulary of 100" err
 '
 
 test_expect_success 'Global.device=gpu without a GPU is a clear error' '

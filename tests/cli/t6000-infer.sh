@@ -91,6 +91,12 @@ test_expect_success '--ppl: low on the learnt text, high on other text' '
 	test "$(echo "$a < 1.5 && $b > 5" | bc)" = 1
 '
 
+test_expect_success '--ppl on a dataset of a larger vocabulary: bad data naming it' '
+	gpt-preprocess -o d/bpe other 2>/dev/null &&
+	test_expect_code 65 gpt-infer -m ck --ppl d/bpe >out 2>err &&
+	test_grep "error: d/bpe: document 0, token [0-9]+: id [0-9]+ is outside the model.s vocabulary of 257" err
+'
+
 test_expect_success 'a prompt that leaves no room: a clear error, or --truncate keeps its end' '
 	long=$(printf "%s" "$SENTENCE" | cut -c1-60) &&
 	test_expect_code 64 greedy ck "$long" 2>err &&
