@@ -16,6 +16,7 @@
 #include "model/qat.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -574,23 +575,25 @@ int gpt_tr_load_checkpoint(trainer *tr, const char *path, gpt_err *err)
 		rc = load_qat(tr, ck, err);
 	/* no rank goes on to train where another could not load */
 	if ((rc = any_failed(tr, rc, err)) == -1)
-		rc = gpt_err_set(err, GPT_EDATA, "cannot resume: %s: another rank could not load its part; its worker log says why",
+		rc = gpt_err_set(err, GPT_EDATA, "%s: another rank could not load its part; its worker log says why",
 				 gpt_ckpt_path(ck));
 
 	json_error_t je;
 	json_t *st = rc ? NULL : json_loads(gpt_ckpt_state_json(ck), 0, &je);
 	int64_t step = 0, t = 0, good = 0, bad = 0;
 	json_t *ls = json_object_get(st, "loss_scale");
-	if (!rc && (!st || json_int(st, "step", &step) || json_int(st, "optimizer_steps", &t) ||
-		    (ls && (json_int(ls, "good_steps", &good) || json_int(ls, "bad_steps", &bad) ||
-			    !json_is_number(json_object_get(ls, "scale"))))))
-		rc = gpt_err_set(err, GPT_EDATA, "%s/state.json: expected step, optimizer_steps and (when present) loss_scale with scale, good_steps and bad_steps",
+	double scale = ls ? json_number_value(json_object_get(ls, "scale")) : 1;
+	if (!rc && (!st || json_int(st, "step", &step) || json_int(st, "optimizer_steps", &t) || step < 0 ||
+		    t < 0 || (ls && (json_int(ls, "good_steps", &good) || json_int(ls, "bad_steps", &bad) ||
+				     good < 0 || bad < 0 || !json_is_number(json_object_get(ls, "scale")) ||
+				     !(scale > 0 && scale < INFINITY)))))
+		rc = gpt_err_set(err, GPT_EDATA, "%s/state.json: expected step and optimizer_steps >= 0 and (when present) loss_scale with a positive finite scale, good_steps and bad_steps >= 0",
 				 gpt_ckpt_path(ck));
 	if (!rc) {
 		tr->step = step;
 		tr->opt.t = t;
 		if (ls) { /* else (an imported model) the configured scale */
-			tr->scaler.scale = json_number_value(json_object_get(ls, "scale"));
+			tr->scaler.scale = scale;
 			tr->scaler.good_steps = good;
 			tr->scaler.bad_steps = bad;
 		}
@@ -604,5 +607,5 @@ int gpt_tr_load_checkpoint(trainer *tr, const char *path, gpt_err *err)
 	}
 	json_decref(st);
 	gpt_ckpt_close(ck);
-	return rc;
+	return rc ? gpt_err_prefix(err, "cannot resume") : 0;
 }

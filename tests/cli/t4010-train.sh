@@ -78,6 +78,32 @@ test_expect_success 'a checkpoint of another model is refused, even where the sh
 	done
 '
 
+# state_edit KEY VALUE: part/step_00000010 as st/ with one entry of state.json
+# changed ("loss_scale.scale" for a nested one) and its checksum made to fit
+state_edit () {
+	rm -rf st && cp -r part/step_00000010 st &&
+	/usr/bin/python3 -c "import json, sys
+s = json.load(open(\"st/state.json\")); k = sys.argv[1].split(\".\")
+(s[k[0]] if len(k) > 1 else s)[k[-1]] = json.loads(sys.argv[2])
+json.dump(s, open(\"st/state.json\", \"w\"))" "$1" "$2" &&
+	/usr/bin/python3 -c "import json, os, sys
+i = json.load(open(\"st/index.json\")); f = i[\"files\"][\"state.json\"]
+f[\"size\"] = os.path.getsize(\"st/state.json\"); f[\"xxh3\"] = sys.argv[1]
+json.dump(i, open(\"st/index.json\", \"w\"))" "$(test-tool xxh3 st/state.json)"
+}
+
+test_expect_success 'a state.json with impossible counts or loss scale is refused as bad data' '
+	for kv in "step -1" "optimizer_steps -3" "loss_scale.scale 0" "loss_scale.good_steps -1"; do
+		state_edit $kv &&
+		test_expect_code 65 train -o Engine.max_steps=20 -o Engine.save_load.ckpt_dir=st \
+			-o Engine.save_load.output_dir=never >out 2>err &&
+		test_grep "error: cannot resume: st/state.json: expected step and optimizer_steps >= 0" err || return 1
+	done &&
+	state_edit step 10 &&
+	train -o Engine.max_steps=11 -o Engine.save_load.ckpt_dir=st -o Engine.eval_freq=0 \
+		-o Engine.save_load.output_dir=fine >out 2>&1
+'
+
 test_expect_success 'latest pointing at an incomplete checkpoint is refused, not ignored' '
 	mkdir -p inc/step_00000030 && echo step_00000030 >inc/latest &&
 	test_expect_code 65 train -o Engine.max_steps=40 -o Engine.save_load.output_dir=inc >out 2>err &&
