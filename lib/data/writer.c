@@ -60,6 +60,12 @@ int gpt_ds_writer_open(gpt_ds_writer **out, const char *prefix, gpt_ds_dtype dty
 	if (dtype != GPT_DS_UINT16 && dtype != GPT_DS_INT32)
 		return gpt_err_set(err, GPT_EUSAGE, "%s: token dtype %s is not supported for writing; use uint16 or int32",
 				   prefix, gpt_ds_dtype_name(dtype));
+	/* "" or "dir/" would make the hidden files .bin and .idx */
+	const char *base = strrchr(prefix, '/');
+	base = base ? base + 1 : prefix;
+	if (!*base || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
+		return gpt_err_set(err, GPT_EUSAGE, "output '%s': expected a file name prefix PREFIX, for PREFIX.bin and PREFIX.idx",
+				   prefix);
 	gpt_ds_writer *w = gpt_calloc(1, sizeof *w, "dataset writer", err);
 	if (!w)
 		return GPT_EINTERNAL;

@@ -149,7 +149,12 @@ test_expect_success 'usage errors' '
 	test_expect_code 64 gpt-preprocess -t bytes -j 0 -o out good.txt 2>err && test_grep "thread count" err &&
 	test_expect_code 64 gpt-preprocess -t bytes --format csv -o out good.txt 2>err &&
 	test_expect_code 64 gpt-preprocess --doc 1 -o out good.txt 2>err && test_grep "only with --decode" err &&
-	test_expect_code 64 gpt-preprocess --bogus 2>err && test_grep "unknown option --bogus" err
+	test_expect_code 64 gpt-preprocess --bogus 2>err && test_grep "unknown option --bogus" err &&
+	mkdir -p pdir && for o in "" pdir/ . pdir/..; do
+		test_expect_code 64 gpt-preprocess -t bytes -o "$o" good.txt 2>err &&
+		test_grep "output .$o.: expected a file name prefix PREFIX, for PREFIX.bin and PREFIX.idx" err || return 1
+	done &&
+	! ls -a . pdir | grep "^\.\(bin\|idx\)$"
 '
 
 test_expect_success '--help and the man page list the same options' '
