@@ -339,6 +339,34 @@ static int resolve_batch(gpt_config *cfg, gpt_err *err)
 	return 0;
 }
 
+/* Sizes every count in the trainer holds exactly (doubles, int64 products):
+ * the parameters, and one micro-batch's widest activations over all layers
+ * (the FFN's, or the attention scores where the T x T matrix is stored). */
+static int resolve_sizes(gpt_config *cfg, gpt_err *err)
+{
+	double B = (double)cfg->global.micro_batch_size, C = (double)cfg->model.hidden_size;
+	double T = (double)(cfg->data.train.dataset.max_seq_len > cfg->data.eval.dataset.max_seq_len
+				    ? cfg->data.train.dataset.max_seq_len
+				    : cfg->data.eval.dataset.max_seq_len);
+	double F = (double)cfg->model.ffn_hidden_size, L = (double)cfg->model.num_layers;
+	double wide = F > 3 * C ? F : 3 * C, scores = (double)cfg->model.num_attention_heads * T;
+	if (scores > wide)
+		wide = scores;
+	double params = L * (2 * C * F + 4 * C * C + F + 9 * C) + (double)cfg->padded_vocab_size * C +
+			(double)cfg->model.max_position_embeddings * C;
+	if (params >= LIMIT)
+		return fail(cfg, kid("Model.hidden_size"), kid("Model.num_layers"), err,
+			    "the model would have %.3g parameters, beyond 2^53 (no machine holds them); "
+			    "choose smaller sizes", params);
+	if (B * T * wide * L >= LIMIT)
+		return fail(cfg, kid("Global.micro_batch_size"), -1, err,
+			    "%lld sequences of %.0f tokens through %lld layers would hold %.3g activations, "
+			    "beyond 2^53 (no machine holds them); lower micro_batch_size or max_seq_len",
+			    (long long)cfg->global.micro_batch_size, T, (long long)cfg->model.num_layers,
+			    B * T * wide * L);
+	return 0;
+}
+
 static int resolve_precision(gpt_config *cfg, gpt_err *err)
 {
 	int kl = kid("Engine.mix_precision.level");
@@ -436,7 +464,8 @@ int gpt_config_resolve(gpt_config *cfg, int64_t world_size, gpt_err *err)
 	int rc;
 	if ((rc = resolve_world(cfg, world_size, err)) || (rc = resolve_degrees(cfg, err)) ||
 	    (rc = resolve_pipeline(cfg, err)) || (rc = resolve_model(cfg, err)) ||
-	    (rc = resolve_batch(cfg, err)) || (rc = resolve_interleave(cfg, err)) ||
+	    (rc = resolve_batch(cfg, err)) || (rc = resolve_sizes(cfg, err)) ||
+	    (rc = resolve_interleave(cfg, err)) ||
 	    (rc = resolve_precision(cfg, err)) || (rc = resolve_overlap(cfg, err)) ||
 	    (rc = resolve_rest(cfg, err)))
 		return rc;

@@ -163,6 +163,13 @@ test_expect_success 'bad overrides, flags and world sizes are usage errors (64)'
 		gpt-train -c "$C/tiny_cpu.yaml" -o Model.num_layers=65537 --print-config &&
 	fails 64 "-o Model.num_layers=0: Model.num_layers: expected an integer >= 1, found '"'"'0'"'"'" \
 		gpt-train -c "$C/tiny_cpu.yaml" -o Model.num_layers=0 --print-config &&
+	fails 64 "Global.micro_batch_size: 1073741824 sequences of 1048576 tokens through 2 layers would hold 9.44e+21 activations, beyond 2^53" \
+		gpt-train -c "$C/tiny_cpu.yaml" -o Global.micro_batch_size=1073741824 -o Global.global_batch_size=1073741824 \
+		-o Model.max_position_embeddings=1048576 -o Data.Train.dataset.max_seq_len=1048576 \
+		-o Data.Eval.dataset.max_seq_len=1048576 -o Model.hidden_size=1048576 -o Model.num_attention_heads=1 --dry-run &&
+	fails 64 "Model.hidden_size: the model would have 2.59e+18 parameters, beyond 2^53" \
+		gpt-train -c "$C/tiny_cpu.yaml" -o Model.hidden_size=1048576 -o Model.num_attention_heads=1 \
+		-o Model.num_layers=65536 -o Model.ffn_hidden_size=16777216 --dry-run &&
 	fails 64 "-o Optimizer.epsilon=0: Optimizer.epsilon: expected a number in [1e-30, 1], found '"'"'0'"'"'" \
 		gpt-train -c "$C/tiny_cpu.yaml" -o Optimizer.epsilon=0 --print-config &&
 	fails 64 "--sharding stage5: expected stage1, stage2 or stage3" \
