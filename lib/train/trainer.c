@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ---- set-up ---- */
@@ -20,6 +21,13 @@ static int check_supported(const gpt_config *cfg, gpt_err *err)
 				   "Global.device: gpu: this build has no CUDA backend (built with CUDA=0 or without nvcc); rebuild with CUDA=1 or use -o Global.device=cpu");
 	if (strcmp(dev, "cpu") != 0 && strcmp(dev, "gpu") != 0)
 		return gpt_err_set(err, GPT_EUSAGE, "Global.device: '%s': expected cpu or gpu", dev);
+	/* before the training, not at its first checkpoint */
+	const char *od = cfg->engine.save_load.output_dir;
+	struct stat st;
+	if (od && *od && stat(od, &st) == 0 && !S_ISDIR(st.st_mode))
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "Engine.save_load.output_dir %s: exists and is not a directory; name a directory for the checkpoints",
+				   od);
 
 	/* Settings this trainer has no way to honour are refused, not ignored. */
 	if (cfg->mixed && cfg->engine.mix_precision.level &&

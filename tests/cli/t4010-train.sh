@@ -104,6 +104,13 @@ test_expect_success 'a state.json with impossible counts or loss scale is refuse
 		-o Engine.save_load.output_dir=fine >out 2>&1
 '
 
+test_expect_success 'an output_dir that is a file is refused before training' '
+	: >afile &&
+	test_expect_code 64 train -o Engine.max_steps=2 -o Engine.save_load.output_dir=afile >out 2>err &&
+	test_grep "error: Engine.save_load.output_dir afile: exists and is not a directory" err &&
+	! grep -q "global step" out
+'
+
 test_expect_success 'latest pointing at an incomplete checkpoint is refused, not ignored' '
 	mkdir -p inc/step_00000030 && echo step_00000030 >inc/latest &&
 	test_expect_code 65 train -o Engine.max_steps=40 -o Engine.save_load.output_dir=inc >out 2>err &&
