@@ -134,7 +134,16 @@ typedef struct member {
 	char *owned;
 } member;
 
-static int add_member(struct archive *a, const member *f, gpt_err *err)
+/* libarchive's failure on out: its errno's words where it kept one */
+static int archive_fail(struct archive *a, const char *out, const char *what, gpt_err *err)
+{
+	int e = archive_errno(a);
+	if (e > 0)
+		return gpt_err_errno(err, GPT_EIO, e, "%s: %s", out, what);
+	return gpt_err_set(err, GPT_EIO, "%s: %s: %s", out, what, archive_error_string(a));
+}
+
+static int add_member(struct archive *a, const char *out, const member *f, gpt_err *err)
 {
 	struct archive_entry *e = archive_entry_new();
 	if (!e)
@@ -147,7 +156,7 @@ static int add_member(struct archive *a, const member *f, gpt_err *err)
 	int rc = 0;
 	if (archive_write_header(a, e) != ARCHIVE_OK ||
 	    (f->len && archive_write_data(a, f->data, f->len) != (la_ssize_t)f->len))
-		rc = gpt_err_set(err, GPT_EIO, "bundle: writing %s: %s", f->name, archive_error_string(a));
+		rc = archive_fail(a, out, f->name, err);
 	archive_entry_free(e);
 	return rc;
 }
@@ -230,11 +239,11 @@ int gpt_export_bundle(gpt_export_model *m, const gpt_export_opts *o, const char 
 					 a ? archive_error_string(a) : "out of memory");
 		member mf = {"manifest.json", man, man ? strlen(man) : 0, NULL};
 		if (!rc)
-			rc = add_member(a, &mf, err);
+			rc = add_member(a, out, &mf, err);
 		for (int i = 0; !rc && i < nf; i++)
-			rc = add_member(a, &f[i], err);
+			rc = add_member(a, out, &f[i], err);
 		if (!rc && archive_write_close(a) != ARCHIVE_OK)
-			rc = gpt_err_set(err, GPT_EIO, "%s: %s", out, archive_error_string(a));
+			rc = archive_fail(a, out, "finishing the archive", err);
 		archive_write_free(a);
 		if (rc)
 			gpt_afile_abort(&af);

@@ -153,4 +153,12 @@ test_expect_success 'export errors: bad dtype, format, name, no checkpoint' '
 	test_grep "expected one CHECKPOINT" err
 '
 
+test_expect_success 'a full disk while the bundle is written: the file and the reason named, nothing left' '
+	. "$GPT_ROOT/tests/cli/lib-faultfs.sh" && build_faultfs &&
+	test_expect_code 74 with_faults FAULT_MATCH="*full.tar.zst*" FAULT_OPS=write FAULT_AFTER=100000 -- \
+		gpt-export -o full.tar.zst ck 2>err &&
+	test_grep "error: full.tar.zst: model.safetensors: No space left on device" err &&
+	! ls -a | grep full
+'
+
 test_done
