@@ -248,6 +248,13 @@ int gpt_ckpt_out_free(const char *out_dir, gpt_err *err);
  * line per rank written. */
 int gpt_ckpt_reshard(const gpt_ckpt *ck, const gpt_ckpt_layout *lo, const char *out_dir,
 		     FILE *progress, char *path, size_t path_size, int64_t *bytes, gpt_err *err);
+/* The Hugging Face GPT-2 directory hf_dir checked as gpt_ckpt_from_hf
+ * checks it (config.json, every tensor of model.safetensors in its place
+ * with the shape config.json implies, none unknown, a tied head): on success
+ * *shape is its model, *st its open model.safetensors (gpt_st_close it) and
+ * *prefix the tensor names' "transformer." or "". */
+int gpt_hf_open(const char *hf_dir, gpt_model_shape *shape, gpt_st_file *st, const char **prefix,
+		gpt_err *err);
 /* Converts a Hugging Face GPT-2 directory (config.json, model.safetensors
  * with or without the "transformer." prefix, fp32/fp16/bf16) into a gptkit
  * checkpoint out_dir/step_00000000/ of the weights in fp32 (no optimizer
@@ -257,13 +264,6 @@ int gpt_ckpt_reshard(const gpt_ckpt *ck, const gpt_ckpt_layout *lo, const char *
  * mask buffers dropped, a tied lm_head.weight checked equal to wte. A
  * config.json gptkit cannot reproduce (another activation or LayerNorm
  * epsilon, untied head) is GPT_EDATA naming the key. */
-/* The Hugging Face GPT-2 directory hf_dir checked as gpt_ckpt_from_hf
- * checks it (config.json, every tensor of model.safetensors in its place
- * with the shape config.json implies, none unknown, a tied head): on success
- * *shape is its model, *st its open model.safetensors (gpt_st_close it) and
- * *prefix the tensor names' "transformer." or "". */
-int gpt_hf_open(const char *hf_dir, gpt_model_shape *shape, gpt_st_file *st, const char **prefix,
-		gpt_err *err);
 int gpt_ckpt_from_hf(const char *hf_dir, const char *out_dir, FILE *progress, char *path,
 		     size_t path_size, int64_t *bytes, gpt_err *err);
 

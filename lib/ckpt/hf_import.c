@@ -228,8 +228,8 @@ static char *config_text(const gpt_model_shape *s, gpt_err *err)
 	return yaml;
 }
 
-/* Opens and checks the directory (see gpt_hf_open); on failure h holds
- * nothing (hf_close is still safe). */
+/* Opens and checks the directory (see gpt_hf_open); on failure h holds at
+ * most the open file and the tables (hf_free_tables, gpt_st_close). */
 static int hf_open(hf_src *h, const char *hf_dir, gpt_err *err)
 {
 	memset(h, 0, sizeof *h);

@@ -339,9 +339,10 @@ static int resolve_batch(gpt_config *cfg, gpt_err *err)
 	return 0;
 }
 
-/* Sizes every count in the trainer holds exactly (doubles, int64 products):
- * the parameters, and one micro-batch's widest activations over all layers
- * (the FFN's, or the attention scores where the T x T matrix is stored). */
+/* Sizes small enough that every count the trainer makes of them is exact
+ * (in doubles and in int64 products): the parameters, and one micro-batch's
+ * widest activations over all layers (the FFN's, or the attention scores
+ * where the T x T matrix is stored). */
 static int resolve_sizes(gpt_config *cfg, gpt_err *err)
 {
 	double B = (double)cfg->global.micro_batch_size, C = (double)cfg->model.hidden_size;
