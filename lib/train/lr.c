@@ -1,7 +1,9 @@
-/* Learning-rate schedule: linear warmup, cosine decay, floor. */
+/* Learning-rate schedules: linear warmup, then a cosine or linear decay to
+ * a floor, or a constant rate. */
 #include "train/train.h"
 
 #include <math.h>
+#include <string.h>
 
 int gpt_lr_check(const gpt_lr_schedule *s, gpt_err *err)
 {
@@ -25,9 +27,21 @@ double gpt_lr_at(const gpt_lr_schedule *s, int64_t step)
 	double t = (double)step;
 	if (warmup > 0 && t <= warmup)
 		return s->max_lr * t / warmup;
+	if (s->kind == GPT_LR_CONSTANT)
+		return s->max_lr;
 	if (step > s->decay_steps)
 		return s->min_lr;
 	double ratio = (t - warmup) / ((double)s->decay_steps - warmup);
-	double coeff = 0.5 * (cos(M_PI * ratio) + 1.0);
+	double coeff = s->kind == GPT_LR_LINEAR ? 1.0 - ratio : 0.5 * (cos(M_PI * ratio) + 1.0);
 	return s->min_lr + coeff * (s->max_lr - s->min_lr);
+}
+
+int gpt_lr_kind_parse(const char *name)
+{
+	static const char *const names[] = {"CosineAnnealingWithWarmupDecay", "LinearDecayWithWarmup",
+					    "Constant"};
+	for (int i = 0; i < 3; i++)
+		if (strcmp(name, names[i]) == 0)
+			return i;
+	return -1;
 }

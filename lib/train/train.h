@@ -138,10 +138,17 @@ int64_t gpt_pipe_slots(const gpt_pipe_op *ops, int64_t n, int64_t chunks);
 int gpt_train_run(const gpt_config *cfg, FILE *log, const volatile sig_atomic_t *stop,
 		  gpt_err *err);
 
-/* FleetX's CosineAnnealingWithWarmupDecay: a linear warmup from 0 to max_lr
- * over warmup_rate x decay_steps steps, then a half cosine from max_lr down
- * to min_lr at decay_steps, then min_lr. */
+/* Optimizer.lr.name: each a linear warmup from 0 to max_lr over
+ * warmup_rate x decay_steps steps (a fraction of a step allowed, as FleetX
+ * has it), then
+ *   COSINE (FleetX's CosineAnnealingWithWarmupDecay): a half cosine from
+ *     max_lr down to min_lr at decay_steps, then min_lr;
+ *   LINEAR (LinearDecayWithWarmup): a straight line from max_lr down to
+ *     min_lr at decay_steps, then min_lr (PaddleNLP's with min_lr 0);
+ *   CONSTANT: max_lr. */
+typedef enum { GPT_LR_COSINE = 0, GPT_LR_LINEAR, GPT_LR_CONSTANT } gpt_lr_kind;
 typedef struct gpt_lr_schedule {
+	gpt_lr_kind kind;
 	double max_lr;
 	double min_lr;
 	double warmup_rate;   /* fraction of decay_steps spent warming up */
@@ -153,6 +160,8 @@ typedef struct gpt_lr_schedule {
 int gpt_lr_check(const gpt_lr_schedule *s, gpt_err *err);
 /* The learning rate for the update made at `step` (1 for the first update). */
 double gpt_lr_at(const gpt_lr_schedule *s, int64_t step);
+/* Optimizer.lr.name's schedule; -1 for a name that is none. */
+int gpt_lr_kind_parse(const char *name);
 
 /* Dynamic loss scaling as in Paddle's AMP (and torch.cuda.amp.GradScaler):
  * on an overflow the step is skipped and, after decr_every_n_nan_or_inf

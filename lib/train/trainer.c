@@ -144,13 +144,16 @@ static int setup_schedule(trainer *tr, gpt_err *err)
 		.warmup_rate = cfg->optimizer.lr.warmup_rate,
 		.decay_steps = cfg->optimizer.lr.decay_steps > 0 ? cfg->optimizer.lr.decay_steps : tr->total_steps,
 	};
-	/* An explicit warmup_steps wins over the rate. */
-	if (cfg->optimizer.lr.warmup_steps > 0 && tr->lr.decay_steps > 0)
+	/* A warmup_steps given wins over the rate; the one derived from the rate
+	 * is rounded for show, and the schedule keeps the rate's exact warm-up
+	 * (FleetX's warmup_rate x decay_steps, a float). */
+	if (gpt_config_given(cfg, gpt_config_key_find("Optimizer.lr.warmup_steps")) && tr->lr.decay_steps > 0)
 		tr->lr.warmup_rate = (double)cfg->optimizer.lr.warmup_steps / (double)tr->lr.decay_steps;
 	const char *name = cfg->optimizer.lr.name ? cfg->optimizer.lr.name : "CosineAnnealingWithWarmupDecay";
-	if (strcmp(name, "CosineAnnealingWithWarmupDecay") != 0)
-		return gpt_err_set(err, GPT_EUSAGE,
-				   "Optimizer.lr.name: '%s' is not supported; use CosineAnnealingWithWarmupDecay", name);
+	int kind = gpt_lr_kind_parse(name);
+	if (kind < 0) /* the config's enum already refuses others */
+		return gpt_err_set(err, GPT_EINTERNAL, "Optimizer.lr.name: '%s' has no schedule", name);
+	tr->lr.kind = (gpt_lr_kind)kind;
 	int rc = gpt_lr_check(&tr->lr, err);
 	/* fp16 needs a (dynamic) loss scale; fp32 and bf16 have fp32's range. */
 	int fp16 = tr->dtype == GPT_DTYPE_F16;

@@ -123,6 +123,25 @@ test_expect_success 'a checkpoint of another model shape is refused naming the k
 	test_grep "error: cannot resume: part/step_00000020: its model has Model.hidden_size 64 \(its config.yaml\), the configured one 32;" err
 '
 
+# lrs LOG: "STEP LR" of each step line
+lrs () { sed -n "s/.* - global step \([0-9]*\),.*learning rate: \(.*\)$/\1 \2/p" "$1"; }
+
+test_expect_success 'schedules: a warm-up of 6.6 steps unrounded (FleetX), linear and constant decay' '
+	for name in CosineAnnealingWithWarmupDecay LinearDecayWithWarmup Constant; do
+		train -o Engine.max_steps=8 -o Engine.save_load.save_steps=0 -o Engine.eval_freq=0 \
+			-o Engine.logging_freq=1 -o Optimizer.lr.name=$name -o Optimizer.lr.decay_steps=20 \
+			-o Optimizer.lr.warmup_rate=0.33 -o Optimizer.lr.max_lr=1e-3 -o Optimizer.lr.min_lr=1e-4 \
+			-o Engine.save_load.output_dir=lr-$name >lr.log 2>&1 &&
+		lrs lr.log >lr-$name || return 1
+	done &&
+	test_grep "^6 9.09091e-04$" lr-CosineAnnealingWithWarmupDecay &&
+	test_grep "^7 9.98023e-04$" lr-CosineAnnealingWithWarmupDecay &&
+	test_grep "^6 9.09091e-04$" lr-LinearDecayWithWarmup &&
+	test_grep "^7 9.73134e-04$" lr-LinearDecayWithWarmup &&
+	test_grep "^8 9.05970e-04$" lr-LinearDecayWithWarmup &&
+	test_grep "^7 1.00000e-03$" lr-Constant && test_grep "^8 1.00000e-03$" lr-Constant
+'
+
 test_expect_success 'fp16 overflow: the step is skipped, the scale backs off, training goes on' '
 	train -o Engine.max_steps=6 -o Engine.save_load.save_steps=0 -o Engine.eval_freq=0 \
 		-o Engine.mix_precision.enable=True -o Engine.mix_precision.scale_loss=1e9 >amp.log 2>&1 &&
