@@ -144,7 +144,7 @@ static const gpt_config_key keys[] = {
 	C("Model.type_vocab_size", GPT_CT_INT, model.type_vocab_size, "16",
 	  "token type vocabulary (GPT has no token types)"),
 	F("Model.initializer_range", model.initializer_range, "0.02", 0, 10,
-	  "standard deviation of the normal weight initialisation"),
+	  "standard deviation of the normal weight initialisation (output projections: / sqrt(2 x layers))"),
 	B("Model.use_recompute", model.use_recompute, "False",
 	  "recompute activations in backward instead of storing them"),
 	E("Model.recompute_granularity", model.recompute_granularity, "full",
