@@ -111,6 +111,14 @@ int gpt_beam_search(gpt_infer_model *m, const gpt_gen_opts *o, const int32_t *pr
 			int32_t *dst = ids + (nxt * nb + nnew) * W;
 			memcpy(dst, src, (size_t)(len + g) * sizeof(int32_t));
 			dst[len + g] = c[i].tok;
+			if (o->stop && o->stop(o->stop_ctx, dst + len, g + 1)) {
+				/* a stop string ends the hypothesis as the end of text
+				 * does, its token kept (the text is cut at output);
+				 * not "finished", which the end of text alone is */
+				if (i < nb)
+					rc = add_hyp(&b, dst + len, g + 1, g + 1, c[i].score, 0, err);
+				continue;
+			}
 			score[nxt * nb + nnew] = c[i].score;
 			rc = gpt_kv_copy(&kv, m, nxt * nb + nnew, cur * nb + c[i].beam, err);
 			nnew++;

@@ -77,6 +77,23 @@ test_expect_success 'beam search: num_return_sequences best beams, the first the
 	test_cmp expect first
 '
 
+test_expect_success '--stop ends a beam as the end of text does: ids, count and text agree' '
+	for n in 1 3; do
+		gpt-infer -m ck --jsonl --stop " copy" -o Generation.decode_strategy=beam_search \
+			-o Generation.num_beams=$n -o Generation.max_dec_len=40 "Everyone is" >beam$n || return 1
+	done &&
+	greedy ck --jsonl --stop " copy" "Everyone is" >greedy.json &&
+	python3 -c "
+import json
+g = json.loads(open(\"greedy.json\").read())
+for n in (1, 3):
+    b = json.loads(open(\"beam%d\" % n).readline())
+    assert b[\"text\"] == g[\"text\"] == \" permitted to\", (b, g)
+    assert b[\"ids\"] == g[\"ids\"] and b[\"tokens\"] == len(b[\"ids\"]) == g[\"tokens\"], (b, g)
+    assert b[\"finished\"] is g[\"finished\"] is False, (b, g)
+"
+'
+
 test_expect_success '--ppl: low on the learnt text, high on other text' '
 	gpt-infer -m ck --ppl d/doc.txt >p1 &&
 	gpt-preprocess -t bytes -o d/one d/doc1.txt d/doc2.txt 2>/dev/null &&
