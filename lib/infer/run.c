@@ -136,6 +136,8 @@ static int read_prompts(run *r, FILE *in, int64_t *n, gpt_err *err)
 	while ((got = getline(&line, &cap, in)) >= 0) {
 		if (got && line[got - 1] == '\n')
 			line[--got] = 0;
+		if (got && line[got - 1] == '\r') /* a file with Windows line ends */
+			line[--got] = 0;
 		if (*n == have) {
 			have = have ? 2 * have : 16;
 			char **t = realloc(r->text, (size_t)have * sizeof *t);

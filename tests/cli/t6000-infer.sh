@@ -23,7 +23,10 @@ test_expect_success 'prompts one a line on stdin, batched; batch 1 prints the sa
 	greedy ck --batch 1 <prompts >out1 &&
 	test_cmp out8 out1 &&
 	test_line_count = 3 out8 &&
-	test_grep "^verbatim copies of this license document" out8
+	test_grep "^verbatim copies of this license document" out8 &&
+	printf "Everyone\r\nverbatim\r\nthis license\r\n" >crlf &&
+	greedy ck <crlf >outcr &&
+	test_cmp out8 outcr
 '
 
 test_expect_success 'max_dec_len bounds the generation, min_dec_len is honoured' '
