@@ -39,7 +39,7 @@ static void usage(FILE *fp)
 {
 	fprintf(fp, "usage: %s [options] -o PREFIX INPUT...\n"
 		    "       %s --info PREFIX\n"
-		    "       %s --decode PREFIX [--doc N]\n\n"
+		    "       %s --decode PREFIX [--doc N] [-t bytes]\n\n"
 		    "Tokenize text, JSON lines and archives of them (tar, zip, gz, xz, zst, bz2; '-' is stdin)\n"
 		    "into a Megatron-LM indexed dataset.\n\nOptions:\n",
 		prog, prog, prog);
