@@ -289,6 +289,10 @@ static int parse_gptkit(gpt_logs_parser *p, const char *line, size_t len, const 
 		r->scale_to = num(p, at, rc, 3).v;
 		return 1;
 	}
+	/* other tagged lines ("[test] global step", "[spike] global step") are
+	 * no training steps */
+	if (at - line >= 2 && at[-1] == ' ' && at[-2] == ']')
+		return 0;
 	if (!(rc = run(p, P_GPTKIT_STEP, at, (size_t)(end - at))))
 		return 0;
 	r->kind = GPT_LOGS_STEP;

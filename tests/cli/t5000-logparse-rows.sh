@@ -37,6 +37,21 @@ test_expect_success 'gptkit: eval, checkpoint and overflow lines are not step ro
 	printf "1 2 3 4 5 6 7 8 9 10 " >expect && test_cmp expect actual
 '
 
+test_expect_success 'gptkit: the [spike] and [test] lines are not step rows either' '
+	sed -n 1,3p "$D/gptkit.log" >spike.log &&
+	cat >>spike.log <<-\EOF &&
+	[2026-11-21 10:00:01,900] [ WARNING] - [spike] global step 3, loss: 31.500000000, z-score: 9.12 (threshold 6), grad_norm: 12.5, z-score: 8.01 (threshold 6): skipped the update; the step stays out of the window of 50
+	[2026-11-21 10:00:02,000] [    INFO] - global step 3, epoch: 0, batch: 2, loss: 31.500000000, avg_reader_cost: 0.00010 sec, avg_batch_cost: 0.10000 sec, speed: 10.00 step/s, ips_total: 1000 tokens/s, ips: 1000 tokens/s, learning rate: 1.00000e-04
+	[2026-11-21 10:00:03,000] [    INFO] - [test] global step 3, epoch: 0, batch: 2, loss: 3.208745450, ppl: 24.748000, avg_eval_cost: 0.01000 sec, speed: 100.00 step/s
+	EOF
+	gpt-logparse spike.log >out &&
+	cut -f 3,4 out | sed 1d >actual &&
+	test_line_count = 3 actual &&
+	tail -n 1 actual >last && printf "3\t31.500000000\n" >expect && test_cmp expect last &&
+	gpt-logparse --summary spike.log >sum &&
+	test "$(sed -n 2p sum | cut -f 4)" = 3
+'
+
 test_expect_success 'PaddleNLP Trainer lines' '
 	gpt-logparse "$D/paddlenlp.log" | cut -f 3- >out &&
 	cat >expect <<-\EOT &&
