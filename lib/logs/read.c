@@ -31,6 +31,8 @@ struct gpt_logs_reader {
 	int eof;
 	int64_t too_long, bytes;
 	int64_t pos;        /* offset in a followed file */
+	char head[64];      /* a followed file's first bytes, to see it rewritten */
+	size_t head_len;
 };
 
 static la_ssize_t ar_read(struct archive *a, void *data, const void **out)
@@ -89,6 +91,8 @@ static int sniff(gpt_logs_reader *r, gpt_err *err)
 	}
 	if (!is_compressed((unsigned char *)r->buf, r->end)) {
 		r->bytes = r->pos = (int64_t)r->end;
+		r->head_len = r->end < sizeof r->head ? r->end : sizeof r->head;
+		memcpy(r->head, r->buf, r->head_len);
 		return 0;
 	}
 	r->prefix = gpt_malloc(r->end, "log sniff buffer", err);
@@ -153,6 +157,19 @@ fail:
 }
 
 /* Reads more bytes after r->end; sets *got (0 at end of data for now). */
+/* A followed log rewritten under us (a restarted run, copytruncate
+ * rotation): shorter than what was read, or, when it was already written
+ * again past that, other first bytes. */
+static int rewritten(gpt_logs_reader *r)
+{
+	struct stat st;
+	if (fstat(r->fd, &st) == 0 && st.st_size < r->pos)
+		return 1;
+	char now[sizeof r->head];
+	return r->head_len &&
+	       (pread(r->fd, now, r->head_len, 0) != (ssize_t)r->head_len || memcmp(now, r->head, r->head_len) != 0);
+}
+
 static int fill(gpt_logs_reader *r, size_t *got, gpt_err *err)
 {
 	if (r->start > 0) {
@@ -223,25 +240,27 @@ gpt_logs_read_status gpt_logs_reader_next(gpt_logs_reader *r, const char **line,
 			}
 			return GPT_LOGS_END;
 		}
+		/* a rewritten log is read again from its beginning */
+		if (r->follow && rewritten(r) && lseek(r->fd, 0, SEEK_SET) == 0) {
+			r->pos = 0;
+			r->start = r->end = r->scan = 0;
+			r->discarding = 0;
+			r->head_len = 0;
+			continue;
+		}
 		size_t got = 0;
 		if (fill(r, &got, err))
 			return GPT_LOGS_ERROR;
 		r->bytes += (int64_t)got;
 		r->pos += (int64_t)got;
 		r->end += got;
+		if (r->follow && got && r->head_len < sizeof r->head) {
+			ssize_t k = pread(r->fd, r->head, sizeof r->head, 0);
+			r->head_len = k > 0 ? (size_t)k : 0;
+		}
 		if (got == 0) {
 			if (!r->follow) {
 				r->eof = 1;
-				continue;
-			}
-			/* A log truncated under us (a restarted run, copytruncate
-			 * rotation) starts again from its beginning. */
-			struct stat st;
-			if (fstat(r->fd, &st) == 0 && st.st_size < r->pos &&
-			    lseek(r->fd, 0, SEEK_SET) == 0) {
-				r->pos = 0;
-				r->start = r->end = r->scan = 0;
-				r->discarding = 0;
 				continue;
 			}
 			return GPT_LOGS_AGAIN;

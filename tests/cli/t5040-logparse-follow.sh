@@ -53,6 +53,24 @@ test_expect_success 'a followed log that is truncated is read again from its sta
 	sed -n 4p out | cut -f 3 >actual && echo 3 >expect && test_cmp expect actual
 '
 
+test_expect_success 'a log rewritten longer than before between two looks is read again too' '
+	sed -n 2,3p "$D/fleetx.log" >run3.log
+	: >out
+	gpt-logparse --follow run3.log >out 2>/dev/null &
+	pid=$!
+	good=0
+	wait_rows 3 out &&
+	sed -n 2,6p "$D/gptkit.log" >new.log &&
+	cat new.log >run3.log &&
+	wait_rows 7 out &&
+	good=1
+	kill $pid || :
+	wait $pid || :
+	test $good = 1 &&
+	cut -f 3 out | sed 1d | tr "\n" " " >actual &&
+	printf "1 2 1 2 3 4 " >expect && test_cmp expect actual
+'
+
 test_expect_success 'following a pipe ends with the pipe' '
 	sed -n 2,4p "$D/fleetx.log" | gpt-logparse --follow >out 2>/dev/null &&
 	test_line_count = 4 out
