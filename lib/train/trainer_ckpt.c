@@ -425,10 +425,20 @@ static int read_range(trainer *tr, gpt_ckpt *ck, const char *pre, float *dst, gp
 	return rc;
 }
 
-/* Resumes from a checkpoint directory (or a directory holding `latest`),
- * whatever layout wrote it: each rank reads the boxes it holds. A
- * checkpoint without optimizer state (gpt-ckpt-merge --from-hf,
- * --weights-only copies) starts the moments at zero. */
+/* Whether the checkpoint holds quantization-aware training's scales. */
+static int has_qat(const gpt_ckpt *ck)
+{
+	for (int i = 0; i < gpt_ckpt_tensor_count(ck); i++) {
+		const char *name;
+		gpt_dtype dt;
+		int nd;
+		const int64_t *sh;
+		if (gpt_ckpt_tensor_info(ck, i, &name, &dt, &nd, &sh) == 0 && strncmp(name, "qat.", 4) == 0)
+			return 1;
+	}
+	return 0;
+}
+
 /* The scales of quantization-aware training; a checkpoint without them (a
  * model trained without QAT) starts QAT from fresh scales. */
 static int load_qat(trainer *tr, gpt_ckpt *ck, gpt_err *err)
@@ -438,16 +448,7 @@ static int load_qat(trainer *tr, gpt_ckpt *ck, gpt_err *err)
 	int rc = gpt_qat_tensors(&tr->model, &qt, &nq, err);
 	if (rc || nq == 0)
 		return rc;
-	int have = 0;
-	for (int i = 0; i < gpt_ckpt_tensor_count(ck) && !have; i++) {
-		const char *name;
-		gpt_dtype dt;
-		int nd;
-		const int64_t *sh;
-		if (gpt_ckpt_tensor_info(ck, i, &name, &dt, &nd, &sh) == 0)
-			have = strncmp(name, "qat.", 4) == 0;
-	}
-	if (!have) {
+	if (!has_qat(ck)) {
 		gpt_log_printf(&tr->log, GPT_LOG_INFO,
 			       "%s holds no quantization scales: quantization-aware training starts from its weights with fresh scales",
 			       gpt_ckpt_path(ck));
@@ -507,6 +508,10 @@ static int check_model(trainer *tr, const gpt_ckpt *ck, gpt_err *err)
 	return 0;
 }
 
+/* Resumes from a checkpoint directory (or a directory holding `latest`),
+ * whatever layout wrote it: each rank reads the boxes it holds. A
+ * checkpoint without optimizer state (gpt-ckpt-merge --from-hf,
+ * --weights-only copies) starts the moments at zero. */
 int gpt_tr_load_checkpoint(trainer *tr, const char *path, gpt_err *err)
 {
 	double t0 = gpt_now_s();
@@ -573,6 +578,10 @@ int gpt_tr_load_checkpoint(trainer *tr, const char *path, gpt_err *err)
 	free(lowp);
 	if (!rc && m->qat)
 		rc = load_qat(tr, ck, err);
+	else if (!rc && tr->rank == 0 && has_qat(ck))
+		gpt_log_printf(&tr->log, GPT_LOG_INFO,
+			       "%s holds quantization scales; Quantization.enable is off, so they are left out",
+			       gpt_ckpt_path(ck));
 	/* no rank goes on to train where another could not load */
 	if ((rc = any_failed(tr, rc, err)) == -1)
 		rc = gpt_err_set(err, GPT_EDATA, "%s: another rank could not load its part; its worker log says why",

@@ -85,6 +85,13 @@ test_expect_success 'stop and resume: the same losses and the same bytes, scales
 	cmp full/step_00000110/rank-00000.safetensors part/step_00000110/rank-00000.safetensors
 '
 
+test_expect_success 'resumed with Quantization.enable off, the scales are left out, and said so' '
+	train -o Engine.max_steps=106 -o Engine.eval_freq=0 -o Engine.save_load.save_steps=0 \
+		-o Engine.save_load.ckpt_dir=part/step_00000105 -o Engine.save_load.output_dir=noq >noq.log 2>&1 &&
+	test_grep "part/step_00000105 holds quantization scales; Quantization.enable is off, so they are left out" noq.log &&
+	! grep -q "holds quantization scales" part2.log
+'
+
 test_expect_success 'a different step than plain training: the quantizers act' '
 	train -o Engine.max_steps=110 -o Engine.eval_freq=0 -o Engine.save_load.save_steps=0 \
 		-o Engine.save_load.ckpt_dir=base >plain.log 2>&1 &&
