@@ -568,12 +568,21 @@ static int attempt(launch *L, int restart, outcome *out, gpt_err *err)
 				int sig = (int)si.ssi_signo;
 				if (sig == SIGCHLD)
 					continue;
-				if (out->interrupted || stopping) {
+				if (out->interrupted) {
 					/* A second signal: no more grace. */
 					signal_all(L, SIGKILL);
 					continue;
 				}
 				char sn[32];
+				if (stopping) {
+					/* Stopping after a failure (the workers have their
+					 * SIGTERM and grace): no restart after it. */
+					out->interrupted = sig;
+					size_t l = strlen(out->msg);
+					snprintf(out->msg + l, sizeof out->msg - l, "; received %s while stopping: no restart",
+						 sig_name(sig, sn, sizeof sn));
+					continue;
+				}
 				int n = running(L);
 				out->interrupted = sig;
 				out->code = 128 + sig;

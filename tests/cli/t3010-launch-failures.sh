@@ -70,6 +70,23 @@ test_expect_success '--max-restarts 1 restarts the group once (GPT_RESTART_COUNT
 	test_grep "WARNING\] - gpt-launch: rank 1 \(pid [0-9]+\) exited with status 5; stopped the other 1 worker; restarting the group \(restart 1 of 1\)" err
 '
 
+test_expect_success 'SIGTERM while a failed group is being stopped: no restart' '
+	rm -f pid.* stopping.* &&
+	{ gpt-launch --nproc-per-node 2 --max-restarts 3 --grace-period 10 -- sh -c "
+		echo \$\$ >pid.\$GPT_RANK.\$GPT_RESTART_COUNT
+		if [ \$GPT_RANK = 1 ]; then while [ ! -s pid.0.\$GPT_RESTART_COUNT ]; do sleep 0.05; done; exit 5; fi
+		trap \"echo >stopping.\$GPT_RESTART_COUNT; sleep 2; exit 0\" TERM
+		sleep 30 & wait" 2>err & } &&
+	launcher=$! &&
+	wait_for stopping.0 &&
+	kill -TERM $launcher &&
+	code=0 && wait $launcher || code=$? &&
+	test "$code" = 5 &&
+	! test -e pid.0.1 &&
+	! grep -q "restarting the group" err &&
+	test_grep "^gpt-launch: error: rank 1 \(pid [0-9]+\) exited with status 5; stopped the other 1 worker; received SIGTERM while stopping: no restart$" err
+'
+
 test_expect_success 'a restart appends to the worker logs' '
 	test_expect_code 4 gpt-launch --nproc-per-node 1 --max-restarts 2 -- sh -c "echo attempt \$GPT_RESTART_COUNT; exit 4" >out 2>err &&
 	printf "attempt 0\nattempt 1\nattempt 2\n" >expect &&
