@@ -182,6 +182,10 @@ int main(int argc, char **argv)
 	if (!rc && !print && !dry) {
 		if (cfg.engine.save_load.save_on_signal)
 			catch_stop_signals();
+		/* A log pipe whose reader is gone (a gpt-launch killed with
+		 * SIGKILL, a closed tee) costs log lines, not the run and its
+		 * checkpoint on the way out. */
+		signal(SIGPIPE, SIG_IGN);
 		rc = gpt_train_run(&cfg, stdout, &stop_requested, &err);
 	}
 	gpt_config_free(&cfg);

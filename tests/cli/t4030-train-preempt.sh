@@ -2,7 +2,8 @@
 # Preemption: SIGTERM or SIGUSR1 (as Slurm sends before a time limit) makes
 # the trainers finish the step, save a checkpoint and exit 0; the run then
 # resumes where it stopped. A second SIGTERM stops at once and never leaves a
-# checkpoint that a resume would take half-written.
+# checkpoint that a resume would take half-written. A closed log pipe (the
+# launcher gone) does not end the run.
 . "$(dirname "$0")/test-lib.sh"
 
 # "exec" so that a run started with "train ... &" is gpt-train itself and
@@ -66,6 +67,13 @@ test_expect_success 'a second SIGTERM stops at once; latest never names a partia
 	test -f "twice/$(cat twice/latest)/index.json" &&
 	(train -o Engine.save_load.output_dir=twice -o Engine.max_steps=100 >tlog2 2>&1) &&
 	test_grep "resumed from twice/step_" tlog2
+'
+
+test_expect_success 'a log pipe whose reader is gone costs log lines, not the run' '
+	{ ( (train -o Engine.max_steps=20 -o Engine.save_load.save_steps=20 -o Engine.save_load.output_dir=pipe \
+		2>pipe.err); echo $? >pipe.rc) | (exec true); } &&
+	test "$(cat pipe.rc)" = 0 &&
+	test "$(cat pipe/latest)" = step_00000020
 '
 
 test_expect_success 'with save_on_signal False a SIGTERM stops at once' '
