@@ -169,10 +169,13 @@ static void note_stale_step(trainer *tr)
 
 int gpt_tr_save(trainer *tr, int last, gpt_err *err)
 {
-	const gpt_config *cfg = tr->cfg;
 	gpt_err serr = {0};
+	/* a background save still in flight completes first, its failure its own */
+	int rc = gpt_tr_ckpt_finish(tr, 0, 0, err);
+	if (rc)
+		return rc;
 	note_stale_step(tr);
-	int rc = gpt_tr_save_checkpoint(tr, &serr);
+	rc = gpt_tr_save_checkpoint(tr, &serr);
 	/* Rank 0 may fail where the others wrote nothing, or the reverse:
 	 * every rank must go on, or stop, together. */
 	int32_t failed = rc != 0;
@@ -186,7 +189,13 @@ int gpt_tr_save(trainer *tr, int last, gpt_err *err)
 		tr->saved_step = tr->step;
 		return 0;
 	}
-	const char *why = rc ? serr.msg : "another rank could not write its part (see its log)";
+	return gpt_tr_save_failed(tr, tr->step, rc ? serr.msg : "another rank could not write its part (see its log)",
+				  rc ? serr.code : GPT_EIO, last, err);
+}
+
+int gpt_tr_save_failed(trainer *tr, int64_t step, const char *why, int code, int last, gpt_err *err)
+{
+	const gpt_config *cfg = tr->cfg;
 	char prev[4096], tail[4200], kept[4300];
 	gpt_err lerr = {0};
 	if (gpt_ckpt_latest(cfg->engine.save_load.output_dir, prev, sizeof prev, &lerr) == 0) {
@@ -197,15 +206,15 @@ int gpt_tr_save(trainer *tr, int last, gpt_err *err)
 		snprintf(kept, sizeof kept, "there is no complete checkpoint yet");
 	}
 	gpt_log_printf(&tr->log, GPT_LOG_ERROR, "[checkpoint] global step %lld, saving failed: %s; %s",
-		       (long long)tr->step, why, kept);
+		       (long long)step, why, kept);
 	int stop = !cfg->engine.save_load.on_save_error || strcmp(cfg->engine.save_load.on_save_error, "continue") != 0;
 	if (stop || last)
-		return gpt_err_set(err, rc ? serr.code : GPT_EIO,
+		return gpt_err_set(err, code ? code : GPT_EIO,
 				   "global step %lld: the checkpoint could not be saved: %s; stopping (%s); %s",
-				   (long long)tr->step, why,
+				   (long long)step, why,
 				   stop ? "Engine.save_load.on_save_error: stop" : "the run ends with this save", tail);
 	gpt_log_printf(&tr->log, GPT_LOG_WARNING,
 		       "training goes on without the checkpoint of global step %lld (Engine.save_load.on_save_error: continue)",
-		       (long long)tr->step);
+		       (long long)step);
 	return 0;
 }

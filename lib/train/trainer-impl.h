@@ -173,6 +173,10 @@ int gpt_tr_nonfinite(trainer *tr, double loss, gpt_err *err);
  * under Engine.save_load.on_save_error: stop or when `last` (the run ends
  * with this save), else training goes on and 0 is returned. */
 int gpt_tr_save(trainer *tr, int last, gpt_err *err);
+/* The save of global step `step` failed on every rank's word (why, code:
+ * this rank's account): the [checkpoint] error line, then what
+ * Engine.save_load.on_save_error says, as gpt_tr_save. */
+int gpt_tr_save_failed(trainer *tr, int64_t step, const char *why, int code, int last, gpt_err *err);
 
 /* trainer_ckpt.c */
 int gpt_tr_save_checkpoint(trainer *tr, gpt_err *err);
@@ -180,10 +184,10 @@ int gpt_tr_load_checkpoint(trainer *tr, const char *path, gpt_err *err);
 /* Once per step end, on every rank: publishes a background save that every
  * rank has finished writing (one all-reduce while a save is in flight). */
 int gpt_tr_ckpt_poll(trainer *tr, gpt_err *err);
-/* Waits for a background save and publishes it when rc is 0 (the end of
- * training); with rc set only joins and drops it. Returns rc, or the save's
- * failure. */
-int gpt_tr_ckpt_finish(trainer *tr, int rc, gpt_err *err);
+/* Waits for a background save and publishes it when rc is 0; with rc set
+ * only joins and drops it. A save that fails goes to gpt_tr_save_failed
+ * (`last`: the run ends after it). Returns rc, or what the failure ends in. */
+int gpt_tr_ckpt_finish(trainer *tr, int rc, int last, gpt_err *err);
 
 /* trainer_qat.c */
 int gpt_tr_setup_qat(trainer *tr, gpt_err *err);

@@ -595,7 +595,7 @@ int gpt_train_run(const gpt_config *cfg, FILE *log, const volatile sig_atomic_t 
 		gpt_heartbeat_beat(tr.hb, tr.step);
 		rc = run(&tr, err);
 	}
-	rc = gpt_tr_ckpt_finish(&tr, rc, err);
+	rc = gpt_tr_ckpt_finish(&tr, rc, 1, err);
 	trainer_free(&tr);
 	return rc;
 }

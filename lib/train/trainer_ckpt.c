@@ -260,7 +260,7 @@ static void async_free(struct tr_async *a)
 
 /* Waits for the thread of the save in flight and, when rc is 0, publishes
  * it; without a save in flight returns rc. */
-int gpt_tr_ckpt_finish(trainer *tr, int rc, gpt_err *err)
+int gpt_tr_ckpt_finish(trainer *tr, int rc, int last, gpt_err *err)
 {
 	struct tr_async *a = tr->async;
 	if (!a)
@@ -268,12 +268,15 @@ int gpt_tr_ckpt_finish(trainer *tr, int rc, gpt_err *err)
 	tr->async = NULL;
 	pthread_join(a->tid, NULL);
 	if (!rc) {
-		int wrc = a->rc;
-		if (wrc)
-			*err = a->err;
-		rc = publish(tr, a->step, wrc, a->state, a->yaml, a->t0, err);
-		if (rc)
-			gpt_err_prefix(err, "background checkpoint of global step %lld", (long long)a->step);
+		gpt_err perr = a->err;
+		int prc = publish(tr, a->step, a->rc, a->state, a->yaml, a->t0, &perr);
+		if (prc) {
+			if (tr->saved_step == a->step)
+				tr->saved_step = -1; /* a stop signal saves it again */
+			gpt_err_prefix(&perr, "background checkpoint");
+			rc = gpt_tr_save_failed(tr, a->step, perr.msg, perr.code,
+						last || a->step >= tr->total_steps, err);
+		}
 	}
 	async_free(a);
 	return rc;
@@ -290,7 +293,7 @@ int gpt_tr_ckpt_poll(trainer *tr, gpt_err *err)
 		if (rc)
 			return rc;
 	}
-	return busy ? 0 : gpt_tr_ckpt_finish(tr, 0, err);
+	return busy ? 0 : gpt_tr_ckpt_finish(tr, 0, 0, err);
 }
 
 /* Copies what this rank writes to host memory and starts the thread; takes
@@ -343,7 +346,7 @@ static int save_async(trainer *tr, piece_list *l, char *state, char *yaml, doubl
 int gpt_tr_save_checkpoint(trainer *tr, gpt_err *err)
 {
 	/* a save still in flight completes first (and its failure is this one's) */
-	int rc = gpt_tr_ckpt_finish(tr, 0, err);
+	int rc = gpt_tr_ckpt_finish(tr, 0, 0, err);
 	if (rc)
 		return rc;
 	double t0 = gpt_now_s();
@@ -375,7 +378,7 @@ int gpt_tr_save_checkpoint(trainer *tr, gpt_err *err)
 		}
 		rc = agree(tr, rc, tr->step, "to copy its state to host memory", err);
 		if (rc) {
-			gpt_tr_ckpt_finish(tr, rc, err); /* joins a started thread, publishes nothing */
+			gpt_tr_ckpt_finish(tr, rc, 0, err); /* joins a started thread, publishes nothing */
 			if (tr->rank == 0)
 				gpt_ckpt_discard(dir, tr->step);
 		} else if (tr->rank == 0) {

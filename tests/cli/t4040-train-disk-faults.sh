@@ -152,6 +152,25 @@ test_expect_success 'two ranks with continue: both train on, the run ends with s
 	intact dpc 8
 '
 
+test_expect_success 'async_save: a failed background save is logged; continue goes on, stop stops' '
+	with_faults FAULT_MATCH="*step_00000004*rank-00001*" FAULT_OPS=write -- \
+		gpt-launch --nproc-per-node 2 --log-dir wa -- ./train -o Engine.save_load.async_save=True \
+		-o Engine.save_load.output_dir=asc -o Engine.save_load.on_save_error=continue >asc.log 2>&1 &&
+	test_grep "\[checkpoint\] global step 4, saving failed: background checkpoint: .*No space left on device" wa/workerlog.1 &&
+	test_grep "\[checkpoint\] global step 4, saving failed: background checkpoint: .*another rank failed" wa/workerlog.0 &&
+	test_grep "training goes on without the checkpoint of global step 4" wa/workerlog.0 &&
+	test ! -e asc/step_00000004 &&
+	intact asc 8 &&
+	code=0 &&
+	with_faults FAULT_MATCH="*step_00000004*rank-00001*" FAULT_OPS=write -- \
+		gpt-launch --nproc-per-node 2 --log-dir ws -- ./train -o Engine.save_load.async_save=True \
+		-o Engine.save_load.output_dir=ass >ass.log 2>&1 || code=$? &&
+	test "$code" = 74 &&
+	test_grep "\[checkpoint\] global step 4, saving failed: background checkpoint" ws/workerlog.0 &&
+	test_grep "global step 4: the checkpoint could not be saved: .*; stopping \(Engine.save_load.on_save_error: stop\); the last complete checkpoint is ass/step_00000002" ws/workerlog.0 &&
+	intact ass 2
+'
+
 test_expect_success 'the kernel file size limit (EFBIG) at the first save: stop, nothing left behind' '
 	code=0 &&
 	(ulimit -f 400 && trap "" XFSZ && exec ./train -o Engine.save_load.output_dir=fsz) >fsz.log 2>&1 ||

@@ -94,8 +94,9 @@ test_expect_success PRLIMIT 'a rank that cannot write its part: every rank fails
 test_expect_success PRLIMIT 'the same in the background: reported at the end, nothing published' '
 	fail_rank1 fail2 -o Engine.save_load.async_save=True &&
 	test "$(cat fail2.rc)" = 74 &&
-	test_grep "background checkpoint of global step 100: .*File too large" log-fail2/workerlog.1 &&
-	test_grep "background checkpoint of global step 100: .*another rank failed to write its part" \
+	test_grep "\[checkpoint\] global step 100, saving failed: background checkpoint: .*File too large" \
+		log-fail2/workerlog.1 &&
+	test_grep "\[checkpoint\] global step 100, saving failed: background checkpoint: .*another rank failed to write its part" \
 		log-fail2/workerlog.0 &&
 	ls -a fail2 >got && printf ".\n..\n" >want && test_cmp want got
 '
