@@ -66,6 +66,7 @@ typedef struct trainer {
 	char last_ckpt[4096];
 	const volatile sig_atomic_t *stop; /* set by a signal handler of the command */
 	gpt_heartbeat *hb;   /* progress for gpt-launch's hang detection; NULL without */
+	int out_lock;        /* rank 0: output_dir opened and flock'ed for this run, or -1 */
 	/* data parallel and ZeRO sharding (single process: comm NULL, 1 and 1) */
 	gpt_comm *comm;
 	int device;                /* the CUDA device of Global.device gpu */

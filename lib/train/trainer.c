@@ -5,9 +5,12 @@
 #include "cuda/cuda.h"
 #endif
 
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -468,6 +471,57 @@ static int run(trainer *tr, gpt_err *err)
 	return rc;
 }
 
+/* Rank 0 holds output_dir (an flock of the directory itself, released when
+ * the process ends) so that a second run does not write into it; every rank
+ * checks that all were started with the same configuration. */
+static int check_run(trainer *tr, gpt_err *err)
+{
+	const char *od = tr->cfg->engine.save_load.output_dir;
+	int rc = 0;
+	if (tr->rank == 0 && od && *od && !(rc = gpt_mkdir_p(od, err))) {
+		tr->out_lock = open(od, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (tr->out_lock < 0)
+			rc = gpt_err_errno(err, GPT_EIO, errno, "Engine.save_load.output_dir %s", od);
+		else if (flock(tr->out_lock, LOCK_EX | LOCK_NB) != 0)
+			rc = errno == EWOULDBLOCK
+				     ? gpt_err_set(err, GPT_EUSAGE,
+						   "Engine.save_load.output_dir %s: another run is training into it; wait for it to end or name another directory",
+						   od)
+				     : gpt_err_errno(err, GPT_EIO, errno, "Engine.save_load.output_dir %s: lock", od);
+	}
+	if (!tr->comm)
+		return rc;
+	/* a hash of the resolved configuration, and its complement: the
+	 * maxima of both over the ranks agree only where all hashes do */
+	char *yaml = NULL;
+	size_t yl = 0;
+	FILE *mf = open_memstream(&yaml, &yl);
+	gpt_err yerr = {0};
+	uint64_t h = mf && gpt_config_write_yaml(tr->cfg, mf, &yerr) == 0 ? 1 : 0;
+	if (mf)
+		fclose(mf);
+	if (h)
+		h = gpt_xxh3_64(yaml, yl);
+	free(yaml);
+	int32_t v[9] = {rc != 0};
+	for (int i = 0; i < 4; i++) {
+		v[1 + i] = (int32_t)((h >> (16 * i)) & 0xffff);
+		v[5 + i] = 0xffff - v[1 + i];
+	}
+	gpt_err cerr = {0};
+	int crc = gpt_comm_all_reduce(gpt_comm_world(tr->comm), v, v, 9, GPT_DTYPE_I32, GPT_REDUCE_MAX,
+				      rc ? &cerr : err);
+	if (rc || crc)
+		return rc ? rc : crc;
+	if (v[0])
+		return gpt_err_set(err, GPT_EUSAGE, "rank 0 cannot use Engine.save_load.output_dir %s; its worker log says why", od);
+	for (int i = 0; i < 4; i++)
+		if (v[1 + i] != 0xffff - v[5 + i])
+			return gpt_err_set(err, GPT_EUSAGE,
+					   "the ranks were started with different configurations (another config file or -o override on some); start every rank with the same ones");
+	return 0;
+}
+
 static void trainer_free(trainer *tr)
 {
 	gpt_tr_prefetch_stop(&tr->pf);
@@ -490,6 +544,8 @@ static void trainer_free(trainer *tr)
 	gpt_loader_close(tr->valid);
 	gpt_loader_close(tr->test);
 	gpt_heartbeat_close(tr->hb);
+	if (tr->out_lock >= 0)
+		close(tr->out_lock);
 	free(tr->inp);
 	free(tr->tgt);
 	if (tr->comm) {
@@ -503,6 +559,7 @@ int gpt_train_run(const gpt_config *cfg, FILE *log, const volatile sig_atomic_t 
 {
 	trainer tr;
 	memset(&tr, 0, sizeof tr);
+	tr.out_lock = -1;
 	tr.cfg = cfg;
 	tr.stop = stop;
 	gpt_log_init(&tr.log, log, GPT_LOG_INFO);
@@ -519,6 +576,8 @@ int gpt_train_run(const gpt_config *cfg, FILE *log, const volatile sig_atomic_t 
 		rc = gpt_heartbeat_open(&tr.hb, environ, err);
 	if (!rc)
 		rc = gpt_tr_setup_parallel(&tr, err);
+	if (!rc)
+		rc = check_run(&tr, err);
 	if (!rc && tr.MB * tr.accum * tr.replicas != tr.G)
 		rc = gpt_err_set(err, GPT_EINTERNAL, "batch: micro %lld x accumulate %lld x replicas %lld != global %lld",
 				 (long long)tr.MB, (long long)tr.accum, (long long)tr.replicas, (long long)tr.G);

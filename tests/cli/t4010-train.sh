@@ -132,14 +132,14 @@ test_expect_success 'schedules: a warm-up of 6.6 steps unrounded (FleetX), linea
 			-o Engine.logging_freq=1 -o Optimizer.lr.name=$name -o Optimizer.lr.decay_steps=20 \
 			-o Optimizer.lr.warmup_rate=0.33 -o Optimizer.lr.max_lr=1e-3 -o Optimizer.lr.min_lr=1e-4 \
 			-o Engine.save_load.output_dir=lr-$name >lr.log 2>&1 &&
-		lrs lr.log >lr-$name || return 1
+		lrs lr.log >rates-$name || return 1
 	done &&
-	test_grep "^6 9.09091e-04$" lr-CosineAnnealingWithWarmupDecay &&
-	test_grep "^7 9.98023e-04$" lr-CosineAnnealingWithWarmupDecay &&
-	test_grep "^6 9.09091e-04$" lr-LinearDecayWithWarmup &&
-	test_grep "^7 9.73134e-04$" lr-LinearDecayWithWarmup &&
-	test_grep "^8 9.05970e-04$" lr-LinearDecayWithWarmup &&
-	test_grep "^7 1.00000e-03$" lr-Constant && test_grep "^8 1.00000e-03$" lr-Constant
+	test_grep "^6 9.09091e-04$" rates-CosineAnnealingWithWarmupDecay &&
+	test_grep "^7 9.98023e-04$" rates-CosineAnnealingWithWarmupDecay &&
+	test_grep "^6 9.09091e-04$" rates-LinearDecayWithWarmup &&
+	test_grep "^7 9.73134e-04$" rates-LinearDecayWithWarmup &&
+	test_grep "^8 9.05970e-04$" rates-LinearDecayWithWarmup &&
+	test_grep "^7 1.00000e-03$" rates-Constant && test_grep "^8 1.00000e-03$" rates-Constant
 '
 
 test_expect_success 'fp16 overflow: the step is skipped, the scale backs off, training goes on' '

@@ -2,7 +2,8 @@
 # Data parallel and ZeRO sharding (stages 1, 2 and 3) on CPU ranks started by
 # gpt-launch: with dropout on, every layout gives the single-process losses
 # (relative 1e-5) and final weights (absolute 1e-5); resuming is bit for bit;
-# a worker killed mid-run is restarted from the last checkpoint.
+# a worker killed mid-run is restarted from the last checkpoint; ranks with
+# different settings, or a second run into a busy output_dir, stop at once.
 . "$(dirname "$0")/test-lib.sh"
 
 STEPS=10
@@ -11,7 +12,7 @@ train () {
 		-o Data.Train.dataset.input_dir=data/lic -o Data.Eval.dataset.input_dir=data/lic \
 		-o Data.Train.dataset.split=15,2,0 -o Data.Eval.dataset.split=15,2,0 \
 		-o Global.micro_batch_size=1 -o Engine.eval_iters=1 -o Optimizer.lr.max_lr=2e-3 \
-		-o Optimizer.lr.decay_steps=150 -o Engine.eval_freq=5 \
+		-o Optimizer.lr.decay_steps=150 -o Optimizer.lr.warmup_steps=2 -o Engine.eval_freq=5 \
 		-o Model.hidden_dropout_prob=0.1 -o Model.attention_probs_dropout_prob=0.1 "$@"
 }
 
@@ -32,7 +33,7 @@ layout () { # name nproc flags...
 			-o Data.Train.dataset.input_dir=data/lic -o Data.Eval.dataset.input_dir=data/lic \
 			-o Data.Train.dataset.split=15,2,0 -o Data.Eval.dataset.split=15,2,0 \
 			-o Global.micro_batch_size=1 -o Engine.eval_iters=1 -o Optimizer.lr.max_lr=2e-3 \
-			-o Optimizer.lr.decay_steps=150 -o Engine.eval_freq=5 \
+			-o Optimizer.lr.decay_steps=150 -o Optimizer.lr.warmup_steps=2 -o Engine.eval_freq=5 \
 			-o Model.hidden_dropout_prob=0.1 -o Model.attention_probs_dropout_prob=0.1 \
 			-o Engine.max_steps=$STEPS -o Engine.save_load.save_steps=$STEPS \
 			-o Engine.save_load.output_dir=out-'$name' >'$name'.log 2>&1 &&
@@ -90,7 +91,7 @@ test_expect_success "stop and resume is bit for bit ($nproc ranks: $lay)" '
 			-o Data.Train.dataset.input_dir=data/lic -o Data.Eval.dataset.input_dir=data/lic \
 			-o Data.Train.dataset.split=15,2,0 -o Data.Eval.dataset.split=15,2,0 \
 			-o Global.micro_batch_size=1 -o Engine.eval_freq=0 -o Optimizer.lr.max_lr=2e-3 \
-			-o Optimizer.lr.decay_steps=150 -o Model.hidden_dropout_prob=0.1 \
+			-o Optimizer.lr.decay_steps=150 -o Optimizer.lr.warmup_steps=2 -o Model.hidden_dropout_prob=0.1 \
 			-o Model.attention_probs_dropout_prob=0.1 -o Engine.save_load.save_steps=5 \
 			-o Engine.save_load.output_dir="$2" -o Engine.max_steps="$3"
 	} &&
@@ -113,6 +114,31 @@ done <<LAYOUTS
 4|--sharding_parallel_degree 4 --sharding stage3\\ offload
 8|--sharding_parallel_degree 4 --sharding stage2 -o Distributed.dp_degree=2
 LAYOUTS
+
+test_expect_success 'ranks started with different settings stop at once, saying so' '
+	code=0 &&
+	gpt-launch --nproc-per-node 2 --log-dir log-diff -- sh -c "exec gpt-train \
+		-c $GPT_ROOT/configs/tiny_cpu_bytes.yaml -o Data.Train.dataset.input_dir=data/lic \
+		-o Data.Train.dataset.split=15,2,0 -o Engine.max_steps=2 -o Engine.save_load.output_dir=mixed \
+		-o Model.hidden_size=\$((64 + 64 * GPT_RANK))" >diff.log 2>&1 || code=$? &&
+	test "$code" = 64 &&
+	test_grep "error: the ranks were started with different configurations" log-diff/workerlog.0
+'
+
+test_expect_success 'a second run into the same output_dir is refused while the first trains' '
+	{ train -o Engine.max_steps=100000 -o Optimizer.lr.decay_steps=100000 -o Engine.eval_freq=0 \
+		-o Engine.save_load.save_steps=0 -o Engine.save_load.output_dir=busy >busy1.log 2>&1 & } &&
+	first=$! &&
+	n=0 && while ! grep -q "global step 2," busy1.log && [ $n -lt 100 ]; do sleep 0.1; n=$((n + 1)); done &&
+	code=0 &&
+	gpt-launch --nproc-per-node 2 --log-dir log-busy -- gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" \
+		-o Data.Train.dataset.input_dir=data/lic -o Data.Train.dataset.split=15,2,0 -o Engine.max_steps=2 \
+		-o Engine.save_load.output_dir=busy >busy2.log 2>&1 || code=$? &&
+	kill $first && { wait $first || :; } &&
+	test "$code" = 64 &&
+	test_grep "error: Engine.save_load.output_dir busy: another run is training into it" log-busy/workerlog.0 &&
+	test_grep "error: rank 0 cannot use Engine.save_load.output_dir busy; its worker log says why" log-busy/workerlog.1
+'
 
 test_expect_success 'a world size that does not fit the degrees is an error naming the numbers' '
 	test_expect_code 65 gpt-launch --nproc-per-node 3 --log-dir log-bad -- \

@@ -8,7 +8,7 @@
 args="-o Data.Train.dataset.input_dir=data/lic -o Data.Eval.dataset.input_dir=data/lic \
 	-o Data.Train.dataset.split=15,2,0 -o Data.Eval.dataset.split=15,2,0 \
 	-o Global.micro_batch_size=1 -o Engine.eval_freq=0 -o Optimizer.lr.max_lr=2e-3 \
-	-o Optimizer.lr.decay_steps=150 -o Model.num_layers=8 \
+	-o Optimizer.lr.decay_steps=150 -o Optimizer.lr.warmup_steps=2 -o Model.num_layers=8 \
 	-o Model.hidden_dropout_prob=0.1 -o Model.attention_probs_dropout_prob=0.1 \
 	-o Engine.save_load.save_steps=4 -o Engine.save_load.save_epoch=0"
 
