@@ -144,7 +144,8 @@ static char **worker_env(launch *L, int local, int restart, gpt_err *err)
 	size_t n = 0;
 	while (environ[n])
 		n++;
-	char **env = gpt_calloc(n + 16, sizeof *env, "worker environment", err);
+	enum { MAX_ADD = 16 }; /* the variables set below, at most */
+	char **env = gpt_calloc(n + MAX_ADD + 1, sizeof *env, "worker environment", err);
 	if (!env)
 		return NULL;
 	size_t k = 0;
@@ -164,7 +165,7 @@ static char **worker_env(launch *L, int local, int restart, gpt_err *err)
 	char host[256];
 	int port;
 	gpt_parse_host_port(L->master, "master", host, sizeof host, &port, NULL);
-	char *add[16];
+	char *add[MAX_ADD];
 	int na = 0;
 	/* As torchrun does: without a setting from the user, the workers of a
 	 * node share its cores, so OpenMP in each does not oversubscribe them

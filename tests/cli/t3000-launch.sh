@@ -35,6 +35,12 @@ test_expect_success '--devices gives one worker per device and sets CUDA_VISIBLE
 	test_cmp expect.0 dev.0 && test_cmp expect.1 dev.1
 '
 
+test_expect_success '--devices with every variable gpt-launch sets (no OMP_NUM_THREADS of ours)' '
+	env -u OMP_NUM_THREADS gpt-launch --devices 0,1 -- sh -c "echo \$CUDA_VISIBLE_DEVICES \$OMP_NUM_THREADS >all.\$GPT_RANK" &&
+	test "$(cut -d" " -f1 all.0) $(cut -d" " -f1 all.1)" = "0 1" &&
+	test "$(cut -d" " -f2 all.0)" -ge 1
+'
+
 test_expect_success 'without --devices an inherited CUDA_VISIBLE_DEVICES stays' '
 	CUDA_VISIBLE_DEVICES=5 gpt-launch -- sh -c "echo \$CUDA_VISIBLE_DEVICES \$GPT_WORLD_SIZE" >out &&
 	echo "5 1" >expect && test_cmp expect out
