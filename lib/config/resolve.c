@@ -216,11 +216,13 @@ static int resolve_model(gpt_config *cfg, gpt_err *err)
 			    kid("Model.max_position_embeddings"), err,
 			    "expected at most Model.max_position_embeddings %lld, found %lld",
 			    (long long)maxpos, (long long)cfg->data.train.dataset.max_seq_len);
-	if (cfg->data.eval.dataset.max_seq_len > maxpos)
-		return fail(cfg, kid("Data.Eval.dataset.max_seq_len"),
-			    kid("Model.max_position_embeddings"), err,
-			    "expected at most Model.max_position_embeddings %lld, found %lld",
-			    (long long)maxpos, (long long)cfg->data.eval.dataset.max_seq_len);
+	/* evaluation runs the training's micro-batches, of its length */
+	if (cfg->data.eval.dataset.max_seq_len != cfg->data.train.dataset.max_seq_len)
+		return fail(cfg, kid("Data.Eval.dataset.max_seq_len"), -1, err,
+			    "expected Data.Train.dataset.max_seq_len %lld (evaluation runs at the training "
+			    "length), found %lld; leave it out",
+			    (long long)cfg->data.train.dataset.max_seq_len,
+			    (long long)cfg->data.eval.dataset.max_seq_len);
 	return 0;
 }
 
@@ -346,9 +348,7 @@ static int resolve_batch(gpt_config *cfg, gpt_err *err)
 static int resolve_sizes(gpt_config *cfg, gpt_err *err)
 {
 	double B = (double)cfg->global.micro_batch_size, C = (double)cfg->model.hidden_size;
-	double T = (double)(cfg->data.train.dataset.max_seq_len > cfg->data.eval.dataset.max_seq_len
-				    ? cfg->data.train.dataset.max_seq_len
-				    : cfg->data.eval.dataset.max_seq_len);
+	double T = (double)cfg->data.train.dataset.max_seq_len;
 	double F = (double)cfg->model.ffn_hidden_size, L = (double)cfg->model.num_layers;
 	double wide = F > 3 * C ? F : 3 * C, scores = (double)cfg->model.num_attention_heads * T;
 	if (scores > wide)
