@@ -116,7 +116,7 @@ int main(int argc, char **argv)
 		if (id < 0)
 			break;
 	}
-	if (id == 0 && !a.model)
+	if (id == 0 && !a.model && !a.config)
 		gpt_err_set(&err, GPT_EUSAGE, "-m MODEL is required; see gpt-infer --help"), id = -1;
 	if (id == 0 && a.ppl && o.index < argc)
 		gpt_err_set(&err, GPT_EUSAGE, "--ppl takes no prompts"), id = -1;

@@ -240,9 +240,9 @@ static const gpt_config_key keys[] = {
 	I("Generation.seed", generation.seed, "1024", 0, BIG, "sampling seed"),
 
 	S("Inference.model_dir", inference.model_dir, "./output",
-	  "exported bundle that gpt-infer reads"),
+	  "the model gpt-infer -c reads without -m"),
 	I("Inference.mp_degree", inference.mp_degree, "1", 1, 1 << 10,
-	  "tensor parallel ways for inference"),
+	  "tensor parallel ways for inference: 1 (one process)"),
 
 	B("Quantization.enable", quantization.enable, "False",
 	  "quantization-aware training (fake-quantized weights and activations)"),

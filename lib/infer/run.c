@@ -237,6 +237,10 @@ static int setup(const gpt_infer_args *a, gpt_source *src, gpt_gen_opts *g, gpt_
 					   "fixes the rest)", a->overrides[i]);
 		rc = gpt_config_override(cfg, a->overrides[i], err);
 	}
+	if (!rc && cfg->inference.mp_degree > 1)
+		rc = gpt_err_set(err, GPT_EUSAGE,
+				 "Inference.mp_degree %lld: gpt-infer runs a model in one process; give 1 or leave it out",
+				 (long long)cfg->inference.mp_degree);
 	if (!rc)
 		rc = gpt_gen_opts_from_config(g, cfg, err);
 	if (rc)
@@ -251,8 +255,25 @@ int gpt_infer_run(const gpt_infer_args *a, FILE *in, FILE *out, gpt_err *err)
 	int cuda = a->device && strcmp(a->device, "cuda") == 0;
 	if (a->device && !cuda && strcmp(a->device, "cpu") != 0)
 		return gpt_err_set(err, GPT_EUSAGE, "--device %s: expected cpu or cuda", a->device);
-	gpt_source *src;
-	int rc = gpt_source_open(&src, a->model, a->exe, err);
+	/* without -m, the model of -c FILE's Inference.model_dir */
+	const char *model = a->model;
+	gpt_config ic;
+	int rc = 0, have_ic = 0;
+	if (!model && a->config) {
+		rc = gpt_config_init(&ic, err);
+		have_ic = rc == 0;
+		if (!rc)
+			rc = gpt_config_read_file(&ic, a->config, err);
+		if (!rc && gpt_config_given(&ic, gpt_config_key_find("Inference.model_dir")))
+			model = ic.inference.model_dir;
+	}
+	if (!rc && !model)
+		rc = gpt_err_set(err, GPT_EUSAGE, "-m MODEL is required (or Inference.model_dir in the -c file); see gpt-infer --help");
+	gpt_source *src = NULL;
+	if (!rc)
+		rc = gpt_source_open(&src, model, a->exe, err);
+	if (have_ic)
+		gpt_config_free(&ic);
 	if (rc)
 		return rc;
 	gpt_gen_opts g;

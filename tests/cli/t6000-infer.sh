@@ -97,6 +97,18 @@ for n in (1, 3):
 "
 '
 
+test_expect_success 'Inference.model_dir of -c names the model; mp_degree above 1 is refused' '
+	printf "Inference:\n  model_dir: ck\nGeneration:\n  decode_strategy: greedy_search\n  max_dec_len: 40\n" >inf.yaml &&
+	gpt-infer -c inf.yaml "Everyone is" >out &&
+	greedy ck "Everyone is" >expect && test_cmp expect out &&
+	printf "Inference:\n  mp_degree: 2\n" >mp.yaml &&
+	test_expect_code 64 gpt-infer -m ck -c mp.yaml "x" 2>err &&
+	test_grep "Inference.mp_degree 2: gpt-infer runs a model in one process" err &&
+	printf "Generation:\n  top_k: 3\n" >nomodel.yaml &&
+	test_expect_code 64 gpt-infer -c nomodel.yaml "x" 2>err &&
+	test_grep "MODEL is required \(or Inference.model_dir in the -c file\)" err
+'
+
 test_expect_success '--ppl: low on the learnt text, high on other text' '
 	gpt-infer -m ck --ppl d/doc.txt >p1 &&
 	gpt-preprocess -t bytes -o d/one d/doc1.txt d/doc2.txt 2>/dev/null &&
