@@ -30,7 +30,7 @@ static const gpt_opt options[] = {
 	{"from-hf", 0, NULL, OPT_FROM_HF,
 	 "convert the Hugging Face GPT-2 directory IN into a checkpoint in the output directory OUT"},
 	{"to-layout", 0, "SPEC", OPT_TO_LAYOUT,
-	 "write a copy into the output directory OUT cut for the layout SPEC, e.g. mp=2,pp=4,dp=1,sharding=2,stage=2"},
+	 "write a copy into the output directory OUT cut for the layout SPEC, e.g. mp=2,pp=4,vpp=2,dp=1,sharding=2,stage=2"},
 	{"help", 'h', NULL, OPT_HELP, "show this help and exit"},
 	{"version", 'V', NULL, OPT_VERSION, "show the version and exit"},
 	{NULL, 0, NULL, 0, NULL},
@@ -54,7 +54,7 @@ int main(int argc, char **argv)
 	const char *prog = "gpt-ckpt-merge";
 	gpt_err err = {0};
 	gpt_opts o;
-	int id, verb = 0, weights_only = 0;
+	int id, verb = 0, weights_only = 0, dtype_given = 0;
 	gpt_dtype dtype = GPT_DTYPE_F32;
 	gpt_ckpt_layout layout;
 	gpt_cmd_remove_temps_on_signals(); /* an interrupted run leaves no temporaries */
@@ -63,6 +63,7 @@ int main(int argc, char **argv)
 		switch (id) {
 		case OPT_WEIGHTS_ONLY: weights_only = 1; break;
 		case OPT_DTYPE:
+			dtype_given = 1;
 			if (gpt_dtype_parse(o.arg, &dtype) || (dtype != GPT_DTYPE_F32 && dtype != GPT_DTYPE_BF16 &&
 							     dtype != GPT_DTYPE_F16))
 				id = gpt_err_set(&err, GPT_EUSAGE, "--dtype %s: expected fp32, bf16 or fp16", o.arg) ? -1 : -1;
@@ -87,6 +88,11 @@ int main(int argc, char **argv)
 			break;
 	}
 	int want = verb == OPT_INFO || verb == OPT_VERIFY ? 1 : 2;
+	/* options of one verb are refused with another, not ignored */
+	if (id == 0 && dtype_given && verb && verb != OPT_CONSOLIDATE && verb != OPT_TO_HF)
+		id = gpt_err_set(&err, GPT_EUSAGE, "--dtype applies to --consolidate and --to-hf only; leave it out") ? -1 : -1;
+	if (id == 0 && weights_only && verb && verb != OPT_CONSOLIDATE)
+		id = gpt_err_set(&err, GPT_EUSAGE, "--weights-only applies to --consolidate only; leave it out") ? -1 : -1;
 	if (id == 0 && !verb)
 		id = gpt_err_set(&err, GPT_EUSAGE, "give one of --info, --verify, --consolidate, --to-hf, --from-hf, --to-layout; see --help") ? -1 : -1;
 	else if (id == 0 && argc - o.index != want)

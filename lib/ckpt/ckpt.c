@@ -124,8 +124,9 @@ static int verify_files(gpt_ckpt *ck, json_t *files, int checksums, gpt_err *err
 		if (strchr(name, '/') || !json_is_integer(sz) || !json_is_string(hx))
 			return gpt_err_set(err, GPT_EDATA, "%s/index.json: bad entry for file '%s'", ck->path, name);
 		struct stat st;
-		if (stat(p, &st) != 0)
-			return gpt_err_errno_read(err, errno, "%s: checkpoint file listed in index.json", p);
+		if (stat(p, &st) != 0) /* a file the index lists is missing: an incomplete checkpoint */
+			return gpt_err_errno(err, errno == ENOENT ? GPT_EDATA : GPT_EIO, errno,
+					     "%s: checkpoint file listed in index.json", p);
 		if ((json_int_t)st.st_size != json_integer_value(sz))
 			return gpt_err_set(err, GPT_EDATA, "%s: size %lld, index.json says %lld (truncated or replaced)",
 					   p, (long long)st.st_size, (long long)json_integer_value(sz));

@@ -158,7 +158,7 @@ static void remove_tree(const char *dir)
 int gpt_export_hf(gpt_export_model *m, const gpt_export_opts *o, const char *out, gpt_err *err)
 {
 	if (gpt_path_exists(out))
-		return gpt_err_set(err, GPT_EUSAGE, "-o %s: exists; remove it or choose another name", out);
+		return gpt_err_set(err, GPT_EUSAGE, "%s: exists; remove it or choose another name", out);
 	char tmp[PATH_MAX], p[PATH_MAX + 32], q[PATH_MAX + 32];
 	snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out, (long)getpid());
 	if (mkdir(tmp, 0755) != 0)

@@ -54,6 +54,8 @@ int gpt_ckpt_consolidate(const gpt_ckpt *ck, const char *out_file, gpt_dtype dty
 				   gpt_dtype_name(dtype));
 	if (gpt_ckpt_out_outside(ck, out_file, err))
 		return GPT_EUSAGE;
+	if (gpt_path_exists(out_file))
+		return gpt_err_set(err, GPT_EUSAGE, "%s: exists; remove it or choose another name", out_file);
 	int n = gpt_ckpt_tensor_count(ck), m = 0;
 	gpt_st_entry *e = gpt_calloc((size_t)(n ? n : 1), sizeof *e, "tensor list", err);
 	if (!e)

@@ -89,6 +89,9 @@ static int check_layout(const gpt_model_shape *s, const gpt_ckpt_layout *lo, gpt
 	if (what)
 		return gpt_err_set(err, GPT_EUSAGE, "--to-layout: mp %lld does not divide the %s (%lld)",
 				   (long long)lo->tp, what, (long long)v);
+	if (lo->vpp > 1 && lo->pp == 1)
+		return gpt_err_set(err, GPT_EUSAGE, "--to-layout: vpp %lld needs pp above 1 (virtual stages interleave pipeline stages)",
+				   (long long)lo->vpp);
 	if (lo->tp * lo->pp * lo->dp * lo->sharding > 65536)
 		return gpt_err_set(err, GPT_EUSAGE, "--to-layout: more than 65536 ranks");
 	return 0;

@@ -327,6 +327,9 @@ int gpt_logs_run(const gpt_logs_opts *o, gpt_logs_counts *counts, gpt_err *err)
 	if (o->follow && (o->summary || o->plot))
 		return gpt_err_set(err, GPT_EUSAGE, "--follow prints rows as they come; it cannot be "
 						    "combined with --summary or --plot");
+	if (!o->summary && (o->skip_steps >= 0 || o->params > 0 || o->peak_tflops > 0))
+		return gpt_err_set(err, GPT_EUSAGE, "--skip-steps, --params, --model and --peak-tflops shape "
+						    "the --summary figures; give --summary, or leave them out");
 	int rc = expand_inputs(&c, err);
 	if (!rc && !(c.parser = gpt_logs_parser_new(err)))
 		rc = err->code;

@@ -106,7 +106,12 @@ test_expect_success 'bad option values are usage errors' '
 	test_expect_code 64 gpt-logparse --follow --summary "$D/gptkit.log" 2>err &&
 	test_grep "cannot be combined with --summary" err &&
 	test_expect_code 66 gpt-logparse --model x.yaml "$D/gptkit.log" 2>err &&
-	test_grep "^gpt-logparse: error: --model: x.yaml: No such file" err
+	test_grep "^gpt-logparse: error: --model: x.yaml: No such file" err &&
+	for opt in "--params 345M" "--peak-tflops 312" "--skip-steps 3"; do
+		test_expect_code 64 gpt-logparse $opt "$D/gptkit.log" >out 2>err &&
+		test_grep "shape the --summary figures; give --summary, or leave them out" err &&
+		test_line_count = 0 out || return 1
+	done
 '
 
 test_expect_success '--model takes the parameter count from a gpt-train config' '

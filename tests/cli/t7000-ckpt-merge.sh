@@ -67,6 +67,25 @@ test_expect_success 'an output inside the checkpoint being read is refused; the 
 	gpt-ckpt-merge --consolidate output output/next-to-it.safetensors
 '
 
+test_expect_success 'an existing output is not replaced; a missing part is an incomplete checkpoint (65)' '
+	echo keep >existing.safetensors &&
+	test_expect_code 64 gpt-ckpt-merge --consolidate output existing.safetensors 2>err &&
+	test_grep "error: existing.safetensors: exists; remove it or choose another name" err &&
+	test "$(cat existing.safetensors)" = keep &&
+	cp -r output/step_00000003 part && rm part/rank-00000.safetensors &&
+	test_expect_code 65 gpt-ckpt-merge --verify part 2>err &&
+	test_grep "part/rank-00000.safetensors: checkpoint file listed in index.json: No such file" err
+'
+
+test_expect_success 'options of another verb are refused, not ignored' '
+	test_expect_code 64 gpt-ckpt-merge --to-layout mp=2 --dtype bf16 output r16 2>err &&
+	test_grep "dtype applies to --consolidate and --to-hf only" err &&
+	test_expect_code 64 gpt-ckpt-merge --to-layout mp=2 --weights-only output rw 2>err &&
+	test_grep "weights-only applies to --consolidate only" err &&
+	test_expect_code 64 gpt-ckpt-merge --info --dtype fp16 output 2>err &&
+	! test -e r16 && ! test -e rw
+'
+
 test_expect_success 'bad usage' '
 	test_expect_code 64 gpt-ckpt-merge output 2>err &&
 	test_expect_code 64 gpt-ckpt-merge --info --verify output 2>err &&
