@@ -117,10 +117,13 @@ int main(int argc, char **argv)
 	gpt_preprocess_opts po = {.append_eod = 1, .threads = 1, .progress = stderr};
 	const char *tok_name = "gpt2", *vocab = NULL, *info = NULL, *decode = NULL;
 	int64_t doc = -1, jobs = 1;
-	int id, have_doc = 0;
+	int id, have_doc = 0, input_opts = 0, tok_opts = 0;
 	gpt_cmd_remove_temps_on_signals(); /* an interrupted run leaves no temporaries */
 	gpt_opts_init(&o, options, argc, argv);
 	while ((id = gpt_opts_next(&o, &err)) > 0) {
+		input_opts |= id == O_KEY || id == O_FORMAT || id == O_SKIP_BAD || id == O_SKIP_BIN || id == O_EOD ||
+			      id == O_NO_EOD || id == O_JOBS;
+		tok_opts |= id == O_TOK || id == O_VOCAB;
 		switch (id) {
 		case O_OUT: po.prefix = o.arg; break;
 		case O_TOK: tok_name = o.arg; break;
@@ -167,6 +170,12 @@ int main(int argc, char **argv)
 		gpt_err_set(&err, GPT_EUSAGE, "--info and --decode: give one of them");
 	else if ((info || decode) && (n_in || po.prefix))
 		gpt_err_set(&err, GPT_EUSAGE, "--%s PREFIX takes no inputs and no -o", info ? "info" : "decode");
+	else if ((info || decode) && input_opts)
+		gpt_err_set(&err, GPT_EUSAGE, "--%s reads a dataset: --json-key, --format, --skip-bad, --skip-binary, "
+			    "--append-eod, --no-append-eod and -j apply to tokenizing input; leave them out",
+			    info ? "info" : "decode");
+	else if (info && tok_opts)
+		gpt_err_set(&err, GPT_EUSAGE, "--info reads no tokens: -t and --vocab apply to tokenizing and --decode; leave them out");
 	else if (have_doc && !decode)
 		gpt_err_set(&err, GPT_EUSAGE, "--doc: only with --decode");
 	else if (!info && !decode && !po.prefix)

@@ -150,6 +150,11 @@ test_expect_success 'usage errors' '
 	test_expect_code 64 gpt-preprocess -t bytes --format csv -o out good.txt 2>err &&
 	test_expect_code 64 gpt-preprocess --doc 1 -o out good.txt 2>err && test_grep "only with --decode" err &&
 	test_expect_code 64 gpt-preprocess --bogus 2>err && test_grep "unknown option --bogus" err &&
+	gpt-preprocess -t bytes -o ds good.txt &&
+	test_expect_code 64 gpt-preprocess --info ds -j 2 2>err && test_grep "apply to tokenizing input" err &&
+	test_expect_code 64 gpt-preprocess --decode ds --no-append-eod -t bytes 2>err && test_grep "apply to tokenizing input" err &&
+	test_expect_code 64 gpt-preprocess --info ds -t bytes 2>err && test_grep "info reads no tokens" err &&
+	gpt-preprocess --decode ds -t bytes --doc 0 >dec && test_grep "^good text" dec &&
 	mkdir -p pdir && for o in "" pdir/ . pdir/..; do
 		test_expect_code 64 gpt-preprocess -t bytes -o "$o" good.txt 2>err &&
 		test_grep "output .$o.: expected a file name prefix PREFIX, for PREFIX.bin and PREFIX.idx" err || return 1
