@@ -22,7 +22,7 @@ static const gpt_opt options[] = {
 	{"format", 0, "FORMAT", OPT_FORMAT, "bundle (default), gguf or hf"},
 	{"output", 'o', "OUT", OPT_OUT,
 	 "output name (default model.tar.zst, model.gguf or model-hf; a bundle ends in .tar.zst, "
-	 ".tar.gz, .tgz or .tar)"},
+	 ".tzst, .tar.gz, .tgz or .tar)"},
 	{"vocab", 0, "DIR", OPT_VOCAB,
 	 "GPT-2 vocabulary (encoder.json + vocab.bpe) to ship (default: share/gpt2 of the install)"},
 	{"help", 'h', NULL, OPT_HELP, "show this help and exit"},

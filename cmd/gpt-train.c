@@ -55,9 +55,11 @@ static void usage(FILE *fp)
 		    "[--world-size N]\n\n"
 		    "Train a GPT model as the configuration says: log lines on stdout (FleetX's\n"
 		    "format), checkpoints in Engine.save_load.output_dir, resuming from\n"
-		    "Engine.save_load.ckpt_dir or from output_dir/latest. This build trains in one\n"
-		    "process on the CPU in fp32. --print-config shows the resolved configuration and\n"
-		    "--dry-run the parameter count and per-rank memory, without training.\n\nOptions:\n");
+		    "Engine.save_load.ckpt_dir or from output_dir/latest. One process trains alone;\n"
+		    "under gpt-launch the ranks train together (data, tensor and pipeline parallel,\n"
+		    "ZeRO sharding). --print-config shows the resolved configuration and --dry-run\n"
+		    "the parameter count and per-rank memory, without training. gpt-train --version\n"
+		    "names the backends of this build.\n\nOptions:\n");
 	gpt_opts_help(options, fp);
 }
 

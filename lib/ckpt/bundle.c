@@ -203,7 +203,7 @@ int gpt_export_bundle(gpt_export_model *m, const gpt_export_opts *o, const char 
 		filter = ARCHIVE_FILTER_NONE;
 	else
 		return gpt_err_set(err, GPT_EUSAGE,
-				   "-o %s: expected a bundle name ending in .tar.zst, .tar.gz, .tgz or .tar", out);
+				   "-o %s: expected a bundle name ending in .tar.zst, .tzst, .tar.gz, .tgz or .tar", out);
 	gpt_buf w = GPT_BUF_INIT;
 	member f[5];
 	int nf = 0, rc = build_weights(m, o->dtype, &w, err);

@@ -144,7 +144,7 @@ int gpt_train_run(const gpt_config *cfg, FILE *log, const volatile sig_atomic_t 
  *   COSINE (FleetX's CosineAnnealingWithWarmupDecay): a half cosine from
  *     max_lr down to min_lr at decay_steps, then min_lr;
  *   LINEAR (LinearDecayWithWarmup): a straight line from max_lr down to
- *     min_lr at decay_steps, then min_lr (PaddleNLP's with min_lr 0);
+ *     min_lr at decay_steps, then min_lr (PaddleNLP's when min_lr is 0);
  *   CONSTANT: max_lr. */
 typedef enum { GPT_LR_COSINE = 0, GPT_LR_LINEAR, GPT_LR_CONSTANT } gpt_lr_kind;
 typedef struct gpt_lr_schedule {
