@@ -180,7 +180,11 @@ int gpt_tr_save(trainer *tr, int last, gpt_err *err);
 int gpt_tr_save_failed(trainer *tr, int64_t step, const char *why, int code, int last, gpt_err *err);
 
 /* trainer_ckpt.c */
+/* Starts (async_save) or makes a checkpoint of tr->step; a save still in
+ * flight must be finished first (gpt_tr_save does). */
 int gpt_tr_save_checkpoint(trainer *tr, gpt_err *err);
+/* The resolved configuration as config.yaml holds it, malloc'd; NULL on failure. */
+char *gpt_tr_config_yaml(const trainer *tr, gpt_err *err);
 int gpt_tr_load_checkpoint(trainer *tr, const char *path, gpt_err *err);
 /* Once per step end, on every rank: publishes a background save that every
  * rank has finished writing (one all-reduce while a save is in flight). */

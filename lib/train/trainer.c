@@ -493,15 +493,9 @@ static int check_run(trainer *tr, gpt_err *err)
 		return rc;
 	/* a hash of the resolved configuration, and its complement: the
 	 * maxima of both over the ranks agree only where all hashes do */
-	char *yaml = NULL;
-	size_t yl = 0;
-	FILE *mf = open_memstream(&yaml, &yl);
 	gpt_err yerr = {0};
-	uint64_t h = mf && gpt_config_write_yaml(tr->cfg, mf, &yerr) == 0 ? 1 : 0;
-	if (mf)
-		fclose(mf);
-	if (h)
-		h = gpt_xxh3_64(yaml, yl);
+	char *yaml = gpt_tr_config_yaml(tr, &yerr);
+	uint64_t h = yaml ? gpt_xxh3_64(yaml, strlen(yaml)) : 0;
 	free(yaml);
 	int32_t v[9] = {rc != 0};
 	for (int i = 0; i < 4; i++) {
