@@ -11,9 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+static int host_side(gpt_optimizer *op, gpt_err *err);
+
 int gpt_optimizer_init(gpt_optimizer *op, gpt_model *m, int64_t begin, int64_t end, void *params,
 		       void *grads, double beta1, double beta2, double eps, double weight_decay,
-		       gpt_err *err)
+		       int offload, gpt_err *err)
 {
 	memset(op, 0, sizeof *op);
 	if (begin < 0 || end > m->n_alloc || begin > end)
@@ -39,23 +41,45 @@ int gpt_optimizer_init(gpt_optimizer *op, gpt_model *m, int64_t begin, int64_t e
 	int rc = gpt_backend_require(be, needed, err);
 	if (rc)
 		return rc;
-	size_t bytes = (size_t)(end - begin) * 4;
-	op->exp_avg = be->ops->alloc(be, bytes, "optimizer state (exp_avg)", err);
-	op->exp_avg_sq = op->exp_avg ? be->ops->alloc(be, bytes, "optimizer state (exp_avg_sq)", err) : NULL;
-	op->acc = op->exp_avg_sq ? be->ops->alloc(be, 4, "reduction", err) : NULL;
-	rc = op->acc ? 0 : err->code;
+	/* Offloaded, the state is made in host memory from the start: made on
+	 * the device first and moved, it would hold the device's memory at its
+	 * highest (parameters, gradients, activations and the whole state)
+	 * while it is copied. */
+	if (offload && strcmp(be->name, "cpu") != 0 && (rc = host_side(op, err))) {
+		gpt_optimizer_free(op);
+		return rc;
+	}
+	gpt_backend *sb = op->sb;
+	int off = op->host != NULL;
+	int64_t n = end - begin;
+	size_t bytes = (size_t)n * 4;
+	op->acc = be->ops->alloc(be, 4, "reduction", err);
+	op->exp_avg = op->acc ? sb->ops->alloc(sb, bytes, off ? "offloaded optimizer state (exp_avg)"
+						      : "optimizer state (exp_avg)", err)
+			      : NULL;
+	op->exp_avg_sq = op->exp_avg ? sb->ops->alloc(sb, bytes, off ? "offloaded optimizer state (exp_avg_sq)"
+								   : "optimizer state (exp_avg_sq)", err)
+				     : NULL;
+	rc = op->exp_avg_sq ? 0 : err->code;
 	if (!rc && be->dtype != GPT_DTYPE_F32) {
-		op->master = be->ops->alloc(be, bytes, "optimizer state (fp32 master weights)", err);
-		rc = op->master ? be->ops->convert(be, op->master, GPT_DTYPE_F32, op->params, be->dtype,
-						   end - begin, err)
-				: err->code;
+		op->master = sb->ops->alloc(sb, bytes, off ? "offloaded optimizer state (fp32 master weights)"
+							   : "optimizer state (fp32 master weights)", err);
+		if (!op->master)
+			rc = err->code;
+		else if (!off)
+			rc = be->ops->convert(be, op->master, GPT_DTYPE_F32, op->params, be->dtype, n, err);
+		else if (!(rc = be->ops->download(be, op->hparams, op->params, (size_t)n * (size_t)es0, err)))
+			rc = sb->ops->convert(sb, op->master, GPT_DTYPE_F32, op->hparams, be->dtype, n, err);
 	}
 	if (!rc)
-		rc = be->ops->zero(be, op->exp_avg, bytes, err);
+		rc = sb->ops->zero(sb, op->exp_avg, bytes, err);
 	if (!rc)
-		rc = be->ops->zero(be, op->exp_avg_sq, bytes, err);
-	if (rc)
+		rc = sb->ops->zero(sb, op->exp_avg_sq, bytes, err);
+	if (rc) {
 		gpt_optimizer_free(op);
+		if (off)
+			gpt_err_prefix(err, "optimizer offload");
+	}
 	return rc;
 }
 
@@ -105,13 +129,13 @@ static void *host_image(gpt_optimizer *op, size_t bytes, const char *what, gpt_e
 	return gpt_aligned_alloc(bytes, what, err);
 }
 
-int gpt_optimizer_offload(gpt_optimizer *op, gpt_err *err)
+/* ZeRO-Offload's host side: a CPU backend that runs AdamW, and the host
+ * images (pinned on CUDA) of the range's parameters and gradients; what it
+ * made stays in op for gpt_optimizer_free. */
+static int host_side(gpt_optimizer *op, gpt_err *err)
 {
 	gpt_backend *be = op->model->be;
-	if (op->host || strcmp(be->name, "cpu") == 0)
-		return 0;
-	int64_t n = op->end - op->begin;
-	size_t es = gpt_dtype_size(be->dtype);
+	size_t n = (size_t)(op->end - op->begin), es = gpt_dtype_size(be->dtype);
 	gpt_backend *h = gpt_calloc(1, sizeof *h, "optimizer offload", err);
 	if (!h)
 		return err->code;
@@ -120,45 +144,16 @@ int gpt_optimizer_offload(gpt_optimizer *op, gpt_err *err)
 		free(h);
 		return gpt_err_prefix(err, "optimizer offload");
 	}
-	static const char *const needed[] = {"adamw", NULL};
-	rc = gpt_backend_require(h, needed, err);
-	/* the state is copied whole first and swapped only when every array
-	 * arrived, so a failure leaves the optimizer as it was */
-	float **dev[3] = {&op->master, &op->exp_avg, &op->exp_avg_sq};
-	static const char *const what[3] = {"offloaded optimizer state (fp32 master weights)",
-					     "offloaded optimizer state (exp_avg)",
-					     "offloaded optimizer state (exp_avg_sq)"};
-	float *hst[3] = {NULL, NULL, NULL};
-	for (int i = 0; i < 3 && !rc; i++) {
-		if (!*dev[i])
-			continue;
-		hst[i] = h->ops->alloc(h, (size_t)n * 4, what[i], err);
-		rc = hst[i] ? be->ops->download(be, hst[i], *dev[i], (size_t)n * 4, err) : err->code;
-	}
-	void *hp = rc ? NULL : host_image(op, (size_t)n * es, "offloaded parameters", err);
-	void *hg = hp ? host_image(op, (size_t)n * es, "offloaded gradients", err) : NULL;
-	if (!rc && !hg)
-		rc = err->code;
-	if (rc) {
-		host_image_free(op, hp);
-		op->pinned = 0;
-		for (int i = 0; i < 3; i++)
-			if (hst[i])
-				h->ops->free(h, hst[i]);
-		gpt_backend_cpu_free(h);
-		free(h);
-		return gpt_err_prefix(err, "optimizer offload");
-	}
-	for (int i = 0; i < 3; i++)
-		if (*dev[i]) {
-			be->ops->free(be, *dev[i]);
-			*dev[i] = hst[i];
-		}
 	op->host = h;
 	op->sb = h;
-	op->hparams = hp;
-	op->hgrads = hg;
-	return 0;
+	static const char *const needed[] = {"adamw", "convert", "zero", NULL};
+	rc = gpt_backend_require(h, needed, err);
+	if (!rc) {
+		op->hparams = host_image(op, n * es, "offloaded parameters", err);
+		op->hgrads = op->hparams ? host_image(op, n * es, "offloaded gradients", err) : NULL;
+		rc = op->hgrads ? 0 : err->code;
+	}
+	return rc ? gpt_err_prefix(err, "optimizer offload") : 0;
 }
 
 int gpt_optimizer_grad_sumsq(gpt_optimizer *op, double *sumsq, gpt_err *err)

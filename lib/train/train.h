@@ -80,7 +80,7 @@ typedef struct gpt_optimizer {
 	double beta1, beta2, eps, weight_decay;
 	int64_t t;          /* updates made */
 	/* Where master, exp_avg and exp_avg_sq live: the model's backend, or
-	 * after gpt_optimizer_offload a CPU backend in host memory, with host
+	 * with offload a CPU backend in host memory, with host
 	 * images of the range's parameters and gradients (pinned on CUDA). */
 	gpt_backend *sb;
 	gpt_backend *host;
@@ -92,10 +92,16 @@ typedef struct gpt_optimizer {
  * (0, m->n_alloc) or one rank's shard under ZeRO sharding. params and grads
  * point at element `begin` of where the parameters and gradients of the
  * range live; NULL takes the model's whole buffers. The master weights (16-bit
- * parameters) start as the parameters found there. */
+ * parameters) start as the parameters found there.
+ * offload (ZeRO-Offload, Distributed.sharding.sharding_offload on a GPU):
+ * the state (fp32 master weights, exp_avg, exp_avg_sq) lives in host memory,
+ * made there (never on the device), and every step runs AdamW on a CPU
+ * backend: the range's gradients come down, the updated parameters go back
+ * up. The device keeps only the parameters and gradients. Ignored for a
+ * model on the CPU backend, whose memory is host memory already. */
 int gpt_optimizer_init(gpt_optimizer *op, gpt_model *m, int64_t begin, int64_t end, void *params,
 		       void *grads, double beta1, double beta2, double eps, double weight_decay,
-		       gpt_err *err);
+		       int offload, gpt_err *err);
 void gpt_optimizer_free(gpt_optimizer *op);
 /* The sum of squares of the gradients in [begin, end) (a shard's part of
  * the global norm: the caller adds the parts of the shards and scales);
@@ -104,13 +110,6 @@ int gpt_optimizer_grad_sumsq(gpt_optimizer *op, double *sumsq, gpt_err *err);
 /* One update of [begin, end) with learning rate lr; gradients are multiplied
  * by grad_scale (1/loss_scale times the clipping factor) first. */
 int gpt_optimizer_step(gpt_optimizer *op, double lr, double grad_scale, gpt_err *err);
-/* ZeRO-Offload (Distributed.sharding.sharding_offload on a GPU): moves the
- * optimizer state (fp32 master weights, exp_avg, exp_avg_sq) of the range
- * to host memory, where every later step runs AdamW on the CPU backend:
- * the range's gradients come down, the updated parameters go back up. The
- * device keeps only the parameters and gradients. A no-op for a model on
- * the CPU backend, whose memory is host memory already. */
-int gpt_optimizer_offload(gpt_optimizer *op, gpt_err *err);
 
 /* Pipeline schedules: the forward and backward passes one pipeline rank
  * makes in a step, in order. FThenB (GPipe: every forward, then every

@@ -132,9 +132,7 @@ static int setup_model(trainer *tr, gpt_err *err)
 		rc = gpt_optimizer_init(&tr->opt, &tr->model, tr->sh_rank * tr->shard,
 					(tr->sh_rank + 1) * tr->shard, tr->pshard, tr->gshard, cfg->optimizer.beta1,
 					cfg->optimizer.beta2, cfg->optimizer.epsilon,
-					cfg->optimizer.weight_decay, err);
-	if (!rc && cfg->distributed.sharding.sharding_offload)
-		rc = gpt_optimizer_offload(&tr->opt, err);
+					cfg->optimizer.weight_decay, cfg->distributed.sharding.sharding_offload, err);
 	return rc;
 }
 

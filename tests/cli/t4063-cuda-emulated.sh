@@ -9,7 +9,9 @@
 # one of the two orders); the shm collectives on device buffers
 # (test-comm-stage); the GPU training layouts of t4060 (dp2, mp2, pp2,
 # sharding2 stage 3, offload, overlapped buckets, resume; 2 steps) and
-# gpt-infer --device cuda (t4061) with the emulated programs. So the
+# gpt-infer --device cuda (t4061) with the emulated programs; the peak
+# device memory of gpt-train with and without the optimizer state
+# offloaded against its memory line (EMU_MEM_PEAK). So the
 # kernels' indexing, tiling, barriers and launch configurations, and the
 # host code's handling of device memory, are checked by every `make test`;
 # what only a GPU shows (its arithmetic, memory model, streams and speed)
@@ -78,6 +80,44 @@ gpu_script () { # name what
 	"
 }
 mkdir bin && ln -s "$EMU/gpt-train" "$EMU/gpt-infer" bin/
+
+# Peak device memory (EMU_MEM_PEAK: the emulator's count of device bytes
+# allocated) against what gpt-train's memory line says it allocates, fp16
+# with recompute as the 1.3B seed config trains: with the optimizer state
+# offloaded the device never holds it, not even while it is set up, so the
+# peak falls by the whole state (fp32 master weights, exp_avg, exp_avg_sq).
+# Each peak is the line's total plus the cuBLASLt workspace (32 MiB) and a
+# little scratch.
+test_expect_success 'offloaded optimizer state never lies on the device: its bytes leave the peak' '
+	mkdir mem &&
+	gpt-preprocess -t bytes -o mem/lic /usr/share/common-licenses/* &&
+	for off in False True; do
+		EMU_MEM_PEAK=1 bin/gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" -o Global.device=gpu \
+			-o Data.Train.dataset.input_dir=mem/lic -o Data.Eval.dataset.input_dir=mem/lic \
+			-o Data.Train.dataset.split=15,2,0 -o Data.Eval.dataset.split=15,2,0 \
+			-o Model.hidden_size=32 -o Model.num_attention_heads=2 -o Model.max_position_embeddings=16 \
+			-o Data.Train.dataset.max_seq_len=16 -o Data.Eval.dataset.max_seq_len=16 \
+			-o Global.global_batch_size=2 -o Global.micro_batch_size=2 -o Engine.eval_freq=0 \
+			-o Engine.test_iters=0 -o Engine.max_steps=2 -o Engine.save_load.save_steps=0 \
+			-o Engine.save_load.save_epoch=0 -o Engine.save_load.output_dir=mem/out-$off \
+			-o Engine.mix_precision.use_pure_fp16=True -o Model.use_recompute=True \
+			-o Distributed.sharding.sharding_offload=$off >mem/$off.log 2>&1 ||
+			{ cat mem/$off.log; exit 1; }
+		sed -n "s/.*memory: parameters.* total .* (\([0-9]*\) bytes).*/\1/p" mem/$off.log >mem/$off.total &&
+		sed -n "s/^emu: device memory peak \([0-9]*\) bytes$/\1/p" mem/$off.log >mem/$off.peak &&
+		echo "offload $off: device total $(cat mem/$off.total), emulated peak $(cat mem/$off.peak)" &&
+		test -s mem/$off.total && test -s mem/$off.peak || exit 1
+	done &&
+	test_grep "optimizer state offloaded to host memory" mem/True.log &&
+	awk -v t0="$(cat mem/False.total)" -v p0="$(cat mem/False.peak)" \
+		-v t1="$(cat mem/True.total)" -v p1="$(cat mem/True.peak)" "BEGIN {
+		ws = 32 * 1048576; slack = 65536
+		if (t0 - t1 < 100000) { print \"the state is only \" t0 - t1 \" bytes\"; exit 1 }
+		if (p0 > t0 + ws + slack || p1 > t1 + ws + slack) { print \"a peak above its total\"; exit 1 }
+		if (p0 - p1 < t0 - t1) { print \"the peak fell by \" p0 - p1 \" bytes, not the state: \" t0 - t1; exit 1 }
+	}"
+'
+
 gpu_script t4060 'dp2, mp2, pp2 and sharding2 stage 3 on the emulated GPU equal one rank; resume is bit for bit'
 gpu_script t4061 'gpt-infer --device cuda: fp32, bf16, fp16 and int8 weights as on the CPU'
 

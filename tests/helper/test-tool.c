@@ -171,7 +171,7 @@ static int model_ref(const char *in, const char *out, gpt_err *err)
 		rc = gpt_optimizer_init(&op, &m, 0, m.n_alloc, NULL, NULL, json_real_value(json_object_get(cfg, "beta1")),
 					json_real_value(json_object_get(cfg, "beta2")),
 					json_number_value(json_object_get(cfg, "epsilon")),
-					json_number_value(json_object_get(cfg, "weight_decay")), err);
+					json_number_value(json_object_get(cfg, "weight_decay")), 0, err);
 	int steps = (int)json_integer_value(json_object_get(cfg, "steps"));
 	double clip = json_number_value(json_object_get(cfg, "grad_clip"));
 	for (int k = 1; !rc && k <= steps && k < 64; k++) {

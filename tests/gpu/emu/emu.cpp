@@ -325,9 +325,24 @@ extern "C" int gpt_cuda_device_id(int, char out[48], gpt_err *) { snprintf(out, 
 struct dev_block {
 	size_t n; /* the bytes device work may touch */
 	bool open; /* readable, until the device work ends */
+	size_t asked; /* the bytes cudaMalloc was asked for (at least 1) */
 };
 static std::mutex dev_mu;
 static std::map<uintptr_t, dev_block> dev_blocks; /* by start */
+/* The device bytes allocated (as asked for) now and at most so far: with
+ * EMU_MEM_PEAK set, the most is reported on stderr at exit, as "emu: device
+ * memory peak N bytes", so a test can hold a program's peak against what
+ * it says it allocates (a GPU's nvidia-smi shows the same peak, plus the
+ * CUDA context and the allocator's rounding). */
+static size_t dev_live, dev_peak;
+static void dev_peak_report(void)
+{
+	fprintf(stderr, "emu: device memory peak %zu bytes\n", dev_peak);
+}
+static int dev_peak_set = [] {
+	const char *e = getenv("EMU_MEM_PEAK");
+	return e && *e ? atexit(dev_peak_report) : 0;
+}();
 static int dev_depth;
 static void dev_protect(void *p, size_t n, int prot)
 {
@@ -415,7 +430,11 @@ extern "C" void *gpt_cuda_malloc(size_t bytes, const char *, gpt_err *)
 	memset(p, 0xA5, n);
 	std::lock_guard<std::mutex> l(dev_mu);
 #endif
-	dev_blocks[(uintptr_t)p] = dev_block{n, false};
+	size_t asked = bytes ? bytes : 1;
+	dev_blocks[(uintptr_t)p] = dev_block{n, false, asked};
+	dev_live += asked;
+	if (dev_live > dev_peak)
+		dev_peak = dev_live;
 	return p;
 }
 extern "C" void gpt_cuda_free(void *p)
@@ -433,6 +452,7 @@ extern "C" void gpt_cuda_free(void *p)
 #else
 	free(p);
 #endif
+	dev_live -= it->second.asked;
 	dev_blocks.erase(it);
 }
 extern "C" int gpt_cuda_ptr_is_device(const void *p)

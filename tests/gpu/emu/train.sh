@@ -15,6 +15,8 @@
 #
 #   tests/gpu/emu/train.sh [TEST...]     default: test-comm-stage t4060
 #   EMU_SAN=thread|address tests/gpu/emu/train.sh ...   under a sanitizer (run.sh)
+#   EMU_MEM_PEAK=1 build/emu/gpt-train ...   says its peak device memory (the
+#                                        bytes allocated) on stderr at exit
 set -eu
 cd "$(dirname "$0")/../../.."
 tests/gpu/emu/build.sh gpt-train gpt-infer test-comm-stage
