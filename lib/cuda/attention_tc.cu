@@ -1,27 +1,30 @@
 /* Causal attention on the tensor cores for bf16 and fp16 storage: the same
  * op, semantics and saved statistics as attention.cu (which dispatches here
- * when gpt_cuda_attention_tensor_cores), with the products on WMMA tiles.
+ * when gpt_cuda_attention_tensor_cores), in the manner of FlashAttention-2.
  *
- * Products: nvcuda::wmma 16x16x16 tiles, bf16/fp16 operands, fp32
- * accumulators, used only in layout-agnostic ways (load, store, mma, fill
- * and uniform scaling), so the code makes no assumption about which lane
- * holds which element. Everything row-wise (the causal mask, maxima,
- * exponentials, dropout, row sums) runs on ordinary threads over a score
- * tile stored to shared memory; the probabilities (or their gradients) are
- * rounded to the storage dtype there and loaded back as an A operand, as
- * in FlashAttention. Softmax statistics, the output and the gradients
- * accumulate in fp32; 1/sqrt(HS) scales the scores in fp32.
+ * Products: PTX mma.sync m16n8k16 (bf16/fp16 operands, fp32 accumulators;
+ * sm_80 and later), whose operand and result registers have a fixed layout
+ * over the lanes (mma() below). A warp owns 16 rows; its score tile (16 x 64)
+ * lives in the accumulator registers, where the causal mask, the online
+ * softmax, dropout and the row statistics (two quad shuffles) are applied
+ * in place; the probabilities (or their gradients) are rounded to the
+ * storage dtype and repacked, register to register, as the A operand of the
+ * next product, as in FlashAttention. Softmax statistics, the output and
+ * the gradients accumulate in fp32; 1/sqrt(HS) scales the scores in fp32,
+ * and exponentials are exp2 of log2(e)-scaled differences.
  *
  * Blocks of 4 warps own 64 query rows (or 64 keys), 16 per warp, and walk
- * 64-wide tiles of the other side up to the diagonal; a warp's rows are
- * processed by its own lanes (two per row), so a tile costs two block
- * barriers (for the shared K/V or Q/dO tile) and otherwise warp barriers.
- * The head dimension is padded with zeros to W = 32, 64 or 128 (NF = W/16
- * accumulator tiles per warp); products skip the padding.
+ * 64-wide tiles of the other side up to the diagonal, each tile loaded once
+ * into shared memory for the block (two barriers a tile). Operands come
+ * from shared memory as 32-bit words (rows padded by 16 bytes, so the 32
+ * lanes of a fragment load hit 32 banks); an operand needed transposed (V
+ * in O += P V, K in dQ += dS K, Q and dO in dK and dV) is read as two
+ * 16-bit halves from consecutive rows. The head dimension is padded with
+ * zeros to W = 32, 64 or 128; products skip the padding.
  *   forward   grid (B*NH, T/64), the longest query tiles first: S = Q K^T,
- *             online softmax (the output tiles, kept in registers, are
- *             rescaled through shared memory when a row's maximum moves),
- *             O += P V; writes O / l and lse = m + log l per row.
+ *             online softmax (the output rows rescaled in registers when
+ *             their maximum moves), O += P V; writes O / l and
+ *             lse = m + log l per row.
  *   dq        grid (B*NH, T/64): per query tile, a first walk over the keys
  *             finds D_i = sum_j p_ij dp_ij (dp: the dropped probabilities'
  *             gradient; the op has no O, so D is not rowsum(dO * O)), a
@@ -34,36 +37,147 @@
  * results are the same bits on every run. Dropout factors come from keep()
  * (attention.cuh), the CPU's Philox coordinates. Nothing T x T is stored.
  *
- * Shared memory per block (16-bit storage) at W = 64: forward 53 KiB, dq
- * 79 KiB, dkv 88.5 KiB; at W = 128: 93, 111 and 120.5 KiB (above 48 KiB,
- * asked for with cudaFuncSetAttribute). On an H100 at HS = 64 (ptxas for
- * sm_90: about 168 registers a thread in each kernel) that is 3 forward
- * blocks per SM (12 warps, register-bound) and 2 backward blocks (8 warps,
- * shared-memory-bound). Limits: head sizes that are multiples of 16 up to
- * 128 (others, and fp32 storage, use attention.cu). Tiles are copied 16
- * bytes at a time when qkv and dout are 16-byte aligned, element by element
- * otherwise. */
+ * Shared memory per block (16-bit storage): 3 (forward) or 4 (dq, dkv)
+ * tiles of 64 x (W + 8) elements: 27 and 36 KiB at W = 64, 51 and 68 KiB
+ * at W = 128 (above 48 KiB asked for with cudaFuncSetAttribute). Limits:
+ * head sizes that are multiples of 16 up to 128 (others, and fp32 storage,
+ * use attention.cu). Tiles are copied 16 bytes at a time when qkv and dout
+ * are 16-byte aligned, element by element otherwise. tests/gpu/emu's mma.h
+ * carries the product for the CPU emulation. */
 #include "cuda/attention.cuh"
 
 #include <math.h>
-#include <mma.h>
-
-using namespace nvcuda;
+#include <string.h>
+#ifdef GPT_CUDA_EMULATED
+#include <mma.h> /* emu::mma_m16n8k16 */
+#endif
 
 #define BQ 64             /* query rows per tile */
 #define BK 64             /* keys per tile */
 #define NTHR 128          /* 4 warps, 16 rows each */
-#define LP (BK + 8)       /* row stride (elements) of a 16-bit probability tile */
-#define LS (BK + 4)       /* row stride of an fp32 score tile */
+#define NT (BK / 8)       /* 8-wide column tiles of a score tile */
+#define KT (BK / 16)      /* 16-wide steps over a score tile's columns */
+#define L2E 1.4426950408889634f /* log2(e) */
 
-typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc_t;
-template <class E> using a_row = wmma::fragment<wmma::matrix_a, 16, 16, 16, E, wmma::row_major>;
-template <class E> using b_row = wmma::fragment<wmma::matrix_b, 16, 16, 16, E, wmma::row_major>;
-template <class E> using b_col = wmma::fragment<wmma::matrix_b, 16, 16, 16, E, wmma::col_major>;
+typedef uint32_t u32;
+
+/* d += A B for a warp: A 16x16 (a[0..3]), B 16x8 (b0, b1), fp32 d[0..3].
+ * Lane l, g = l / 4, t = l % 4 holds a[0] = A(g, 2t..2t+1), a[1] =
+ * A(g+8, 2t..), a[2] = A(g, 2t+8..), a[3] = A(g+8, 2t+8..); b0 =
+ * B(2t..2t+1, g), b1 = B(2t+8.., g); d = D(g, 2t), D(g, 2t+1), D(g+8, 2t),
+ * D(g+8, 2t+1). The lower half of a register is the lower index. */
+template <class E> __device__ __forceinline__ void mma(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1);
+#ifdef GPT_CUDA_EMULATED
+template <> __device__ __forceinline__ void mma<__nv_bfloat16>(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1)
+{
+	u32 b[2] = {b0, b1};
+	emu::mma_m16n8k16<__nv_bfloat16>(d, a, b);
+}
+template <> __device__ __forceinline__ void mma<__half>(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1)
+{
+	u32 b[2] = {b0, b1};
+	emu::mma_m16n8k16<__half>(d, a, b);
+}
+#else
+template <> __device__ __forceinline__ void mma<__nv_bfloat16>(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1)
+{
+	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+		     "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+		     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+		     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <> __device__ __forceinline__ void mma<__half>(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1)
+{
+	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+		     "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+		     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+		     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+#endif
+
+/* lo and hi rounded to E, lo in the lower half */
+template <class E> __device__ __forceinline__ u32 pack2(float lo, float hi)
+{
+	E v[2];
+	gpt_st(v, lo);
+	gpt_st(v + 1, hi);
+	u32 r;
+	memcpy(&r, v, sizeof r);
+	return r;
+}
+
+/* the two elements at p (4-byte aligned) as one register */
+template <class E> __device__ __forceinline__ u32 ld2(const E *p)
+{
+	return *(const u32 *)p;
+}
+
+/* p[0] and p[ld] as one register, p[0] in the lower half */
+template <class E> __device__ __forceinline__ u32 ld2t(const E *p, int ld)
+{
+	const uint16_t *h = (const uint16_t *)p;
+	return (u32)h[0] | (u32)h[ld] << 16;
+}
+
+/* A operand of k step kk from a row-major tile x (16 rows, stride ld) */
+template <class E> __device__ __forceinline__ void lda(u32 (&a)[4], const E *x, int ld, int kk)
+{
+	int g = (threadIdx.x % 32) >> 2, t = threadIdx.x & 3;
+	const E *p = x + g * ld + kk * 16 + 2 * t;
+	a[0] = ld2(p);
+	a[1] = ld2(p + 8 * ld);
+	a[2] = ld2(p + 8);
+	a[3] = ld2(p + 8 * ld + 8);
+}
+
+/* d += A B^T[n0 .. n0+8) for k step kk: B^T's rows at y (stride ld) hold
+ * B's columns, contiguous in k */
+template <class E>
+__device__ __forceinline__ void mma_bt(float (&d)[4], const u32 (&a)[4], const E *y, int ld, int n0, int kk)
+{
+	int g = (threadIdx.x % 32) >> 2, t = threadIdx.x & 3;
+	const E *p = y + (n0 + g) * ld + kk * 16 + 2 * t;
+	mma<E>(d, a, ld2(p), ld2(p + 8));
+}
+
+/* d += A B[:, n0 .. n0+8) for k step kk: B's rows at m (stride ld), its
+ * columns read as halves of consecutive rows */
+template <class E>
+__device__ __forceinline__ void mma_b(float (&d)[4], const u32 (&a)[4], const E *m, int ld, int n0, int kk)
+{
+	int g = (threadIdx.x % 32) >> 2, t = threadIdx.x & 3;
+	const E *p = m + (kk * 16 + 2 * t) * ld + n0 + g;
+	mma<E>(d, a, ld2t(p, ld), ld2t(p + 8 * ld, ld));
+}
+
+/* A operands of a 16 x 64 tile in accumulator layout (s[n]: columns
+ * [8n, 8n + 8)), rounded to E: k step kk is column tiles 2kk and 2kk + 1 */
+template <class E> __device__ __forceinline__ void repack(u32 (&pa)[KT][4], const float (&s)[NT][4])
+{
+#pragma unroll
+	for (int kk = 0; kk < KT; kk++) {
+		pa[kk][0] = pack2<E>(s[2 * kk][0], s[2 * kk][1]);
+		pa[kk][1] = pack2<E>(s[2 * kk][2], s[2 * kk][3]);
+		pa[kk][2] = pack2<E>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+		pa[kk][3] = pack2<E>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+	}
+}
+
+/* the maximum (or sum) over the 4 lanes of a row's quad */
+__device__ __forceinline__ float quad_max(float v)
+{
+	v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+	return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+
+__device__ __forceinline__ float quad_sum(float v)
+{
+	v += __shfl_xor_sync(0xffffffffu, v, 1);
+	return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
 
 /* Rows [r0, r0 + 64) of a (T, HS) slice at base with row stride `stride`
- * into a (64, W) tile of row stride W + 8 (16 bytes of padding, which
- * spreads the rows over the banks), zeros past T and past HS. */
+ * into a (64, W) tile of row stride W + 8, zeros past T and past HS. */
 template <class E, int W>
 __device__ static void load_tile(E *tile, const E *base, int64_t stride, int64_t r0,
 				 const attn_args &a, int vec)
@@ -103,279 +217,257 @@ __device__ static void load_kv(E *ks, E *vs, const E *base, int64_t j0, const at
 	__syncthreads();
 }
 
-/* acc = A B for a warp: A the 16 rows at a (row stride lda), B^T the 16
- * rows at b (row stride ldb), over kf 16-wide steps, then scaled. */
-template <class E>
-__device__ __forceinline__ void mm_abt(acc_t &acc, const E *a, int lda, const E *b, int ldb,
-				       int kf, float scale)
-{
-	wmma::fill_fragment(acc, 0.0f);
-	for (int k = 0; k < kf; k++) {
-		a_row<E> fa;
-		b_col<E> fb;
-		wmma::load_matrix_sync(fa, a + k * 16, lda);
-		wmma::load_matrix_sync(fb, b + k * 16, ldb);
-		wmma::mma_sync(acc, fa, fb, acc);
-	}
-	for (int e = 0; e < acc.num_elements; e++)
-		acc.x[e] *= scale;
-}
-
-/* The backward's two products for a warp, over the 16-wide column blocks
- * [c0, c1): s = sc x y^T (scores) and dp = g z^T (their dropped
- * probabilities' gradients), stored at row stride LS; x and g are the
- * warp's 16 rows, y and z the other side's tiles, all at row stride le. */
-template <class E>
-__device__ static void score_grads(float *s, float *dp, const E *x, const E *y, const E *g,
-				   const E *z, int le, int c0, int c1, int kf, float sc)
-{
-	for (int c = c0; c < c1; c++) {
-		acc_t st, dt;
-		mm_abt(st, x, le, y + c * 16 * le, le, kf, sc);
-		wmma::store_matrix_sync(s + c * 16, st, LS, wmma::mem_row_major);
-		mm_abt(dt, g, le, z + c * 16 * le, le, kf, 1.0f);
-		wmma::store_matrix_sync(dp + c * 16, dt, LS, wmma::mem_row_major);
-	}
-}
-
-/* acc[d] += A M[:, 16d, 16d + 16) for a warp and each of the kf head
- * tiles: A the 16 rows at a (row stride lda), columns [16 k0, 16 k1), a
- * probability tile or its gradient; M rows [16 k0, 16 k1) at m (row stride
- * ldm), a value, key, query or output gradient tile. */
-template <class E, int NF>
-__device__ __forceinline__ void mm_ab_add(acc_t (&acc)[NF], const E *a, int lda, const E *m,
-					  int ldm, int k0, int k1, int kf)
-{
-	for (int kk = k0; kk < k1; kk++) {
-		a_row<E> fa;
-		wmma::load_matrix_sync(fa, a + kk * 16, lda);
-		for (int d = 0; d < NF; d++)
-			if (d < kf) {
-				b_row<E> fm;
-				wmma::load_matrix_sync(fm, m + kk * 16 * ldm + d * 16, ldm);
-				wmma::mma_sync(acc[d], fa, fm, acc[d]);
-			}
-	}
-}
-
-/* Writes a warp's 16 rows of fp32 results at buf (row stride ld) to dst
- * (row stride stride) for the rows below T, scaled per row by rs (or 1). */
-template <class E>
-__device__ static void write_rows(E *dst, int64_t stride, const float *buf, int ld,
-				  int64_t row0, const float *rs, const attn_args &a)
-{
-	int HS = (int)a.HS;
-	for (int e = threadIdx.x % 32; e < 16 * HS; e += 32) {
-		int rr = e / HS, d = e % HS;
-		if (row0 + rr < a.T)
-			gpt_st(dst + rr * stride + d, buf[rr * ld + d] * (rs ? rs[rr] : 1.0f));
-	}
-}
-
 /* Where a query-tile kernel (forward, dq) works: head bh = b * NH + h; the
- * tile's first row i0, the longest tiles first; warp `warp` of the block
- * owns 16 of its rows, two lanes a row (r, and hf for the half of the
- * columns), so this lane's row is i and the warp's last wlast; jend is the
- * last key any row of the tile sees; kf the 16-wide steps of the head; Cl
- * and C3 the row strides of the output and of qkv. */
+ * tile's first row i0, the longest tiles first; the warp's first row r0
+ * and this lane's two rows ri[0], ri[1] (g and g + 8 of the warp's 16);
+ * jend the last key any row of the tile sees; kf the 16-wide steps of the
+ * head; Cl and C3 the row strides of the output and of qkv. */
 struct q_place {
-	int64_t bh, b, h, i0, i, wlast, jend, Cl, C3;
-	int warp, r, hf, kf;
+	int64_t bh, b, h, i0, r0, ri[2], jend, Cl, C3;
+	int t, kf;
 };
 
 __device__ static q_place q_place_of(const attn_args &a)
 {
 	q_place p;
+	int lane = threadIdx.x % 32;
 	p.bh = blockIdx.x;
 	p.b = p.bh / a.NH;
 	p.h = p.bh % a.NH;
 	p.i0 = (int64_t)(gridDim.y - 1 - blockIdx.y) * BQ;
-	p.warp = threadIdx.x / 32;
-	p.r = (threadIdx.x % 32) >> 1;
-	p.hf = threadIdx.x & 1;
+	p.r0 = p.i0 + threadIdx.x / 32 * 16;
+	p.ri[0] = p.r0 + (lane >> 2);
+	p.ri[1] = p.ri[0] + 8;
+	p.t = lane & 3;
 	p.kf = (int)(a.HS / 16);
 	p.Cl = a.NH * a.HS;
 	p.C3 = 3 * p.Cl;
-	p.i = p.i0 + p.warp * 16 + p.r;
-	p.wlast = p.i0 + p.warp * 16 + 15;
 	p.jend = p.i0 + BQ - 1 < a.T - 1 ? p.i0 + BQ - 1 : a.T - 1;
 	return p;
 }
 
-template <class E, int NF>
+/* The 8-wide column tiles of the key tile at j0 that reach rows up to last */
+__device__ __forceinline__ int tiles_to(int64_t last, int64_t j0)
+{
+	int64_t n = (last - j0) / 8 + 1;
+	return n < NT ? (int)n : NT;
+}
+
+/* s[n] = X Y^T for the warp's 16 rows x (stride ld, row-major) and the
+ * column tiles n < nt of the tile y, over kf 16-wide steps of the head */
+template <class E, int W>
+__device__ __forceinline__ void scores(float (&s)[NT][4], const E *x, const E *y, int ld, int nt, int kf)
+{
+#pragma unroll
+	for (int n = 0; n < NT; n++)
+		s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+	for (int kk = 0; kk < W / 16; kk++)
+		if (kk < kf) {
+			u32 xa[4];
+			lda(xa, x, ld, kk);
+#pragma unroll
+			for (int n = 0; n < NT; n++)
+				if (n < nt)
+					mma_bt<E>(s[n], xa, y, ld, n * 8, kk);
+		}
+}
+
+/* acc[d] += P M for the warp: P in registers (k steps kk < nk of 16 keys or
+ * queries), M the tile m (stride ld) whose rows they index; the head's
+ * column tiles below HS */
+template <class E, int W>
+__device__ __forceinline__ void accumulate(float (&acc)[W / 8][4], const u32 (&pa)[KT][4], int k0, int nk,
+					   const E *m, int ld, int64_t HS)
+{
+#pragma unroll
+	for (int kk = 0; kk < KT; kk++)
+		if (kk >= k0 && kk < nk)
+#pragma unroll
+			for (int d = 0; d < W / 8; d++)
+				if (d * 8 < HS)
+					mma_b<E>(acc[d], pa[kk], m, ld, d * 8, kk);
+}
+
+/* Writes the warp's accumulated rows (two a lane: rows[0], rows[1]) to dst
+ * (row rr at dst + rr * stride, the lane's columns 8d + 2t, 8d + 2t + 1)
+ * for rows below T, each times its factor f. */
+template <class E, int W>
+__device__ __forceinline__ void write_acc(E *dst, int64_t stride, const float (&acc)[W / 8][4],
+					  const int64_t (&rows)[2], const float (&f)[2], int t,
+					  const attn_args &a)
+{
+#pragma unroll
+	for (int hr = 0; hr < 2; hr++)
+		if (rows[hr] < a.T)
+#pragma unroll
+			for (int d = 0; d < W / 8; d++)
+				if (d * 8 < a.HS) {
+					E *o = dst + rows[hr] * stride + d * 8 + 2 * t;
+					gpt_st(o, acc[d][2 * hr] * f[hr]);
+					gpt_st(o + 1, acc[d][2 * hr + 1] * f[hr]);
+				}
+}
+
+template <class E, int W>
 __global__ static void __launch_bounds__(NTHR)
 	tc_fwd_kernel(E *out, float *lse, const E *qkv, attn_args a, int vec)
 {
 	extern __shared__ float sh[];
-	const int W = NF * 16, LE = W + 8, LO = (W > BK ? W : BK) + 4;
-	E *qs = (E *)sh, *ks = qs + BQ * LE, *vs = ks + BK * LE, *ps = vs + BK * LE;
-	float *ss = (float *)(ps + BQ * LP), *linv = ss + BQ * LO;
-	const auto [bh, b, h, i0, i, wlast, jend, Cl, C3, warp, r, hf, kf] = q_place_of(a);
+	const int LE = W + 8;
+	E *qs = (E *)sh, *ks = qs + BQ * LE, *vs = ks + BK * LE;
+	const auto [bh, b, h, i0, r0, ri, jend, Cl, C3, t, kf] = q_place_of(a);
 	const E *base = qkv + b * a.T * C3 + h * a.HS;
-	const E *qw = qs + warp * 16 * LE;
-	float *sw = ss + warp * 16 * LO;
-	E *pw = ps + warp * 16 * LP;
+	const E *qw = qs + (r0 - i0) * LE;
 	load_tile<E, W>(qs, base, C3, i0, a, vec);
-	acc_t o[NF];
-	for (int d = 0; d < NF; d++)
-		wmma::fill_fragment(o[d], 0.0f);
-	float m = -INFINITY, l = 0.0f;
+	float o[W / 8][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+#pragma unroll
+	for (int d = 0; d < W / 8; d++)
+		o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.0f;
 	for (int64_t j0 = 0; j0 <= jend; j0 += BK) {
 		load_kv<E, W>(ks, vs, base, j0, a, vec);
-		/* the 16-key column blocks that reach this warp's rows */
-		int nc = (int)((wlast - j0) / 16 + 1);
-		nc = nc < BK / 16 ? nc : BK / 16;
-		for (int c = 0; c < nc; c++) {
-			acc_t s;
-			mm_abt(s, qw, LE, ks + c * 16 * LE, LE, kf, a.sc);
-			wmma::store_matrix_sync(sw + c * 16, s, LO, wmma::mem_row_major);
-		}
-		__syncwarp();
-		float mx = -INFINITY;
-		for (int c = hf; c < nc * 16; c += 2)
-			if (j0 + c <= i)
-				mx = fmaxf(mx, sw[r * LO + c]);
-		mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-		float mn = fmaxf(m, mx), sum = 0.0f;
-		float corr = i < a.T ? expf(m - mn) : 1.0f;
-		for (int c = hf; c < nc * 16; c += 2) {
-			int64_t j = j0 + c;
-			float p = 0.0f, pd = 0.0f;
-			if (j <= i && i < a.T) {
-				p = expf(sw[r * LO + c] - mn);
-				pd = p * keep(a, b, h, i, j);
+		if (r0 >= a.T)
+			continue;
+		int nt = tiles_to(r0 + 15, j0);
+		float s[NT][4];
+		scores<E, W>(s, qw, ks, LE, nt, kf);
+		float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+		for (int n = 0; n < NT; n++)
+#pragma unroll
+			for (int q = 0; q < 4; q++) {
+				int64_t i = ri[q >> 1], j = j0 + n * 8 + 2 * t + (q & 1);
+				float v = n < nt && j <= i && i < a.T ? s[n][q] * a.sc : -INFINITY;
+				s[n][q] = v;
+				mx[q >> 1] = fmaxf(mx[q >> 1], v);
 			}
-			sum += p;
-			gpt_st(pw + r * LP + c, pd);
+		float mu[2];
+#pragma unroll
+		for (int hr = 0; hr < 2; hr++) {
+			float mn = fmaxf(m[hr], quad_max(mx[hr]));
+			mu[hr] = mn == -INFINITY ? 0.0f : mn; /* a row with no key yet */
+			float corr = exp2f((m[hr] - mu[hr]) * L2E);
+			m[hr] = mn;
+			l[hr] *= corr;
+#pragma unroll
+			for (int d = 0; d < W / 8; d++) {
+				o[d][2 * hr] *= corr;
+				o[d][2 * hr + 1] *= corr;
+			}
 		}
-		sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-		l = l * corr + sum;
-		if (i < a.T)
-			m = mn;
-		int rescale = j0 > 0 && gpt_warp_max(corr != 1.0f ? 1.0f : 0.0f) > 0.0f;
-		__syncwarp();
-		if (rescale) { /* the accumulated rows times corr, through shared memory */
-			for (int d = 0; d < NF; d++)
-				if (d < kf)
-					wmma::store_matrix_sync(sw + d * 16, o[d], LO, wmma::mem_row_major);
-			__syncwarp();
-			for (int c = hf; c < kf * 16; c += 2)
-				sw[r * LO + c] *= corr;
-			__syncwarp();
-			for (int d = 0; d < NF; d++)
-				if (d < kf)
-					wmma::load_matrix_sync(o[d], sw + d * 16, LO, wmma::mem_row_major);
-		}
-		mm_ab_add(o, pw, LP, vs, LE, 0, nc, kf);
+#pragma unroll
+		for (int n = 0; n < NT; n++)
+#pragma unroll
+			for (int q = 0; q < 4; q++) {
+				float p = exp2f((s[n][q] - mu[q >> 1]) * L2E);
+				l[q >> 1] += p;
+				if (a.drop)
+					p *= keep(a, b, h, ri[q >> 1], j0 + n * 8 + 2 * t + (q & 1));
+				s[n][q] = p;
+			}
+		u32 pa[KT][4];
+		repack<E>(pa, s);
+		accumulate<E, W>(o, pa, 0, (nt + 1) / 2, vs, LE, a.HS);
 	}
-	__syncwarp();
-	for (int d = 0; d < NF; d++)
-		if (d < kf)
-			wmma::store_matrix_sync(sw + d * 16, o[d], LO, wmma::mem_row_major);
-	if (hf == 0) {
-		linv[warp * 16 + r] = i < a.T ? 1.0f / l : 0.0f;
-		if (i < a.T)
-			lse[bh * a.T + i] = m + logf(l);
+	float f[2];
+#pragma unroll
+	for (int hr = 0; hr < 2; hr++) {
+		float lt = quad_sum(l[hr]);
+		f[hr] = lt > 0.0f ? 1.0f / lt : 0.0f;
+		if (t == 0 && ri[hr] < a.T)
+			lse[bh * a.T + ri[hr]] = m[hr] + logf(lt);
 	}
-	__syncwarp();
-	write_rows(out + (b * a.T + i0 + warp * 16) * Cl + h * a.HS, Cl, sw, LO, i0 + warp * 16,
-		   linv + warp * 16, a);
+	write_acc<E, W>(out + b * a.T * Cl + h * a.HS, Cl, o, ri, f, t, a);
 }
 
-template <class E, int NF>
+template <class E, int W>
 __global__ static void __launch_bounds__(NTHR)
 	tc_dq_kernel(E *dqkv, float *Dv, const E *dout, const E *qkv, const float *lse,
 		     attn_args a, int vec)
 {
 	extern __shared__ float sh[];
-	const int W = NF * 16, LE = W + 8, LO = W + 4;
+	const int LE = W + 8;
 	E *qs = (E *)sh, *gs = qs + BQ * LE, *ks = gs + BQ * LE, *vs = ks + BK * LE;
-	E *dss = vs + BK * LE;
-	float *ss = (float *)(dss + BQ * LP), *dps = ss + BQ * LS;
-	const auto [bh, b, h, i0, i, wlast, jend, Cl, C3, warp, r, hf, kf] = q_place_of(a);
+	const auto [bh, b, h, i0, r0, ri, jend, Cl, C3, t, kf] = q_place_of(a);
 	const E *base = qkv + b * a.T * C3 + h * a.HS;
-	const E *qw = qs + warp * 16 * LE, *gw = gs + warp * 16 * LE;
-	float *sw = ss + warp * 16 * LS, *dpw = dps + warp * 16 * LS;
-	E *dsw = dss + warp * 16 * LP;
+	const E *qw = qs + (r0 - i0) * LE, *gw = gs + (r0 - i0) * LE;
 	load_tile<E, W>(qs, base, C3, i0, a, vec);
 	load_tile<E, W>(gs, dout + b * a.T * Cl + h * a.HS, Cl, i0, a, vec);
-	float L = i < a.T ? lse[bh * a.T + i] : 0.0f, D = 0.0f;
-	acc_t dq[NF];
-	for (int d = 0; d < NF; d++)
-		wmma::fill_fragment(dq[d], 0.0f);
+	float L[2], D[2] = {0.0f, 0.0f}, dq[W / 8][4];
+#pragma unroll
+	for (int hr = 0; hr < 2; hr++)
+		L[hr] = ri[hr] < a.T ? lse[bh * a.T + ri[hr]] : 0.0f;
+#pragma unroll
+	for (int d = 0; d < W / 8; d++)
+		dq[d][0] = dq[d][1] = dq[d][2] = dq[d][3] = 0.0f;
 	for (int pass = 0; pass < 2; pass++) {
-		float dpart = 0.0f;
+		float dpart[2] = {0.0f, 0.0f};
 		for (int64_t j0 = 0; j0 <= jend; j0 += BK) {
 			load_kv<E, W>(ks, vs, base, j0, a, vec);
-			int nc = (int)((wlast - j0) / 16 + 1);
-			nc = nc < BK / 16 ? nc : BK / 16;
-			score_grads(sw, dpw, qw, ks, gw, vs, LE, 0, nc, kf, a.sc);
-			__syncwarp();
-			for (int c = hf; c < nc * 16; c += 2) {
-				int64_t j = j0 + c;
-				float ds = 0.0f;
-				if (j <= i && i < a.T) {
-					float p = expf(sw[r * LS + c] - L);
-					float dp = dpw[r * LS + c] * keep(a, b, h, i, j);
-					if (pass == 0)
-						dpart += p * dp;
-					else
-						ds = p * (dp - D);
+			if (r0 >= a.T)
+				continue;
+			int nt = tiles_to(r0 + 15, j0);
+			float s[NT][4], dp[NT][4];
+			scores<E, W>(s, qw, ks, LE, nt, kf);
+			scores<E, W>(dp, gw, vs, LE, nt, kf);
+#pragma unroll
+			for (int n = 0; n < NT; n++)
+#pragma unroll
+				for (int q = 0; q < 4; q++) {
+					int64_t i = ri[q >> 1], j = j0 + n * 8 + 2 * t + (q & 1);
+					float ds = 0.0f;
+					if (n < nt && j <= i && i < a.T) {
+						float p = exp2f((s[n][q] * a.sc - L[q >> 1]) * L2E);
+						float g = a.drop ? dp[n][q] * keep(a, b, h, i, j) : dp[n][q];
+						if (pass == 0)
+							dpart[q >> 1] += p * g;
+						else
+							ds = p * (g - D[q >> 1]);
+					}
+					s[n][q] = ds;
 				}
-				if (pass)
-					gpt_st(dsw + r * LP + c, ds);
-			}
 			if (pass == 0)
 				continue;
-			__syncwarp();
-			mm_ab_add(dq, dsw, LP, ks, LE, 0, nc, kf);
+			u32 da[KT][4];
+			repack<E>(da, s);
+			accumulate<E, W>(dq, da, 0, (nt + 1) / 2, ks, LE, a.HS);
 		}
 		if (pass == 0)
-			D = dpart + __shfl_xor_sync(0xffffffffu, dpart, 1);
+			for (int hr = 0; hr < 2; hr++)
+				D[hr] = quad_sum(dpart[hr]);
 	}
-	/* the fp32 score tiles, now free, hold the results (another row stride) */
-	__syncthreads();
-	float *ow = ss + warp * 16 * LO;
-	for (int d = 0; d < NF; d++)
-		if (d < kf) {
-			for (int e = 0; e < dq[d].num_elements; e++)
-				dq[d].x[e] *= a.sc;
-			wmma::store_matrix_sync(ow + d * 16, dq[d], LO, wmma::mem_row_major);
-		}
-	if (hf == 0 && i < a.T)
-		Dv[bh * a.T + i] = D;
-	__syncwarp();
-	write_rows(dqkv + (b * a.T + i0 + warp * 16) * C3 + h * a.HS, C3, ow, LO, i0 + warp * 16,
-		   (const float *)0, a);
+	if (t == 0)
+		for (int hr = 0; hr < 2; hr++)
+			if (ri[hr] < a.T)
+				Dv[bh * a.T + ri[hr]] = D[hr];
+	const float f[2] = {a.sc, a.sc};
+	write_acc<E, W>(dqkv + b * a.T * C3 + h * a.HS, C3, dq, ri, f, t, a);
 }
 
-template <class E, int NF>
+template <class E, int W>
 __global__ static void __launch_bounds__(NTHR)
 	tc_dkv_kernel(E *dqkv, const E *dout, const E *qkv, const float *lse, const float *Dv,
 		      attn_args a, int vec)
 {
 	extern __shared__ float sh[];
-	const int W = NF * 16, LE = W + 8, LO = W + 4;
+	const int LE = W + 8;
 	E *ks = (E *)sh, *vs = ks + BK * LE, *qs = vs + BK * LE, *gs = qs + BQ * LE;
-	E *pts = gs + BQ * LE, *dts = pts + BK * LP;
-	float *sts = (float *)(dts + BK * LP), *dpts = sts + BK * LS;
-	float *Ls = dpts + BK * LS, *Ds = Ls + BQ;
+	float *Ls = (float *)(gs + BQ * LE), *Ds = Ls + BQ;
 	int64_t bh = blockIdx.x, b = bh / a.NH, h = bh % a.NH;
 	int64_t j0 = (int64_t)blockIdx.y * BK;
-	int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-	int r = lane >> 1, hf = lane & 1, kf = (int)(a.HS / 16);
-	int64_t Cl = a.NH * a.HS, C3 = 3 * Cl, jw0 = j0 + warp * 16, j = jw0 + r;
+	int lane = threadIdx.x % 32, t = lane & 3, kf = (int)(a.HS / 16);
+	int64_t Cl = a.NH * a.HS, C3 = 3 * Cl, jw0 = j0 + threadIdx.x / 32 * 16;
+	const int64_t rj[2] = {jw0 + (lane >> 2), jw0 + (lane >> 2) + 8};
 	const E *base = qkv + b * a.T * C3 + h * a.HS, *gbase = dout + b * a.T * Cl + h * a.HS;
-	const E *kw = ks + warp * 16 * LE, *vw = vs + warp * 16 * LE;
-	float *stw = sts + warp * 16 * LS, *dptw = dpts + warp * 16 * LS;
-	E *ptw = pts + warp * 16 * LP, *dtw = dts + warp * 16 * LP;
+	const E *kw = ks + (jw0 - j0) * LE, *vw = vs + (jw0 - j0) * LE;
 	load_tile<E, W>(ks, base + Cl, C3, j0, a, vec);
 	load_tile<E, W>(vs, base + 2 * Cl, C3, j0, a, vec);
-	acc_t dk[NF], dv[NF];
-	for (int d = 0; d < NF; d++) {
-		wmma::fill_fragment(dk[d], 0.0f);
-		wmma::fill_fragment(dv[d], 0.0f);
-	}
+	float dk[W / 8][4], dv[W / 8][4];
+#pragma unroll
+	for (int d = 0; d < W / 8; d++)
+#pragma unroll
+		for (int q = 0; q < 4; q++)
+			dk[d][q] = dv[d][q] = 0.0f;
 	for (int64_t i0 = j0; i0 < a.T; i0 += BQ) {
 		__syncthreads();
 		load_tile<E, W>(qs, base, C3, i0, a, vec);
@@ -386,46 +478,40 @@ __global__ static void __launch_bounds__(NTHR)
 			Ds[threadIdx.x] = iq < a.T ? Dv[bh * a.T + iq] : 0.0f;
 		}
 		__syncthreads();
-		/* the 16-query column blocks at or after this warp's keys, below T */
-		int c0 = jw0 > i0 ? (int)((jw0 - i0) / 16) : 0;
-		int c1 = (int)((a.T - i0 + 15) / 16);
-		c1 = c1 < BQ / 16 ? c1 : BQ / 16;
-		if (jw0 >= a.T || c0 >= c1)
+		if (jw0 >= a.T)
 			continue;
-		score_grads(stw, dptw, kw, qs, vw, gs, LE, c0, c1, kf, a.sc);
-		__syncwarp();
-		for (int c = c0 * 16 + hf; c < c1 * 16; c += 2) {
-			int64_t i = i0 + c;
-			float pd = 0.0f, ds = 0.0f;
-			if (i >= j && i < a.T) {
-				float p = expf(stw[r * LS + c] - Ls[c]), f = keep(a, b, h, i, j);
-				pd = p * f;
-				ds = p * (dptw[r * LS + c] * f - Ds[c]);
+		/* the 8-query column tiles at or after this warp's first key, below T */
+		int n0 = jw0 > i0 ? (int)((jw0 - i0) / 8) : 0;
+		int n1 = tiles_to(a.T - 1, i0);
+		float s[NT][4], dp[NT][4];
+		scores<E, W>(s, kw, qs, LE, n1, kf);
+		scores<E, W>(dp, vw, gs, LE, n1, kf);
+#pragma unroll
+		for (int n = 0; n < NT; n++)
+#pragma unroll
+			for (int q = 0; q < 4; q++) {
+				int c = n * 8 + 2 * t + (q & 1);
+				int64_t i = i0 + c, j = rj[q >> 1];
+				float pd = 0.0f, ds = 0.0f;
+				if (n >= n0 && n < n1 && i >= j && i < a.T) {
+					float p = exp2f((s[n][q] * a.sc - Ls[c]) * L2E);
+					float f = a.drop ? keep(a, b, h, i, j) : 1.0f;
+					pd = p * f;
+					ds = p * (dp[n][q] * f - Ds[c]);
+				}
+				s[n][q] = pd;
+				dp[n][q] = ds;
 			}
-			gpt_st(ptw + r * LP + c, pd);
-			gpt_st(dtw + r * LP + c, ds);
-		}
-		__syncwarp();
-		mm_ab_add(dv, ptw, LP, gs, LE, c0, c1, kf);
-		mm_ab_add(dk, dtw, LP, qs, LE, c0, c1, kf);
+		u32 pa[KT][4];
+		repack<E>(pa, s);
+		accumulate<E, W>(dv, pa, n0 / 2, (n1 + 1) / 2, gs, LE, a.HS);
+		repack<E>(pa, dp);
+		accumulate<E, W>(dk, pa, n0 / 2, (n1 + 1) / 2, qs, LE, a.HS);
 	}
-	__syncthreads();
-	float *ow = sts + warp * 16 * LO;
-	E *o = dqkv + (b * a.T + jw0) * C3 + h * a.HS;
-	for (int d = 0; d < NF; d++)
-		if (d < kf) {
-			for (int e = 0; e < dk[d].num_elements; e++)
-				dk[d].x[e] *= a.sc;
-			wmma::store_matrix_sync(ow + d * 16, dk[d], LO, wmma::mem_row_major);
-		}
-	__syncwarp();
-	write_rows(o + Cl, C3, ow, LO, jw0, (const float *)0, a);
-	__syncwarp();
-	for (int d = 0; d < NF; d++)
-		if (d < kf)
-			wmma::store_matrix_sync(ow + d * 16, dv[d], LO, wmma::mem_row_major);
-	__syncwarp();
-	write_rows(o + 2 * Cl, C3, ow, LO, jw0, (const float *)0, a);
+	E *o = dqkv + b * a.T * C3 + h * a.HS;
+	const float fk[2] = {a.sc, a.sc}, fv[2] = {1.0f, 1.0f};
+	write_acc<E, W>(o + Cl, C3, dk, rj, fk, t, a);
+	write_acc<E, W>(o + 2 * Cl, C3, dv, rj, fv, t, a);
 }
 
 int gpt_cuda_attention_tensor_cores(gpt_dtype dt, int64_t HS)
@@ -436,20 +522,17 @@ int gpt_cuda_attention_tensor_cores(gpt_dtype dt, int64_t HS)
 
 static size_t fwd_shm(int W, size_t es)
 {
-	int LE = W + 8, LO = (W > BK ? W : BK) + 4;
-	return (size_t)(BQ * LE + 2 * BK * LE + BQ * LP) * es + (size_t)(BQ * LO + BQ) * 4;
+	return (size_t)(BQ + 2 * BK) * (W + 8) * es;
 }
 
 static size_t dq_shm(int W, size_t es)
 {
-	return (size_t)(2 * BQ * (W + 8) + 2 * BK * (W + 8) + BQ * LP) * es +
-	       (size_t)(2 * BQ * LS) * 4;
+	return (size_t)(2 * BQ + 2 * BK) * (W + 8) * es;
 }
 
 static size_t dkv_shm(int W, size_t es)
 {
-	return (size_t)(2 * BK * (W + 8) + 2 * BQ * (W + 8) + 2 * BK * LP) * es +
-	       (size_t)(2 * BK * LS + 2 * BQ) * 4;
+	return (size_t)(2 * BK + 2 * BQ) * (W + 8) * es + (size_t)(2 * BQ) * sizeof(float);
 }
 
 /* Lets kernel k use shm bytes of dynamic shared memory (above 48 KiB needs asking). */
@@ -460,12 +543,12 @@ template <class K> static int allow_shm(K *k, size_t shm, const char *op, gpt_er
 			      op, err);
 }
 
-template <class E, int NF>
+template <class E, int W>
 static int fwd_nf(cudaStream_t s, void *out, float *lse, const void *qkv, int64_t B,
 		  const attn_args &a, int vec, gpt_err *err)
 {
-	size_t shm = fwd_shm(NF * 16, sizeof(E));
-	auto kern = tc_fwd_kernel<E, NF>;
+	size_t shm = fwd_shm(W, sizeof(E));
+	auto kern = tc_fwd_kernel<E, W>;
 	int rc = allow_shm(kern, shm, "attention_fwd: shared memory", err);
 	if (rc)
 		return rc;
@@ -474,13 +557,13 @@ static int fwd_nf(cudaStream_t s, void *out, float *lse, const void *qkv, int64_
 	return gpt_cuda_launched("attention_fwd", err);
 }
 
-template <class E, int NF>
+template <class E, int W>
 static int bwd_nf(cudaStream_t s, void *dqkv, float *Dv, const void *dout, const void *qkv,
 		  const float *lse, int64_t B, const attn_args &a, int vec, gpt_err *err)
 {
-	size_t shq = dq_shm(NF * 16, sizeof(E)), shk = dkv_shm(NF * 16, sizeof(E));
-	auto kq = tc_dq_kernel<E, NF>;
-	auto kkv = tc_dkv_kernel<E, NF>;
+	size_t shq = dq_shm(W, sizeof(E)), shk = dkv_shm(W, sizeof(E));
+	auto kq = tc_dq_kernel<E, W>;
+	auto kkv = tc_dkv_kernel<E, W>;
 	int rc = allow_shm(kq, shq, "attention_bwd: shared memory", err);
 	if (!rc)
 		rc = allow_shm(kkv, shk, "attention_bwd: shared memory", err);
@@ -492,16 +575,16 @@ static int bwd_nf(cudaStream_t s, void *dqkv, float *Dv, const void *dout, const
 	return gpt_cuda_launched("attention_bwd", err);
 }
 
-/* The smallest padded width W = 16 NF that holds the head. */
+/* The smallest padded width W that holds the head. */
 template <class E>
 static int fwd_e(cudaStream_t s, void *out, float *lse, const void *qkv, int64_t B,
 		 const attn_args &a, int vec, gpt_err *err)
 {
 	if (a.HS <= 32)
-		return fwd_nf<E, 2>(s, out, lse, qkv, B, a, vec, err);
+		return fwd_nf<E, 32>(s, out, lse, qkv, B, a, vec, err);
 	if (a.HS <= 64)
-		return fwd_nf<E, 4>(s, out, lse, qkv, B, a, vec, err);
-	return fwd_nf<E, 8>(s, out, lse, qkv, B, a, vec, err);
+		return fwd_nf<E, 64>(s, out, lse, qkv, B, a, vec, err);
+	return fwd_nf<E, 128>(s, out, lse, qkv, B, a, vec, err);
 }
 
 template <class E>
@@ -509,10 +592,10 @@ static int bwd_e(cudaStream_t s, void *dqkv, float *Dv, const void *dout, const 
 		 const float *lse, int64_t B, const attn_args &a, int vec, gpt_err *err)
 {
 	if (a.HS <= 32)
-		return bwd_nf<E, 2>(s, dqkv, Dv, dout, qkv, lse, B, a, vec, err);
+		return bwd_nf<E, 32>(s, dqkv, Dv, dout, qkv, lse, B, a, vec, err);
 	if (a.HS <= 64)
-		return bwd_nf<E, 4>(s, dqkv, Dv, dout, qkv, lse, B, a, vec, err);
-	return bwd_nf<E, 8>(s, dqkv, Dv, dout, qkv, lse, B, a, vec, err);
+		return bwd_nf<E, 64>(s, dqkv, Dv, dout, qkv, lse, B, a, vec, err);
+	return bwd_nf<E, 128>(s, dqkv, Dv, dout, qkv, lse, B, a, vec, err);
 }
 
 static int aligned16(const void *p)

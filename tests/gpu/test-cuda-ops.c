@@ -283,7 +283,15 @@ static void test_linear(void)
 
 /* Model.fused_linear: fc and its GELU in one GEMM (GELU_AUX_BIAS), and the
  * projection's input gradient times the GELU's derivative (DGELU), against
- * the CPU's two ops each; a misaligned bias takes the unfused path. */
+ * the CPU's two ops each; a misaligned bias takes the unfused path. The
+ * GELU's output and the input gradient compose a GEMM, a rounding and the
+ * GELU (its derivative), which cuBLASLt evaluates in its own way from the
+ * unrounded product: on an H200 (2026-11-26) they differed from the CPU's
+ * by up to 2.2e-5 (fp32) and 0.013 (bf16) of the op tolerance's measure,
+ * hence three times the tolerance for those two; the GELU's input and the
+ * weight and bias gradients, plain GEMMs, keep the op tolerance. The
+ * backward takes the same inputs on both sides (not each side's forward
+ * results), so that it is checked alone. */
 static void test_gelu_fusions(void)
 {
 	ten x = st(BT * C, 1), w = st(F * C, 0.05), bias = st(F + 1, 0.5);
@@ -292,19 +300,20 @@ static void test_gelu_fusions(void)
 		size_t bo = (size_t)off * gpt_dtype_size(DT);
 		CALL2(linear_gelu_fwd, (&cpu, H(y), H(pre), H(x), H(w), (char *)H(bias) + bo, BT, C, F, &err),
 		      (&gpu, D(y), D(pre), D(x), D(w), (char *)D(bias) + bo, BT, C, F, &err));
-		same(off ? "linear_gelu_fwd out, misaligned bias" : "linear_gelu_fwd out", &y, 1);
+		same(off ? "linear_gelu_fwd out, misaligned bias" : "linear_gelu_fwd out", &y, 3);
 		same(off ? "linear_gelu_fwd pre, misaligned bias" : "linear_gelu_fwd pre", &pre, 1);
 	}
-	/* the projection (K = F, N = C) whose input is the GELU's output y */
-	ten g = st(BT * C, 1), w2 = st(C * F, 0.05);
+	/* the projection (K = F, N = C) whose input is a GELU's output y2 of pre2 */
+	ten g = st(BT * C, 1), w2 = st(C * F, 0.05), y2 = st(BT * F, 1), pre2 = st(BT * F, 2);
 	ten dinp = ten_const(DT, BT * F, NAN), dw = st(C * F, 1), db = st(C, 1);
-	CALL2(linear_dgelu_bwd, (&cpu, H(dinp), H(dw), H(db), H(g), H(y), H(w2), H(pre), BT, F, C, &err),
-	      (&gpu, D(dinp), D(dw), D(db), D(g), D(y), D(w2), D(pre), BT, F, C, &err));
-	same("linear_dgelu_bwd dinp (written over NaN)", &dinp, 1);
+	CALL2(linear_dgelu_bwd, (&cpu, H(dinp), H(dw), H(db), H(g), H(y2), H(w2), H(pre2), BT, F, C, &err),
+	      (&gpu, D(dinp), D(dw), D(db), D(g), D(y2), D(w2), D(pre2), BT, F, C, &err));
+	same("linear_dgelu_bwd dinp (written over NaN)", &dinp, 3);
 	same("linear_dgelu_bwd dw (accumulated)", &dw, 1);
 	same("linear_dgelu_bwd dbias (accumulated)", &db, 1);
 	ten_free(&x), ten_free(&w), ten_free(&bias), ten_free(&pre), ten_free(&y);
-	ten_free(&g), ten_free(&w2), ten_free(&dinp), ten_free(&dw), ten_free(&db);
+	ten_free(&g), ten_free(&w2), ten_free(&y2), ten_free(&pre2), ten_free(&dinp), ten_free(&dw),
+		ten_free(&db);
 }
 
 static void test_layernorm(void)
@@ -398,10 +407,11 @@ static void test_elementwise(void)
  * products, as FlashAttention does: one more rounding in every term of the
  * sums, and dq sums terms that cancel (each row of dS sums to zero). The
  * errors scale with the dtype's precision (fp16's are an eighth of bf16's,
- * within the op tolerance); bf16's reach 0.0065 (output) and 0.019
+ * within the op tolerance); bf16's reach 0.006 (output) and 0.026
  * (gradients) at the emulator's shapes, and the worst of millions of
- * elements on a GPU lies further out, hence two and three times the op
- * tolerance for bf16 there. */
+ * elements on a GPU lies further out (on an H200, 2026-11-26: 0.0374 for
+ * the gradients at T=256), hence two and four times the op tolerance for
+ * bf16 there. */
 static void test_attention_at(int64_t b, int64_t t, int64_t nh, int64_t hs, float p, int mis)
 {
 	int64_t bt = b * t, c = nh * hs, n3 = bt * 3 * c;
@@ -429,7 +439,7 @@ static void test_attention_at(int64_t b, int64_t t, int64_t nh, int64_t hs, floa
 	      (&gpu, D(dqkv), D(g), qd, gs, b, t, nh, hs, &d, &err));
 	snprintf(what, sizeof what, "attention_bwd dqkv T=%lld HS=%lld p=%g (%s)", (long long)t,
 		 (long long)hs, (double)p, path);
-	same(what, &dqkv, tc && DT == GPT_DTYPE_BF16 ? 3 : 1);
+	same(what, &dqkv, tc && DT == GPT_DTYPE_BF16 ? 4 : 1);
 	ok(ngs == b * nh * t, "attention saves %lld floats: the softmax statistics only", (long long)ngs);
 	free(cs);
 	gpt_cuda_free(gs);

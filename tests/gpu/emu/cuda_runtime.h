@@ -48,6 +48,8 @@
  * with 0xff bytes before each block as it does the dynamic shared memory */
 #define __shared__ static __attribute__((section("emu_shared"), aligned(16)))
 #define __launch_bounds__(...)
+/* lib/cuda tells the emulation from nvcc by this */
+#define GPT_CUDA_EMULATED 1
 
 struct dim3 {
 	unsigned x, y, z;
@@ -124,7 +126,7 @@ struct bar {
 	void arrive_and_drop();
 };
 /* Runs one block: n fibers, fiber t the thread (t % bx, t / bx) of warp
- * barrier warps[t / 32] and shuffle slots slots + t / 32 * 32, each
+ * barrier warps[t / 32] and exchange slots slots + t / 32 * WARP_SLOT, each
  * calling call(ctx) until every one has returned. Aborts with a message
  * when no fiber can go on (threads waiting at barriers not all reach). */
 void run_block(const char *name, unsigned n, unsigned bx, bar *const *warps, double *slots,
@@ -140,6 +142,9 @@ extern thread_local dim3 threadIdx_, blockIdx_;
 extern dim3 blockDim_, gridDim_;
 extern thread_local bar *block_bar, *warp_bar;
 extern thread_local float *warp_slot;
+/* doubles of exchange space a warp has: a shuffle's value a lane, or the
+ * operand registers of a warp-wide matrix product (mma.h) */
+enum { WARP_SLOT = 128 };
 extern thread_local float *dyn_sh; /* this block's dynamic shared memory */
 
 template <class T> static inline T shfl(T v, int src)
@@ -227,7 +232,7 @@ struct launcher {
 			s.count = (unsigned long long)gg.x * gg.y;
 			s.rev = blocks_reversed();
 			s.dyn = (float *)aligned_alloc(256, SHM_EMU);
-			s.slots.resize(s.nw * 32);
+			s.slots.resize(s.nw * WARP_SLOT);
 #if EMU_FIBERS
 			auto body = [&]() {
 				f(args...);
@@ -249,7 +254,7 @@ struct launcher {
 				th.emplace_back([&, t]() {
 					threadIdx_ = dim3(t % bb.x, t / bb.x);
 					dyn_sh = s.dyn;
-					warp_slot = (float *)&s.slots[(t / 32) * 32];
+					warp_slot = (float *)&s.slots[(t / 32) * WARP_SLOT];
 					for (;;) {
 						step.arrive_and_wait();
 						if (s.done)

@@ -196,7 +196,7 @@ void run_block(const char *name, unsigned n, unsigned bx, bar *const *warps, dou
 		f.done = false;
 		f.tid = dim3(t % bx, t / bx);
 		f.warp = warps[t / 32];
-		f.slot = (float *)(slots + t / 32 * 32);
+		f.slot = (float *)(slots + t / 32 * WARP_SLOT);
 	}
 	nfib = alive = n;
 	idle = 0;

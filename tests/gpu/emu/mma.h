@@ -1,106 +1,55 @@
-/* The nvcuda::wmma subset lib/cuda uses (16x16x16 tiles, bf16 or fp16
- * inputs, fp32 accumulators), for tests/gpu/emu/run.sh. A fragment here
- * holds the whole 16x16 tile in every lane, so element-wise operations
- * applied uniformly to x[0..num_elements) act as on hardware, where each
- * lane holds an unspecified part. Loads read the tile in every lane; stores
- * write it from lane 0 between two warp barriers (so they neither race with
- * the warp's earlier reads of that memory nor with one another); mma_sync
- * multiplies the bf16/fp16 values exactly and accumulates in fp32 as the
- * tensor cores do (in another order). Code must still __syncwarp() before
- * loading what other lanes stored with ordinary writes, as on hardware.
- * Loads and stores abort where a GPU's would be undefined: a pointer not
- * 32-byte aligned, or a row stride (ldm) not a multiple of 16 bytes. */
+/* The warp-wide matrix product lib/cuda uses (attention_tc.cu's mma(): PTX
+ * mma.sync m16n8k16 with bf16 or fp16 operands and fp32 accumulators), for
+ * tests/gpu/emu/run.sh, where lib/cuda includes it in place of nvcc's
+ * <mma.h> when GPT_CUDA_EMULATED. */
 #pragma once
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <cstdio>
-#include <type_traits>
+#include <cstdint>
+#include <cstring>
 
-namespace nvcuda {
-namespace wmma {
-struct matrix_a {};
-struct matrix_b {};
-struct accumulator {};
-struct row_major {};
-struct col_major {};
-enum layout_t { mem_row_major, mem_col_major };
-
-template <class Use, int M, int N, int K, class T, class Layout = void> struct fragment {
-	static_assert(M == 16 && N == 16 && K == 16, "the emulation has 16x16x16 tiles only");
-	enum { num_elements = 256 };
-	float x[256]; /* row-major tile (the values a fragment of T holds, as float) */
-};
-
-static inline float emu_f(float v) { return v; }
+namespace emu {
 static inline float emu_f(__nv_bfloat16 v) { return __bfloat162float(v); }
 static inline float emu_f(__half v) { return __half2float(v); }
 
-/* load_matrix_sync's and store_matrix_sync's requirements (CUDA C++
- * Programming Guide, "Warp Matrix Functions") */
-static inline void emu_check(const char *what, const void *p, unsigned ldm, size_t elem)
+/* One lane's part of PTX's mma.sync.aligned.m16n8k16.row.col.f32 with
+ * bf16 or fp16 (E) operands: d += A B over the warp, A 16x16 and B 16x8
+ * spread over the lanes' registers as the PTX ISA lays them out (lane l,
+ * g = l / 4, t = l % 4: a[0] A(g, 2t..2t+1), a[1] A(g+8, 2t..), a[2]
+ * A(g, 2t+8..), a[3] A(g+8, 2t+8..); b[0] B(2t..2t+1, g), b[1] B(2t+8.., g);
+ * d[0..3] D(g, 2t), D(g, 2t+1), D(g+8, 2t), D(g+8, 2t+1); the lower half of
+ * a register the lower column or row). Every lane publishes its registers
+ * in the warp's exchange slots between two warp barriers, so all 32 lanes
+ * must call it, as on hardware; products are exact and added in fp32. */
+template <class E> static inline float mma_half(uint32_t r, int hi)
 {
-	if ((uintptr_t)p % 32 == 0 && ldm * elem % 16 == 0)
-		return;
-	fprintf(stderr, "emu: wmma::%s at %p with ldm %u (%zu-byte elements) is undefined on a GPU: "
-		"the pointer must be 32-byte aligned and ldm a multiple of 16 bytes\n", what, p, ldm, elem);
-	abort();
+	uint16_t h = (uint16_t)(hi ? r >> 16 : r & 0xffffu);
+	E e;
+	memcpy(&e, &h, sizeof h);
+	return emu_f(e);
 }
 
-template <class Use, class T, class L, class S>
-static inline void load_matrix_sync(fragment<Use, 16, 16, 16, T, L> &f, const S *p, unsigned ldm)
+template <class E> static inline void mma_m16n8k16(float *d, const uint32_t *a, const uint32_t *b)
 {
-	emu_check("load_matrix_sync", p, ldm, sizeof(S));
-	for (int r = 0; r < 16; r++)
-		for (int c = 0; c < 16; c++)
-			f.x[r * 16 + c] = emu_f(std::is_same<L, col_major>::value ? p[c * ldm + r]
-										 : p[r * ldm + c]);
-}
-
-static inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float> &f, const float *p,
-				    unsigned ldm, layout_t l)
-{
-	emu_check("load_matrix_sync", p, ldm, sizeof(float));
-	for (int r = 0; r < 16; r++)
-		for (int c = 0; c < 16; c++)
-			f.x[r * 16 + c] = l == mem_col_major ? p[c * ldm + r] : p[r * ldm + c];
-}
-
-static inline void store_matrix_sync(float *p, const fragment<accumulator, 16, 16, 16, float> &f,
-				     unsigned ldm, layout_t l)
-{
-	emu_check("store_matrix_sync", p, ldm, sizeof(float));
-	emu::warp_bar->arrive_and_wait();
-	if (emu::threadIdx_.x % 32 == 0)
-		for (int r = 0; r < 16; r++)
-			for (int c = 0; c < 16; c++)
-				(l == mem_col_major ? p[c * ldm + r] : p[r * ldm + c]) = f.x[r * 16 + c];
-	emu::warp_bar->arrive_and_wait();
-}
-
-template <class Use, class T, class L>
-static inline void fill_fragment(fragment<Use, 16, 16, 16, T, L> &f, float v)
-{
-	for (int e = 0; e < 256; e++)
-		f.x[e] = emu_f(v);
-}
-
-template <class T, class LA, class LB>
-static inline void mma_sync(fragment<accumulator, 16, 16, 16, float> &d,
-			    const fragment<matrix_a, 16, 16, 16, T, LA> &a,
-			    const fragment<matrix_b, 16, 16, 16, T, LB> &b,
-			    const fragment<accumulator, 16, 16, 16, float> &c)
-{
-	float out[256];
-	for (int r = 0; r < 16; r++)
-		for (int n = 0; n < 16; n++) {
-			float s = c.x[r * 16 + n];
-			for (int k = 0; k < 16; k++)
-				s += a.x[r * 16 + k] * b.x[k * 16 + n];
-			out[r * 16 + n] = s;
+	static_assert(WARP_SLOT * sizeof(double) >= 32 * 6 * sizeof(uint32_t), "exchange slots");
+	int lane = (int)(threadIdx_.x % 32), g = lane >> 2, t = lane & 3;
+	uint32_t *s = (uint32_t *)warp_slot;
+	for (int k = 0; k < 4; k++)
+		s[lane * 6 + k] = a[k];
+	s[lane * 6 + 4] = b[0];
+	s[lane * 6 + 5] = b[1];
+	warp_bar->arrive_and_wait();
+	for (int q = 0; q < 4; q++) {
+		int r = g + (q >= 2 ? 8 : 0), n = 2 * t + (q & 1);
+		float acc = d[q];
+		for (int k = 0; k < 16; k++) {
+			float av = mma_half<E>(s[((r % 8) * 4 + (k % 8) / 2) * 6 + (r >= 8) + 2 * (k >= 8)], k % 2);
+			float bv = mma_half<E>(s[(n * 4 + (k % 8) / 2) * 6 + 4 + (k >= 8)], k % 2);
+			acc += av * bv;
 		}
-	for (int e = 0; e < 256; e++)
-		d.x[e] = out[e];
+		d[q] = acc;
+	}
+	warp_bar->arrive_and_wait();
 }
-} // namespace wmma
-} // namespace nvcuda
+} // namespace emu

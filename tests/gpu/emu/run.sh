@@ -2,11 +2,12 @@
 # Runs tests/gpu/test-cuda-ops.c on the CPU, lib/cuda's kernels under an
 # emulation of the CUDA runtime (cuda_runtime.h here: every CUDA thread a
 # fiber, switched at __syncthreads, __syncwarp and warp shuffles, blocks one
-# after another; cublasLt.h: a naive GEMM; mma.h: the WMMA tiles, each lane
-# holding the whole tile), at small shapes (-DGPT_CUDA_EMU). Device memory
-# is unreadable to the host outside device work, so a host access to it
-# faults, as on a GPU; threads waiting at barriers that not all of them
-# reach stop the run with a message, where a GPU would hang.
+# after another; cublasLt.h: a naive GEMM; mma.h: the tensor cores' warp-wide
+# matrix product, the lanes' registers exchanged), at small shapes
+# (-DGPT_CUDA_EMU). Device memory is unreadable to the host outside device
+# work, so a host access to it faults, as on a GPU; threads waiting at
+# barriers that not all of them reach stop the run with a message, where a
+# GPU would hang.
 # For machines without a GPU: it checks the kernels' indexing, tiling,
 # shuffles and barriers against the CPU backend, and each launch against a
 # Hopper GPU's limits (block and grid sizes, dynamic shared memory asked
