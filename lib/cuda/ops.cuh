@@ -62,6 +62,56 @@ __device__ __forceinline__ void gpt_st(float *p, float v) { *p = v; }
 __device__ __forceinline__ void gpt_st(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
 __device__ __forceinline__ void gpt_st(__half *p, float v) { *p = __float2half_rn(v); }
 
+/* ---- 16-byte vectors (device): the memory-bound kernels move a uint4 per
+ * load and store (8 bf16 or fp16, 4 fp32), unpacked to fp32 in registers;
+ * a load or store of 2 bytes a lane uses an eighth of each memory
+ * transaction's width and takes eight times the instructions. The pointer
+ * must be 16-byte aligned: the host chooses between the vector kernel and
+ * a scalar one with gpt_cuda_aligned. */
+#define GPT_VEC(T) ((int)(16 / sizeof(T)))
+
+/* 1 when every pointer given is 16-byte aligned (NULL counts as aligned). */
+static inline int gpt_cuda_aligned(const void *a, const void *b = NULL, const void *c = NULL,
+				   const void *d = NULL)
+{
+	return ((uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)d) % 16 == 0;
+}
+
+template <class T>
+__device__ __forceinline__ void gpt_unpack(float *f, uint4 u)
+{
+	T e[GPT_VEC(T)];
+	memcpy(e, &u, sizeof u);
+#pragma unroll
+	for (int i = 0; i < GPT_VEC(T); i++)
+		f[i] = gpt_ld(e + i);
+}
+
+template <class T>
+__device__ __forceinline__ uint4 gpt_pack(const float *f)
+{
+	T e[GPT_VEC(T)];
+#pragma unroll
+	for (int i = 0; i < GPT_VEC(T); i++)
+		gpt_st(e + i, f[i]);
+	uint4 u;
+	memcpy(&u, e, sizeof u);
+	return u;
+}
+
+/* The GPT_VEC(T) elements at p (16-byte aligned) as fp32, and back. */
+template <class T>
+__device__ __forceinline__ void gpt_ld_vec(float *f, const T *p)
+{
+	gpt_unpack<T>(f, *(const uint4 *)p);
+}
+
+template <class T>
+__device__ __forceinline__ void gpt_st_vec(T *p, const float *f)
+{
+	*(uint4 *)p = gpt_pack<T>(f);
+}
+
 __device__ __forceinline__ float gpt_warp_sum(float v)
 {
 	for (int o = 16; o > 0; o >>= 1)

@@ -31,7 +31,7 @@ CXX="g++ -std=c++20 -O1 -g -pthread -w $SAN -I$E -Ilib -DGPT_HAVE_CUDA=1"
 [ "$(cat "$O/flags" 2>/dev/null)" = "$CXX" ] || { rm -f "$O"/*.o; echo "$CXX" >"$O/flags"; }
 kernel () { # name: translate the two CUDA-only forms and compile
 	sed -e 's/extern __shared__ float sh\[\];/float *sh = emu::dyn_sh;/' \
-		-e 's/\([A-Za-z_0-9]*\(<[A-Za-z_0-9]*>\)\{0,1\}\)<<<\(.*\)>>>(/emu::launch("\1", \3)(\1)(/' \
+		-e 's/\([A-Za-z_0-9]*\(<[A-Za-z_0-9, ]*>\)\{0,1\}\)<<<\(.*\)>>>(/emu::launch("\1", \3)(\1)(/' \
 		"lib/cuda/$1.cu" >"$O/$1.cpp"
 	$CXX -c "$O/$1.cpp" -o "$O/$1.o"
 }

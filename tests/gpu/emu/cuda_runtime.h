@@ -293,4 +293,17 @@ template <class T> static inline T __shfl_xor_sync(unsigned, T v, int o) { retur
 static inline float __fadd_rn(float a, float b) { return a + b; }
 static inline float __fmul_rn(float a, float b) { return a * b; }
 static inline float __fdiv_rn(float a, float b) { return a / b; }
+/* the fast intrinsics as the GPU computes them, but for the last bits of
+ * its approximate 2^x and reciprocal: __expf is 2^(x log2 e) with the
+ * product rounded to fp32, __fdividef a times 1/b, 0 for |b| in (2^126,
+ * 2^128) */
+namespace emu {
+static inline float fast_exp(float x) { return exp2f(x * 1.44269504f); }
+} // namespace emu
+#define __expf emu::fast_exp /* glibc declares an __expf of its own */
+static inline float __fdividef(float a, float b)
+{
+	float m = fabsf(b);
+	return m > 0x1p126f && m < INFINITY ? 0.0f : a * (1.0f / b);
+}
 using std::isfinite;
