@@ -1,5 +1,25 @@
 /* LayerNorm forward and backward over the last dimension: a warp per row;
- * the weight and bias gradients as deterministic two-pass column sums. */
+ * the weight and bias gradients as deterministic two-pass column sums.
+ *
+ * Every kernel here is memory-bound (GPT-2's rows of 768 hold 1.5 KiB in
+ * bf16; a step runs 25 of each over 32768 of them). The row kernels come
+ * in two forms:
+ *  - vector (ln_fwd_vec, ln_bwd_vec): when C is a multiple of GPT_VEC(T)
+ *    (8 bf16 or fp16, 4 fp32), every pointer is 16-byte aligned and a row
+ *    fits in NV <= 8 vectors a lane (C up to 2048 in 16-bit, 1024 in
+ *    fp32): each lane loads its vectors of the row into registers, every
+ *    load of the row issued before the first arithmetic, and the row is
+ *    read from memory once (the backward: x, dy and dinp, all before any
+ *    store, then dinp written). One round trip to memory a row.
+ *  - scalar (ln_fwd, ln_bwd): any C or alignment, element by element,
+ *    the row read again from the caches for each pass. The backward's
+ *    second pass loads LN_CHUNK elements a lane before it stores any:
+ *    storing into dinp, which the compiler must assume may alias the
+ *    inputs, kept it from issuing the next element's loads before the
+ *    last one's store, one round trip to memory (the read of dinp) an
+ *    element, ten times the time the bandwidth allows.
+ * The dw/db column sums read 16 bytes a thread too where C and the
+ * pointers allow (ln_wgrad_part_vec). */
 #include "cuda/ops.cuh"
 
 /* With add, the residual add first: res = inp + add, rounded and stored,
@@ -43,6 +63,97 @@ __global__ static void ln_fwd_kernel(T *out, float *mean, float *rstd, const T *
 	}
 }
 
+/* The vector form of ln_fwd_kernel: lane l holds vectors l, l + 32, ...
+ * (NV of them, those past the row's C / GPT_VEC(T) unused). The sums run
+ * in another order than the scalar kernel's: the results may differ in the
+ * last bits from it, never from run to run. */
+template <class T, int NV>
+__global__ static void __launch_bounds__(256)
+ln_fwd_vec_kernel(T *out, float *mean, float *rstd, const T *inp, const T *w, const T *b,
+		  int64_t N, int64_t C, float eps, T *res, const T *add)
+{
+	const int W = GPT_VEC(T);
+	int64_t row = blockIdx.x * (int64_t)(blockDim.x / 32) + threadIdx.x / 32;
+	int lane = threadIdx.x % 32, nv = (int)(C / W);
+	if (row >= N)
+		return;
+	const uint4 *x4 = (const uint4 *)(inp + row * C);
+	uint4 xr[NV];
+	if (add) {
+		const uint4 *a4 = (const uint4 *)(add + row * C);
+		uint4 ar[NV];
+#pragma unroll
+		for (int i = 0; i < NV; i++)
+			if (lane + 32 * i < nv) {
+				xr[i] = x4[lane + 32 * i];
+				ar[i] = a4[lane + 32 * i];
+			}
+		uint4 *y4 = (uint4 *)(res + row * C);
+#pragma unroll
+		for (int i = 0; i < NV; i++)
+			if (lane + 32 * i < nv) {
+				float f[W], g[W];
+				gpt_unpack<T>(f, xr[i]);
+				gpt_unpack<T>(g, ar[i]);
+#pragma unroll
+				for (int e = 0; e < W; e++)
+					f[e] += g[e];
+				xr[i] = gpt_pack<T>(f);
+				y4[lane + 32 * i] = xr[i];
+			}
+	} else {
+#pragma unroll
+		for (int i = 0; i < NV; i++)
+			if (lane + 32 * i < nv)
+				xr[i] = x4[lane + 32 * i];
+	}
+	float s = 0.0f;
+#pragma unroll
+	for (int i = 0; i < NV; i++)
+		if (lane + 32 * i < nv) {
+			float f[W];
+			gpt_unpack<T>(f, xr[i]);
+#pragma unroll
+			for (int e = 0; e < W; e++)
+				s += f[e];
+		}
+	float m = gpt_warp_sum(s) / (float)C;
+	float v = 0.0f;
+#pragma unroll
+	for (int i = 0; i < NV; i++)
+		if (lane + 32 * i < nv) {
+			float f[W];
+			gpt_unpack<T>(f, xr[i]);
+#pragma unroll
+			for (int e = 0; e < W; e++)
+				v += (f[e] - m) * (f[e] - m);
+		}
+	v = gpt_warp_sum(v) / (float)C;
+	float r = 1.0f / sqrtf(v + eps);
+	uint4 *o4 = (uint4 *)(out + row * C);
+#pragma unroll
+	for (int i = 0; i < NV; i++)
+		if (lane + 32 * i < nv) {
+			int k = lane + 32 * i;
+			float f[W], wf[W], bf[W];
+			gpt_unpack<T>(f, xr[i]);
+			gpt_ld_vec(wf, w + k * W);
+			gpt_ld_vec(bf, b + k * W);
+#pragma unroll
+			for (int e = 0; e < W; e++)
+				f[e] = (f[e] - m) * r * wf[e] + bf[e];
+			o4[k] = gpt_pack<T>(f);
+		}
+	if (lane == 0) {
+		if (mean)
+			mean[row] = m;
+		if (rstd)
+			rstd[row] = r;
+	}
+}
+
+#define LN_CHUNK 4
+
 template <class T>
 __global__ static void ln_bwd_kernel(T *dinp, const T *dout, const T *inp, const T *w,
 				     const float *mean, const float *rstd, int64_t N, int64_t C)
@@ -62,11 +173,85 @@ __global__ static void ln_bwd_kernel(T *dinp, const T *dout, const T *inp, const
 	}
 	gm = gpt_warp_sum(gm) / (float)C;
 	gnm = gpt_warp_sum(gnm) / (float)C;
-	for (int64_t j = lane; j < C; j += 32) {
-		float norm = (gpt_ld(x + j) - m) * s;
-		float g = (gpt_ld(w + j) * gpt_ld(dy + j) - gm - norm * gnm) * s;
-		gpt_st(dx + j, gpt_ld(dx + j) + g);
+	for (int64_t j0 = lane; j0 < C; j0 += 32 * LN_CHUNK) {
+		float xv[LN_CHUNK], wv[LN_CHUNK], dyv[LN_CHUNK], dxv[LN_CHUNK];
+#pragma unroll
+		for (int u = 0; u < LN_CHUNK; u++) {
+			int64_t j = j0 + 32 * u;
+			if (j < C) {
+				xv[u] = gpt_ld(x + j);
+				wv[u] = gpt_ld(w + j);
+				dyv[u] = gpt_ld(dy + j);
+				dxv[u] = gpt_ld(dx + j);
+			}
+		}
+#pragma unroll
+		for (int u = 0; u < LN_CHUNK; u++) {
+			int64_t j = j0 + 32 * u;
+			if (j < C) {
+				float norm = (xv[u] - m) * s;
+				float g = (wv[u] * dyv[u] - gm - norm * gnm) * s;
+				gpt_st(dx + j, dxv[u] + g);
+			}
+		}
 	}
+}
+
+/* The vector form of ln_bwd_kernel (lanes and vectors as ln_fwd_vec's):
+ * x, dy and dinp of the row in registers, w read twice (from the cache). */
+template <class T, int NV>
+__global__ static void __launch_bounds__(256)
+ln_bwd_vec_kernel(T *dinp, const T *dout, const T *inp, const T *w, const float *mean,
+		  const float *rstd, int64_t N, int64_t C)
+{
+	const int W = GPT_VEC(T);
+	int64_t row = blockIdx.x * (int64_t)(blockDim.x / 32) + threadIdx.x / 32;
+	int lane = threadIdx.x % 32, nv = (int)(C / W);
+	if (row >= N)
+		return;
+	const uint4 *x4 = (const uint4 *)(inp + row * C), *dy4 = (const uint4 *)(dout + row * C);
+	uint4 *dx4 = (uint4 *)(dinp + row * C);
+	uint4 xr[NV], dyr[NV], dxr[NV];
+#pragma unroll
+	for (int i = 0; i < NV; i++)
+		if (lane + 32 * i < nv) {
+			xr[i] = x4[lane + 32 * i];
+			dyr[i] = dy4[lane + 32 * i];
+			dxr[i] = dx4[lane + 32 * i];
+		}
+	float m = mean[row], s = rstd[row];
+	float gm = 0.0f, gnm = 0.0f;
+#pragma unroll
+	for (int i = 0; i < NV; i++)
+		if (lane + 32 * i < nv) {
+			float xf[W], dyf[W], wf[W];
+			gpt_unpack<T>(xf, xr[i]);
+			gpt_unpack<T>(dyf, dyr[i]);
+			gpt_ld_vec(wf, w + (lane + 32 * i) * W);
+#pragma unroll
+			for (int e = 0; e < W; e++) {
+				float g = wf[e] * dyf[e];
+				gm += g;
+				gnm += g * (xf[e] - m) * s;
+			}
+		}
+	gm = gpt_warp_sum(gm) / (float)C;
+	gnm = gpt_warp_sum(gnm) / (float)C;
+#pragma unroll
+	for (int i = 0; i < NV; i++)
+		if (lane + 32 * i < nv) {
+			float xf[W], dyf[W], wf[W], dxf[W];
+			gpt_unpack<T>(xf, xr[i]);
+			gpt_unpack<T>(dyf, dyr[i]);
+			gpt_unpack<T>(dxf, dxr[i]);
+			gpt_ld_vec(wf, w + (lane + 32 * i) * W);
+#pragma unroll
+			for (int e = 0; e < W; e++) {
+				float norm = (xf[e] - m) * s;
+				dxf[e] += (wf[e] * dyf[e] - gm - norm * gnm) * s;
+			}
+			dx4[lane + 32 * i] = gpt_pack<T>(dxf);
+		}
 }
 
 /* Pass 1 of dw/db: block (x, y) sums rows [y*rows, +rows) of 32 columns. */
@@ -99,6 +284,53 @@ __global__ static void ln_wgrad_part_kernel(float *pw, float *pb, const T *dout,
 	}
 }
 
+/* The vector form of ln_wgrad_part_kernel: thread x of block (x, y) sums
+ * the GPT_VEC(T) columns from (x + 32 blockIdx.x) GPT_VEC(T) in the same
+ * order, each column's part the same bits as there. */
+template <class T>
+__global__ static void ln_wgrad_part_vec_kernel(float *pw, float *pb, const T *dout, const T *inp,
+						const float *mean, const float *rstd, int64_t N,
+						int64_t C, int64_t rows)
+{
+	const int W = GPT_VEC(T);
+	__shared__ float aw[8][W][33], ab[8][W][33];
+	int64_t c0 = (blockIdx.x * 32 + threadIdx.x) * (int64_t)W;
+	int64_t r0 = blockIdx.y * rows, r1 = r0 + rows < N ? r0 + rows : N;
+	float sw[W], sb[W];
+#pragma unroll
+	for (int e = 0; e < W; e++)
+		sw[e] = sb[e] = 0.0f;
+	if (c0 < C)
+#pragma unroll 2
+		for (int64_t r = r0 + threadIdx.y; r < r1; r += 8) {
+			float dy[W], x[W];
+			gpt_ld_vec(dy, dout + r * C + c0);
+			gpt_ld_vec(x, inp + r * C + c0);
+			float m = mean[r], rs = rstd[r];
+#pragma unroll
+			for (int e = 0; e < W; e++) {
+				sw[e] += (x[e] - m) * rs * dy[e];
+				sb[e] += dy[e];
+			}
+		}
+#pragma unroll
+	for (int e = 0; e < W; e++) {
+		aw[threadIdx.y][e][threadIdx.x] = sw[e];
+		ab[threadIdx.y][e][threadIdx.x] = sb[e];
+	}
+	__syncthreads();
+	if (threadIdx.y == 0 && c0 < C)
+		for (int e = 0; e < W; e++) {
+			float tw = 0.0f, tb = 0.0f;
+			for (int i = 0; i < 8; i++) {
+				tw += aw[i][e][threadIdx.x];
+				tb += ab[i][e][threadIdx.x];
+			}
+			pw[blockIdx.y * C + c0 + e] = tw;
+			pb[blockIdx.y * C + c0 + e] = tb;
+		}
+}
+
 /* Pass 2: the parts in order, added into dw and db (either may be NULL). */
 template <class T>
 __global__ static void ln_wgrad_add_kernel(T *dw, T *db, const float *pw, const float *pb,
@@ -118,39 +350,71 @@ __global__ static void ln_wgrad_add_kernel(T *dw, T *db, const float *pw, const 
 	}
 }
 
+/* Vectors a lane holds for a row of C (a multiple of w) in the vector
+ * kernels, rounded up to an instantiated NV; 0 when more than 8. */
+static int ln_nv(int64_t C, int w)
+{
+	int64_t per = (C / w + 31) / 32;
+	return per <= 4 ? (int)(per < 1 ? 1 : per) : per <= 6 ? 6 : per <= 8 ? 8 : 0;
+}
+
+/* Runs the statements with NV the constant nv (ln_nv's values). */
+#define LN_NV_DISPATCH(nv, NV, ...)                                          \
+	switch (nv) {                                                        \
+	case 1: { const int NV = 1; __VA_ARGS__; break; }                    \
+	case 2: { const int NV = 2; __VA_ARGS__; break; }                    \
+	case 3: { const int NV = 3; __VA_ARGS__; break; }                    \
+	case 4: { const int NV = 4; __VA_ARGS__; break; }                    \
+	case 6: { const int NV = 6; __VA_ARGS__; break; }                    \
+	default: { const int NV = 8; __VA_ARGS__; break; }                   \
+	}
+
+/* The vector kernels' NV for this row and these pointers; 0: the scalar. */
+static int ln_vec(int64_t C, size_t es, const void *a, const void *b, const void *c,
+		  const void *d, const void *e = NULL)
+{
+	int w = (int)(16 / es);
+	if (C % w || !gpt_cuda_aligned(a, b, c, d) || !gpt_cuda_aligned(e))
+		return 0;
+	return ln_nv(C, w);
+}
+
+static int ln_fwd(gpt_backend *be, const char *op, void *out, float *mean, float *rstd,
+		  const void *inp, const void *w, const void *b, int64_t N, int64_t C, float eps,
+		  void *res, const void *add, gpt_err *err)
+{
+	int rc = gpt_cuda_check_sizes(op, err, 2, N, C);
+	if (rc)
+		return rc;
+	if (C == 0)
+		return gpt_err_set(err, GPT_EINTERNAL, "%s: zero channels", op);
+	if (N == 0)
+		return 0;
+	cudaStream_t s = gpt_cuda_stream(be);
+	unsigned blocks = (unsigned)((N + 7) / 8);
+	GPT_CUDA_DISPATCH(be->dtype, T,
+		int nv = ln_vec(C, sizeof(T), out, inp, w, b, res) * gpt_cuda_aligned(add);
+		if (nv) {
+			LN_NV_DISPATCH(nv, NV, ln_fwd_vec_kernel<T, NV><<<blocks, 256, 0, s>>>((T *)out, mean, rstd, (const T *)inp, (const T *)w, (const T *)b, N, C, eps, (T *)res, (const T *)add));
+		} else {
+			ln_fwd_kernel<T><<<blocks, 256, 0, s>>>((T *)out, mean, rstd, (const T *)inp, (const T *)w, (const T *)b, N, C, eps, (T *)res, (const T *)add);
+		});
+	return gpt_cuda_launched(op, err);
+}
+
 int gpt_cuda_layernorm_fwd(gpt_backend *be, void *out, float *mean, float *rstd,
 			   const void *inp, const void *w, const void *b, int64_t N, int64_t C,
 			   float eps, gpt_err *err)
 {
-	int rc = gpt_cuda_check_sizes("layernorm_fwd", err, 2, N, C);
-	if (rc)
-		return rc;
-	if (C == 0)
-		return gpt_err_set(err, GPT_EINTERNAL, "layernorm_fwd: zero channels");
-	if (N == 0)
-		return 0;
-	unsigned blocks = (unsigned)((N + 7) / 8);
-	GPT_CUDA_DISPATCH(be->dtype, T,
-		ln_fwd_kernel<T><<<blocks, 256, 0, gpt_cuda_stream(be)>>>(
-			(T *)out, mean, rstd, (const T *)inp, (const T *)w, (const T *)b, N, C, eps, (T *)NULL, (const T *)NULL));
-	return gpt_cuda_launched("layernorm_fwd", err);
+	return ln_fwd(be, "layernorm_fwd", out, mean, rstd, inp, w, b, N, C, eps, NULL, NULL, err);
 }
 
 int gpt_cuda_residual_layernorm_fwd(gpt_backend *be, void *res, void *out, float *mean, float *rstd,
 				    const void *a, const void *b, const void *w, const void *bias,
 				    int64_t N, int64_t C, float eps, gpt_err *err)
 {
-	int rc = gpt_cuda_check_sizes("residual_layernorm_fwd", err, 2, N, C);
-	if (rc)
-		return rc;
-	if (C == 0)
-		return gpt_err_set(err, GPT_EINTERNAL, "residual_layernorm_fwd: zero channels");
-	if (N == 0)
-		return 0;
-	unsigned blocks = (unsigned)((N + 7) / 8);
-	GPT_CUDA_DISPATCH(be->dtype, T,
-		ln_fwd_kernel<T><<<blocks, 256, 0, gpt_cuda_stream(be)>>>((T *)out, mean, rstd, (const T *)a, (const T *)w, (const T *)bias, N, C, eps, (T *)res, (const T *)b));
-	return gpt_cuda_launched("residual_layernorm_fwd", err);
+	return ln_fwd(be, "residual_layernorm_fwd", out, mean, rstd, a, w, bias, N, C, eps, res, b,
+		      err);
 }
 
 int gpt_cuda_layernorm_bwd(gpt_backend *be, void *dinp, void *dw, void *db, const void *dout,
@@ -163,8 +427,12 @@ int gpt_cuda_layernorm_bwd(gpt_backend *be, void *dinp, void *dw, void *db, cons
 	cudaStream_t s = gpt_cuda_stream(be);
 	unsigned blocks = (unsigned)((N + 7) / 8);
 	GPT_CUDA_DISPATCH(be->dtype, T,
-		ln_bwd_kernel<T><<<blocks, 256, 0, s>>>((T *)dinp, (const T *)dout, (const T *)inp,
-							(const T *)w, mean, rstd, N, C));
+		int nv = ln_vec(C, sizeof(T), dinp, dout, inp, w);
+		if (nv) {
+			LN_NV_DISPATCH(nv, NV, ln_bwd_vec_kernel<T, NV><<<blocks, 256, 0, s>>>((T *)dinp, (const T *)dout, (const T *)inp, (const T *)w, mean, rstd, N, C));
+		} else {
+			ln_bwd_kernel<T><<<blocks, 256, 0, s>>>((T *)dinp, (const T *)dout, (const T *)inp, (const T *)w, mean, rstd, N, C);
+		});
 	if ((rc = gpt_cuda_launched("layernorm_bwd", err)) || (!dw && !db))
 		return rc;
 	int64_t parts = (N + 255) / 256;
@@ -175,11 +443,16 @@ int gpt_cuda_layernorm_bwd(gpt_backend *be, void *dinp, void *dw, void *db, cons
 	if ((rc = gpt_backend_scratch(be, (size_t)(2 * parts * C) * sizeof(float), err)))
 		return rc;
 	float *pw = (float *)be->scratch, *pb = pw + parts * C;
-	dim3 grid((unsigned)((C + 31) / 32), (unsigned)parts), block(32, 8);
+	dim3 block(32, 8);
 	GPT_CUDA_DISPATCH(be->dtype, T,
-		ln_wgrad_part_kernel<T><<<grid, block, 0, s>>>(pw, pb, (const T *)dout, (const T *)inp,
-							       mean, rstd, N, C, rows);
-		ln_wgrad_add_kernel<T><<<gpt_cuda_blocks(C, 256), 256, 0, s>>>((T *)dw, (T *)db, pw,
-									       pb, parts, C));
+		const int64_t V = GPT_VEC(T);
+		if (C % V == 0 && gpt_cuda_aligned(dout, inp)) {
+			dim3 grid((unsigned)((C / V + 31) / 32), (unsigned)parts);
+			ln_wgrad_part_vec_kernel<T><<<grid, block, 0, s>>>(pw, pb, (const T *)dout, (const T *)inp, mean, rstd, N, C, rows);
+		} else {
+			dim3 grid((unsigned)((C + 31) / 32), (unsigned)parts);
+			ln_wgrad_part_kernel<T><<<grid, block, 0, s>>>(pw, pb, (const T *)dout, (const T *)inp, mean, rstd, N, C, rows);
+		}
+		ln_wgrad_add_kernel<T><<<gpt_cuda_blocks(C, 256), 256, 0, s>>>((T *)dw, (T *)db, pw, pb, parts, C));
 	return gpt_cuda_launched("layernorm_bwd", err);
 }

@@ -186,6 +186,8 @@ enum { B = 4, T = 256, C = 768, NH = 12, HS = 64, F = 3072, BT = B * T };
 #define MODEL_T 128
 /* more attention shapes: B, T, heads, head size, qkv misaligned */
 #define ATTN_MORE {2, 333, 4, 128, 0}, {3, 200, 2, 48, 1}, {2, 150, 3, 32, 0}
+/* more LayerNorm shapes: rows, C, inputs misaligned by one element */
+#define LN_MORE {64, 1000, 0}, {64, 1600, 0}, {64, 2560, 0}, {64, 770, 0}, {64, 768, 1}
 #else /* tests/gpu/emu/run.sh: small shapes (T not a multiple of the tiles) for a CPU emulation */
 enum { B = 2, T = 45, C = 128, NH = 2, HS = 64, F = 512, BT = B * T };
 #define VOCAB 1000
@@ -196,6 +198,7 @@ enum { B = 2, T = 45, C = 128, NH = 2, HS = 64, F = 512, BT = B * T };
 #define MODEL_SHAPE .max_pos = 64, .hidden = 128, .layers = 2, .heads = 2, .ffn = 512
 #define MODEL_T 64
 #define ATTN_MORE {1, 140, 1, 64, 0}, {1, 100, 1, 128, 0}, {1, 70, 1, 48, 1}, {1, 40, 1, 32, 0}
+#define LN_MORE {20, 328, 0}, {16, 1000, 0}, {12, 1056, 0}, {8, 2040, 0}, {20, 130, 0}, {20, 128, 1}
 #endif
 
 static void test_gemm(void)
@@ -364,6 +367,57 @@ static void test_layernorm(void)
 	ten *all[] = {&x, &w, &b, &y, &mean, &rstd, &g, &dx, &dw, &db, &a, &r, &r2, &y2, &mean2, &rstd2};
 	for (size_t i = 0; i < sizeof all / sizeof *all; i++)
 		ten_free(all[i]);
+}
+
+/* LayerNorm at one more shape (lib/cuda/layernorm.cu's two forms): rows
+ * whose vectors leave lanes idle or fill several a lane, rows past what
+ * the vector kernels hold in registers, C not a multiple of a 16-byte
+ * vector or the row tensors one element past an aligned address (the
+ * scalar kernels). */
+static void test_layernorm_at(int64_t n, int64_t c, int mis)
+{
+	size_t o = (size_t)mis * gpt_dtype_size(DT);
+	int64_t nc = n * c + mis;
+	ten x = st(nc, 2), a = st(nc, 1), w = st(c, 1), b = st(c, 1), y = st(nc, 1), r = st(nc, 1);
+	ten mean = f32(n, 1), rstd = f32(n, 1), g = st(nc, 1), dx = st(nc, 1), dw = st(c, 1), db = st(c, 1);
+#define HO(v) ((char *)H(v) + o)
+#define DO(v) ((char *)D(v) + o)
+	char what[128];
+	CALL2(residual_layernorm_fwd, (&cpu, HO(r), HO(y), H(mean), H(rstd), HO(x), HO(a), H(w), H(b), n, c, 1e-5f, &err),
+	      (&gpu, DO(r), DO(y), D(mean), D(rstd), DO(x), DO(a), D(w), D(b), n, c, 1e-5f, &err));
+	snprintf(what, sizeof what, "residual_layernorm_fwd C=%lld%s out", (long long)c, mis ? " misaligned" : "");
+	same(what, &y, 1);
+	snprintf(what, sizeof what, "residual_layernorm_fwd C=%lld%s res", (long long)c, mis ? " misaligned" : "");
+	same(what, &r, 1);
+	CALL2(layernorm_fwd, (&cpu, HO(y), H(mean), H(rstd), HO(x), H(w), H(b), n, c, 1e-5f, &err),
+	      (&gpu, DO(y), D(mean), D(rstd), DO(x), D(w), D(b), n, c, 1e-5f, &err));
+	snprintf(what, sizeof what, "layernorm_fwd C=%lld%s out", (long long)c, mis ? " misaligned" : "");
+	same(what, &y, 1);
+	snprintf(what, sizeof what, "layernorm_fwd C=%lld%s rstd", (long long)c, mis ? " misaligned" : "");
+	same(what, &rstd, 1);
+	CALL2(layernorm_bwd, (&cpu, HO(dx), H(dw), H(db), HO(g), HO(x), H(w), (float *)H(mean), (float *)H(rstd), n, c, &err),
+	      (&gpu, DO(dx), D(dw), D(db), DO(g), DO(x), D(w), (float *)D(mean), (float *)D(rstd), n, c, &err));
+	snprintf(what, sizeof what, "layernorm_bwd C=%lld%s dinp", (long long)c, mis ? " misaligned" : "");
+	same(what, &dx, 1);
+	snprintf(what, sizeof what, "layernorm_bwd C=%lld%s dw", (long long)c, mis ? " misaligned" : "");
+	same(what, &dw, 1);
+	snprintf(what, sizeof what, "layernorm_bwd C=%lld%s db", (long long)c, mis ? " misaligned" : "");
+	same(what, &db, 1);
+#undef HO
+#undef DO
+	ten *all[] = {&x, &a, &w, &b, &y, &r, &mean, &rstd, &g, &dx, &dw, &db};
+	for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+		ten_free(all[i]);
+}
+
+static void test_layernorm_more(void)
+{
+	static const struct {
+		int64_t n, c;
+		int mis;
+	} more[] = {LN_MORE};
+	for (size_t k = 0; k < sizeof more / sizeof *more; k++)
+		test_layernorm_at(more[k].n, more[k].c, more[k].mis);
 }
 
 static void test_elementwise(void)
@@ -782,6 +836,7 @@ static const struct {
 	{"linear", test_linear},
 	{"gelu", test_gelu_fusions},
 	{"layernorm", test_layernorm},
+	{"layernorm_more", test_layernorm_more},
 	{"elementwise", test_elementwise},
 	{"attention", test_attention_both},
 	{"attention_kv", test_attention_kv},
