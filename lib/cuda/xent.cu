@@ -1,13 +1,21 @@
 /* Softmax cross-entropy over vocabulary pieces (lib/cpu/softmax_xent.c's
  * contract): a block per row for the statistics, one pass over the logits
  * with an online maximum; the gradient in one more pass, in place allowed.
- * A target outside the vocabulary is left in the context's error flag and
- * reported by the next download or sync. */
+ * Both passes are memory-bound (GPT-2's head streams 128 MiB of logits a
+ * row block through each): 16-byte loads and stores, 8 bf16 or fp16 (4
+ * fp32) logits a thread at a time, when the rows start 16-byte aligned
+ * (the columns after a row's last whole vector one a thread); element by
+ * element otherwise. The statistics take each vector's maximum first, so
+ * one rescale at most per vector, and a block of 1024 threads per row
+ * (GPT-2's 1280 rows a block of the head: five waves of two blocks an SM,
+ * little left idle in the last). The exponentials are __expf (see
+ * xent_add). A target outside the vocabulary is left in the context's
+ * error flag and reported by the next download or sync. */
 #include "cuda/ops.cuh"
 
 #include <math.h>
 
-#define XENT_THREADS 512
+#define XENT_THREADS 1024
 
 /* Columns of this piece that are real vocabulary, not padding. */
 static int64_t real_cols(int64_t Vl, int64_t v0, int64_t V)
@@ -34,23 +42,55 @@ __device__ static void combine(float &m, float &s, float m2, float s2)
 	m = mm;
 }
 
+/* (m, s) := (m, s) with n more logits x: the new maximum first, then
+ * one exponential each (__expf: a multiply and the hardware's 2^x, within
+ * 2^-21 of expf here); none while every logit so far is -inf. */
+__device__ __forceinline__ static void xent_add(float &m, float &s, const float *x, int n)
+{
+	float mx = x[0];
+	for (int k = 1; k < n; k++)
+		mx = fmaxf(mx, x[k]);
+	if (mx > m) {
+		s = m == -INFINITY ? 0.0f : s * __expf(m - mx);
+		m = mx;
+	}
+	if (m == -INFINITY)
+		return;
+	for (int k = 0; k < n; k++)
+		s += __expf(x[k] - m);
+}
+
+/* Block r: row r. With vec (the row 16-byte aligned) the row's whole
+ * vectors first, two a thread at a time, then the columns after them. */
 template <class T>
-__global__ static void xent_fwd_kernel(float *max, float *sumexp, float *tlogit, const T *logits,
-				       const int32_t *targets, int64_t Vl, int64_t ld, int64_t v0,
-				       int64_t V, int64_t nr, int *bad)
+__global__ static void __launch_bounds__(XENT_THREADS)
+xent_fwd_kernel(float *max, float *sumexp, float *tlogit, const T *logits,
+		const int32_t *targets, int64_t Vl, int64_t ld, int64_t v0, int64_t V, int64_t nr,
+		int vec, int *bad)
 {
 	__shared__ float sm[XENT_THREADS / 32], ss[XENT_THREADS / 32];
+	const int W = GPT_VEC(T);
 	int64_t r = blockIdx.x;
 	const T *row = logits + r * ld;
 	float m = -INFINITY, s = 0.0f;
-	for (int64_t j = threadIdx.x; j < nr; j += blockDim.x) {
-		float x = gpt_ld(row + j);
-		if (x > m) {
-			s = (m == -INFINITY ? 0.0f : s * expf(m - x)) + 1.0f;
-			m = x;
-		} else {
-			s += expf(x - m);
+	int64_t nv = vec ? nr / W : 0, bd = blockDim.x;
+	const uint4 *row4 = (const uint4 *)row;
+	for (int64_t k = threadIdx.x; k < nv; k += 2 * bd) {
+		/* both loads in flight before the arithmetic */
+		uint4 u0 = row4[k], u1 = u0;
+		if (k + bd < nv)
+			u1 = row4[k + bd];
+		float x[W];
+		gpt_unpack<T>(x, u0);
+		xent_add(m, s, x, W);
+		if (k + bd < nv) {
+			gpt_unpack<T>(x, u1);
+			xent_add(m, s, x, W);
 		}
+	}
+	for (int64_t j = nv * W + threadIdx.x; j < nr; j += bd) {
+		float x = gpt_ld(row + j);
+		xent_add(m, s, &x, 1);
 	}
 	for (int o = 16; o > 0; o >>= 1) {
 		float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
@@ -77,6 +117,13 @@ __global__ static void xent_fwd_kernel(float *max, float *sumexp, float *tlogit,
 	tlogit[r] = tg >= 0 && t >= 0 && t < nr ? gpt_ld(row + t) : 0.0f;
 }
 
+/* 1 when every row of a (rows of ld elements of es bytes at p) starts
+ * 16-byte aligned. */
+static int rows_aligned(const void *p, int64_t ld, size_t es)
+{
+	return gpt_cuda_aligned(p) && (ld * (int64_t)es) % 16 == 0;
+}
+
 int gpt_cuda_xent_fwd(gpt_backend *be, float *max, float *sumexp, float *tlogit,
 		      const void *logits, const int32_t *targets, int64_t N, int64_t Vl,
 		      int64_t ld, int64_t v0, int64_t V, gpt_err *err)
@@ -91,9 +138,7 @@ int gpt_cuda_xent_fwd(gpt_backend *be, float *max, float *sumexp, float *tlogit,
 		return 0;
 	int *bad = gpt_cuda_ctx_of(be)->bad;
 	GPT_CUDA_DISPATCH(be->dtype, T,
-		xent_fwd_kernel<T><<<(unsigned)N, XENT_THREADS, 0, gpt_cuda_stream(be)>>>(
-			max, sumexp, tlogit, (const T *)logits, targets, Vl, ld, v0, V,
-			real_cols(Vl, v0, V), bad));
+		xent_fwd_kernel<T><<<(unsigned)N, XENT_THREADS, 0, gpt_cuda_stream(be)>>>(max, sumexp, tlogit, (const T *)logits, targets, Vl, ld, v0, V, real_cols(Vl, v0, V), rows_aligned(logits, ld, sizeof(T)), bad));
 	return gpt_cuda_launched("xent_fwd", err);
 }
 
@@ -135,13 +180,24 @@ int gpt_cuda_xent_loss(gpt_backend *be, float *loss, const float *max, const flo
 	return gpt_cuda_launched("xent_loss", err);
 }
 
-/* Block (r, y): columns of row r, grid-stride over y. */
+/* The gradient of one logit x of column j. */
+__device__ __forceinline__ static float xent_g(float x, int64_t j, int64_t t, int64_t nr,
+					       int32_t tg, float m, float inv, float dloss)
+{
+	if (tg < 0 || j >= nr)
+		return 0.0f;
+	return (__expf(x - m) * inv - (j == t ? 1.0f : 0.0f)) * dloss;
+}
+
+/* Block (r, y): columns of row r, grid-stride over y; with vec (both rows
+ * 16-byte aligned) the row's whole vectors, then the columns after them. */
 template <class T>
 __global__ static void xent_bwd_kernel(T *dlogits, const T *logits, const int32_t *targets,
 				       const float *max, const float *sumexp, float dloss,
 				       int64_t Vl, int64_t ld, int64_t v0, int64_t V, int64_t nr,
-				       int *bad)
+				       int vec, int *bad)
 {
+	const int W = GPT_VEC(T);
 	int64_t r = blockIdx.x;
 	int32_t tg = targets[r];
 	if (tg >= V && blockIdx.y == 0 && threadIdx.x == 0)
@@ -149,14 +205,18 @@ __global__ static void xent_bwd_kernel(T *dlogits, const T *logits, const int32_
 	const T *row = logits + r * ld;
 	T *drow = dlogits + r * ld;
 	float m = max[r], inv = 1.0f / sumexp[r];
-	int64_t t = (int64_t)tg - v0;
-	for (int64_t j = blockIdx.y * (int64_t)blockDim.x + threadIdx.x; j < Vl;
-	     j += (int64_t)gridDim.y * blockDim.x) {
-		float g = 0.0f;
-		if (tg >= 0 && j < nr)
-			g = (expf(gpt_ld(row + j) - m) * inv - (j == t ? 1.0f : 0.0f)) * dloss;
-		gpt_st(drow + j, g);
+	int64_t t = (int64_t)tg - v0, nv = vec ? Vl / W : 0;
+	int64_t i0 = blockIdx.y * (int64_t)blockDim.x + threadIdx.x, step = (int64_t)gridDim.y * blockDim.x;
+	for (int64_t k = i0; k < nv; k += step) {
+		float x[W];
+		gpt_ld_vec(x, row + k * W);
+#pragma unroll
+		for (int e = 0; e < W; e++)
+			x[e] = xent_g(x[e], k * W + e, t, nr, tg, m, inv, dloss);
+		gpt_st_vec(drow + k * W, x);
 	}
+	for (int64_t j = nv * W + i0; j < Vl; j += step)
+		gpt_st(drow + j, xent_g(gpt_ld(row + j), j, t, nr, tg, m, inv, dloss));
 }
 
 int gpt_cuda_xent_bwd(gpt_backend *be, void *dlogits, const void *logits,
@@ -171,12 +231,12 @@ int gpt_cuda_xent_bwd(gpt_backend *be, void *dlogits, const void *logits,
 				   (long long)ld, (long long)Vl);
 	if (N == 0 || Vl == 0)
 		return 0;
-	int64_t yb = (Vl + 255) / 256;
-	dim3 grid((unsigned)N, (unsigned)(yb > 64 ? 64 : yb));
 	int *bad = gpt_cuda_ctx_of(be)->bad;
 	GPT_CUDA_DISPATCH(be->dtype, T,
-		xent_bwd_kernel<T><<<grid, 256, 0, gpt_cuda_stream(be)>>>(
-			(T *)dlogits, (const T *)logits, targets, max, sumexp, dloss, Vl, ld, v0, V,
-			real_cols(Vl, v0, V), bad));
+		int vec = rows_aligned(logits, ld, sizeof(T)) && rows_aligned(dlogits, ld, sizeof(T));
+		/* a thread a vector (or a column), at most 64 blocks a row */
+		int64_t yb = ((vec ? Vl / GPT_VEC(T) + Vl % GPT_VEC(T) : Vl) + 255) / 256;
+		dim3 grid((unsigned)N, (unsigned)(yb > 64 ? 64 : yb));
+		xent_bwd_kernel<T><<<grid, 256, 0, gpt_cuda_stream(be)>>>((T *)dlogits, (const T *)logits, targets, max, sumexp, dloss, Vl, ld, v0, V, real_cols(Vl, v0, V), vec, bad));
 	return gpt_cuda_launched("xent_bwd", err);
 }

@@ -632,6 +632,46 @@ static void test_xent(void)
 	free(tsum);
 }
 
+/* The cross-entropy at one more layout of a vocabulary piece of Vl
+ * columns from v0, rows ld apart, of a vocabulary of V: rows not 16-byte
+ * aligned (the element-wise path), real columns or Vl not whole vectors
+ * (the columns after the vectors). The gradient not in place, into a
+ * buffer of zeros, where the columns between Vl and ld stay zero. */
+static void test_xent_at(int64_t Vl, int64_t ld, int64_t v0, int64_t V)
+{
+	int32_t *tg = xmalloc(BT * 4);
+	for (int64_t i = 0; i < BT; i++)
+		tg[i] = i % 13 == 5 ? -1 : (int32_t)((urand() + 1) * 0.5 * V);
+	tg[1] = (int32_t)(V - 1);
+	tg[2] = (int32_t)v0;
+	ten tgt = tokens_of(tg, BT), lg = st(BT * ld, 4), mx = f32(BT, 1), se = f32(BT, 1), tl = f32(BT, 1);
+	ten dl = ten_const(DT, BT * ld, 0.0f);
+	char what[128];
+	CALL2(xent_fwd, (&cpu, H(mx), H(se), H(tl), H(lg), H(tgt), BT, Vl, ld, v0, V, &err),
+	      (&gpu, D(mx), D(se), D(tl), D(lg), D(tgt), BT, Vl, ld, v0, V, &err));
+	snprintf(what, sizeof what, "xent_fwd Vl=%lld ld=%lld V=%lld max", (long long)Vl, (long long)ld, (long long)V);
+	same(what, &mx, 1);
+	snprintf(what, sizeof what, "xent_fwd Vl=%lld ld=%lld V=%lld sumexp", (long long)Vl, (long long)ld, (long long)V);
+	same(what, &se, 1);
+	snprintf(what, sizeof what, "xent_fwd Vl=%lld ld=%lld V=%lld target logit", (long long)Vl, (long long)ld, (long long)V);
+	same(what, &tl, 1);
+	CALL2(xent_bwd, (&cpu, H(dl), H(lg), H(tgt), H(mx), H(se), 0.25f, BT, Vl, ld, v0, V, &err),
+	      (&gpu, D(dl), D(lg), D(tgt), D(mx), D(se), 0.25f, BT, Vl, ld, v0, V, &err));
+	snprintf(what, sizeof what, "xent_bwd Vl=%lld ld=%lld V=%lld", (long long)Vl, (long long)ld, (long long)V);
+	same(what, &dl, 1);
+	ten *all[] = {&tgt, &lg, &mx, &se, &tl, &dl};
+	for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+		ten_free(all[i]);
+	free(tg);
+}
+
+static void test_xent_more(void)
+{
+	int64_t Vl = VPAD / 2;
+	test_xent_at(Vl, Vl + 1, Vl, VOCAB);
+	test_xent_at(Vl - 3, Vl, Vl - 3, VOCAB);
+}
+
 static void test_embedding(void)
 {
 	int64_t Vl = VPAD / 2, maxT = 1024;
@@ -841,6 +881,7 @@ static const struct {
 	{"attention", test_attention_both},
 	{"attention_kv", test_attention_kv},
 	{"xent", test_xent},
+	{"xent_more", test_xent_more},
 	{"embedding", test_embedding},
 	{"optimizer", test_optimizer},
 	{"quant", test_quant},
