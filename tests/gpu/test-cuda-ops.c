@@ -428,6 +428,18 @@ static void test_elementwise(void)
 	same("gelu_fwd", &y, 1);
 	CALL2(gelu_bwd, (&cpu, H(g), H(x), H(g), n, &err), (&gpu, D(g), D(x), D(g), n, &err));
 	same("gelu_bwd (in place)", &g, 1);
+	/* a length that leaves a part vector (the element-wise tail), and the
+	 * tensors one element past an aligned address (the element-wise kernels) */
+	size_t es = gpt_dtype_size(DT);
+	CALL2(gelu_fwd, (&cpu, H(y), H(x), n - 3, &err), (&gpu, D(y), D(x), n - 3, &err));
+	same("gelu_fwd, n not whole vectors", &y, 1);
+	CALL2(gelu_bwd, (&cpu, H(g), H(x), H(y), n - 3, &err), (&gpu, D(g), D(x), D(y), n - 3, &err));
+	same("gelu_bwd, n not whole vectors", &g, 1);
+	CALL2(gelu_fwd, (&cpu, (char *)H(y) + es, H(x), n - 1, &err), (&gpu, (char *)D(y) + es, D(x), n - 1, &err));
+	same("gelu_fwd misaligned", &y, 1);
+	CALL2(gelu_bwd, (&cpu, (char *)H(g) + es, (char *)H(x) + es, (char *)H(g) + es, n - 1, &err),
+	      (&gpu, (char *)D(g) + es, (char *)D(x) + es, (char *)D(g) + es, n - 1, &err));
+	same("gelu_bwd misaligned, in place", &g, 1);
 	CALL2(residual_fwd, (&cpu, H(y), H(x), H(y), n, &err), (&gpu, D(y), D(x), D(y), n, &err));
 	same("residual_fwd (out aliases b)", &y, 1);
 	CALL2(residual_bwd, (&cpu, H(x), H(y), H(g), n, &err), (&gpu, D(x), D(y), D(g), n, &err));
