@@ -1,7 +1,9 @@
 /* Matrix products through cuBLASLt (fp32, bf16 or fp16 operands, fp32
  * accumulation, never TF32), the bias as an epilogue; cuBLAS's GemmEx when
  * cuBLASLt has no algorithm for the operands' alignment. Column sums for the
- * bias gradient are a deterministic two-pass kernel. */
+ * bias gradient are a deterministic two-pass kernel, reading 16 bytes a
+ * thread where the columns and the pointer allow (the same sums in the same
+ * order either way). */
 #include "cuda/ops.cuh"
 
 static cudaDataType cuda_type(gpt_dtype t)
@@ -269,6 +271,44 @@ __global__ static void colsum_part_kernel(float *part, const T *src, int64_t M, 
 	}
 }
 
+/* The same with 16-byte loads (N a multiple of GPT_VEC(T), src aligned):
+ * thread x of block (x, y) sums the GPT_VEC(T) columns from
+ * (x + 32 blockIdx.x) GPT_VEC(T) in the same order, each column's part the
+ * same bits as colsum_part_kernel's, with an eighth of the loads in bf16. */
+template <class T>
+__global__ static void colsum_part_vec_kernel(float *part, const T *src, int64_t M, int64_t N,
+					      int64_t rows)
+{
+	const int W = GPT_VEC(T);
+	__shared__ float acc[8][W][33];
+	int64_t c0 = (blockIdx.x * 32 + threadIdx.x) * (int64_t)W;
+	int64_t r0 = blockIdx.y * rows, r1 = r0 + rows < M ? r0 + rows : M;
+	float s[W];
+#pragma unroll
+	for (int e = 0; e < W; e++)
+		s[e] = 0.0f;
+	if (c0 < N)
+#pragma unroll 4
+		for (int64_t r = r0 + threadIdx.y; r < r1; r += 8) {
+			float x[W];
+			gpt_ld_vec(x, src + r * N + c0);
+#pragma unroll
+			for (int e = 0; e < W; e++)
+				s[e] += x[e];
+		}
+#pragma unroll
+	for (int e = 0; e < W; e++)
+		acc[threadIdx.y][e][threadIdx.x] = s[e];
+	__syncthreads();
+	if (threadIdx.y == 0 && c0 < N)
+		for (int e = 0; e < W; e++) {
+			float t = 0.0f;
+			for (int i = 0; i < 8; i++)
+				t += acc[i][e][threadIdx.x];
+			part[blockIdx.y * N + c0 + e] = t;
+		}
+}
+
 /* Pass 2: dst[col] += the parts, in order. */
 template <class T>
 __global__ static void colsum_add_kernel(T *dst, const float *part, int64_t parts, int64_t N)
@@ -298,9 +338,16 @@ static int colsum_add(gpt_backend *be, void *dst, const void *src, int64_t M, in
 		return rc;
 	cudaStream_t s = gpt_cuda_stream(be);
 	float *part = (float *)be->scratch;
-	dim3 grid((unsigned)((N + 31) / 32), (unsigned)parts), block(32, 8);
+	dim3 block(32, 8);
 	GPT_CUDA_DISPATCH(be->dtype, T,
-		colsum_part_kernel<T><<<grid, block, 0, s>>>(part, (const T *)src, M, N, rows);
+		const int64_t V = GPT_VEC(T);
+		if (N % V == 0 && gpt_cuda_aligned(src)) {
+			dim3 grid((unsigned)((N / V + 31) / 32), (unsigned)parts);
+			colsum_part_vec_kernel<T><<<grid, block, 0, s>>>(part, (const T *)src, M, N, rows);
+		} else {
+			dim3 grid((unsigned)((N + 31) / 32), (unsigned)parts);
+			colsum_part_kernel<T><<<grid, block, 0, s>>>(part, (const T *)src, M, N, rows);
+		}
 		colsum_add_kernel<T><<<gpt_cuda_blocks(N, 256), 256, 0, s>>>((T *)dst, part, parts, N));
 	return gpt_cuda_launched("bias gradient", err);
 }

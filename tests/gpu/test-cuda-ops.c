@@ -271,6 +271,10 @@ static void test_linear(void)
 	CALL2(linear_bwd, (&cpu, NULL, NULL, H(db), H(g), H(inp), H(w2), BT, C, F, &err),
 	      (&gpu, NULL, NULL, D(db), D(g), D(inp), D(w2), BT, C, F, &err));
 	same("linear_bwd dbias only", &db, 1);
+	/* N not a multiple of a 16-byte vector: the element-wise column sums */
+	CALL2(linear_bwd, (&cpu, NULL, NULL, H(db), H(g), H(inp), H(w2), BT, C, F - 1, &err),
+	      (&gpu, NULL, NULL, D(db), D(g), D(inp), D(w2), BT, C, F - 1, &err));
+	same("linear_bwd dbias only, N odd", &db, 1);
 	ten out = st(BT * C, 1), b3 = st(C, 1);
 	CALL2(bias_add, (&cpu, H(out), H(b3), BT, C, &err), (&gpu, D(out), D(b3), BT, C, &err));
 	same("bias_add", &out, 1);
