@@ -3,33 +3,38 @@
  * when gpt_cuda_attention_tensor_cores), in the manner of FlashAttention-2.
  *
  * Products: PTX mma.sync m16n8k16 (bf16/fp16 operands, fp32 accumulators;
- * sm_80 and later), whose operand and result registers have a fixed layout
- * over the lanes (mma() below). A warp owns 16 rows; its score tile (16 x 64)
- * lives in the accumulator registers, where the causal mask, the online
- * softmax, dropout and the row statistics (two quad shuffles) are applied
- * in place; the probabilities (or their gradients) are rounded to the
- * storage dtype and repacked, register to register, as the A operand of the
- * next product, as in FlashAttention. Softmax statistics, the output and
- * the gradients accumulate in fp32; 1/sqrt(HS) scales the scores in fp32,
- * and exponentials are exp2 of log2(e)-scaled differences.
+ * sm_80 and later), operands from shared memory by ldmatrix (.trans for
+ * an operand needed transposed: V in O += P V, K in dQ += dS K, Q and dO in
+ * dK and dV), registers with a fixed layout over the lanes (mma() below).
+ * A warp owns 16 rows; its score tile (16 x 64) lives in the accumulator
+ * registers, where the causal mask (on the tiles that cross the diagonal or
+ * T only), the online softmax, dropout and the row statistics (two quad
+ * shuffles) are applied in place; the probabilities (or their gradients)
+ * are rounded to the storage dtype and repacked, register to register, as
+ * the A operand of the next product, as in FlashAttention. Softmax
+ * statistics, the output and the gradients accumulate in fp32; scores are
+ * scaled by 1/sqrt(HS) log2(e) in fp32 and exponentiated with exp2.
+ * Dropout is a template argument: without it no element's code carries
+ * the Philox rounds (nor their registers).
  *
  * Blocks of 4 warps own 64 query rows (or 64 keys), 16 per warp, and walk
  * 64-wide tiles of the other side up to the diagonal, each tile loaded once
- * into shared memory for the block (two barriers a tile). Operands come
- * from shared memory as 32-bit words (rows padded by 16 bytes, so the 32
- * lanes of a fragment load hit 32 banks); an operand needed transposed (V
- * in O += P V, K in dQ += dS K, Q and dO in dK and dV) is read as two
- * 16-bit halves from consecutive rows. The head dimension is padded with
- * zeros to W = 32, 64 or 128; products skip the padding.
+ * into shared memory for the block (two barriers a tile; rows padded by 16
+ * bytes, so the 8 rows of an ldmatrix phase hit distinct banks). The head
+ * dimension is padded with zeros to W = 32, 64 or 128; products skip the
+ * padding.
  *   forward   grid (B*NH, T/64), the longest query tiles first: S = Q K^T,
  *             online softmax (the output rows rescaled in registers when
  *             their maximum moves), O += P V; writes O / l and
  *             lse = m + log l per row.
  *   dq        grid (B*NH, T/64): per query tile, a first walk over the keys
  *             finds D_i = sum_j p_ij dp_ij (dp: the dropped probabilities'
- *             gradient; the op has no O, so D is not rowsum(dO * O)), a
- *             second recomputes S and dP = dO V^T and accumulates
- *             dQ += dS K, dS = P * (dP - D); writes dq and D.
+ *             gradient) exactly in fp32, a second recomputes S and
+ *             dP = dO V^T and accumulates dQ += dS K, dS = P * (dP - D);
+ *             writes dq and D. (FlashAttention takes D = rowsum(dO * O)
+ *             from the stored output instead, one walk fewer; O rounded to
+ *             bf16 makes D's error 2^-9 of it, which dq, a sum whose terms
+ *             cancel, shows at up to 1.5 times the error seen here.)
  *   dkv       grid (B*NH, T/64): per key tile, over the query tiles at or
  *             after it: S^T = K Q^T, dP^T = V dO^T, dV += (P*mask)^T dO,
  *             dK += dS^T Q.
@@ -43,7 +48,7 @@
  * head sizes that are multiples of 16 up to 128 (others, and fp32 storage,
  * use attention.cu). Tiles are copied 16 bytes at a time when qkv and dout
  * are 16-byte aligned, element by element otherwise. tests/gpu/emu's mma.h
- * carries the product for the CPU emulation. */
+ * carries mma.sync and ldmatrix for the CPU emulation. */
 #include "cuda/attention.cuh"
 
 #include <math.h>
@@ -96,6 +101,8 @@ template <> __device__ __forceinline__ void mma<__half>(float (&d)[4], const u32
 #endif
 
 /* lo and hi rounded to E, lo in the lower half */
+template <class E> __device__ __forceinline__ u32 pack2(float lo, float hi);
+#ifdef GPT_CUDA_EMULATED
 template <class E> __device__ __forceinline__ u32 pack2(float lo, float hi)
 {
 	E v[2];
@@ -105,49 +112,82 @@ template <class E> __device__ __forceinline__ u32 pack2(float lo, float hi)
 	memcpy(&r, v, sizeof r);
 	return r;
 }
-
-/* the two elements at p (4-byte aligned) as one register */
-template <class E> __device__ __forceinline__ u32 ld2(const E *p)
+#else
+template <> __device__ __forceinline__ u32 pack2<__nv_bfloat16>(float lo, float hi)
 {
-	return *(const u32 *)p;
+	__nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+	return *(u32 *)&v;
+}
+template <> __device__ __forceinline__ u32 pack2<__half>(float lo, float hi)
+{
+	__half2 v = __floats2half2_rn(lo, hi);
+	return *(u32 *)&v;
+}
+#endif
+
+/* PTX ldmatrix .x4 from shared memory: four 8x8 matrices of 16-bit
+ * elements, lane l giving the address of row l % 8 of matrix l / 8 (16
+ * bytes, 16-byte aligned); r[i] is lane l's part of matrix i: its row
+ * l / 4, columns 2(l % 4) and 2(l % 4) + 1 (trans: rows 2(l % 4) and
+ * 2(l % 4) + 1 of column l / 4), the lower index in the lower half. */
+__device__ __forceinline__ void ldsm4(u32 (&r)[4], const void *p)
+{
+#ifdef GPT_CUDA_EMULATED
+	emu::ldmatrix_x4(r, p, false);
+#else
+	unsigned a = (unsigned)__cvta_generic_to_shared(p);
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+		     : "r"(a));
+#endif
 }
 
-/* p[0] and p[ld] as one register, p[0] in the lower half */
-template <class E> __device__ __forceinline__ u32 ld2t(const E *p, int ld)
+__device__ __forceinline__ void ldsm4t(u32 (&r)[4], const void *p)
 {
-	const uint16_t *h = (const uint16_t *)p;
-	return (u32)h[0] | (u32)h[ld] << 16;
+#ifdef GPT_CUDA_EMULATED
+	emu::ldmatrix_x4(r, p, true);
+#else
+	unsigned a = (unsigned)__cvta_generic_to_shared(p);
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+		     : "r"(a));
+#endif
 }
 
-/* A operand of k step kk from a row-major tile x (16 rows, stride ld) */
+/* The A operand of k step kk from a row-major tile x (the warp's 16 rows,
+ * row stride ld): matrices rows 0-7 and 8-15 of columns 16kk..+7, then of
+ * 16kk+8..+15. */
 template <class E> __device__ __forceinline__ void lda(u32 (&a)[4], const E *x, int ld, int kk)
 {
-	int g = (threadIdx.x % 32) >> 2, t = threadIdx.x & 3;
-	const E *p = x + g * ld + kk * 16 + 2 * t;
-	a[0] = ld2(p);
-	a[1] = ld2(p + 8 * ld);
-	a[2] = ld2(p + 8);
-	a[3] = ld2(p + 8 * ld + 8);
+	int l = threadIdx.x % 32;
+	ldsm4(a, x + (l % 8 + (l & 8)) * ld + kk * 16 + (l & 16) / 2);
 }
 
-/* d += A B^T[n0 .. n0+8) for k step kk: B^T's rows at y (stride ld) hold
- * B's columns, contiguous in k */
+/* d[0], d[1] += A B for B's column tiles [n0, n0 + 8) and [n0 + 8, n0 + 16)
+ * at k step kk, B^T's rows at y (row stride ld) holding B's columns,
+ * contiguous in k */
 template <class E>
-__device__ __forceinline__ void mma_bt(float (&d)[4], const u32 (&a)[4], const E *y, int ld, int n0, int kk)
+__device__ __forceinline__ void mma_bt2(float (&d0)[4], float (&d1)[4], const u32 (&a)[4], const E *y,
+					int ld, int n0, int kk)
 {
-	int g = (threadIdx.x % 32) >> 2, t = threadIdx.x & 3;
-	const E *p = y + (n0 + g) * ld + kk * 16 + 2 * t;
-	mma<E>(d, a, ld2(p), ld2(p + 8));
+	int l = threadIdx.x % 32;
+	u32 b[4];
+	ldsm4(b, y + (n0 + l % 8 + (l & 16) / 2) * ld + kk * 16 + (l & 8));
+	mma<E>(d0, a, b[0], b[1]);
+	mma<E>(d1, a, b[2], b[3]);
 }
 
-/* d += A B[:, n0 .. n0+8) for k step kk: B's rows at m (stride ld), its
- * columns read as halves of consecutive rows */
+/* d[0], d[1] += A B for B's column tiles [n0, n0 + 8) and [n0 + 8, n0 + 16)
+ * at k step kk, B's rows at m (row stride ld), read transposed */
 template <class E>
-__device__ __forceinline__ void mma_b(float (&d)[4], const u32 (&a)[4], const E *m, int ld, int n0, int kk)
+__device__ __forceinline__ void mma_b2(float (&d0)[4], float (&d1)[4], const u32 (&a)[4], const E *m,
+				       int ld, int n0, int kk)
 {
-	int g = (threadIdx.x % 32) >> 2, t = threadIdx.x & 3;
-	const E *p = m + (kk * 16 + 2 * t) * ld + n0 + g;
-	mma<E>(d, a, ld2t(p, ld), ld2t(p + 8 * ld, ld));
+	int l = threadIdx.x % 32;
+	u32 b[4];
+	ldsm4t(b, m + (kk * 16 + l % 8 + (l & 8)) * ld + n0 + (l & 16) / 2);
+	mma<E>(d0, a, b[0], b[1]);
+	mma<E>(d1, a, b[2], b[3]);
 }
 
 /* A operands of a 16 x 64 tile in accumulator layout (s[n]: columns
@@ -221,10 +261,11 @@ __device__ static void load_kv(E *ks, E *vs, const E *base, int64_t j0, const at
  * tile's first row i0, the longest tiles first; the warp's first row r0
  * and this lane's two rows ri[0], ri[1] (g and g + 8 of the warp's 16);
  * jend the last key any row of the tile sees; kf the 16-wide steps of the
- * head; Cl and C3 the row strides of the output and of qkv. */
+ * head; Cl and C3 the row strides of the output and of qkv. Row and key
+ * indices fit an int (T is below 2^31: attention.cu). */
 struct q_place {
-	int64_t bh, b, h, i0, r0, ri[2], jend, Cl, C3;
-	int t, kf;
+	int64_t bh, b, h, Cl, C3;
+	int i0, r0, ri[2], jend, t, kf;
 };
 
 __device__ static q_place q_place_of(const attn_args &a)
@@ -234,7 +275,7 @@ __device__ static q_place q_place_of(const attn_args &a)
 	p.bh = blockIdx.x;
 	p.b = p.bh / a.NH;
 	p.h = p.bh % a.NH;
-	p.i0 = (int64_t)(gridDim.y - 1 - blockIdx.y) * BQ;
+	p.i0 = (int)(gridDim.y - 1 - blockIdx.y) * BQ;
 	p.r0 = p.i0 + threadIdx.x / 32 * 16;
 	p.ri[0] = p.r0 + (lane >> 2);
 	p.ri[1] = p.ri[0] + 8;
@@ -242,21 +283,24 @@ __device__ static q_place q_place_of(const attn_args &a)
 	p.kf = (int)(a.HS / 16);
 	p.Cl = a.NH * a.HS;
 	p.C3 = 3 * p.Cl;
-	p.jend = p.i0 + BQ - 1 < a.T - 1 ? p.i0 + BQ - 1 : a.T - 1;
+	p.jend = p.i0 + BQ - 1 < (int)a.T - 1 ? p.i0 + BQ - 1 : (int)a.T - 1;
 	return p;
 }
 
-/* The 8-wide column tiles of the key tile at j0 that reach rows up to last */
-__device__ __forceinline__ int tiles_to(int64_t last, int64_t j0)
+/* The 8-wide column tiles of the key tile at j0 that reach rows up to
+ * last, as a count of 16-wide pairs */
+__device__ __forceinline__ int pairs_to(int last, int j0)
 {
-	int64_t n = (last - j0) / 8 + 1;
-	return n < NT ? (int)n : NT;
+	int n = (last - j0) / 16 + 1;
+	return n < KT ? n : KT;
 }
 
-/* s[n] = X Y^T for the warp's 16 rows x (stride ld, row-major) and the
- * column tiles n < nt of the tile y, over kf 16-wide steps of the head */
+/* s[n] = X Y^T for the warp's 16 rows x (row stride ld) and the column
+ * tiles of pairs [p0, p1) of the tile y, over kf 16-wide steps of the head
+ * (the other tiles are left at 0) */
 template <class E, int W>
-__device__ __forceinline__ void scores(float (&s)[NT][4], const E *x, const E *y, int ld, int nt, int kf)
+__device__ __forceinline__ void scores(float (&s)[NT][4], const E *x, const E *y, int ld, int p0, int p1,
+				       int kf)
 {
 #pragma unroll
 	for (int n = 0; n < NT; n++)
@@ -267,26 +311,26 @@ __device__ __forceinline__ void scores(float (&s)[NT][4], const E *x, const E *y
 			u32 xa[4];
 			lda(xa, x, ld, kk);
 #pragma unroll
-			for (int n = 0; n < NT; n++)
-				if (n < nt)
-					mma_bt<E>(s[n], xa, y, ld, n * 8, kk);
+			for (int np = 0; np < KT; np++)
+				if (np >= p0 && np < p1)
+					mma_bt2<E>(s[2 * np], s[2 * np + 1], xa, y, ld, np * 16, kk);
 		}
 }
 
-/* acc[d] += P M for the warp: P in registers (k steps kk < nk of 16 keys or
- * queries), M the tile m (stride ld) whose rows they index; the head's
- * column tiles below HS */
+/* acc[d] += P M for the warp: P in registers (k steps [k0, k1) of 16 keys
+ * or queries), M the tile m (row stride ld) whose rows they index; the
+ * head's column tiles below HS */
 template <class E, int W>
-__device__ __forceinline__ void accumulate(float (&acc)[W / 8][4], const u32 (&pa)[KT][4], int k0, int nk,
+__device__ __forceinline__ void accumulate(float (&acc)[W / 8][4], const u32 (&pa)[KT][4], int k0, int k1,
 					   const E *m, int ld, int64_t HS)
 {
 #pragma unroll
 	for (int kk = 0; kk < KT; kk++)
-		if (kk >= k0 && kk < nk)
+		if (kk >= k0 && kk < k1)
 #pragma unroll
-			for (int d = 0; d < W / 8; d++)
-				if (d * 8 < HS)
-					mma_b<E>(acc[d], pa[kk], m, ld, d * 8, kk);
+			for (int dp = 0; dp < W / 16; dp++)
+				if (dp * 16 < HS)
+					mma_b2<E>(acc[2 * dp], acc[2 * dp + 1], pa[kk], m, ld, dp * 16, kk);
 }
 
 /* Writes the warp's accumulated rows (two a lane: rows[0], rows[1]) to dst
@@ -294,7 +338,7 @@ __device__ __forceinline__ void accumulate(float (&acc)[W / 8][4], const u32 (&p
  * for rows below T, each times its factor f. */
 template <class E, int W>
 __device__ __forceinline__ void write_acc(E *dst, int64_t stride, const float (&acc)[W / 8][4],
-					  const int64_t (&rows)[2], const float (&f)[2], int t,
+					  const int (&rows)[2], const float (&f)[2], int t,
 					  const attn_args &a)
 {
 #pragma unroll
@@ -309,44 +353,69 @@ __device__ __forceinline__ void write_acc(E *dst, int64_t stride, const float (&
 				}
 }
 
-template <class E, int W>
+/* The query-tile kernels' scores for the key tile at j0, in log2 units
+ * (times sc log2 e): s = Q K^T or dP = dO V^T over the key pairs reaching
+ * the warp's rows (np of them); masked (-inf) where a key comes after the
+ * row or the row is past T, which only tiles that cross the diagonal or T
+ * (edge) need looked at. */
+__device__ __forceinline__ void mask_scores(float (&s)[NT][4], int np, const int (&ri)[2], int j0,
+					    int t, int edge, const attn_args &a)
+{
+	if (!edge)
+		return;
+#pragma unroll
+	for (int n = 0; n < NT; n++)
+#pragma unroll
+		for (int q = 0; q < 4; q++) {
+			int i = ri[q >> 1], j = j0 + n * 8 + 2 * t + (q & 1);
+			if (n >= 2 * np || j > i || i >= a.T)
+				s[n][q] = -INFINITY;
+		}
+}
+
+template <class E, int W, bool DROP>
 __global__ static void __launch_bounds__(NTHR)
 	tc_fwd_kernel(E *out, float *lse, const E *qkv, attn_args a, int vec)
 {
 	extern __shared__ float sh[];
 	const int LE = W + 8;
 	E *qs = (E *)sh, *ks = qs + BQ * LE, *vs = ks + BK * LE;
-	const auto [bh, b, h, i0, r0, ri, jend, Cl, C3, t, kf] = q_place_of(a);
+	const auto [bh, b, h, Cl, C3, i0, r0, ri, jend, t, kf] = q_place_of(a);
 	const E *base = qkv + b * a.T * C3 + h * a.HS;
 	const E *qw = qs + (r0 - i0) * LE;
+	const float scl = a.sc * L2E;
 	load_tile<E, W>(qs, base, C3, i0, a, vec);
+	/* o: the unnormalised output rows; m: their running maxima (log2
+	 * units), l: this lane's part of their sums */
 	float o[W / 8][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 #pragma unroll
 	for (int d = 0; d < W / 8; d++)
 		o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.0f;
-	for (int64_t j0 = 0; j0 <= jend; j0 += BK) {
+	for (int j0 = 0; j0 <= jend; j0 += BK) {
 		load_kv<E, W>(ks, vs, base, j0, a, vec);
 		if (r0 >= a.T)
 			continue;
-		int nt = tiles_to(r0 + 15, j0);
+		int np = pairs_to(r0 + 15, j0);
 		float s[NT][4];
-		scores<E, W>(s, qw, ks, LE, nt, kf);
+		scores<E, W>(s, qw, ks, LE, 0, np, kf);
+#pragma unroll
+		for (int n = 0; n < NT; n++)
+#pragma unroll
+			for (int q = 0; q < 4; q++)
+				s[n][q] *= scl;
+		mask_scores(s, np, ri, j0, t, j0 + BK - 1 > r0 || r0 + 15 >= a.T, a);
 		float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
 		for (int n = 0; n < NT; n++)
 #pragma unroll
-			for (int q = 0; q < 4; q++) {
-				int64_t i = ri[q >> 1], j = j0 + n * 8 + 2 * t + (q & 1);
-				float v = n < nt && j <= i && i < a.T ? s[n][q] * a.sc : -INFINITY;
-				s[n][q] = v;
-				mx[q >> 1] = fmaxf(mx[q >> 1], v);
-			}
+			for (int q = 0; q < 4; q++)
+				mx[q >> 1] = fmaxf(mx[q >> 1], s[n][q]);
 		float mu[2];
 #pragma unroll
 		for (int hr = 0; hr < 2; hr++) {
 			float mn = fmaxf(m[hr], quad_max(mx[hr]));
 			mu[hr] = mn == -INFINITY ? 0.0f : mn; /* a row with no key yet */
-			float corr = exp2f((m[hr] - mu[hr]) * L2E);
+			float corr = exp2f(m[hr] - mu[hr]);
 			m[hr] = mn;
 			l[hr] *= corr;
 #pragma unroll
@@ -359,15 +428,15 @@ __global__ static void __launch_bounds__(NTHR)
 		for (int n = 0; n < NT; n++)
 #pragma unroll
 			for (int q = 0; q < 4; q++) {
-				float p = exp2f((s[n][q] - mu[q >> 1]) * L2E);
+				float p = exp2f(s[n][q] - mu[q >> 1]);
 				l[q >> 1] += p;
-				if (a.drop)
+				if (DROP)
 					p *= keep(a, b, h, ri[q >> 1], j0 + n * 8 + 2 * t + (q & 1));
 				s[n][q] = p;
 			}
 		u32 pa[KT][4];
 		repack<E>(pa, s);
-		accumulate<E, W>(o, pa, 0, (nt + 1) / 2, vs, LE, a.HS);
+		accumulate<E, W>(o, pa, 0, np, vs, LE, a.HS);
 	}
 	float f[2];
 #pragma unroll
@@ -375,12 +444,12 @@ __global__ static void __launch_bounds__(NTHR)
 		float lt = quad_sum(l[hr]);
 		f[hr] = lt > 0.0f ? 1.0f / lt : 0.0f;
 		if (t == 0 && ri[hr] < a.T)
-			lse[bh * a.T + ri[hr]] = m[hr] + logf(lt);
+			lse[bh * a.T + ri[hr]] = m[hr] * (1.0f / L2E) + logf(lt);
 	}
 	write_acc<E, W>(out + b * a.T * Cl + h * a.HS, Cl, o, ri, f, t, a);
 }
 
-template <class E, int W>
+template <class E, int W, bool DROP>
 __global__ static void __launch_bounds__(NTHR)
 	tc_dq_kernel(E *dqkv, float *Dv, const E *dout, const E *qkv, const float *lse,
 		     attn_args a, int vec)
@@ -388,49 +457,53 @@ __global__ static void __launch_bounds__(NTHR)
 	extern __shared__ float sh[];
 	const int LE = W + 8;
 	E *qs = (E *)sh, *gs = qs + BQ * LE, *ks = gs + BQ * LE, *vs = ks + BK * LE;
-	const auto [bh, b, h, i0, r0, ri, jend, Cl, C3, t, kf] = q_place_of(a);
+	const auto [bh, b, h, Cl, C3, i0, r0, ri, jend, t, kf] = q_place_of(a);
 	const E *base = qkv + b * a.T * C3 + h * a.HS;
 	const E *qw = qs + (r0 - i0) * LE, *gw = gs + (r0 - i0) * LE;
+	const float scl = a.sc * L2E;
 	load_tile<E, W>(qs, base, C3, i0, a, vec);
 	load_tile<E, W>(gs, dout + b * a.T * Cl + h * a.HS, Cl, i0, a, vec);
+	/* L: the rows' log-sum-exp in log2 units */
 	float L[2], D[2] = {0.0f, 0.0f}, dq[W / 8][4];
 #pragma unroll
 	for (int hr = 0; hr < 2; hr++)
-		L[hr] = ri[hr] < a.T ? lse[bh * a.T + ri[hr]] : 0.0f;
+		L[hr] = ri[hr] < a.T ? lse[bh * a.T + ri[hr]] * L2E : 0.0f;
 #pragma unroll
 	for (int d = 0; d < W / 8; d++)
 		dq[d][0] = dq[d][1] = dq[d][2] = dq[d][3] = 0.0f;
 	for (int pass = 0; pass < 2; pass++) {
 		float dpart[2] = {0.0f, 0.0f};
-		for (int64_t j0 = 0; j0 <= jend; j0 += BK) {
+		for (int j0 = 0; j0 <= jend; j0 += BK) {
 			load_kv<E, W>(ks, vs, base, j0, a, vec);
 			if (r0 >= a.T)
 				continue;
-			int nt = tiles_to(r0 + 15, j0);
+			int np = pairs_to(r0 + 15, j0);
 			float s[NT][4], dp[NT][4];
-			scores<E, W>(s, qw, ks, LE, nt, kf);
-			scores<E, W>(dp, gw, vs, LE, nt, kf);
+			scores<E, W>(s, qw, ks, LE, 0, np, kf);
+			scores<E, W>(dp, gw, vs, LE, 0, np, kf);
+#pragma unroll
+			for (int n = 0; n < NT; n++)
+#pragma unroll
+				for (int q = 0; q < 4; q++)
+					s[n][q] = s[n][q] * scl - L[q >> 1];
+			mask_scores(s, np, ri, j0, t, j0 + BK - 1 > r0 || r0 + 15 >= a.T, a);
 #pragma unroll
 			for (int n = 0; n < NT; n++)
 #pragma unroll
 				for (int q = 0; q < 4; q++) {
-					int64_t i = ri[q >> 1], j = j0 + n * 8 + 2 * t + (q & 1);
-					float ds = 0.0f;
-					if (n < nt && j <= i && i < a.T) {
-						float p = exp2f((s[n][q] * a.sc - L[q >> 1]) * L2E);
-						float g = a.drop ? dp[n][q] * keep(a, b, h, i, j) : dp[n][q];
-						if (pass == 0)
-							dpart[q >> 1] += p * g;
-						else
-							ds = p * (g - D[q >> 1]);
-					}
-					s[n][q] = ds;
+					float p = exp2f(s[n][q]);
+					float g = dp[n][q];
+					if (DROP)
+						g *= keep(a, b, h, ri[q >> 1], j0 + n * 8 + 2 * t + (q & 1));
+					if (pass == 0)
+						dpart[q >> 1] += p * g;
+					s[n][q] = p * (g - D[q >> 1]);
 				}
 			if (pass == 0)
 				continue;
 			u32 da[KT][4];
 			repack<E>(da, s);
-			accumulate<E, W>(dq, da, 0, (nt + 1) / 2, ks, LE, a.HS);
+			accumulate<E, W>(dq, da, 0, np, ks, LE, a.HS);
 		}
 		if (pass == 0)
 			for (int hr = 0; hr < 2; hr++)
@@ -444,7 +517,7 @@ __global__ static void __launch_bounds__(NTHR)
 	write_acc<E, W>(dqkv + b * a.T * C3 + h * a.HS, C3, dq, ri, f, t, a);
 }
 
-template <class E, int W>
+template <class E, int W, bool DROP>
 __global__ static void __launch_bounds__(NTHR)
 	tc_dkv_kernel(E *dqkv, const E *dout, const E *qkv, const float *lse, const float *Dv,
 		      attn_args a, int vec)
@@ -454,12 +527,14 @@ __global__ static void __launch_bounds__(NTHR)
 	E *ks = (E *)sh, *vs = ks + BK * LE, *qs = vs + BK * LE, *gs = qs + BQ * LE;
 	float *Ls = (float *)(gs + BQ * LE), *Ds = Ls + BQ;
 	int64_t bh = blockIdx.x, b = bh / a.NH, h = bh % a.NH;
-	int64_t j0 = (int64_t)blockIdx.y * BK;
+	int j0 = (int)blockIdx.y * BK, T = (int)a.T;
 	int lane = threadIdx.x % 32, t = lane & 3, kf = (int)(a.HS / 16);
-	int64_t Cl = a.NH * a.HS, C3 = 3 * Cl, jw0 = j0 + threadIdx.x / 32 * 16;
-	const int64_t rj[2] = {jw0 + (lane >> 2), jw0 + (lane >> 2) + 8};
+	int64_t Cl = a.NH * a.HS, C3 = 3 * Cl;
+	int jw0 = j0 + threadIdx.x / 32 * 16;
+	const int rj[2] = {jw0 + (lane >> 2), jw0 + (lane >> 2) + 8};
 	const E *base = qkv + b * a.T * C3 + h * a.HS, *gbase = dout + b * a.T * Cl + h * a.HS;
 	const E *kw = ks + (jw0 - j0) * LE, *vw = vs + (jw0 - j0) * LE;
+	const float scl = a.sc * L2E;
 	load_tile<E, W>(ks, base + Cl, C3, j0, a, vec);
 	load_tile<E, W>(vs, base + 2 * Cl, C3, j0, a, vec);
 	float dk[W / 8][4], dv[W / 8][4];
@@ -468,45 +543,41 @@ __global__ static void __launch_bounds__(NTHR)
 #pragma unroll
 		for (int q = 0; q < 4; q++)
 			dk[d][q] = dv[d][q] = 0.0f;
-	for (int64_t i0 = j0; i0 < a.T; i0 += BQ) {
+	for (int i0 = j0; i0 < T; i0 += BQ) {
 		__syncthreads();
 		load_tile<E, W>(qs, base, C3, i0, a, vec);
 		load_tile<E, W>(gs, gbase, Cl, i0, a, vec);
 		if (threadIdx.x < BQ) {
-			int64_t iq = i0 + threadIdx.x;
-			Ls[threadIdx.x] = iq < a.T ? lse[bh * a.T + iq] : 0.0f;
-			Ds[threadIdx.x] = iq < a.T ? Dv[bh * a.T + iq] : 0.0f;
+			int iq = i0 + threadIdx.x;
+			Ls[threadIdx.x] = iq < T ? lse[bh * a.T + iq] * L2E : 0.0f;
+			Ds[threadIdx.x] = iq < T ? Dv[bh * a.T + iq] : 0.0f;
 		}
 		__syncthreads();
-		if (jw0 >= a.T)
+		if (jw0 >= T)
 			continue;
-		/* the 8-query column tiles at or after this warp's first key, below T */
-		int n0 = jw0 > i0 ? (int)((jw0 - i0) / 8) : 0;
-		int n1 = tiles_to(a.T - 1, i0);
+		/* the 16-query column pairs at or after this warp's first key, below T */
+		int p0 = jw0 > i0 ? (jw0 - i0) / 16 : 0, p1 = pairs_to(T - 1, i0);
+		int edge = i0 < jw0 + 15 || i0 + BQ > T;
 		float s[NT][4], dp[NT][4];
-		scores<E, W>(s, kw, qs, LE, n1, kf);
-		scores<E, W>(dp, vw, gs, LE, n1, kf);
+		scores<E, W>(s, kw, qs, LE, p0, p1, kf);
+		scores<E, W>(dp, vw, gs, LE, p0, p1, kf);
 #pragma unroll
 		for (int n = 0; n < NT; n++)
 #pragma unroll
 			for (int q = 0; q < 4; q++) {
-				int c = n * 8 + 2 * t + (q & 1);
-				int64_t i = i0 + c, j = rj[q >> 1];
-				float pd = 0.0f, ds = 0.0f;
-				if (n >= n0 && n < n1 && i >= j && i < a.T) {
-					float p = exp2f((s[n][q] * a.sc - Ls[c]) * L2E);
-					float f = a.drop ? keep(a, b, h, i, j) : 1.0f;
-					pd = p * f;
-					ds = p * (dp[n][q] * f - Ds[c]);
-				}
-				s[n][q] = pd;
-				dp[n][q] = ds;
+				int c = n * 8 + 2 * t + (q & 1), i = i0 + c, j = rj[q >> 1];
+				float p = exp2f(s[n][q] * scl - Ls[c]);
+				if (edge && (n < 2 * p0 || n >= 2 * p1 || i < j || i >= T))
+					p = 0.0f;
+				float f = DROP ? keep(a, b, h, i, j) : 1.0f;
+				s[n][q] = p * f;
+				dp[n][q] = p * (dp[n][q] * f - Ds[c]);
 			}
 		u32 pa[KT][4];
 		repack<E>(pa, s);
-		accumulate<E, W>(dv, pa, n0 / 2, (n1 + 1) / 2, gs, LE, a.HS);
+		accumulate<E, W>(dv, pa, p0, p1, gs, LE, a.HS);
 		repack<E>(pa, dp);
-		accumulate<E, W>(dk, pa, n0 / 2, (n1 + 1) / 2, qs, LE, a.HS);
+		accumulate<E, W>(dk, pa, p0, p1, qs, LE, a.HS);
 	}
 	E *o = dqkv + b * a.T * C3 + h * a.HS;
 	const float fk[2] = {a.sc, a.sc}, fv[2] = {1.0f, 1.0f};
@@ -548,7 +619,8 @@ static int fwd_nf(cudaStream_t s, void *out, float *lse, const void *qkv, int64_
 		  const attn_args &a, int vec, gpt_err *err)
 {
 	size_t shm = fwd_shm(W, sizeof(E));
-	auto kern = tc_fwd_kernel<E, W>;
+	/* dropout's Philox, in every element's code, only where it is asked for */
+	auto kern = a.drop ? tc_fwd_kernel<E, W, true> : tc_fwd_kernel<E, W, false>;
 	int rc = allow_shm(kern, shm, "attention_fwd: shared memory", err);
 	if (rc)
 		return rc;
@@ -562,8 +634,8 @@ static int bwd_nf(cudaStream_t s, void *dqkv, float *Dv, const void *dout, const
 		  const float *lse, int64_t B, const attn_args &a, int vec, gpt_err *err)
 {
 	size_t shq = dq_shm(W, sizeof(E)), shk = dkv_shm(W, sizeof(E));
-	auto kq = tc_dq_kernel<E, W>;
-	auto kkv = tc_dkv_kernel<E, W>;
+	auto kq = a.drop ? tc_dq_kernel<E, W, true> : tc_dq_kernel<E, W, false>;
+	auto kkv = a.drop ? tc_dkv_kernel<E, W, true> : tc_dkv_kernel<E, W, false>;
 	int rc = allow_shm(kq, shq, "attention_bwd: shared memory", err);
 	if (!rc)
 		rc = allow_shm(kkv, shk, "attention_bwd: shared memory", err);

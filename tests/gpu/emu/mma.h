@@ -1,12 +1,14 @@
-/* The warp-wide matrix product lib/cuda uses (attention_tc.cu's mma(): PTX
- * mma.sync m16n8k16 with bf16 or fp16 operands and fp32 accumulators), for
- * tests/gpu/emu/run.sh, where lib/cuda includes it in place of nvcc's
- * <mma.h> when GPT_CUDA_EMULATED. */
+/* The warp-wide tensor-core instructions lib/cuda uses (attention_tc.cu:
+ * PTX mma.sync m16n8k16 with bf16 or fp16 operands and fp32 accumulators,
+ * and ldmatrix .x4), for tests/gpu/emu/run.sh, where lib/cuda includes it
+ * in place of nvcc's <mma.h> when GPT_CUDA_EMULATED. */
 #pragma once
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace emu {
@@ -49,6 +51,31 @@ template <class E> static inline void mma_m16n8k16(float *d, const uint32_t *a, 
 			acc += av * bv;
 		}
 		d[q] = acc;
+	}
+	warp_bar->arrive_and_wait();
+}
+
+/* One lane's part of PTX's ldmatrix.sync.aligned.m8n8.x4(.trans).shared.b16:
+ * lane l gives p, the address of row l % 8 of 8x8 matrix l / 8 (8 16-bit
+ * elements, 16-byte aligned, else the run stops: a GPU's result would be
+ * undefined); r[i] gets matrix i's elements (l / 4, 2(l % 4)) and
+ * (l / 4, 2(l % 4) + 1), or with trans (2(l % 4), l / 4) and
+ * (2(l % 4) + 1, l / 4), the first in the lower half. The addresses go
+ * through the warp's exchange slots between two warp barriers. */
+static inline void ldmatrix_x4(uint32_t *r, const void *p, bool trans)
+{
+	int lane = (int)(threadIdx_.x % 32), g = lane >> 2, t = lane & 3;
+	if ((uintptr_t)p % 16 != 0) {
+		fprintf(stderr, "emu: ldmatrix row address %p is not 16-byte aligned\n", p);
+		abort();
+	}
+	const uint16_t **s = (const uint16_t **)warp_slot;
+	s[lane] = (const uint16_t *)p;
+	warp_bar->arrive_and_wait();
+	for (int i = 0; i < 4; i++) {
+		uint32_t lo = trans ? s[i * 8 + 2 * t][g] : s[i * 8 + g][2 * t];
+		uint32_t hi = trans ? s[i * 8 + 2 * t + 1][g] : s[i * 8 + g][2 * t + 1];
+		r[i] = lo | hi << 16;
 	}
 	warp_bar->arrive_and_wait();
 }
