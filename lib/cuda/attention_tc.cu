@@ -19,10 +19,11 @@
  *
  * Blocks of 4 warps own 64 query rows (or 64 keys), 16 per warp, and walk
  * 64-wide tiles of the other side up to the diagonal, each tile loaded once
- * into shared memory for the block (two barriers a tile; rows padded by 16
- * bytes, so the 8 rows of an ldmatrix phase hit distinct banks). The head
- * dimension is padded with zeros to W = 32, 64 or 128; products skip the
- * padding.
+ * into shared memory for the block by cp.async, the next tile landing
+ * while this one is worked on (two buffers, two barriers a tile; rows
+ * padded by 16 bytes, so the 8 rows of an ldmatrix phase hit distinct
+ * banks). The head dimension is padded with zeros to W = 32, 64 or 128;
+ * products skip the padding.
  *   forward   grid (B*NH, T/64), the longest query tiles first: S = Q K^T,
  *             online softmax (the output rows rescaled in registers when
  *             their maximum moves), O += P V; writes O / l and
@@ -42,13 +43,14 @@
  * results are the same bits on every run. Dropout factors come from keep()
  * (attention.cuh), the CPU's Philox coordinates. Nothing T x T is stored.
  *
- * Shared memory per block (16-bit storage): 3 (forward) or 4 (dq, dkv)
- * tiles of 64 x (W + 8) elements: 27 and 36 KiB at W = 64, 51 and 68 KiB
+ * Shared memory per block (16-bit storage): 5 (forward) or 6 (dq, dkv)
+ * tiles of 64 x (W + 8) elements: 45 and 54 KiB at W = 64, 85 and 102 KiB
  * at W = 128 (above 48 KiB asked for with cudaFuncSetAttribute). Limits:
  * head sizes that are multiples of 16 up to 128 (others, and fp32 storage,
- * use attention.cu). Tiles are copied 16 bytes at a time when qkv and dout
- * are 16-byte aligned, element by element otherwise. tests/gpu/emu's mma.h
- * carries mma.sync and ldmatrix for the CPU emulation. */
+ * use attention.cu). Tiles are copied by cp.async 16 bytes at a time when
+ * qkv and dout are 16-byte aligned, element by element otherwise.
+ * tests/gpu/emu carries mma.sync, ldmatrix (mma.h) and cp.async
+ * (cuda_runtime.h: copies land at the wait) for the CPU emulation. */
 #include "cuda/attention.cuh"
 
 #include <math.h>
@@ -216,27 +218,64 @@ __device__ __forceinline__ float quad_sum(float v)
 	return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
+/* PTX cp.async: 16 bytes (or 4) from global src to shared dst without
+ * the registers, zeros in place of them where !ok (src is then not read);
+ * cp_commit closes a group of them, cp_wait<n> waits until at most the
+ * newest n groups are in flight (sm_80 and later). */
+template <int N> __device__ __forceinline__ void cp_async(void *dst, const void *src, bool ok)
+{
+	static_assert(N == 4 || N == 16, "cp.async copies 4 or 16 bytes here");
+#ifdef GPT_CUDA_EMULATED
+	emu::cp_async(dst, src, ok ? N : 0, N);
+#else
+	unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+	if constexpr (N == 16) /* past L1 */
+		asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(ok ? 16 : 0)
+			     : "memory");
+	else
+		asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(d), "l"(src), "r"(ok ? 4 : 0)
+			     : "memory");
+#endif
+}
+
+__device__ __forceinline__ void cp_commit(void)
+{
+#ifdef GPT_CUDA_EMULATED
+	emu::cp_async_commit();
+#else
+	asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+
+template <int N> __device__ __forceinline__ void cp_wait(void)
+{
+#ifdef GPT_CUDA_EMULATED
+	emu::cp_async_wait(N);
+#else
+	asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
+}
+
 /* Rows [r0, r0 + 64) of a (T, HS) slice at base with row stride `stride`
- * into a (64, W) tile of row stride W + 8, zeros past T and past HS. */
+ * into a (64, W) tile of row stride W + 8 (16 bytes of padding, which
+ * spreads the rows over the banks), zeros past T and past HS: with vec
+ * (base and stride 16-byte aligned) by cp.async, landing by the next
+ * cp_wait that covers it, else element by element, there at once. */
 template <class E, int W>
-__device__ static void load_tile(E *tile, const E *base, int64_t stride, int64_t r0,
-				 const attn_args &a, int vec)
+__device__ static void load_tile(E *tile, const E *base, int64_t stride, int r0, const attn_args &a,
+				 int vec)
 {
 	const int ld = W + 8;
 	if (vec) {
 		for (int e = threadIdx.x; e < 64 * (W / 8); e += NTHR) {
-			int rr = e / (W / 8), d = e % (W / 8) * 8;
-			int64_t r = r0 + rr;
-			uint4 v = {0u, 0u, 0u, 0u};
-			if (r < a.T && d < a.HS)
-				v = *(const uint4 *)(base + r * stride + d);
-			*(uint4 *)(tile + rr * ld + d) = v;
+			int rr = e / (W / 8), d = e % (W / 8) * 8, r = r0 + rr;
+			bool ok = r < a.T && d < a.HS;
+			cp_async<16>(tile + rr * ld + d, ok ? base + r * stride + d : base, ok);
 		}
 		return;
 	}
 	for (int e = threadIdx.x; e < 64 * W; e += NTHR) {
-		int rr = e / W, d = e % W;
-		int64_t r = r0 + rr;
+		int rr = e / W, d = e % W, r = r0 + rr;
 		if (r < a.T && d < a.HS)
 			tile[rr * ld + d] = base[r * stride + d];
 		else
@@ -244,16 +283,25 @@ __device__ static void load_tile(E *tile, const E *base, int64_t stride, int64_t
 	}
 }
 
-/* The key and value tiles at j0 of a head (base: its q in qkv), between
- * block barriers: the last tile's readers are done, the new tile is in. */
+/* The key and value tiles at j0 of a head (base: its q in qkv) into ks
+ * and vs, as one cp.async group. */
 template <class E, int W>
-__device__ static void load_kv(E *ks, E *vs, const E *base, int64_t j0, const attn_args &a,
-			       int vec)
+__device__ static void load_kv(E *ks, E *vs, const E *base, int j0, const attn_args &a, int vec)
 {
 	int64_t Cl = a.NH * a.HS;
-	__syncthreads();
 	load_tile<E, W>(ks, base + Cl, 3 * Cl, j0, a, vec);
 	load_tile<E, W>(vs, base + 2 * Cl, 3 * Cl, j0, a, vec);
+	cp_commit();
+}
+
+/* Before work on a tile loaded earlier: waits for it (with a later tile's
+ * group, when more is set, still in flight) and for every thread's part. */
+__device__ __forceinline__ void tile_ready(bool more)
+{
+	if (more)
+		cp_wait<1>();
+	else
+		cp_wait<0>();
 	__syncthreads();
 }
 
@@ -379,64 +427,71 @@ __global__ static void __launch_bounds__(NTHR)
 {
 	extern __shared__ float sh[];
 	const int LE = W + 8;
-	E *qs = (E *)sh, *ks = qs + BQ * LE, *vs = ks + BK * LE;
+	E *qs = (E *)sh, *ks[2] = {qs + BQ * LE, qs + (BQ + BK) * LE};
+	E *vs[2] = {qs + (BQ + 2 * BK) * LE, qs + (BQ + 3 * BK) * LE};
 	const auto [bh, b, h, Cl, C3, i0, r0, ri, jend, t, kf] = q_place_of(a);
 	const E *base = qkv + b * a.T * C3 + h * a.HS;
 	const E *qw = qs + (r0 - i0) * LE;
 	const float scl = a.sc * L2E;
 	load_tile<E, W>(qs, base, C3, i0, a, vec);
+	load_kv<E, W>(ks[0], vs[0], base, 0, a, vec);
 	/* o: the unnormalised output rows; m: their running maxima (log2
 	 * units), l: this lane's part of their sums */
 	float o[W / 8][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 #pragma unroll
 	for (int d = 0; d < W / 8; d++)
 		o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.0f;
-	for (int j0 = 0; j0 <= jend; j0 += BK) {
-		load_kv<E, W>(ks, vs, base, j0, a, vec);
-		if (r0 >= a.T)
-			continue;
-		int np = pairs_to(r0 + 15, j0);
-		float s[NT][4];
-		scores<E, W>(s, qw, ks, LE, 0, np, kf);
+	for (int j0 = 0, cur = 0; j0 <= jend; j0 += BK, cur ^= 1) {
+		/* the next tile on its way while this one is worked on */
+		bool more = j0 + BK <= jend;
+		if (more)
+			load_kv<E, W>(ks[cur ^ 1], vs[cur ^ 1], base, j0 + BK, a, vec);
+		tile_ready(more);
+		if (r0 < a.T) {
+			int np = pairs_to(r0 + 15, j0);
+			float s[NT][4];
+			scores<E, W>(s, qw, ks[cur], LE, 0, np, kf);
 #pragma unroll
-		for (int n = 0; n < NT; n++)
+			for (int n = 0; n < NT; n++)
 #pragma unroll
-			for (int q = 0; q < 4; q++)
-				s[n][q] *= scl;
-		mask_scores(s, np, ri, j0, t, j0 + BK - 1 > r0 || r0 + 15 >= a.T, a);
-		float mx[2] = {-INFINITY, -INFINITY};
+				for (int q = 0; q < 4; q++)
+					s[n][q] *= scl;
+			mask_scores(s, np, ri, j0, t, j0 + BK - 1 > r0 || r0 + 15 >= a.T, a);
+			float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-		for (int n = 0; n < NT; n++)
+			for (int n = 0; n < NT; n++)
 #pragma unroll
-			for (int q = 0; q < 4; q++)
-				mx[q >> 1] = fmaxf(mx[q >> 1], s[n][q]);
-		float mu[2];
+				for (int q = 0; q < 4; q++)
+					mx[q >> 1] = fmaxf(mx[q >> 1], s[n][q]);
+			float mu[2];
 #pragma unroll
-		for (int hr = 0; hr < 2; hr++) {
-			float mn = fmaxf(m[hr], quad_max(mx[hr]));
-			mu[hr] = mn == -INFINITY ? 0.0f : mn; /* a row with no key yet */
-			float corr = exp2f(m[hr] - mu[hr]);
-			m[hr] = mn;
-			l[hr] *= corr;
+			for (int hr = 0; hr < 2; hr++) {
+				float mn = fmaxf(m[hr], quad_max(mx[hr]));
+				mu[hr] = mn == -INFINITY ? 0.0f : mn; /* a row with no key yet */
+				float corr = exp2f(m[hr] - mu[hr]);
+				m[hr] = mn;
+				l[hr] *= corr;
 #pragma unroll
-			for (int d = 0; d < W / 8; d++) {
-				o[d][2 * hr] *= corr;
-				o[d][2 * hr + 1] *= corr;
+				for (int d = 0; d < W / 8; d++) {
+					o[d][2 * hr] *= corr;
+					o[d][2 * hr + 1] *= corr;
+				}
 			}
+#pragma unroll
+			for (int n = 0; n < NT; n++)
+#pragma unroll
+				for (int q = 0; q < 4; q++) {
+					float p = exp2f(s[n][q] - mu[q >> 1]);
+					l[q >> 1] += p;
+					if (DROP)
+						p *= keep(a, b, h, ri[q >> 1], j0 + n * 8 + 2 * t + (q & 1));
+					s[n][q] = p;
+				}
+			u32 pa[KT][4];
+			repack<E>(pa, s);
+			accumulate<E, W>(o, pa, 0, np, vs[cur], LE, a.HS);
 		}
-#pragma unroll
-		for (int n = 0; n < NT; n++)
-#pragma unroll
-			for (int q = 0; q < 4; q++) {
-				float p = exp2f(s[n][q] - mu[q >> 1]);
-				l[q >> 1] += p;
-				if (DROP)
-					p *= keep(a, b, h, ri[q >> 1], j0 + n * 8 + 2 * t + (q & 1));
-				s[n][q] = p;
-			}
-		u32 pa[KT][4];
-		repack<E>(pa, s);
-		accumulate<E, W>(o, pa, 0, np, vs, LE, a.HS);
+		__syncthreads(); /* the tile's readers are done before it is refilled */
 	}
 	float f[2];
 #pragma unroll
@@ -456,31 +511,36 @@ __global__ static void __launch_bounds__(NTHR)
 {
 	extern __shared__ float sh[];
 	const int LE = W + 8;
-	E *qs = (E *)sh, *gs = qs + BQ * LE, *ks = gs + BQ * LE, *vs = ks + BK * LE;
+	E *qs = (E *)sh, *gs = qs + BQ * LE, *ks[2] = {gs + BQ * LE, gs + (BQ + BK) * LE};
+	E *vs[2] = {gs + (BQ + 2 * BK) * LE, gs + (BQ + 3 * BK) * LE};
 	const auto [bh, b, h, Cl, C3, i0, r0, ri, jend, t, kf] = q_place_of(a);
 	const E *base = qkv + b * a.T * C3 + h * a.HS;
 	const E *qw = qs + (r0 - i0) * LE, *gw = gs + (r0 - i0) * LE;
 	const float scl = a.sc * L2E;
 	load_tile<E, W>(qs, base, C3, i0, a, vec);
 	load_tile<E, W>(gs, dout + b * a.T * Cl + h * a.HS, Cl, i0, a, vec);
+	load_kv<E, W>(ks[0], vs[0], base, 0, a, vec);
 	/* L: the rows' log-sum-exp in log2 units */
-	float L[2], D[2] = {0.0f, 0.0f}, dq[W / 8][4];
+	float L[2], D[2] = {0.0f, 0.0f}, dpart[2] = {0.0f, 0.0f}, dq[W / 8][4];
 #pragma unroll
 	for (int hr = 0; hr < 2; hr++)
 		L[hr] = ri[hr] < a.T ? lse[bh * a.T + ri[hr]] * L2E : 0.0f;
 #pragma unroll
 	for (int d = 0; d < W / 8; d++)
 		dq[d][0] = dq[d][1] = dq[d][2] = dq[d][3] = 0.0f;
-	for (int pass = 0; pass < 2; pass++) {
-		float dpart[2] = {0.0f, 0.0f};
-		for (int j0 = 0; j0 <= jend; j0 += BK) {
-			load_kv<E, W>(ks, vs, base, j0, a, vec);
-			if (r0 >= a.T)
-				continue;
+	/* two walks over the key tiles, one pipeline: k < nt the first */
+	int nt = jend / BK + 1;
+	for (int k = 0, cur = 0; k < 2 * nt; k++, cur ^= 1) {
+		int pass = k >= nt, j0 = (k - pass * nt) * BK;
+		bool more = k + 1 < 2 * nt;
+		if (more)
+			load_kv<E, W>(ks[cur ^ 1], vs[cur ^ 1], base, (k + 1) % nt * BK, a, vec);
+		tile_ready(more);
+		if (r0 < a.T) {
 			int np = pairs_to(r0 + 15, j0);
 			float s[NT][4], dp[NT][4];
-			scores<E, W>(s, qw, ks, LE, 0, np, kf);
-			scores<E, W>(dp, gw, vs, LE, 0, np, kf);
+			scores<E, W>(s, qw, ks[cur], LE, 0, np, kf);
+			scores<E, W>(dp, gw, vs[cur], LE, 0, np, kf);
 #pragma unroll
 			for (int n = 0; n < NT; n++)
 #pragma unroll
@@ -499,15 +559,16 @@ __global__ static void __launch_bounds__(NTHR)
 						dpart[q >> 1] += p * g;
 					s[n][q] = p * (g - D[q >> 1]);
 				}
-			if (pass == 0)
-				continue;
-			u32 da[KT][4];
-			repack<E>(da, s);
-			accumulate<E, W>(dq, da, 0, np, ks, LE, a.HS);
+			if (pass) {
+				u32 da[KT][4];
+				repack<E>(da, s);
+				accumulate<E, W>(dq, da, 0, np, ks[cur], LE, a.HS);
+			}
 		}
-		if (pass == 0)
+		if (k == nt - 1) /* the first walk done: D */
 			for (int hr = 0; hr < 2; hr++)
 				D[hr] = quad_sum(dpart[hr]);
+		__syncthreads(); /* the tile's readers are done before it is refilled */
 	}
 	if (t == 0)
 		for (int hr = 0; hr < 2; hr++)
@@ -517,6 +578,24 @@ __global__ static void __launch_bounds__(NTHR)
 	write_acc<E, W>(dqkv + b * a.T * C3 + h * a.HS, C3, dq, ri, f, t, a);
 }
 
+/* The query tile at i0 of a head for the dkv kernel: q and dO rows and
+ * their statistics (lse in natural units, D), as one cp.async group;
+ * zeros past T. */
+template <class E, int W>
+__device__ static void load_q(E *qs, E *gs, float *Ls, float *Ds, const E *base, const E *gbase,
+			      const float *lse, const float *Dv, int i0, const attn_args &a, int vec)
+{
+	int64_t Cl = a.NH * a.HS;
+	load_tile<E, W>(qs, base, 3 * Cl, i0, a, vec);
+	load_tile<E, W>(gs, gbase, Cl, i0, a, vec);
+	if (threadIdx.x < BQ) {
+		int iq = i0 + threadIdx.x;
+		cp_async<4>(Ls + threadIdx.x, iq < a.T ? lse + iq : lse, iq < a.T);
+		cp_async<4>(Ds + threadIdx.x, iq < a.T ? Dv + iq : Dv, iq < a.T);
+	}
+	cp_commit();
+}
+
 template <class E, int W, bool DROP>
 __global__ static void __launch_bounds__(NTHR)
 	tc_dkv_kernel(E *dqkv, const E *dout, const E *qkv, const float *lse, const float *Dv,
@@ -524,8 +603,10 @@ __global__ static void __launch_bounds__(NTHR)
 {
 	extern __shared__ float sh[];
 	const int LE = W + 8;
-	E *ks = (E *)sh, *vs = ks + BK * LE, *qs = vs + BK * LE, *gs = qs + BQ * LE;
-	float *Ls = (float *)(gs + BQ * LE), *Ds = Ls + BQ;
+	E *ks = (E *)sh, *vs = ks + BK * LE;
+	E *qs[2] = {vs + BK * LE, vs + (BK + BQ) * LE}, *gs[2] = {vs + (BK + 2 * BQ) * LE, vs + (BK + 3 * BQ) * LE};
+	float *st = (float *)(vs + (BK + 4 * BQ) * LE); /* the query tiles' statistics */
+	float *Ls[2] = {st, st + BQ}, *Ds[2] = {st + 2 * BQ, st + 3 * BQ};
 	int64_t bh = blockIdx.x, b = bh / a.NH, h = bh % a.NH;
 	int j0 = (int)blockIdx.y * BK, T = (int)a.T;
 	int lane = threadIdx.x % 32, t = lane & 3, kf = (int)(a.HS / 16);
@@ -533,51 +614,51 @@ __global__ static void __launch_bounds__(NTHR)
 	int jw0 = j0 + threadIdx.x / 32 * 16;
 	const int rj[2] = {jw0 + (lane >> 2), jw0 + (lane >> 2) + 8};
 	const E *base = qkv + b * a.T * C3 + h * a.HS, *gbase = dout + b * a.T * Cl + h * a.HS;
+	const float *lh = lse + bh * a.T, *dh = Dv + bh * a.T;
 	const E *kw = ks + (jw0 - j0) * LE, *vw = vs + (jw0 - j0) * LE;
 	const float scl = a.sc * L2E;
 	load_tile<E, W>(ks, base + Cl, C3, j0, a, vec);
 	load_tile<E, W>(vs, base + 2 * Cl, C3, j0, a, vec);
+	load_q<E, W>(qs[0], gs[0], Ls[0], Ds[0], base, gbase, lh, dh, j0, a, vec);
 	float dk[W / 8][4], dv[W / 8][4];
 #pragma unroll
 	for (int d = 0; d < W / 8; d++)
 #pragma unroll
 		for (int q = 0; q < 4; q++)
 			dk[d][q] = dv[d][q] = 0.0f;
-	for (int i0 = j0; i0 < T; i0 += BQ) {
-		__syncthreads();
-		load_tile<E, W>(qs, base, C3, i0, a, vec);
-		load_tile<E, W>(gs, gbase, Cl, i0, a, vec);
-		if (threadIdx.x < BQ) {
-			int iq = i0 + threadIdx.x;
-			Ls[threadIdx.x] = iq < T ? lse[bh * a.T + iq] * L2E : 0.0f;
-			Ds[threadIdx.x] = iq < T ? Dv[bh * a.T + iq] : 0.0f;
+	for (int i0 = j0, cur = 0; i0 < T; i0 += BQ, cur ^= 1) {
+		bool more = i0 + BQ < T;
+		if (more)
+			load_q<E, W>(qs[cur ^ 1], gs[cur ^ 1], Ls[cur ^ 1], Ds[cur ^ 1], base, gbase, lh, dh,
+				     i0 + BQ, a, vec);
+		tile_ready(more);
+		if (jw0 < T) {
+			/* the 16-query column pairs at or after this warp's first key, below T */
+			int p0 = jw0 > i0 ? (jw0 - i0) / 16 : 0, p1 = pairs_to(T - 1, i0);
+			int edge = i0 < jw0 + 15 || i0 + BQ > T;
+			const float *lc = Ls[cur], *dc = Ds[cur];
+			float s[NT][4], dp[NT][4];
+			scores<E, W>(s, kw, qs[cur], LE, p0, p1, kf);
+			scores<E, W>(dp, vw, gs[cur], LE, p0, p1, kf);
+#pragma unroll
+			for (int n = 0; n < NT; n++)
+#pragma unroll
+				for (int q = 0; q < 4; q++) {
+					int c = n * 8 + 2 * t + (q & 1), i = i0 + c, j = rj[q >> 1];
+					float p = exp2f(s[n][q] * scl - lc[c] * L2E);
+					if (edge && (n < 2 * p0 || n >= 2 * p1 || i < j || i >= T))
+						p = 0.0f;
+					float f = DROP ? keep(a, b, h, i, j) : 1.0f;
+					s[n][q] = p * f;
+					dp[n][q] = p * (dp[n][q] * f - dc[c]);
+				}
+			u32 pa[KT][4];
+			repack<E>(pa, s);
+			accumulate<E, W>(dv, pa, p0, p1, gs[cur], LE, a.HS);
+			repack<E>(pa, dp);
+			accumulate<E, W>(dk, pa, p0, p1, qs[cur], LE, a.HS);
 		}
-		__syncthreads();
-		if (jw0 >= T)
-			continue;
-		/* the 16-query column pairs at or after this warp's first key, below T */
-		int p0 = jw0 > i0 ? (jw0 - i0) / 16 : 0, p1 = pairs_to(T - 1, i0);
-		int edge = i0 < jw0 + 15 || i0 + BQ > T;
-		float s[NT][4], dp[NT][4];
-		scores<E, W>(s, kw, qs, LE, p0, p1, kf);
-		scores<E, W>(dp, vw, gs, LE, p0, p1, kf);
-#pragma unroll
-		for (int n = 0; n < NT; n++)
-#pragma unroll
-			for (int q = 0; q < 4; q++) {
-				int c = n * 8 + 2 * t + (q & 1), i = i0 + c, j = rj[q >> 1];
-				float p = exp2f(s[n][q] * scl - Ls[c]);
-				if (edge && (n < 2 * p0 || n >= 2 * p1 || i < j || i >= T))
-					p = 0.0f;
-				float f = DROP ? keep(a, b, h, i, j) : 1.0f;
-				s[n][q] = p * f;
-				dp[n][q] = p * (dp[n][q] * f - Ds[c]);
-			}
-		u32 pa[KT][4];
-		repack<E>(pa, s);
-		accumulate<E, W>(dv, pa, p0, p1, gs, LE, a.HS);
-		repack<E>(pa, dp);
-		accumulate<E, W>(dk, pa, p0, p1, qs, LE, a.HS);
+		__syncthreads(); /* the tile's readers are done before it is refilled */
 	}
 	E *o = dqkv + b * a.T * C3 + h * a.HS;
 	const float fk[2] = {a.sc, a.sc}, fv[2] = {1.0f, 1.0f};
@@ -591,19 +672,20 @@ int gpt_cuda_attention_tensor_cores(gpt_dtype dt, int64_t HS)
 	       HS <= 128;
 }
 
+/* the streamed tiles twice (the one worked on, the next one landing) */
 static size_t fwd_shm(int W, size_t es)
 {
-	return (size_t)(BQ + 2 * BK) * (W + 8) * es;
+	return (size_t)(BQ + 4 * BK) * (W + 8) * es;
 }
 
 static size_t dq_shm(int W, size_t es)
 {
-	return (size_t)(2 * BQ + 2 * BK) * (W + 8) * es;
+	return (size_t)(2 * BQ + 4 * BK) * (W + 8) * es;
 }
 
 static size_t dkv_shm(int W, size_t es)
 {
-	return (size_t)(2 * BK + 2 * BQ) * (W + 8) * es + (size_t)(2 * BQ) * sizeof(float);
+	return (size_t)(2 * BK + 4 * BQ) * (W + 8) * es + (size_t)(4 * BQ) * sizeof(float);
 }
 
 /* Lets kernel k use shm bytes of dynamic shared memory (above 48 KiB needs asking). */

@@ -158,6 +158,51 @@ template <class T> static inline T shfl(T v, int src)
 	return r;
 }
 
+/* PTX cp.async (attention_tc.cu's tiles): a thread's copies wait in its
+ * queue and land when its cp.async.wait_group lets them (those of all but
+ * the newest n committed groups), the latest a GPU may land them, so a
+ * read of the destination before the wait sees shared memory's 0xff fill
+ * (NaN). A copy of n < size bytes fills the rest with zeros, as PTX's
+ * src-size operand does. The queues are emptied at each block's start. */
+struct async_copy {
+	void *dst;
+	const void *src;
+	unsigned n, size;
+	unsigned long long group;
+};
+struct async_queue {
+	std::vector<async_copy> q;
+	unsigned long long committed = 0;
+};
+inline async_queue async_queues[1024];
+static inline async_queue &async_of_thread() { return async_queues[threadIdx_.x + threadIdx_.y * blockDim_.x]; }
+static inline void cp_async(void *dst, const void *src, unsigned n, unsigned size)
+{
+	async_queue &a = async_of_thread();
+	a.q.push_back({dst, src, n, size, a.committed});
+}
+static inline void cp_async_commit(void) { async_of_thread().committed++; }
+static inline void cp_async_wait(unsigned pending)
+{
+	async_queue &a = async_of_thread();
+	std::vector<async_copy> left;
+	for (const async_copy &c : a.q)
+		if (c.group + pending < a.committed) {
+			memcpy(c.dst, c.src, c.n);
+			memset((char *)c.dst + c.n, 0, c.size - c.n);
+		} else {
+			left.push_back(c);
+		}
+	a.q.swap(left);
+}
+static inline void cp_async_reset(void)
+{
+	for (async_queue &a : async_queues) {
+		a.q.clear();
+		a.committed = 0;
+	}
+}
+
 /* One launch's state: step() ends the block that ran (its shared memory
  * checked) and sets up the next one (shared memory refilled, fresh block
  * and warp barriers: a thread that returns drops out of its barriers).
@@ -198,6 +243,7 @@ struct grid {
 		next++;
 		at = dim3((unsigned)(i % g.x), (unsigned)(i / g.x));
 		memset(dyn, 0xff, SHM_EMU);
+		cp_async_reset();
 		shm_fill_static();
 		shm_poison(dyn, sh, true);
 		new (blk) bar(n);
