@@ -97,6 +97,7 @@ UNIT_C := $(sort $(wildcard tests/unit/test-*.c))
 UNIT_BIN := $(UNIT_C:tests/unit/%.c=build/tests/unit/%)
 GPU_C := $(if $(filter 1,$(WITH_CUDA)),$(sort $(wildcard tests/gpu/test-*.c)))
 GPU_BIN := $(GPU_C:tests/gpu/%.c=build/tests/gpu/%)
+GPU_BENCH := $(if $(filter 1,$(WITH_CUDA)),build/bench/gpu-ops)
 CLI_TESTS := $(sort $(wildcard tests/cli/t[0-9]*.sh))
 HELPER := tests/helper/test-tool
 MAN := $(sort $(wildcard man/man1/*.1 man/man5/*.5))
@@ -105,7 +106,7 @@ MAN := $(sort $(wildcard man/man1/*.1 man/man5/*.5))
 .DEFAULT_GOAL := all
 .SECONDARY:
 
-all: lib programs $(HELPER)
+all: lib programs $(HELPER) $(GPU_BENCH)
 lib: lib/libgpt.a
 programs: $(PROGRAMS)
 
@@ -151,6 +152,10 @@ build/tests/gpu/%: build/tests/gpu/%.o lib/libgpt.a
 	$(say) LINK $@
 	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $< lib/libgpt.a $(LIBS_ALL)
 
+build/bench/gpu-ops: build/bench/gpu/gpu-ops.o lib/libgpt.a
+	$(say) LINK $@
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $< lib/libgpt.a $(LIBS_ALL)
+
 -include $(shell find build -name '*.d' 2>/dev/null)
 
 # ---- tests ------------------------------------------------------------------
@@ -176,7 +181,7 @@ endif
 # tests/gpu/check.sh runs the GPU checks there from this archive.
 gpu-pack: all $(GPU_BIN)
 ifeq ($(WITH_CUDA),1)
-	@sh tests/gpu/pack.sh $(PROGRAMS) $(GPU_BIN) $(HELPER)
+	@sh tests/gpu/pack.sh $(PROGRAMS) $(GPU_BIN) $(GPU_BENCH) $(HELPER)
 else
 	@echo "gpu-pack: this build has no CUDA backend (CUDA=0 or no nvcc)" >&2; exit 1
 endif

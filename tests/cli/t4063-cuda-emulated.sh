@@ -40,7 +40,8 @@ g++ -std=c++20 -pthread -o cxx20 cxx20.cpp 2>/dev/null ||
 EMU=$GPT_ROOT/build/emu
 
 test_expect_success 'the emulated programs build' '
-	"$GPT_ROOT/tests/gpu/emu/build.sh" test-cuda-ops test-comm-stage gpt-train gpt-infer >build.log 2>&1 ||
+	"$GPT_ROOT/tests/gpu/emu/build.sh" test-cuda-ops test-comm-stage gpt-train gpt-infer gpu-ops \
+		>build.log 2>&1 ||
 		{ cat build.log; false; }
 '
 
@@ -69,6 +70,13 @@ test_expect_success 'the same in bf16 with blocks and the threads of a block the
 test_expect_success 'the shm collectives carry device buffers between 3 ranks' '
 	"$EMU/test-comm-stage" >stage.tap 2>&1 || { cat stage.tap; false; } &&
 	tap stage.tap
+'
+
+# the GPU op benchmark (bench/gpu/gpu-ops.c) at its small shapes: a row for
+# every op, so that the program a GPU run relies on is not found broken there
+test_expect_success 'the GPU op benchmark runs every op' '
+	"$EMU/gpu-ops" --small >ops.out 2>&1 || { cat ops.out; false; } &&
+	test "$(grep -c "^small .* \(TFLOP\|GB\)/s$" ops.out)" = 10 || { cat ops.out; false; }
 '
 
 # the GPU test scripts with the emulated programs

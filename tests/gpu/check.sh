@@ -14,6 +14,9 @@
 #              PyTorch's nvidia packages); gpt-train --version runs
 #   ops        test-cuda-ops (every op against the CPU backend, fp32, bf16,
 #              fp16), test-cuda-cast, test-cuda-qgemm
+#   kernels    bench/gpu/ops.sh: every op's time and rate at the seed
+#              models' shapes (build/bench/gpu-ops), PyTorch's attention at
+#              the same shapes next to it
 #   comm       test-comm-stage (shm collectives on device buffers),
 #              test-comm-nccl
 #   layouts    t4060: dp2, mp2, pp2, sharding2 stage 3, offload, overlapped
@@ -47,7 +50,7 @@ PACK=.gpu-pack/gptkit-gpu.tar.xz
 digest () {
 	{
 		cat Makefile
-		find lib cmd tests/gpu tests/unit tests/helper -type f \
+		find lib cmd tests/gpu tests/unit tests/helper bench/gpu -type f \
 			\( -name '*.[ch]' -o -name '*.cu' -o -name '*.cuh' \) | LC_ALL=C sort | xargs cat
 	} | sha256sum | cut -c1-32
 }
@@ -56,7 +59,7 @@ if [ "${1:-}" = --digest ]; then
 	exit 0
 fi
 
-ALL="probe ops comm layouts infer bench memory profile sanitizer"
+ALL="probe ops kernels comm layouts infer bench memory profile sanitizer"
 STAGES=${*:-$ALL}
 for s in $STAGES; do
 	case " $ALL " in *" $s "*) ;; *)
@@ -108,7 +111,7 @@ find_lib () {
 
 # the libraries some program here does not find
 not_found () {
-	for p in bin/gpt-* "$TB"/test-* tests/helper/test-tool; do
+	for p in bin/gpt-* "$TB"/test-* build/bench/gpu-ops tests/helper/test-tool; do
 		case $p in *.o | *.d) continue ;; esac
 		[ -x "$p" ] && ldd "$p" 2>&1
 	done | awk '/not found/ { print $1 }' | sort -u
@@ -217,23 +220,31 @@ run () {
 
 want () { case " $STAGES " in *" $1 "*) return 0 ;; esac; return 1; }
 
-# bench NAME MIN ROWS [VAR=VALUE...]: bench/gpu/train.sh's rows ROWS (its
-# ONLY) with those settings, its table in the summary
-bench () {
-	name=$1 min=$2 rows=$3
-	shift 3
+# table NAME MIN CMD...: a benchmark under what is left of the time, its
+# table in the summary
+table () {
+	name=$1 min=$2
+	shift 2
 	if [ -n "${GPT_EMU_BIN:-}" ]; then
 		line "$name" SKIP "not under the CPU emulation"
 		return
 	fi
 	fits "$name" "$min" || return
 	s=$(date +%s)
-	timeout -k 10 "$t" env "$@" ONLY="$rows" sh bench/gpu/train.sh >"$L/$name.log" 2>&1
+	timeout -k 10 "$t" "$@" >"$L/$name.log" 2>&1
 	rc=$?
 	r=ok
 	[ $rc = 0 ] || { r=FAIL; failed=1; }
 	line "$name" $r "$(($(date +%s) - s))s, exit $rc:"
 	tee -a "$SUM" <"$L/$name.log"
+}
+
+# bench NAME MIN ROWS [VAR=VALUE...]: bench/gpu/train.sh's rows ROWS (its
+# ONLY) with those settings
+bench () {
+	name=$1 min=$2 rows=$3
+	shift 3
+	table "$name" "$min" env "$@" ONLY="$rows" sh bench/gpu/train.sh
 }
 
 gpu=1
@@ -252,6 +263,7 @@ if [ $gpu = 1 ]; then
 		run test-cuda-cast 5 "$TB/test-cuda-cast"
 		run test-cuda-qgemm 10 "$TB/test-cuda-qgemm"
 	fi
+	want kernels && table kernels 20 sh bench/gpu/ops.sh
 	if want comm; then
 		run test-comm-stage 15 "$TB/test-comm-stage"
 		run test-comm-nccl 15 "$TB/test-comm-nccl"

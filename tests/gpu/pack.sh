@@ -9,7 +9,7 @@
 # of MiB each, are the GPU machine's.
 #
 # The archive holds the build's own paths (bin/, build/tests/gpu/test-*,
-# tests/helper/test-tool) plus .gpu-pack/lib/ and .gpu-pack/SOURCES, a
+# build/bench/gpu-ops, tests/helper/test-tool) plus .gpu-pack/lib/ and .gpu-pack/SOURCES, a
 # digest of the sources it was built from. tests/gpu/check.sh, in a copy of
 # this source tree on the GPU machine, unpacks it there, refuses it when the
 # digest differs from the tree's, and runs the GPU checks. GPU_PACK_XZ

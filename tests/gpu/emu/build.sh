@@ -3,6 +3,8 @@
 # CUDA runtime of this directory (see run.sh), into build/emu/:
 #
 #   tests/gpu/emu/build.sh test-cuda-ops    a test of tests/gpu (test-*.c)
+#   tests/gpu/emu/build.sh gpu-ops          a benchmark of bench/gpu (its --small shapes
+#                                           check the program, not the GPU)
 #   tests/gpu/emu/build.sh gpt-train        a program of cmd/ (its build/cmd object)
 #   EMU_SAN=thread tests/gpu/emu/build.sh test-cuda-ops
 #                                           with the kernels and the emulated
@@ -64,14 +66,16 @@ fi
 OB=$(ls -d /usr/lib/*-linux-gnu/openblas-openmp 2>/dev/null | head -n 1)
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 for t in "$@"; do
-	if [ -f "tests/gpu/$t.c" ]; then
+	src=tests/gpu/$t.c
+	[ -f "$src" ] || src=bench/gpu/$t.c
+	if [ -f "$src" ]; then
 		cc -std=c11 -D_GNU_SOURCE -O1 -g -fopenmp -pthread $SAN -Ilib -DGPT_HAVE_CUDA=1 -DGPT_CUDA_EMU \
-			-c "tests/gpu/$t.c" -o "$B/$t.o"
+			-c "$src" -o "$B/$t.o"
 		main=$B/$t.o
 	elif [ -f "build/cmd/$t.o" ]; then
 		main=build/cmd/$t.o
 	else
-		echo "emu: no tests/gpu/$t.c and no build/cmd/$t.o" >&2
+		echo "emu: no tests/gpu/$t.c, bench/gpu/$t.c or build/cmd/$t.o" >&2
 		exit 1
 	fi
 	# shellcheck disable=SC2046

@@ -1,0 +1,223 @@
+/* bench/gpu/gpu-ops.c (build/bench/gpu-ops): the CUDA backend's ops one at
+ * a time at the seed models' shapes, on the GPU, so that a kernel's speed
+ * can be read in seconds, without Nsight Compute or a training run:
+ *
+ *   build/bench/gpu-ops [bf16|fp16] [--small]
+ *
+ * Each row: the milliseconds a call takes (the mean of REPS calls after
+ * WARM, timed by the host clock around calls queued on the backend's one
+ * stream and a final sync; every op here runs for tens of microseconds or
+ * more, so the queue never runs dry) and its rate: TFLOP/s for attention
+ * and the GEMM, GB/s for the memory-bound ops. Attention is counted as
+ * FlashAttention counts it, so that bench/gpu/torch_attn.py's rows for
+ * PyTorch's scaled_dot_product_attention compare directly: causal forward
+ * 2 B NH T^2 HS FLOPs, backward 2.5 times that (whatever a kernel
+ * recomputes is its own cost). The bytes are what each op must move at
+ * least once: LayerNorm forward reads x and writes y (N C elements each),
+ * its backward reads x and dy and adds into dx (4 N C) and the weight
+ * gradients' pass reads x and dy again (2 N C); GELU's forward 2n, backward
+ * 3n; cross-entropy's forward reads a chunk of logits, its backward reads
+ * and writes it; AdamW moves the 16-bit parameter (read, write) and
+ * gradient, and the fp32 master and moments (read, write): 3 es + 24 bytes
+ * a parameter. --small: shapes for checking this program under the CPU
+ * emulation (tests/gpu/emu), whose figures mean nothing. Exit 0, or 1 on an
+ * error; "no CUDA device" and exit 0 without a GPU. */
+#include "backend/backend.h"
+#include "cuda/cuda.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { WARM = 3, REPS = 10 };
+
+static gpt_backend gpu;
+static gpt_err err;
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+
+static double now(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void fail(const char *what)
+{
+	fprintf(stderr, "gpu-ops: %s: %s\n", what, err.msg);
+	exit(1);
+}
+
+/* n elements of dtype t on the device, uniform in scale * [-1, 1) */
+static void *dev_rand(gpt_dtype t, int64_t n, float scale)
+{
+	size_t es = gpt_dtype_size(t);
+	float *x = malloc((size_t)n * sizeof *x);
+	void *h = malloc((size_t)n * es);
+	void *d = gpt_cuda_malloc((size_t)n * es, "gpu-ops", &err);
+	if (!x || !h || !d)
+		fail("memory");
+	for (int64_t i = 0; i < n; i++) {
+		rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+		x[i] = scale * ((float)(rng >> 40) / (float)(1 << 23) - 1.0f);
+	}
+	gpt_convert(h, t, x, GPT_DTYPE_F32, (size_t)n, NULL);
+	if (gpu.ops->upload(&gpu, d, h, (size_t)n * es, &err))
+		fail("upload");
+	free(x);
+	free(h);
+	return d;
+}
+
+static void *dev_zero(size_t bytes)
+{
+	void *d = gpt_cuda_malloc(bytes, "gpu-ops", &err);
+	if (!d || gpu.ops->zero(&gpu, d, bytes, &err))
+		fail("memory");
+	return d;
+}
+
+/* One row: WARM calls, then REPS timed; rate = amount / seconds a call
+ * (amount in TFLOP or GB). */
+#define ROW(shape, op, amount, unit, call)                                                      \
+	do {                                                                                    \
+		for (int w_ = 0; w_ < WARM; w_++)                                               \
+			if (call)                                                               \
+				fail(op);                                                       \
+		if (gpu.ops->sync(&gpu, &err))                                                  \
+			fail(op);                                                               \
+		double t0_ = now();                                                             \
+		for (int r_ = 0; r_ < REPS; r_++)                                               \
+			if (call)                                                               \
+				fail(op);                                                       \
+		if (gpu.ops->sync(&gpu, &err))                                                  \
+			fail(op);                                                               \
+		double s_ = (now() - t0_) / REPS;                                               \
+		printf("%-6s %-22s %9.3f %9.1f %s\n", shape, op, s_ * 1e3, (amount) / s_, unit); \
+	} while (0)
+
+typedef struct shape {
+	const char *name;
+	int64_t B, T, NH, HS, V, xent_rows, params;
+} shape;
+
+static void bench_shape(const shape *s, gpt_dtype dt)
+{
+	const gpt_backend_ops *o = gpu.ops;
+	int64_t B = s->B, T = s->T, NH = s->NH, HS = s->HS, C = NH * HS, BT = B * T, F = 4 * C;
+	double es = (double)gpt_dtype_size(dt), GB = 1e9, TF = 1e12;
+	char fb[64];
+
+	/* attention */
+	void *qkv = dev_rand(dt, BT * 3 * C, 1.5f), *out = dev_rand(dt, BT * C, 1.0f);
+	void *dout = dev_rand(dt, BT * C, 1.0f), *dqkv = dev_zero((size_t)(BT * 3 * C) * (size_t)es);
+	float *saved = dev_zero((size_t)o->attention_saved_size(&gpu, B, T, NH, HS) * sizeof(float));
+	double fwd = 2.0 * (double)B * (double)NH * (double)T * (double)T * (double)HS;
+	snprintf(fb, sizeof fb, "attention_fwd HS=%lld", (long long)HS);
+	ROW(s->name, fb, fwd / TF, "TFLOP/s",
+	    o->attention_fwd(&gpu, out, saved, qkv, B, T, NH, HS, NULL, &err));
+	snprintf(fb, sizeof fb, "attention_bwd HS=%lld", (long long)HS);
+	ROW(s->name, fb, 2.5 * fwd / TF, "TFLOP/s",
+	    o->attention_bwd(&gpu, dqkv, dout, qkv, saved, B, T, NH, HS, NULL, &err));
+	gpt_cuda_free(qkv), gpt_cuda_free(out), gpt_cuda_free(dout), gpt_cuda_free(dqkv);
+	gpt_cuda_free(saved);
+
+	/* the MLP's fc: a GEMM with its bias, then the GELU */
+	void *x = dev_rand(dt, BT * C, 1.0f), *w = dev_rand(dt, F * C, 0.05f), *bias = dev_rand(dt, F, 0.5f);
+	void *h = dev_zero((size_t)(BT * F) * (size_t)es), *g = dev_rand(dt, BT * F, 1.0f);
+	ROW(s->name, "linear_fwd (fc)", 2.0 * (double)BT * (double)C * (double)F / TF, "TFLOP/s",
+	    o->linear_fwd(&gpu, h, x, w, bias, BT, C, F, &err));
+	ROW(s->name, "gelu_fwd", 2.0 * (double)(BT * F) * es / GB, "GB/s",
+	    o->gelu_fwd(&gpu, g, h, BT * F, &err));
+	ROW(s->name, "gelu_bwd", 3.0 * (double)(BT * F) * es / GB, "GB/s",
+	    o->gelu_bwd(&gpu, g, h, g, BT * F, &err));
+	gpt_cuda_free(w), gpt_cuda_free(bias), gpt_cuda_free(h), gpt_cuda_free(g);
+
+	/* LayerNorm over the residual stream */
+	void *y = dev_zero((size_t)(BT * C) * (size_t)es), *dy = dev_rand(dt, BT * C, 1.0f);
+	void *lw = dev_rand(dt, C, 1.0f), *lb = dev_rand(dt, C, 0.1f);
+	void *dlw = dev_zero((size_t)C * (size_t)es), *dlb = dev_zero((size_t)C * (size_t)es);
+	float *mean = dev_zero((size_t)BT * sizeof(float)), *rstd = dev_zero((size_t)BT * sizeof(float));
+	ROW(s->name, "layernorm_fwd", 2.0 * (double)(BT * C) * es / GB, "GB/s",
+	    o->layernorm_fwd(&gpu, y, mean, rstd, x, lw, lb, BT, C, 1e-5f, &err));
+	ROW(s->name, "layernorm_bwd", 6.0 * (double)(BT * C) * es / GB, "GB/s",
+	    o->layernorm_bwd(&gpu, y, dlw, dlb, dy, x, lw, mean, rstd, BT, C, &err));
+	gpt_cuda_free(x), gpt_cuda_free(y), gpt_cuda_free(dy), gpt_cuda_free(lw), gpt_cuda_free(lb);
+	gpt_cuda_free(dlw), gpt_cuda_free(dlb), gpt_cuda_free(mean), gpt_cuda_free(rstd);
+
+	/* cross-entropy over one chunk of rows of the classifier */
+	int64_t R = s->xent_rows, V = s->V;
+	void *logits = dev_rand(dt, R * V, 4.0f);
+	int32_t *tg = malloc((size_t)R * sizeof *tg);
+	int32_t *targets = gpt_cuda_malloc((size_t)R * sizeof *targets, "gpu-ops", &err);
+	float *mx = dev_zero((size_t)R * sizeof(float)), *se = dev_zero((size_t)R * sizeof(float));
+	float *tl = dev_zero((size_t)R * sizeof(float));
+	if (!tg || !targets)
+		fail("memory");
+	for (int64_t r = 0; r < R; r++)
+		tg[r] = (int32_t)((r * 7919) % V);
+	if (o->upload(&gpu, targets, tg, (size_t)R * sizeof *tg, &err))
+		fail("upload");
+	ROW(s->name, "xent_fwd", (double)(R * V) * es / GB, "GB/s",
+	    o->xent_fwd(&gpu, mx, se, tl, logits, targets, R, V, V, 0, V, &err));
+	ROW(s->name, "xent_bwd", 2.0 * (double)(R * V) * es / GB, "GB/s",
+	    o->xent_bwd(&gpu, logits, logits, targets, mx, se, 1e-6f, R, V, V, 0, V, &err));
+	gpt_cuda_free(logits), gpt_cuda_free(targets), gpt_cuda_free(mx), gpt_cuda_free(se);
+	gpt_cuda_free(tl);
+	free(tg);
+
+	/* AdamW over the model's parameters */
+	/* (zeros: its speed does not depend on the values, and billions of
+	 * random values would take the host longer than the rest) */
+	int64_t n = s->params;
+	void *p = dev_zero((size_t)n * (size_t)es), *gr = dev_zero((size_t)n * (size_t)es);
+	float *master = dev_zero((size_t)n * 4), *m1 = dev_zero((size_t)n * 4);
+	float *m2 = dev_zero((size_t)n * 4);
+	gpt_adamw hp = {.lr = 1e-4, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1,
+			.grad_scale = 1.0, .t = 1};
+	ROW(s->name, "adamw", (double)n * (3.0 * es + 24.0) / GB, "GB/s",
+	    o->adamw(&gpu, p, dt == GPT_DTYPE_F32 ? NULL : master, gr, m1, m2, n, &hp, &err));
+	gpt_cuda_free(p), gpt_cuda_free(gr), gpt_cuda_free(master), gpt_cuda_free(m1), gpt_cuda_free(m2);
+}
+
+int main(int argc, char **argv)
+{
+	gpt_dtype dt = GPT_DTYPE_BF16;
+	int small = 0;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--small") == 0)
+			small = 1;
+		else if (strcmp(argv[i], "bf16") == 0)
+			dt = GPT_DTYPE_BF16;
+		else if (strcmp(argv[i], "fp16") == 0)
+			dt = GPT_DTYPE_F16;
+		else {
+			fprintf(stderr, "usage: gpu-ops [bf16|fp16] [--small]\n");
+			return 64;
+		}
+	}
+	if (gpt_cuda_device_count() == 0) {
+		printf("gpu-ops: no CUDA device\n");
+		return 0;
+	}
+	if (gpt_backend_cuda_init(&gpu, dt, 0, &err))
+		fail("the CUDA backend");
+	/* GPT-2 124M at B=32, the 345M and 1.3B seed configs at B=8, T=1024;
+	 * xent over one chunk of 1280 rows (Model.classifier_rows' default) */
+	static const shape big[] = {
+		{"124M", 32, 1024, 12, 64, 50304, 1280, 124475904},
+		{"345M", 8, 1024, 16, 64, 50304, 1280, 354871296},
+		{"1.3B", 8, 1024, 16, 128, 50304, 1280, 1313722368},
+	};
+	static const shape tiny[] = {{"small", 1, 80, 2, 64, 300, 40, 5000}};
+	const shape *sh = small ? tiny : big;
+	size_t ns = small ? 1 : sizeof big / sizeof *big;
+	printf("%-6s %-22s %9s %9s\n", "model", "op", "ms", "rate");
+	for (size_t i = 0; i < ns; i++)
+		bench_shape(&sh[i], dt);
+	gpt_backend_cuda_free(&gpu);
+	return 0;
+}
