@@ -42,6 +42,38 @@ void gpt_ckpt_discard(const char *output_dir, int64_t step)
 	remove_tree(tmp);
 }
 
+/* ".latest.tmp.PID.N", as gpt_afile_open names the temporaries of `latest`. */
+static int is_latest_temp(const char *name)
+{
+	static const char pre[] = ".latest.tmp.";
+	if (strncmp(name, pre, sizeof pre - 1) != 0)
+		return 0;
+	const char *p = name + sizeof pre - 1;
+	size_t pid = strspn(p, "0123456789");
+	if (pid == 0 || p[pid] != '.')
+		return 0;
+	p += pid + 1;
+	size_t n = strspn(p, "0123456789");
+	return n > 0 && p[n] == '\0';
+}
+
+int gpt_ckpt_remove_stale_latest(const char *output_dir)
+{
+	DIR *d = opendir(output_dir);
+	if (!d)
+		return 0;
+	int n = 0;
+	struct dirent *e;
+	char p[4096];
+	while ((e = readdir(d)))
+		if (is_latest_temp(e->d_name)) {
+			snprintf(p, sizeof p, "%s/%s", output_dir, e->d_name);
+			n += unlink(p) == 0; /* one left (no permission) costs nothing but its space */
+		}
+	closedir(d);
+	return n;
+}
+
 int gpt_ckpt_unpublished(const char *output_dir, int64_t step)
 {
 	char p[4096], dir[4096];

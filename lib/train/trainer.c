@@ -486,6 +486,12 @@ static int check_run(trainer *tr, gpt_err *err)
 						   "Engine.save_load.output_dir %s: another run is training into it; wait for it to end or name another directory",
 						   od)
 				     : gpt_err_errno(err, GPT_EIO, errno, "Engine.save_load.output_dir %s: lock", od);
+		/* held now, so no other run is replacing `latest` in it */
+		int stale = rc ? 0 : gpt_ckpt_remove_stale_latest(od);
+		if (stale)
+			gpt_log_printf(&tr->log, GPT_LOG_INFO,
+				       "%s: removed %d temporary file%s of `latest` left by a run killed while it replaced it",
+				       od, stale, stale > 1 ? "s" : "");
 	}
 	if (!tr->comm)
 		return rc;
