@@ -319,9 +319,9 @@ int gpt_ckpt_from_hf(const char *hf_dir, const char *out_dir, FILE *progress, ch
 		fprintf(progress, "gpt-ckpt-merge: converting %lld tensors of %s\n", (long long)h.n_table, p);
 	if (!rc)
 		rc = gpt_ckpt_write_part(stage, 0, pc, (int)h.n_table, fill, &h, err);
-	json_t *st = json_pack("{s:i, s:i, s:i, s:{s:s}, s:{s:i, s:i, s:i, s:i, s:i, s:i}, s:s}", "step", 0,
+	json_t *st = json_pack("{s:i, s:i, s:i, s:{s:s}, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i}, s:s}", "step", 0,
 			       "consumed_samples", 0, "optimizer_steps", 0, "source", "huggingface", hf_dir,
-			       "layout", "world_size", 1, "dp", 1, "mp", 1, "pp", 1, "sharding", 1,
+			       "layout", "world_size", 1, "dp", 1, "mp", 1, "pp", 1, "vpp", 1, "sharding", 1,
 			       "sharding_stage", 0, "gptkit_version", GPT_VERSION);
 	char *state = st ? json_dumps(st, JSON_INDENT(2)) : NULL;
 	json_decref(st);

@@ -184,10 +184,10 @@ static char *new_state(const gpt_ckpt *ck, const gpt_ckpt_layout *lo, gpt_err *e
 	if (old)
 		json_object_set(st, "resharded_from", old);
 	json_object_set_new(st, "layout",
-			    json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "world_size",
+			    json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "world_size",
 				      (json_int_t)(lo->tp * lo->pp * lo->dp * lo->sharding), "dp", (json_int_t)lo->dp,
-				      "mp", (json_int_t)lo->tp, "pp", (json_int_t)lo->pp, "sharding",
-				      (json_int_t)lo->sharding, "sharding_stage", (json_int_t)lo->stage));
+				      "mp", (json_int_t)lo->tp, "pp", (json_int_t)lo->pp, "vpp", (json_int_t)lo->vpp,
+				      "sharding", (json_int_t)lo->sharding, "sharding_stage", (json_int_t)lo->stage));
 	char *text = json_dumps(st, JSON_INDENT(2));
 	json_decref(st);
 	if (!text)

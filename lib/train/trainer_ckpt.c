@@ -41,7 +41,7 @@ static char *state_json(trainer *tr)
 {
 	const gpt_config *cfg = tr->cfg;
 	json_t *st = json_pack("{s:I, s:I, s:I, s:f, s:{s:f, s:I, s:I, s:b}, s:I, s:I, s:{s:I, s:I, s:I, s:I}, "
-			       "s:{s:I, s:I, s:I, s:I, s:I, s:I}, s:s}",
+			       "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:s}",
 			       "step", (json_int_t)tr->step,
 			       "consumed_samples", (json_int_t)(tr->step * tr->G),
 			       "consumed_tokens", (json_int_t)(tr->step * tr->G * tr->T),
@@ -59,7 +59,8 @@ static char *state_json(trainer *tr)
 			       "layout", "world_size", (json_int_t)cfg->world_size,
 			       "dp", (json_int_t)cfg->distributed.dp_degree,
 			       "mp", (json_int_t)cfg->distributed.mp_degree,
-			       "pp", (json_int_t)cfg->distributed.pp_degree, "sharding", (json_int_t)tr->sh,
+			       "pp", (json_int_t)cfg->distributed.pp_degree, "vpp", (json_int_t)tr->chunks,
+			       "sharding", (json_int_t)tr->sh,
 			       "sharding_stage", (json_int_t)tr->stage,
 			       "gptkit_version", GPT_VERSION);
 	char *text = st ? json_dumps(st, JSON_INDENT(2)) : NULL;

@@ -98,7 +98,7 @@ test_expect_success '--to-layout mp=2,pp=2,sharding=2: eight parts, the same val
 import json
 idx = json.load(open(\"tp/step_00000005/index.json\")); st = json.load(open(\"tp/step_00000005/state.json\"))
 assert idx[\"ranks\"] == 8
-assert st[\"layout\"] == {\"world_size\": 8, \"dp\": 1, \"mp\": 2, \"pp\": 2, \"sharding\": 2, \"sharding_stage\": 2}, st[\"layout\"]
+assert st[\"layout\"] == {\"world_size\": 8, \"dp\": 1, \"mp\": 2, \"pp\": 2, \"vpp\": 1, \"sharding\": 2, \"sharding_stage\": 2}, st[\"layout\"]
 assert st[\"resharded_from\"][\"world_size\"] == 1
 files = lambda t: sorted({p[\"file\"] for p in idx[\"tensors\"][t][\"pieces\"]})
 # wte: vocab parallel, first stage only (the last stage holds the tied copy)
@@ -125,6 +125,29 @@ test_expect_success 'a checkpoint resharded for sharding4 resumes there as the o
 	for f in $(ls r1/step_00000010 | grep safetensors); do
 		cmp r1/step_00000010/$f r2/step_00000010/$f || exit 1
 	done
+'
+
+test_expect_success 'state.json records vpp: a cut for pp=2,vpp=2, and a pp2 x vpp2 run resumed from it' '
+	tiny4="-c $GPT_ROOT/configs/tiny_cpu_bytes.yaml -o Model.num_layers=4 \
+		-o Data.Train.dataset.input_dir=data/lic -o Data.Train.dataset.split=15,2,0 \
+		-o Global.micro_batch_size=1 -o Engine.eval_freq=0 -o Engine.test_iters=0 \
+		-o Engine.save_load.save_steps=2" &&
+	gpt-train $tiny4 -o Engine.max_steps=2 -o Engine.save_load.output_dir=l4 >/dev/null 2>&1 &&
+	gpt-ckpt-merge --to-layout pp=2,vpp=2 l4 v2 2>err &&
+	test_grep "wrote v2/step_00000002" err &&
+	gpt-launch --nproc-per-node 2 --log-dir log-v2 -- gpt-train $tiny4 --pipeline_parallel_degree 2 \
+		-o Distributed.virtual_pp_degree=2 -o Engine.max_steps=4 \
+		-o Engine.save_load.ckpt_dir=v2 -o Engine.save_load.output_dir=v2r >/dev/null 2>&1 &&
+	test_grep "resumed from v2/step_00000002 at global step 2" log-v2/workerlog.0 &&
+	/usr/bin/python3 -c "
+import json
+lay = lambda p: json.load(open(p))[\"layout\"]
+want = {\"world_size\": 2, \"dp\": 1, \"mp\": 1, \"pp\": 2, \"vpp\": 2, \"sharding\": 1, \"sharding_stage\": 0}
+assert lay(\"v2/step_00000002/state.json\") == want, lay(\"v2/step_00000002/state.json\")
+assert lay(\"v2r/step_00000004/state.json\") == want, lay(\"v2r/step_00000004/state.json\")
+assert lay(\"l4/step_00000002/state.json\")[\"vpp\"] == 1
+assert json.load(open(\"v2/step_00000002/state.json\"))[\"resharded_from\"] == lay(\"l4/step_00000002/state.json\")
+"
 '
 
 test_expect_success 'bad layouts, bad HF files and used output directories are refused' '
