@@ -53,13 +53,14 @@ static int open_tokenizer(const char *name, const char *vocab, gpt_tokenizer **t
 	if (strcmp(name, "gpt2") != 0)
 		return gpt_err_set(err, GPT_EUSAGE, "-t %s: unknown tokenizer; expected gpt2 or bytes", name);
 	char dir[PATH_MAX];
-	if (!vocab) {
-		int rc = gpt_vocab_find(NULL, dir, sizeof dir, err);
-		if (rc)
-			return rc;
-		vocab = dir;
+	int rc = vocab ? 0 : gpt_vocab_find(NULL, dir, sizeof dir, err);
+	if (!rc)
+		rc = gpt_tokenizer_open_bpe(tok, vocab ? vocab : dir, err);
+	if (rc == GPT_ENOINPUT) { /* no vocabulary files: this program can do without */
+		size_t n = strlen(err->msg);
+		snprintf(err->msg + n, sizeof err->msg - n, ", or use -t bytes (needs no vocabulary)");
 	}
-	return gpt_tokenizer_open_bpe(tok, vocab, err);
+	return rc;
 }
 
 static int parse_format(const char *s, gpt_input_format *f, gpt_err *err)

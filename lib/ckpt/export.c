@@ -133,9 +133,14 @@ int gpt_export_model_open(gpt_export_model *m, const char *path, const gpt_expor
 		gpt_tokenizer *t = NULL;
 		if (!rc)
 			rc = gpt_tokenizer_open_bpe(&t, m->vocab, err);
+		if (rc == GPT_ENOINPUT) /* the message says how to get the files */
+			gpt_err_prefix(err, "%s: its %lld-token model needs the GPT-2 vocabulary it was trained with",
+				       gpt_ckpt_path(m->ck), (long long)m->shape.vocab_size);
 		if (!rc && gpt_tokenizer_vocab_size(t) > m->shape.vocab_size)
-			rc = gpt_err_set(err, GPT_EDATA, "%s: %d tokens, more than the model's %lld",
-					 m->vocab, (int)gpt_tokenizer_vocab_size(t), (long long)m->shape.vocab_size);
+			rc = gpt_err_set(err, GPT_EDATA,
+					 "%s: %d tokens, more than the %lld of the model in %s; pass --vocab DIR with the vocabulary it was trained with",
+					 m->vocab, (int)gpt_tokenizer_vocab_size(t), (long long)m->shape.vocab_size,
+					 gpt_ckpt_path(m->ck));
 		if (!rc)
 			m->eot = gpt_tokenizer_eot(t);
 		gpt_tokenizer_free(t);

@@ -199,7 +199,7 @@ static int has_pair(const char *dir, const char *a, const char *b)
 	return access(p1, R_OK) == 0 && access(p2, R_OK) == 0;
 }
 
-#define HOWTO_VOCAB "run 'make deps' in the gptkit source tree (it installs share/gpt2), or pass --vocab DIR with encoder.json + vocab.bpe (or vocab.json + merges.txt), or use -t bytes"
+#define HOWTO_VOCAB "run 'make deps' in the gptkit source tree (it installs share/gpt2), or pass --vocab DIR with encoder.json + vocab.bpe (or vocab.json + merges.txt)"
 
 static int parse_encoder(gpt_tokenizer *t, const char *path, const char *text, size_t len, gpt_err *err)
 {

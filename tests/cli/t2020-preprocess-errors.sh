@@ -16,7 +16,7 @@ test_expect_success 'setup' '
 test_expect_success 'a missing vocabulary says how to get one' '
 	mkdir novocab &&
 	test_expect_code 66 gpt-preprocess --vocab novocab -o out good.txt 2>err &&
-	test_grep "^gpt-preprocess: error: novocab: no GPT-2 vocabulary .*make deps.*--vocab DIR" err &&
+	test_grep "^gpt-preprocess: error: novocab: no GPT-2 vocabulary .*make deps.*--vocab DIR.*, or use -t bytes" err &&
 	test_line_count = 1 err &&
 	no_pair out
 '

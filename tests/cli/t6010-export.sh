@@ -118,6 +118,25 @@ test_expect_success 'a GPT-2 vocabulary model: the bundle carries the tokenizer,
 	test_grep "50257 tokens, 50000 merges" out
 '
 
+test_expect_success 'a GPT-2 vocabulary model without its vocabulary: the error says what gpt-export can do' '
+	mkdir novocab &&
+	test_expect_code 66 gpt-export --vocab novocab -o nv.tar.zst ck2 2>err &&
+	test_grep "^gpt-export: error: ck2/step_00000001: its 50257-token model needs the GPT-2 vocabulary it was trained with: novocab: no GPT-2 vocabulary" err &&
+	mkdir -p alone/bin && cp "$GPT_ROOT/bin/gpt-export" alone/bin/ &&
+	test_expect_code 66 alone/bin/gpt-export -o nv.tar.zst ck2 2>err2 &&
+	test_grep "^gpt-export: error: ck2/step_00000001: its 50257-token model needs .*: no GPT-2 vocabulary in .*alone/bin/../share/gpt2" err2 &&
+	cat err2 >>err &&
+	test_grep "run .make deps. in the gptkit source tree .*, or pass --vocab DIR with encoder.json \+ vocab.bpe" err &&
+	! grep -e "-t bytes" err &&
+	! test -e nv.tar.zst &&
+	mkdir big && cp "$GPT_ROOT/share/gpt2/vocab.bpe" big/ &&
+	/usr/bin/python3 -c "import json, sys
+e = json.load(open(sys.argv[1])); e[\"gptkit_test_token\"] = len(e); json.dump(e, open(\"big/encoder.json\", \"w\"))" \
+		"$GPT_ROOT/share/gpt2/encoder.json" &&
+	test_expect_code 65 gpt-export --vocab big -o nv.tar.zst ck2 2>err &&
+	test_grep "big: 50258 tokens, more than the 50257 of the model in ck2/step_00000001; pass --vocab DIR with the vocabulary it was trained with" err
+'
+
 test_expect_success 'broken bundles: missing, truncated, corrupt, foreign, newer' '
 	test_expect_code 66 gpt-infer -m none.tar.zst "x" 2>err &&
 	test_grep "none.tar.zst" err &&
