@@ -2,6 +2,7 @@
  * config sections, tokenizer), safetensors in memory, int8 rows, and the
  * choice of writer. (Part of lib/ckpt.) */
 #include "ckpt/export.h"
+#include "ckpt/ckpt-impl.h"
 
 #include "config/config.h"
 #include "cpu/cpu.h"
@@ -86,6 +87,21 @@ static int check_shapes(const gpt_export_model *m, gpt_err *err)
 	return 0;
 }
 
+/* A QAT checkpoint's quantization settings, which say how its weights are
+ * stored in int8. */
+static int read_qat(gpt_export_model *m, gpt_err *err)
+{
+	gpt_config cfg;
+	int rc = gpt_ckpt_read_config(m->ck, &cfg, err);
+	if (!rc && cfg.quantization.enable) {
+		m->qat = 1;
+		if ((rc = gpt_qat_opts_from_config(&m->qat_opts, &cfg, err)))
+			gpt_err_prefix(err, "%s/config.yaml", gpt_ckpt_path(m->ck));
+	}
+	gpt_config_free(&cfg);
+	return rc;
+}
+
 int gpt_export_model_open(gpt_export_model *m, const char *path, const gpt_export_opts *o,
 			  gpt_err *err)
 {
@@ -93,35 +109,15 @@ int gpt_export_model_open(gpt_export_model *m, const char *path, const gpt_expor
 	int rc = gpt_ckpt_open(&m->ck, path, err);
 	if (rc)
 		return rc;
-	const char *y = gpt_ckpt_config_yaml(m->ck);
-	gpt_config cfg;
-	rc = gpt_config_init(&cfg, err);
-	if (!rc && !y)
-		rc = gpt_err_set(err, GPT_EDATA, "%s: no config.yaml", gpt_ckpt_path(m->ck));
+	rc = gpt_ckpt_model_shape(m->ck, &m->shape, err);
+	if (!rc && gpt_param_table(&m->shape, &m->table, &m->n_table, err))
+		rc = gpt_err_prefix(err, "%s/config.yaml", gpt_ckpt_path(m->ck));
 	if (!rc)
-		rc = gpt_config_read_text(&cfg, y, strlen(y), "config.yaml", err);
-	if (!rc) {
-		gpt_model_shape *s = &m->shape;
-		s->vocab_size = cfg.model.vocab_size;
-		s->padded_vocab = (s->vocab_size + GPT_VOCAB_PAD - 1) / GPT_VOCAB_PAD * GPT_VOCAB_PAD;
-		s->max_pos = cfg.model.max_position_embeddings;
-		s->hidden = cfg.model.hidden_size;
-		s->layers = cfg.model.num_layers;
-		s->heads = cfg.model.num_attention_heads;
-		s->ffn = cfg.model.ffn_hidden_size > 0 ? cfg.model.ffn_hidden_size : 4 * s->hidden;
-		rc = gpt_param_table(s, &m->table, &m->n_table, err);
-	}
-	if (!rc && cfg.quantization.enable) {
-		m->qat = 1;
-		rc = gpt_qat_opts_from_config(&m->qat_opts, &cfg, err);
-		if (rc)
-			gpt_err_prefix(err, "%s/config.yaml", gpt_ckpt_path(m->ck));
-	}
-	gpt_config_free(&cfg);
+		rc = read_qat(m, err);
 	if (!rc)
 		rc = check_shapes(m, err);
 	if (!rc)
-		rc = keep_sections(y, &m->config, &m->config_len, err);
+		rc = keep_sections(gpt_ckpt_config_yaml(m->ck), &m->config, &m->config_len, err);
 	m->step = gpt_ckpt_step(m->ck);
 	m->byte_tokenizer = m->shape.vocab_size == 257;
 	m->eot = m->byte_tokenizer ? 256 : 50256;

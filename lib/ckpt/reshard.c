@@ -53,13 +53,19 @@ int gpt_ckpt_layout_parse(const char *spec, gpt_ckpt_layout *out, gpt_err *err)
 	return 0;
 }
 
-int gpt_ckpt_model_shape(const gpt_ckpt *ck, gpt_model_shape *s, gpt_err *err)
+int gpt_ckpt_read_config(const gpt_ckpt *ck, gpt_config *cfg, gpt_err *err)
 {
 	const char *y = gpt_ckpt_config_yaml(ck);
+	char name[4096];
+	snprintf(name, sizeof name, "%s/config.yaml", gpt_ckpt_path(ck));
+	int rc = gpt_config_init(cfg, err);
+	return rc ? rc : gpt_config_read_text(cfg, y, strlen(y), name, err);
+}
+
+int gpt_ckpt_model_shape(const gpt_ckpt *ck, gpt_model_shape *s, gpt_err *err)
+{
 	gpt_config cfg;
-	int rc = gpt_config_init(&cfg, err);
-	if (!rc)
-		rc = gpt_config_read_text(&cfg, y, strlen(y), "config.yaml", err);
+	int rc = gpt_ckpt_read_config(ck, &cfg, err);
 	if (!rc) {
 		s->vocab_size = cfg.model.vocab_size;
 		s->padded_vocab = (s->vocab_size + GPT_VOCAB_PAD - 1) / GPT_VOCAB_PAD * GPT_VOCAB_PAD;
@@ -70,7 +76,7 @@ int gpt_ckpt_model_shape(const gpt_ckpt *ck, gpt_model_shape *s, gpt_err *err)
 		s->ffn = cfg.model.ffn_hidden_size > 0 ? cfg.model.ffn_hidden_size : 4 * s->hidden;
 	}
 	gpt_config_free(&cfg);
-	return rc ? gpt_err_prefix(err, "%s/config.yaml", gpt_ckpt_path(ck)) : 0;
+	return rc;
 }
 
 static int check_layout(const gpt_model_shape *s, const gpt_ckpt_layout *lo, gpt_err *err)

@@ -157,6 +157,19 @@ test_expect_success 'broken bundles: missing, truncated, corrupt, foreign, newer
 	test_grep "bundle version 9 is newer than this gpt-infer reads \(1\); upgrade gptkit" err
 '
 
+test_expect_success 'a bad config.yaml in the checkpoint: the error names the file, line and column' '
+	cp -r "ck/$(cat ck/latest)" badcfg &&
+	sed "s/^  num_layers:/  num_layerz:/" "ck/$(cat ck/latest)/config.yaml" >badcfg/config.yaml &&
+	line=$(grep -n "^  num_layerz:" badcfg/config.yaml | cut -d: -f1) &&
+	/usr/bin/python3 -c "import json, os, sys
+i = json.load(open(\"badcfg/index.json\")); f = i[\"files\"][\"config.yaml\"]
+f[\"size\"] = os.path.getsize(\"badcfg/config.yaml\"); f[\"xxh3\"] = sys.argv[1]
+json.dump(i, open(\"badcfg/index.json\", \"w\"))" "$(test-tool xxh3 badcfg/config.yaml)" &&
+	test_expect_code 65 gpt-export -o bad.tar.zst badcfg 2>err &&
+	test_grep "^gpt-export: error: badcfg/config.yaml:$line:3: unknown key Model.num_layerz; did you mean Model.num_layers\?" err &&
+	! test -e bad.tar.zst
+'
+
 test_expect_success 'export errors: bad dtype, format, name, no checkpoint' '
 	test_expect_code 64 gpt-export --dtype fp8 ck 2>err &&
 	test_grep "\-\-dtype fp8: expected fp32, bf16, fp16 or int8" err &&
