@@ -53,7 +53,7 @@ static int open_tokenizer(const char *name, const char *vocab, gpt_tokenizer **t
 	if (strcmp(name, "gpt2") != 0)
 		return gpt_err_set(err, GPT_EUSAGE, "-t %s: unknown tokenizer; expected gpt2 or bytes", name);
 	char dir[PATH_MAX];
-	int rc = vocab ? 0 : gpt_vocab_find(NULL, dir, sizeof dir, err);
+	int rc = vocab ? 0 : gpt_vocab_find(NULL, NULL, dir, sizeof dir, err);
 	if (!rc)
 		rc = gpt_tokenizer_open_bpe(tok, vocab ? vocab : dir, err);
 	if (rc == GPT_ENOINPUT) { /* no vocabulary files: this program can do without */

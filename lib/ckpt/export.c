@@ -125,7 +125,7 @@ int gpt_export_model_open(gpt_export_model *m, const char *path, const gpt_expor
 		if (o->vocab)
 			snprintf(m->vocab, sizeof m->vocab, "%s", o->vocab);
 		else
-			rc = gpt_vocab_find(o->exe, m->vocab, sizeof m->vocab, err);
+			rc = gpt_vocab_find(o->exe, NULL, m->vocab, sizeof m->vocab, err);
 		gpt_tokenizer *t = NULL;
 		if (!rc)
 			rc = gpt_tokenizer_open_bpe(&t, m->vocab, err);

@@ -84,9 +84,15 @@ static int default_tokenizer(gpt_source *src, const char *exe, gpt_err *err)
 	if (src->shape.vocab_size == 257)
 		return gpt_tokenizer_open_bytes(&src->tok, err);
 	char dir[PATH_MAX];
-	int rc = gpt_vocab_find(exe, dir, sizeof dir, err);
+	int rc = gpt_vocab_find(exe,
+				"run 'make deps' in the gptkit source tree (it installs share/gpt2), or export the "
+				"model with its vocabulary (gpt-export --vocab DIR) and generate from the bundle",
+				dir, sizeof dir, err);
 	if (!rc)
 		rc = gpt_tokenizer_open_bpe(&src->tok, dir, err);
+	if (rc == GPT_ENOINPUT)
+		gpt_err_prefix(err, "%s: its %lld-token model needs the GPT-2 vocabulary", src->path,
+			       (long long)src->shape.vocab_size);
 	return rc;
 }
 

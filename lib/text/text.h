@@ -75,8 +75,10 @@ const uint8_t *gpt_tokenizer_token(const gpt_tokenizer *t, int32_t id, size_t *l
 /* Finds the default vocabulary directory for the program at exe_path
  * (argv[0] or /proc/self/exe): <exe dir>/../share/gpt2, then
  * <exe dir>/../share/gptkit/gpt2. Writes the first that holds a vocabulary
- * into out; GPT_ENOINPUT with a message saying how to get it otherwise. */
-int gpt_vocab_find(const char *exe_path, char *out, size_t size, gpt_err *err);
+ * into out; GPT_ENOINPUT otherwise, with a message naming the places and
+ * saying how to get one: howto, what the program offers, or NULL for
+ * make deps or its --vocab DIR. */
+int gpt_vocab_find(const char *exe_path, const char *howto, char *out, size_t size, gpt_err *err);
 
 /* A per-thread encoder. `specials`: 1 (the default) turns the text of a
  * special token (`<|endoftext|>`) into its id; 0 encodes it as plain text. */

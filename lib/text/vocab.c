@@ -450,7 +450,7 @@ static int holds_vocab(const char *dir)
 	return has_pair(dir, "encoder.json", "vocab.bpe") || has_pair(dir, "vocab.json", "merges.txt");
 }
 
-int gpt_vocab_find(const char *exe_path, char *out, size_t size, gpt_err *err)
+int gpt_vocab_find(const char *exe_path, const char *howto, char *out, size_t size, gpt_err *err)
 {
 	char exe[PATH_MAX];
 	if (!exe_path || !realpath(exe_path, exe)) {
@@ -473,8 +473,8 @@ int gpt_vocab_find(const char *exe_path, char *out, size_t size, gpt_err *err)
 			return 0;
 		}
 	}
-	return gpt_err_set(err, GPT_ENOINPUT,
-			   "no GPT-2 vocabulary in %s/../share/gpt2 or %s/../share/gptkit/gpt2; " HOWTO_VOCAB, exe, exe);
+	return gpt_err_set(err, GPT_ENOINPUT, "no GPT-2 vocabulary in %s/../share/gpt2 or %s/../share/gptkit/gpt2; %s",
+			   exe, exe, howto ? howto : HOWTO_VOCAB);
 }
 
 int gpt_tokenizer_open_bpe_mem(gpt_tokenizer **out, const char *name, const char *encoder,

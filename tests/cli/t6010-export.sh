@@ -137,6 +137,14 @@ e = json.load(open(sys.argv[1])); e[\"gptkit_test_token\"] = len(e); json.dump(e
 	test_grep "big: 50258 tokens, more than the 50257 of the model in ck2/step_00000001; pass --vocab DIR with the vocabulary it was trained with" err
 '
 
+test_expect_success 'gpt-infer on that checkpoint without the vocabulary: the error says what gpt-infer can do' '
+	cp "$GPT_ROOT/bin/gpt-infer" alone/bin/ &&
+	test_expect_code 66 alone/bin/gpt-infer -m ck2 "x" 2>err &&
+	test_grep "^gpt-infer: error: ck2.*: its 50257-token model needs the GPT-2 vocabulary: no GPT-2 vocabulary in .*alone/bin/../share/gpt2" err &&
+	test_grep "or export the model with its vocabulary \(gpt-export --vocab DIR\) and generate from the bundle$" err &&
+	! grep -e "pass --vocab" err
+'
+
 test_expect_success 'broken bundles: missing, truncated, corrupt, foreign, newer' '
 	test_expect_code 66 gpt-infer -m none.tar.zst "x" 2>err &&
 	test_grep "none.tar.zst" err &&

@@ -231,7 +231,7 @@ static void test_vocab_find(void)
 	snprintf(p, sizeof p, "%s/bin", root);
 	mkdir(p, 0777);
 	gpt_file_write_atomic(exe, "", 0, &err);
-	is_int(gpt_vocab_find(exe, found, sizeof found, &err), GPT_ENOINPUT, "no vocabulary next to the program");
+	is_int(gpt_vocab_find(exe, NULL, found, sizeof found, &err), GPT_ENOINPUT, "no vocabulary next to the program");
 	ok(strstr(err.msg, "make deps") && strstr(err.msg, "--vocab"), "the message says how to get one");
 	snprintf(p, sizeof p, "%s/share/gptkit/gpt2", root);
 	gpt_mkdir_p(p, &err);
@@ -239,7 +239,7 @@ static void test_vocab_find(void)
 	gpt_file_write_atomic(p, "", 0, &err);
 	snprintf(p, sizeof p, "%s/share/gptkit/gpt2/vocab.bpe", root);
 	gpt_file_write_atomic(p, "", 0, &err);
-	is_int(gpt_vocab_find(exe, found, sizeof found, &err), 0, "the installed place is found");
+	is_int(gpt_vocab_find(exe, NULL, found, sizeof found, &err), 0, "the installed place is found");
 	ok(strstr(found, "/share/gptkit/gpt2") != NULL, "as %s", found);
 	snprintf(p, sizeof p, "%s/share/gpt2", root);
 	gpt_mkdir_p(p, &err);
@@ -247,7 +247,7 @@ static void test_vocab_find(void)
 	gpt_file_write_atomic(p, "", 0, &err);
 	snprintf(p, sizeof p, "%s/share/gpt2/merges.txt", root);
 	gpt_file_write_atomic(p, "", 0, &err);
-	is_int(gpt_vocab_find(exe, found, sizeof found, &err), 0, "the source-tree place wins");
+	is_int(gpt_vocab_find(exe, NULL, found, sizeof found, &err), 0, "the source-tree place wins");
 	ok(strstr(found, "/share/gpt2") != NULL && !strstr(found, "gptkit"), "as %s", found);
 	char cmd[600];
 	snprintf(cmd, sizeof cmd, "rm -rf %s", root);
