@@ -140,12 +140,14 @@ int gpt_ckpt_publish(const char *output_dir, int64_t step, int n_ranks, const ch
 		     int64_t *bytes, gpt_err *err);
 /* Removes the staging directory of a failed save (rank 0). */
 void gpt_ckpt_discard(const char *output_dir, int64_t step);
-/* Removes what a process killed while it replaced output_dir/`latest` left
- * (gpt_file_write_atomic's temporaries, .latest.tmp.PID.N) and returns how
- * many it removed. Call it only while holding output_dir's lock (gpt-train's
- * rank 0 does when it starts): the temporary of a run writing into the same
- * directory at the same time would be taken from under its rename. */
-int gpt_ckpt_remove_stale_latest(const char *output_dir);
+/* Removes what processes killed while they saved into output_dir left:
+ * the temporaries of `latest` (gpt_file_write_atomic's .latest.tmp.PID.N;
+ * *files counts them) and the staging directories of saves
+ * (.step_N.tmp, .step_N.unpublished; *dirs), which hold a checkpoint's
+ * worth of parts. Call it only while holding output_dir's lock (gpt-train's
+ * rank 0 does when it starts): a run saving into the same directory at the
+ * same time would lose its files from under it. */
+void gpt_ckpt_remove_leftovers(const char *output_dir, int *files, int *dirs);
 
 /* ---- who writes what ---------------------------------------------------- */
 

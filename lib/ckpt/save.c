@@ -42,36 +42,55 @@ void gpt_ckpt_discard(const char *output_dir, int64_t step)
 	remove_tree(tmp);
 }
 
+#define DIGITS "0123456789"
+
+/* name past the prefix pre, or NULL */
+static const char *past(const char *name, const char *pre)
+{
+	size_t n = strlen(pre);
+	return strncmp(name, pre, n) == 0 ? name + n : NULL;
+}
+
 /* ".latest.tmp.PID.N", as gpt_afile_open names the temporaries of `latest`. */
 static int is_latest_temp(const char *name)
 {
-	static const char pre[] = ".latest.tmp.";
-	if (strncmp(name, pre, sizeof pre - 1) != 0)
-		return 0;
-	const char *p = name + sizeof pre - 1;
-	size_t pid = strspn(p, "0123456789");
+	const char *p = past(name, ".latest.tmp.");
+	size_t pid = p ? strspn(p, DIGITS) : 0;
 	if (pid == 0 || p[pid] != '.')
 		return 0;
 	p += pid + 1;
-	size_t n = strspn(p, "0123456789");
+	size_t n = strspn(p, DIGITS);
 	return n > 0 && p[n] == '\0';
 }
 
-int gpt_ckpt_remove_stale_latest(const char *output_dir)
+/* ".step_NNNNNNNN.tmp" (gpt_ckpt_stage_dir) or ".step_NNNNNNNN.unpublished"
+ * (gpt_ckpt_prepare's checkpoint set aside): a save's directories. */
+static int is_save_dir(const char *name)
 {
+	const char *p = past(name, ".step_");
+	size_t n = p ? strspn(p, DIGITS) : 0;
+	return n >= 8 && (strcmp(p + n, ".tmp") == 0 || strcmp(p + n, ".unpublished") == 0);
+}
+
+void gpt_ckpt_remove_leftovers(const char *output_dir, int *files, int *dirs)
+{
+	*files = *dirs = 0;
 	DIR *d = opendir(output_dir);
 	if (!d)
-		return 0;
-	int n = 0;
+		return;
 	struct dirent *e;
 	char p[4096];
-	while ((e = readdir(d)))
+	while ((e = readdir(d))) {
+		snprintf(p, sizeof p, "%s/%s", output_dir, e->d_name);
+		/* one left (no permission) costs nothing but its space */
 		if (is_latest_temp(e->d_name)) {
-			snprintf(p, sizeof p, "%s/%s", output_dir, e->d_name);
-			n += unlink(p) == 0; /* one left (no permission) costs nothing but its space */
+			*files += unlink(p) == 0;
+		} else if (is_save_dir(e->d_name)) {
+			remove_tree(p);
+			*dirs += !gpt_path_exists(p);
 		}
+	}
 	closedir(d);
-	return n;
 }
 
 int gpt_ckpt_unpublished(const char *output_dir, int64_t step)

@@ -486,12 +486,18 @@ static int check_run(trainer *tr, gpt_err *err)
 						   "Engine.save_load.output_dir %s: another run is training into it; wait for it to end or name another directory",
 						   od)
 				     : gpt_err_errno(err, GPT_EIO, errno, "Engine.save_load.output_dir %s: lock", od);
-		/* held now, so no other run is replacing `latest` in it */
-		int stale = rc ? 0 : gpt_ckpt_remove_stale_latest(od);
-		if (stale)
+		/* held now, so no other run is saving into it */
+		int files = 0, dirs = 0;
+		if (!rc)
+			gpt_ckpt_remove_leftovers(od, &files, &dirs);
+		if (files)
 			gpt_log_printf(&tr->log, GPT_LOG_INFO,
 				       "%s: removed %d temporary file%s of `latest` left by a run killed while it replaced it",
-				       od, stale, stale > 1 ? "s" : "");
+				       od, files, files > 1 ? "s" : "");
+		if (dirs)
+			gpt_log_printf(&tr->log, GPT_LOG_INFO,
+				       "%s: removed %d staging director%s of a save that a killed run left",
+				       od, dirs, dirs > 1 ? "ies" : "y");
 	}
 	if (!tr->comm)
 		return rc;

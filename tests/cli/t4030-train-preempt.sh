@@ -86,21 +86,24 @@ test_expect_success 'with save_on_signal False a SIGTERM stops at once' '
 	test ! -e nosig/latest
 '
 
-test_expect_success 'a temporary of latest that a killed run left goes at the next start, never while a run holds the directory' '
+test_expect_success 'what a killed save left goes at the next start, never while a run holds the directory' '
 	{ (train -o Engine.save_load.output_dir=held >hlog 2>&1) & } &&
 	pid=$! &&
 	{ test_wait_line hlog " - global step 2, epoch" || { kill -9 $pid; false; }; } &&
-	: >held/.latest.tmp.1.0 &&
+	: >held/.latest.tmp.1.0 && mkdir held/.step_00000007.tmp && : >held/.step_00000007.tmp/part &&
 	code=0 && (train -o Engine.save_load.output_dir=held -o Engine.max_steps=1 >h2log 2>&1) || code=$? &&
 	kill -9 $pid && { wait $pid || :; } &&
 	test "$code" = 64 &&
 	test_grep "another run is training into it" h2log &&
-	test -e held/.latest.tmp.1.0 &&
+	test -e held/.latest.tmp.1.0 && test -e held/.step_00000007.tmp/part &&
 	: >held/.latest.tmp.2.0 && : >held/.latest.tmp.notours &&
+	mkdir held/.step_00000009.unpublished held/.step_9.tmp &&
 	(train -o Engine.save_load.output_dir=held -o Engine.max_steps=1 >h3log 2>&1) &&
 	test_grep "held: removed 2 temporary files of .latest. left by a run killed while it replaced it" h3log &&
+	test_grep "held: removed 2 staging directories of a save that a killed run left" h3log &&
 	! test -e held/.latest.tmp.1.0 && ! test -e held/.latest.tmp.2.0 &&
-	test -e held/.latest.tmp.notours
+	! test -e held/.step_00000007.tmp && ! test -e held/.step_00000009.unpublished &&
+	test -e held/.latest.tmp.notours && test -e held/.step_9.tmp
 '
 
 test_done
