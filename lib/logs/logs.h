@@ -15,7 +15,9 @@
  *   gpt_logs_run     the whole command: inputs, rows, summary, plot.
  *
  * Numbers that a log did not give are NaN (and step numbers -1); writers show
- * them as empty fields (TSV, CSV) or null (JSON).
+ * them as empty fields (TSV, CSV) or null (JSON). A nan or inf the log did
+ * give keeps its text (gpt_logs_num.txt), so it is printed as the log wrote
+ * it (null in JSON, which has neither) and counted in the summary.
  */
 #ifndef GPT_LOGS_H
 #define GPT_LOGS_H
@@ -127,6 +129,7 @@ typedef struct gpt_logs_series {
 	int64_t n, cap;         /* training steps */
 	int64_t *step;
 	double *loss, *step_time, *tok_card, *tok_total;
+	unsigned char *nonfinite; /* 1 where the log wrote the loss as nan or inf */
 	int64_t n_eval, cap_eval;
 	int64_t *eval_step;
 	double *eval_loss;
@@ -146,8 +149,9 @@ typedef struct gpt_logs_summary {
 	double tok_card[3];     /* p10, median, p90 tokens/s per card */
 	double tok_total[3];    /* p10, median, p90 tokens/s over all cards */
 	double step_time[3];    /* p10, median, p90 seconds per step */
-	double loss_first, loss_last, loss_min;
+	double loss_first, loss_last, loss_min; /* over the finite losses */
 	int64_t loss_min_step;
+	int64_t loss_nonfinite; /* step records whose loss was nan or inf */
 	double mfu;             /* fraction of peak, from the median tokens/s per card */
 } gpt_logs_summary;
 

@@ -236,6 +236,13 @@ static gpt_logs_num derived(double v)
 	return (gpt_logs_num){v, NULL, 0};
 }
 
+/* Milliseconds as logged to seconds. A nan or inf stays as it is, text and
+ * all, so that it is printed as the log wrote it. */
+static gpt_logs_num ms_to_s(gpt_logs_num ms)
+{
+	return ms.txt && isfinite(ms.v) ? derived(ms.v / 1000.0) : ms;
+}
+
 static void rec_init(gpt_logs_rec *r)
 {
 	gpt_logs_num none = {NAN, NULL, 0};
@@ -411,9 +418,7 @@ static int parse_megatron(gpt_logs_parser *p, const char *line, size_t len, cons
 		r->kind = GPT_LOGS_STEP;
 		r->step = integer(p, at, rc, 1);
 		r->total_steps = integer(p, at, rc, 2);
-		gpt_logs_num ms = num(p, at, rc, 3);
-		if (ms.txt)
-			r->step_time = derived(ms.v / 1000.0);
+		r->step_time = ms_to_s(num(p, at, rc, 3));
 		r->lr = num(p, at, rc, 4);
 		r->loss = num(p, at, rc, 5);
 		return 1;
@@ -439,9 +444,7 @@ static int parse_llmc(gpt_logs_parser *p, const char *s, size_t n, gpt_logs_rec 
 		r->total_steps = integer(p, s, rc, 2);
 		r->loss = num(p, s, rc, 3);
 		r->lr = num(p, s, rc, 4);
-		gpt_logs_num ms = num(p, s, rc, 5);
-		if (ms.txt)
-			r->step_time = derived(ms.v / 1000.0);
+		r->step_time = ms_to_s(num(p, s, rc, 5));
 		/* llm.c's tok/s counts every process's tokens. */
 		r->tok_total = num(p, s, rc, 6);
 		return 1;
@@ -460,9 +463,7 @@ static int parse_llmc(gpt_logs_parser *p, const char *s, size_t n, gpt_logs_rec 
 		r->kind = GPT_LOGS_STEP;
 		r->step = integer(p, s, rc, 1);
 		r->loss = num(p, s, rc, 2);
-		gpt_logs_num ms = num(p, s, rc, 3);
-		if (ms.txt)
-			r->step_time = derived(ms.v / 1000.0);
+		r->step_time = ms_to_s(num(p, s, rc, 3));
 		return 1;
 	}
 	return 0;

@@ -17,6 +17,7 @@ void gpt_logs_series_free(gpt_logs_series *s)
 	free(s->step_time);
 	free(s->tok_card);
 	free(s->tok_total);
+	free(s->nonfinite);
 	free(s->eval_step);
 	free(s->eval_loss);
 	gpt_logs_series_init(s);
@@ -62,7 +63,8 @@ int gpt_logs_series_add(gpt_logs_series *s, const gpt_logs_rec *rec, gpt_err *er
 		    grow((void **)&s->loss, cap, sizeof(double), err) ||
 		    grow((void **)&s->step_time, cap, sizeof(double), err) ||
 		    grow((void **)&s->tok_card, cap, sizeof(double), err) ||
-		    grow((void **)&s->tok_total, cap, sizeof(double), err))
+		    grow((void **)&s->tok_total, cap, sizeof(double), err) ||
+		    grow((void **)&s->nonfinite, cap, 1, err))
 			return err->code;
 		s->cap = cap;
 	}
@@ -72,6 +74,7 @@ int gpt_logs_series_add(gpt_logs_series *s, const gpt_logs_rec *rec, gpt_err *er
 	s->step_time[i] = rec->step_time.v;
 	s->tok_card[i] = rec->tok_card.v;
 	s->tok_total[i] = rec->tok_total.v;
+	s->nonfinite[i] = isinf(rec->loss.v) || (isnan(rec->loss.v) && rec->loss.txt);
 	return 0;
 }
 
@@ -173,8 +176,12 @@ int gpt_logs_summarize(const gpt_logs_series *s, int64_t skip, double params, do
 	out->loss_min_step = -1;
 	for (int64_t i = 0; i < s->n; i++) {
 		double l = s->loss[i];
-		if (isnan(l))
+		/* A diverged step is counted, not taken into the loss figures;
+		 * an absent loss (NaN without text) is neither. */
+		if (!isfinite(l)) {
+			out->loss_nonfinite += s->nonfinite[i];
 			continue;
+		}
 		if (isnan(out->loss_first))
 			out->loss_first = l;
 		out->loss_last = l;

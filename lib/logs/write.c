@@ -1,7 +1,8 @@
 /* Rows and summaries as TSV, CSV or JSON Lines. Numbers copied from the log
- * keep their text; derived ones are printed with %.12g (enough for any
- * figure a log holds, without binary noise such as 34373.4000000001); unknown ones are
- * empty (TSV, CSV) or null (JSON). */
+ * keep their text, nan and inf included; derived ones are printed with %.12g
+ * (enough for any figure a log holds, without binary noise such as
+ * 34373.4000000001); unknown ones are empty (TSV, CSV) or null (JSON). JSON
+ * has no nan or inf, so those are null there too. */
 #include "logs.h"
 #include "write.h"
 
@@ -93,7 +94,8 @@ static void put_double(gpt_buf *b, gpt_logs_format f, double v, gpt_err *err)
 
 static void put_num(gpt_buf *b, gpt_logs_format f, const gpt_logs_num *x, gpt_err *err)
 {
-	if (x->txt && !isnan(x->v) && (f != GPT_LOGS_JSON || json_number(x->txt, x->len)))
+	/* A logged nan is not an absent number: it keeps its text. */
+	if (x->txt && (f != GPT_LOGS_JSON || json_number(x->txt, x->len)))
 		gpt_buf_append(b, x->txt, (size_t)x->len, err);
 	else
 		put_double(b, f, x->v, err);
@@ -128,7 +130,8 @@ static const char *const sum_cols[] = {
 	"tokens_per_s_total_p10", "tokens_per_s_total_median", "tokens_per_s_total_p90",
 	"step_time_p10", "step_time_median", "step_time_p90",
 	"loss_first", "loss_last", "loss_min", "loss_min_step",
-	"evals", "eval_loss_last", "eval_losses", "checkpoints", "overflows", "mfu", NULL};
+	"evals", "eval_loss_last", "eval_losses", "checkpoints", "overflows", "mfu",
+	"loss_nonfinite", NULL};
 
 static void header(gpt_buf *b, gpt_logs_format f, const char *const *cols, gpt_err *err)
 {
@@ -267,5 +270,7 @@ void gpt_logs_write_summary(gpt_buf *b, gpt_logs_format f, const char *source, i
 	put_int(b, f, s->n_overflow, err);
 	field(b, f, sum_cols, c++, err);
 	put_double(b, f, m->mfu, err);
+	field(b, f, sum_cols, c++, err);
+	put_int(b, f, m->loss_nonfinite, err);
 	end_row(b, f, err);
 }

@@ -118,6 +118,31 @@ test_expect_success 'JSON Lines: one valid object per row, null for unknowns' '
 	fi
 '
 
+test_expect_success 'a nan or inf the log wrote is printed as written, null in JSON' '
+	sed -n 2,3p "$D/gptkit.log" >nan.log &&
+	sed -n 3p "$D/gptkit.log" | sed "s/global step 2,/global step 3,/; s/loss: [0-9.]*/loss: nan/" >>nan.log &&
+	sed -n 3p "$D/gptkit.log" | sed "s/global step 2,/global step 4,/; s/loss: [0-9.]*/loss: -inf/" >>nan.log &&
+	echo "step 5/9 | train loss nan | norm nan | lr 1.00e-04 | nan ms | 0.0% bf16 MFU | inf tok/s" >>nan.log &&
+	gpt-logparse nan.log | cut -f 3,4,6,8 >out &&
+	cat >expect <<-\EOT &&
+	step	loss	step_time	tokens_per_s_total
+	1	11.083364487	2.05344	3989
+	2	10.954802895	0.13314	61529
+	3	nan	0.13314	61529
+	4	-inf	0.13314	61529
+	5	nan	nan	inf
+	EOT
+	test_cmp expect out &&
+	gpt-logparse --format csv nan.log | cut -d , -f 3,4 | sed -n 4,6p >actual &&
+	printf "3,nan\n4,-inf\n5,nan\n" >expect && test_cmp expect actual &&
+	gpt-logparse --format json nan.log >out &&
+	grep "\"step\":3," out | grep -q "\"loss\":null," &&
+	grep "\"step\":5," out | grep -q "\"step_time\":null,.*\"tokens_per_s_total\":null}" &&
+	if command -v python3 >/dev/null; then
+		python3 -c "import json,sys; [json.loads(l) for l in sys.stdin]" <out
+	fi
+'
+
 test_expect_success 'stdin is read when no log is named, and as -' '
 	gpt-logparse <"$D/fleetx.log" >a 2>/dev/null &&
 	gpt-logparse - <"$D/fleetx.log" >b 2>/dev/null &&

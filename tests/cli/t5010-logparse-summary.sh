@@ -68,6 +68,21 @@ test_expect_success 'PaddleNLP, Megatron-LM and llm.c summaries' '
 	printf "30:8.5\n4:9.4\n:11.009589 4:7.151734\n" >expect && test_cmp expect actual
 '
 
+test_expect_success 'steps whose loss is nan or inf are counted, not taken into the loss figures' '
+	sed -n 2,4p "$D/gptkit.log" >nan.log &&
+	sed -n 4p "$D/gptkit.log" | sed "s/step 3,/step 4,/; s/loss: [0-9.]*/loss: nan/" >>nan.log &&
+	sed -n 4p "$D/gptkit.log" | sed "s/step 3,/step 5,/; s/loss: [0-9.]*/loss: inf/" >>nan.log &&
+	gpt-logparse --summary nan.log >out &&
+	test "$(col steps out)" = 5 &&
+	test "$(col loss_nonfinite out)" = 2 &&
+	test "$(col loss_first out)" = 11.083364487 &&
+	test "$(col loss_last out)" = 10.782803726 &&
+	test "$(col loss_min out)" = 10.782803726 &&
+	gpt-logparse --summary "$D/gptkit.log" >out &&
+	test "$(col loss_nonfinite out)" = 0 &&
+	gpt-logparse --summary --format json nan.log | grep -q "\"loss_nonfinite\":2}"
+'
+
 test_expect_success 'a directory gives one summary per workerlog, in rank order' '
 	mkdir log &&
 	cp "$D/fleetx.log" log/workerlog.10 &&
