@@ -133,6 +133,10 @@ int main(int argc, char **argv)
 	if (c.unknown || c.too_long)
 		fprintf(stderr, "%s: %lld line%s skipped (unknown format), %lld too long\n", prog,
 			(long long)c.unknown, c.unknown == 1 ? "" : "s", (long long)c.too_long);
+	if (c.unparsed)
+		fprintf(stderr, "%s: %lld line%s skipped (a record that other output ran into: several "
+				"processes writing one log?)\n", prog,
+			(long long)c.unparsed, c.unparsed == 1 ? "" : "s");
 	if (!rc && c.records == 0)
 		fprintf(stderr, "%s: no training log lines found in %lld lines of %lld logs\n", prog,
 			(long long)c.lines, (long long)c.logs);

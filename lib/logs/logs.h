@@ -39,6 +39,7 @@ typedef enum gpt_logs_kind {
 	GPT_LOGS_EVAL,     /* an evaluation result */
 	GPT_LOGS_CKPT,     /* a checkpoint was saved */
 	GPT_LOGS_OVERFLOW, /* fp16 loss-scale overflow: the update was skipped */
+	GPT_LOGS_BROKEN,   /* a record that other output ran into: not used */
 } gpt_logs_kind;
 
 typedef enum gpt_logs_dialect {
@@ -89,8 +90,14 @@ void gpt_logs_parser_free(gpt_logs_parser *p);
 
 /* Parses one line (without its newline; line[len] must be readable and is
  * best '\0'). Returns 1 and fills rec when the line is a record of a known
- * dialect, 0 when it is not (rec is then left with kind GPT_LOGS_NONE). Any
- * bytes are safe: binary data is simply not recognised. */
+ * dialect, 0 when it is not: rec is then left with kind GPT_LOGS_NONE, or
+ * GPT_LOGS_BROKEN (and its dialect) when the line holds a record that other
+ * output ran into, as where several processes write one log: the start of
+ * another line or record among its fields, a number cut short ("loss:
+ * 10.95[2026-..."), a PaddleNLP key twice. Such a line is no record: its
+ * fields could be any mix of two. A line cut where two fields meet cannot be
+ * told from a whole one. Any bytes are safe: binary data is simply not
+ * recognised. */
 int gpt_logs_parse_line(gpt_logs_parser *p, const char *line, size_t len, gpt_logs_rec *rec);
 
 /* ---- reading lines ----------------------------------------------------- */
@@ -134,11 +141,13 @@ typedef struct gpt_logs_series {
 	int64_t *eval_step;
 	double *eval_loss;
 	int64_t n_ckpt, n_overflow;
+	int64_t n_unparsed;     /* GPT_LOGS_BROKEN lines: records other output ran into */
 	int dialects;           /* bit (1 << dialect) for each dialect seen */
 } gpt_logs_series;
 
 void gpt_logs_series_init(gpt_logs_series *s);
-/* Keeps a STEP or EVAL record (others are only counted). */
+/* Keeps a STEP or EVAL record (others, GPT_LOGS_BROKEN lines included, are
+ * only counted). */
 int gpt_logs_series_add(gpt_logs_series *s, const gpt_logs_rec *rec, gpt_err *err);
 void gpt_logs_series_free(gpt_logs_series *s);
 
@@ -205,6 +214,7 @@ typedef struct gpt_logs_counts {
 	int64_t lines;    /* lines read */
 	int64_t records;  /* lines recognised */
 	int64_t unknown;  /* non-blank lines not recognised */
+	int64_t unparsed; /* records other output ran into, skipped (GPT_LOGS_BROKEN) */
 	int64_t too_long; /* lines over the length cap */
 	int64_t bytes;    /* bytes read */
 	int64_t logs;     /* log files read */

@@ -11,6 +11,11 @@
 /* A number as trainers print it: Python's %f/%e/%g, nan and inf included. */
 #define NUM "([-+]?(?:[0-9]+(?:\\.[0-9]*)?|\\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?(?i:nan|inf)(?i:inity)?)"
 #define INT "([0-9]+)"
+/* A number and its unit, or a number and anything but the end of the line:
+ * a number that other output ran into ("avg_batch_cost: 0.1/usr/lib/...")
+ * is taken, to be seen as cut short (cut_short); one that the end of the log
+ * cut off is left out. Atomic, so that "0.1" at the end is not taken as "0.". */
+#define NUM_UNIT(u) "(?>" NUM ")(?: " u "|(?!$))"
 
 enum {
 	P_GPTKIT_STEP,
@@ -36,20 +41,20 @@ enum {
 static const char *const patterns[P_COUNT] = {
 	[P_GPTKIT_STEP] = "global step " INT "(?:, epoch: " INT ")?(?:, batch: " INT ")?"
 			  ".*?\\bloss: " NUM
-			  "(?:.*?, avg_reader_cost: " NUM " sec)?"
-			  "(?:.*?, avg_batch_cost: " NUM " sec)?"
-			  "(?:.*?, ips_total: " NUM " tokens/s)?"
-			  "(?:.*?, ips: " NUM " tokens/s)?"
+			  "(?:.*?, avg_reader_cost: " NUM_UNIT("sec") ")?"
+			  "(?:.*?, avg_batch_cost: " NUM_UNIT("sec") ")?"
+			  "(?:.*?, ips_total: " NUM_UNIT("tokens/s") ")?"
+			  "(?:.*?, ips: " NUM_UNIT("tokens/s") ")?"
 			  "(?:.*?, learning rate: " NUM ")?",
 	[P_GPTKIT_EVAL] = "\\[eval\\] global step " INT "(?:, epoch: " INT ")?(?:, batch: " INT ")?"
 			  ".*?\\bloss: " NUM
 			  "(?:.*?, ppl: " NUM ")?"
-			  "(?:.*?, avg_eval_cost: " NUM " sec)?",
+			  "(?:.*?, avg_eval_cost: " NUM_UNIT("sec") ")?",
 	[P_GPTKIT_CKPT] = "\\[checkpoint\\] global step " INT ", path: (.*?), size: " INT " bytes"
-			  "(?:, cost: " NUM " sec)?",
+			  "(?:, cost: " NUM_UNIT("sec") ")?",
 	[P_GPTKIT_AMP] = "\\[amp\\] global step " INT ".*?loss scale " NUM " -> " NUM,
 	[P_FLEETX_EVAL] = "\\[eval\\] epoch: " INT ", batch: " INT ", loss: " NUM
-			  "(?:.*?, avg_eval_cost: " NUM " sec)?",
+			  "(?:.*?, avg_eval_cost: " NUM_UNIT("sec") ")?",
 	[P_PADDLENLP_KV] = "([a-z_]+): " NUM "(?=,|\\s|$)",
 	[P_MEGATRON_STEP] = "iteration\\s+" INT "/\\s*" INT "\\s*\\|"
 			    "(?:.*?elapsed time per iteration \\(ms\\):\\s*" NUM ")?"
@@ -79,6 +84,11 @@ struct gpt_logs_parser {
 	pcre2_match_data *md;
 	pcre2_match_context *mctx;
 	pcre2_jit_stack *stack;
+	/* The line being parsed: where its record's fields begin (past the
+	 * dialect's key words), and whether it shows other output run into
+	 * the record (a number cut short, a PaddleNLP key twice). */
+	const char *body;
+	int mixed;
 };
 
 const char *gpt_logs_dialect_name(gpt_logs_dialect d)
@@ -205,6 +215,16 @@ static double to_double(const char *t, int len)
 	return strtod(tmp, NULL);
 }
 
+/* True when c, just after a number, shows that the number was cut short by
+ * other output: trainers follow a number with a separator, a unit after a
+ * space, or the end of the line, never with a letter, digit, '.' or '['
+ * ("loss: 10.95[2026-11-21 ..." is one line run into another). */
+static int cut_short(char c)
+{
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '.' ||
+	       c == '[' || c == '_' || c == '/' || c == ':';
+}
+
 /* A number from group g; a NaN value with no text when the group is unset. */
 static gpt_logs_num num(gpt_logs_parser *p, const char *s, int rc, int g)
 {
@@ -215,6 +235,7 @@ static gpt_logs_num num(gpt_logs_parser *p, const char *s, int rc, int g)
 		x.v = to_double(t, len);
 		x.txt = t;
 		x.len = len;
+		p->mixed |= cut_short(t[len]);
 	}
 	return x;
 }
@@ -258,12 +279,86 @@ static int has_before(const char *line, const char *at, const char *tag)
 	return (size_t)(at - line) >= n && memcmp(at - n, tag, n) == 0;
 }
 
+static int is_digits(const char *s, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (s[i] < '0' || s[i] > '9')
+			return 0;
+	return 1;
+}
+
+/* True when s[0..n) is one or more spaces and then a digit. */
+static int spaces_digit(const char *s, size_t n)
+{
+	size_t i = 0;
+	while (i < n && s[i] == ' ')
+		i++;
+	return i > 0 && i < n && is_digits(s + i, 1);
+}
+
+/* True when s[0..n) holds the beginning of another log line or record: a
+ * log header's date ("[2026-11-21"), "step N" (FleetX, gptkit, llm.c),
+ * "iteration N" (Megatron), "s:N t" (llm.c's main.log) or, unless paddle,
+ * "global_step: " (PaddleNLP). Past its key words, no record of ours holds
+ * one; a line that does is two outputs written into one (several processes
+ * on one log, or a line written in pieces with stderr in between). */
+static int another_start(const char *s, size_t n, int paddle)
+{
+	for (size_t i = 0; i < n; i++) {
+		const char *c = s + i;
+		size_t left = n - i;
+		switch (*c) {
+		case '[':
+			if (left >= 11 && is_digits(c + 1, 4) && c[5] == '-' && is_digits(c + 6, 2) &&
+			    c[8] == '-' && is_digits(c + 9, 2))
+				return 1;
+			break;
+		case 's':
+			if (left > 4 && memcmp(c, "step", 4) == 0 && spaces_digit(c + 4, left - 4))
+				return 1;
+			if (left > 2 && c[1] == ':' && is_digits(c + 2, 1)) {
+				size_t k = 3;
+				while (k < left && is_digits(c + k, 1))
+					k++;
+				if (left - k >= 2 && c[k] == ' ' && c[k + 1] == 't')
+					return 1;
+			}
+			break;
+		case 'i':
+			if (left > 9 && memcmp(c, "iteration", 9) == 0 && spaces_digit(c + 9, left - 9))
+				return 1;
+			break;
+		case 'g':
+			if (!paddle && left >= 13 && memcmp(c, "global_step: ", 13) == 0)
+				return 1;
+			break;
+		}
+	}
+	return 0;
+}
+
+/* A record that other output ran into is not used: its fields may be any
+ * mix of two lines. It is told apart from an unknown line (GPT_LOGS_BROKEN)
+ * so that it can be counted. */
+static int finish(gpt_logs_parser *p, const char *line, size_t len, int paddle, gpt_logs_rec *r)
+{
+	const char *end = line + len;
+	if (!p->mixed && !another_start(p->body, (size_t)(end - p->body), paddle))
+		return 1;
+	gpt_logs_dialect d = r->dialect;
+	rec_init(r);
+	r->kind = GPT_LOGS_BROKEN;
+	r->dialect = d;
+	return 0;
+}
+
 static int parse_gptkit(gpt_logs_parser *p, const char *line, size_t len, const char *at,
 			gpt_logs_rec *r)
 {
 	const char *end = line + len;
 	int rc;
 	r->dialect = GPT_LOGS_GPTKIT;
+	p->body = at + 12;
 	if (has_before(line, at, "[eval] ")) {
 		at -= 7;
 		if (!(rc = run(p, P_GPTKIT_EVAL, at, (size_t)(end - at))))
@@ -325,7 +420,7 @@ static int parse_paddlenlp(gpt_logs_parser *p, const char *line, size_t len, gpt
 	gpt_logs_num loss = derived(NAN), eval_loss = derived(NAN), ppl = derived(NAN);
 	gpt_logs_num steps_per_s = derived(NAN), tok_dev = derived(NAN), tok = derived(NAN);
 	int64_t step = -1;
-	int found = 0;
+	int found = 0; /* a bit for each key used; 1 loss, 2 eval_loss, 4 global_step */
 	while (s < end) {
 		const char *c = memchr(s, ':', (size_t)(end - s));
 		if (!c)
@@ -343,33 +438,38 @@ static int parse_paddlenlp(gpt_logs_parser *p, const char *line, size_t len, gpt
 			continue;
 		}
 		const char *key = k;
-		int klen = 0;
+		int klen = 0, bit = 0;
 		group(p, k, rc, 1, &key, &klen);
 		gpt_logs_num v = num(p, k, rc, 2);
 		PCRE2_SIZE *ov = pcre2_get_ovector_pointer(p->md);
+		if (!p->body)
+			p->body = k;
 		s = k + ov[1];
 #define KEY(lit) (klen == (int)sizeof(lit) - 1 && memcmp(key, lit, sizeof(lit) - 1) == 0)
 		if (KEY("loss"))
-			loss = v, found |= 1;
+			loss = v, bit = 1;
 		else if (KEY("eval_loss"))
-			eval_loss = v, found |= 2;
-		else if (KEY("eval_ppl") || KEY("eval_perplexity"))
-			ppl = v;
-		else if (KEY("learning_rate"))
-			r->lr = v;
+			eval_loss = v, bit = 2;
 		else if (KEY("global_step")) /* any number here: inf or nan is no step */
-			step = v.v >= 0 && v.v < 9e18 ? (int64_t)v.v : -1, found |= 4;
+			step = v.v >= 0 && v.v < 9e18 ? (int64_t)v.v : -1, bit = 4;
+		else if (KEY("eval_ppl") || KEY("eval_perplexity"))
+			ppl = v, bit = 8;
+		else if (KEY("learning_rate"))
+			r->lr = v, bit = 16;
 		else if (KEY("interval_runtime"))
-			r->interval_s = v.v;
+			r->interval_s = v.v, bit = 32;
 		else if (KEY("interval_steps_per_second"))
-			steps_per_s = v;
+			steps_per_s = v, bit = 64;
 		else if (KEY("interval_tokens_per_second_per_device"))
-			tok_dev = v;
+			tok_dev = v, bit = 128;
 		else if (KEY("interval_tokens_per_second"))
-			tok = v;
+			tok = v, bit = 256;
 		else if (KEY("eval_runtime"))
-			r->cost = v;
+			r->cost = v, bit = 512;
 #undef KEY
+		/* one dict names a key once: twice is two lines in one */
+		p->mixed |= (found & bit) != 0;
+		found |= bit;
 	}
 	r->dialect = GPT_LOGS_PADDLENLP;
 	if ((found & 5) == 5) {
@@ -399,6 +499,7 @@ static int parse_megatron(gpt_logs_parser *p, const char *line, size_t len, cons
 	r->dialect = GPT_LOGS_MEGATRON;
 	if ((v = memmem(line, len, "validation loss at iteration", 28)) &&
 	    (rc = run(p, P_MEGATRON_EVAL, v, (size_t)(end - v)))) {
+		p->body = v + 28;
 		r->kind = GPT_LOGS_EVAL;
 		r->step = integer(p, v, rc, 1);
 		r->loss = num(p, v, rc, 2);
@@ -410,11 +511,13 @@ static int parse_megatron(gpt_logs_parser *p, const char *line, size_t len, cons
 		r->kind = GPT_LOGS_CKPT;
 		r->step = integer(p, v, rc, 1);
 		group(p, v, rc, 2, &r->path, &r->path_len);
+		p->body = r->path; /* past "iteration N" */
 		return 1;
 	}
 	for (; at; at = memmem(at + 1, (size_t)(end - at - 1), "iteration", 9)) {
 		if (!(rc = run(p, P_MEGATRON_STEP, at, (size_t)(end - at))))
 			continue;
+		p->body = at + 9;
 		r->kind = GPT_LOGS_STEP;
 		r->step = integer(p, at, rc, 1);
 		r->total_steps = integer(p, at, rc, 2);
@@ -430,6 +533,7 @@ static int parse_llmc(gpt_logs_parser *p, const char *s, size_t n, gpt_logs_rec 
 {
 	int rc;
 	r->dialect = GPT_LOGS_LLMC;
+	p->body = s + 2; /* past "st", "va" or "s:" */
 	if (s[0] == 'v') {
 		if (!(rc = run(p, P_LLMC_VAL, s, n)))
 			return 0;
@@ -472,12 +576,14 @@ static int parse_llmc(gpt_logs_parser *p, const char *s, size_t n, gpt_logs_rec 
 int gpt_logs_parse_line(gpt_logs_parser *p, const char *line, size_t len, gpt_logs_rec *r)
 {
 	rec_init(r);
+	p->body = NULL;
+	p->mixed = 0;
 	if (len < 8)
 		return 0;
 	const char *at;
 	if ((at = memmem(line, len, "global step ", 12))) {
 		if (parse_gptkit(p, line, len, at, r))
-			return 1;
+			return finish(p, line, len, 0, r);
 		rec_init(r);
 		return 0;
 	}
@@ -489,17 +595,18 @@ int gpt_logs_parse_line(gpt_logs_parser *p, const char *line, size_t len, gpt_lo
 		r->kind = GPT_LOGS_EVAL;
 		r->loss = num(p, at, rc, 3);
 		r->cost = num(p, at, rc, 4);
-		return 1;
+		p->body = at + 14;
+		return finish(p, line, len, 0, r);
 	}
 	if (memmem(line, len, "global_step: ", 13) || memmem(line, len, "eval_loss: ", 11)) {
 		if (parse_paddlenlp(p, line, len, r))
-			return 1;
+			return finish(p, line, len, 1, r);
 		rec_init(r);
 		return 0;
 	}
 	if ((at = memmem(line, len, "iteration", 9))) {
 		if (parse_megatron(p, line, len, at, r))
-			return 1;
+			return finish(p, line, len, 0, r);
 		rec_init(r);
 		return 0;
 	}
@@ -511,7 +618,7 @@ int gpt_logs_parse_line(gpt_logs_parser *p, const char *line, size_t len, gpt_lo
 	    (rest >= 9 && memcmp(line + i, "val loss ", 9) == 0) ||
 	    (rest >= 2 && memcmp(line + i, "s:", 2) == 0)) {
 		if (parse_llmc(p, line + i, len - i, r))
-			return 1;
+			return finish(p, line, len, 0, r);
 		rec_init(r);
 	}
 	return 0;

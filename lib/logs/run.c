@@ -213,8 +213,12 @@ static int drain(run_ctx *c, source *s, int64_t *got, gpt_err *err)
 		}
 		(*got)++;
 		c->counts->lines++;
-		if (gpt_logs_parse_line(c->parser, line, len, &rec)) {
-			c->counts->records++;
+		int known = gpt_logs_parse_line(c->parser, line, len, &rec);
+		if (known || rec.kind == GPT_LOGS_BROKEN) {
+			if (known)
+				c->counts->records++;
+			else
+				c->counts->unparsed++;
 			if (take(c, s, &rec, err))
 				return err->code;
 			continue;

@@ -34,6 +34,10 @@ static int grow(void **p, int64_t cap, size_t elem, gpt_err *err)
 
 int gpt_logs_series_add(gpt_logs_series *s, const gpt_logs_rec *rec, gpt_err *err)
 {
+	if (rec->kind == GPT_LOGS_BROKEN) {
+		s->n_unparsed++;
+		return 0;
+	}
 	s->dialects |= 1 << rec->dialect;
 	if (rec->kind == GPT_LOGS_CKPT) {
 		s->n_ckpt++;

@@ -73,6 +73,40 @@ test_expect_success 'binary garbage, truncated lines, empty files: no crash, cou
 	test_grep "^gpt-logparse: [0-9]+ lines skipped \(unknown format\), 0 too long$" err
 '
 
+# Two processes on one log (tee, srun or mpirun output, a block-buffered
+# Python stdout): a line that one writer left unfinished runs into the
+# other's, and its end comes later as a line of its own.
+test_expect_success 'a record that another writer ran into is skipped and counted, not mixed into a row' '
+	cut_at () { printf "%s" "$(sed -n "$2p" "$1" | cut -c "1-$3")"; } &&
+	rest_at () { sed -n "$2p" "$1" | cut -c "$(($3 + 1))-"; } &&
+	{
+		sed -n 2p "$D/gptkit.log"
+		cut_at "$D/gptkit.log" 3 90; sed -n 4p "$D/gptkit.log"
+		rest_at "$D/gptkit.log" 3 90
+		cut_at "$D/gptkit.log" 6 143; echo "/usr/lib/python3/warnings.py:109: UserWarning: a warning on stderr"
+		cut_at "$D/megatron.log" 3 120; sed -n 4p "$D/megatron.log"
+		cut_at "$D/paddlenlp.log" 3 70; sed -n 4p "$D/paddlenlp.log"
+		grep "^step" "$D/llmc.log" | sed -n 1p | cut -c 1-30 | tr -d "\n"; grep "^step" "$D/llmc.log" | sed -n 2p
+		sed -n 7p "$D/gptkit.log"
+	} >mixed.log &&
+	gpt-logparse mixed.log >out 2>err &&
+	cut -f 3,4 out >actual &&
+	cat >expect <<-\EOT &&
+	step	loss
+	1	11.083364487
+	5	10.586440086
+	EOT
+	test_cmp expect actual &&
+	test_grep "^gpt-logparse: 5 lines skipped \(a record that other output ran into" err &&
+	test_grep "^gpt-logparse: 1 line skipped \(unknown format\)" err &&
+	gpt-logparse --summary mixed.log >sum 2>/dev/null &&
+	awk -F "\t" "NR == 1 { for (i = 1; i <= NF; i++) c[\$i] = i; next }
+		{ print \$c[\"steps\"], \$c[\"unparsed\"] }" sum >actual &&
+	echo "2 5" >expect && test_cmp expect actual &&
+	gpt-logparse --summary "$D/gptkit.log" | cut -f 26 >actual &&
+	printf "unparsed\n0\n" >expect && test_cmp expect actual
+'
+
 test_expect_success 'long lines are skipped and counted, the next line still parses' '
 	{
 		sed -n 2p "$D/fleetx.log"

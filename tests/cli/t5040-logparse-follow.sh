@@ -12,6 +12,18 @@ wait_rows () {
 	test_line_count = "$1" "$2"
 }
 
+# stop_follow: stops the gpt-logparse --follow started as $pid.
+stop_follow () {
+	kill $pid || :
+	wait $pid || :
+}
+
+# steps_are "1 2 3": the steps of the rows in out, in order.
+steps_are () {
+	cut -f 3 out | sed 1d | tr "\n" " " >actual &&
+	printf "%s " "$1" >expect && test_cmp expect actual
+}
+
 test_expect_success 'rows appear as the log grows; a partial line waits for its newline' '
 	sed -n 2,3p "$D/fleetx.log" >run.log
 	: >out
@@ -28,11 +40,9 @@ test_expect_success 'rows appear as the log grows; a partial line waits for its 
 	sed -n 5,6p "$D/fleetx.log" >>run.log &&
 	wait_rows 6 out &&
 	good=1
-	kill $pid || :
-	wait $pid || :
+	stop_follow
 	test $good = 1 &&
-	cut -f 3 out | sed 1d | tr "\n" " " >actual &&
-	printf "1 2 3 4 5 " >expect && test_cmp expect actual
+	steps_are "1 2 3 4 5"
 '
 
 test_expect_success 'a followed log that is truncated is read again from its start' '
@@ -45,8 +55,7 @@ test_expect_success 'a followed log that is truncated is read again from its sta
 	sed -n 2p "$D/gptkit.log" >run2.log &&
 	wait_rows 5 out &&
 	good=1
-	kill $pid || :
-	wait $pid || :
+	stop_follow
 	test $good = 1 &&
 	tail -n 1 out | cut -f 3,7 >actual &&
 	printf "1\t1995\n" >expect && test_cmp expect actual &&
@@ -64,11 +73,29 @@ test_expect_success 'a log rewritten longer than before between two looks is rea
 	cat new.log >run3.log &&
 	wait_rows 7 out &&
 	good=1
-	kill $pid || :
-	wait $pid || :
+	stop_follow
 	test $good = 1 &&
-	cut -f 3 out | sed 1d | tr "\n" " " >actual &&
-	printf "1 2 1 2 3 4 " >expect && test_cmp expect actual
+	steps_are "1 2 1 2 3 4"
+'
+
+test_expect_success 'a followed log: a line another writer ran into is skipped, the rows go on' '
+	sed -n 2p "$D/fleetx.log" >run4.log
+	: >out
+	gpt-logparse --follow run4.log >out 2>/dev/null &
+	pid=$!
+	good=0
+	wait_rows 2 out &&
+	line=$(sed -n 3p "$D/fleetx.log") &&
+	printf "%s" "$(echo "$line" | cut -c 1-90)" >>run4.log &&
+	sleep 0.3 &&
+	sed -n 4p "$D/fleetx.log" >>run4.log &&
+	echo "$line" | cut -c 91- >>run4.log &&
+	sed -n 5p "$D/fleetx.log" >>run4.log &&
+	wait_rows 3 out &&
+	good=1
+	stop_follow
+	test $good = 1 &&
+	steps_are "1 4"
 '
 
 test_expect_success 'following a pipe ends with the pipe' '
@@ -90,8 +117,7 @@ test_expect_success 'following two logs from a directory' '
 	sed -n 2p "$D/gptkit.log" >>log/workerlog.0 &&
 	wait_rows 3 out &&
 	good=1
-	kill $pid || :
-	wait $pid || :
+	stop_follow
 	test $good = 1 &&
 	cut -f 1 out | sed 1d >actual &&
 	printf "log/workerlog.1\nlog/workerlog.0\n" >expect && test_cmp expect actual

@@ -207,6 +207,35 @@ static void test_garbage(void)
 	ok(!parse("global step 5, loss: abc", &r), "a loss that is not a number is not a record");
 }
 
+/* Two writers on one log: a record that other output ran into is no record
+ * (its fields could come from either line), and is told apart from an
+ * unknown line so that it can be counted. */
+static void test_interleaved(void)
+{
+	gpt_logs_rec r;
+	ok(!parse("[2026-11-21 10:00:01,967] [    INFO] - global step 2, epoch: 0, batch: 1, loss: 10.9548028"
+		  "[2026-11-21 10:00:02,075] [    INFO] - global step 3, epoch: 0, batch: 2, loss: 10.782803726, "
+		  "avg_reader_cost: 0.00013 sec, avg_batch_cost: 0.10738 sec, ips_total: 76289 tokens/s", &r) &&
+		   r.kind == GPT_LOGS_BROKEN && r.dialect == GPT_LOGS_GPTKIT && r.step == -1 && isnan(r.loss.v),
+	   "two FleetX lines in one: broken, no fields");
+	ok(!parse("[x] - global step 4, epoch: 0, batch: 3, loss: 10.77, avg_batch_cost: 0.1/usr/lib/w.py:1: "
+		  "UserWarning", &r) && r.kind == GPT_LOGS_BROKEN, "a number cut short by other output: broken");
+	ok(!parse("[x] - loss: 10.98, learning_rate: 1e-05, glo loss: 9.87, learning_rate: 2e-05, global_step: 20", &r) &&
+		   r.kind == GPT_LOGS_BROKEN && r.dialect == GPT_LOGS_PADDLENLP, "a PaddleNLP key twice: broken");
+	ok(!parse(" iteration        2/     500 | consumed samples:   1024 | learning rate:  iteration        3/"
+		  "     500 | lm loss: 1.000000E+01 |", &r) && r.kind == GPT_LOGS_BROKEN, "two Megatron lines: broken");
+	ok(!parse("step    1/74 | train loss 7.92step    2/74 | train loss 7.713380 | lr 1.71e-05", &r) &&
+		   r.kind == GPT_LOGS_BROKEN, "two llm.c lines: broken");
+	ok(!parse("just some text", &r) && r.kind == GPT_LOGS_NONE, "an unknown line stays unknown");
+	ok(parse("[2024-05-01 10:00:00]  successfully saved checkpoint from iteration     100 to /ckpt/run1 "
+		 "[ t 1/ 8, p 1/ 1 ]", &r) && r.kind == GPT_LOGS_CKPT && r.step == 100,
+	   "Megatron's checkpoint line is whole: its iteration is its own");
+	ok(parse("[x] - global step 7, epoch: 0, batch: 6, loss: 3.5, avg_batch_cost: 0.1\033[0m", &r) &&
+		   r.step_time.v == 0.1, "a colour code right after a number is no cut");
+	ok(parse("[x] - global step 7, epoch: 0, batch: 6, loss: 3.5, avg_batch_cost: 0.1", &r) &&
+		   isnan(r.step_time.v), "a field the end of the log cut off is left out");
+}
+
 static char *write_tmp(const char *data, size_t n)
 {
 	static char path[64];
@@ -379,6 +408,7 @@ int main(void)
 	test_llmc();
 	test_numbers();
 	test_garbage();
+	test_interleaved();
 	test_reader();
 	test_stats();
 	test_misc();
