@@ -132,6 +132,10 @@ void gpt_logs_reader_close(gpt_logs_reader *r);
 
 /* ---- one log's steps --------------------------------------------------- */
 
+/* A step number that goes back (to the same step or an earlier one) is a
+ * restart: a run resumed from a checkpoint that logs the steps after it
+ * again. The series then keeps the later lines: it drops the steps and evals
+ * from that step on before it adds the new one, and counts the restart. */
 typedef struct gpt_logs_series {
 	int64_t n, cap;         /* training steps */
 	int64_t *step;
@@ -142,18 +146,20 @@ typedef struct gpt_logs_series {
 	double *eval_loss;
 	int64_t n_ckpt, n_overflow;
 	int64_t n_unparsed;     /* GPT_LOGS_BROKEN lines: records other output ran into */
+	int64_t restarts;       /* times the step number went back */
 	int dialects;           /* bit (1 << dialect) for each dialect seen */
 } gpt_logs_series;
 
 void gpt_logs_series_init(gpt_logs_series *s);
 /* Keeps a STEP or EVAL record (others, GPT_LOGS_BROKEN lines included, are
- * only counted). */
+ * only counted); a STEP whose step number goes back replaces what the series
+ * holds from that step on (see gpt_logs_series). */
 int gpt_logs_series_add(gpt_logs_series *s, const gpt_logs_rec *rec, gpt_err *err);
 void gpt_logs_series_free(gpt_logs_series *s);
 
 /* The figures of gpt-logparse --summary. NaN where unknown. */
 typedef struct gpt_logs_summary {
-	int64_t steps;          /* training step records */
+	int64_t steps;          /* training step records, a step repeated by a restart once */
 	int64_t skipped;        /* warm-up records left out of the speed figures */
 	double tok_card[3];     /* p10, median, p90 tokens/s per card */
 	double tok_total[3];    /* p10, median, p90 tokens/s over all cards */

@@ -32,6 +32,18 @@ static int grow(void **p, int64_t cap, size_t elem, gpt_err *err)
 	return 0;
 }
 
+/* The step number went back to step: the run was resumed from a checkpoint
+ * and does the steps after it again. What the log said of those steps before
+ * is dropped, so that they count once, as the resumed run did them. */
+static void restart(gpt_logs_series *s, int64_t step)
+{
+	while (s->n > 0 && s->step[s->n - 1] >= step)
+		s->n--;
+	while (s->n_eval > 0 && s->eval_step[s->n_eval - 1] >= step)
+		s->n_eval--;
+	s->restarts++;
+}
+
 int gpt_logs_series_add(gpt_logs_series *s, const gpt_logs_rec *rec, gpt_err *err)
 {
 	if (rec->kind == GPT_LOGS_BROKEN) {
@@ -61,6 +73,8 @@ int gpt_logs_series_add(gpt_logs_series *s, const gpt_logs_rec *rec, gpt_err *er
 	}
 	if (rec->kind != GPT_LOGS_STEP)
 		return 0;
+	if (rec->step >= 0 && s->n > 0 && s->step[s->n - 1] >= rec->step)
+		restart(s, rec->step);
 	if (s->n == s->cap) {
 		int64_t cap = s->cap ? 2 * s->cap : 1024;
 		if (grow((void **)&s->step, cap, sizeof(int64_t), err) ||

@@ -131,7 +131,7 @@ static const char *const sum_cols[] = {
 	"step_time_p10", "step_time_median", "step_time_p90",
 	"loss_first", "loss_last", "loss_min", "loss_min_step",
 	"evals", "eval_loss_last", "eval_losses", "checkpoints", "overflows", "mfu",
-	"loss_nonfinite", "unparsed", NULL};
+	"loss_nonfinite", "unparsed", "restarts", NULL};
 
 static void header(gpt_buf *b, gpt_logs_format f, const char *const *cols, gpt_err *err)
 {
@@ -274,5 +274,7 @@ void gpt_logs_write_summary(gpt_buf *b, gpt_logs_format f, const char *source, i
 	put_int(b, f, m->loss_nonfinite, err);
 	field(b, f, sum_cols, c++, err);
 	put_int(b, f, s->n_unparsed, err);
+	field(b, f, sum_cols, c++, err);
+	put_int(b, f, s->restarts, err);
 	end_row(b, f, err);
 }

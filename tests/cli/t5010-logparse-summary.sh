@@ -83,6 +83,31 @@ test_expect_success 'steps whose loss is nan or inf are counted, not taken into 
 	gpt-logparse --summary --format json nan.log | grep -q "\"loss_nonfinite\":2[,}]"
 '
 
+# gpt-launch --max-restarts appends the resumed run to the same workerlog;
+# a resumed run logs the steps after its checkpoint again.
+test_expect_success 'steps that a resumed run logs again count once, as the later lines say' '
+	{
+		sed -n "2,4p;6,9p" "$D/gptkit.log" |
+			sed "/global step 5, epoch/s/loss: [0-9.]*/loss: 1.5/; /eval/s/loss: [0-9.]*/loss: 2.5/"
+		echo "[2026-11-21 10:00:05,000] [    INFO] - resumed from output/step_00000003 at global step 3"
+		sed -n 5,15p "$D/gptkit.log"
+	} >resumed.log &&
+	gpt-logparse resumed.log | cut -f 3 | sed 1d | tr "\n" " " >actual &&
+	printf "1 2 3 4 5 6 4 5 6 7 8 9 10 " >expect && test_cmp expect actual &&
+	for skip in "" "--skip-steps 0"; do
+		gpt-logparse --summary $skip "$D/gptkit.log" | cut -f 3-25 >expect &&
+		gpt-logparse --summary $skip resumed.log | cut -f 3-25 >actual &&
+		test_cmp expect actual || return 1
+	done &&
+	gpt-logparse --summary resumed.log >out &&
+	test "$(col steps out)" = 10 &&
+	test "$(col loss_min out)" = 10.074280167 &&
+	test "$(col eval_losses out)" = "5:10.123456789 10:9.87654321" &&
+	test "$(col restarts out)" = 1 &&
+	gpt-logparse --summary "$D/gptkit.log" >out &&
+	test "$(col restarts out)" = 0
+'
+
 test_expect_success 'a directory gives one summary per workerlog, in rank order' '
 	mkdir log &&
 	cp "$D/fleetx.log" log/workerlog.10 &&

@@ -380,6 +380,42 @@ static void test_stats(void)
 	gpt_logs_series_free(&s);
 }
 
+/* A resumed run logs the steps after its checkpoint again: the later lines
+ * replace the earlier ones from the step that went back, evals included. */
+static void test_restart(void)
+{
+	gpt_err err = {0};
+	gpt_logs_series s;
+	gpt_logs_series_init(&s);
+	const int64_t steps[] = {1, 2, 3, 4, 5, 3, 4, 5, 6, 6};
+	for (int i = 0; i < 10; i++) {
+		gpt_logs_rec r;
+		memset(&r, 0, sizeof r);
+		r.kind = GPT_LOGS_STEP;
+		r.step = steps[i];
+		r.loss.v = i < 5 ? 9 : 10 - i; /* the later attempt: 5 4 3 2 1 */
+		r.step_time.v = r.tok_card.v = r.tok_total.v = 1;
+		gpt_logs_series_add(&s, &r, &err);
+		if (steps[i] == 3) { /* an eval after step 3 of each attempt */
+			r.kind = GPT_LOGS_EVAL;
+			r.loss.v = i;
+			gpt_logs_series_add(&s, &r, &err);
+		}
+	}
+	int in_order = s.n == 6;
+	for (int64_t i = 0; in_order && i < 6; i++)
+		in_order = s.step[i] == i + 1;
+	ok(in_order, "steps 1 to 6, each once");
+	ok(s.loss[1] == 9 && s.loss[2] == 5 && s.loss[4] == 3 && s.loss[5] == 1,
+	   "from step 3 on, the losses are those of the later lines");
+	ok(s.n_eval == 1 && s.eval_loss[0] == 5, "the eval of the first attempt went with its steps");
+	is_int(s.restarts, 2, "two restarts: to step 3, and step 6 again");
+	gpt_logs_summary m;
+	ok(gpt_logs_summarize(&s, 0, 0, 0, &m, &err) == 0 && m.steps == 6 && m.loss_min == 1 && m.loss_min_step == 6,
+	   "the summary counts each step once");
+	gpt_logs_series_free(&s);
+}
+
 static void test_misc(void)
 {
 	is_int(gpt_logs_rank_from_path("log/workerlog.3"), 3, "rank from workerlog.3");
@@ -411,6 +447,7 @@ int main(void)
 	test_interleaved();
 	test_reader();
 	test_stats();
+	test_restart();
 	test_misc();
 	gpt_logs_parser_free(P);
 	return done_testing();
