@@ -45,7 +45,8 @@ static void usage(FILE *fp)
 		    "       gpt-ckpt-merge --from-hf HF_DIR OUT\n\n"
 		    "IN is a checkpoint (a step directory, or an output directory with `latest`); every\n"
 		    "file's size and checksum are verified whenever it is opened. --to-layout and\n"
-		    "--from-hf write OUT/step_NNNNNNNN/ and OUT/latest, as a training run would.\n\nOptions:\n");
+		    "--from-hf write OUT/step_NNNNNNNN/ and OUT/latest, as a training run would,\n"
+		    "making OUT when missing; when they fail, they leave nothing they made.\n\nOptions:\n");
 	gpt_opts_help(options, fp);
 }
 

@@ -253,7 +253,9 @@ int gpt_ckpt_out_free(const char *out_dir, gpt_err *err);
  * contiguous runs of layers), in the stored dtypes; state.json gets the new
  * layout and keeps the old one as "resharded_from"; config.yaml is copied.
  * One piece is in memory at a time. progress (may be NULL) gets a progress
- * line per rank written. */
+ * line per rank written. out_dir is made when missing; a failure (or a
+ * signal, with gpt_cmd_remove_temps_on_signals) leaves nothing it made,
+ * out_dir and its parents included when they were made here. */
 int gpt_ckpt_reshard(const gpt_ckpt *ck, const gpt_ckpt_layout *lo, const char *out_dir,
 		     FILE *progress, char *path, size_t path_size, int64_t *bytes, gpt_err *err);
 /* The Hugging Face GPT-2 directory hf_dir checked as gpt_ckpt_from_hf
@@ -271,7 +273,9 @@ int gpt_hf_open(const char *hf_dir, gpt_model_shape *shape, gpt_st_file *st, con
  * vocabulary padded with zero rows to a multiple of 128, the attention
  * mask buffers dropped, a tied lm_head.weight checked equal to wte. A
  * config.json gptkit cannot reproduce (another activation or LayerNorm
- * epsilon, untied head) is GPT_EDATA naming the key. */
+ * epsilon, untied head) is GPT_EDATA naming the key. As with
+ * gpt_ckpt_reshard, out_dir is made when missing and a failure leaves
+ * nothing it made. */
 int gpt_ckpt_from_hf(const char *hf_dir, const char *out_dir, FILE *progress, char *path,
 		     size_t path_size, int64_t *bytes, gpt_err *err);
 

@@ -288,17 +288,48 @@ int gpt_hf_open(const char *hf_dir, gpt_model_shape *shape, gpt_st_file *st, con
 	return 0;
 }
 
+typedef struct import_ctx {
+	hf_src *h;
+	const gpt_ckpt_piece *pc;
+	const char *hf_dir, *out_dir, *yaml;
+	FILE *progress;
+	char *path;
+	size_t path_size;
+	int64_t *bytes;
+} import_ctx;
+
+/* Step 0's one part and its publication (gpt_ckpt_write_new). */
+static int write_import(void *ctx, gpt_err *err)
+{
+	const import_ctx *c = ctx;
+	char stage[4096];
+	gpt_ckpt_stage_dir(c->out_dir, 0, stage, sizeof stage);
+	int rc = gpt_ckpt_prepare(c->out_dir, 0, err);
+	if (!rc && c->progress)
+		fprintf(c->progress, "gpt-ckpt-merge: converting %lld tensors of %s\n", (long long)c->h->n_table,
+			c->h->st.path);
+	if (!rc)
+		rc = gpt_ckpt_write_part(stage, 0, c->pc, (int)c->h->n_table, fill, c->h, err);
+	json_t *st = json_pack("{s:i, s:i, s:i, s:{s:s}, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i}, s:s}", "step", 0,
+			       "consumed_samples", 0, "optimizer_steps", 0, "source", "huggingface", c->hf_dir,
+			       "layout", "world_size", 1, "dp", 1, "mp", 1, "pp", 1, "vpp", 1, "sharding", 1,
+			       "sharding_stage", 0, "gptkit_version", GPT_VERSION);
+	char *state = st ? json_dumps(st, JSON_INDENT(2)) : NULL;
+	json_decref(st);
+	if (!rc && !state)
+		rc = gpt_err_nomem(err, 0, "state.json");
+	if (!rc)
+		rc = gpt_ckpt_publish(c->out_dir, 0, 1, state, c->yaml, 0, c->path, c->path_size, c->bytes, err);
+	free(state);
+	return rc;
+}
+
 int gpt_ckpt_from_hf(const char *hf_dir, const char *out_dir, FILE *progress, char *path,
 		     size_t path_size, int64_t *bytes, gpt_err *err)
 {
 	hf_src h;
-	memset(&h, 0, sizeof h);
-	char p[4096];
-	int rc = gpt_ckpt_out_free(out_dir, err);
-	if (!rc)
-		rc = hf_open(&h, hf_dir, err);
+	int rc = hf_open(&h, hf_dir, err);
 	int st_ok = h.st.path != NULL;
-	snprintf(p, sizeof p, "%s", st_ok ? h.st.path : hf_dir);
 	gpt_ckpt_piece *pc = rc ? NULL : gpt_calloc((size_t)h.n_table, sizeof *pc, "pieces", err);
 	if (!rc && !pc)
 		rc = GPT_EINTERNAL;
@@ -311,27 +342,9 @@ int gpt_ckpt_from_hf(const char *hf_dir, const char *out_dir, FILE *progress, ch
 	char *yaml = rc ? NULL : config_text(&h.shape, err);
 	if (!rc && !yaml)
 		rc = err->code;
-	char stage[4096];
-	gpt_ckpt_stage_dir(out_dir, 0, stage, sizeof stage);
+	import_ctx c = {&h, pc, hf_dir, out_dir, yaml, progress, path, path_size, bytes};
 	if (!rc)
-		rc = gpt_ckpt_prepare(out_dir, 0, err);
-	if (!rc && progress)
-		fprintf(progress, "gpt-ckpt-merge: converting %lld tensors of %s\n", (long long)h.n_table, p);
-	if (!rc)
-		rc = gpt_ckpt_write_part(stage, 0, pc, (int)h.n_table, fill, &h, err);
-	json_t *st = json_pack("{s:i, s:i, s:i, s:{s:s}, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i}, s:s}", "step", 0,
-			       "consumed_samples", 0, "optimizer_steps", 0, "source", "huggingface", hf_dir,
-			       "layout", "world_size", 1, "dp", 1, "mp", 1, "pp", 1, "vpp", 1, "sharding", 1,
-			       "sharding_stage", 0, "gptkit_version", GPT_VERSION);
-	char *state = st ? json_dumps(st, JSON_INDENT(2)) : NULL;
-	json_decref(st);
-	if (!rc && !state)
-		rc = gpt_err_nomem(err, 0, "state.json");
-	if (!rc)
-		rc = gpt_ckpt_publish(out_dir, 0, 1, state, yaml, 0, path, path_size, bytes, err);
-	else
-		gpt_ckpt_discard(out_dir, 0);
-	free(state);
+		rc = gpt_ckpt_write_new(out_dir, 0, write_import, &c, err);
 	free(yaml);
 	free(pc);
 	hf_free_tables(&h);

@@ -219,6 +219,49 @@ int gpt_ckpt_out_free(const char *out_dir, gpt_err *err)
 	return 0;
 }
 
+typedef struct copy_ctx {
+	const gpt_ckpt *ck;
+	const gpt_ckpt_layout *lo;
+	const gpt_model_shape *s;
+	const gpt_param_info *t;
+	int64_t nt;
+	const char *out_dir;
+	FILE *progress;
+	char *path;
+	size_t path_size;
+	int64_t *bytes;
+} copy_ctx;
+
+/* The parts of every target rank, then the publication (gpt_ckpt_write_new). */
+static int write_copy(void *ctx, gpt_err *err)
+{
+	const copy_ctx *c = ctx;
+	const gpt_ckpt_layout *lo = c->lo;
+	int64_t step = gpt_ckpt_step(c->ck);
+	int world = (int)(lo->tp * lo->pp * lo->dp * lo->sharding);
+	char stage[4096];
+	gpt_ckpt_stage_dir(c->out_dir, step, stage, sizeof stage);
+	int rc = gpt_ckpt_prepare(c->out_dir, step, err);
+	gpt_progress pr;
+	if (c->progress)
+		gpt_progress_init(&pr, c->progress, "gpt-ckpt-merge", "ranks", world);
+	for (int r = 0; r < world && !rc; r++) {
+		rc = rank_part(c->ck, c->s, c->t, c->nt, lo, r, stage, err);
+		if (c->progress)
+			gpt_progress_update(&pr, r + 1, r + 1);
+	}
+	if (c->progress)
+		gpt_progress_finish(&pr);
+	char *state = rc ? NULL : new_state(c->ck, lo, err);
+	if (!rc && !state)
+		rc = err->code;
+	if (!rc)
+		rc = gpt_ckpt_publish(c->out_dir, step, world, state, gpt_ckpt_config_yaml(c->ck), 0, c->path,
+				      c->path_size, c->bytes, err);
+	free(state);
+	return rc;
+}
+
 int gpt_ckpt_reshard(const gpt_ckpt *ck, const gpt_ckpt_layout *lo, const char *out_dir,
 		     FILE *progress, char *path, size_t path_size, int64_t *bytes, gpt_err *err)
 {
@@ -227,38 +270,14 @@ int gpt_ckpt_reshard(const gpt_ckpt *ck, const gpt_ckpt_layout *lo, const char *
 	int64_t nt = 0;
 	int rc = gpt_ckpt_out_outside(ck, out_dir, err);
 	if (!rc)
-		rc = gpt_ckpt_out_free(out_dir, err);
-	if (!rc)
 		rc = gpt_ckpt_model_shape(ck, &s, err);
 	if (!rc)
 		rc = check_layout(&s, lo, err);
 	if (!rc)
 		rc = gpt_param_table(&s, &t, &nt, err);
-	int64_t step = gpt_ckpt_step(ck);
-	int world = (int)(lo->tp * lo->pp * lo->dp * lo->sharding);
-	char stage[4096];
-	gpt_ckpt_stage_dir(out_dir, step, stage, sizeof stage);
+	copy_ctx c = {ck, lo, &s, t, nt, out_dir, progress, path, path_size, bytes};
 	if (!rc)
-		rc = gpt_ckpt_prepare(out_dir, step, err);
-	gpt_progress pr;
-	if (progress)
-		gpt_progress_init(&pr, progress, "gpt-ckpt-merge", "ranks", world);
-	for (int r = 0; r < world && !rc; r++) {
-		rc = rank_part(ck, &s, t, nt, lo, r, stage, err);
-		if (progress)
-			gpt_progress_update(&pr, r + 1, r + 1);
-	}
-	if (progress)
-		gpt_progress_finish(&pr);
-	char *state = rc ? NULL : new_state(ck, lo, err);
-	if (!rc && !state)
-		rc = err->code;
-	if (!rc)
-		rc = gpt_ckpt_publish(out_dir, step, world, state, gpt_ckpt_config_yaml(ck), 0, path,
-				      path_size, bytes, err);
-	else
-		gpt_ckpt_discard(out_dir, step);
-	free(state);
+		rc = gpt_ckpt_write_new(out_dir, gpt_ckpt_step(ck), write_copy, &c, err);
 	free(t);
 	return rc;
 }

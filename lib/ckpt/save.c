@@ -42,6 +42,18 @@ void gpt_ckpt_discard(const char *output_dir, int64_t step)
 	remove_tree(tmp);
 }
 
+void gpt_ckpt_discard_unpublished(const char *output_dir, int64_t step)
+{
+	gpt_ckpt_discard(output_dir, step);
+	if (!gpt_ckpt_unpublished(output_dir, step))
+		return;
+	char p[4096];
+	snprintf(p, sizeof p, "%s/step_%08lld/index.json", output_dir, (long long)step);
+	unlink(p); /* first: a half-removed directory is never taken for complete */
+	snprintf(p, sizeof p, "%s/step_%08lld", output_dir, (long long)step);
+	remove_tree(p);
+}
+
 #define DIGITS "0123456789"
 
 /* name past the prefix pre, or NULL */

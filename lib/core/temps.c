@@ -49,12 +49,13 @@ void gpt_temp_drop(const char *path)
 }
 
 /* The files of a directory we made (one level: the library makes no
- * deeper temporaries), then the directory; a listing that changes under
- * the unlinks is read again. */
-static void remove_dir(const char *dir)
+ * deeper temporaries, though a held directory may hold another held one),
+ * then the directory; a listing that changes under the unlinks is read
+ * again. 1 when the directory is gone. */
+static int remove_dir(const char *dir)
 {
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	for (int pass = 0; fd >= 0 && pass < 8 && rmdir(dir) != 0; pass++) {
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), gone = fd >= 0 && rmdir(dir) == 0;
+	for (int pass = 0; fd >= 0 && !gone && pass < 8; pass++) {
 		char buf[4096] __attribute__((aligned(8)));
 		long n;
 		lseek(fd, 0, SEEK_SET);
@@ -68,19 +69,27 @@ static void remove_dir(const char *dir)
 					unlinkat(fd, name, 0);
 				at += len;
 			}
+		gone = rmdir(dir) == 0;
 	}
 	if (fd >= 0)
 		close(fd);
+	return gone;
 }
 
 static void on_signal(int sig)
 {
-	for (int i = 0; i < SLOTS; i++) {
-		int s = atomic_load(&held[i].state);
-		if (s == 2)
-			unlink(held[i].path);
-		else if (s == 3)
-			remove_dir(held[i].path);
+	/* passes until one removes nothing: a directory held inside another
+	 * (gpt-ckpt-merge's new output directory and its staging directory)
+	 * goes first, its parent in a later pass */
+	for (int removed = 1; removed;) {
+		removed = 0;
+		for (int i = 0; i < SLOTS; i++) {
+			int s = atomic_load(&held[i].state);
+			if ((s == 2 && unlink(held[i].path) == 0) || (s == 3 && remove_dir(held[i].path))) {
+				atomic_store(&held[i].state, 0);
+				removed = 1;
+			}
+		}
 	}
 	signal(sig, SIG_DFL);
 	raise(sig);

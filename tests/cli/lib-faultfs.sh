@@ -12,6 +12,9 @@
 #                (default 0: the first write fails)
 #   FAULT_SKIP   matching calls of the other kinds that succeed first
 #   FAULT_TIMES  faults made before calls succeed again (default: no end)
+#   FAULT_SIGNAL a signal number: the first fault raises it instead (TERM
+#                to interrupt the program there, STOP to pause it), and
+#                every call goes through
 # Under ASan the shim comes before the sanitizer's runtime, which ASan
 # accepts with verify_asan_link_order=0.
 
@@ -22,6 +25,7 @@ build_faultfs () {
 	#include <errno.h>
 	#include <fcntl.h>
 	#include <fnmatch.h>
+	#include <signal.h>
 	#include <stdarg.h>
 	#include <stdio.h>
 	#include <stdlib.h>
@@ -91,10 +95,22 @@ build_faultfs () {
 		return times >= 0 && faults >= times;
 	}
 
+	/* With FAULT_SIGNAL: raises it, the first time, and says so. */
+	static int signalled(void)
+	{
+		static int raised;
+		int sig = (int)env_ll("FAULT_SIGNAL", 0);
+		if (sig && !raised) {
+			raised = 1;
+			raise(sig);
+		}
+		return sig != 0;
+	}
+
 	/* A call that may fail (not a write): 1, with errno set, when it must. */
 	static int fail_now(void)
 	{
-		if (spent() || calls++ < env_ll("FAULT_SKIP", 0))
+		if (spent() || calls++ < env_ll("FAULT_SKIP", 0) || signalled())
 			return 0;
 		faults++;
 		errno = fault_errno();
@@ -109,6 +125,8 @@ build_faultfs () {
 		long long left = env_ll("FAULT_AFTER", 0) - written;
 		if (left > 0)
 			return (size_t)left < n ? (size_t)left : n;
+		if (signalled())
+			return n;
 		faults++;
 		errno = fault_errno();
 		return 0;

@@ -167,6 +167,32 @@ test_expect_success 'bad layouts, bad HF files and used output directories are r
 	! test -e y/latest
 '
 
+test_expect_success 'a failed or interrupted --to-layout or --from-hf leaves nothing it made' '
+	. "$GPT_ROOT/tests/cli/lib-faultfs.sh" && build_faultfs &&
+	gpt-ckpt-merge --to-hf run hfrun &&
+	test_expect_code 64 gpt-ckpt-merge --to-layout pp=2,vpp=2 run x &&
+	! test -e x &&
+	test_expect_code 64 gpt-ckpt-merge --to-layout pp=2,vpp=2 run n1/n2//n3/ &&
+	! test -e n1 &&
+	mkdir mine && test_expect_code 64 gpt-ckpt-merge --to-layout pp=2,vpp=2 run mine/new &&
+	test -d mine && ! test -e mine/new &&
+	test_expect_code 74 with_faults FAULT_MATCH="*rank-00001.safetensors*" FAULT_OPS=write -- \
+		gpt-ckpt-merge --to-layout mp=2 run w1/out 2>err &&
+	test_grep "rank-00001.safetensors" err && ! test -e w1 &&
+	test_expect_code 74 with_faults FAULT_MATCH="*/.latest.tmp*" FAULT_OPS=write -- \
+		gpt-ckpt-merge --to-layout mp=2 run w2 2>err &&
+	test_grep "w2/.latest.tmp.*No space left" err && ! test -e w2 &&
+	test_expect_code 74 with_faults FAULT_MATCH="*rank-00000.safetensors*" FAULT_OPS=write -- \
+		gpt-ckpt-merge --from-hf hfrun mine/w3 &&
+	! test -e mine/w3 &&
+	test_expect_code 143 with_faults FAULT_MATCH="*rank-00001.safetensors*" FAULT_OPS=write FAULT_SIGNAL=15 -- \
+		gpt-ckpt-merge --to-layout mp=2 run s1/out &&
+	! test -e s1 &&
+	test_expect_code 143 with_faults FAULT_MATCH="*rank-00000.safetensors*" FAULT_OPS=write FAULT_SIGNAL=15 -- \
+		gpt-ckpt-merge --from-hf hfrun mine/s2 &&
+	! test -e mine/s2 && test -d mine
+'
+
 # hfedit KEY VALUE: back1 with one key of config.json changed, as hfx/
 hfedit () {
 	rm -rf hfx && cp -r back1 hfx &&

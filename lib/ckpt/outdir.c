@@ -1,0 +1,94 @@
+/* The output directory of a conversion (gpt-ckpt-merge --to-layout and
+ * --from-hf): made when missing, and removed again, with the parents it
+ * made, when the conversion fails or is interrupted; one the user had is
+ * never removed. (Part of lib/ckpt; declared in ckpt-impl.h.) */
+#include "ckpt/ckpt-impl.h"
+
+#include <string.h>
+#include <unistd.h>
+
+typedef struct outdir {
+	char path[4096];
+	size_t made; /* bytes of path naming the first directory open made; 0: none */
+} outdir;
+
+/* A name ends at i in path (n bytes): before a slash or at the end, not
+ * at a repeated or trailing slash. */
+static int name_end(const char *path, size_t n, size_t i)
+{
+	return i > 0 && (i == n || path[i] == '/') && path[i - 1] != '/';
+}
+
+/* Calls f on each directory that open made, from the first (o->made bytes
+ * of o->path) to o->path itself; the deepest first when down is 1. */
+static void each_made(const outdir *o, int down, void (*f)(const char *))
+{
+	size_t n = strlen(o->path);
+	char p[sizeof o->path];
+	for (size_t j = o->made; o->made && j <= n; j++) {
+		size_t i = down ? n - (j - o->made) : j;
+		if (!name_end(o->path, n, i))
+			continue;
+		memcpy(p, o->path, i);
+		p[i] = '\0';
+		f(p);
+	}
+}
+
+static void hold(const char *dir)
+{
+	gpt_temp_hold(dir, 1);
+}
+
+static void remove_made(const char *dir)
+{
+	rmdir(dir); /* empty by now: the caller discarded its staging directory */
+	gpt_temp_drop(dir);
+}
+
+static void outdir_close(outdir *o, int failed)
+{
+	each_made(o, 1, failed ? remove_made : gpt_temp_drop);
+	o->made = 0;
+}
+
+static int outdir_open(outdir *o, const char *out_dir, gpt_err *err)
+{
+	memset(o, 0, sizeof *o);
+	size_t n = strlen(out_dir);
+	if (n == 0 || n >= sizeof o->path)
+		return gpt_err_set(err, GPT_EUSAGE, "output directory '%s': expected a name of 1 to %zu bytes", out_dir,
+				   sizeof o->path - 1);
+	memcpy(o->path, out_dir, n + 1);
+	/* the first missing directory, from which mkdir -p makes the rest */
+	char p[sizeof o->path];
+	for (size_t i = 1; i <= n && !o->made; i++) {
+		if (!name_end(out_dir, n, i))
+			continue;
+		memcpy(p, out_dir, i);
+		p[i] = '\0';
+		if (!gpt_path_exists(p))
+			o->made = i;
+	}
+	each_made(o, 0, hold); /* a signal from here on removes them (gpt_cmd_remove_temps_on_signals) */
+	int rc = gpt_mkdir_p(out_dir, err);
+	if (!rc)
+		rc = gpt_ckpt_out_free(out_dir, err);
+	if (rc)
+		outdir_close(o, 1);
+	return rc;
+}
+
+int gpt_ckpt_write_new(const char *out_dir, int64_t step, int (*write)(void *ctx, gpt_err *err),
+		       void *ctx, gpt_err *err)
+{
+	outdir o;
+	int rc = outdir_open(&o, out_dir, err);
+	if (rc)
+		return rc;
+	rc = write(ctx, err);
+	if (rc)
+		gpt_ckpt_discard_unpublished(out_dir, step);
+	outdir_close(&o, rc != 0);
+	return rc;
+}
