@@ -98,6 +98,14 @@ static int check_layout(const gpt_model_shape *s, const gpt_ckpt_layout *lo, gpt
 	if (lo->vpp > 1 && lo->pp == 1)
 		return gpt_err_set(err, GPT_EUSAGE, "--to-layout: vpp %lld needs pp above 1 (virtual stages interleave pipeline stages)",
 				   (long long)lo->vpp);
+	if (lo->vpp > GPT_MAX_CHUNKS)
+		return gpt_err_set(err, GPT_EUSAGE, "--to-layout: vpp %lld: at most %d virtual stages per rank",
+				   (long long)lo->vpp, GPT_MAX_CHUNKS);
+	/* as gpt_layout_make splits them, here with the options of this program */
+	if (s->layers % (lo->pp * lo->vpp))
+		return gpt_err_set(err, GPT_EUSAGE, "--to-layout: the %lld layers do not split evenly over pp %lld x vpp %lld = %lld pipeline stages; give pp= and vpp= whose product divides %lld",
+				   (long long)s->layers, (long long)lo->pp, (long long)lo->vpp,
+				   (long long)(lo->pp * lo->vpp), (long long)s->layers);
 	if (lo->tp * lo->pp * lo->dp * lo->sharding > 65536)
 		return gpt_err_set(err, GPT_EUSAGE, "--to-layout: more than 65536 ranks");
 	return 0;

@@ -157,6 +157,11 @@ test_expect_success 'bad layouts, bad HF files and used output directories are r
 	test_grep "foo=1.*expected mp" err &&
 	test_expect_code 64 gpt-ckpt-merge --to-layout pp=4 run x 2>err &&
 	test_grep "pp 4 is more than the 2 layers" err &&
+	test_expect_code 64 gpt-ckpt-merge --to-layout pp=2,vpp=2 run x 2>err &&
+	test_grep "the 2 layers do not split evenly over pp 2 x vpp 2 = 4 pipeline stages; give pp= and vpp= whose product divides 2$" err &&
+	! grep pp_layers err &&
+	test_expect_code 64 gpt-ckpt-merge --to-layout pp=2,vpp=1000 run x 2>err &&
+	test_grep "vpp 1000: at most [0-9]+ virtual stages per rank" err &&
 	test_expect_code 64 gpt-ckpt-merge --to-layout dp=2 run tp 2>err &&
 	test_grep "tp: already holds checkpoints" err &&
 	! test -e x &&
