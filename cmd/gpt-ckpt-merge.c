@@ -46,7 +46,8 @@ static void usage(FILE *fp)
 		    "IN is a checkpoint (a step directory, or an output directory with `latest`); every\n"
 		    "file's size and checksum are verified whenever it is opened. --to-layout and\n"
 		    "--from-hf write OUT/step_NNNNNNNN/ and OUT/latest, as a training run would,\n"
-		    "making OUT when missing; when they fail, they leave nothing they made.\n\nOptions:\n");
+		    "making OUT when missing; when they fail, they leave nothing they made. They\n"
+		    "refuse an OUT that gpt-train (or another gpt-ckpt-merge) is writing into.\n\nOptions:\n");
 	gpt_opts_help(options, fp);
 }
 

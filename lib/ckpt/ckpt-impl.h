@@ -19,8 +19,10 @@ int gpt_ckpt_read_config(const gpt_ckpt *ck, gpt_config *cfg, gpt_err *err);
 
 /* Runs write(ctx, err), which writes step's checkpoint into out_dir
  * (gpt_ckpt_prepare, gpt_ckpt_write_part, gpt_ckpt_publish), for a
- * conversion: out_dir is made when missing (mkdir -p) and refused when it
- * already holds checkpoints (gpt_ckpt_out_free). The directories made here
+ * conversion: out_dir is made when missing (mkdir -p), locked as
+ * gpt-train locks its output_dir (gpt_ckpt_lock; GPT_EUSAGE while a run or
+ * another conversion writes there) until write is done, and refused when
+ * it already holds checkpoints (gpt_ckpt_out_free). The directories made here
  * are held as temporaries (gpt_temp_hold) until write succeeds, so a signal
  * removes them; a failure removes what write left (its staging directory,
  * and the step directory when `latest` could not be written) and then the

@@ -140,6 +140,15 @@ int gpt_ckpt_publish(const char *output_dir, int64_t step, int n_ranks, const ch
 		     int64_t *bytes, gpt_err *err);
 /* Removes the staging directory of a failed save (rank 0). */
 void gpt_ckpt_discard(const char *output_dir, int64_t step);
+/* Opens output_dir into *fd and takes its lock (flock, exclusive, without
+ * waiting): the one gpt-train's rank 0 holds for a run and gpt-ckpt-merge
+ * while it writes a checkpoint, so that one writer at a time saves into a
+ * directory and removes leftovers there. Closing *fd releases it; *fd is
+ * -1 after a failure. GPT_EUSAGE when another process holds it ("WHAT
+ * OUTPUT_DIR: another run is training into it or gpt-ckpt-merge is writing
+ * into it; ..."), GPT_EIO when output_dir cannot be opened or locked; what
+ * (a config key, or NULL) goes before output_dir in messages. */
+int gpt_ckpt_lock(const char *what, const char *output_dir, int *fd, gpt_err *err);
 /* Removes what processes killed while they saved into output_dir left:
  * the temporaries of `latest` (gpt_file_write_atomic's .latest.tmp.PID.N;
  * *files counts them) and the staging directories of saves

@@ -10,6 +10,7 @@
 typedef struct outdir {
 	char path[4096];
 	size_t made; /* bytes of path naming the first directory open made; 0: none */
+	int lock;    /* gpt_ckpt_lock's, or -1 */
 } outdir;
 
 /* A name ends at i in path (n bytes): before a slash or at the end, not
@@ -50,11 +51,15 @@ static void outdir_close(outdir *o, int failed)
 {
 	each_made(o, 1, failed ? remove_made : gpt_temp_drop);
 	o->made = 0;
+	if (o->lock >= 0)
+		close(o->lock); /* last: nobody else wrote there while we removed */
+	o->lock = -1;
 }
 
 static int outdir_open(outdir *o, const char *out_dir, gpt_err *err)
 {
 	memset(o, 0, sizeof *o);
+	o->lock = -1;
 	size_t n = strlen(out_dir);
 	if (n == 0 || n >= sizeof o->path)
 		return gpt_err_set(err, GPT_EUSAGE, "output directory '%s': expected a name of 1 to %zu bytes", out_dir,
@@ -72,6 +77,8 @@ static int outdir_open(outdir *o, const char *out_dir, gpt_err *err)
 	}
 	each_made(o, 0, hold); /* a signal from here on removes them (gpt_cmd_remove_temps_on_signals) */
 	int rc = gpt_mkdir_p(out_dir, err);
+	if (!rc) /* then `latest`, which no one can write now */
+		rc = gpt_ckpt_lock(NULL, out_dir, &o->lock, err);
 	if (!rc)
 		rc = gpt_ckpt_out_free(out_dir, err);
 	if (rc)

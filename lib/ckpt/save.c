@@ -5,9 +5,11 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -82,6 +84,25 @@ static int is_save_dir(const char *name)
 	const char *p = past(name, ".step_");
 	size_t n = p ? strspn(p, DIGITS) : 0;
 	return n >= 8 && (strcmp(p + n, ".tmp") == 0 || strcmp(p + n, ".unpublished") == 0);
+}
+
+int gpt_ckpt_lock(const char *what, const char *output_dir, int *fd, gpt_err *err)
+{
+	const char *sp = what ? " " : "";
+	what = what ? what : "";
+	*fd = open(output_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (*fd < 0)
+		return gpt_err_errno(err, GPT_EIO, errno, "%s%s%s", what, sp, output_dir);
+	if (flock(*fd, LOCK_EX | LOCK_NB) == 0)
+		return 0;
+	int e = errno;
+	close(*fd);
+	*fd = -1;
+	if (e != EWOULDBLOCK)
+		return gpt_err_errno(err, GPT_EIO, e, "%s%s%s: lock", what, sp, output_dir);
+	return gpt_err_set(err, GPT_EUSAGE,
+			   "%s%s%s: another run is training into it or gpt-ckpt-merge is writing into it; wait for it to end or name another directory",
+			   what, sp, output_dir);
 }
 
 void gpt_ckpt_remove_leftovers(const char *output_dir, int *files, int *dirs)

@@ -5,12 +5,9 @@
 #include "cuda/cuda.h"
 #endif
 
-#include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -469,24 +466,17 @@ static int run(trainer *tr, gpt_err *err)
 	return rc;
 }
 
-/* Rank 0 holds output_dir (an flock of the directory itself, released when
- * the process ends) so that a second run does not write into it; every rank
+/* Rank 0 holds output_dir (gpt_ckpt_lock: an flock of the directory,
+ * released when the process ends) so that a second run, or gpt-ckpt-merge,
+ * does not write into it; every rank
  * checks that all were started with the same configuration. */
 static int check_run(trainer *tr, gpt_err *err)
 {
 	const char *od = tr->cfg->engine.save_load.output_dir;
 	int rc = 0;
 	if (tr->rank == 0 && od && *od && !(rc = gpt_mkdir_p(od, err))) {
-		tr->out_lock = open(od, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (tr->out_lock < 0)
-			rc = gpt_err_errno(err, GPT_EIO, errno, "Engine.save_load.output_dir %s", od);
-		else if (flock(tr->out_lock, LOCK_EX | LOCK_NB) != 0)
-			rc = errno == EWOULDBLOCK
-				     ? gpt_err_set(err, GPT_EUSAGE,
-						   "Engine.save_load.output_dir %s: another run is training into it; wait for it to end or name another directory",
-						   od)
-				     : gpt_err_errno(err, GPT_EIO, errno, "Engine.save_load.output_dir %s: lock", od);
-		/* held now, so no other run is saving into it */
+		rc = gpt_ckpt_lock("Engine.save_load.output_dir", od, &tr->out_lock, err);
+		/* held now, so no other run (nor gpt-ckpt-merge) is saving into it */
 		int files = 0, dirs = 0;
 		if (!rc)
 			gpt_ckpt_remove_leftovers(od, &files, &dirs);

@@ -198,6 +198,34 @@ test_expect_success 'a failed or interrupted --to-layout or --from-hf leaves not
 	! test -e mine/s2 && test -d mine
 '
 
+test_expect_success '--to-layout and --from-hf refuse a directory gpt-train trains into, and gpt-train one they write' '
+	. "$GPT_ROOT/tests/cli/lib-faultfs.sh" && { test -f faultfs.so || build_faultfs; } &&
+	{ (gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" -o Data.Train.dataset.input_dir=data/lic \
+		-o Data.Train.dataset.split=15,2,0 -o Global.micro_batch_size=1 -o Engine.eval_freq=0 \
+		-o Engine.test_iters=0 -o Engine.max_steps=100000 -o Optimizer.lr.decay_steps=100000 \
+		-o Engine.save_load.save_steps=0 -o Engine.save_load.output_dir=busy >busy.log 2>&1) & } &&
+	pid=$! &&
+	{ test_wait_line busy.log " - global step 2, epoch" || { kill -9 $pid; false; }; } &&
+	c1=0 && gpt-ckpt-merge --from-hf hfrun busy 2>err1 || c1=$? &&
+	c2=0 && gpt-ckpt-merge --to-layout mp=2 run busy 2>err2 || c2=$? &&
+	kill -9 $pid && { wait $pid || :; } &&
+	test "$c1" = 64 && test "$c2" = 64 &&
+	test_grep "error: busy: another run is training into it or gpt-ckpt-merge is writing into it; wait" err1 &&
+	test_grep "error: busy: another run is training into it or gpt-ckpt-merge is writing into it; wait" err2 &&
+	ls -A busy >left && test_line_count = 0 left &&
+	{ env LD_PRELOAD="$PWD/faultfs.so" FAULT_MATCH="*rank-00001.safetensors*" FAULT_OPS=write FAULT_SIGNAL=19 \
+		gpt-ckpt-merge --to-layout mp=2 run paused 2>perr & } &&
+	mpid=$! &&
+	n=0 && while ! ps -o stat= -p $mpid | grep -q T && [ $n -lt 600 ]; do sleep 0.05; n=$((n + 1)); done &&
+	c3=0 && gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" -o Data.Train.dataset.input_dir=data/lic \
+		-o Engine.max_steps=1 -o Engine.save_load.output_dir=paused >plog 2>&1 || c3=$? &&
+	kill -CONT $mpid && wait $mpid &&
+	test "$c3" = 64 &&
+	test_grep "error: Engine.save_load.output_dir paused: another run is training into it or gpt-ckpt-merge is writing into it" plog &&
+	test_grep "wrote paused/step_00000010" perr &&
+	gpt-ckpt-merge --verify paused
+'
+
 # hfedit KEY VALUE: back1 with one key of config.json changed, as hfx/
 hfedit () {
 	rm -rf hfx && cp -r back1 hfx &&
