@@ -76,12 +76,20 @@ typedef struct gpt_dist_env {
 /* Reads the variables from envp (NULL-terminated "NAME=value" strings, as
  * environ). GPT_* win, then torchrun's, then Slurm's, then Open MPI's. A
  * variable that is set but malformed (a rank outside the world, a bad port)
- * is a GPT_EUSAGE error naming it. Under Slurm and Open MPI the master is
+ * is a GPT_EUSAGE error naming it, and so is a rank variable (GPT_RANK,
+ * RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK) without its world size when no
+ * launcher's pair is complete, save SLURM_PROCID=0 (a Slurm batch script:
+ * one process). Under Slurm and Open MPI the master is
  * MASTER_ADDR/MASTER_PORT when set, else (Slurm) SLURM_LAUNCH_NODE_IPADDR, else
  * (one node) 127.0.0.1; the port defaults to GPT_DIST_DEFAULT_PORT. Under
  * torchrun (TORCHELASTIC_RUN_ID set) torchrun's own store holds MASTER_PORT, so
  * ours uses MASTER_PORT + 1. */
 int gpt_dist_env_parse(gpt_dist_env *out, char *const *envp, gpt_err *err);
+/* The launcher, rank and world size only, checked as gpt_dist_env_parse
+ * does; the rest of *out as for a single process. For a process that runs
+ * alone whatever the launcher says, and must still refuse a rank without
+ * its world size. */
+int gpt_dist_env_parse_ranks(gpt_dist_env *out, char *const *envp, gpt_err *err);
 /* gpt_dist_env_parse(out, environ, err). */
 int gpt_dist_env_detect(gpt_dist_env *out, gpt_err *err);
 /* "gpt-launch", "torchrun", "slurm", "openmpi", "single". */

@@ -77,11 +77,72 @@ static int master_from_env(gpt_dist_env *d, char *const *envp, const char *fallb
 	return 0;
 }
 
-static int check_ranks(const gpt_dist_env *d, const char *rank_var, gpt_err *err)
+/* The launchers whose variables we read, in the order they win: a rank
+ * variable and the world size that goes with it. */
+typedef struct dist_family {
+	gpt_dist_source source;
+	const char *rank, *size;
+	const char *launcher; /* what sets both */
+} dist_family;
+
+static const dist_family families[] = {
+	{GPT_DIST_GPT_LAUNCH, "GPT_RANK", "GPT_WORLD_SIZE", "gpt-launch"},
+	{GPT_DIST_TORCHRUN, "RANK", "WORLD_SIZE", "torchrun"},
+	{GPT_DIST_SLURM, "SLURM_PROCID", "SLURM_NTASKS", "srun"},
+	{GPT_DIST_OPENMPI, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "mpirun"},
+};
+
+static int half_set(const dist_family *f, const char *rank, gpt_err *err)
 {
-	if (d->world_size < 1 || d->rank < 0 || d->rank >= d->world_size)
-		return gpt_err_set(err, GPT_EUSAGE, "environment variable %s=%d is outside the world of %d ranks",
-				   rank_var, d->rank, d->world_size);
+	return gpt_err_set(err, GPT_EUSAGE,
+			   "environment variable %s='%s' is set but %s is not, so the number of ranks is unknown; set %s to it (%s sets both), or unset %s to run as a single process",
+			   f->rank, rank, f->size, f->size, f->launcher, f->rank);
+}
+
+/* Picks the launcher (GPT_RANK alone picks gpt-launch: only gpt-launch sets
+ * it; the others need both variables), reads its rank and world size and
+ * checks them. A rank variable without its world size where no launcher's
+ * pair is complete is an error, not a single process that believes it is
+ * alone, save SLURM_PROCID=0 alone: Slurm sets that in a batch script,
+ * which runs once. */
+static int read_ranks(gpt_dist_env *d, char *const *envp, gpt_err *err)
+{
+	const int BIG = 1 << 24;
+	const dist_family *f = NULL, *half = NULL;
+	for (size_t i = 0; i < sizeof families / sizeof *families && !f; i++) {
+		const dist_family *c = &families[i];
+		int has_size = env_get(envp, c->size) != NULL;
+		if (env_get(envp, c->rank) && (has_size || c->source == GPT_DIST_GPT_LAUNCH))
+			f = c;
+		else if (env_get(envp, c->rank) && !half)
+			half = c;
+	}
+	d->source = f ? f->source : GPT_DIST_SINGLE;
+	if (!f && half) {
+		int r = 0;
+		int rc = env_int(envp, half->rank, 0, BIG, &r, err);
+		if (rc || half->source != GPT_DIST_SLURM || r != 0)
+			return rc ? rc : half_set(half, env_get(envp, half->rank), err);
+	}
+	if (!f)
+		return 0;
+	d->world_size = -1;
+	int rc = env_int(envp, f->rank, 0, BIG, &d->rank, err);
+	if (!rc)
+		rc = env_int(envp, f->size, 1, BIG, &d->world_size, err);
+	if (rc)
+		return rc;
+	if (d->world_size < 0)
+		return half_set(f, env_get(envp, f->rank), err);
+	if (d->rank >= d->world_size)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "environment variable %s=%d is outside the world of %d ranks (%s=%d); expected 0 to %d",
+				   f->rank, d->rank, d->world_size, f->size, d->world_size, d->world_size - 1);
+	return 0;
+}
+
+static int check_local(const gpt_dist_env *d, gpt_err *err)
+{
 	if (d->local_rank < 0 || d->local_rank >= d->local_world_size)
 		return gpt_err_set(err, GPT_EUSAGE,
 				   "local rank %d is outside the %d local ranks; check the launcher's variables",
@@ -89,21 +150,21 @@ static int check_ranks(const gpt_dist_env *d, const char *rank_var, gpt_err *err
 	return 0;
 }
 
-int gpt_dist_env_parse(gpt_dist_env *d, char *const *envp, gpt_err *err)
+int gpt_dist_env_parse_ranks(gpt_dist_env *d, char *const *envp, gpt_err *err)
 {
 	memset(d, 0, sizeof *d);
 	d->world_size = d->local_world_size = 1;
 	snprintf(d->master_host, sizeof d->master_host, "127.0.0.1");
+	return read_ranks(d, envp, err);
+}
+
+int gpt_dist_env_parse(gpt_dist_env *d, char *const *envp, gpt_err *err)
+{
 	const int BIG = 1 << 24;
-	int rc = 0;
-	if (env_get(envp, "GPT_RANK")) {
-		d->source = GPT_DIST_GPT_LAUNCH;
-		d->world_size = -1;
-		if ((rc = env_int(envp, "GPT_RANK", 0, BIG, &d->rank, err)) ||
-		    (rc = env_int(envp, "GPT_WORLD_SIZE", 1, BIG, &d->world_size, err)))
-			return rc;
-		if (d->world_size < 0)
-			return gpt_err_set(err, GPT_EUSAGE, "GPT_RANK is set but GPT_WORLD_SIZE is not");
+	int rc = gpt_dist_env_parse_ranks(d, envp, err);
+	if (rc)
+		return rc;
+	if (d->source == GPT_DIST_GPT_LAUNCH) {
 		d->local_rank = d->rank;
 		d->local_world_size = d->world_size;
 		if ((rc = env_int(envp, "GPT_LOCAL_RANK", 0, BIG, &d->local_rank, err)) ||
@@ -117,13 +178,9 @@ int gpt_dist_env_parse(gpt_dist_env *d, char *const *envp, gpt_err *err)
 		if ((rc = gpt_parse_host_port(m, "environment variable GPT_MASTER", d->master_host,
 					      sizeof d->master_host, &d->master_port, err)))
 			return rc;
-		return check_ranks(d, "GPT_RANK", err);
+		return check_local(d, err);
 	}
-	if (env_get(envp, "RANK") && env_get(envp, "WORLD_SIZE")) {
-		d->source = GPT_DIST_TORCHRUN;
-		if ((rc = env_int(envp, "RANK", 0, BIG, &d->rank, err)) ||
-		    (rc = env_int(envp, "WORLD_SIZE", 1, BIG, &d->world_size, err)))
-			return rc;
+	if (d->source == GPT_DIST_TORCHRUN) {
 		d->local_rank = d->rank;
 		d->local_world_size = d->world_size;
 		if ((rc = env_int(envp, "LOCAL_RANK", 0, BIG, &d->local_rank, err)) ||
@@ -137,13 +194,10 @@ int gpt_dist_env_parse(gpt_dist_env *d, char *const *envp, gpt_err *err)
 		if (env_get(envp, "TORCHELASTIC_RUN_ID"))
 			d->master_port = d->master_port == 65535 ? 65534 : d->master_port + 1;
 		d->serve_store = 1;
-		return check_ranks(d, "RANK", err);
+		return check_local(d, err);
 	}
-	if (env_get(envp, "SLURM_PROCID") && env_get(envp, "SLURM_NTASKS")) {
-		d->source = GPT_DIST_SLURM;
-		if ((rc = env_int(envp, "SLURM_PROCID", 0, BIG, &d->rank, err)) ||
-		    (rc = env_int(envp, "SLURM_NTASKS", 1, BIG, &d->world_size, err)) ||
-		    (rc = env_int(envp, "SLURM_LOCALID", 0, BIG, &d->local_rank, err)) ||
+	if (d->source == GPT_DIST_SLURM) {
+		if ((rc = env_int(envp, "SLURM_LOCALID", 0, BIG, &d->local_rank, err)) ||
 		    (rc = env_int(envp, "SLURM_NODEID", 0, BIG, &d->node_rank, err)))
 			return rc;
 		d->local_world_size = d->world_size;
@@ -162,13 +216,9 @@ int gpt_dist_env_parse(gpt_dist_env *d, char *const *envp, gpt_err *err)
 					  "slurm environment", err)))
 			return rc;
 		d->serve_store = 1;
-		return check_ranks(d, "SLURM_PROCID", err);
+		return check_local(d, err);
 	}
-	if (env_get(envp, "OMPI_COMM_WORLD_RANK") && env_get(envp, "OMPI_COMM_WORLD_SIZE")) {
-		d->source = GPT_DIST_OPENMPI;
-		if ((rc = env_int(envp, "OMPI_COMM_WORLD_RANK", 0, BIG, &d->rank, err)) ||
-		    (rc = env_int(envp, "OMPI_COMM_WORLD_SIZE", 1, BIG, &d->world_size, err)))
-			return rc;
+	if (d->source == GPT_DIST_OPENMPI) {
 		d->local_world_size = d->world_size;
 		if ((rc = env_int(envp, "OMPI_COMM_WORLD_LOCAL_RANK", 0, BIG, &d->local_rank, err)) ||
 		    (rc = env_int(envp, "OMPI_COMM_WORLD_LOCAL_SIZE", 1, BIG, &d->local_world_size, err)) ||
@@ -177,9 +227,8 @@ int gpt_dist_env_parse(gpt_dist_env *d, char *const *envp, gpt_err *err)
 					  "open mpi environment", err)))
 			return rc;
 		d->serve_store = 1;
-		return check_ranks(d, "OMPI_COMM_WORLD_RANK", err);
+		return check_local(d, err);
 	}
-	d->source = GPT_DIST_SINGLE;
 	return 0;
 }
 

@@ -9,6 +9,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int win_slot(const gpt_model *m, int unit)
 {
@@ -251,7 +252,13 @@ int gpt_tr_setup_parallel(trainer *tr, gpt_err *err)
 	tr->pp = cfg->distributed.pp_degree;
 	tr->chunks = tr->pp > 1 ? cfg->distributed.virtual_pp_degree : 1;
 	int rc = 0;
-	if (cfg->world_size > 1) {
+	if (cfg->world_size == 1) {
+		/* A launcher's rank without its world size (RANK=3 alone) would
+		 * otherwise train alone, as would each of its peers. */
+		gpt_dist_env env;
+		if ((rc = gpt_dist_env_parse_ranks(&env, environ, err)))
+			return rc;
+	} else {
 		gpt_dist_env env;
 		rc = gpt_dist_env_detect(&env, err);
 		if (rc)

@@ -46,6 +46,42 @@ test_expect_success 'a bad launcher variable is an error naming it' '
 	test_grep "SLURM_PROCID=3 is outside the world of 2 ranks" err
 '
 
+test_expect_success 'a rank without its world size is an error naming both, not a single process' '
+	test_expect_code 64 env RANK=3 "$worker" worker >out 2>err &&
+	test_grep "RANK=.3. is set but WORLD_SIZE is not" err &&
+	test_expect_code 64 env SLURM_PROCID=1 "$worker" worker 2>err &&
+	test_grep "SLURM_PROCID=.1. is set but SLURM_NTASKS is not" err &&
+	test_expect_code 64 env OMPI_COMM_WORLD_RANK=1 "$worker" worker 2>err &&
+	test_grep "OMPI_COMM_WORLD_RANK=.1. is set but OMPI_COMM_WORLD_SIZE is not" err &&
+	test ! -s out
+'
+
+test_expect_success 'gpt-train with RANK and no WORLD_SIZE stops instead of training alone' '
+	mkdir data &&
+	gpt-preprocess -t bytes -o data/gpl /usr/share/common-licenses/GPL-3 &&
+	cat >train1 <<-EOF &&
+	#!/bin/sh
+	exec gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" \\
+		-o Data.Train.dataset.input_dir=data/gpl -o Data.Eval.dataset.input_dir=data/gpl \\
+		-o Data.Train.dataset.split=1,0,0 -o Data.Eval.dataset.split=1,0,0 \\
+		-o Engine.max_steps=1 -o Engine.eval_freq=0 -o Engine.save_load.save_steps=0 "\$@"
+	EOF
+	chmod +x ./train1 &&
+	test_expect_code 64 env RANK=3 ./train1 >train.log 2>&1 &&
+	test_grep "^gpt-train: error: environment variable RANK=.3. is set but WORLD_SIZE is not" train.log &&
+	test_expect_code 64 env SLURM_PROCID=2 ./train1 >train.log 2>&1 &&
+	test_grep "SLURM_PROCID=.2. is set but SLURM_NTASKS is not" train.log &&
+	test_expect_code 64 env RANK=1 WORLD_SIZE=1 ./train1 --world-size 1 >train.log 2>&1 &&
+	test_grep "RANK=1 is outside the world of 1 ranks \(WORLD_SIZE=1\)" train.log &&
+	! grep "global step" train.log
+'
+
+test_expect_success 'SLURM_PROCID=0 alone (a batch script) trains as one process' '
+	env SLURM_PROCID=0 SLURM_NNODES=2 ./train1 >train.log 2>&1 &&
+	test_grep "rank 0 of 1 " train.log &&
+	test_grep "global step 1," train.log
+'
+
 test_expect_success 'slurm-gptkit.sbatch: one gpt-launch per node, master from the first host' '
 	mkdir fake &&
 	cat >fake/scontrol <<-\EOF &&

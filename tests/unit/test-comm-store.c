@@ -214,6 +214,39 @@ static void test_env(void)
 	char *bad3[] = {"GPT_RANK=0", "GPT_WORLD_SIZE=1", NULL};
 	is_int(gpt_dist_env_parse(&d, bad3, &err), GPT_EUSAGE, "GPT_RANK without GPT_MASTER");
 
+	/* A rank without its world size is not a single process. */
+	char *half[][3] = {{"GPT_RANK=3", "RANK=3", NULL}, {"RANK=3", NULL}, {"RANK=0", NULL},
+			   {"SLURM_PROCID=3", "SLURM_NNODES=1", NULL}, {"OMPI_COMM_WORLD_RANK=1", NULL}};
+	const char *missing[] = {"GPT_WORLD_SIZE", "WORLD_SIZE", "WORLD_SIZE", "SLURM_NTASKS",
+				 "OMPI_COMM_WORLD_SIZE"};
+	for (int i = 0; i < 5; i++) {
+		is_int(gpt_dist_env_parse(&d, half[i], &err), GPT_EUSAGE, "%s without %s", half[i][0], missing[i]);
+		char want[128];
+		const char *eq = strchr(half[i][0], '=');
+		snprintf(want, sizeof want, "%.*s='%s' is set but %s is not", (int)(eq - half[i][0]), half[i][0],
+			 eq + 1, missing[i]);
+		ok(strstr(err.msg, want) != NULL, "names both: %s", err.msg);
+		is_int(gpt_dist_env_parse_ranks(&d, half[i], &err), GPT_EUSAGE, "also when only the ranks are read");
+	}
+	char *batch[] = {"SLURM_PROCID=0", "SLURM_NNODES=2", "SLURM_JOB_ID=7", NULL};
+	is_int(gpt_dist_env_parse(&d, batch, &err), 0, "SLURM_PROCID=0 alone (a batch script)");
+	ok(d.source == GPT_DIST_SINGLE && d.world_size == 1, "is a single process");
+	char *stray[] = {"RANK=3", "SLURM_PROCID=1", "SLURM_NTASKS=2", NULL};
+	is_int(gpt_dist_env_parse(&d, stray, &err), 0, "a half pair beside a whole one");
+	ok(d.source == GPT_DIST_SLURM && d.rank == 1, "the whole one wins, as before");
+	char *size_only[] = {"WORLD_SIZE=4", "SLURM_PROCID=1", "SLURM_NTASKS=2", NULL};
+	is_int(gpt_dist_env_parse(&d, size_only, &err), 0, "WORLD_SIZE beside srun's variables");
+	char *neg[] = {"RANK=-1", "WORLD_SIZE=4", NULL};
+	is_int(gpt_dist_env_parse_ranks(&d, neg, &err), GPT_EUSAGE, "a negative rank");
+	ok(strstr(err.msg, "RANK='-1'") != NULL, "names it: %s", err.msg);
+	char *past[] = {"OMPI_COMM_WORLD_RANK=2", "OMPI_COMM_WORLD_SIZE=2", NULL};
+	is_int(gpt_dist_env_parse_ranks(&d, past, &err), GPT_EUSAGE, "rank == world size");
+	ok(strstr(err.msg, "OMPI_COMM_WORLD_RANK=2 is outside the world of 2 ranks (OMPI_COMM_WORLD_SIZE=2)") != NULL,
+	   "names both: %s", err.msg);
+	char *whole[] = {"RANK=3", "WORLD_SIZE=4", NULL};
+	is_int(gpt_dist_env_parse_ranks(&d, whole, &err), 0, "only the ranks: no master needed");
+	ok(d.source == GPT_DIST_TORCHRUN && d.rank == 3 && d.world_size == 4, "rank 3 of 4");
+
 	setenv("GPT_COMM_TIMEOUT", "2.5", 1);
 	double t = 0;
 	is_int(gpt_comm_timeout(&t, &err), 0, "GPT_COMM_TIMEOUT");
