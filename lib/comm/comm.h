@@ -109,6 +109,8 @@ typedef struct gpt_store gpt_store;
  * GPT_EUSAGE naming it. */
 int gpt_store_server_start(const char *bind_host, int port, gpt_store_server **out, gpt_err *err);
 int gpt_store_server_port(const gpt_store_server *s);
+/* How many clients are connected now (from any thread). */
+int gpt_store_server_clients(gpt_store_server *s);
 /* Stops the thread, closes every connection and frees the store. */
 void gpt_store_server_stop(gpt_store_server *s);
 
@@ -135,6 +137,11 @@ int gpt_store_wait(gpt_store *st, const char *const *keys, int n, double timeout
 /* Every one of n participants calls this with its index; returns when all
  * have. On timeout: "barrier NAME: timed out after S s waiting for ranks 2, 5". */
 int gpt_store_barrier(gpt_store *st, const char *name, int index, int n, gpt_err *err);
+/* gpt_store_barrier that wakes every slice_s seconds to call poll_fn(ctx,
+ * err): a non-zero return ends the wait with that error (a peer reported a
+ * failure, so waiting on is pointless). */
+int gpt_store_barrier_poll(gpt_store *st, const char *name, int index, int n, double slice_s,
+			   int (*poll_fn)(void *ctx, gpt_err *err), void *ctx, gpt_err *err);
 double gpt_store_timeout(const gpt_store *st);
 
 /* ---- mesh ----------------------------------------------------------------- */

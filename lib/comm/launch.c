@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -48,6 +49,7 @@ typedef struct launch {
 	const char *log_dir;
 	gpt_store_server *srv;
 	gpt_store *st;      /* multi-node coordination; NULL on one node */
+	char token[320];    /* random hex, then "HOST (pid N)": whose claim a node rank is */
 	int sfd;            /* signalfd */
 	sigset_t old_mask;
 	struct sigaction old_pipe;
@@ -358,6 +360,90 @@ static void describe_failure(const worker *w, int others, outcome *out)
 	}
 }
 
+/* Tells the other nodes' launchers (check_remote) that this attempt failed. */
+static void publish_failure(launch *L, const char *fail_key, int code, const char *msg)
+{
+	if (!L->st)
+		return;
+	char val[GPT_ERR_MSG_MAX + 16];
+	snprintf(val, sizeof val, "%d node %d: %s", code, L->o->node_rank, msg);
+	gpt_store_set(L->st, fail_key, val, strlen(val), NULL);
+}
+
+/* ---- the claim on a node rank -------------------------------------------- */
+
+/* Each launcher writes its token under launch/node/R before it first meets
+ * the others, so a second launcher given the same --node-rank overwrites the
+ * first one's. Whichever of the two reads the claim next (every launcher
+ * does after each meeting and every 0.2 s while its workers run) finds a
+ * token not its own: it marks the claim disputed ("!" and the message, so
+ * that the other one stops too) and says so under launch/conflict, which
+ * the nodes still meeting watch. A launcher that died is never the second
+ * one: its successor takes the claim over silently. */
+#define CONFLICT_KEY "launch/conflict"
+
+static void claim_key(const launch *L, char *key, size_t size)
+{
+	snprintf(key, size, "launch/node/%d", L->o->node_rank);
+}
+
+static void make_token(launch *L)
+{
+	uint64_t nonce = 0;
+	if (getrandom(&nonce, sizeof nonce, GRND_NONBLOCK) != (ssize_t)sizeof nonce)
+		nonce = (uint64_t)(gpt_now_s() * 1e9) ^ (uint64_t)getpid() << 40;
+	char host[256] = "";
+	if (gethostname(host, sizeof host - 1) || !*host)
+		snprintf(host, sizeof host, "an unnamed host");
+	snprintf(L->token, sizeof L->token, "%016llx %s (pid %d)", (unsigned long long)nonce, host,
+		 (int)getpid());
+}
+
+/* 0 while the claim on this node's rank is ours; else GPT_EUSAGE naming
+ * both launchers (or the store's error). */
+static int claim_check(launch *L, gpt_err *err)
+{
+	char key[64];
+	claim_key(L, key, sizeof key);
+	void *v = NULL;
+	int rc = gpt_store_get(L->st, key, &v, NULL, err);
+	if (rc)
+		return rc;
+	const char *cur = v, *other = strchr(cur, ' ');
+	if (strcmp(cur, L->token) == 0) {
+		free(v);
+		return 0;
+	}
+	if (cur[0] == '!') {
+		rc = gpt_err_set(err, GPT_EUSAGE, "%s", cur + 1);
+	} else {
+		int n = L->o->nnodes;
+		rc = gpt_err_set(err, GPT_EUSAGE,
+				 "--node-rank %d was given to two gpt-launch processes: %s and %s; give each of the %d nodes its own --node-rank, 0 to %d",
+				 L->o->node_rank, strchr(L->token, ' ') + 1, other ? other + 1 : cur, n, n - 1);
+		char note[GPT_ERR_MSG_MAX + 2];
+		snprintf(note, sizeof note, "!%s", err->msg);
+		gpt_store_set(L->st, key, note, strlen(note), NULL);
+		gpt_store_set(L->st, CONFLICT_KEY, err->msg, strlen(err->msg), NULL);
+	}
+	free(v);
+	return rc;
+}
+
+/* While the nodes meet: GPT_EUSAGE once any node rank is disputed. */
+static int conflict_check(void *ctx, gpt_err *err)
+{
+	launch *L = ctx;
+	int ex = 0;
+	void *v = NULL;
+	int rc = gpt_store_check(L->st, CONFLICT_KEY, &ex, err);
+	if (!rc && ex && !(rc = gpt_store_get(L->st, CONFLICT_KEY, &v, NULL, err))) {
+		rc = gpt_err_set(err, GPT_EUSAGE, "%s", (char *)v);
+		free(v);
+	}
+	return rc ? rc : claim_check(L, err);
+}
+
 /* Reaps exited workers; on the first failure starts stopping the rest. */
 static void reap(launch *L, outcome *out, int *stopping, double *kill_at, char *fail_key)
 {
@@ -381,11 +467,7 @@ static void reap(launch *L, outcome *out, int *stopping, double *kill_at, char *
 			signal_all(L, SIGTERM);
 			*stopping = 1;
 			*kill_at = gpt_now_s() + L->o->grace_s;
-			if (L->st) {
-				char val[GPT_ERR_MSG_MAX + 16];
-				snprintf(val, sizeof val, "%d node %d: %s", out->code, L->o->node_rank, out->msg);
-				gpt_store_set(L->st, fail_key, val, strlen(val), NULL);
-			}
+			publish_failure(L, fail_key, out->code, out->msg);
 		}
 	}
 }
@@ -409,6 +491,13 @@ static void check_remote(launch *L, outcome *out, int *stopping, double *kill_at
 		snprintf(out->msg, sizeof out->msg, "%s; stopped the %d worker%s of node %d", what ? what + 1 : "another node failed",
 			 n, n == 1 ? "" : "s", L->o->node_rank);
 		free(v);
+	} else if (!e2.code && claim_check(L, &e2) == GPT_EUSAGE) {
+		/* a second launcher with our --node-rank came after the meeting */
+		int n = running(L);
+		out->code = GPT_EUSAGE;
+		snprintf(out->msg, sizeof out->msg, "%s; stopped the %d worker%s of node %d", e2.msg, n,
+			 n == 1 ? "" : "s", L->o->node_rank);
+		publish_failure(L, fail_key, out->code, e2.msg);
 	} else if (e2.code) {
 		int n = running(L);
 		out->code = GPT_EIO;
@@ -514,11 +603,7 @@ static void check_hangs(launch *L, outcome *out, int *stopping, double *kill_at,
 	signal_all(L, SIGKILL);
 	*stopping = 1;
 	*kill_at = now;
-	if (L->st) {
-		char val[GPT_ERR_MSG_MAX + 16];
-		snprintf(val, sizeof val, "%d node %d: %s", out->code, L->o->node_rank, out->msg);
-		gpt_store_set(L->st, fail_key, val, strlen(val), NULL);
-	}
+	publish_failure(L, fail_key, out->code, out->msg);
 }
 
 static int attempt(launch *L, int restart, outcome *out, gpt_err *err)
@@ -612,16 +697,50 @@ static int attempt(launch *L, int restart, outcome *out, gpt_err *err)
 /* ---- nodes ------------------------------------------------------------------ */
 
 /* Every node's launcher meets before each attempt, and they check that they
- * agree on the number of workers per node. */
+ * agree on the number of workers per node and that no node rank is claimed
+ * twice. Each counts itself in (launch/R/arrived) before the barrier and
+ * out (launch/R/checked) after checking its claim, and none goes on before
+ * the two counts agree: so a second launcher with the same --node-rank that
+ * arrived in time is found before any worker starts, even when the barrier
+ * (by node rank) was complete without it. */
 static int nodes_meet(launch *L, int restart, gpt_err *err)
 {
-	char key[64], val[32];
+	char key[64], val[32], in_key[64], out_key[64];
+	int rc = 0;
+	if (restart == 0) {
+		claim_key(L, key, sizeof key);
+		rc = gpt_store_set(L->st, key, L->token, strlen(L->token), err);
+	}
+	snprintf(in_key, sizeof in_key, "launch/%d/arrived", restart);
+	snprintf(out_key, sizeof out_key, "launch/%d/checked", restart);
+	if (!rc)
+		rc = gpt_store_add(L->st, in_key, 1, NULL, err);
 	snprintf(key, sizeof key, "launch/nproc/%d", L->o->node_rank);
 	snprintf(val, sizeof val, "%d", L->nproc);
-	int rc = gpt_store_set(L->st, key, val, strlen(val), err);
+	if (!rc)
+		rc = gpt_store_set(L->st, key, val, strlen(val), err);
 	snprintf(key, sizeof key, "launch/%d/start", restart);
-	if (!rc && (rc = gpt_store_barrier(L->st, key, L->o->node_rank, L->o->nnodes, err)))
-		return gpt_err_prefix(err, "nodes did not all start (a node's rank is a barrier index)");
+	if (!rc && (rc = gpt_store_barrier_poll(L->st, key, L->o->node_rank, L->o->nnodes, 0.2, conflict_check,
+						L, err))) {
+		/* so that a launcher started again in our place is not waited for twice */
+		gpt_store_add(L->st, in_key, -1, NULL, NULL);
+		return rc == GPT_EUSAGE ? rc : gpt_err_prefix(err, "nodes did not all start (a node's rank is a barrier index)");
+	}
+	int mine = claim_check(L, err);
+	if ((rc = gpt_store_add(L->st, out_key, 1, NULL, err)) || (rc = mine))
+		return rc;
+	for (double end = gpt_now_s() + gpt_store_timeout(L->st);;) {
+		int64_t in = 0, out = 0;
+		if ((rc = gpt_store_add(L->st, in_key, 0, &in, err)) || (rc = gpt_store_add(L->st, out_key, 0, &out, err)) ||
+		    (rc = conflict_check(L, err)) || out >= in)
+			break;
+		if (gpt_now_s() > end)
+			return gpt_err_set(err, GPT_EIO,
+					   "nodes did not all start: %lld launchers met but only %lld checked their node rank within %g s (one was killed while the nodes met?)",
+					   (long long)in, (long long)out, gpt_store_timeout(L->st));
+		const char *ck = CONFLICT_KEY;
+		gpt_store_wait(L->st, &ck, 1, 0.2, NULL, NULL);
+	}
 	for (int n = 0; n < L->o->nnodes && !rc; n++) {
 		void *v = NULL;
 		snprintf(key, sizeof key, "launch/nproc/%d", n);
@@ -731,11 +850,26 @@ static int setup(launch *L, gpt_err *err)
 		snprintf(L->master, sizeof L->master, "%s", o->master);
 	}
 	if (o->nnodes > 1) {
+		make_token(L);
 		const char *host = o->node_rank == 0 ? "127.0.0.1" : L->master_host;
 		if ((rc = gpt_store_connect(host, L->master_port, L->timeout_s, L->timeout_s, &L->st, err)))
 			return gpt_err_prefix(err, "node %d", o->node_rank);
 	}
 	return 0;
+}
+
+/* Node 0 serves the store: after a disputed node rank it stays until the
+ * other launchers have read why and hung up, so that each says it too. */
+static void linger_after_conflict(launch *L)
+{
+	int ex = 0;
+	if (!L->srv || !L->st || gpt_store_check(L->st, CONFLICT_KEY, &ex, NULL) || !ex)
+		return;
+	for (double end = gpt_now_s() + L->timeout_s; gpt_now_s() < end;) {
+		if (gpt_store_server_clients(L->srv) <= 1)
+			break;
+		poll(NULL, 0, 50);
+	}
 }
 
 static void teardown(launch *L)
@@ -796,6 +930,7 @@ int gpt_launch_run(const gpt_launch_options *o, gpt_err *err)
 			gpt_log_printf(o->log, GPT_LOG_WARNING, "gpt-launch: %s; restarting the group (restart %d of %d)",
 				       out.msg, restart + 1, o->max_restarts);
 	}
+	linger_after_conflict(&L);
 	teardown(&L);
 	return rc;
 }

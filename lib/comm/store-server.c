@@ -13,6 +13,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -44,6 +45,7 @@ struct gpt_store_server {
 	size_t cap, count;  /* cap is a power of two */
 	client *cl;
 	size_t ncl, capcl;
+	atomic_int connected; /* ncl, for other threads */
 };
 
 /* ---- the table ---------------------------------------------------------- */
@@ -274,6 +276,7 @@ static void client_drop(gpt_store_server *s, size_t i)
 	free(c->pending);
 	gpt_buf_free(&c->out);
 	s->cl[i] = s->cl[--s->ncl];
+	atomic_store(&s->connected, (int)s->ncl);
 }
 
 static void accept_one(gpt_store_server *s)
@@ -293,6 +296,7 @@ static void accept_one(gpt_store_server *s)
 		s->cl = n, s->capcl = nc;
 	}
 	s->cl[s->ncl++] = (client){.fd = fd, .out = GPT_BUF_INIT};
+	atomic_store(&s->connected, (int)s->ncl);
 }
 
 /* Reads what is there; returns -1 when the client is gone or misbehaved. */
@@ -461,6 +465,11 @@ int gpt_store_server_start(const char *bind_host, int port, gpt_store_server **o
 	}
 	*out = s;
 	return 0;
+}
+
+int gpt_store_server_clients(gpt_store_server *s)
+{
+	return atomic_load(&s->connected);
 }
 
 int gpt_store_server_port(const gpt_store_server *s)

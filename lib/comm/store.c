@@ -351,7 +351,8 @@ static void list_indices(char *out, size_t size, const int *flag, int n)
 		}
 }
 
-int gpt_store_barrier(gpt_store *st, const char *name, int index, int n, gpt_err *err)
+int gpt_store_barrier_poll(gpt_store *st, const char *name, int index, int n, double slice_s,
+			   int (*poll_fn)(void *ctx, gpt_err *err), void *ctx, gpt_err *err)
 {
 	size_t kl = strlen(name) + 16;
 	char **keys = gpt_calloc((size_t)n, sizeof *keys, "barrier keys", err);
@@ -366,11 +367,20 @@ int gpt_store_barrier(gpt_store *st, const char *name, int index, int n, gpt_err
 	}
 	if (!rc)
 		rc = gpt_store_set(st, keys[index], "1", 1, err);
-	if (!rc)
-		rc = gpt_store_wait(st, (const char *const *)keys, n, -1, missing, err);
+	double deadline = gpt_now_s() + st->timeout_s;
 	int timed_out = 0;
-	for (int i = 0; rc && missing && i < n; i++)
-		timed_out |= missing[i];
+	while (!rc) {
+		double left = deadline - gpt_now_s();
+		int last = !poll_fn || left <= slice_s;
+		rc = gpt_store_wait(st, (const char *const *)keys, n, last ? (left > 0 ? left : 0) : slice_s,
+				    missing, err);
+		for (int i = 0; rc && i < n; i++)
+			timed_out |= missing[i];
+		if (!rc || !timed_out || last)
+			break;
+		timed_out = 0;
+		rc = poll_fn(ctx, err);
+	}
 	if (timed_out) {
 		char who[512] = "";
 		list_indices(who, sizeof who, missing, n);
@@ -382,4 +392,9 @@ int gpt_store_barrier(gpt_store *st, const char *name, int index, int n, gpt_err
 	free(keys);
 	free(missing);
 	return rc;
+}
+
+int gpt_store_barrier(gpt_store *st, const char *name, int index, int n, gpt_err *err)
+{
+	return gpt_store_barrier_poll(st, name, index, n, 0, NULL, NULL, err);
 }

@@ -110,6 +110,41 @@ test_expect_success 'nodes that disagree on --nproc-per-node are told so' '
 	wait ; test_grep "node 1 runs 1 workers but node 0 runs 2; give every node the same --nproc-per-node" err
 '
 
+# wait_code CODE PID: the background job PID exited with CODE.
+wait_code () {
+	rc=0
+	wait $2 || rc=$?
+	[ $rc = $1 ] || { echo "wait_code: pid $2 exited $rc, want $1" >&2; return 1; }
+}
+
+test_expect_success 'two launchers with the same --node-rank stop all nodes, naming both' '
+	port=$("$worker" free-port) &&
+	{ GPT_COMM_TIMEOUT=60 gpt-launch --nnodes 3 --node-rank 1 --master 127.0.0.1:$port --log-dir a -- true 2>a.err & } &&
+	a=$! &&
+	{ GPT_COMM_TIMEOUT=60 gpt-launch --nnodes 3 --node-rank 1 --master 127.0.0.1:$port --log-dir b -- true 2>b.err & } &&
+	b=$! &&
+	test_expect_code 64 env GPT_COMM_TIMEOUT=60 gpt-launch --nnodes 3 --master 127.0.0.1:$port --log-dir c -- true 2>c.err &&
+	wait_code 64 $a && wait_code 64 $b &&
+	for f in a b c; do
+		test_grep "^gpt-launch: error: --node-rank 1 was given to two gpt-launch processes: .* \\(pid ($a|$b)\\) and .* \\(pid ($a|$b)\\); give each of the 3 nodes its own --node-rank, 0 to 2$" $f.err || exit 1
+	done &&
+	! grep "pid $a.*pid $a\\|pid $b.*pid $b" a.err &&
+	test ! -e c/workerlog.0
+'
+
+test_expect_success 'the same --node-rank twice, where the barrier is complete without one of them' '
+	port=$("$worker" free-port) &&
+	{ GPT_COMM_TIMEOUT=60 gpt-launch --nnodes 2 --master 127.0.0.1:$port --log-dir c -- sleep 30 2>c.err & } &&
+	c=$! &&
+	{ GPT_COMM_TIMEOUT=60 gpt-launch --nnodes 2 --node-rank 1 --master 127.0.0.1:$port --log-dir a -- sleep 30 2>a.err & } &&
+	a=$! &&
+	test_expect_code 64 env GPT_COMM_TIMEOUT=60 gpt-launch --nnodes 2 --node-rank 1 --master 127.0.0.1:$port --log-dir b -- sleep 30 2>b.err &&
+	wait_code 64 $a && wait_code 64 $c &&
+	for f in a b c; do
+		test_grep "--node-rank 1 was given to two gpt-launch processes: .* \\(pid [0-9]+\\) and .* \\(pid [0-9]+\\); give each of the 2 nodes its own --node-rank, 0 to 1" $f.err || exit 1
+	done
+'
+
 test_expect_success 'workers share the cores through OMP_NUM_THREADS unless it is set' '
 	(unset OMP_NUM_THREADS; gpt-launch --nproc-per-node 2 --log-dir omp -- sh -c "echo threads=\$OMP_NUM_THREADS") >out 2>&1 &&
 	want=$(( $(nproc) / 2 )) && [ "$want" -ge 1 ] || want=1 &&
