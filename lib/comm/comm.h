@@ -4,7 +4,7 @@
  *
  *  1. gpt_dist_env: who am I? The rank, world size, local rank and master
  *     address, read from gpt-launch's GPT_* variables, else torchrun's, else
- *     Slurm's, else Open MPI's, else a single process.
+ *     PaddlePaddle's, else Slurm's, else Open MPI's, else a single process.
  *  2. gpt_store: a small TCP key-value store (set/get/wait/add/barrier) that
  *     gpt-launch serves on node 0 (or rank 0 itself under srun/mpirun). The
  *     workers meet there: shm segment names, NCCL unique ids, split tables.
@@ -56,6 +56,7 @@ typedef enum gpt_dist_source {
 	GPT_DIST_TORCHRUN,   /* RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT */
 	GPT_DIST_SLURM,      /* SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID */
 	GPT_DIST_OPENMPI,    /* OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK */
+	GPT_DIST_PADDLE,     /* PADDLE_TRAINER_ID, PADDLE_TRAINERS_NUM, PADDLE_TRAINER_ENDPOINTS */
 } gpt_dist_source;
 
 #define GPT_DIST_DEFAULT_PORT 29500
@@ -68,22 +69,31 @@ typedef struct gpt_dist_env {
 	int restart_count;    /* GPT_RESTART_COUNT; 0 when not under gpt-launch */
 	char master_host[256];
 	int master_port;
-	/* 1 when nobody serves the store and rank 0 must (srun, mpirun, a plain
-	 * torchrun-style environment); 0 under gpt-launch or single process. */
+	/* 1 when nobody serves the store and rank 0 must (srun, mpirun,
+	 * paddle.distributed.launch, a plain torchrun-style environment); 0
+	 * under gpt-launch or single process. */
 	int serve_store;
 } gpt_dist_env;
 
 /* Reads the variables from envp (NULL-terminated "NAME=value" strings, as
- * environ). GPT_* win, then torchrun's, then Slurm's, then Open MPI's. A
+ * environ). GPT_* win, then torchrun's, then PaddlePaddle's, then Slurm's,
+ * then Open MPI's: the launchers that start one process per device win over
+ * the allocation (srun, mpirun) they may run inside. A
  * variable that is set but malformed (a rank outside the world, a bad port)
  * is a GPT_EUSAGE error naming it, and so is a rank variable (GPT_RANK,
- * RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK) without its world size when no
+ * RANK, PADDLE_TRAINER_ID, SLURM_PROCID, OMPI_COMM_WORLD_RANK) without its
+ * world size when no
  * launcher's pair is complete, save SLURM_PROCID=0 (a Slurm batch script:
  * one process). Under Slurm and Open MPI the master is
  * MASTER_ADDR/MASTER_PORT when set, else (Slurm) SLURM_LAUNCH_NODE_IPADDR, else
  * (one node) 127.0.0.1; the port defaults to GPT_DIST_DEFAULT_PORT. Under
  * torchrun (TORCHELASTIC_RUN_ID set) torchrun's own store holds MASTER_PORT, so
- * ours uses MASTER_PORT + 1. */
+ * ours uses MASTER_PORT + 1. Under paddle.distributed.launch the master is
+ * where Paddle's own init_parallel_env puts its store: MASTER_ADDR:MASTER_PORT
+ * when both are set, else PADDLE_MASTER, else the first entry of
+ * PADDLE_TRAINER_ENDPOINTS (rank 0's own endpoint, which the launcher keeps
+ * for it); the local rank and size are PADDLE_LOCAL_RANK (PADDLE_RANK_IN_NODE)
+ * and PADDLE_LOCAL_SIZE, else the endpoints on PADDLE_CURRENT_ENDPOINT's host. */
 int gpt_dist_env_parse(gpt_dist_env *out, char *const *envp, gpt_err *err);
 /* The launcher, rank and world size only, checked as gpt_dist_env_parse
  * does; the rest of *out as for a single process. For a process that runs
@@ -92,7 +102,7 @@ int gpt_dist_env_parse(gpt_dist_env *out, char *const *envp, gpt_err *err);
 int gpt_dist_env_parse_ranks(gpt_dist_env *out, char *const *envp, gpt_err *err);
 /* gpt_dist_env_parse(out, environ, err). */
 int gpt_dist_env_detect(gpt_dist_env *out, gpt_err *err);
-/* "gpt-launch", "torchrun", "slurm", "openmpi", "single". */
+/* "gpt-launch", "torchrun", "paddle", "slurm", "openmpi", "single". */
 const char *gpt_dist_source_name(gpt_dist_source s);
 
 /* Splits "HOST:PORT" (or "[v6addr]:PORT"); GPT_EUSAGE naming `what` when bad. */

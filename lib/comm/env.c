@@ -54,6 +54,7 @@ const char *gpt_dist_source_name(gpt_dist_source s)
 	case GPT_DIST_TORCHRUN: return "torchrun";
 	case GPT_DIST_SLURM: return "slurm";
 	case GPT_DIST_OPENMPI: return "openmpi";
+	case GPT_DIST_PADDLE: return "paddle";
 	default: return "single";
 	}
 }
@@ -88,6 +89,7 @@ typedef struct dist_family {
 static const dist_family families[] = {
 	{GPT_DIST_GPT_LAUNCH, "GPT_RANK", "GPT_WORLD_SIZE", "gpt-launch"},
 	{GPT_DIST_TORCHRUN, "RANK", "WORLD_SIZE", "torchrun"},
+	{GPT_DIST_PADDLE, "PADDLE_TRAINER_ID", "PADDLE_TRAINERS_NUM", "python -m paddle.distributed.launch"},
 	{GPT_DIST_SLURM, "SLURM_PROCID", "SLURM_NTASKS", "srun"},
 	{GPT_DIST_OPENMPI, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "mpirun"},
 };
@@ -150,6 +152,94 @@ static int check_local(const gpt_dist_env *d, gpt_err *err)
 	return 0;
 }
 
+/* Copies entry i of the comma-separated list into buf; returns the number of
+ * entries. */
+static int list_entry(const char *list, int i, char *buf, size_t size)
+{
+	buf[0] = '\0';
+	for (int n = 0;; n++) {
+		size_t len = strcspn(list, ",");
+		if (n == i)
+			snprintf(buf, size, "%.*s", (int)len, list);
+		if (!list[len])
+			return n + 1;
+		list += len + 1;
+	}
+}
+
+/* PADDLE_TRAINER_ENDPOINTS: one HOST:PORT per trainer, in rank order. Checks
+ * every entry and the count, takes entry 0 as the master (where Paddle's own
+ * trainers put their store) and counts this host's trainers, this host being
+ * PADDLE_CURRENT_ENDPOINT's (else this rank's entry's). */
+static int paddle_endpoints(gpt_dist_env *d, const char *list, const char *cur, gpt_err *err)
+{
+	const char *var = "environment variable PADDLE_TRAINER_ENDPOINTS";
+	char mine[512], e[512], what[96], my_host[256], host[256];
+	int port, rc, n = list_entry(list, d->rank, mine, sizeof mine);
+	if (n != d->world_size)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "%s has %d entries but PADDLE_TRAINERS_NUM=%d; expected one HOST:PORT per trainer, in rank order",
+				   var, n, d->world_size);
+	if (cur && strcmp(cur, mine) != 0)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "environment variable PADDLE_CURRENT_ENDPOINT='%s' is not entry %d of PADDLE_TRAINER_ENDPOINTS ('%s'), the entry of PADDLE_TRAINER_ID=%d; expected the endpoints in rank order",
+				   cur, d->rank, mine, d->rank);
+	snprintf(what, sizeof what, "%s entry %d", var, d->rank);
+	if ((rc = gpt_parse_host_port(mine, what, my_host, sizeof my_host, &port, err)))
+		return rc;
+	d->local_rank = d->local_world_size = 0;
+	for (int i = 0; i < n; i++) {
+		list_entry(list, i, e, sizeof e);
+		snprintf(what, sizeof what, "%s entry %d", var, i);
+		if ((rc = gpt_parse_host_port(e, what, host, sizeof host, &port, err)))
+			return rc;
+		if (i == 0) {
+			snprintf(d->master_host, sizeof d->master_host, "%s", host);
+			d->master_port = port;
+		}
+		if (strcmp(host, my_host) == 0) {
+			d->local_world_size++;
+			d->local_rank += i < d->rank;
+		}
+	}
+	return 0;
+}
+
+/* paddle.distributed.launch (and fleetrun): the master as Paddle's
+ * init_parallel_env finds it, MASTER_ADDR and MASTER_PORT when both are set,
+ * else PADDLE_MASTER, else the first trainer endpoint; the local rank and
+ * size from PADDLE_LOCAL_RANK (PADDLE_RANK_IN_NODE in older launchers) and
+ * PADDLE_LOCAL_SIZE, else from the endpoints. */
+static int paddle_env(gpt_dist_env *d, char *const *envp, gpt_err *err)
+{
+	const int BIG = 1 << 24;
+	const char *list = env_get(envp, "PADDLE_TRAINER_ENDPOINTS");
+	const char *pm = env_get(envp, "PADDLE_MASTER");
+	const char *ma = env_get(envp, "MASTER_ADDR"), *mp = env_get(envp, "MASTER_PORT");
+	int rc;
+	d->local_rank = d->rank;
+	d->local_world_size = d->world_size;
+	if (list && (rc = paddle_endpoints(d, list, env_get(envp, "PADDLE_CURRENT_ENDPOINT"), err)))
+		return rc;
+	if (ma && *ma && mp && *mp)
+		rc = master_from_env(d, envp, NULL, "paddle environment", err);
+	else if (pm && *pm)
+		rc = gpt_parse_host_port(pm, "environment variable PADDLE_MASTER", d->master_host,
+					 sizeof d->master_host, &d->master_port, err);
+	else if (!list)
+		rc = gpt_err_set(err, GPT_EUSAGE,
+				 "paddle environment: no master address: set PADDLE_TRAINER_ENDPOINTS to the HOST:PORT of every trainer in rank order (python -m paddle.distributed.launch sets it), or MASTER_ADDR and MASTER_PORT");
+	if (rc || (rc = env_int(envp, "PADDLE_RANK_IN_NODE", 0, BIG, &d->local_rank, err)) ||
+	    (rc = env_int(envp, "PADDLE_LOCAL_RANK", 0, BIG, &d->local_rank, err)) ||
+	    (rc = env_int(envp, "PADDLE_LOCAL_SIZE", 1, BIG, &d->local_world_size, err)) ||
+	    (rc = check_local(d, err)))
+		return rc;
+	/* Paddle puts as many trainers on every node, in node order. */
+	d->node_rank = d->rank >= d->local_rank ? (d->rank - d->local_rank) / d->local_world_size : 0;
+	d->serve_store = 1;
+	return 0;
+}
+
 int gpt_dist_env_parse_ranks(gpt_dist_env *d, char *const *envp, gpt_err *err)
 {
 	memset(d, 0, sizeof *d);
@@ -196,6 +286,8 @@ int gpt_dist_env_parse(gpt_dist_env *d, char *const *envp, gpt_err *err)
 		d->serve_store = 1;
 		return check_local(d, err);
 	}
+	if (d->source == GPT_DIST_PADDLE)
+		return paddle_env(d, envp, err);
 	if (d->source == GPT_DIST_SLURM) {
 		if ((rc = env_int(envp, "SLURM_LOCALID", 0, BIG, &d->local_rank, err)) ||
 		    (rc = env_int(envp, "SLURM_NODEID", 0, BIG, &d->node_rank, err)))

@@ -1,5 +1,6 @@
 #!/bin/sh
-# Workers started by Slurm, Open MPI or torchrun instead of gpt-launch find
+# Workers started by Slurm, Open MPI, torchrun or paddle.distributed.launch
+# instead of gpt-launch find
 # their rank in those launchers' variables (rank 0 then serves the store),
 # and contrib/slurm-gptkit.sbatch runs one gpt-launch per node.
 . "$(dirname "$0")/test-lib.sh"
@@ -36,6 +37,16 @@ test_expect_success 'torchrun-style variables: RANK, WORLD_SIZE, MASTER_ADDR, MA
 	test_grep "^rank 0 of 2 \(torchrun, local rank 0, restart 0\): sum 3$" out.0
 '
 
+test_expect_success 'paddle.distributed.launch: PADDLE_TRAINER_ID, PADDLE_TRAINERS_NUM, rank 0 serves on the first endpoint' '
+	port=$("$worker" free-port) &&
+	port1=$("$worker" free-port) &&
+	eps=127.0.0.1:$port,127.0.0.1:$port1 &&
+	run_pair "PADDLE_TRAINER_ID=0 PADDLE_TRAINERS_NUM=2 PADDLE_TRAINER_ENDPOINTS=$eps PADDLE_CURRENT_ENDPOINT=127.0.0.1:$port PADDLE_RANK_IN_NODE=0 FLAGS_selected_gpus=0" \
+		"PADDLE_TRAINER_ID=1 PADDLE_TRAINERS_NUM=2 PADDLE_TRAINER_ENDPOINTS=$eps PADDLE_CURRENT_ENDPOINT=127.0.0.1:$port1 PADDLE_RANK_IN_NODE=1 FLAGS_selected_gpus=1" &&
+	test_grep "^rank 0 of 2 \(paddle, local rank 0, restart 0\): sum 3$" out.0 &&
+	test_grep "^rank 1 of 2 \(paddle, local rank 1, restart 0\): sum 3$" out.1
+'
+
 test_expect_success 'no launcher variables: a single process' '
 	"$worker" worker >out &&
 	test_grep "^rank 0 of 1 \(single, local rank 0, restart 0\): sum 1$" out
@@ -53,6 +64,8 @@ test_expect_success 'a rank without its world size is an error naming both, not 
 	test_grep "SLURM_PROCID=.1. is set but SLURM_NTASKS is not" err &&
 	test_expect_code 64 env OMPI_COMM_WORLD_RANK=1 "$worker" worker 2>err &&
 	test_grep "OMPI_COMM_WORLD_RANK=.1. is set but OMPI_COMM_WORLD_SIZE is not" err &&
+	test_expect_code 64 env PADDLE_TRAINER_ID=1 PADDLE_TRAINER_ENDPOINTS=h:1,h:2 "$worker" worker 2>err &&
+	test_grep "PADDLE_TRAINER_ID=.1. is set but PADDLE_TRAINERS_NUM is not" err &&
 	test ! -s out
 '
 
@@ -71,6 +84,8 @@ test_expect_success 'gpt-train with RANK and no WORLD_SIZE stops instead of trai
 	test_grep "^gpt-train: error: environment variable RANK=.3. is set but WORLD_SIZE is not" train.log &&
 	test_expect_code 64 env SLURM_PROCID=2 ./train1 >train.log 2>&1 &&
 	test_grep "SLURM_PROCID=.2. is set but SLURM_NTASKS is not" train.log &&
+	test_expect_code 64 env PADDLE_TRAINER_ID=1 ./train1 >train.log 2>&1 &&
+	test_grep "PADDLE_TRAINER_ID=.1. is set but PADDLE_TRAINERS_NUM is not" train.log &&
 	test_expect_code 64 env RANK=1 WORLD_SIZE=1 ./train1 --world-size 1 >train.log 2>&1 &&
 	test_grep "RANK=1 is outside the world of 1 ranks \(WORLD_SIZE=1\)" train.log &&
 	! grep "global step" train.log

@@ -205,6 +205,59 @@ static void test_env(void)
 	is_int(gpt_dist_env_parse(&d, om2, &err), GPT_EUSAGE, "open mpi on two nodes needs MASTER_ADDR");
 	ok(strstr(err.msg, "set MASTER_ADDR") != NULL, "and says so: %s", err.msg);
 
+	/* paddle.distributed.launch: two nodes of two trainers, inside srun */
+	char *pd[] = {"PADDLE_TRAINER_ID=3", "PADDLE_TRAINERS_NUM=4", "PADDLE_RANK_IN_NODE=1",
+		      "PADDLE_TRAINER_ENDPOINTS=10.0.0.1:6170,10.0.0.1:6171,10.0.0.2:6170,10.0.0.2:6171",
+		      "PADDLE_CURRENT_ENDPOINT=10.0.0.2:6171", "SLURM_PROCID=0", "SLURM_NTASKS=1", NULL};
+	is_int(gpt_dist_env_parse(&d, pd, &err), 0, "paddle variables");
+	ok(d.source == GPT_DIST_PADDLE && d.rank == 3 && d.world_size == 4 && d.local_rank == 1 &&
+	   d.local_world_size == 2 && d.node_rank == 1 && strcmp(d.master_host, "10.0.0.1") == 0 &&
+	   d.master_port == 6170 && d.serve_store,
+	   "Paddle's win over Slurm's; master from the first endpoint, rank 0 serves the store");
+	ok(strcmp(gpt_dist_source_name(d.source), "paddle") == 0, "named paddle");
+	char *pd2[] = {"PADDLE_TRAINER_ID=2", "PADDLE_TRAINERS_NUM=4",
+		       "PADDLE_TRAINER_ENDPOINTS=10.0.0.1:6170,10.0.0.1:6171,10.0.0.2:6170,10.0.0.2:6171", NULL};
+	is_int(gpt_dist_env_parse(&d, pd2, &err), 0, "paddle endpoints alone");
+	ok(d.local_rank == 0 && d.local_world_size == 2 && d.node_rank == 1,
+	   "local rank and size from the endpoints on this host (%d of %d, node %d)", d.local_rank,
+	   d.local_world_size, d.node_rank);
+	char *pd3[] = {"PADDLE_TRAINER_ID=1", "PADDLE_TRAINERS_NUM=2", "PADDLE_LOCAL_RANK=1", "PADDLE_LOCAL_SIZE=2",
+		       "PADDLE_TRAINER_ENDPOINTS=h:6170,h:6171", "PADDLE_MASTER=h:41234", NULL};
+	is_int(gpt_dist_env_parse(&d, pd3, &err), 0, "paddle with PADDLE_MASTER");
+	ok(strcmp(d.master_host, "h") == 0 && d.master_port == 41234 && d.local_rank == 1,
+	   "PADDLE_MASTER wins over the endpoints");
+	char *pd4[] = {"PADDLE_TRAINER_ID=1", "PADDLE_TRAINERS_NUM=2", "PADDLE_TRAINER_ENDPOINTS=h:6170,h:6171",
+		       "PADDLE_MASTER=h:41234", "MASTER_ADDR=m", "MASTER_PORT=7000", NULL};
+	gpt_dist_env_parse(&d, pd4, &err);
+	ok(strcmp(d.master_host, "m") == 0 && d.master_port == 7000, "MASTER_ADDR and MASTER_PORT win over both");
+	char *pd5[] = {"RANK=1", "WORLD_SIZE=2", "MASTER_ADDR=m", "PADDLE_TRAINER_ID=0", "PADDLE_TRAINERS_NUM=1", NULL};
+	gpt_dist_env_parse(&d, pd5, &err);
+	ok(d.source == GPT_DIST_TORCHRUN && d.rank == 1, "torchrun's win over Paddle's");
+	char *pbad[][5] = {
+		{"PADDLE_TRAINER_ID=1", "PADDLE_TRAINERS_NUM=3", "PADDLE_TRAINER_ENDPOINTS=h:1,h:2", NULL},
+		{"PADDLE_TRAINER_ID=1", "PADDLE_TRAINERS_NUM=2", "PADDLE_TRAINER_ENDPOINTS=h:1,h:2",
+		 "PADDLE_CURRENT_ENDPOINT=h:1", NULL},
+		{"PADDLE_TRAINER_ID=0", "PADDLE_TRAINERS_NUM=2", "PADDLE_TRAINER_ENDPOINTS=h:1,h", NULL},
+		{"PADDLE_TRAINER_ID=0", "PADDLE_TRAINERS_NUM=2", NULL},
+		{"PADDLE_TRAINER_ID=2", "PADDLE_TRAINERS_NUM=2", "PADDLE_TRAINER_ENDPOINTS=h:1,h:2", NULL},
+		{"PADDLE_TRAINER_ID=x", "PADDLE_TRAINERS_NUM=2", "PADDLE_TRAINER_ENDPOINTS=h:1,h:2", NULL},
+		{"PADDLE_TRAINER_ID=0", "PADDLE_TRAINERS_NUM=2", "PADDLE_TRAINER_ENDPOINTS=h:1,h:2",
+		 "PADDLE_MASTER=h", NULL},
+	};
+	const char *pwhy[] = {
+		"PADDLE_TRAINER_ENDPOINTS has 2 entries but PADDLE_TRAINERS_NUM=3",
+		"PADDLE_CURRENT_ENDPOINT='h:1' is not entry 1 of PADDLE_TRAINER_ENDPOINTS ('h:2')",
+		"PADDLE_TRAINER_ENDPOINTS entry 1 'h': expected HOST:PORT",
+		"no master address: set PADDLE_TRAINER_ENDPOINTS",
+		"PADDLE_TRAINER_ID=2 is outside the world of 2 ranks (PADDLE_TRAINERS_NUM=2)",
+		"PADDLE_TRAINER_ID='x': expected an integer",
+		"PADDLE_MASTER 'h': expected HOST:PORT",
+	};
+	for (int i = 0; i < 7; i++) {
+		is_int(gpt_dist_env_parse(&d, pbad[i], &err), GPT_EUSAGE, "bad paddle variables %d", i);
+		ok(strstr(err.msg, pwhy[i]) != NULL, "names them: %s", err.msg);
+	}
+
 	char *bad1[] = {"GPT_RANK=4", "GPT_WORLD_SIZE=4", "GPT_MASTER=h:1", NULL};
 	is_int(gpt_dist_env_parse(&d, bad1, &err), GPT_EUSAGE, "a rank outside the world");
 	ok(strstr(err.msg, "GPT_RANK=4") != NULL, "names the variable: %s", err.msg);
@@ -216,10 +269,11 @@ static void test_env(void)
 
 	/* A rank without its world size is not a single process. */
 	char *half[][3] = {{"GPT_RANK=3", "RANK=3", NULL}, {"RANK=3", NULL}, {"RANK=0", NULL},
-			   {"SLURM_PROCID=3", "SLURM_NNODES=1", NULL}, {"OMPI_COMM_WORLD_RANK=1", NULL}};
+			   {"SLURM_PROCID=3", "SLURM_NNODES=1", NULL}, {"OMPI_COMM_WORLD_RANK=1", NULL},
+			   {"PADDLE_TRAINER_ID=0", "PADDLE_TRAINER_ENDPOINTS=h:1,h:2", NULL}};
 	const char *missing[] = {"GPT_WORLD_SIZE", "WORLD_SIZE", "WORLD_SIZE", "SLURM_NTASKS",
-				 "OMPI_COMM_WORLD_SIZE"};
-	for (int i = 0; i < 5; i++) {
+				 "OMPI_COMM_WORLD_SIZE", "PADDLE_TRAINERS_NUM"};
+	for (int i = 0; i < 6; i++) {
 		is_int(gpt_dist_env_parse(&d, half[i], &err), GPT_EUSAGE, "%s without %s", half[i][0], missing[i]);
 		char want[128];
 		const char *eq = strchr(half[i][0], '=');
