@@ -73,6 +73,12 @@ typedef struct gpt_dist_env {
 	 * paddle.distributed.launch, a plain torchrun-style environment); 0
 	 * under gpt-launch or single process. */
 	int serve_store;
+	/* The CUDA device the launcher chose for this rank, as an index into
+	 * the visible devices, and the variable that named it
+	 * (FLAGS_selected_gpus under paddle.distributed.launch); -1 and NULL
+	 * where the launcher names none. */
+	int device;
+	const char *device_var;
 } gpt_dist_env;
 
 /* Reads the variables from envp (NULL-terminated "NAME=value" strings, as
@@ -93,7 +99,8 @@ typedef struct gpt_dist_env {
  * when both are set, else PADDLE_MASTER, else the first entry of
  * PADDLE_TRAINER_ENDPOINTS (rank 0's own endpoint, which the launcher keeps
  * for it); the local rank and size are PADDLE_LOCAL_RANK (PADDLE_RANK_IN_NODE)
- * and PADDLE_LOCAL_SIZE, else the endpoints on PADDLE_CURRENT_ENDPOINT's host. */
+ * and PADDLE_LOCAL_SIZE, else the endpoints on PADDLE_CURRENT_ENDPOINT's host;
+ * the device is the first entry of FLAGS_selected_gpus. */
 int gpt_dist_env_parse(gpt_dist_env *out, char *const *envp, gpt_err *err);
 /* The launcher, rank and world size only, checked as gpt_dist_env_parse
  * does; the rest of *out as for a single process. For a process that runs
@@ -316,7 +323,8 @@ void gpt_comm_set_memory(gpt_comm *c, gpt_backend *be);
  * requested is GPT_COMM_BACKEND's value: NULL, "" or "auto" to choose,
  * "nccl" or "shm". ndev is the number of visible devices, gpu whether the
  * job trains on them. On the CPU the backend is shm and *device -1. On GPUs
- * *device = local_rank mod ndev, and the choice is nccl when every local
+ * *device is the launcher's (env->device) when it chose one, else
+ * local_rank mod ndev, and the choice is nccl when every local
  * rank can have a device of its own (local_world_size <= ndev); with fewer
  * visible devices than local ranks it is "auto", which gpt_comm_open
  * settles by comparing the ranks' devices: shm where ranks share one (its
@@ -324,7 +332,8 @@ void gpt_comm_set_memory(gpt_comm *c, gpt_backend *be);
  * gpt_comm_set_memory, so that any layout runs on one GPU), nccl where each
  * rank sees only its own (gpt-launch --devices, Slurm's GPU binding).
  * GPT_EUSAGE, naming GPT_COMM_BACKEND where it was set: an unknown name,
- * nccl on the CPU, shm for a job on several hosts, no device for a GPU job.
+ * nccl on the CPU, shm for a job on several hosts, no device for a GPU job;
+ * a launcher's device that is not visible is GPT_EUSAGE naming its variable.
  * nccl asked for ranks that share a device fails in NCCL's set-up. */
 int gpt_comm_gpu_plan(const char *requested, const gpt_dist_env *env, int gpu, int ndev,
 		      const char **backend, int *device, gpt_err *err);

@@ -237,6 +237,20 @@ static int paddle_env(gpt_dist_env *d, char *const *envp, gpt_err *err)
 	/* Paddle puts as many trainers on every node, in node order. */
 	d->node_rank = d->rank >= d->local_rank ? (d->rank - d->local_rank) / d->local_world_size : 0;
 	d->serve_store = 1;
+	/* The launcher's device index for this trainer ("2" for --gpus 2,3);
+	 * the whole list when it starts one trainer per node: use its first. */
+	const char *gpus = env_get(envp, "FLAGS_selected_gpus");
+	if (gpus && *gpus) {
+		char first[32];
+		int64_t dev;
+		list_entry(gpus, 0, first, sizeof first);
+		if (gpt_parse_i64(first, &dev) || dev < 0 || dev > BIG)
+			return gpt_err_set(err, GPT_EUSAGE,
+					   "environment variable FLAGS_selected_gpus='%s': expected CUDA device numbers separated by commas",
+					   gpus);
+		d->device = (int)dev;
+		d->device_var = "FLAGS_selected_gpus";
+	}
 	return 0;
 }
 
@@ -244,6 +258,7 @@ int gpt_dist_env_parse_ranks(gpt_dist_env *d, char *const *envp, gpt_err *err)
 {
 	memset(d, 0, sizeof *d);
 	d->world_size = d->local_world_size = 1;
+	d->device = -1;
 	snprintf(d->master_host, sizeof d->master_host, "127.0.0.1");
 	return read_ranks(d, envp, err);
 }
@@ -366,6 +381,12 @@ int gpt_comm_gpu_plan(const char *requested, const gpt_dist_env *env, int gpu, i
 	int local = env->local_world_size > 0 ? env->local_world_size : 1;
 	int multi_host = env->world_size > local;
 	*device = (env->local_rank > 0 ? env->local_rank : 0) % ndev;
+	if (env->device_var && env->device >= ndev)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "environment variable %s: device %d is not visible to rank %d, which sees %d CUDA device%s; check the launcher's device list and CUDA_VISIBLE_DEVICES",
+				   env->device_var, env->device, env->rank, ndev, ndev == 1 ? "" : "s");
+	if (env->device_var)
+		*device = env->device;
 	if (!asked) {
 		/* fewer devices than ranks: shared, or one each behind
 		 * CUDA_VISIBLE_DEVICES; gpt_comm_open finds out */

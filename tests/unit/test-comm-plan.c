@@ -17,6 +17,7 @@ static gpt_dist_env env_of(int rank, int world, int local_rank, int local_world)
 	e.world_size = world;
 	e.local_rank = local_rank;
 	e.local_world_size = local_world;
+	e.device = -1;
 	return e;
 }
 
@@ -67,6 +68,18 @@ int main(void)
 	is_str(err.msg, "GPT_COMM_BACKEND: 'gloo': expected auto, nccl or shm", "names it and the choices");
 	is_int(plan(NULL, env_of(0, 2, 0, 2), 1, 0, &be, &dev, &err), GPT_EUSAGE, "a GPU job with no device");
 	ok(strstr(err.msg, "no CUDA device") != NULL, "says so: %s", err.msg);
+
+	/* the launcher's device (paddle.distributed.launch --gpus 2,3) */
+	gpt_dist_env pe = env_of(1, 2, 1, 2);
+	pe.device = 3;
+	pe.device_var = "FLAGS_selected_gpus";
+	is_int(plan(NULL, pe, 1, 8, &be, &dev, &err), 0, "a device chosen by the launcher");
+	ok(strcmp(be, "nccl") == 0 && dev == 3, "is the one used, not the local rank (%s, %d)", be, dev);
+	is_int(plan(NULL, pe, 1, 2, &be, &dev, &err), GPT_EUSAGE, "a launcher's device that is not visible");
+	ok(strstr(err.msg, "FLAGS_selected_gpus: device 3 is not visible to rank 1, which sees 2 CUDA devices") != NULL,
+	   "names the variable: %s", err.msg);
+	is_int(plan(NULL, pe, 0, 0, &be, &dev, &err), 0, "a CPU job under a launcher that chose a device");
+	ok(dev == -1, "has no device (%d)", dev);
 
 	/* attaching no device memory leaves host collectives alone (one rank) */
 	gpt_store_server *srv = NULL;

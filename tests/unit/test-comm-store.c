@@ -215,17 +215,25 @@ static void test_env(void)
 	   d.master_port == 6170 && d.serve_store,
 	   "Paddle's win over Slurm's; master from the first endpoint, rank 0 serves the store");
 	ok(strcmp(gpt_dist_source_name(d.source), "paddle") == 0, "named paddle");
+	ok(d.device == -1 && !d.device_var, "no FLAGS_selected_gpus: no device of the launcher's");
 	char *pd2[] = {"PADDLE_TRAINER_ID=2", "PADDLE_TRAINERS_NUM=4",
 		       "PADDLE_TRAINER_ENDPOINTS=10.0.0.1:6170,10.0.0.1:6171,10.0.0.2:6170,10.0.0.2:6171", NULL};
 	is_int(gpt_dist_env_parse(&d, pd2, &err), 0, "paddle endpoints alone");
+	ok(d.device == -1, "no device of the launcher's");
 	ok(d.local_rank == 0 && d.local_world_size == 2 && d.node_rank == 1,
 	   "local rank and size from the endpoints on this host (%d of %d, node %d)", d.local_rank,
 	   d.local_world_size, d.node_rank);
 	char *pd3[] = {"PADDLE_TRAINER_ID=1", "PADDLE_TRAINERS_NUM=2", "PADDLE_LOCAL_RANK=1", "PADDLE_LOCAL_SIZE=2",
-		       "PADDLE_TRAINER_ENDPOINTS=h:6170,h:6171", "PADDLE_MASTER=h:41234", NULL};
+		       "PADDLE_TRAINER_ENDPOINTS=h:6170,h:6171", "PADDLE_MASTER=h:41234", "FLAGS_selected_gpus=3", NULL};
 	is_int(gpt_dist_env_parse(&d, pd3, &err), 0, "paddle with PADDLE_MASTER");
 	ok(strcmp(d.master_host, "h") == 0 && d.master_port == 41234 && d.local_rank == 1,
 	   "PADDLE_MASTER wins over the endpoints");
+	ok(d.device == 3 && d.device_var && strcmp(d.device_var, "FLAGS_selected_gpus") == 0,
+	   "the device from FLAGS_selected_gpus (%d)", d.device);
+	char *pd6[] = {"PADDLE_TRAINER_ID=0", "PADDLE_TRAINERS_NUM=1", "PADDLE_TRAINER_ENDPOINTS=h:6170",
+		       "FLAGS_selected_gpus=4,5,6", NULL};
+	is_int(gpt_dist_env_parse(&d, pd6, &err), 0, "one trainer given the node's devices");
+	is_int(d.device, 4, "uses the first");
 	char *pd4[] = {"PADDLE_TRAINER_ID=1", "PADDLE_TRAINERS_NUM=2", "PADDLE_TRAINER_ENDPOINTS=h:6170,h:6171",
 		       "PADDLE_MASTER=h:41234", "MASTER_ADDR=m", "MASTER_PORT=7000", NULL};
 	gpt_dist_env_parse(&d, pd4, &err);
@@ -243,6 +251,8 @@ static void test_env(void)
 		{"PADDLE_TRAINER_ID=x", "PADDLE_TRAINERS_NUM=2", "PADDLE_TRAINER_ENDPOINTS=h:1,h:2", NULL},
 		{"PADDLE_TRAINER_ID=0", "PADDLE_TRAINERS_NUM=2", "PADDLE_TRAINER_ENDPOINTS=h:1,h:2",
 		 "PADDLE_MASTER=h", NULL},
+		{"PADDLE_TRAINER_ID=0", "PADDLE_TRAINERS_NUM=2", "PADDLE_TRAINER_ENDPOINTS=h:1,h:2",
+		 "FLAGS_selected_gpus=gpu0", NULL},
 	};
 	const char *pwhy[] = {
 		"PADDLE_TRAINER_ENDPOINTS has 2 entries but PADDLE_TRAINERS_NUM=3",
@@ -252,8 +262,9 @@ static void test_env(void)
 		"PADDLE_TRAINER_ID=2 is outside the world of 2 ranks (PADDLE_TRAINERS_NUM=2)",
 		"PADDLE_TRAINER_ID='x': expected an integer",
 		"PADDLE_MASTER 'h': expected HOST:PORT",
+		"FLAGS_selected_gpus='gpu0': expected CUDA device numbers",
 	};
-	for (int i = 0; i < 7; i++) {
+	for (int i = 0; i < 8; i++) {
 		is_int(gpt_dist_env_parse(&d, pbad[i], &err), GPT_EUSAGE, "bad paddle variables %d", i);
 		ok(strstr(err.msg, pwhy[i]) != NULL, "names them: %s", err.msg);
 	}
