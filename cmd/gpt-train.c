@@ -33,8 +33,8 @@ static const gpt_opt options[] = {
 	{"dry-run", 0, NULL, OPT_DRY_RUN,
 	 "print the parameter count and per-rank memory of the layout and exit"},
 	{"world-size", 0, "N", OPT_WORLD,
-	 "number of ranks (default: GPT_WORLD_SIZE, WORLD_SIZE, SLURM_NTASKS, "
-	 "OMPI_COMM_WORLD_SIZE, else the product of the degrees)"},
+	 "number of ranks (default: GPT_WORLD_SIZE, WORLD_SIZE, PADDLE_TRAINERS_NUM, "
+	 "SLURM_NTASKS, OMPI_COMM_WORLD_SIZE, else the product of the degrees)"},
 	{"tensor_parallel_degree", 0, "N", OPT_TP, "PaddleNLP spelling of Distributed.mp_degree"},
 	{"pipeline_parallel_degree", 0, "N", OPT_PP, "PaddleNLP spelling of Distributed.pp_degree"},
 	{"sharding", 0, "STAGE", OPT_SHARDING,

@@ -288,9 +288,9 @@ int gpt_config_override(gpt_config *cfg, const char *assignment, gpt_err *err);
  * sharding ("stage1", "stage2 offload", ...). */
 int gpt_config_paddlenlp(gpt_config *cfg, const char *flag, const char *value, gpt_err *err);
 
-/* The world size from GPT_WORLD_SIZE, WORLD_SIZE, SLURM_NTASKS or
- * OMPI_COMM_WORLD_SIZE (the first one set); *out = 0 when none is set.
- * *from names the variable. */
+/* The world size from GPT_WORLD_SIZE, WORLD_SIZE, PADDLE_TRAINERS_NUM,
+ * SLURM_NTASKS or OMPI_COMM_WORLD_SIZE (the first one set); *out = 0 when
+ * none is set. *from names the variable. */
 int gpt_config_world_size_env(int64_t *out, const char **from, gpt_err *err);
 
 /* Derives what was left out and validates everything. world_size > 0: that

@@ -482,8 +482,9 @@ int gpt_config_paddlenlp(gpt_config *cfg, const char *flag, const char *value, g
 
 int gpt_config_world_size_env(int64_t *out, const char **from, gpt_err *err)
 {
-	static const char *const vars[] = {"GPT_WORLD_SIZE", "WORLD_SIZE", "SLURM_NTASKS",
-					   "OMPI_COMM_WORLD_SIZE", NULL};
+	/* in the order lib/comm/env.c takes the launchers in */
+	static const char *const vars[] = {"GPT_WORLD_SIZE", "WORLD_SIZE", "PADDLE_TRAINERS_NUM",
+					   "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", NULL};
 	*out = 0;
 	*from = NULL;
 	for (int i = 0; vars[i]; i++) {

@@ -86,6 +86,8 @@ test_expect_success 'gpt-train with RANK and no WORLD_SIZE stops instead of trai
 	test_grep "SLURM_PROCID=.2. is set but SLURM_NTASKS is not" train.log &&
 	test_expect_code 64 env PADDLE_TRAINER_ID=1 ./train1 >train.log 2>&1 &&
 	test_grep "PADDLE_TRAINER_ID=.1. is set but PADDLE_TRAINERS_NUM is not" train.log &&
+	test_expect_code 64 env PADDLE_TRAINER_ID=1 PADDLE_TRAINERS_NUM=4 ./train1 >train.log 2>&1 &&
+	test_grep "paddle environment: no master address: set PADDLE_TRAINER_ENDPOINTS" train.log &&
 	test_expect_code 64 env RANK=1 WORLD_SIZE=1 ./train1 --world-size 1 >train.log 2>&1 &&
 	test_grep "RANK=1 is outside the world of 1 ranks \(WORLD_SIZE=1\)" train.log &&
 	! grep "global step" train.log
