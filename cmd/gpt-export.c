@@ -24,7 +24,7 @@ static const gpt_opt options[] = {
 	 "output name (default model.tar.zst, model.gguf or model-hf; a bundle ends in .tar.zst, "
 	 ".tzst, .tar.gz, .tgz or .tar)"},
 	{"vocab", 0, "DIR", OPT_VOCAB,
-	 "GPT-2 vocabulary (encoder.json + vocab.bpe) to ship (default: share/gpt2 of the install)"},
+	 "GPT-2 vocabulary (encoder.json + vocab.bpe) to ship (default: ../share/gpt2 or ../share/gptkit/gpt2 beside the program)"},
 	{"help", 'h', NULL, OPT_HELP, "show this help and exit"},
 	{"version", 'V', NULL, OPT_VERSION, "show the version and exit"},
 	{NULL, 0, NULL, 0, NULL},
