@@ -39,7 +39,8 @@
 # the tree), with every log in $OUT/logs.tar.gz. Exit 0 when nothing that
 # ran failed or ran out of time. CHECK_BIN (default build/tests/gpu) is where
 # the test programs are; with GPT_EMU_BIN (see t4060) and CHECK_BIN=build/emu
-# the stages up to infer run under the CPU emulation of tests/gpu/emu.
+# the stages up to infer run under the CPU emulation of tests/gpu/emu,
+# save kernels (skipped: its figures would mean nothing there).
 #
 #   tests/gpu/check.sh --digest    the digest of the sources make gpu-pack records
 set -u
