@@ -360,6 +360,13 @@ static void describe_failure(const worker *w, int others, outcome *out)
 	}
 }
 
+/* The store key under which a node says that attempt `restart` failed. */
+static const char *fail_key_of(int restart, char *buf, size_t size)
+{
+	snprintf(buf, size, "launch/%d/failed", restart);
+	return buf;
+}
+
 /* Tells the other nodes' launchers (check_remote) that this attempt failed. */
 static void publish_failure(launch *L, const char *fail_key, int code, const char *msg)
 {
@@ -430,13 +437,34 @@ static int claim_check(launch *L, gpt_err *err)
 	return rc;
 }
 
-/* While the nodes meet: GPT_EUSAGE once any node rank is disputed. */
+/* A signal that ends gpt-launch (INT, TERM, HUP, or Slurm's USR1 before a
+ * time limit) while the nodes meet, before any worker started: the error
+ * 128 + its number, the exit status of a launcher it stopped; 0 for none. */
+static int meeting_signal(launch *L, gpt_err *err)
+{
+	struct signalfd_siginfo si;
+	while (read(L->sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+		char sn[32];
+		if (si.ssi_signo == SIGCHLD)
+			continue;
+		return gpt_err_set(err, 128 + (int)si.ssi_signo,
+				   "received %s while the nodes met; no worker was started",
+				   sig_name((int)si.ssi_signo, sn, sizeof sn));
+	}
+	return 0;
+}
+
+/* While the nodes meet: GPT_EUSAGE once any node rank is disputed, or a
+ * signal's error (meeting_signal). */
 static int conflict_check(void *ctx, gpt_err *err)
 {
 	launch *L = ctx;
 	int ex = 0;
 	void *v = NULL;
-	int rc = gpt_store_check(L->st, CONFLICT_KEY, &ex, err);
+	int rc = meeting_signal(L, err);
+	if (rc)
+		return rc;
+	rc = gpt_store_check(L->st, CONFLICT_KEY, &ex, err);
 	if (!rc && ex && !(rc = gpt_store_get(L->st, CONFLICT_KEY, &v, NULL, err))) {
 		rc = gpt_err_set(err, GPT_EUSAGE, "%s", (char *)v);
 		free(v);
@@ -610,7 +638,7 @@ static int attempt(launch *L, int restart, outcome *out, gpt_err *err)
 {
 	memset(out, 0, sizeof *out);
 	char fail_key[64];
-	snprintf(fail_key, sizeof fail_key, "launch/%d/failed", restart);
+	fail_key_of(restart, fail_key, sizeof fail_key);
 	int rc = 0;
 	for (int i = 0; i < L->nproc; i++)
 		L->w[i] = (worker){.out = {-1, -1}, .log_fd = -1, .hb = {.fd = -1}};
@@ -724,7 +752,8 @@ static int nodes_meet(launch *L, int restart, gpt_err *err)
 						L, err))) {
 		/* so that a launcher started again in our place is not waited for twice */
 		gpt_store_add(L->st, in_key, -1, NULL, NULL);
-		return rc == GPT_EUSAGE ? rc : gpt_err_prefix(err, "nodes did not all start (a node's rank is a barrier index)");
+		return rc == GPT_EUSAGE || rc > 128 ? rc
+						    : gpt_err_prefix(err, "nodes did not all start (a node's rank is a barrier index)");
 	}
 	int mine = claim_check(L, err);
 	if ((rc = gpt_store_add(L->st, out_key, 1, NULL, err)) || (rc = mine))
@@ -761,7 +790,7 @@ static int nodes_finish(launch *L, int restart, outcome *out, gpt_err *err)
 {
 	char key[64], fail_key[64];
 	snprintf(key, sizeof key, "launch/%d/done/%d", restart, L->o->node_rank);
-	snprintf(fail_key, sizeof fail_key, "launch/%d/failed", restart);
+	fail_key_of(restart, fail_key, sizeof fail_key);
 	int rc = gpt_store_set(L->st, key, "1", 1, err);
 	if (rc || L->o->node_rank != 0)
 		return rc;
@@ -902,8 +931,14 @@ int gpt_launch_run(const gpt_launch_options *o, gpt_err *err)
 	if (!rc)
 		rc = gpt_mkdir_p(L.log_dir, err);
 	for (int restart = 0; !rc; restart++) {
-		if (L.st && (rc = nodes_meet(&L, restart, err)))
+		char fk[64];
+		if (L.st && (rc = nodes_meet(&L, restart, err))) {
+			/* a node rank given twice, or another --nproc-per-node: the
+			 * nodes that met without this launcher stop too */
+			if (rc == GPT_EUSAGE)
+				publish_failure(&L, fail_key_of(restart, fk, sizeof fk), rc, err->msg);
 			break;
+		}
 		outcome out;
 		if ((rc = attempt(&L, restart, &out, err)))
 			break;

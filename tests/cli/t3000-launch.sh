@@ -145,6 +145,16 @@ test_expect_success 'the same --node-rank twice, where the barrier is complete w
 	done
 '
 
+test_expect_success 'a SIGTERM while the nodes meet ends gpt-launch there, before any worker' '
+	port=$("$worker" free-port) &&
+	{ GPT_COMM_TIMEOUT=60 gpt-launch --nnodes 2 --master 127.0.0.1:$port --log-dir m -- true 2>m.err & } &&
+	m=$! &&
+	sleep 1 && kill -TERM $m &&
+	wait_code 143 $m &&
+	test_grep "^gpt-launch: error: received SIGTERM while the nodes met; no worker was started$" m.err &&
+	test ! -e m/workerlog.0
+'
+
 test_expect_success 'workers share the cores through OMP_NUM_THREADS unless it is set' '
 	(unset OMP_NUM_THREADS; gpt-launch --nproc-per-node 2 --log-dir omp -- sh -c "echo threads=\$OMP_NUM_THREADS") >out 2>&1 &&
 	want=$(( $(nproc) / 2 )) && [ "$want" -ge 1 ] || want=1 &&
