@@ -121,7 +121,7 @@ static void bench_shape(const shape *s, gpt_dtype dt)
 	    o->attention_fwd(&gpu, out, saved, qkv, B, T, NH, HS, NULL, &err));
 	snprintf(fb, sizeof fb, "attention_bwd HS=%lld", (long long)HS);
 	ROW(s->name, fb, 2.5 * fwd / TF, "TFLOP/s",
-	    o->attention_bwd(&gpu, dqkv, dout, qkv, saved, B, T, NH, HS, NULL, &err));
+	    o->attention_bwd(&gpu, dqkv, dout, out, qkv, saved, B, T, NH, HS, NULL, &err));
 	gpt_cuda_free(qkv), gpt_cuda_free(out), gpt_cuda_free(dout), gpt_cuda_free(dqkv);
 	gpt_cuda_free(saved);
 

@@ -57,3 +57,16 @@ int gpt_backend_scratch(gpt_backend *be, size_t bytes, gpt_err *err)
 	be->scratch_size = bytes;
 	return 0;
 }
+
+int gpt_attention_tensor_cores(gpt_dtype dt, int64_t HS)
+{
+	return (dt == GPT_DTYPE_BF16 || dt == GPT_DTYPE_F16) && HS > 0 && HS % 16 == 0 && HS <= 128;
+}
+
+int64_t gpt_attention_flash_saved(gpt_dtype storage, int64_t B, int64_t T, int64_t NH, int64_t HS)
+{
+	int64_t lse = (B * NH * T + 3) / 4 * 4;
+	if (!gpt_attention_tensor_cores(storage, HS))
+		return lse;
+	return lse + (B * T * NH * HS * (int64_t)gpt_dtype_size(storage) + 3) / 4;
+}

@@ -171,13 +171,14 @@ typedef struct gpt_backend_ops {
 	int (*attention_fwd)(gpt_backend *be, void *out, float *saved, const void *qkv,
 			     int64_t B, int64_t T, int64_t NH, int64_t HS, const gpt_dropout *d,
 			     gpt_err *err);
-	/* Writes dqkv (B, T, 3, Cl) from dout (B, T, Cl), the forward's qkv and
-	 * saved, and the same d as the forward. */
-	int (*attention_bwd)(gpt_backend *be, void *dqkv, const void *dout, const void *qkv,
-			     const float *saved, int64_t B, int64_t T, int64_t NH, int64_t HS,
-			     const gpt_dropout *d, gpt_err *err);
+	/* Writes dqkv (B, T, 3, Cl) from dout (B, T, Cl), the forward's out,
+	 * qkv and saved, and the same d as the forward. */
+	int (*attention_bwd)(gpt_backend *be, void *dqkv, const void *dout, const void *out,
+			     const void *qkv, const float *saved, int64_t B, int64_t T, int64_t NH,
+			     int64_t HS, const gpt_dropout *d, gpt_err *err);
 	/* Number of floats attention_fwd saves for these sizes (CPU: the
-	 * probabilities, B*NH*T*T). Cannot fail. */
+	 * probabilities, B*NH*T*T; CUDA: gpt_attention_flash_saved). Cannot
+	 * fail. */
 	int64_t (*attention_saved_size)(gpt_backend *be, int64_t B, int64_t T, int64_t NH,
 					int64_t HS);
 	/* Generation with a KV cache. qkv (B, Tn, 3, Cl) holds the projections
@@ -353,6 +354,17 @@ struct gpt_backend {
  * NULL-terminated array of slot names, e.g. "attention_fwd") that be does
  * not provide, or that is no slot at all. */
 int gpt_backend_require(const gpt_backend *be, const char *const *names, gpt_err *err);
+
+/* The flash-style attention's saved floats (CUDA's attention_saved_size),
+ * here so that gpt-train --dry-run plans a GPU run on any machine: the
+ * B*NH*T fp32 log-sum-exps, rounded up to a multiple of 4, and where the
+ * tensor-core kernels run (gpt_attention_tensor_cores) the output's low
+ * half, O - round(O), B*T*NH*HS elements of the storage dtype, from which
+ * the backward's row sums D = dO . O come to fp32 precision. */
+int64_t gpt_attention_flash_saved(gpt_dtype storage, int64_t B, int64_t T, int64_t NH, int64_t HS);
+/* 1 when CUDA attention with storage dtype dt and head size HS runs on the
+ * tensor cores (bf16 or fp16, HS a multiple of 16 up to 128). */
+int gpt_attention_tensor_cores(gpt_dtype dt, int64_t HS);
 
 /* Makes be->scratch (backend memory, from be->ops->alloc; for the ops'
  * temporaries) at least `bytes` long. The old contents are lost. */

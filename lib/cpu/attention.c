@@ -97,9 +97,9 @@ int gpt_cpu_attention_fwd(gpt_backend *be, void *out, float *saved, const void *
 	return 0;
 }
 
-int gpt_cpu_attention_bwd(gpt_backend *be, void *dqkv, const void *dout, const void *qkv,
-			  const float *saved, int64_t B, int64_t T, int64_t NH, int64_t HS,
-			  const gpt_dropout *d, gpt_err *err)
+int gpt_cpu_attention_bwd(gpt_backend *be, void *dqkv, const void *dout, const void *out,
+			  const void *qkv, const float *saved, int64_t B, int64_t T, int64_t NH,
+			  int64_t HS, const gpt_dropout *d, gpt_err *err)
 {
 	int rc = check("attention_bwd", B, T, NH, HS, d, err);
 	if (!rc)

@@ -63,9 +63,9 @@ int gpt_cpu_gelu_on(int path, int bwd, float *out, const float *x, const float *
 int gpt_cpu_attention_fwd(gpt_backend *be, void *out, float *saved, const void *qkv,
 			  int64_t B, int64_t T, int64_t NH, int64_t HS, const gpt_dropout *d,
 			  gpt_err *err);
-int gpt_cpu_attention_bwd(gpt_backend *be, void *dqkv, const void *dout, const void *qkv,
-			  const float *saved, int64_t B, int64_t T, int64_t NH, int64_t HS,
-			  const gpt_dropout *d, gpt_err *err);
+int gpt_cpu_attention_bwd(gpt_backend *be, void *dqkv, const void *dout, const void *out,
+			  const void *qkv, const float *saved, int64_t B, int64_t T, int64_t NH,
+			  int64_t HS, const gpt_dropout *d, gpt_err *err);
 int64_t gpt_cpu_attention_saved_size(gpt_backend *be, int64_t B, int64_t T, int64_t NH,
 				     int64_t HS);
 int gpt_cpu_attention_kv(gpt_backend *be, void *out, void *kcache, void *vcache,

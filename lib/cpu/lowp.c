@@ -383,9 +383,9 @@ static int lp_attention_fwd(gpt_backend *be, void *out, float *saved, const void
 	return lp_done(t, rc);
 }
 
-static int lp_attention_bwd(gpt_backend *be, void *dqkv, const void *dout, const void *qkv,
-			    const float *saved, int64_t B, int64_t T, int64_t NH, int64_t HS,
-			    const gpt_dropout *d, gpt_err *err)
+static int lp_attention_bwd(gpt_backend *be, void *dqkv, const void *dout, const void *out,
+			    const void *qkv, const float *saved, int64_t B, int64_t T, int64_t NH,
+			    int64_t HS, const gpt_dropout *d, gpt_err *err)
 {
 	int rc = gpt_cpu_check_sizes("attention_bwd", err, 4, B, T, NH, HS);
 	if (rc)
@@ -395,7 +395,7 @@ static int lp_attention_bwd(gpt_backend *be, void *dqkv, const void *dout, const
 	float *x = lp_in(t, qkv, n3), *g = lp_in(t, dout, B * T * NH * HS);
 	float *dx = lp_out(t, dqkv, n3);
 	if (!t->rc)
-		rc = gpt_cpu_attention_bwd(be, dx, g, x, saved, B, T, NH, HS, d, err);
+		rc = gpt_cpu_attention_bwd(be, dx, g, NULL, x, saved, B, T, NH, HS, d, err);
 	if (!rc)
 		lp_store(t, dqkv, dx, n3);
 	return lp_done(t, rc);

@@ -7,14 +7,15 @@
  * per query or key row, 32-key tiles in shared memory), correct and
  * memory-lean rather than fast, for head sizes up to 128. bf16 and fp16
  * storage with a head size that is a multiple of 16 go to the tensor-core
- * kernels of attention_tc.cu instead (same semantics, same saved
- * statistics); fp32 storage and other head sizes stay here.
+ * kernels of attention_tc.cu instead (same semantics; they also save the
+ * output's low half, gpt_attention_flash_saved); fp32 storage and other
+ * head sizes stay here.
  *
- * Backward without the forward's output (ops.h does not pass it): a first
- * pass per query row finds D_i = sum_j p_ij dp_ij (dp: the gradient of the
- * dropped probabilities), a second pass accumulates dq, and a kernel per key
- * row accumulates dk and dv; each output element has one writer, so the
- * results are the same bits on every run. */
+ * Backward without the forward's output (this path does not read it): a
+ * first pass per query row finds D_i = sum_j p_ij dp_ij (dp: the gradient
+ * of the dropped probabilities), a second pass accumulates dq, and a kernel
+ * per key row accumulates dk and dv; each output element has one writer, so
+ * the results are the same bits on every run. */
 #include "cuda/attention.cuh"
 
 #include <math.h>
@@ -255,7 +256,7 @@ __global__ static void attn_bwd_dkv_kernel(E *dqkv, const E *dout, const E *qkv,
 int64_t gpt_cuda_attention_saved_size(gpt_backend *be, int64_t B, int64_t T, int64_t NH,
 				      int64_t HS)
 {
-	return B * NH * T;
+	return gpt_attention_flash_saved(be->dtype, B, T, NH, HS);
 }
 
 static int check(const char *op, int64_t B, int64_t T, int64_t NH, int64_t HS,
@@ -307,9 +308,9 @@ int gpt_cuda_attention_fwd(gpt_backend *be, void *out, float *saved, const void 
 	return gpt_cuda_launched("attention_fwd", err);
 }
 
-int gpt_cuda_attention_bwd(gpt_backend *be, void *dqkv, const void *dout, const void *qkv,
-			   const float *saved, int64_t B, int64_t T, int64_t NH, int64_t HS,
-			   const gpt_dropout *d, gpt_err *err)
+int gpt_cuda_attention_bwd(gpt_backend *be, void *dqkv, const void *dout, const void *out,
+			   const void *qkv, const float *saved, int64_t B, int64_t T, int64_t NH,
+			   int64_t HS, const gpt_dropout *d, gpt_err *err)
 {
 	attn_args a;
 	int rc = check("attention_bwd", B, T, NH, HS, d, &a, err);
@@ -319,7 +320,7 @@ int gpt_cuda_attention_bwd(gpt_backend *be, void *dqkv, const void *dout, const 
 		return rc;
 	float *Dv = (float *)be->scratch;
 	if (gpt_cuda_attention_tensor_cores(be->dtype, HS))
-		return gpt_cuda_attention_tc_bwd(be, dqkv, Dv, dout, qkv, saved, B, &a, err);
+		return gpt_cuda_attention_tc_bwd(be, dqkv, Dv, dout, out, qkv, saved, B, &a, err);
 	cudaStream_t s = gpt_cuda_stream(be);
 	dim3 grid((unsigned)(B * NH), (unsigned)((T + WARPS - 1) / WARPS));
 	size_t shm = (size_t)(2 * TILE * (HS + 1) + 2 * WARPS * HS + 2 * TILE) * sizeof(float);

@@ -18,9 +18,9 @@ typedef struct attn_args {
 	gpt_dropout d;
 } attn_args;
 
-/* The factor dropout gives probability (b, h, i, j): 0 or 1/(1-p), from the
- * same Philox coordinates as the CPU's gpt_cpu_dropout_row. */
-__device__ __forceinline__ float keep(const attn_args &a, int64_t b, int64_t h, int64_t i,
+/* 1 when dropout keeps probability (b, h, i, j), else 0, from the same
+ * Philox coordinates as the CPU's gpt_cpu_dropout_row. */
+__device__ __forceinline__ float kept(const attn_args &a, int64_t b, int64_t h, int64_t i,
 				      int64_t j)
 {
 	if (!a.drop)
@@ -28,15 +28,23 @@ __device__ __forceinline__ float keep(const attn_args &a, int64_t b, int64_t h, 
 	uint32_t bits = gpt_rng_bits(a.d.key.seed, a.d.key.step, a.d.key.layer, a.d.key.site,
 				     (uint64_t)(a.d.sample0 + b), (uint64_t)i,
 				     (uint64_t)((a.d.feature0 + h) * a.T + j));
-	return bits >= a.thr ? a.dscale : 0.0f;
+	return bits >= a.thr ? 1.0f : 0.0f;
+}
+
+/* The factor dropout gives probability (b, h, i, j): 0 or 1/(1-p). */
+__device__ __forceinline__ float keep(const attn_args &a, int64_t b, int64_t h, int64_t i,
+				      int64_t j)
+{
+	return a.drop ? kept(a, b, h, i, j) * a.dscale : 1.0f;
 }
 
 /* The tensor-core forward and backward (attention_tc.cu), for arguments
- * attention.cu has checked; the backward's Dv: B*NH*T floats of scratch. */
-int gpt_cuda_attention_tc_fwd(gpt_backend *be, void *out, float *lse, const void *qkv,
+ * attention.cu has checked; saved as gpt_attention_flash_saved lays it
+ * out; the backward's Dv: B*NH*T floats of scratch. */
+int gpt_cuda_attention_tc_fwd(gpt_backend *be, void *out, float *saved, const void *qkv,
 			      int64_t B, const attn_args *a, gpt_err *err);
 int gpt_cuda_attention_tc_bwd(gpt_backend *be, void *dqkv, float *Dv, const void *dout,
-			      const void *qkv, const float *lse, int64_t B, const attn_args *a,
-			      gpt_err *err);
+			      const void *out, const void *qkv, const float *saved, int64_t B,
+			      const attn_args *a, gpt_err *err);
 
 #endif

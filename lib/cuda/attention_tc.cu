@@ -26,16 +26,20 @@
  * products skip the padding.
  *   forward   grid (B*NH, T/64), the longest query tiles first: S = Q K^T,
  *             online softmax (the output rows rescaled in registers when
- *             their maximum moves), O += P V; writes O / l and
+ *             their maximum moves), O += P V; writes O / l rounded to the
+ *             storage dtype, what the rounding left (O - round(O), the
+ *             "low half", into saved after the statistics) and
  *             lse = m + log l per row.
- *   dq        grid (B*NH, T/64): per query tile, a first walk over the keys
- *             finds D_i = sum_j p_ij dp_ij (dp: the dropped probabilities'
- *             gradient) exactly in fp32, a second recomputes S and
- *             dP = dO V^T and accumulates dQ += dS K, dS = P * (dP - D);
- *             writes dq and D. (FlashAttention takes D = rowsum(dO * O)
- *             from the stored output instead, one walk fewer; O rounded to
- *             bf16 makes D's error 2^-9 of it, which dq, a sum whose terms
- *             cancel, shows at up to 1.5 times the error seen here.)
+ *   dq        grid (B*NH, T/64): per query tile, D_i = dO_i . O_i in fp32
+ *             from the output and its low half (= sum_j p_ij dp_ij, dp the
+ *             dropped probabilities' gradient, to fp32's precision), then
+ *             one walk over the keys recomputes S and dP = dO V^T and
+ *             accumulates dQ += dS K, dS = P * (dP - D); writes dq and D.
+ *             (FlashAttention takes D from the stored output alone; O
+ *             rounded to bf16 makes D's error 2^-9 of it, which dq, a sum
+ *             whose terms cancel, shows at up to 1.5 times the error of an
+ *             exact D. The low half costs 2 bytes an output element; the
+ *             exact D otherwise costs a second walk over the keys.)
  *   dkv       grid (B*NH, T/64): per key tile, over the query tiles at or
  *             after it: S^T = K Q^T, dP^T = V dO^T, dV += (P*mask)^T dO,
  *             dK += dS^T Q.
@@ -383,9 +387,10 @@ __device__ __forceinline__ void accumulate(float (&acc)[W / 8][4], const u32 (&p
 
 /* Writes the warp's accumulated rows (two a lane: rows[0], rows[1]) to dst
  * (row rr at dst + rr * stride, the lane's columns 8d + 2t, 8d + 2t + 1)
- * for rows below T, each times its factor f. */
+ * for rows below T, each times its factor f; with lo, what rounding to E
+ * left of each value (v - E(v), rounded to E) at the same place in lo. */
 template <class E, int W>
-__device__ __forceinline__ void write_acc(E *dst, int64_t stride, const float (&acc)[W / 8][4],
+__device__ __forceinline__ void write_acc(E *dst, E *lo, int64_t stride, const float (&acc)[W / 8][4],
 					  const int (&rows)[2], const float (&f)[2], int t,
 					  const attn_args &a)
 {
@@ -394,11 +399,17 @@ __device__ __forceinline__ void write_acc(E *dst, int64_t stride, const float (&
 		if (rows[hr] < a.T)
 #pragma unroll
 			for (int d = 0; d < W / 8; d++)
-				if (d * 8 < a.HS) {
-					E *o = dst + rows[hr] * stride + d * 8 + 2 * t;
-					gpt_st(o, acc[d][2 * hr] * f[hr]);
-					gpt_st(o + 1, acc[d][2 * hr + 1] * f[hr]);
-				}
+				if (d * 8 < a.HS)
+#pragma unroll
+					for (int c = 0; c < 2; c++) {
+						int64_t at = rows[hr] * stride + d * 8 + 2 * t + c;
+						float v = acc[d][2 * hr + c] * f[hr];
+						E e;
+						gpt_st(&e, v);
+						dst[at] = e;
+						if (lo)
+							gpt_st(lo + at, v - gpt_ld(&e));
+					}
 }
 
 /* The query-tile kernels' scores for the key tile at j0, in log2 units
@@ -423,7 +434,7 @@ __device__ __forceinline__ void mask_scores(float (&s)[NT][4], int np, const int
 
 template <class E, int W, bool DROP>
 __global__ static void __launch_bounds__(NTHR)
-	tc_fwd_kernel(E *out, float *lse, const E *qkv, attn_args a, int vec)
+	tc_fwd_kernel(E *out, float *lse, E *olo, const E *qkv, attn_args a, int vec)
 {
 	extern __shared__ float sh[];
 	const int LE = W + 8;
@@ -484,7 +495,7 @@ __global__ static void __launch_bounds__(NTHR)
 					float p = exp2f(s[n][q] - mu[q >> 1]);
 					l[q >> 1] += p;
 					if (DROP)
-						p *= keep(a, b, h, ri[q >> 1], j0 + n * 8 + 2 * t + (q & 1));
+						p *= kept(a, b, h, ri[q >> 1], j0 + n * 8 + 2 * t + (q & 1));
 					s[n][q] = p;
 				}
 			u32 pa[KT][4];
@@ -497,44 +508,85 @@ __global__ static void __launch_bounds__(NTHR)
 #pragma unroll
 	for (int hr = 0; hr < 2; hr++) {
 		float lt = quad_sum(l[hr]);
-		f[hr] = lt > 0.0f ? 1.0f / lt : 0.0f;
+		f[hr] = lt > 0.0f ? a.dscale / lt : 0.0f; /* dropout's 1/(1-p) here */
 		if (t == 0 && ri[hr] < a.T)
 			lse[bh * a.T + ri[hr]] = m[hr] * (1.0f / L2E) + logf(lt);
 	}
-	write_acc<E, W>(out + b * a.T * Cl + h * a.HS, Cl, o, ri, f, t, a);
+	int64_t at = b * a.T * Cl + h * a.HS;
+	write_acc<E, W>(out + at, olo + at, Cl, o, ri, f, t, a);
+}
+
+/* D_i = dO_i . O_i in fp32 for the rows [i0, i0 + BQ) of a head (gb, ob
+ * and lb: its dout, out and the output's low half, all of row stride Cl),
+ * O as out + lo to fp32's precision: two threads a row, each half the head
+ * (HS / 2 a multiple of 8; with vec, 16-byte loads). Into Ds (0 past T)
+ * and Dv[i] for the dkv kernel. */
+template <class E>
+__device__ static void row_dots(float *Ds, float *Dv, const E *gb, const E *ob, const E *lb, int i0,
+				int64_t Cl, const attn_args &a, int vec)
+{
+	static_assert(NTHR == 2 * BQ, "two threads a row");
+	int rr = threadIdx.x / 2, half = threadIdx.x % 2, i = i0 + rr, n = (int)a.HS / 2;
+	float sum = 0.0f;
+	if (i < a.T) {
+		int64_t at = i * Cl + half * n;
+		const E *g = gb + at, *o = ob + at, *l = lb + at;
+		if (vec)
+			for (int d = 0; d < n; d += 8) {
+				float gf[8], of[8], lf[8];
+				gpt_ld_vec(gf, g + d);
+				gpt_ld_vec(of, o + d);
+				gpt_ld_vec(lf, l + d);
+#pragma unroll
+				for (int e = 0; e < 8; e++)
+					sum += gf[e] * (of[e] + lf[e]);
+			}
+		else
+			for (int d = 0; d < n; d++)
+				sum += gpt_ld(g + d) * (gpt_ld(o + d) + gpt_ld(l + d));
+	}
+	sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+	if (half == 0) {
+		Ds[rr] = i < a.T ? sum : 0.0f;
+		if (i < a.T)
+			Dv[i] = sum;
+	}
 }
 
 template <class E, int W, bool DROP>
 __global__ static void __launch_bounds__(NTHR)
-	tc_dq_kernel(E *dqkv, float *Dv, const E *dout, const E *qkv, const float *lse,
-		     attn_args a, int vec)
+	tc_dq_kernel(E *dqkv, float *Dv, const E *dout, const E *out, const E *olo, const E *qkv,
+		     const float *lse, attn_args a, int vec, int vecd)
 {
 	extern __shared__ float sh[];
 	const int LE = W + 8;
 	E *qs = (E *)sh, *gs = qs + BQ * LE, *ks[2] = {gs + BQ * LE, gs + (BQ + BK) * LE};
 	E *vs[2] = {gs + (BQ + 2 * BK) * LE, gs + (BQ + 3 * BK) * LE};
+	float *Ds = (float *)(gs + (BQ + 4 * BK) * LE);
 	const auto [bh, b, h, Cl, C3, i0, r0, ri, jend, t, kf] = q_place_of(a);
 	const E *base = qkv + b * a.T * C3 + h * a.HS;
 	const E *qw = qs + (r0 - i0) * LE, *gw = gs + (r0 - i0) * LE;
 	const float scl = a.sc * L2E;
+	int64_t ot = b * a.T * Cl + h * a.HS;
 	load_tile<E, W>(qs, base, C3, i0, a, vec);
-	load_tile<E, W>(gs, dout + b * a.T * Cl + h * a.HS, Cl, i0, a, vec);
+	load_tile<E, W>(gs, dout + ot, Cl, i0, a, vec);
 	load_kv<E, W>(ks[0], vs[0], base, 0, a, vec);
+	row_dots<E>(Ds, Dv + bh * a.T, dout + ot, out + ot, olo + ot, i0, Cl, a, vecd);
+	__syncthreads(); /* Ds */
 	/* L: the rows' log-sum-exp in log2 units */
-	float L[2], D[2] = {0.0f, 0.0f}, dpart[2] = {0.0f, 0.0f}, dq[W / 8][4];
+	float L[2], D[2], dq[W / 8][4];
 #pragma unroll
-	for (int hr = 0; hr < 2; hr++)
+	for (int hr = 0; hr < 2; hr++) {
 		L[hr] = ri[hr] < a.T ? lse[bh * a.T + ri[hr]] * L2E : 0.0f;
+		D[hr] = Ds[ri[hr] - i0];
+	}
 #pragma unroll
 	for (int d = 0; d < W / 8; d++)
 		dq[d][0] = dq[d][1] = dq[d][2] = dq[d][3] = 0.0f;
-	/* two walks over the key tiles, one pipeline: k < nt the first */
-	int nt = jend / BK + 1;
-	for (int k = 0, cur = 0; k < 2 * nt; k++, cur ^= 1) {
-		int pass = k >= nt, j0 = (k - pass * nt) * BK;
-		bool more = k + 1 < 2 * nt;
+	for (int j0 = 0, cur = 0; j0 <= jend; j0 += BK, cur ^= 1) {
+		bool more = j0 + BK <= jend;
 		if (more)
-			load_kv<E, W>(ks[cur ^ 1], vs[cur ^ 1], base, (k + 1) % nt * BK, a, vec);
+			load_kv<E, W>(ks[cur ^ 1], vs[cur ^ 1], base, j0 + BK, a, vec);
 		tile_ready(more);
 		if (r0 < a.T) {
 			int np = pairs_to(r0 + 15, j0);
@@ -551,31 +603,19 @@ __global__ static void __launch_bounds__(NTHR)
 			for (int n = 0; n < NT; n++)
 #pragma unroll
 				for (int q = 0; q < 4; q++) {
-					float p = exp2f(s[n][q]);
 					float g = dp[n][q];
 					if (DROP)
 						g *= keep(a, b, h, ri[q >> 1], j0 + n * 8 + 2 * t + (q & 1));
-					if (pass == 0)
-						dpart[q >> 1] += p * g;
-					s[n][q] = p * (g - D[q >> 1]);
+					s[n][q] = exp2f(s[n][q]) * (g - D[q >> 1]);
 				}
-			if (pass) {
-				u32 da[KT][4];
-				repack<E>(da, s);
-				accumulate<E, W>(dq, da, 0, np, ks[cur], LE, a.HS);
-			}
+			u32 da[KT][4];
+			repack<E>(da, s);
+			accumulate<E, W>(dq, da, 0, np, ks[cur], LE, a.HS);
 		}
-		if (k == nt - 1) /* the first walk done: D */
-			for (int hr = 0; hr < 2; hr++)
-				D[hr] = quad_sum(dpart[hr]);
 		__syncthreads(); /* the tile's readers are done before it is refilled */
 	}
-	if (t == 0)
-		for (int hr = 0; hr < 2; hr++)
-			if (ri[hr] < a.T)
-				Dv[bh * a.T + ri[hr]] = D[hr];
 	const float f[2] = {a.sc, a.sc};
-	write_acc<E, W>(dqkv + b * a.T * C3 + h * a.HS, C3, dq, ri, f, t, a);
+	write_acc<E, W>(dqkv + b * a.T * C3 + h * a.HS, (E *)nullptr, C3, dq, ri, f, t, a);
 }
 
 /* The query tile at i0 of a head for the dkv kernel: q and dO rows and
@@ -648,9 +688,9 @@ __global__ static void __launch_bounds__(NTHR)
 					float p = exp2f(s[n][q] * scl - lc[c] * L2E);
 					if (edge && (n < 2 * p0 || n >= 2 * p1 || i < j || i >= T))
 						p = 0.0f;
-					float f = DROP ? keep(a, b, h, i, j) : 1.0f;
+					float f = DROP ? kept(a, b, h, i, j) : 1.0f;
 					s[n][q] = p * f;
-					dp[n][q] = p * (dp[n][q] * f - dc[c]);
+					dp[n][q] = p * (dp[n][q] * f * a.dscale - dc[c]);
 				}
 			u32 pa[KT][4];
 			repack<E>(pa, s);
@@ -661,15 +701,14 @@ __global__ static void __launch_bounds__(NTHR)
 		__syncthreads(); /* the tile's readers are done before it is refilled */
 	}
 	E *o = dqkv + b * a.T * C3 + h * a.HS;
-	const float fk[2] = {a.sc, a.sc}, fv[2] = {1.0f, 1.0f};
-	write_acc<E, W>(o + Cl, C3, dk, rj, fk, t, a);
-	write_acc<E, W>(o + 2 * Cl, C3, dv, rj, fv, t, a);
+	const float fk[2] = {a.sc, a.sc}, fv[2] = {a.dscale, a.dscale}; /* dropout's 1/(1-p) */
+	write_acc<E, W>(o + Cl, (E *)nullptr, C3, dk, rj, fk, t, a);
+	write_acc<E, W>(o + 2 * Cl, (E *)nullptr, C3, dv, rj, fv, t, a);
 }
 
 int gpt_cuda_attention_tensor_cores(gpt_dtype dt, int64_t HS)
 {
-	return (dt == GPT_DTYPE_BF16 || dt == GPT_DTYPE_F16) && HS > 0 && HS % 16 == 0 &&
-	       HS <= 128;
+	return gpt_attention_tensor_cores(dt, HS);
 }
 
 /* the streamed tiles twice (the one worked on, the next one landing) */
@@ -680,7 +719,7 @@ static size_t fwd_shm(int W, size_t es)
 
 static size_t dq_shm(int W, size_t es)
 {
-	return (size_t)(2 * BQ + 4 * BK) * (W + 8) * es;
+	return (size_t)(2 * BQ + 4 * BK) * (W + 8) * es + BQ * sizeof(float);
 }
 
 static size_t dkv_shm(int W, size_t es)
@@ -696,9 +735,19 @@ template <class K> static int allow_shm(K *k, size_t shm, const char *op, gpt_er
 			      op, err);
 }
 
+/* Where a call's tensors are: the saved floats hold the log-sum-exps,
+ * then (from a multiple of 4 floats, gpt_attention_flash_saved) the
+ * output's low half, laid out as out. */
+struct tc_io {
+	void *out, *dqkv;
+	const void *qkv, *dout, *cout; /* cout: out for the backward */
+	float *lse, *Dv;
+	void *olo;
+	int vec, vecd; /* qkv and dout 16-byte aligned; dout, out and olo */
+};
+
 template <class E, int W>
-static int fwd_nf(cudaStream_t s, void *out, float *lse, const void *qkv, int64_t B,
-		  const attn_args &a, int vec, gpt_err *err)
+static int fwd_nf(cudaStream_t s, const tc_io &io, int64_t B, const attn_args &a, gpt_err *err)
 {
 	size_t shm = fwd_shm(W, sizeof(E));
 	/* dropout's Philox, in every element's code, only where it is asked for */
@@ -707,13 +756,12 @@ static int fwd_nf(cudaStream_t s, void *out, float *lse, const void *qkv, int64_
 	if (rc)
 		return rc;
 	dim3 grid((unsigned)(B * a.NH), (unsigned)((a.T + BQ - 1) / BQ));
-	kern<<<grid, NTHR, shm, s>>>((E *)out, lse, (const E *)qkv, a, vec);
+	kern<<<grid, NTHR, shm, s>>>((E *)io.out, io.lse, (E *)io.olo, (const E *)io.qkv, a, io.vec);
 	return gpt_cuda_launched("attention_fwd", err);
 }
 
 template <class E, int W>
-static int bwd_nf(cudaStream_t s, void *dqkv, float *Dv, const void *dout, const void *qkv,
-		  const float *lse, int64_t B, const attn_args &a, int vec, gpt_err *err)
+static int bwd_nf(cudaStream_t s, const tc_io &io, int64_t B, const attn_args &a, gpt_err *err)
 {
 	size_t shq = dq_shm(W, sizeof(E)), shk = dkv_shm(W, sizeof(E));
 	auto kq = a.drop ? tc_dq_kernel<E, W, true> : tc_dq_kernel<E, W, false>;
@@ -724,32 +772,31 @@ static int bwd_nf(cudaStream_t s, void *dqkv, float *Dv, const void *dout, const
 	if (rc)
 		return rc;
 	dim3 grid((unsigned)(B * a.NH), (unsigned)((a.T + BQ - 1) / BQ));
-	kq<<<grid, NTHR, shq, s>>>((E *)dqkv, Dv, (const E *)dout, (const E *)qkv, lse, a, vec);
-	kkv<<<grid, NTHR, shk, s>>>((E *)dqkv, (const E *)dout, (const E *)qkv, lse, Dv, a, vec);
+	const E *dout = (const E *)io.dout, *qkv = (const E *)io.qkv;
+	kq<<<grid, NTHR, shq, s>>>((E *)io.dqkv, io.Dv, dout, (const E *)io.cout, (const E *)io.olo, qkv, io.lse, a, io.vec, io.vecd);
+	kkv<<<grid, NTHR, shk, s>>>((E *)io.dqkv, dout, qkv, io.lse, io.Dv, a, io.vec);
 	return gpt_cuda_launched("attention_bwd", err);
 }
 
 /* The smallest padded width W that holds the head. */
 template <class E>
-static int fwd_e(cudaStream_t s, void *out, float *lse, const void *qkv, int64_t B,
-		 const attn_args &a, int vec, gpt_err *err)
+static int fwd_e(cudaStream_t s, const tc_io &io, int64_t B, const attn_args &a, gpt_err *err)
 {
 	if (a.HS <= 32)
-		return fwd_nf<E, 32>(s, out, lse, qkv, B, a, vec, err);
+		return fwd_nf<E, 32>(s, io, B, a, err);
 	if (a.HS <= 64)
-		return fwd_nf<E, 64>(s, out, lse, qkv, B, a, vec, err);
-	return fwd_nf<E, 128>(s, out, lse, qkv, B, a, vec, err);
+		return fwd_nf<E, 64>(s, io, B, a, err);
+	return fwd_nf<E, 128>(s, io, B, a, err);
 }
 
 template <class E>
-static int bwd_e(cudaStream_t s, void *dqkv, float *Dv, const void *dout, const void *qkv,
-		 const float *lse, int64_t B, const attn_args &a, int vec, gpt_err *err)
+static int bwd_e(cudaStream_t s, const tc_io &io, int64_t B, const attn_args &a, gpt_err *err)
 {
 	if (a.HS <= 32)
-		return bwd_nf<E, 32>(s, dqkv, Dv, dout, qkv, lse, B, a, vec, err);
+		return bwd_nf<E, 32>(s, io, B, a, err);
 	if (a.HS <= 64)
-		return bwd_nf<E, 64>(s, dqkv, Dv, dout, qkv, lse, B, a, vec, err);
-	return bwd_nf<E, 128>(s, dqkv, Dv, dout, qkv, lse, B, a, vec, err);
+		return bwd_nf<E, 64>(s, io, B, a, err);
+	return bwd_nf<E, 128>(s, io, B, a, err);
 }
 
 static int aligned16(const void *p)
@@ -757,23 +804,42 @@ static int aligned16(const void *p)
 	return ((uintptr_t)p & 15u) == 0;
 }
 
-int gpt_cuda_attention_tc_fwd(gpt_backend *be, void *out, float *lse, const void *qkv,
+/* The saved floats' parts for B sequences of a's shape. */
+static void saved_parts(tc_io *io, float *saved, int64_t B, const attn_args &a)
+{
+	io->lse = saved;
+	io->olo = saved + (B * a.NH * a.T + 3) / 4 * 4;
+}
+
+int gpt_cuda_attention_tc_fwd(gpt_backend *be, void *out, float *saved, const void *qkv,
 			      int64_t B, const attn_args *a, gpt_err *err)
 {
 	cudaStream_t s = gpt_cuda_stream(be);
-	int vec = aligned16(qkv);
+	tc_io io = {};
+	io.out = out;
+	io.qkv = qkv;
+	saved_parts(&io, saved, B, *a);
+	io.vec = aligned16(qkv);
 	if (be->dtype == GPT_DTYPE_BF16)
-		return fwd_e<__nv_bfloat16>(s, out, lse, qkv, B, *a, vec, err);
-	return fwd_e<__half>(s, out, lse, qkv, B, *a, vec, err);
+		return fwd_e<__nv_bfloat16>(s, io, B, *a, err);
+	return fwd_e<__half>(s, io, B, *a, err);
 }
 
 int gpt_cuda_attention_tc_bwd(gpt_backend *be, void *dqkv, float *Dv, const void *dout,
-			      const void *qkv, const float *lse, int64_t B, const attn_args *a,
-			      gpt_err *err)
+			      const void *out, const void *qkv, const float *saved, int64_t B,
+			      const attn_args *a, gpt_err *err)
 {
 	cudaStream_t s = gpt_cuda_stream(be);
-	int vec = aligned16(qkv) && aligned16(dout);
+	tc_io io = {};
+	io.dqkv = dqkv;
+	io.Dv = Dv;
+	io.dout = dout;
+	io.cout = out;
+	io.qkv = qkv;
+	saved_parts(&io, (float *)saved, B, *a);
+	io.vec = aligned16(qkv) && aligned16(dout);
+	io.vecd = aligned16(dout) && aligned16(out) && aligned16(io.olo);
 	if (be->dtype == GPT_DTYPE_BF16)
-		return bwd_e<__nv_bfloat16>(s, dqkv, Dv, dout, qkv, lse, B, *a, vec, err);
-	return bwd_e<__half>(s, dqkv, Dv, dout, qkv, lse, B, *a, vec, err);
+		return bwd_e<__nv_bfloat16>(s, io, B, *a, err);
+	return bwd_e<__half>(s, io, B, *a, err);
 }

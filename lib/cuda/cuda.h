@@ -60,8 +60,9 @@ int gpt_cuda_convert(void *dst, gpt_dtype dst_t, const void *src, gpt_dtype src_
  * from now on) with storage dtype fp32, bf16 or fp16: a stream, cuBLAS and
  * cuBLASLt handles and a workspace. GPT_EUSAGE when there is no such device
  * or the dtype is not a float type. Differences from the CPU backend, all
- * within the ops.h contract: attention keeps only fp32 softmax statistics
- * (attention_saved_size is B*NH*T floats, no T x T matrix); a target outside
+ * within the ops.h contract: attention keeps fp32 softmax statistics and, on
+ * the tensor cores, the output's low half (attention_saved_size is
+ * gpt_attention_flash_saved, no T x T matrix); a target outside
  * the vocabulary in xent_fwd/xent_bwd is reported (GPT_EDATA) by the next
  * download or sync, since the op returns before its kernel runs; GEMMs in
  * fp32 never use TF32. embedding_bwd reads the tokens back to the host to

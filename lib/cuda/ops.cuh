@@ -191,9 +191,9 @@ int gpt_cuda_gelu_bwd(gpt_backend *be, void *dinp, const void *inp, const void *
 int gpt_cuda_attention_fwd(gpt_backend *be, void *out, float *saved, const void *qkv,
 			   int64_t B, int64_t T, int64_t NH, int64_t HS, const gpt_dropout *d,
 			   gpt_err *err);
-int gpt_cuda_attention_bwd(gpt_backend *be, void *dqkv, const void *dout, const void *qkv,
-			   const float *saved, int64_t B, int64_t T, int64_t NH, int64_t HS,
-			   const gpt_dropout *d, gpt_err *err);
+int gpt_cuda_attention_bwd(gpt_backend *be, void *dqkv, const void *dout, const void *out,
+			   const void *qkv, const float *saved, int64_t B, int64_t T, int64_t NH,
+			   int64_t HS, const gpt_dropout *d, gpt_err *err);
 int64_t gpt_cuda_attention_saved_size(gpt_backend *be, int64_t B, int64_t T, int64_t NH,
 				      int64_t HS);
 int gpt_cuda_attention_kv(gpt_backend *be, void *out, void *kcache, void *vcache,

@@ -1010,7 +1010,8 @@ static int layer_bwd(gpt_model *m, int64_t l, gpt_err *err)
 			 gpt_model_param(m, T_LAYER(gl, P_PROJ_W)), BT, Cl, C, err));
 	gpt_dropout dp = dropout_at(m, m->opts.attn_dropout, gl, GPT_RNG_SITE_ATTN_PROBS,
 				    m->layout.tp_rank * NH);
-	OP(o->attention_bwd(be, m->d_qkv, m->d_c2, a->qkv, a->att_saved, B, T, NH, HS, &dp, err));
+	OP(o->attention_bwd(be, m->d_qkv, m->d_c2, a->atty, a->qkv, a->att_saved, B, T, NH, HS, &dp,
+			    err));
 	if (seqpar(m))
 		OP(sp_gather(m, m->gath, a->ln1, err));
 	OP(gpt_qat_linear_bwd(m, l, GPT_QAT_QKV, m->d_c, gpt_model_grad(m, T_LAYER(gl, P_QKV_W)),

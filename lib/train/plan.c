@@ -5,7 +5,8 @@
  * buffers the model allocates for the device (model_activations): lib/model
  * counts its own buffers given the attention's saved state (the CPU
  * attention's B*NH*T*T fp32 probabilities, the GPU flash-style kernel's
- * B*NH*T log-sum-exps), times the micro-batches the stage's pipeline
+ * B*NH*T log-sum-exps and, on the tensor cores, the output's low half:
+ * gpt_attention_flash_saved), times the micro-batches the stage's pipeline
  * schedule keeps in flight.
  *
  * The "one layer, one micro-batch" line is the textbook figure of
@@ -15,7 +16,8 @@
  * bits, s*b*h*(10 + 24/t + 5*a*s/(h*t)) bytes, everything divided by t with
  * sequence parallelism; we split the terms by width so that fp32 training
  * is covered, and on the GPU replace the score term 5as^2b/t by the 4asb/t
- * bytes of the log-sum-exps.
+ * bytes of the log-sum-exps (and with 16-bit activations and a head size
+ * the tensor-core kernels take, the 2sbh/t bytes of the output's low half).
  */
 #include "train/train.h"
 
@@ -26,16 +28,18 @@ typedef struct act_shape {
 	double s, b, h, a, t, r; /* r: divisor of the terms tp does not split (t with sp) */
 	double e;                /* bytes per 16-bit-or-fp32 activation */
 	int flash;               /* the attention keeps a row statistic, not the scores */
+	int low;                 /* and the output's low half (tensor cores) */
 } act_shape;
 
 /* The attention's saved state: the paper's 5as^2b/t (scores and softmax at
  * 16 bits, the dropout mask in bytes), or with the GPU's flash-style
  * kernel one fp32 log-sum-exp per row and head (the backward recomputes
- * the probabilities and regenerates the mask). */
+ * the probabilities and regenerates the mask), and on the tensor cores the
+ * 16-bit low half of the output, s*b*h/t elements. */
 static double score_bytes(const act_shape *x)
 {
 	if (x->flash)
-		return 4 * x->a * x->s * x->b / x->t;
+		return 4 * x->a * x->s * x->b / x->t + (x->low ? 2 * x->s * x->b * x->h / x->t : 0);
 	return (2 * x->e + 1) * x->a * x->s * x->s * x->b / x->t;
 }
 
@@ -110,7 +114,8 @@ static double ceil_div(double a, int64_t d)
  * T on the GPU) with one slot per micro-batch in flight, which the stage's
  * schedule gives exactly. */
 static void model_activations(const gpt_config *cfg, const gpt_model_shape *shape,
-			      gpt_train_stage_mem *st, int64_t s, int64_t tp, int64_t pp, int flash)
+			      gpt_train_stage_mem *st, int64_t s, int64_t tp, int64_t pp, int flash,
+			      gpt_dtype storage)
 {
 	int64_t vpp = pp > 1 ? cfg->distributed.virtual_pp_degree : 1;
 	gpt_layout lo;
@@ -134,7 +139,9 @@ static void model_activations(const gpt_config *cfg, const gpt_model_shape *shap
 		}
 	}
 	st->in_flight = (double)o.slots;
-	int64_t saved = o.batch * (shape->heads / tp) * o.seq_len * (flash ? 1 : o.seq_len);
+	int64_t NH = shape->heads / tp, HS = shape->hidden / shape->heads;
+	int64_t saved = flash ? gpt_attention_flash_saved(storage, o.batch, o.seq_len, NH, HS)
+			      : o.batch * NH * o.seq_len * o.seq_len;
 	size_t es = cfg->mixed ? 2 : 4;
 	double none = (double)gpt_model_activation_bytes(shape, &lo, &o, es, saved);
 	o.recompute = GPT_RECOMPUTE_FULL;
@@ -211,7 +218,10 @@ int gpt_train_memory_plan(const gpt_config *cfg, gpt_train_memory *m, gpt_err *e
 		       (double)tp,
 		       cfg->model.sequence_parallel ? (double)tp : 1.0,
 		       (double)m->act_bytes_each,
-		       cfg->global.device && strcmp(cfg->global.device, "gpu") == 0};
+		       cfg->global.device && strcmp(cfg->global.device, "gpu") == 0,
+		       0};
+	gpt_dtype storage = gpt_train_storage_dtype(cfg);
+	x.low = x.flash && gpt_attention_tensor_cores(storage, shape.hidden / shape.heads);
 	const char *gran = cfg->model.recompute_granularity;
 	m->layer_none = layer_none(&x);
 	m->layer_full = layer_input(&x);
@@ -223,7 +233,7 @@ int gpt_train_memory_plan(const gpt_config *cfg, gpt_train_memory *m, gpt_err *e
 		m->stage[stage_of_layer(cfg, l, L, pp, vpp)].layers++;
 	for (int64_t s = 0; s < pp; s++) {
 		gpt_train_stage_mem *st = &m->stage[s];
-		model_activations(cfg, &shape, st, s, tp, pp, x.flash);
+		model_activations(cfg, &shape, st, s, tp, pp, x.flash, storage);
 		if (cfg->quantization.enable && st->layers > 0) {
 			double q = qat_work(cfg, &shape, &x);
 			st->act_none += q;

@@ -58,6 +58,9 @@ typedef struct gpt_train_memory {
 /* Computes the plan for a resolved configuration. Free with
  * gpt_train_memory_free. */
 int gpt_train_memory_plan(const gpt_config *cfg, gpt_train_memory *m, gpt_err *err);
+/* The storage dtype a resolved config trains in: fp32, or with mixed
+ * precision Engine.mix_precision.dtype's (bfloat16, else float16). */
+gpt_dtype gpt_train_storage_dtype(const gpt_config *cfg);
 void gpt_train_memory_free(gpt_train_memory *m);
 
 /* The --dry-run report: model, layout, batch, precision, parameter count and

@@ -548,6 +548,14 @@ static void trainer_free(trainer *tr)
 	}
 }
 
+gpt_dtype gpt_train_storage_dtype(const gpt_config *cfg)
+{
+	if (!cfg->mixed)
+		return GPT_DTYPE_F32;
+	const char *d = cfg->engine.mix_precision.dtype;
+	return d && strcmp(d, "bfloat16") == 0 ? GPT_DTYPE_BF16 : GPT_DTYPE_F16;
+}
+
 int gpt_train_run(const gpt_config *cfg, FILE *log, const volatile sig_atomic_t *stop,
 		  gpt_err *err)
 {
@@ -562,9 +570,7 @@ int gpt_train_run(const gpt_config *cfg, FILE *log, const volatile sig_atomic_t 
 	tr.accum = cfg->engine.accumulate_steps;
 	tr.T = cfg->data.train.dataset.max_seq_len;
 	tr.mixed = cfg->mixed;
-	tr.dtype = !tr.mixed ? GPT_DTYPE_F32
-		 : cfg->engine.mix_precision.dtype && strcmp(cfg->engine.mix_precision.dtype, "bfloat16") == 0
-			 ? GPT_DTYPE_BF16 : GPT_DTYPE_F16;
+	tr.dtype = gpt_train_storage_dtype(cfg);
 	int rc = check_supported(cfg, err);
 	if (!rc)
 		rc = gpt_heartbeat_open(&tr.hb, environ, err);

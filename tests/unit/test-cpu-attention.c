@@ -76,7 +76,7 @@ static void check(gpt_backend *be, const gpt_dropout *d, const char *name)
 		wdx[i] = (up - dn) / (2 * h);
 	}
 	memset(dx, 0xff, sizeof dx); /* NaN: the op must write every element */
-	CHK(be->ops->attention_bwd(be, dx, g, x, saved, B, T, NH, HS, d, &chk_err));
+	CHK(be->ops->attention_bwd(be, dx, g, NULL, x, saved, B, T, NH, HS, d, &chk_err));
 	snprintf(what, sizeof what, "attention_bwd dqkv (finite differences), %s", name);
 	chk_close(what, dx, wdx, B * T * C3, 1e-5, 1e-4);
 	free(x), free(g), free(xd), free(saved);

@@ -142,8 +142,8 @@ static void ops(void)
 		CHK(f32.ops->attention_fwd(&f32, o, s32, x, B, T, NH, HS, &d, &chk_err));
 		CHK(lp.ops->attention_fwd(&lp, o16, s16, x16, B, T, NH, HS, &d, &chk_err));
 		same("attention_fwd", o16, o, B * T * CL);
-		CHK(f32.ops->attention_bwd(&f32, dx, g, x, s32, B, T, NH, HS, &d, &chk_err));
-		CHK(lp.ops->attention_bwd(&lp, dx16, g16, x16, s16, B, T, NH, HS, &d, &chk_err));
+		CHK(f32.ops->attention_bwd(&f32, dx, g, NULL, x, s32, B, T, NH, HS, &d, &chk_err));
+		CHK(lp.ops->attention_bwd(&lp, dx16, g16, NULL, x16, s16, B, T, NH, HS, &d, &chk_err));
 		same("attention_bwd", dx16, dx, B * T * C3);
 		enum { MAXT = 6 };
 		float kc[B * NH * MAXT * HS] = {0}, vc[B * NH * MAXT * HS] = {0};
