@@ -102,9 +102,15 @@ static int parse_spec(gpt_loader *l, const char *spec, gpt_err *err)
 	char *copy = strdup(spec), *save = NULL;
 	if (!copy)
 		return gpt_err_nomem(err, strlen(spec), "spec");
-	char *words[256];
+	/* A blend can name thousands of shards: as many words as the spec has. */
+	size_t cap = strlen(spec) / 2 + 1;
+	char **words = gpt_malloc(cap * sizeof *words, "dataset blend", err);
+	if (!words) {
+		free(copy);
+		return GPT_EINTERNAL;
+	}
 	int n = 0, rc = 0;
-	for (char *w = strtok_r(copy, " \t\n,[]", &save); w && n < 256; w = strtok_r(NULL, " \t\n,[]", &save))
+	for (char *w = strtok_r(copy, " \t\n,[]", &save); w; w = strtok_r(NULL, " \t\n,[]", &save))
 		words[n++] = w;
 	if (n == 0)
 		rc = gpt_err_set(err, GPT_EUSAGE, "Data.Train.dataset.input_dir: empty; name a dataset prefix or directory");
@@ -126,6 +132,7 @@ static int parse_spec(gpt_loader *l, const char *spec, gpt_err *err)
 				rc = add_part(l, words[i + 1], w, err);
 		}
 	}
+	free(words);
 	free(copy);
 	return rc;
 }

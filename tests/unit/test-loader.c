@@ -67,6 +67,18 @@ int main(void)
 	is_int(per, (2000 - 1) / seq + (6000 - 1) / seq, "samples per epoch add up over the datasets");
 	gpt_loader_close(l);
 
+	/* Megatron blends often name hundreds of shards: the last pair of a
+	 * long spec counts as much as the first. */
+	gpt_buf many = GPT_BUF_INIT;
+	for (int i = 0; i < 200; i++)
+		gpt_buf_printf(&many, &err, "0.001 %s/a ", dir);
+	gpt_buf_printf(&many, &err, "1 %s/b", dir);
+	ok(gpt_loader_open(&l, many.data, "1", 0, seq, 400, 1, 1, &err) == 0, "a blend of 201 datasets %s", err.msg);
+	double sb = l ? share(l, 400, seq, 9) : 0;
+	is_near(sb, 1 / 1.2, 0.01, "the 201st dataset gets its share (%.3f)", sb);
+	gpt_loader_close(l);
+	gpt_buf_free(&many);
+
 	snprintf(spec, sizeof spec, "0.5 %s/a 0.5", dir);
 	ok(gpt_loader_open(&l, spec, "1", 0, seq, 10, 1, 1, &err) == GPT_EUSAGE && strstr(err.msg, "pairs"),
 	   "an odd blend is refused: %s", err.msg);
