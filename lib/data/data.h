@@ -135,6 +135,9 @@ typedef struct gpt_input_opts {
 	int stdin_json;  /* 1: stdin in AUTO format is JSON lines (a key was given) */
 	int skip_bad;    /* 1: skip bad JSON records (counted) instead of failing */
 	int skip_binary; /* 1: skip files that look binary; 0: encode them too (counted) */
+	/* Files that are never input (the run's own output pair, NULL when
+	 * none): left out of directory walks, an error when named. */
+	const char *not_input[2];
 } gpt_input_opts;
 
 typedef struct gpt_input_stats {
@@ -159,7 +162,8 @@ typedef struct gpt_input_stats {
 typedef int (*gpt_input_fn)(void *ctx, const char *where, const uint8_t *p, size_t n, int end, gpt_err *err);
 
 /* Reads every input ("-" is stdin; directories are walked recursively in
- * name order) and calls fn for each document. */
+ * name order) and calls fn for each document. A file of o->not_input
+ * named as an input is GPT_EUSAGE. */
 int gpt_input_read(const char *const *paths, int n_paths, const gpt_input_opts *o, gpt_input_fn fn, void *ctx,
 		   gpt_input_stats *st, gpt_err *err);
 

@@ -17,6 +17,12 @@
 #define BLOCK (256 * 1024)
 #define BINARY_SNIFF 8000 /* git's window for "has a NUL byte, so binary" */
 
+typedef struct file_id {
+	dev_t dev;
+	ino_t ino;
+	int set;
+} file_id;
+
 typedef struct in_ctx {
 	const gpt_input_opts *o;
 	gpt_input_fn fn;
@@ -24,6 +30,7 @@ typedef struct in_ctx {
 	gpt_input_stats *st;
 	gpt_err *err;
 	struct archive *top; /* the archive reading the current input file */
+	file_id not_input[2];  /* the run's output pair */
 	int64_t bytes_base;  /* bytes of the input files already finished */
 	gpt_buf doc;
 	char *block;
@@ -390,6 +397,16 @@ static int skip_name(const char *name)
 	return name[0] == '.'; /* hidden files, and our own temporaries */
 }
 
+/* The output of this run: a rerun into a directory it reads would take
+ * its previous output in as input. */
+static int is_not_input(const file_id *not_input, const struct stat *st)
+{
+	for (int i = 0; i < 2; i++)
+		if (not_input[i].set && not_input[i].dev == st->st_dev && not_input[i].ino == st->st_ino)
+			return 1;
+	return 0;
+}
+
 static int read_path(in_ctx *c, const char *path, int depth);
 
 static int read_dir(in_ctx *c, const char *path, int depth)
@@ -430,6 +447,11 @@ static int read_path(in_ctx *c, const char *path, int depth)
 	if (!S_ISREG(st.st_mode)) {
 		if (depth > 0)
 			return 0; /* sockets, fifos and devices inside a tree are not documents */
+	} else if (is_not_input(c->not_input, &st)) {
+		if (depth > 0)
+			return 0;
+		return gpt_err_set(c->err, GPT_EUSAGE, "%s: this is the output of this run, not an input; leave it out or write the output elsewhere",
+				   path);
 	}
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -439,7 +461,7 @@ static int read_path(in_ctx *c, const char *path, int depth)
 	return rc;
 }
 
-static int64_t size_of(const char *path, int depth, int *unknown)
+static int64_t size_of(const file_id *not_input, const char *path, int depth, int *unknown)
 {
 	if (strcmp(path, "-") == 0) {
 		*unknown = 1;
@@ -449,7 +471,7 @@ static int64_t size_of(const char *path, int depth, int *unknown)
 	if (stat(path, &st) != 0)
 		return 0;
 	if (S_ISREG(st.st_mode))
-		return st.st_size;
+		return is_not_input(not_input, &st) ? 0 : st.st_size;
 	if (!S_ISDIR(st.st_mode) || depth > 64) {
 		*unknown = 1;
 		return 0;
@@ -467,7 +489,7 @@ static int64_t size_of(const char *path, int depth, int *unknown)
 		if (!sub)
 			break;
 		snprintf(sub, len, "%s/%s", path, e->d_name);
-		total += size_of(sub, depth + 1, unknown);
+		total += size_of(not_input, sub, depth + 1, unknown);
 		free(sub);
 	}
 	closedir(d);
@@ -478,12 +500,17 @@ int gpt_input_read(const char *const *paths, int n_paths, const gpt_input_opts *
 		   gpt_input_stats *st, gpt_err *err)
 {
 	memset(st, 0, sizeof *st);
+	in_ctx c = {o, fn, ctx, st, err, NULL, {{0}}, 0, GPT_BUF_INIT, malloc(BLOCK)};
+	for (int i = 0; i < 2; i++) {
+		struct stat fs;
+		if (o->not_input[i] && stat(o->not_input[i], &fs) == 0)
+			c.not_input[i] = (file_id){fs.st_dev, fs.st_ino, 1};
+	}
 	int unknown = 0;
 	int64_t total = 0;
 	for (int i = 0; i < n_paths; i++)
-		total += size_of(paths[i], 0, &unknown);
+		total += size_of(c.not_input, paths[i], 0, &unknown);
 	st->total_bytes = unknown ? 0 : total;
-	in_ctx c = {o, fn, ctx, st, err, NULL, 0, GPT_BUF_INIT, malloc(BLOCK)};
 	if (!c.block)
 		return gpt_err_nomem(err, BLOCK, "input buffer");
 	int rc = 0;

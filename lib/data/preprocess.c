@@ -293,7 +293,19 @@ static int run(pipeline *pl, const char *const *paths, int n_paths, pthread_t *t
 					   i + 1, o->threads);
 		(*started)++;
 	}
-	int rc = gpt_input_read(paths, n_paths, &o->input, on_doc, pl, pl->in, err);
+	/* The output pair is never input, though a rerun may read the
+	 * directory that holds it. */
+	gpt_input_opts in = o->input;
+	gpt_buf bin = GPT_BUF_INIT, idx = GPT_BUF_INIT;
+	int rc = gpt_buf_printf(&bin, err, "%s.bin", o->prefix);
+	if (!rc)
+		rc = gpt_buf_printf(&idx, err, "%s.idx", o->prefix);
+	in.not_input[0] = bin.data;
+	in.not_input[1] = idx.data;
+	if (!rc)
+		rc = gpt_input_read(paths, n_paths, &in, on_doc, pl, pl->in, err);
+	gpt_buf_free(&bin);
+	gpt_buf_free(&idx);
 	if (!rc)
 		rc = submit(pl, err);
 	while (!rc && pl->flushed < pl->submitted)

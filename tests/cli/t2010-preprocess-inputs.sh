@@ -146,4 +146,22 @@ test_expect_success 'a rerun replaces the pair and leaves no temporary files' '
 	! ls -a | grep "\.tmp\."
 '
 
+test_expect_success 'a rerun into a directory it reads leaves its own output out' '
+	mkdir -p self && cp a.txt self/ &&
+	gpt-preprocess -t bytes -o self/out self &&
+	gpt-preprocess -t bytes -o self/out self 2>err &&
+	test_line_count = 0 err &&
+	test "$(docs self/out)" = 1 &&
+	doc self/out 0 >out && test_cmp a.txt out &&
+	ln -s self self-link &&
+	gpt-preprocess -t bytes -o self/out self-link &&
+	test "$(docs self/out)" = 1
+'
+
+test_expect_success 'the output named as an input is refused' '
+	test_expect_code 64 gpt-preprocess -t bytes -o self/out self/out.bin a.txt 2>err &&
+	test_grep "self/out.bin: this is the output of this run, not an input" err &&
+	test "$(docs self/out)" = 1
+'
+
 test_done
