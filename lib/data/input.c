@@ -191,6 +191,19 @@ static int read_failed(in_ctx *c, struct archive *a, const char *where)
 			   msg ? msg : "unknown libarchive error");
 }
 
+/* 1 when the file whose first bytes are p[0..n) is to be left out: it
+ * has a NUL byte in its first BINARY_SNIFF bytes (counted either way; as
+ * byte-level BPE encodes anything, such a file is only left out when
+ * asked) and skip_binary is set. */
+static int skip_as_binary(in_ctx *c, const char *where, const char *p, size_t n)
+{
+	if (!memchr(p, 0, n < BINARY_SNIFF ? n : BINARY_SNIFF))
+		return 0;
+	if (c->st->binary++ == 0)
+		snprintf(c->st->first_binary, sizeof c->st->first_binary, "%s", where);
+	return c->o->skip_binary;
+}
+
 /* Lines and JSON lines stream through a carry buffer: a huge file never
  * has to fit in memory, only its longest line. */
 static int read_lines(in_ctx *c, struct archive *a, gpt_input_format fmt, const char *where)
@@ -198,8 +211,18 @@ static int read_lines(in_ctx *c, struct archive *a, gpt_input_format fmt, const 
 	gpt_buf *carry = &c->doc;
 	gpt_buf_reset(carry);
 	int64_t line = 0;
+	/* The first block holds the bytes that say whether the file looks binary. */
+	la_ssize_t first = 0;
+	for (la_ssize_t got = 1; got > 0 && first < BINARY_SNIFF; first += got) {
+		got = archive_read_data(a, c->block + first, BLOCK - (size_t)first);
+		if (got < 0)
+			return read_failed(c, a, where);
+	}
+	if (skip_as_binary(c, where, c->block, (size_t)first))
+		return 0;
 	for (;;) {
-		la_ssize_t got = archive_read_data(a, c->block, BLOCK);
+		la_ssize_t got = first ? first : archive_read_data(a, c->block, BLOCK);
+		first = 0;
 		if (got < 0)
 			return read_failed(c, a, where);
 		if (got == 0)
@@ -248,14 +271,8 @@ static int read_text(in_ctx *c, struct archive *a, const char *where)
 		doc->len += (size_t)got;
 		if (!sniffed && (got == 0 || doc->len >= BINARY_SNIFF)) {
 			sniffed = 1;
-			/* Byte-level BPE encodes anything, so binary-looking files are
-			 * only counted unless asked to skip them. */
-			if (memchr(doc->data, 0, doc->len < BINARY_SNIFF ? doc->len : BINARY_SNIFF)) {
-				if (c->st->binary++ == 0)
-					snprintf(c->st->first_binary, sizeof c->st->first_binary, "%s", where);
-				if (c->o->skip_binary)
-					return 0;
-			}
+			if (skip_as_binary(c, where, doc->data, doc->len))
+				return 0;
 		}
 		if (got == 0)
 			break;

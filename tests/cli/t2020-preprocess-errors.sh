@@ -94,6 +94,16 @@ test_expect_success 'a binary file is tokenized with a warning, or skipped with 
 	gpt-preprocess --info bin >info && test_grep "^documents: 1$" info
 '
 
+test_expect_success 'with --format lines too' '
+	{ printf "line\000one\n" && head -c 9000 /dev/zero && printf "\nlast\n"; } >blob.lines &&
+	gpt-preprocess -t bytes --format lines -o bin good.txt blob.lines 2>err &&
+	test_grep "warning: tokenized 1 file that looks binary \(first: blob.lines\)" err &&
+	gpt-preprocess --info bin >info && test_grep "^documents: 4$" info &&
+	gpt-preprocess -t bytes --format lines --skip-binary -o bin good.txt blob.lines 2>err &&
+	test_grep "warning: skipped 1 file that looks binary \(first: blob.lines\)$" err &&
+	gpt-preprocess --info bin >info && test_grep "^documents: 1$" info
+'
+
 test_expect_success 'empty input is an error and writes nothing' '
 	: >empty.txt &&
 	test_expect_code 65 gpt-preprocess -t bytes -o out empty.txt 2>err &&
