@@ -177,6 +177,12 @@ int main(int argc, char **argv)
 			    info ? "info" : "decode");
 	else if (info && tok_opts)
 		gpt_err_set(&err, GPT_EUSAGE, "--info reads no tokens: -t and --vocab apply to tokenizing and --decode; leave them out");
+	else if (vocab && strcmp(tok_name, "bytes") == 0)
+		gpt_err_set(&err, GPT_EUSAGE, "--vocab: -t bytes needs no vocabulary; leave one of them out");
+	else if ((po.input.n_keys || po.input.skip_bad) &&
+		 (po.input.format == GPT_IN_TEXT || po.input.format == GPT_IN_LINES))
+		gpt_err_set(&err, GPT_EUSAGE, "%s: --format %s reads no JSON; leave it out or use --format jsonl or auto",
+			    po.input.n_keys ? "--json-key" : "--skip-bad", po.input.format == GPT_IN_TEXT ? "text" : "lines");
 	else if (have_doc && !decode)
 		gpt_err_set(&err, GPT_EUSAGE, "--doc: only with --decode");
 	else if (!info && !decode && !po.prefix)

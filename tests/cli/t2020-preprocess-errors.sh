@@ -159,6 +159,14 @@ test_expect_success 'usage errors' '
 	test_expect_code 64 gpt-preprocess -t bytes -j 0 -o out good.txt 2>err && test_grep "thread count" err &&
 	test_expect_code 64 gpt-preprocess -t bytes --format csv -o out good.txt 2>err &&
 	test_expect_code 64 gpt-preprocess --doc 1 -o out good.txt 2>err && test_grep "only with --decode" err &&
+	test_expect_code 64 gpt-preprocess -t bytes --vocab . -o out good.txt 2>err &&
+	test_grep "error: --vocab: -t bytes needs no vocabulary; leave one of them out$" err &&
+	test_expect_code 64 gpt-preprocess --vocab . --decode out -t bytes 2>err && test_grep "needs no vocabulary" err &&
+	test_expect_code 64 gpt-preprocess -t bytes --json-key body --format text -o out good.txt 2>err &&
+	test_grep "error: --json-key: --format text reads no JSON; leave it out or use --format jsonl or auto$" err &&
+	test_expect_code 64 gpt-preprocess -t bytes --format lines --skip-bad -o out good.txt 2>err &&
+	test_grep "error: --skip-bad: --format lines reads no JSON" err &&
+	no_pair out &&
 	test_expect_code 64 gpt-preprocess --bogus 2>err && test_grep "unknown option --bogus" err &&
 	gpt-preprocess -t bytes -o ds good.txt &&
 	test_expect_code 64 gpt-preprocess --info ds -j 2 2>err && test_grep "apply to tokenizing input" err &&
