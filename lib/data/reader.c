@@ -282,7 +282,8 @@ int gpt_dataset_open(gpt_dataset **out, const char *path, gpt_err *err)
 		struct stat st;
 		if (ends_with(path, ".bin") && is_llmc_file(path))
 			rc = open_llmc(ds, path, err);
-		else if (stat(idx.data, &st) == 0 || !(stat(path, &st) == 0 && S_ISREG(st.st_mode)))
+		else if (stat(idx.data, &st) == 0 || !(stat(path, &st) == 0 && S_ISREG(st.st_mode)) ||
+			 ends_with(path, ".bin")) /* a .bin that is no llm.c shard wants its index */
 			rc = open_megatron(ds, prefix, err);
 		else if (is_llmc_file(path))
 			rc = open_llmc(ds, path, err);

@@ -63,7 +63,10 @@ test_expect_success 'missing files' '
 	test_grep "nope.idx" err &&
 	cp ds.idx lonely.idx &&
 	test_expect_code 66 gpt-preprocess --info lonely 2>err &&
-	test_grep "lonely.bin: open: No such file" err
+	test_grep "lonely.bin: open: No such file" err &&
+	cp ds.bin orphan.bin &&
+	test_expect_code 66 gpt-preprocess --info orphan.bin 2>err &&
+	test_grep "error: dataset orphan.bin \(expects orphan.bin and orphan.idx\): orphan.idx: open: No such file" err
 '
 
 test_expect_success 'a truncated index' '
