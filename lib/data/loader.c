@@ -112,16 +112,27 @@ static int parse_spec(gpt_loader *l, const char *spec, gpt_err *err)
 	int n = 0, rc = 0;
 	for (char *w = strtok_r(copy, " \t\n,[]", &save); w; w = strtok_r(NULL, " \t\n,[]", &save))
 		words[n++] = w;
+	int weights = 0; /* words that read as numbers */
+	for (int i = 0; i < n; i++) {
+		double w;
+		weights += !gpt_parse_f64(words[i], &w);
+	}
 	if (n == 0)
-		rc = gpt_err_set(err, GPT_EUSAGE, "Data.Train.dataset.input_dir: empty; name a dataset prefix or directory");
+		rc = gpt_err_set(err, GPT_EUSAGE, "'%s' names no dataset; give a dataset prefix, a directory or a blend",
+				 spec);
 	else if (n == 1) {
 		struct stat st;
 		if (stat(words[0], &st) == 0 && S_ISDIR(st.st_mode))
 			rc = add_dir(l, words[0], err);
 		else
 			rc = add_part(l, words[0], 1.0, err);
+	} else if (weights == 0) {
+		/* Megatron-LM's blend without weights: each dataset by its size */
+		for (int i = 0; i < n && !rc; i++)
+			rc = add_part(l, words[i], -1.0, err);
 	} else if (n % 2) {
-		rc = gpt_err_set(err, GPT_EUSAGE, "dataset blend '%s': expected pairs of weight and prefix", spec);
+		rc = gpt_err_set(err, GPT_EUSAGE,
+				 "dataset blend '%s': expected pairs of weight and prefix, or prefixes alone", spec);
 	} else {
 		for (int i = 0; i < n && !rc; i += 2) {
 			double w;
@@ -183,7 +194,7 @@ int gpt_loader_open(gpt_loader **out, const char *spec, const char *split, int w
 		return GPT_EINTERNAL;
 	l->seq_len = seq_len;
 	int rc = parse_spec(l, spec, err);
-	/* Directory members are weighted by their tokens. */
+	/* Directory members and blends without weights go by their tokens. */
 	double total_w = 0;
 	for (int i = 0; i < l->n_parts && !rc; i++) {
 		if (l->parts[i].weight < 0) {

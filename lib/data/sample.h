@@ -58,7 +58,7 @@ void gpt_samples_free(gpt_samples *s);
  * spec is a dataset prefix (PREFIX.bin/.idx or an llm.c shard), a directory
  * (every *.idx prefix and *.bin llm.c shard in it, weighted by their token
  * counts), or Megatron's blend "W1 PREFIX1 W2 PREFIX2 ..." (weights need not
- * add up to 1). Each dataset's documents are split by `split` ("949,50,1")
+ * add up to 1) or "PREFIX1 PREFIX2 ..." (weighted by their token counts). Each dataset's documents are split by `split` ("949,50,1")
  * and `which` (0 train, 1 validation, 2 test) picks the part. Blending is
  * Megatron's: sample k goes to the dataset furthest behind its share. The
  * index covers at least min_samples samples (more epochs as needed). */

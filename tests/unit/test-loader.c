@@ -79,6 +79,14 @@ int main(void)
 	gpt_loader_close(l);
 	gpt_buf_free(&many);
 
+	snprintf(spec, sizeof spec, "%s/a %s/b", dir, dir);
+	ok(gpt_loader_open(&l, spec, "1", 0, seq, 400, 1, 1, &err) == 0, "a blend of prefixes alone %s", err.msg);
+	sa = l ? share(l, 400, seq, 7) : 0;
+	is_near(sa, 0.25, 0.01, "weighs its datasets by tokens, as a directory does (%.3f)", sa);
+	gpt_loader_close(l);
+	ok(gpt_loader_open(&l, " ", "1", 0, seq, 10, 1, 1, &err) == GPT_EUSAGE && strstr(err.msg, "names no dataset"),
+	   "a spec of blanks: %s", err.msg);
+
 	snprintf(spec, sizeof spec, "0.5 %s/a 0.5", dir);
 	ok(gpt_loader_open(&l, spec, "1", 0, seq, 10, 1, 1, &err) == GPT_EUSAGE && strstr(err.msg, "pairs"),
 	   "an odd blend is refused: %s", err.msg);
