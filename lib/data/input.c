@@ -371,6 +371,9 @@ static int read_archive(in_ctx *c, struct archive *a, const char *where, const c
 			const char *path = archive_entry_pathname(ent);
 			snprintf(inner, sizeof inner, "%s", path ? path : "?");
 			snprintf(sub, sizeof sub, "%s:%s", where, inner);
+			if (archive_entry_is_encrypted(ent))
+				return gpt_err_set(c->err, GPT_EDATA, "%s: encrypted; decrypt the archive first (no passphrase is asked for)",
+						   sub);
 		}
 		c->st->files++;
 		int rc;

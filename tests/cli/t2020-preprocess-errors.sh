@@ -83,6 +83,13 @@ test_expect_success 'a corrupt or truncated archive is an error' '
 	no_pair out
 '
 
+test_expect_success 'an encrypted zip member is named as such, not as corrupt' '
+	zip -q -P secret enc.zip good.txt &&
+	test_expect_code 65 gpt-preprocess -t bytes -o enc enc.zip 2>err &&
+	test_grep "error: enc.zip:good.txt: encrypted; decrypt the archive first" err &&
+	! grep -q corrupt err && no_pair enc
+'
+
 test_expect_success 'a binary file is tokenized with a warning, or skipped with --skip-binary' '
 	printf "text\000with a NUL byte" >blob.bin &&
 	gpt-preprocess -t bytes -o bin good.txt blob.bin 2>err &&
