@@ -134,6 +134,12 @@ static const char *json_kind(const json_t *v)
 
 static int json_record(in_ctx *c, const char *where, int64_t line, const char *p, size_t n)
 {
+	/* A UTF-8 byte-order mark (Notepad's, PowerShell's) before the first
+	 * record: RFC 8259 lets a parser ignore it. */
+	if (line == 1 && n >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0) {
+		p += 3;
+		n -= 3;
+	}
 	size_t k = 0;
 	while (k < n && (p[k] == ' ' || p[k] == '\t' || p[k] == '\r'))
 		k++;

@@ -52,6 +52,16 @@ test_expect_success 'JSON lines: a document per record, blank lines skipped, esc
 	doc js 1 >out && printf "json \303\251 two" >want && test_cmp want out
 '
 
+test_expect_success 'JSON lines: a byte-order mark before the first record is ignored' '
+	printf "\357\273\277{\"text\": \"bom\"}\r\n{\"text\": \"next\"}\r\n" >bom.jsonl &&
+	gpt-preprocess -t bytes -o bom bom.jsonl &&
+	test "$(docs bom)" = 2 &&
+	test "$(doc bom 0)" = bom && test "$(doc bom 1)" = next &&
+	printf "{\"text\": \"a\"}\n\357\273\277{\"text\": \"b\"}\n" >bom2.jsonl &&
+	test_expect_code 65 gpt-preprocess -t bytes -o bom2 bom2.jsonl 2>err &&
+	test_grep "bom2.jsonl:2: invalid JSON" err
+'
+
 test_expect_success '--json-key: the first key a record has wins' '
 	gpt-preprocess -t bytes --json-key content -o k1 d.jsonl &&
 	doc k1 0 >out && printf "alt key" >want && test_cmp want out &&
