@@ -26,9 +26,11 @@
 	E("Data." SEC ".dataset.name", f.dataset.name, "GPTDataset", "GPTDataset",                  \
 	  "dataset kind: GPTDataset, a Megatron indexed dataset"),                                   \
 	S("Data." SEC ".dataset.input_dir", f.dataset.input_dir, "./data",                          \
-	  "directory holding the .bin/.idx pair written by gpt-preprocess, or their path prefix"),   \
+	  "directory holding the .bin/.idx pairs written by gpt-preprocess (weighted by tokens), "    \
+	  "their path prefix, or a Megatron blend 'W1 PREFIX1 W2 PREFIX2 ...' or 'PREFIX1 PREFIX2 ...'"), \
 	K("Data." SEC ".dataset.split", GPT_CT_SPLIT, f.dataset.split, "949,50,1", NULL, 0, 0, 0,   \
-	  "train,valid,test shares of the documents, '949,50,1' or [949, 50, 1]"),                  \
+	  "train,valid,test shares of the documents, '949,50,1' or [949, 50, 1], "                   \
+	  "rounded to documents as Megatron-LM does"),                                               \
 	I("Data." SEC ".dataset.max_seq_len", f.dataset.max_seq_len, "1024", 1, 1048576,            \
 	  "tokens per sample (the sequence length s)"),                                              \
 	E("Data." SEC ".sampler.name", f.sampler_name, "GPTBatchSampler", "GPTBatchSampler",         \

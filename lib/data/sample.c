@@ -66,20 +66,22 @@ int gpt_split_parse(const char *spec, double w[3], gpt_err *err)
 
 void gpt_split_ranges(const double w[3], int64_t n_docs, int64_t begin[4])
 {
-	/* Megatron's rounding: cumulative fractions rounded, the last one exact. */
-	double c = 0;
+	/* Megatron-LM's and PaddleNLP's get_train_valid_test_split_: each
+	 * part's share of the documents rounded on its own (Python's round:
+	 * ties to even, as nearbyint in the default mode), the parts laid end
+	 * to end, then every bound after the first moved by what the roundings
+	 * added up to, so that the last is n_docs. r_k <= x_k + 1/2 makes
+	 * begin[1] = n - r_1 - r_2 >= x_0 - 1 > -1: the bounds stay in
+	 * [0, n_docs] and in order. */
+	int64_t r[3];
+	for (int k = 0; k < 3; k++)
+		r[k] = (int64_t)nearbyint(w[k] * (double)n_docs);
+	int64_t diff = r[0] + r[1] + r[2] - n_docs;
 	begin[0] = 0;
-	for (int k = 0; k < 3; k++) {
-		c += w[k];
-		begin[k + 1] = (int64_t)llround(c * (double)n_docs);
-		if (begin[k + 1] < begin[k])
-			begin[k + 1] = begin[k];
-	}
-	begin[3] = n_docs;
-	if (begin[2] > n_docs)
-		begin[2] = n_docs;
-	if (begin[1] > begin[2])
-		begin[1] = begin[2];
+	for (int k = 0; k < 3; k++)
+		begin[k + 1] = begin[k] + r[k];
+	for (int k = 1; k < 4; k++)
+		begin[k] -= diff;
 }
 
 int gpt_samples_build(gpt_samples *s, const int64_t *doc_ids, int64_t n_docs, const int32_t *lens,

@@ -21,7 +21,9 @@ extern "C" {
 
 /* Splits n_docs documents by a weight string such as "949,50,1" into
  * consecutive ranges: begin[k] .. begin[k+1] for split k (k = 0 train,
- * 1 validation, 2 test). Fewer than 3 weights leave the rest empty. */
+ * 1 validation, 2 test), the bounds Megatron-LM's and PaddleNLP's
+ * get_train_valid_test_split_ gives. Fewer than 3 weights leave the rest
+ * empty. */
 int gpt_split_parse(const char *spec, double weights[3], gpt_err *err);
 void gpt_split_ranges(const double weights[3], int64_t n_docs, int64_t begin[4]);
 
@@ -58,7 +60,8 @@ void gpt_samples_free(gpt_samples *s);
  * spec is a dataset prefix (PREFIX.bin/.idx or an llm.c shard), a directory
  * (every *.idx prefix and *.bin llm.c shard in it, weighted by their token
  * counts), or Megatron's blend "W1 PREFIX1 W2 PREFIX2 ..." (weights need not
- * add up to 1) or "PREFIX1 PREFIX2 ..." (weighted by their token counts). Each dataset's documents are split by `split` ("949,50,1")
+ * add up to 1) or "PREFIX1 PREFIX2 ..." (weighted by their token counts).
+ * Each dataset's documents are split by `split` ("949,50,1")
  * and `which` (0 train, 1 validation, 2 test) picks the part. Blending is
  * Megatron's: sample k goes to the dataset furthest behind its share. The
  * index covers at least min_samples samples (more epochs as needed). */

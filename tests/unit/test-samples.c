@@ -13,9 +13,28 @@ int main(void)
 	ok(gpt_split_parse("949,50,1", w, &err) == 0, "parse 949,50,1");
 	gpt_split_ranges(w, 1000, b);
 	ok(b[0] == 0 && b[1] == 949 && b[2] == 999 && b[3] == 1000, "1000 documents: 949/50/1");
+	/* Megatron-LM's get_train_valid_test_split_ (each part rounded, ties
+	 * to even, then the bounds moved to end at n); the expected bounds
+	 * are what it returns in Python */
 	gpt_split_ranges(w, 10, b);
-	ok(b[1] == 9 && b[2] == 10 && b[3] == 10, "10 documents: 9/1/0 (%lld %lld %lld)", (long long)b[1],
+	ok(b[1] == 10 && b[2] == 10 && b[3] == 10, "10 documents: 10/0/0 (%lld %lld %lld)", (long long)b[1],
 	   (long long)b[2], (long long)b[3]);
+	gpt_split_ranges(w, 12345, b);
+	ok(b[1] == 11716 && b[2] == 12333 && b[3] == 12345, "12345 documents: 11716/617/12 (%lld %lld %lld)",
+	   (long long)b[1], (long long)b[2], (long long)b[3]);
+	static const struct {
+		const char *spec;
+		int64_t n, b1, b2;
+	} meg[] = {{"1,1", 5, 3, 5}, {"1,1", 7, 3, 7}, {"1,2,1", 10, 3, 8}, {"98,2,0", 3, 3, 3},
+		   {"0.1,0.45,0.45", 1, 1, 1}, {"1,1,1", 2, 0, 1}, {"0,1,0", 3, 0, 3}, {"8,1,1", 0, 0, 0}};
+	for (size_t i = 0; i < sizeof meg / sizeof *meg; i++) {
+		ok(gpt_split_parse(meg[i].spec, w, &err) == 0, "parse %s", meg[i].spec);
+		gpt_split_ranges(w, meg[i].n, b);
+		ok(b[0] == 0 && b[1] == meg[i].b1 && b[2] == meg[i].b2 && b[3] == meg[i].n,
+		   "%s over %lld documents: bounds 0 %lld %lld %lld as Megatron-LM's (%lld %lld %lld)",
+		   meg[i].spec, (long long)meg[i].n, (long long)meg[i].b1, (long long)meg[i].b2,
+		   (long long)meg[i].n, (long long)b[1], (long long)b[2], (long long)b[3]);
+	}
 	ok(gpt_split_parse("1", w, &err) == 0 && w[0] == 1 && w[1] == 0, "one weight: all train");
 	ok(gpt_split_parse("9,x", w, &err) == GPT_EUSAGE, "bad weights refused: %s", err.msg);
 	ok(gpt_split_parse("0,0,0", w, &err) == GPT_EUSAGE, "zero weights refused");
