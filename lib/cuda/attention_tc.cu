@@ -47,6 +47,13 @@
  * results are the same bits on every run. Dropout factors come from keep()
  * (attention.cuh), the CPU's Philox coordinates. Nothing T x T is stored.
  *
+ * The backward kernels work a tile in two halves of 32 columns, so that
+ * half the score registers (S and dP, 32 floats each at full width) are
+ * live at a time; the products' order per output element is unchanged.
+ * Registers (ptxas, sm_90a, bf16, W = 64, no dropout): forward 122, dq 128
+ * (168 before the halves), dkv 161 (195): 4, 4 and 3 blocks an SM as the
+ * registers go, where dq had 3 and dkv 2.
+ *
  * Shared memory per block (16-bit storage): 5 (forward) or 6 (dq, dkv)
  * tiles of 64 x (W + 8) elements: 45 and 54 KiB at W = 64, 85 and 102 KiB
  * at W = 128 (above 48 KiB asked for with cudaFuncSetAttribute). Limits:
@@ -196,12 +203,13 @@ __device__ __forceinline__ void mma_b2(float (&d0)[4], float (&d1)[4], const u32
 	mma<E>(d1, a, b[2], b[3]);
 }
 
-/* A operands of a 16 x 64 tile in accumulator layout (s[n]: columns
+/* A operands of a 16 x 8N tile in accumulator layout (s[n]: columns
  * [8n, 8n + 8)), rounded to E: k step kk is column tiles 2kk and 2kk + 1 */
-template <class E> __device__ __forceinline__ void repack(u32 (&pa)[KT][4], const float (&s)[NT][4])
+template <class E, int N>
+__device__ __forceinline__ void repack(u32 (&pa)[N / 2][4], const float (&s)[N][4])
 {
 #pragma unroll
-	for (int kk = 0; kk < KT; kk++) {
+	for (int kk = 0; kk < N / 2; kk++) {
 		pa[kk][0] = pack2<E>(s[2 * kk][0], s[2 * kk][1]);
 		pa[kk][1] = pack2<E>(s[2 * kk][2], s[2 * kk][3]);
 		pa[kk][2] = pack2<E>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
@@ -348,14 +356,15 @@ __device__ __forceinline__ int pairs_to(int last, int j0)
 }
 
 /* s[n] = X Y^T for the warp's 16 rows x (row stride ld) and the column
- * tiles of pairs [p0, p1) of the tile y, over kf 16-wide steps of the head
- * (the other tiles are left at 0) */
-template <class E, int W>
-__device__ __forceinline__ void scores(float (&s)[NT][4], const E *x, const E *y, int ld, int p0, int p1,
+ * tiles of pairs [p0, p1) of the rows of y (8N of them: a 64-wide tile or
+ * half of one), over kf 16-wide steps of the head (the other tiles are
+ * left at 0) */
+template <class E, int W, int N>
+__device__ __forceinline__ void scores(float (&s)[N][4], const E *x, const E *y, int ld, int p0, int p1,
 				       int kf)
 {
 #pragma unroll
-	for (int n = 0; n < NT; n++)
+	for (int n = 0; n < N; n++)
 		s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
 #pragma unroll
 	for (int kk = 0; kk < W / 16; kk++)
@@ -363,21 +372,21 @@ __device__ __forceinline__ void scores(float (&s)[NT][4], const E *x, const E *y
 			u32 xa[4];
 			lda(xa, x, ld, kk);
 #pragma unroll
-			for (int np = 0; np < KT; np++)
+			for (int np = 0; np < N / 2; np++)
 				if (np >= p0 && np < p1)
 					mma_bt2<E>(s[2 * np], s[2 * np + 1], xa, y, ld, np * 16, kk);
 		}
 }
 
 /* acc[d] += P M for the warp: P in registers (k steps [k0, k1) of 16 keys
- * or queries), M the tile m (row stride ld) whose rows they index; the
- * head's column tiles below HS */
-template <class E, int W>
-__device__ __forceinline__ void accumulate(float (&acc)[W / 8][4], const u32 (&pa)[KT][4], int k0, int k1,
+ * or queries), M the rows of m (row stride ld) they index; the head's
+ * column tiles below HS */
+template <class E, int W, int K>
+__device__ __forceinline__ void accumulate(float (&acc)[W / 8][4], const u32 (&pa)[K][4], int k0, int k1,
 					   const E *m, int ld, int64_t HS)
 {
 #pragma unroll
-	for (int kk = 0; kk < KT; kk++)
+	for (int kk = 0; kk < K; kk++)
 		if (kk >= k0 && kk < k1)
 #pragma unroll
 			for (int dp = 0; dp < W / 16; dp++)
@@ -417,13 +426,14 @@ __device__ __forceinline__ void write_acc(E *dst, E *lo, int64_t stride, const f
  * the warp's rows (np of them); masked (-inf) where a key comes after the
  * row or the row is past T, which only tiles that cross the diagonal or T
  * (edge) need looked at. */
-__device__ __forceinline__ void mask_scores(float (&s)[NT][4], int np, const int (&ri)[2], int j0,
+template <int N>
+__device__ __forceinline__ void mask_scores(float (&s)[N][4], int np, const int (&ri)[2], int j0,
 					    int t, int edge, const attn_args &a)
 {
 	if (!edge)
 		return;
 #pragma unroll
-	for (int n = 0; n < NT; n++)
+	for (int n = 0; n < N; n++)
 #pragma unroll
 		for (int q = 0; q < 4; q++) {
 			int i = ri[q >> 1], j = j0 + n * 8 + 2 * t + (q & 1);
@@ -589,28 +599,37 @@ __global__ static void __launch_bounds__(NTHR)
 			load_kv<E, W>(ks[cur ^ 1], vs[cur ^ 1], base, j0 + BK, a, vec);
 		tile_ready(more);
 		if (r0 < a.T) {
-			int np = pairs_to(r0 + 15, j0);
-			float s[NT][4], dp[NT][4];
-			scores<E, W>(s, qw, ks[cur], LE, 0, np, kf);
-			scores<E, W>(dp, gw, vs[cur], LE, 0, np, kf);
+			int np = pairs_to(r0 + 15, j0), edge = j0 + BK - 1 > r0 || r0 + 15 >= a.T;
+			/* the tile's two halves of 32 keys one after the other: half
+			 * the score registers live */
+#pragma unroll 1
+			for (int hf = 0; hf < 2; hf++) {
+				int q1 = np - 2 * hf < 2 ? np - 2 * hf : 2, jh = j0 + hf * 32;
+				if (q1 <= 0)
+					continue;
+				const E *kh = ks[cur] + hf * 32 * LE, *vh = vs[cur] + hf * 32 * LE;
+				float s[NT / 2][4], dp[NT / 2][4];
+				scores<E, W>(s, qw, kh, LE, 0, q1, kf);
+				scores<E, W>(dp, gw, vh, LE, 0, q1, kf);
 #pragma unroll
-			for (int n = 0; n < NT; n++)
+				for (int n = 0; n < NT / 2; n++)
 #pragma unroll
-				for (int q = 0; q < 4; q++)
-					s[n][q] = s[n][q] * scl - L[q >> 1];
-			mask_scores(s, np, ri, j0, t, j0 + BK - 1 > r0 || r0 + 15 >= a.T, a);
+					for (int q = 0; q < 4; q++)
+						s[n][q] = s[n][q] * scl - L[q >> 1];
+				mask_scores(s, q1, ri, jh, t, edge, a);
 #pragma unroll
-			for (int n = 0; n < NT; n++)
+				for (int n = 0; n < NT / 2; n++)
 #pragma unroll
-				for (int q = 0; q < 4; q++) {
-					float g = dp[n][q];
-					if (DROP)
-						g *= keep(a, b, h, ri[q >> 1], j0 + n * 8 + 2 * t + (q & 1));
-					s[n][q] = exp2f(s[n][q]) * (g - D[q >> 1]);
-				}
-			u32 da[KT][4];
-			repack<E>(da, s);
-			accumulate<E, W>(dq, da, 0, np, ks[cur], LE, a.HS);
+					for (int q = 0; q < 4; q++) {
+						float g = dp[n][q];
+						if (DROP)
+							g *= keep(a, b, h, ri[q >> 1], jh + n * 8 + 2 * t + (q & 1));
+						s[n][q] = exp2f(s[n][q]) * (g - D[q >> 1]);
+					}
+				u32 da[KT / 2][4];
+				repack<E>(da, s);
+				accumulate<E, W>(dq, da, 0, q1, kh, LE, a.HS);
+			}
 		}
 		__syncthreads(); /* the tile's readers are done before it is refilled */
 	}
@@ -676,27 +695,36 @@ __global__ static void __launch_bounds__(NTHR)
 			/* the 16-query column pairs at or after this warp's first key, below T */
 			int p0 = jw0 > i0 ? (jw0 - i0) / 16 : 0, p1 = pairs_to(T - 1, i0);
 			int edge = i0 < jw0 + 15 || i0 + BQ > T;
-			const float *lc = Ls[cur], *dc = Ds[cur];
-			float s[NT][4], dp[NT][4];
-			scores<E, W>(s, kw, qs[cur], LE, p0, p1, kf);
-			scores<E, W>(dp, vw, gs[cur], LE, p0, p1, kf);
+			/* the tile's two halves of 32 queries one after the other: half
+			 * the score registers live (3 blocks an SM where they fit) */
+#pragma unroll 1
+			for (int hf = 0; hf < 2; hf++) {
+				int q0 = p0 > 2 * hf ? p0 - 2 * hf : 0, q1 = p1 - 2 * hf < 2 ? p1 - 2 * hf : 2;
+				if (q0 >= q1)
+					continue;
+				const E *qh = qs[cur] + hf * 32 * LE, *gh = gs[cur] + hf * 32 * LE;
+				const float *lc = Ls[cur] + hf * 32, *dc = Ds[cur] + hf * 32;
+				float s[NT / 2][4], dp[NT / 2][4];
+				scores<E, W>(s, kw, qh, LE, q0, q1, kf);
+				scores<E, W>(dp, vw, gh, LE, q0, q1, kf);
 #pragma unroll
-			for (int n = 0; n < NT; n++)
+				for (int n = 0; n < NT / 2; n++)
 #pragma unroll
-				for (int q = 0; q < 4; q++) {
-					int c = n * 8 + 2 * t + (q & 1), i = i0 + c, j = rj[q >> 1];
-					float p = exp2f(s[n][q] * scl - lc[c] * L2E);
-					if (edge && (n < 2 * p0 || n >= 2 * p1 || i < j || i >= T))
-						p = 0.0f;
-					float f = DROP ? kept(a, b, h, i, j) : 1.0f;
-					s[n][q] = p * f;
-					dp[n][q] = p * (dp[n][q] * f * a.dscale - dc[c]);
-				}
-			u32 pa[KT][4];
-			repack<E>(pa, s);
-			accumulate<E, W>(dv, pa, p0, p1, gs[cur], LE, a.HS);
-			repack<E>(pa, dp);
-			accumulate<E, W>(dk, pa, p0, p1, qs[cur], LE, a.HS);
+					for (int q = 0; q < 4; q++) {
+						int c = n * 8 + 2 * t + (q & 1), i = i0 + hf * 32 + c, j = rj[q >> 1];
+						float p = exp2f(s[n][q] * scl - lc[c] * L2E);
+						if (edge && (n < 2 * q0 || n >= 2 * q1 || i < j || i >= T))
+							p = 0.0f;
+						float f = DROP ? kept(a, b, h, i, j) : 1.0f;
+						s[n][q] = p * f;
+						dp[n][q] = p * (dp[n][q] * f * a.dscale - dc[c]);
+					}
+				u32 pa[KT / 2][4];
+				repack<E>(pa, s);
+				accumulate<E, W>(dv, pa, q0, q1, gh, LE, a.HS);
+				repack<E>(pa, dp);
+				accumulate<E, W>(dk, pa, q0, q1, qh, LE, a.HS);
+			}
 		}
 		__syncthreads(); /* the tile's readers are done before it is refilled */
 	}
