@@ -74,9 +74,11 @@ GPT_PHILOX_FN uint32_t gpt_rng_bits(uint32_t seed, uint32_t step, uint32_t layer
 				    uint32_t site, uint64_t sample, uint64_t position,
 				    uint64_t feature)
 {
-	uint32_t r[4];
+	uint32_t r[4], e = (uint32_t)(feature & 3u);
 	gpt_rng_block(r, seed, step, layer, site, sample, position, feature);
-	return r[feature & 3u];
+	/* selects, not r[e]: an indexed array would live in a GPU thread's
+	 * local memory */
+	return e == 0 ? r[0] : e == 1 ? r[1] : e == 2 ? r[2] : r[3];
 }
 
 /* An element is kept when its bits are >= this threshold, so the keep rate is

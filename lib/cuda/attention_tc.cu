@@ -44,7 +44,7 @@
  *             after it: S^T = K Q^T, dP^T = V dO^T, dV += (P*mask)^T dO,
  *             dK += dS^T Q.
  * Every output element has one writer and no atomics are used, so the
- * results are the same bits on every run. Dropout factors come from keep()
+ * results are the same bits on every run. Dropout factors come from kept() and kept2()
  * (attention.cuh), the CPU's Philox coordinates. Nothing T x T is stored.
  *
  * The backward kernels work a tile in two halves of 32 columns, so that
@@ -421,6 +421,23 @@ __device__ __forceinline__ void write_acc(E *dst, E *lo, int64_t stride, const f
 					}
 }
 
+/* kept() of a lane's four elements of a column tile in a query-tile
+ * kernel, k[q] as the accumulator's d[q]: rows ri[0], ri[1], keys j and
+ * j + 1, the two keys of a row from one Philox block (kept2); all 1
+ * without dropout. */
+template <bool DROP>
+__device__ __forceinline__ void kept_lane(float (&k)[4], const attn_args &a, int64_t b, int64_t h,
+					  const int (&ri)[2], int j)
+{
+	k[0] = k[1] = k[2] = k[3] = 1.0f;
+	if (DROP) {
+		float k0[2], k1[2];
+		kept2(k0, a, b, h, ri[0], j);
+		kept2(k1, a, b, h, ri[1], j);
+		k[0] = k0[0], k[1] = k0[1], k[2] = k1[0], k[3] = k1[1];
+	}
+}
+
 /* The query-tile kernels' scores for the key tile at j0, in log2 units
  * (times sc log2 e): s = Q K^T or dP = dO V^T over the key pairs reaching
  * the warp's rows (np of them); masked (-inf) where a key comes after the
@@ -499,15 +516,16 @@ __global__ static void __launch_bounds__(NTHR)
 				}
 			}
 #pragma unroll
-			for (int n = 0; n < NT; n++)
+			for (int n = 0; n < NT; n++) {
+				float k[4];
+				kept_lane<DROP>(k, a, b, h, ri, j0 + n * 8 + 2 * t);
 #pragma unroll
 				for (int q = 0; q < 4; q++) {
 					float p = exp2f(s[n][q] - mu[q >> 1]);
 					l[q >> 1] += p;
-					if (DROP)
-						p *= kept(a, b, h, ri[q >> 1], j0 + n * 8 + 2 * t + (q & 1));
-					s[n][q] = p;
+					s[n][q] = p * k[q];
 				}
+			}
 			u32 pa[KT][4];
 			repack<E>(pa, s);
 			accumulate<E, W>(o, pa, 0, np, vs[cur], LE, a.HS);
@@ -618,14 +636,15 @@ __global__ static void __launch_bounds__(NTHR)
 						s[n][q] = s[n][q] * scl - L[q >> 1];
 				mask_scores(s, q1, ri, jh, t, edge, a);
 #pragma unroll
-				for (int n = 0; n < NT / 2; n++)
+				for (int n = 0; n < NT / 2; n++) {
+					float k[4];
+					kept_lane<DROP>(k, a, b, h, ri, jh + n * 8 + 2 * t);
 #pragma unroll
 					for (int q = 0; q < 4; q++) {
-						float g = dp[n][q];
-						if (DROP)
-							g *= keep(a, b, h, ri[q >> 1], jh + n * 8 + 2 * t + (q & 1));
+						float g = DROP ? dp[n][q] * k[q] * a.dscale : dp[n][q];
 						s[n][q] = exp2f(s[n][q]) * (g - D[q >> 1]);
 					}
+				}
 				u32 da[KT / 2][4];
 				repack<E>(da, s);
 				accumulate<E, W>(dq, da, 0, q1, kh, LE, a.HS);

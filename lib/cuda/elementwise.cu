@@ -68,18 +68,27 @@ int gpt_cuda_residual_bwd(gpt_backend *be, void *da, void *db, const void *dout,
 }
 
 /* Element (b, t, f) keeps its value (times scale) when the bits of global
- * coordinate (sample0 + b, t0 + t, feature0 + f) reach the threshold. */
+ * coordinate (sample0 + b, t0 + t, feature0 + f) reach the threshold. One
+ * Philox call gives the bits of four global features 4k .. 4k + 3 (philox.h):
+ * a thread takes such a group of a row (G of them a row, the first and
+ * last cut to [feature0, feature0 + F)), so the rounds run once per four
+ * elements, not once per element. */
 template <class T>
-__global__ static void dropout_kernel(T *out, const T *inp, int64_t T_, int64_t F,
-				      int64_t n, gpt_dropout d, uint32_t thr, float scale)
+__global__ static void dropout_kernel(T *out, const T *inp, int64_t T_, int64_t F, int64_t G,
+				      int64_t groups, gpt_dropout d, uint32_t thr, float scale)
 {
-	for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+	for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < groups;
 	     i += (int64_t)gridDim.x * blockDim.x) {
-		int64_t r = i / F, f = i % F;
-		uint32_t bits = gpt_rng_bits(d.key.seed, d.key.step, d.key.layer, d.key.site,
-					     (uint64_t)(d.sample0 + r / T_), (uint64_t)(d.t0 + r % T_),
-					     (uint64_t)(d.feature0 + f));
-		gpt_st(out + i, bits >= thr ? gpt_ld(inp + i) * scale : 0.0f);
+		int64_t r = i / G, g0 = (d.feature0 >> 2) + i % G;
+		uint32_t bits[4];
+		gpt_rng_block(bits, d.key.seed, d.key.step, d.key.layer, d.key.site,
+			      (uint64_t)(d.sample0 + r / T_), (uint64_t)(d.t0 + r % T_), (uint64_t)(4 * g0));
+#pragma unroll
+		for (int e = 0; e < 4; e++) {
+			int64_t f = 4 * g0 + e - d.feature0;
+			if (f >= 0 && f < F)
+				gpt_st(out + r * F + f, bits[e] >= thr ? gpt_ld(inp + r * F + f) * scale : 0.0f);
+		}
 	}
 }
 
@@ -105,9 +114,11 @@ static int dropout(gpt_backend *be, const char *op, void *out, const void *inp, 
 	}
 	uint32_t thr = gpt_dropout_threshold(d->p);
 	float scale = gpt_dropout_scale(d->p);
+	/* the groups of four global features a row touches */
+	int64_t G = ((d->feature0 + F - 1) >> 2) - (d->feature0 >> 2) + 1, groups = B * T * G;
 	GPT_CUDA_DISPATCH(be->dtype, E,
-		dropout_kernel<E><<<gpt_cuda_blocks(n, 256), 256, 0, gpt_cuda_stream(be)>>>(
-			(E *)out, (const E *)inp, T, F, n, *d, thr, scale));
+		dropout_kernel<E><<<gpt_cuda_blocks(groups, 256), 256, 0, gpt_cuda_stream(be)>>>(
+			(E *)out, (const E *)inp, T, F, G, groups, *d, thr, scale));
 	return gpt_cuda_launched(op, err);
 }
 

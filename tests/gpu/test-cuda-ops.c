@@ -499,6 +499,12 @@ static void test_elementwise(void)
 	CALL2(dropout_bwd, (&cpu, H(a), H(a), B, T, C, &d, &err), (&gpu, D(a), D(a), B, T, C, &d, &err));
 	same("dropout_bwd in place", &a, 1);
 	same_zeros("dropout_bwd mask", &a);
+	/* a tensor-parallel slice whose features start and end inside a
+	 * Philox group of four (the kernel takes a group a thread) */
+	d.feature0 = 6;
+	CALL2(dropout_fwd, (&cpu, H(o), H(a), B, T, C - 3, &d, &err), (&gpu, D(o), D(a), B, T, C - 3, &d, &err));
+	same("dropout_fwd p=0.1, features 6 .. C + 2", &o, 1);
+	same_zeros("dropout_fwd mask, features 6 .. C + 2", &o);
 	d.p = 0;
 	CALL2(dropout_fwd, (&cpu, H(o), H(g), B, T, C, &d, &err), (&gpu, D(o), D(g), B, T, C, &d, &err));
 	same("dropout_fwd p=0 copies", &o, 1);
