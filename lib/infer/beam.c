@@ -57,7 +57,8 @@ static int add_hyp(beams *b, const int32_t *ids, int64_t n, int64_t len, double 
 int gpt_beam_search(gpt_infer_model *m, const gpt_gen_opts *o, const int32_t *prompt,
 		    int64_t len, gpt_gen_result *results, int64_t *n_results, gpt_err *err)
 {
-	int64_t V = m->shape.vocab_size, nb = o->num_beams, maxd = o->max_dec_len;
+	int64_t V = m->shape.vocab_size, Vg = gpt_gen_vocab(o, V), nb = o->num_beams,
+		maxd = o->max_dec_len;
 	*n_results = 0;
 	gpt_kv kv;
 	int rc = gpt_kv_init(&kv, m, 2 * nb, len + maxd, err);
@@ -87,15 +88,15 @@ int gpt_beam_search(gpt_infer_model *m, const gpt_gen_opts *o, const int32_t *pr
 		for (int64_t j = 0; j < nrun; j++) {
 			float *row = logits + j * V;
 			const int32_t *bi = ids + (cur * nb + j) * W;
-			gpt_repetition_penalty(row, V, bi, len + g, o->sampling.repetition_penalty);
-			if (o->eot >= 0 && o->eot < V && g < o->min_dec_len)
+			gpt_repetition_penalty(row, Vg, bi, len + g, o->sampling.repetition_penalty);
+			if (o->eot >= 0 && o->eot < Vg && g < o->min_dec_len)
 				row[o->eot] = -INFINITY;
-			float mx = row[gpt_argmax(row, V)];
+			float mx = row[gpt_argmax(row, Vg)];
 			double s = 0;
-			for (int64_t t = 0; t < V; t++)
+			for (int64_t t = 0; t < Vg; t++)
 				s += exp((double)row[t] - mx);
 			double lse = mx + log(s);
-			for (int64_t t = 0; t < V; t++)
+			for (int64_t t = 0; t < Vg; t++)
 				if (!(isinf(row[t]) && row[t] < 0))
 					c[nc++] = (cand){score[cur * nb + j] + row[t] - lse, j, (int32_t)t};
 		}

@@ -82,10 +82,17 @@ static int32_t next_token(const gpt_gen_opts *o, seq *q, float *row, int64_t V, 
 	return t;
 }
 
+/* The ids a generation may choose from: the first `vocab` of the model's. */
+int64_t gpt_gen_vocab(const gpt_gen_opts *o, int64_t V)
+{
+	return o->vocab > 0 && o->vocab < V ? o->vocab : V;
+}
+
 static int run_group(gpt_infer_model *m, const gpt_gen_opts *o, seq *sq, int64_t ns,
 		     gpt_gen_emit_fn emit, void *ctx, gpt_err *err)
 {
-	int64_t V = m->shape.vocab_size, maxT = 0, nrs = o->num_return_sequences;
+	int64_t V = m->shape.vocab_size, Vg = gpt_gen_vocab(o, V), maxT = 0,
+		nrs = o->num_return_sequences;
 	for (int64_t i = 0; i < ns; i++)
 		if (sq[i].n_prompt + o->max_dec_len > maxT)
 			maxT = sq[i].n_prompt + o->max_dec_len;
@@ -128,7 +135,7 @@ static int run_group(gpt_infer_model *m, const gpt_gen_opts *o, seq *sq, int64_t
 		int64_t k = 0;
 		for (int64_t a = 0; a < active; a++) {
 			seq *q = &sq[who[a]];
-			int32_t t = next_token(o, q, logits + a * V, V, probs, order);
+			int32_t t = next_token(o, q, logits + a * V, Vg, probs, order);
 			if (t == o->eot) {
 				q->done = q->finished = 1;
 				continue;

@@ -223,6 +223,10 @@ typedef struct gpt_gen_opts {
 	int early_stopping;
 	uint64_t seed;
 	int32_t eot;                      /* end-of-text id, -1: none */
+	int64_t vocab;                    /* ids that may be generated: [0, vocab), the
+					     tokenizer's, where the model's vocabulary is
+					     wider (FleetX's 50304 over GPT-2's 50257: the
+					     ids past it have no text); 0: all */
 	int64_t batch;                    /* sequences decoded together (>= 1) */
 	/* may be NULL: called after each token with the generated ids so far;
 	 * non-zero ends the sequence there (gpt-infer --stop) */
@@ -238,6 +242,9 @@ typedef struct gpt_gen_stats {
 	int64_t prompt_tokens, generated_tokens;
 	double prompt_s, generate_s;
 } gpt_gen_stats;
+
+/* The number of ids a generation with o chooses from, of a model's V. */
+int64_t gpt_gen_vocab(const gpt_gen_opts *o, int64_t V);
 
 /* From the Generation section of a resolved or unresolved config. */
 int gpt_gen_opts_from_config(gpt_gen_opts *o, const gpt_config *cfg, gpt_err *err);

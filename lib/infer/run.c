@@ -246,6 +246,9 @@ static int setup(const gpt_infer_args *a, gpt_source *src, gpt_gen_opts *g, gpt_
 	if (rc)
 		return rc;
 	g->eot = gpt_tokenizer_eot(gpt_source_tokenizer(src));
+	/* a model wider than its tokenizer (FleetX's vocab_size 50304) never
+	 * generates the ids that have no text */
+	g->vocab = gpt_tokenizer_vocab_size(gpt_source_tokenizer(src));
 	g->batch = a->batch > 0 ? a->batch : 8;
 	return 0;
 }

@@ -159,4 +159,22 @@ test_expect_success 'bad prompts and options are clear errors' '
 	test_grep "nowhere" err
 '
 
+test_expect_success 'FleetX vocab_size 50304 over the GPT-2 tokenizer: the 47 ids without text are never generated' '
+	gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" -o Model.vocab_size=50304 \
+		-o Model.max_position_embeddings=512 -o Model.hidden_size=32 \
+		-o Model.num_attention_heads=2 -o Model.num_layers=1 \
+		-o Data.Train.dataset.input_dir=d/s -o Data.Eval.dataset.input_dir=d/s \
+		-o Data.Train.dataset.split=8,1,0 -o Data.Eval.dataset.split=8,1,0 \
+		-o Engine.max_steps=1 -o Engine.save_load.save_steps=1 -o Engine.eval_freq=0 \
+		-o Engine.save_load.output_dir=ck50304 >train50304.log 2>&1 &&
+	gpt-infer -m ck50304 --jsonl -o Generation.top_k=0 -o Generation.temperature=1e6 \
+		-o Generation.num_return_sequences=16 -o Generation.max_dec_len=400 "Hello" >out &&
+	test_line_count = 16 out &&
+	python3 -c "
+import json, sys
+ids = [i for line in open(\"out\") for i in json.loads(line)[\"ids\"]]
+assert len(ids) > 5000 and max(ids) < 50257, (len(ids), max(ids))
+"
+'
+
 test_done

@@ -141,6 +141,50 @@ int main(void)
 	ok(memcmp(s1.ids, s3.ids, sizeof s1.ids) != 0, "another seed gives other samples");
 	ok(memcmp(s1.ids[0], s1.ids[1], 20 * 4) != 0, "two sequences of one prompt differ");
 
+	/* a model wider than its tokenizer (FleetX's 50304 over GPT-2's 50257):
+	 * only ids below o.vocab are generated; here the limit is the first id
+	 * greedy decoding takes without it */
+	o = greedy_opts(10);
+	int32_t lim = got.ids[0][0];
+	ok(lim > 1, "greedy's first token %d leaves room below it", (int)lim);
+	o.vocab = lim;
+	collected gv = {0};
+	rc = gpt_generate(&m, &o, 3, prompts, lens, collect, &gv, &err);
+	int below = rc == 0 && gv.n == 3;
+	for (int64_t i = 0; below && i < gv.n; i++)
+		for (int64_t t = 0; t < gv.len[i]; t++)
+			below = below && gv.ids[i][t] < lim;
+	ok(below, "greedy with vocab %d: every id below it%s", (int)lim, rc ? err.msg : "");
+	ref_forward(&r, p0, 5, &err);
+	ok(below && gv.ids[0][0] == gpt_argmax(r.logits + 4 * 384, lim),
+	   "the first is the best of the ids below it");
+	o.strategy = GPT_DECODE_SAMPLING;
+	o.sampling = (gpt_sampling){0, 1.0, 1e6, 1.0}; /* near uniform: without the limit most ids pass it */
+	o.num_return_sequences = 2;
+	collected sv = {0};
+	rc = gpt_generate(&m, &o, 3, prompts, lens, collect, &sv, &err);
+	below = rc == 0 && sv.n == 6;
+	for (int64_t i = 0; below && i < sv.n; i++)
+		for (int64_t t = 0; t < sv.len[i]; t++)
+			below = below && sv.ids[i][t] < lim;
+	ok(below, "sampling with vocab %d: every id below it%s", (int)lim, rc ? err.msg : "");
+	o = greedy_opts(10);
+	o.vocab = lim;
+	o.strategy = GPT_DECODE_BEAM;
+	o.num_beams = 3;
+	o.num_return_sequences = 3;
+	o.length_penalty = 1.0;
+	gpt_gen_result br[3];
+	int64_t nbr = 0;
+	rc = gpt_beam_search(&m, &o, p0, 5, br, &nbr, &err);
+	below = rc == 0 && nbr == 3;
+	for (int64_t i = 0; i < nbr; i++) {
+		for (int64_t t = 0; t < br[i].n; t++)
+			below = below && br[i].ids[t] < lim;
+		free(br[i].ids);
+	}
+	ok(below, "beam search with vocab %d: every id below it%s", (int)lim, rc ? err.msg : "");
+
 	/* errors: a prompt that leaves no room, a too long max_dec_len */
 	o = greedy_opts(45);
 	is_int(gpt_generate(&m, &o, 3, prompts, lens, collect, &got, &err), GPT_EUSAGE,
