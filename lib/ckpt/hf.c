@@ -155,14 +155,24 @@ static void remove_tree(const char *dir)
 	gpt_temp_drop(dir);
 }
 
-int gpt_export_hf(gpt_export_model *m, const gpt_export_opts *o, const char *out, gpt_err *err)
+int gpt_export_hf(gpt_export_model *m, const gpt_export_opts *o, const char *out_arg, gpt_err *err)
 {
+	/* a directory named with a trailing slash (as a shell completes it) */
+	char out[PATH_MAX];
+	size_t n = strlen(out_arg);
+	while (n > 1 && out_arg[n - 1] == '/')
+		n--;
+	if (n >= sizeof out)
+		return gpt_err_set(err, GPT_EUSAGE, "%s: expected a name of at most %zu bytes", out_arg,
+				   sizeof out - 1);
+	memcpy(out, out_arg, n);
+	out[n] = 0;
 	if (gpt_path_exists(out))
 		return gpt_err_set(err, GPT_EUSAGE, "%s: exists; remove it or choose another name", out);
-	char tmp[PATH_MAX], p[PATH_MAX + 32], q[PATH_MAX + 32];
+	char tmp[PATH_MAX + 32], p[PATH_MAX + 64], q[PATH_MAX + 64];
 	snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out, (long)getpid());
-	if (mkdir(tmp, 0755) != 0)
-		return gpt_err_errno(err, GPT_EIO, errno, "%s", tmp);
+	if (mkdir(tmp, 0755) != 0) /* named as given: the temporary is ours */
+		return gpt_err_errno(err, GPT_EIO, errno, "%s: create", out_arg);
 	gpt_temp_hold(tmp, 1);
 	snprintf(p, sizeof p, "%s/model.safetensors", tmp);
 	int rc = write_weights(m, o->dtype, p, err);

@@ -206,8 +206,8 @@ int gpt_afile_open(gpt_afile *af, const char *path, gpt_err *err)
 	}
 	int rc = 0;
 	if (fd < 0) {
-		rc = tmp.data ? gpt_err_errno(err, GPT_EIO, errno, "%s: create", tmp.data)
-			      : GPT_EINTERNAL;
+		/* the name the caller gave: the temporary beside it is ours */
+		rc = tmp.data ? gpt_err_errno(err, GPT_EIO, errno, "%s: create", path) : GPT_EINTERNAL;
 		gpt_buf_free(&tmp);
 	} else {
 		af->fp = fdopen(fd, "wb");

@@ -82,6 +82,21 @@ assert h[\"transformer.wte.weight\"][\"shape\"] == [257, 64]
 	test_grep "hf: exists" err
 '
 
+test_expect_success 'an output directory named with a trailing slash; a missing parent named as given' '
+	gpt-export --format hf -o hfslash/ ck 2>err &&
+	test_grep "wrote hfslash/" err &&
+	test -f hfslash/model.safetensors && test -f hfslash/config.json &&
+	greedy hfslash/ "Everyone is" >out &&
+	test_cmp expect out &&
+	test_expect_code 64 gpt-export --format hf -o hfslash// ck 2>err &&
+	test_grep "error: hfslash: exists" err &&
+	for f in "--format hf -o nodir/hf" "-o nodir/m.tar.zst" "--format gguf -o nodir/m.gguf"; do
+		test_expect_code 74 gpt-export $f ck 2>err &&
+		test_grep "^gpt-export: error: ${f##* }: create: No such file or directory$" err || return 1
+	done &&
+	! test -e nodir
+'
+
 for dt in fp32 fp16 int8; do
 	test_expect_success "GGUF $dt: what llama.cpp's gpt2 loader reads, values equal the HF export" '
 		gpt-export --format gguf --dtype '$dt' -o m-'$dt'.gguf ck 2>/dev/null &&
