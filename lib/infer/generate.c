@@ -37,6 +37,17 @@ int gpt_gen_opts_from_config(gpt_gen_opts *o, const gpt_config *cfg, gpt_err *er
 		return gpt_err_set(err, GPT_EUSAGE,
 				   "Generation.min_dec_len %lld is above Generation.max_dec_len %lld",
 				   (long long)o->min_dec_len, (long long)o->max_dec_len);
+	/* as gpt-train's config checks have it: a setting the strategy would
+	 * ignore, or one that only repeats the same sequence, is an error */
+	if (o->strategy != GPT_DECODE_BEAM && o->num_beams > 1)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "Generation.num_beams %lld: expected 1 unless Generation.decode_strategy "
+				   "is beam_search (it is %s); give -o Generation.decode_strategy=beam_search",
+				   (long long)o->num_beams, ds);
+	if (o->strategy == GPT_DECODE_GREEDY && o->num_return_sequences > 1)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "Generation.num_return_sequences %lld: expected 1 with greedy_search "
+				   "(every sequence would be the same)", (long long)o->num_return_sequences);
 	if (o->strategy == GPT_DECODE_BEAM && o->num_return_sequences > o->num_beams)
 		return gpt_err_set(err, GPT_EUSAGE,
 				   "Generation.num_return_sequences %lld is above Generation.num_beams "

@@ -137,6 +137,17 @@ test_expect_success 'a prompt that leaves no room: a clear error, or --truncate 
 	test_line_count = 1 out
 '
 
+test_expect_success 'num_beams without beam search, several greedy results: refused as gpt-train refuses them' '
+	test_expect_code 64 gpt-infer -m ck -o Generation.num_beams=4 "x" 2>err &&
+	test_grep "^gpt-infer: error: Generation.num_beams 4: expected 1 unless Generation.decode_strategy is beam_search \\(it is sampling\\); give -o Generation.decode_strategy=beam_search$" err &&
+	test_expect_code 64 greedy ck -o Generation.num_return_sequences=2 "x" 2>err &&
+	test_grep "^gpt-infer: error: Generation.num_return_sequences 2: expected 1 with greedy_search \\(every sequence would be the same\\)$" err &&
+	for o in "num_beams=4" "decode_strategy=greedy_search -o Generation.num_return_sequences=2"; do
+		test_expect_code 64 gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" \
+			-o Generation.$o --print-config >/dev/null 2>err || return 1
+	done
+'
+
 test_expect_success 'bad prompts and options are clear errors' '
 	printf "ok\n\377\376bad\n" >bad &&
 	test_expect_code 65 greedy ck <bad 2>err &&
