@@ -297,6 +297,7 @@ static const char *const aliases[] = {
 	"Model.virtual_pp_degree", "Distributed.virtual_pp_degree",
 	"Engine.use_recompute", "Model.use_recompute",
 	"Engine.recompute_granularity", "Model.recompute_granularity",
+	"Fused.tensor_fusion", "Optimizer.tensor_fusion", /* FleetX's examples/gpt configs */
 	NULL, NULL,
 };
 

@@ -87,6 +87,12 @@ test_expect_success 'older FleetX spellings are read (seed: single-card GPT)' '
 	grep -E "^      input_dir: \"./data\"$" out
 '
 
+test_expect_success 'FleetX examples/gpt: the Fused section of tensor_fusion (seed: single-card GPT)' '
+	printf "Fused:\n  tensor_fusion: True\n" >fused.yaml &&
+	gpt-train -c fused.yaml --print-config >out &&
+	sed -n "/^Optimizer:/,/^\$/p" out | grep -E "^  tensor_fusion: True$"
+'
+
 test_expect_success 'PaddleNLP flags map onto the Distributed keys' '
 	gpt-train -c "$C/tiny_cpu.yaml" --world-size 8 --tensor_parallel_degree 2 \
 		--sharding "stage2 offload" --print-config >out &&
