@@ -24,6 +24,10 @@ typedef struct reader {
 	yaml_document_t *doc;
 	const char *file; /* in the arena */
 	const char *dir;  /* for _base_ */
+	/* per key: the spelling and line that set it in this file, so that
+	 * two spellings of one key (adam_beta1 and beta1) are not both taken */
+	const char **set_as;
+	size_t *set_line;
 } reader;
 
 static int at(reader *r, const yaml_node_t *n, gpt_err *err, const char *fmt, ...)
@@ -59,6 +63,12 @@ static int set_leaf(reader *r, int k, const char *path, const yaml_node_t *v, gp
 			       (int)v->start_mark.column + 1};
 	int nk;
 	const gpt_config_key *key = &gpt_config_keys(&nk)[k];
+	if (r->set_as[k])
+		return at(r, v, err, "%s: %s was already given as %s at line %zu; keep one", path,
+			  key->name, r->set_as[k], r->set_line[k]);
+	if (!(r->set_as[k] = gpt_arena_strdup(&r->cfg->arena, path, err)))
+		return err->code;
+	r->set_line[k] = v->start_mark.line + 1;
 	if (v->type == YAML_SCALAR_NODE)
 		return gpt_config_set_scalar(r->cfg, k, (const char *)v->data.scalar.value, plain_null(v),
 					     &o, err);
@@ -236,12 +246,19 @@ static int prescan(const char *text, size_t len, const char *name, gpt_err *err)
 static int parse_text(gpt_config *cfg, const char *text, size_t len, const char *name,
 		      const char *dir, gpt_err *err)
 {
-	reader r = {cfg, NULL, NULL, dir};
+	reader r = {cfg, NULL, NULL, dir, NULL, NULL};
+	int nk;
+	gpt_config_keys(&nk);
 	if (!(r.file = gpt_arena_strdup(&cfg->arena, name, err)))
 		return err->code;
 	int rc = prescan(text, len, name, err);
 	if (rc)
 		return rc;
+	r.set_as = gpt_arena_alloc(&cfg->arena, sizeof *r.set_as * (size_t)nk, 8, err);
+	r.set_line = gpt_arena_alloc(&cfg->arena, sizeof *r.set_line * (size_t)nk, 8, err);
+	if (!r.set_as || !r.set_line)
+		return err->code;
+	memset(r.set_as, 0, sizeof *r.set_as * (size_t)nk);
 	yaml_parser_t parser;
 	yaml_document_t doc;
 	if (!yaml_parser_initialize(&parser))

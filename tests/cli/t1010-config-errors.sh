@@ -113,6 +113,19 @@ test_expect_success 'missing file (66), directory, empty file, syntax error' '
 	fails 65 "bad.yaml:1:1: expected a mapping of sections" gpt-train -c bad.yaml --print-config
 '
 
+test_expect_success 'one key under two spellings in one file' '
+	printf "Optimizer:\n  adam_beta1: 0.5\n  beta1: 0.8\n" >bad.yaml &&
+	fails 65 "bad.yaml:3:10: Optimizer.beta1: Optimizer.beta1 was already given as Optimizer.adam_beta1 at line 2; keep one" \
+		gpt-train -c bad.yaml --print-config &&
+	printf "Global:\n  global_batch_size: 16\nData:\n  batch_size:\n    global_batch_size: 8\n" >bad.yaml &&
+	fails 65 "bad.yaml:5:24: Data.batch_size.global_batch_size: Global.global_batch_size was already given as Global.global_batch_size at line 2" \
+		gpt-train -c bad.yaml --print-config &&
+	printf "_base_: b.yaml\nOptimizer:\n  beta1: 0.8\n" >top.yaml &&
+	printf "Optimizer:\n  adam_beta1: 0.5\n" >b.yaml &&
+	gpt-train -c top.yaml --print-config >out &&
+	grep -E "^  beta1: 0.8$" out
+'
+
 test_expect_success 'a 10 MB file of garbage: binary, text, and deeply nested' '
 	head -c 10000000 /dev/urandom >garbage.yaml &&
 	fails 65 "garbage.yaml" gpt-train -c garbage.yaml --print-config &&
