@@ -193,8 +193,35 @@ static int read_doc(reader *r, gpt_err *err)
 	return walk(r, root, "", err);
 }
 
-static int syntax_error(yaml_parser_t *p, const char *name, gpt_err *err)
+static int syntax_error(yaml_parser_t *p, const char *text, size_t len, const char *name,
+			gpt_err *err)
 {
+	if (p->error == YAML_READER_ERROR) {
+		/* libyaml gives a decoding error a byte offset, not a mark; a bad
+		 * trailing byte is shown at the start of its sequence */
+		size_t off = p->problem_offset < len ? p->problem_offset : len, line = 1, col = 1;
+		size_t j = off;
+		if (p->problem && strstr(p->problem, "trailing")) {
+			while (j > 0 && off - j < 3 && ((unsigned char)text[j - 1] & 0xc0) == 0x80)
+				j--;
+			if (j > 0 && (unsigned char)text[j - 1] >= 0xc0)
+				off = j - 1;
+		}
+		for (size_t i = 0; i < off; i++) {
+			unsigned char c = (unsigned char)text[i];
+			if (c == '\n')
+				line++, col = 1;
+			else if ((c & 0xc0) != 0x80)
+				col++;
+		}
+		if (off < len)
+			return gpt_err_set(err, GPT_EDATA,
+					   "%s:%zu:%zu: expected UTF-8 text, found byte 0x%02x (%s)", name,
+					   line, col, (unsigned char)text[off],
+					   p->problem ? p->problem : "not decodable");
+		return gpt_err_set(err, GPT_EDATA, "%s:%zu:%zu: expected UTF-8 text, found %s", name,
+				   line, col, p->problem ? p->problem : "an undecodable end");
+	}
 	return gpt_err_set(err, GPT_EDATA, "%s:%zu:%zu: YAML syntax error: %s%s%s", name,
 			   p->problem_mark.line + 1, p->problem_mark.column + 1,
 			   p->problem ? p->problem : "unknown problem", p->context ? " " : "",
@@ -212,7 +239,7 @@ static int prescan(const char *text, size_t len, const char *name, gpt_err *err)
 	yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
 	for (;;) {
 		if (!yaml_parser_parse(&parser, &ev)) {
-			rc = syntax_error(&parser, name, err);
+			rc = syntax_error(&parser, text, len, name, err);
 			break;
 		}
 		yaml_event_type_t t = ev.type;
@@ -265,7 +292,7 @@ static int parse_text(gpt_config *cfg, const char *text, size_t len, const char 
 		return gpt_err_set(err, GPT_EINTERNAL, "%s: cannot initialise libyaml", name);
 	yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
 	if (!yaml_parser_load(&parser, &doc)) {
-		rc = syntax_error(&parser, name, err);
+		rc = syntax_error(&parser, text, len, name, err);
 		yaml_parser_delete(&parser);
 		return rc;
 	}
@@ -275,7 +302,7 @@ static int parse_text(gpt_config *cfg, const char *text, size_t len, const char 
 		/* One document per file: a second one would be silently ignored. */
 		yaml_document_t more;
 		if (!yaml_parser_load(&parser, &more)) {
-			rc = syntax_error(&parser, name, err);
+			rc = syntax_error(&parser, text, len, name, err);
 		} else {
 			yaml_node_t *root2 = yaml_document_get_root_node(&more);
 			if (root2)

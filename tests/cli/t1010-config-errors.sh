@@ -126,6 +126,15 @@ test_expect_success 'one key under two spellings in one file' '
 	grep -E "^  beta1: 0.8$" out
 '
 
+test_expect_success 'a byte that is not UTF-8 is placed at its line and column' '
+	printf "Model:\n  hidden_size: 64\n  num_layers: 2 # caf\351\n" >latin1.yaml &&
+	fails 65 "latin1.yaml:3:22: expected UTF-8 text, found byte 0xe9" \
+		gpt-train -c latin1.yaml --print-config &&
+	printf "Model:\n  hidden_size: 64\n  nu\351m_layers: 2\n" >latin1.yaml &&
+	fails 65 "latin1.yaml:3:5: expected UTF-8 text, found byte 0xe9" \
+		gpt-train -c latin1.yaml --print-config
+'
+
 test_expect_success 'a 10 MB file of garbage: binary, text, and deeply nested' '
 	head -c 10000000 /dev/urandom >garbage.yaml &&
 	fails 65 "garbage.yaml" gpt-train -c garbage.yaml --print-config &&
