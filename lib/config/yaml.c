@@ -128,7 +128,47 @@ static int entry(reader *r, const char *prefix, const yaml_node_t *kn, const yam
 	return at(r, kn, err, "unknown key %s; did you mean %s?", path, near ? near : "?");
 }
 
-static int walk(reader *r, const yaml_node_t *map, const char *prefix, gpt_err *err)
+/* YAML's merge key (`<<: *anchor`, or a sequence of them), which PyYAML and
+ * so FleetX honour: the merged mappings' keys count as this mapping's, after
+ * its own keys and the earlier merged mappings' (a shallow merge: a section
+ * given here replaces a merged one of the same name). */
+#define MAX_MERGE_NAMES 256
+#define MAX_MERGE_MAPS 64
+
+typedef struct merge_state {
+	const char *names[MAX_MERGE_NAMES]; /* keys this mapping has taken */
+	int n_names;
+	const yaml_node_t *maps[MAX_MERGE_MAPS]; /* mappings merged, each once */
+	int n_maps;
+} merge_state;
+
+static int is_merge_key(const yaml_node_t *kn)
+{
+	return kn->type == YAML_SCALAR_NODE && kn->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
+	       strcmp((const char *)kn->data.scalar.value, "<<") == 0;
+}
+
+static int merge_pairs(reader *r, const yaml_node_t *map, const char *prefix, merge_state *m,
+		       gpt_err *err);
+
+static int merge_from(reader *r, const yaml_node_t *kn, const yaml_node_t *src, const char *prefix,
+		      merge_state *m, gpt_err *err)
+{
+	if (src->type != YAML_MAPPING_NODE)
+		return at(r, src, err, "%s%s<<: expected a mapping (or a sequence of mappings) to "
+				       "merge, found %s", prefix, *prefix ? "." : "", kind(src));
+	for (int i = 0; i < m->n_maps; i++)
+		if (m->maps[i] == src)
+			return 0; /* merged already: every key of it is taken */
+	if (m->n_maps == MAX_MERGE_MAPS)
+		return at(r, kn, err, "<<: expected at most %d merged mappings, found more",
+			  MAX_MERGE_MAPS);
+	m->maps[m->n_maps++] = src;
+	return merge_pairs(r, src, prefix, m, err);
+}
+
+static int merge_pairs(reader *r, const yaml_node_t *map, const char *prefix, merge_state *m,
+		       gpt_err *err)
 {
 	yaml_node_pair_t *start = map->data.mapping.pairs.start, *top = map->data.mapping.pairs.top;
 	for (yaml_node_pair_t *p = start; p < top; p++) {
@@ -147,11 +187,57 @@ static int walk(reader *r, const yaml_node_t *map, const char *prefix, gpt_err *
 						  prefix, *prefix ? "." : "", (char *)kn->data.scalar.value,
 						  qk->start_mark.line + 1);
 			}
+		if (is_merge_key(kn))
+			continue; /* after this mapping's own keys, below */
+		if (kn->type == YAML_SCALAR_NODE) {
+			const char *name = (const char *)kn->data.scalar.value;
+			int taken = 0;
+			for (int i = 0; i < m->n_names && !taken; i++)
+				taken = strcmp(m->names[i], name) == 0;
+			if (taken)
+				continue; /* given by a mapping that merges this one */
+			if (m->n_names == MAX_MERGE_NAMES)
+				return at(r, kn, err, "expected at most %d keys in a mapping, found more",
+					  MAX_MERGE_NAMES);
+			m->names[m->n_names++] = name;
+		}
 		int rc = entry(r, prefix, kn, vn, err);
 		if (rc)
 			return rc;
 	}
+	for (yaml_node_pair_t *p = start; p < top; p++) {
+		yaml_node_t *kn = yaml_document_get_node(r->doc, p->key);
+		yaml_node_t *vn = yaml_document_get_node(r->doc, p->value);
+		if (!is_merge_key(kn))
+			continue;
+		int rc = 0;
+		if (vn->type == YAML_SEQUENCE_NODE) {
+			for (yaml_node_item_t *it = vn->data.sequence.items.start;
+			     !rc && it < vn->data.sequence.items.top; it++) {
+				yaml_node_t *src = yaml_document_get_node(r->doc, *it);
+				if (!src)
+					return gpt_err_set(err, GPT_EINTERNAL,
+							   "%s: libyaml returned a broken node", r->file);
+				rc = merge_from(r, kn, src, prefix, m, err);
+			}
+		} else {
+			rc = merge_from(r, kn, vn, prefix, m, err);
+		}
+		if (rc)
+			return rc;
+	}
 	return 0;
+}
+
+static int walk(reader *r, const yaml_node_t *map, const char *prefix, gpt_err *err)
+{
+	merge_state *m = calloc(1, sizeof *m);
+	if (!m)
+		return gpt_err_set(err, GPT_EINTERNAL, "%s: out of memory", r->file);
+	m->maps[m->n_maps++] = map;
+	int rc = merge_pairs(r, map, prefix, m, err);
+	free(m);
+	return rc;
 }
 
 static int read_doc(reader *r, gpt_err *err)

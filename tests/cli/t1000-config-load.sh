@@ -93,6 +93,33 @@ test_expect_success 'FleetX examples/gpt: the Fused section of tensor_fusion (se
 	sed -n "/^Optimizer:/,/^\$/p" out | grep -E "^  tensor_fusion: True$"
 '
 
+test_expect_success 'YAML merge keys (<<), as PyYAML reads them for FleetX' '
+	cat >merge.yaml <<-\EOT &&
+	Model:
+	  max_position_embeddings: 512
+	Data:
+	  Train:
+	    dataset: &ds
+	      input_dir: ./train
+	      max_seq_len: 512
+	  Eval:
+	    dataset:
+	      <<: *ds
+	      input_dir: ./eval
+	Distributed:
+	  sharding:
+	    <<: [{sharding_stage: 2, sharding_offload: True}, {sharding_stage: 3, reduce_overlap: True}]
+	    sharding_offload: False
+	EOT
+	gpt-train -c merge.yaml --print-config >out &&
+	sed -n "/^  Eval:/,/^  [A-Z]/p" out >eval &&
+	grep -E "^      input_dir: \"./eval\"$" eval &&
+	grep -E "^      max_seq_len: 512$" eval &&
+	grep -E "^    sharding_stage: 2$" out &&
+	grep -E "^    sharding_offload: False$" out &&
+	grep -E "^    reduce_overlap: True$" out
+'
+
 test_expect_success 'PaddleNLP flags map onto the Distributed keys' '
 	gpt-train -c "$C/tiny_cpu.yaml" --world-size 8 --tensor_parallel_degree 2 \
 		--sharding "stage2 offload" --print-config >out &&

@@ -160,6 +160,18 @@ test_expect_success 'anchors and aliases cannot blow up' '
 	fails 65 "unknown key Global.num_layers" gpt-train -c alias2.yaml --print-config
 '
 
+test_expect_success 'merge keys: what is merged is checked like the rest' '
+	printf "Model:\n  <<: 5\n" >bad.yaml &&
+	fails 65 "bad.yaml:2:7: Model.<<: expected a mapping (or a sequence of mappings) to merge, found a scalar" \
+		gpt-train -c bad.yaml --print-config &&
+	printf "Model:\n  <<: {hidden_sze: 64}\n" >bad.yaml &&
+	fails 65 "bad.yaml:2:8: unknown key Model.hidden_sze; did you mean Model.hidden_size?" \
+		gpt-train -c bad.yaml --print-config &&
+	printf "Model: &m\n  num_layers: 2\n  <<: [*m, *m]\n" >self.yaml &&
+	gpt-train -c self.yaml --print-config >out &&
+	grep -E "^  num_layers: 2$" out
+'
+
 test_expect_success '_base_: missing, not a name, a cycle' '
 	printf "_base_: nothere.yaml\n" >b1.yaml &&
 	fails 66 "b1.yaml:1:9: _base_: ./nothere.yaml: No such file or directory" \
