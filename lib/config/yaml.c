@@ -24,10 +24,11 @@ typedef struct reader {
 	yaml_document_t *doc;
 	const char *file; /* in the arena */
 	const char *dir;  /* for _base_ */
-	/* per key: the spelling and line that set it in this file, so that
-	 * two spellings of one key (adam_beta1 and beta1) are not both taken */
+	/* per key: the spelling and the value node that set it in this file,
+	 * so that two spellings of one key (adam_beta1 and beta1) with two
+	 * values are not both taken */
 	const char **set_as;
-	size_t *set_line;
+	const yaml_node_t **set_by;
 } reader;
 
 static int at(reader *r, const yaml_node_t *n, gpt_err *err, const char *fmt, ...)
@@ -57,18 +58,45 @@ static const char *kind(const yaml_node_t *n)
 											       : "a scalar";
 }
 
+/* 1 when two value nodes are the same text: scalars, or sequences of
+ * scalars item by item. */
+static int same_value(reader *r, const yaml_node_t *a, const yaml_node_t *b)
+{
+	if (a->type != b->type)
+		return 0;
+	if (a->type == YAML_SCALAR_NODE)
+		return a->data.scalar.length == b->data.scalar.length &&
+		       memcmp(a->data.scalar.value, b->data.scalar.value, a->data.scalar.length) == 0;
+	if (a->type != YAML_SEQUENCE_NODE)
+		return 0;
+	const yaml_node_item_t *ia = a->data.sequence.items.start, *ib = b->data.sequence.items.start;
+	if (a->data.sequence.items.top - ia != b->data.sequence.items.top - ib)
+		return 0;
+	for (; ia < a->data.sequence.items.top; ia++, ib++) {
+		const yaml_node_t *x = yaml_document_get_node(r->doc, *ia), *y = yaml_document_get_node(r->doc, *ib);
+		if (!x || !y || x->type != YAML_SCALAR_NODE || !same_value(r, x, y))
+			return 0;
+	}
+	return 1;
+}
+
 static int set_leaf(reader *r, int k, const char *path, const yaml_node_t *v, gpt_err *err)
 {
 	gpt_config_origin o = {GPT_SRC_FILE, r->file, (int)v->start_mark.line + 1,
 			       (int)v->start_mark.column + 1};
 	int nk;
 	const gpt_config_key *key = &gpt_config_keys(&nk)[k];
-	if (r->set_as[k])
-		return at(r, v, err, "%s: %s was already given as %s at line %zu; keep one", path,
-			  key->name, r->set_as[k], r->set_line[k]);
+	if (r->set_as[k]) {
+		/* the same value under both spellings (a config written for two
+		 * versions of FleetX) is what either alone would give */
+		if (same_value(r, r->set_by[k], v))
+			return 0;
+		return at(r, v, err, "%s: %s was already given as %s at line %zu, with another value; keep one",
+			  path, key->name, r->set_as[k], (size_t)r->set_by[k]->start_mark.line + 1);
+	}
 	if (!(r->set_as[k] = gpt_arena_strdup(&r->cfg->arena, path, err)))
 		return err->code;
-	r->set_line[k] = v->start_mark.line + 1;
+	r->set_by[k] = v;
 	if (v->type == YAML_SCALAR_NODE)
 		return gpt_config_set_scalar(r->cfg, k, (const char *)v->data.scalar.value, plain_null(v),
 					     &o, err);
@@ -368,8 +396,8 @@ static int parse_text(gpt_config *cfg, const char *text, size_t len, const char 
 	if (rc)
 		return rc;
 	r.set_as = gpt_arena_alloc(&cfg->arena, sizeof *r.set_as * (size_t)nk, 8, err);
-	r.set_line = gpt_arena_alloc(&cfg->arena, sizeof *r.set_line * (size_t)nk, 8, err);
-	if (!r.set_as || !r.set_line)
+	r.set_by = gpt_arena_alloc(&cfg->arena, sizeof *r.set_by * (size_t)nk, 8, err);
+	if (!r.set_as || !r.set_by)
 		return err->code;
 	memset(r.set_as, 0, sizeof *r.set_as * (size_t)nk);
 	yaml_parser_t parser;

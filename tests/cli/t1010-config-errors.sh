@@ -113,9 +113,16 @@ test_expect_success 'missing file (66), directory, empty file, syntax error' '
 	fails 65 "bad.yaml:1:1: expected a mapping of sections" gpt-train -c bad.yaml --print-config
 '
 
-test_expect_success 'one key under two spellings in one file' '
+test_expect_success 'one key under two spellings in one file, with two values' '
 	printf "Optimizer:\n  adam_beta1: 0.5\n  beta1: 0.8\n" >bad.yaml &&
-	fails 65 "bad.yaml:3:10: Optimizer.beta1: Optimizer.beta1 was already given as Optimizer.adam_beta1 at line 2; keep one" \
+	fails 65 "bad.yaml:3:10: Optimizer.beta1: Optimizer.beta1 was already given as Optimizer.adam_beta1 at line 2, with another value; keep one" \
+		gpt-train -c bad.yaml --print-config &&
+	# the same value under both (a config for two FleetX versions) is taken
+	printf "Model:\n  max_seq_len: 64\n  use_recompute: True\nEngine:\n  use_recompute: True\nData:\n  Train:\n    dataset:\n      max_seq_len: 64\n" >same.yaml &&
+	gpt-train -c same.yaml --print-config >out &&
+	grep -E "^      max_seq_len: 64$" out &&
+	printf "Data:\n  Train:\n    dataset:\n      split: [98, 2, 0]\n  dataset:\n    split: [98, 2, 1]\n" >bad.yaml &&
+	fails 65 "bad.yaml:6:12: Data.dataset.split: Data.Train.dataset.split was already given as Data.Train.dataset.split at line 4, with another value" \
 		gpt-train -c bad.yaml --print-config &&
 	printf "Global:\n  global_batch_size: 16\nData:\n  batch_size:\n    global_batch_size: 8\n" >bad.yaml &&
 	fails 65 "bad.yaml:5:24: Data.batch_size.global_batch_size: Global.global_batch_size was already given as Global.global_batch_size at line 2" \
