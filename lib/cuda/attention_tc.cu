@@ -50,9 +50,11 @@
  * The backward kernels work a tile in two halves of 32 columns, so that
  * half the score registers (S and dP, 32 floats each at full width) are
  * live at a time; the products' order per output element is unchanged.
- * Registers (ptxas, sm_90a, bf16, W = 64, no dropout): forward 122, dq 128
- * (168 before the halves), dkv 161 (195): 4, 4 and 3 blocks an SM as the
- * registers go, where dq had 3 and dkv 2.
+ * Registers (ptxas, sm_90a, bf16, W = 64): forward 122, dq 128, dkv 140
+ * without dropout (4, 4 and 3 blocks an SM as the registers go, where dq
+ * had 3 and dkv 2 before the halves), 152, 165 and 230 with it (3, 3, 2).
+ * The backward's pairs of tile buffers are a pointer and a step (buf2),
+ * not arrays indexed by a variable, which would sit in local memory.
  *
  * Shared memory per block (16-bit storage): 5 (forward) or 6 (dq, dkv)
  * tiles of 64 x (W + 8) elements: 45 and 54 KiB at W = 64, 85 and 102 KiB
@@ -295,6 +297,15 @@ __device__ static void load_tile(E *tile, const E *base, int64_t stride, int r0,
 	}
 }
 
+/* Two buffers, step elements apart: b[c] is buffer c by arithmetic, so a
+ * pair stays in registers (an array of two pointers indexed by a variable
+ * would live in a thread's local memory). */
+template <class P> struct buf2 {
+	P p;
+	int step;
+	__device__ __forceinline__ P operator[](int c) const { return p + c * step; }
+};
+
 /* The key and value tiles at j0 of a head (base: its q in qkv) into ks
  * and vs, as one cp.async group. */
 template <class E, int W>
@@ -421,21 +432,99 @@ __device__ __forceinline__ void write_acc(E *dst, E *lo, int64_t stride, const f
 					}
 }
 
+/* Dropout's Philox blocks, shared by the lanes of a warp. A block holds
+ * the bits of four keys (features) at one query (position); the four
+ * keys (feature0 + h) * T + 4m .. + 3 share one where 4 divides
+ * (feature0 + h) * T (aligned(): T a multiple of 4 does it), and the lanes
+ * that need a block's words then compute it once between them and pass
+ * the words by shuffles. The words, hence the masks, are the same bits
+ * as kept()'s. All 32 lanes of the warp call these together. */
+__device__ __forceinline__ bool aligned(const attn_args &a, int64_t h)
+{
+	return (a.d.feature0 + h) * a.T % 4 == 0;
+}
+
+__device__ __forceinline__ void block_of(uint32_t (&r)[4], const attn_args &a, int64_t b, int64_t h,
+					 int64_t i, int64_t j)
+{
+	gpt_rng_block(r, a.d.key.seed, a.d.key.step, a.d.key.layer, a.d.key.site,
+		      (uint64_t)(a.d.sample0 + b), (uint64_t)i, (uint64_t)((a.d.feature0 + h) * a.T + j));
+}
+
+__device__ __forceinline__ uint32_t word(const uint32_t (&r)[4], int w)
+{
+	return w == 0 ? r[0] : w == 1 ? r[1] : w == 2 ? r[2] : r[3];
+}
+
 /* kept() of a lane's four elements of a column tile in a query-tile
  * kernel, k[q] as the accumulator's d[q]: rows ri[0], ri[1], keys j and
- * j + 1, the two keys of a row from one Philox block (kept2); all 1
- * without dropout. */
+ * j + 1 (j = the tile's 8n + 2t); all 1 without dropout. Lanes t and t ^ 1
+ * need the same two blocks (rows ri[0] and ri[1], the keys of their group
+ * of four): where aligned, the even lane computes row ri[0]'s, the odd
+ * ri[1]'s, and each passes the other the two words it needs; else kept2
+ * (a block a row). */
 template <bool DROP>
 __device__ __forceinline__ void kept_lane(float (&k)[4], const attn_args &a, int64_t b, int64_t h,
-					  const int (&ri)[2], int j)
+					  const int (&ri)[2], int j, bool al)
 {
 	k[0] = k[1] = k[2] = k[3] = 1.0f;
-	if (DROP) {
-		float k0[2], k1[2];
-		kept2(k0, a, b, h, ri[0], j);
-		kept2(k1, a, b, h, ri[1], j);
-		k[0] = k0[0], k[1] = k0[1], k[2] = k1[0], k[3] = k1[1];
+	if (!DROP)
+		return;
+	if (al) {
+		int odd = threadIdx.x & 1; /* t & 1: keys j % 4 = 2 and 3 of the group */
+		uint32_t r[4], m[4];
+		block_of(r, a, b, h, odd ? ri[1] : ri[0], j & ~3);
+		uint32_t y0 = __shfl_xor_sync(0xffffffffu, odd ? r[0] : r[2], 1);
+		uint32_t y1 = __shfl_xor_sync(0xffffffffu, odd ? r[1] : r[3], 1);
+		m[0] = odd ? y0 : r[0], m[1] = odd ? y1 : r[1];
+		m[2] = odd ? r[2] : y0, m[3] = odd ? r[3] : y1;
+#pragma unroll
+		for (int q = 0; q < 4; q++)
+			k[q] = m[q] >= a.thr ? 1.0f : 0.0f;
+		return;
 	}
+	float k0[2], k1[2];
+	kept2(k0, a, b, h, ri[0], j);
+	kept2(k1, a, b, h, ri[1], j);
+	k[0] = k0[0], k[1] = k0[1], k[2] = k1[0], k[3] = k1[1];
+}
+
+/* kept() of a lane's four elements of a column tile in dkv, k[q] as the
+ * accumulator's d[q]: keys (rows) rj[0], rj[1], queries (positions) i and
+ * i + 1. The four lanes u = 0..3 of a key group (g = 4m + u, one t) need
+ * the same four blocks, (query i + (q & 1), the group of rj[q >> 1]) for
+ * q = 0..3, and each word u of every one: where aligned, lane u computes
+ * block u and four shuffles pass the words round (in round s lane u reads
+ * block (u + s) & 3 from its lane, which sends its own word u); else a
+ * block an element (kept). */
+template <bool DROP>
+__device__ __forceinline__ void kept_keys(float (&k)[4], const attn_args &a, int64_t b, int64_t h,
+					  const int (&rj)[2], int i, bool al)
+{
+	k[0] = k[1] = k[2] = k[3] = 1.0f;
+	if (!DROP)
+		return;
+	if (al) {
+		int lane = threadIdx.x % 32, u = (lane >> 2) & 3;
+		uint32_t r[4], w[4];
+		block_of(r, a, b, h, i + (u & 1), ((u >> 1) ? rj[1] : rj[0]) & ~3);
+#pragma unroll
+		for (int s = 0; s < 4; s++) {
+			int from = (u + s) & 3; /* the block this lane takes in this round */
+			uint32_t v = __shfl_sync(0xffffffffu, word(r, (u - s) & 3), lane + 4 * (from - u));
+#pragma unroll
+			for (int q = 0; q < 4; q++)
+				if (q == from)
+					w[q] = v;
+		}
+#pragma unroll
+		for (int q = 0; q < 4; q++)
+			k[q] = w[q] >= a.thr ? 1.0f : 0.0f;
+		return;
+	}
+#pragma unroll
+	for (int q = 0; q < 4; q++)
+		k[q] = kept(a, b, h, i + (q & 1), rj[q >> 1]);
 }
 
 /* The query-tile kernels' scores for the key tile at j0, in log2 units
@@ -468,6 +557,7 @@ __global__ static void __launch_bounds__(NTHR)
 	E *qs = (E *)sh, *ks[2] = {qs + BQ * LE, qs + (BQ + BK) * LE};
 	E *vs[2] = {qs + (BQ + 2 * BK) * LE, qs + (BQ + 3 * BK) * LE};
 	const auto [bh, b, h, Cl, C3, i0, r0, ri, jend, t, kf] = q_place_of(a);
+	const bool al = aligned(a, h);
 	const E *base = qkv + b * a.T * C3 + h * a.HS;
 	const E *qw = qs + (r0 - i0) * LE;
 	const float scl = a.sc * L2E;
@@ -518,7 +608,7 @@ __global__ static void __launch_bounds__(NTHR)
 #pragma unroll
 			for (int n = 0; n < NT; n++) {
 				float k[4];
-				kept_lane<DROP>(k, a, b, h, ri, j0 + n * 8 + 2 * t);
+				kept_lane<DROP>(k, a, b, h, ri, j0 + n * 8 + 2 * t, al);
 #pragma unroll
 				for (int q = 0; q < 4; q++) {
 					float p = exp2f(s[n][q] - mu[q >> 1]);
@@ -588,10 +678,11 @@ __global__ static void __launch_bounds__(NTHR)
 {
 	extern __shared__ float sh[];
 	const int LE = W + 8;
-	E *qs = (E *)sh, *gs = qs + BQ * LE, *ks[2] = {gs + BQ * LE, gs + (BQ + BK) * LE};
-	E *vs[2] = {gs + (BQ + 2 * BK) * LE, gs + (BQ + 3 * BK) * LE};
+	E *qs = (E *)sh, *gs = qs + BQ * LE;
+	const buf2<E *> ks = {gs + BQ * LE, BK * LE}, vs = {gs + (BQ + 2 * BK) * LE, BK * LE};
 	float *Ds = (float *)(gs + (BQ + 4 * BK) * LE);
 	const auto [bh, b, h, Cl, C3, i0, r0, ri, jend, t, kf] = q_place_of(a);
+	const bool al = aligned(a, h);
 	const E *base = qkv + b * a.T * C3 + h * a.HS;
 	const E *qw = qs + (r0 - i0) * LE, *gw = gs + (r0 - i0) * LE;
 	const float scl = a.sc * L2E;
@@ -638,7 +729,7 @@ __global__ static void __launch_bounds__(NTHR)
 #pragma unroll
 				for (int n = 0; n < NT / 2; n++) {
 					float k[4];
-					kept_lane<DROP>(k, a, b, h, ri, jh + n * 8 + 2 * t);
+					kept_lane<DROP>(k, a, b, h, ri, jh + n * 8 + 2 * t, al);
 #pragma unroll
 					for (int q = 0; q < 4; q++) {
 						float g = DROP ? dp[n][q] * k[q] * a.dscale : dp[n][q];
@@ -682,11 +773,12 @@ __global__ static void __launch_bounds__(NTHR)
 	extern __shared__ float sh[];
 	const int LE = W + 8;
 	E *ks = (E *)sh, *vs = ks + BK * LE;
-	E *qs[2] = {vs + BK * LE, vs + (BK + BQ) * LE}, *gs[2] = {vs + (BK + 2 * BQ) * LE, vs + (BK + 3 * BQ) * LE};
+	const buf2<E *> qs = {vs + BK * LE, BQ * LE}, gs = {vs + (BK + 2 * BQ) * LE, BQ * LE};
 	float *st = (float *)(vs + (BK + 4 * BQ) * LE); /* the query tiles' statistics */
-	float *Ls[2] = {st, st + BQ}, *Ds[2] = {st + 2 * BQ, st + 3 * BQ};
+	const buf2<float *> Ls = {st, BQ}, Ds = {st + 2 * BQ, BQ};
 	int64_t bh = blockIdx.x, b = bh / a.NH, h = bh % a.NH;
 	int j0 = (int)blockIdx.y * BK, T = (int)a.T;
+	const bool al = aligned(a, h);
 	int lane = threadIdx.x % 32, t = lane & 3, kf = (int)(a.HS / 16);
 	int64_t Cl = a.NH * a.HS, C3 = 3 * Cl;
 	int jw0 = j0 + threadIdx.x / 32 * 16;
@@ -727,17 +819,19 @@ __global__ static void __launch_bounds__(NTHR)
 				scores<E, W>(s, kw, qh, LE, q0, q1, kf);
 				scores<E, W>(dp, vw, gh, LE, q0, q1, kf);
 #pragma unroll
-				for (int n = 0; n < NT / 2; n++)
+				for (int n = 0; n < NT / 2; n++) {
+					float k[4];
+					kept_keys<DROP>(k, a, b, h, rj, i0 + hf * 32 + n * 8 + 2 * t, al);
 #pragma unroll
 					for (int q = 0; q < 4; q++) {
 						int c = n * 8 + 2 * t + (q & 1), i = i0 + hf * 32 + c, j = rj[q >> 1];
 						float p = exp2f(s[n][q] * scl - lc[c] * L2E);
 						if (edge && (n < 2 * q0 || n >= 2 * q1 || i < j || i >= T))
 							p = 0.0f;
-						float f = DROP ? kept(a, b, h, i, j) : 1.0f;
-						s[n][q] = p * f;
-						dp[n][q] = p * (dp[n][q] * f * a.dscale - dc[c]);
+						s[n][q] = p * k[q];
+						dp[n][q] = p * (dp[n][q] * k[q] * a.dscale - dc[c]);
 					}
+				}
 				u32 pa[KT / 2][4];
 				repack<E>(pa, s);
 				accumulate<E, W>(dv, pa, q0, q1, gh, LE, a.HS);
