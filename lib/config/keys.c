@@ -182,7 +182,7 @@ static const gpt_config_key keys[] = {
 	K("Optimizer.lr.warmup_steps", GPT_CT_INT, optimizer.lr.warmup_steps, NULL, NULL, 0, BIG,
 	  GPT_CK_DERIVED, "warm-up steps (default warmup_rate x decay_steps, used unrounded)"),
 	F("Optimizer.lr.max_lr", optimizer.lr.max_lr, "5.0e-5", 0, 1e6, "peak learning rate"),
-	F("Optimizer.lr.min_lr", optimizer.lr.min_lr, "1.0e-5", 0, 1e6, "final learning rate"),
+	F("Optimizer.lr.min_lr", optimizer.lr.min_lr, "1.0e-5", 0, 1e6, "final learning rate, at most max_lr (Constant does not use it)"),
 	E("Optimizer.grad_clip.name", optimizer.grad_clip.name, "ClipGradByGlobalNorm",
 	  "ClipGradByGlobalNorm", "gradient clipping; by the global L2 norm"),
 	F("Optimizer.grad_clip.clip_norm", optimizer.grad_clip.clip_norm, "1.0", 0, 1e30,

@@ -432,6 +432,27 @@ static int resolve_rest(gpt_config *cfg, gpt_err *err)
 			    "expected at most Optimizer.lr.decay_steps %lld, found %lld",
 			    (long long)cfg->optimizer.lr.decay_steps,
 			    (long long)cfg->optimizer.lr.warmup_steps);
+	/* The decays run from max_lr down to min_lr. FleetX's formula would
+	 * climb after the warm-up when min_lr is the larger (its single-card
+	 * docs' example, max_lr 1e-5 and min_lr 5e-5, has them swapped);
+	 * Megatron-LM refuses that, and so does gptkit, here so that
+	 * --print-config and --dry-run say so too. Constant never uses min_lr. */
+	const char *sched = cfg->optimizer.lr.name ? cfg->optimizer.lr.name : "CosineAnnealingWithWarmupDecay";
+	int kmin = kid("Optimizer.lr.min_lr"), kmax = kid("Optimizer.lr.max_lr");
+	double lo = cfg->optimizer.lr.min_lr, hi = cfg->optimizer.lr.max_lr;
+	if (lo > hi && strcmp(sched, "Constant") != 0) {
+		if (!gpt_config_given(cfg, kmin))
+			return fail(cfg, kmin, kmax, err,
+				    "expected at most Optimizer.lr.max_lr %g, found the default %g; "
+				    "set Optimizer.lr.min_lr, the rate %s decays to (0 for none)",
+				    hi, lo, sched);
+		return fail(cfg, kmin, kmax, err,
+			    "expected at most Optimizer.lr.max_lr %g, found %g; %s decays from max_lr "
+			    "down to min_lr: swap the two (FleetX's single-card example, max_lr 1e-5 and "
+			    "min_lr 5e-5, has them the wrong way round and would raise the rate after "
+			    "the warm-up)",
+			    hi, lo, sched);
+	}
 	if (cfg->generation.min_dec_len > cfg->generation.max_dec_len)
 		return fail(cfg, kid("Generation.min_dec_len"), kid("Generation.max_dec_len"),
 			    err,

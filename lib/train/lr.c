@@ -9,7 +9,8 @@ int gpt_lr_check(const gpt_lr_schedule *s, gpt_err *err)
 {
 	if (!(s->max_lr >= 0) || !isfinite(s->max_lr))
 		return gpt_err_set(err, GPT_EUSAGE, "Optimizer.lr.max_lr: expected a number >= 0, found %g", s->max_lr);
-	if (!(s->min_lr >= 0) || s->min_lr > s->max_lr)
+	/* Constant never reaches min_lr; the decays run down to it. */
+	if (!(s->min_lr >= 0) || (s->min_lr > s->max_lr && s->kind != GPT_LR_CONSTANT))
 		return gpt_err_set(err, GPT_EUSAGE, "Optimizer.lr.min_lr: expected a number between 0 and max_lr (%g), found %g",
 				   s->max_lr, s->min_lr);
 	if (!(s->warmup_rate >= 0 && s->warmup_rate <= 1))

@@ -245,4 +245,27 @@ test_expect_success 'inconsistent settings name both keys' '
 		gpt-train -c "$C/generation_gpt_345M.yaml" -o Generation.min_dec_len=300 --print-config
 '
 
+test_expect_success 'min_lr above max_lr: where, both values, what to do; before any training' '
+	printf "Optimizer:\n  lr:\n    max_lr: 1.0e-5\n    min_lr: 5.0e-5\n" >swapped.yaml &&
+	fails 65 "swapped.yaml:4:13: Optimizer.lr.min_lr: expected at most Optimizer.lr.max_lr 1e-05, found 5e-05; CosineAnnealingWithWarmupDecay decays from max_lr down to min_lr: swap the two" \
+		gpt-train -c swapped.yaml --print-config &&
+	fails 65 "swapped.yaml:4:13: Optimizer.lr.min_lr: expected at most" gpt-train -c swapped.yaml --dry-run &&
+	fails 64 "-o Optimizer.lr.min_lr=2e-3: Optimizer.lr.min_lr: expected at most Optimizer.lr.max_lr 0.001, found 0.002" \
+		gpt-train -c "$C/tiny_cpu.yaml" -o Optimizer.lr.min_lr=2e-3 --print-config &&
+	printf "Optimizer:\n  lr:\n    name: LinearDecayWithWarmup\n    max_lr: 5.0e-6\n" >low.yaml &&
+	fails 65 "low.yaml:4:13: Optimizer.lr.min_lr (not given): expected at most Optimizer.lr.max_lr 5e-06, found the default 1e-05; set Optimizer.lr.min_lr, the rate LinearDecayWithWarmup decays to (0 for none)" \
+		gpt-train -c low.yaml --print-config
+'
+
+test_expect_success 'Constant never uses min_lr: one above max_lr trains at max_lr' '
+	mkdir data &&
+	gpt-preprocess -t bytes -o data/lic /usr/share/common-licenses/* 2>/dev/null &&
+	gpt-train -c "$C/tiny_cpu_bytes.yaml" -o Data.Train.dataset.input_dir=data/lic \
+		-o Data.Eval.dataset.input_dir=data/lic -o Data.Train.dataset.split=1,0,0 \
+		-o Data.Eval.dataset.split=1,0,0 -o Engine.max_steps=2 -o Engine.eval_freq=0 \
+		-o Engine.test_iters=0 -o Engine.save_load.save_steps=0 -o Optimizer.lr.name=Constant \
+		-o Optimizer.lr.warmup_rate=0 -o Optimizer.lr.min_lr=2e-3 >out 2>err &&
+	test_grep "global step 2, .*learning rate: 1.00000e-03$" out
+'
+
 test_done

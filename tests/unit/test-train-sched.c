@@ -40,6 +40,13 @@ int main(void)
 	   "the names of Optimizer.lr.name");
 	s.min_lr = 1;
 	ok(gpt_lr_check(&s, &err) == GPT_EUSAGE && strstr(err.msg, "min_lr"), "min_lr above max_lr: %s", err.msg);
+	s.kind = GPT_LR_LINEAR;
+	ok(gpt_lr_check(&s, &err) == GPT_EUSAGE, "min_lr above max_lr: refused for the linear decay too");
+	s.kind = GPT_LR_CONSTANT;
+	ok(gpt_lr_check(&s, &err) == 0 && gpt_lr_at(&s, 1000) == s.max_lr,
+	   "Constant never uses min_lr: one above max_lr is no error");
+	s.min_lr = -1;
+	ok(gpt_lr_check(&s, &err) == GPT_EUSAGE, "a negative min_lr is refused even for Constant");
 
 	gpt_loss_scaler ls;
 	gpt_loss_scaler_init(&ls, 32768, 1);
