@@ -62,6 +62,16 @@ test_expect_success TORCH 'four accumulated micro-batches of one are the batch o
 	test_grep "micro-batch 1, 4 accumulation steps" acc.log
 '
 
+test_expect_success TORCH 'a skipped update: the schedule moves on (FleetX), AdamW counts the updates made' '
+	train skip -o Engine.nan_policy=skip -o Engine.fault_inject.nan_steps=3,4 &&
+	test_grep "global step 4: .*skipped the update" skip.log &&
+	check skip sched=cosine skip=3,4 &&
+	test_expect_code 1 $PY "$REF/train_ref.py" check init.safetensors per.bin skip.log skip.safetensors \
+		steps=12 decay_steps=10 warmup_rate=0.33 max_lr=1e-3 min_lr=1e-4 weight_decay=0.1 clip=0.05 \
+		skip=3 >bad &&
+	test_grep "differs" bad
+'
+
 test_expect_success TORCH 'the comparison can fail: another warm-up is seen' '
 	test_expect_code 1 $PY "$REF/train_ref.py" check init.safetensors per.bin cos.log cos.safetensors \
 		steps=12 decay_steps=10 warmup_rate=0.35 max_lr=1e-3 min_lr=1e-4 weight_decay=0.1 clip=0.05 >bad &&

@@ -19,7 +19,8 @@ and the log, in float64 from the same weights and data.
 
 Keys of check: steps, batch, seq, sched (cosine, linear, constant), max_lr,
 min_lr, decay_steps, warmup_rate (the warm-up is warmup_rate x decay_steps,
-unrounded, as FleetX has it), weight_decay, beta1, beta2, epsilon, clip.
+unrounded, as FleetX has it), weight_decay, beta1, beta2, epsilon, clip, skip
+(steps whose update is skipped, comma-separated).
 """
 import json
 import math
@@ -77,7 +78,7 @@ def check(args):
     init_path, data, log, final = args[:4]
     c = {"steps": 12, "batch": 4, "seq": 32, "sched": "cosine", "max_lr": 1e-3, "min_lr": 1e-4,
          "decay_steps": 10, "warmup_rate": 0.33, "weight_decay": 0.01, "beta1": 0.9, "beta2": 0.999,
-         "epsilon": 1e-8, "clip": 1.0}
+         "epsilon": 1e-8, "clip": 1.0, "skip": ""}
     for kv in args[4:]:
         k, v = kv.split("=", 1)
         c[k] = type(c[k])(v)
@@ -94,9 +95,15 @@ def check(args):
     groups = [{"params": [t for k, t in p.items() if decayed(k)], "weight_decay": c["weight_decay"]},
               {"params": [t for k, t in p.items() if not decayed(k)], "weight_decay": 0.0}]
     opt = torch.optim.AdamW(groups, lr=1.0, betas=(c["beta1"], c["beta2"]), eps=c["epsilon"])
+    # skip: steps whose update is not made (their gradients are not finite in
+    # gptkit): the schedule still moves on, as FleetX's does, and AdamW's
+    # bias correction counts the updates made (torch's state step)
+    skip = {int(s) for s in c["skip"].split(",") if s}
     bad = 0
     for step in range(1, c["steps"] + 1):
         lr = lr_at(c, step)
+        if step in skip:
+            continue
         for g in opt.param_groups:
             g["lr"] = lr
         opt.zero_grad()
