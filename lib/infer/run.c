@@ -33,30 +33,6 @@ static int stop_at(void *ctx, const int32_t *ids, int64_t n)
 	return memmem(r->dec.data, r->dec.len, r->a->stop, strlen(r->a->stop)) != NULL;
 }
 
-/* Invalid UTF-8 (a generation cut inside a character) becomes U+FFFD, so
- * JSON output is always valid. */
-static int utf8_clean(const char *p, size_t n, gpt_buf *out, gpt_err *err)
-{
-	const uint8_t *u = (const uint8_t *)p;
-	while (n) {
-		size_t ok = gpt_utf8_valid_prefix(u, n);
-		int rc = gpt_buf_append(out, u, ok, err);
-		u += ok;
-		n -= ok;
-		if (!rc && n) {
-			size_t bad = gpt_utf8_invalid_run(u, n);
-			if (!bad)
-				bad = 1;
-			rc = gpt_buf_append(out, "\xef\xbf\xbd", 3, err);
-			u += bad;
-			n -= bad;
-		}
-		if (rc)
-			return rc;
-	}
-	return 0;
-}
-
 static int emit(void *ctx, const gpt_gen_result *res, gpt_err *err)
 {
 	run *r = ctx;
@@ -78,9 +54,9 @@ static int emit(void *ctx, const gpt_gen_result *res, gpt_err *err)
 		fputc('\n', r->out);
 	} else {
 		gpt_buf p = GPT_BUF_INIT, g = GPT_BUF_INIT;
-		rc = utf8_clean(prompt, plen, &p, err);
+		rc = gpt_utf8_lossy(prompt, plen, &p, err);
 		if (!rc)
-			rc = utf8_clean((const char *)r->dec.data, n, &g, err);
+			rc = gpt_utf8_lossy(r->dec.data, n, &g, err);
 		json_t *ids = json_array(), *pids = json_array();
 		for (int64_t i = 0; ids && i < res->n; i++)
 			json_array_append_new(ids, json_integer(res->ids[i]));

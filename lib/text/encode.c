@@ -209,6 +209,54 @@ size_t gpt_utf8_invalid_run(const uint8_t *p, size_t n)
 	return i;
 }
 
+/* The maximal subpart at p, where no valid character starts: the bytes
+ * that begin a well-formed character before it goes wrong, at least one. */
+static size_t utf8_maximal_subpart(const uint8_t *p, size_t n)
+{
+	uint8_t c = p[0], lo = 0x80, hi = 0xBF;
+	size_t tail;
+	if (c >= 0xC2 && c <= 0xDF) {
+		tail = 1;
+	} else if (c >= 0xE0 && c <= 0xEF) {
+		tail = 2;
+		lo = c == 0xE0 ? 0xA0 : 0x80; /* not overlong */
+		hi = c == 0xED ? 0x9F : 0xBF; /* not a surrogate */
+	} else if (c >= 0xF0 && c <= 0xF4) {
+		tail = 3;
+		lo = c == 0xF0 ? 0x90 : 0x80; /* not overlong */
+		hi = c == 0xF4 ? 0x8F : 0xBF; /* not above U+10FFFF */
+	} else {
+		return 1;
+	}
+	size_t k = 1;
+	while (k <= tail && k < n && p[k] >= lo && p[k] <= hi) {
+		k++;
+		lo = 0x80;
+		hi = 0xBF;
+	}
+	return k;
+}
+
+int gpt_utf8_lossy(const void *text, size_t n, gpt_buf *out, gpt_err *err)
+{
+	const uint8_t *p = text;
+	while (n) {
+		size_t ok = gpt_utf8_valid_prefix(p, n);
+		if (gpt_buf_append(out, p, ok, err))
+			return GPT_EINTERNAL;
+		p += ok;
+		n -= ok;
+		if (!n)
+			break;
+		size_t bad = utf8_maximal_subpart(p, n);
+		if (gpt_buf_append(out, "\xef\xbf\xbd", 3, err))
+			return GPT_EINTERNAL;
+		p += bad;
+		n -= bad;
+	}
+	return 0;
+}
+
 /* A run of valid UTF-8, cut into pieces by the GPT-2 pattern. The pattern
  * matches at every position (its last branches take any character), so the
  * pieces tile the run; a gap would still be encoded, never dropped. */

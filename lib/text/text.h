@@ -105,6 +105,12 @@ size_t gpt_utf8_valid_prefix(const uint8_t *p, size_t n);
 /* Number of bytes at p[0..n) that cannot start a valid UTF-8 character,
  * counted up to the next byte that can. */
 size_t gpt_utf8_invalid_run(const uint8_t *p, size_t n);
+/* Appends p[0..n) to out as valid UTF-8: each maximal subpart of an
+ * ill-formed sequence (Unicode 3.9: the longest start of a well-formed
+ * character there, else one byte) becomes one U+FFFD, as Python's
+ * decode(errors="replace") does, and so Hugging Face's and tiktoken's
+ * decode: "\x80\x80" gives two, a truncated "\xf0\x9f\x98" one. */
+int gpt_utf8_lossy(const void *p, size_t n, gpt_buf *out, gpt_err *err);
 
 #ifdef __cplusplus
 }

@@ -55,6 +55,22 @@ assert rows[0][\"tokens\"] == 40 and rows[0][\"finished\"] is False
 "
 '
 
+test_expect_success '--jsonl: invalid UTF-8 in a generation becomes U+FFFD as Python'"'"'s errors=replace (Hugging Face, tiktoken) has it' '
+	gpt-infer -m ck --jsonl -o Generation.decode_strategy=sampling -o Generation.top_k=0 \
+		-o Generation.temperature=1e6 -o Generation.seed=3 -o Generation.num_return_sequences=32 \
+		-o Generation.max_dec_len=56 "Every" >rand.json &&
+	python3 -c "
+import json
+bad = 0
+for line in open(\"rand.json\"):
+    r = json.loads(line)
+    want = bytes(r[\"ids\"]).decode(\"utf-8\", \"replace\")
+    assert r[\"text\"] == want, (r[\"ids\"], r[\"text\"], want)
+    bad += want.count(chr(0xfffd))
+assert bad > 100, bad
+"
+'
+
 test_expect_success 'sampling: the same seed repeats, another seed differs' '
 	s="-o Generation.decode_strategy=sampling -o Generation.temperature=3 -o Generation.top_k=0 -o Generation.max_dec_len=30"
 	gpt-infer -m ck $s -o Generation.seed=7 -o Generation.num_return_sequences=3 "Every" >a &&

@@ -61,6 +61,37 @@ static void test_utf8(void)
 	is_int(gpt_utf8_invalid_run(sur, 4), 3, "all three bytes of it");
 	const uint8_t over[] = "\xc0\x80\xf4\x90\x80\x80\xf4\x8f\xbf\xbf";
 	is_int(gpt_utf8_invalid_run(over, 10), 6, "overlong and above U+10FFFF are invalid, U+10FFFF is not");
+
+	/* What Python's bytes.decode("utf-8", "replace") gives (Hugging Face's
+	 * and tiktoken's decode): one U+FFFD a maximal subpart. */
+	static const struct {
+		const char *in, *want;
+	} lossy[] = {
+		{"\x80\x80", "\uFFFD\uFFFD"},
+		{"\xed\xa0\x80", "\uFFFD\uFFFD\uFFFD"},
+		{"\xf0\x9f\x98", "\uFFFD"},
+		{"\xe2(\xa1", "\uFFFD(\uFFFD"},
+		{"\xc0\x80", "\uFFFD\uFFFD"},
+		{"\xff\xfe", "\uFFFD\uFFFD"},
+		{"\xf0\x9f\x98\xf0\x9f", "\uFFFD\uFFFD"},
+		{"\xf4\x90\x80\x80", "\uFFFD\uFFFD\uFFFD\uFFFD"},
+		{"\xe0\x80\xaf", "\uFFFD\uFFFD\uFFFD"},
+		{"a\xe2\x80", "a\uFFFD"},
+		{"\xf4\x8f\xbf\xbf\xe4\xb8", "\U0010FFFF\uFFFD"},
+		{"ok \xc3\xa9", "ok \u00e9"},
+	};
+	int same = 1;
+	for (size_t i = 0; i < sizeof lossy / sizeof lossy[0]; i++) {
+		gpt_buf b = GPT_BUF_INIT;
+		gpt_err err = {0};
+		int rc = gpt_utf8_lossy(lossy[i].in, strlen(lossy[i].in), &b, &err);
+		if (rc || b.len != strlen(lossy[i].want) || memcmp(b.data, lossy[i].want, b.len) != 0) {
+			diag("case %zu: got '%.*s'", i, (int)b.len, b.data ? b.data : "");
+			same = 0;
+		}
+		gpt_buf_free(&b);
+	}
+	ok(same, "invalid UTF-8 becomes one U+FFFD a maximal subpart, as Python's errors=replace");
 }
 
 /* tiktoken's merge written plainly: bytes as parts, merge the adjacent pair
