@@ -204,4 +204,14 @@ assert len(ids) > 5000 and max(ids) < 50257, (len(ids), max(ids))
 "
 '
 
+test_expect_success '<|endoftext|> in a prompt is the end-of-text token for GPT-2, 13 bytes for the byte tokenizer' '
+	gpt-infer -m ck50304 --jsonl -o Generation.max_dec_len=1 "a<|endoftext|>b" >gpt2.json &&
+	gpt-infer -m ck --jsonl -o Generation.max_dec_len=1 "a<|endoftext|>b" >bytes.json &&
+	python3 -c "
+import json
+assert json.loads(open(\"gpt2.json\").read())[\"prompt_ids\"] == [64, 50256, 65]
+assert json.loads(open(\"bytes.json\").read())[\"prompt_ids\"] == list(b\"a<|endoftext|>b\")
+"
+'
+
 test_done
