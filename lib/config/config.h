@@ -195,6 +195,15 @@ typedef struct gpt_config {
 		char *model_dir;
 		int64_t mp_degree;
 	} inference;
+	struct { /* FleetX's tools/eval.py settings: compatibility only */
+		char *eval_path;
+		int cloze_eval;
+		int64_t overlapping_eval;
+		char *ckpt_dir;
+		int64_t batch_size;
+		int64_t max_seq_len;
+		int64_t logging_freq;
+	} eval;
 	struct {
 		int enable;
 		char *weight_quantize_type;

@@ -246,6 +246,22 @@ static const gpt_config_key keys[] = {
 	I("Inference.mp_degree", inference.mp_degree, "1", 1, 1 << 10,
 	  "tensor parallel ways for inference: 1 (one process)"),
 
+	/* FleetX's offline evaluation (tools/eval.py), which its example
+	 * configs carry and its trainer does not read either */
+	C("Eval.eval_path", GPT_CT_STR, eval.eval_path, NULL,
+	  "FleetX tools/eval.py's text to evaluate; gpt-infer --ppl FILE measures perplexity"),
+	C("Eval.cloze_eval", GPT_CT_BOOL, eval.cloze_eval, "False",
+	  "FleetX tools/eval.py's LAMBADA cloze accuracy instead of perplexity"),
+	C("Eval.overlapping_eval", GPT_CT_INT, eval.overlapping_eval, "32",
+	  "FleetX tools/eval.py's stride of its overlapping perplexity windows"),
+	C("Eval.ckpt_dir", GPT_CT_STR, eval.ckpt_dir, NULL,
+	  "FleetX tools/eval.py's checkpoint; gpt-infer -m names the model"),
+	C("Eval.batch_size", GPT_CT_INT, eval.batch_size, "8", "FleetX tools/eval.py's batch size"),
+	C("Eval.max_seq_len", GPT_CT_INT, eval.max_seq_len, "1024",
+	  "FleetX tools/eval.py's window length"),
+	C("Eval.logging_freq", GPT_CT_INT, eval.logging_freq, "10",
+	  "FleetX tools/eval.py's log interval"),
+
 	B("Quantization.enable", quantization.enable, "False",
 	  "quantization-aware training (fake-quantized weights and activations)"),
 	E("Quantization.weight_quantize_type", quantization.weight_quantize_type,
@@ -364,7 +380,7 @@ static const char *const sections[] = {
 	"Data.Train", "Data.Eval", "Data.Train.dataset", "Data.Train.sampler",
 	"Data.Train.loader", "Data.Eval.dataset", "Data.Eval.sampler", "Data.Eval.loader",
 	"Optimizer", "Optimizer.lr", "Optimizer.grad_clip", "Distributed",
-	"Distributed.sharding", "Generation", "Inference", "Quantization", NULL,
+	"Distributed.sharding", "Generation", "Inference", "Eval", "Quantization", NULL,
 };
 
 int gpt_config_is_section(const char *name)

@@ -27,6 +27,19 @@ test_expect_success '345M single card: the documented shape and precision' '
 	grep -E "^  micro_batch_size: 8$" out
 '
 
+test_expect_success 'FleetX examples/gpt: the Eval section of tools/eval.py loads, without effect' '
+	printf "Model:\n  hidden_size: 64\n  num_layers: 2\n  num_attention_heads: 4\nEval:\n  eval_path: None\n  cloze_eval: False\n  overlapping_eval: 16\n  ckpt_dir: None\n  batch_size: 4\n  max_seq_len: 512\n  logging_freq: 5\n" >fx.yaml &&
+	gpt-train -c fx.yaml --print-config >out &&
+	grep -E "^  overlapping_eval: 16$" out &&
+	gpt-train --list-keys | grep -E "^Eval.cloze_eval	bool	False	accepted for compatibility, no effect in gptkit" &&
+	gpt-train -c fx.yaml -o Eval.overlapping_eval=8 --dry-run >dry &&
+	gpt-train -c fx.yaml --dry-run >dry0 &&
+	cmp dry dry0 &&
+	printf "Eval:\n  overlap_eval: 16\n" >bad.yaml &&
+	test_expect_code 65 gpt-train -c bad.yaml --print-config 2>err &&
+	grep "unknown key Eval.overlap_eval; did you mean Eval.overlapping_eval" err
+'
+
 test_expect_success 'generation config: FleetX sampling settings through _base_' '
 	gpt-train -c "$C/generation_gpt_345M.yaml" --print-config >out &&
 	grep -E "^  top_k: 50$" out && grep -E "^  top_p: 0.75$" out &&
