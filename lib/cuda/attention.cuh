@@ -31,37 +31,6 @@ __device__ __forceinline__ float kept(const attn_args &a, int64_t b, int64_t h, 
 	return bits >= a.thr ? 1.0f : 0.0f;
 }
 
-/* kept() of probabilities (b, h, i, j) and (b, h, i, j + 1), in k[0] and
- * k[1]: their features are adjacent, so one Philox block (four features)
- * holds both unless the first is the last of its block (never where j is
- * even and T is even). */
-__device__ __forceinline__ void kept2(float (&k)[2], const attn_args &a, int64_t b, int64_t h,
-				      int64_t i, int64_t j)
-{
-	uint64_t f = (uint64_t)((a.d.feature0 + h) * a.T + j), s = (uint64_t)(a.d.sample0 + b);
-	uint32_t r[4], lo, hi;
-	gpt_rng_block(r, a.d.key.seed, a.d.key.step, a.d.key.layer, a.d.key.site, s, (uint64_t)i, f);
-	switch (f & 3u) {
-	case 0:
-		lo = r[0], hi = r[1];
-		break;
-	case 1:
-		lo = r[1], hi = r[2];
-		break;
-	case 2:
-		lo = r[2], hi = r[3];
-		break;
-	default:
-		lo = r[3];
-		gpt_rng_block(r, a.d.key.seed, a.d.key.step, a.d.key.layer, a.d.key.site, s, (uint64_t)i,
-			      f + 1);
-		hi = r[0];
-		break;
-	}
-	k[0] = lo >= a.thr ? 1.0f : 0.0f;
-	k[1] = hi >= a.thr ? 1.0f : 0.0f;
-}
-
 /* The factor dropout gives probability (b, h, i, j): 0 or 1/(1-p). */
 __device__ __forceinline__ float keep(const attn_args &a, int64_t b, int64_t h, int64_t i,
 				      int64_t j)

@@ -44,7 +44,7 @@
  *             after it: S^T = K Q^T, dP^T = V dO^T, dV += (P*mask)^T dO,
  *             dK += dS^T Q.
  * Every output element has one writer and no atomics are used, so the
- * results are the same bits on every run. Dropout factors come from kept() and kept2()
+ * results are the same bits on every run. Dropout factors come from kept()
  * (attention.cuh), the CPU's Philox coordinates. Nothing T x T is stored.
  *
  * The backward kernels work a tile in two halves of 32 columns, so that
@@ -145,27 +145,20 @@ template <> __device__ __forceinline__ u32 pack2<__half>(float lo, float hi)
  * bytes, 16-byte aligned); r[i] is lane l's part of matrix i: its row
  * l / 4, columns 2(l % 4) and 2(l % 4) + 1 (trans: rows 2(l % 4) and
  * 2(l % 4) + 1 of column l / 4), the lower index in the lower half. */
-__device__ __forceinline__ void ldsm4(u32 (&r)[4], const void *p)
+template <bool TRANS = false> __device__ __forceinline__ void ldsm4(u32 (&r)[4], const void *p)
 {
 #ifdef GPT_CUDA_EMULATED
-	emu::ldmatrix_x4(r, p, false);
+	emu::ldmatrix_x4(r, p, TRANS);
 #else
 	unsigned a = (unsigned)__cvta_generic_to_shared(p);
-	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-		     : "r"(a));
-#endif
-}
-
-__device__ __forceinline__ void ldsm4t(u32 (&r)[4], const void *p)
-{
-#ifdef GPT_CUDA_EMULATED
-	emu::ldmatrix_x4(r, p, true);
-#else
-	unsigned a = (unsigned)__cvta_generic_to_shared(p);
-	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
-		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-		     : "r"(a));
+	if constexpr (TRANS)
+		asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+			     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+			     : "r"(a));
+	else
+		asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+			     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+			     : "r"(a));
 #endif
 }
 
@@ -200,7 +193,7 @@ __device__ __forceinline__ void mma_b2(float (&d0)[4], float (&d1)[4], const u32
 {
 	int l = threadIdx.x % 32;
 	u32 b[4];
-	ldsm4t(b, m + (kk * 16 + l % 8 + (l & 8)) * ld + n0 + (l & 16) / 2);
+	ldsm4<true>(b, m + (kk * 16 + l % 8 + (l & 8)) * ld + n0 + (l & 16) / 2);
 	mma<E>(d0, a, b[0], b[1]);
 	mma<E>(d1, a, b[2], b[3]);
 }
@@ -454,6 +447,26 @@ __device__ __forceinline__ void block_of(uint32_t (&r)[4], const attn_args &a, i
 __device__ __forceinline__ uint32_t word(const uint32_t (&r)[4], int w)
 {
 	return w == 0 ? r[0] : w == 1 ? r[1] : w == 2 ? r[2] : r[3];
+}
+
+/* kept() of probabilities (b, h, i, j) and (b, h, i, j + 1), in k[0] and
+ * k[1]: their features are adjacent, so one block holds both unless the
+ * first is the last of its block. */
+__device__ __forceinline__ void kept2(float (&k)[2], const attn_args &a, int64_t b, int64_t h,
+				      int64_t i, int64_t j)
+{
+	int e = (int)((uint64_t)((a.d.feature0 + h) * a.T + j) & 3u);
+	uint32_t r[4], lo, hi;
+	block_of(r, a, b, h, i, j);
+	lo = word(r, e);
+	if (e < 3) {
+		hi = word(r, e + 1);
+	} else {
+		block_of(r, a, b, h, i, j + 1);
+		hi = r[0];
+	}
+	k[0] = lo >= a.thr ? 1.0f : 0.0f;
+	k[1] = hi >= a.thr ? 1.0f : 0.0f;
 }
 
 /* kept() of a lane's four elements of a column tile in a query-tile
