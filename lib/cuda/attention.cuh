@@ -16,6 +16,7 @@ typedef struct attn_args {
 	uint32_t thr;
 	float dscale;
 	gpt_dropout d;
+	uint32_t bhn, hg; /* tensor cores: B * NH heads, in groups of hg (tile_of) */
 } attn_args;
 
 /* 1 when dropout keeps probability (b, h, i, j), else 0, from the same

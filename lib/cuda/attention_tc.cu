@@ -24,13 +24,15 @@
  * padded by 16 bytes, so the 8 rows of an ldmatrix phase hit distinct
  * banks). The head dimension is padded with zeros to W = 32, 64 or 128;
  * products skip the padding.
- *   forward   grid (B*NH, T/64), the longest query tiles first: S = Q K^T,
+ * A block per head and tile, in the order of backend/tiles.h: groups of
+ * heads, for the L2 cache, each group's longest tiles first.
+ *   forward   per query tile: S = Q K^T,
  *             online softmax (the output rows rescaled in registers when
  *             their maximum moves), O += P V; writes O / l rounded to the
  *             storage dtype, what the rounding left (O - round(O), the
  *             "low half", into saved after the statistics) and
  *             lse = m + log l per row.
- *   dq        grid (B*NH, T/64): per query tile, D_i = dO_i . O_i in fp32
+ *   dq        per query tile, D_i = dO_i . O_i in fp32
  *             from the output and its low half (= sum_j p_ij dp_ij, dp the
  *             dropped probabilities' gradient, to fp32's precision), then
  *             one walk over the keys recomputes S and dP = dO V^T and
@@ -40,7 +42,7 @@
  *             whose terms cancel, shows at up to 1.5 times the error of an
  *             exact D. The low half costs 2 bytes an output element; the
  *             exact D otherwise costs a second walk over the keys.)
- *   dkv       grid (B*NH, T/64): per key tile, over the query tiles at or
+ *   dkv       per key tile, over the query tiles at or
  *             after it: S^T = K Q^T, dP^T = V dO^T, dV += (P*mask)^T dO,
  *             dK += dS^T Q.
  * Every output element has one writer and no atomics are used, so the
@@ -65,6 +67,8 @@
  * tests/gpu/emu carries mma.sync, ldmatrix (mma.h) and cp.async
  * (cuda_runtime.h: copies land at the wait) for the CPU emulation. */
 #include "cuda/attention.cuh"
+
+#include "backend/tiles.h"
 
 #include <math.h>
 #include <string.h>
@@ -332,14 +336,28 @@ struct q_place {
 	int i0, r0, ri[2], jend, t, kf;
 };
 
+/* This block's head and tile rank (0 the head's longest): tiles.h. */
+struct tile_place {
+	int64_t bh;
+	int rank;
+};
+
+__device__ __forceinline__ tile_place tile_of(const attn_args &a)
+{
+	uint32_t bh, rank;
+	gpt_attention_tile(blockIdx.x, (uint32_t)((a.T + BQ - 1) / BQ), a.bhn, a.hg, &bh, &rank);
+	return {(int64_t)bh, (int)rank};
+}
+
 __device__ static q_place q_place_of(const attn_args &a)
 {
 	q_place p;
 	int lane = threadIdx.x % 32;
-	p.bh = blockIdx.x;
+	tile_place tp = tile_of(a);
+	p.bh = tp.bh;
 	p.b = p.bh / a.NH;
 	p.h = p.bh % a.NH;
-	p.i0 = (int)(gridDim.y - 1 - blockIdx.y) * BQ;
+	p.i0 = ((int)((a.T + BQ - 1) / BQ) - 1 - tp.rank) * BQ;
 	p.r0 = p.i0 + threadIdx.x / 32 * 16;
 	p.ri[0] = p.r0 + (lane >> 2);
 	p.ri[1] = p.ri[0] + 8;
@@ -789,8 +807,9 @@ __global__ static void __launch_bounds__(NTHR)
 	const buf2<E *> qs = {vs + BK * LE, BQ * LE}, gs = {vs + (BK + 2 * BQ) * LE, BQ * LE};
 	float *st = (float *)(vs + (BK + 4 * BQ) * LE); /* the query tiles' statistics */
 	const buf2<float *> Ls = {st, BQ}, Ds = {st + 2 * BQ, BQ};
-	int64_t bh = blockIdx.x, b = bh / a.NH, h = bh % a.NH;
-	int j0 = (int)blockIdx.y * BK, T = (int)a.T;
+	const tile_place tp = tile_of(a);
+	int64_t bh = tp.bh, b = bh / a.NH, h = bh % a.NH;
+	int j0 = tp.rank * BK, T = (int)a.T;
 	const bool al = aligned(a, h);
 	int lane = threadIdx.x % 32, t = lane & 3, kf = (int)(a.HS / 16);
 	int64_t Cl = a.NH * a.HS, C3 = 3 * Cl;
@@ -892,6 +911,26 @@ template <class K> static int allow_shm(K *k, size_t shm, const char *op, gpt_er
 /* Where a call's tensors are: the saved floats hold the log-sum-exps,
  * then (from a multiple of 4 floats, gpt_attention_flash_saved) the
  * output's low half, laid out as out. */
+/* a's heads for B sequences and their groups (tiles.h), for elements of
+ * es bytes; an error when the grid's blocks do not fit its one dimension */
+static int grid_groups(attn_args *a, int64_t B, size_t es, const char *op, gpt_err *err)
+{
+	int64_t bhn = B * a->NH, nt = (a->T + BQ - 1) / BQ;
+	if (bhn * nt > INT32_MAX)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "%s: %lld heads of %lld positions are %lld tiles of %d, above a grid's %d; "
+				   "use fewer sequences a micro-batch",
+				   op, (long long)bhn, (long long)a->T, (long long)(bhn * nt), BQ, INT32_MAX);
+	a->bhn = (uint32_t)bhn;
+	a->hg = gpt_attention_head_group(a->bhn, a->T, a->HS, es);
+	return 0;
+}
+
+static unsigned grid_size(const attn_args &a)
+{
+	return a.bhn * (unsigned)((a.T + BQ - 1) / BQ);
+}
+
 struct tc_io {
 	void *out, *dqkv;
 	const void *qkv, *dout, *cout; /* cout: out for the backward */
@@ -909,8 +948,7 @@ static int fwd_nf(cudaStream_t s, const tc_io &io, int64_t B, const attn_args &a
 	int rc = allow_shm(kern, shm, "attention_fwd: shared memory", err);
 	if (rc)
 		return rc;
-	dim3 grid((unsigned)(B * a.NH), (unsigned)((a.T + BQ - 1) / BQ));
-	kern<<<grid, NTHR, shm, s>>>((E *)io.out, io.lse, (E *)io.olo, (const E *)io.qkv, a, io.vec);
+	kern<<<grid_size(a), NTHR, shm, s>>>((E *)io.out, io.lse, (E *)io.olo, (const E *)io.qkv, a, io.vec);
 	return gpt_cuda_launched("attention_fwd", err);
 }
 
@@ -925,8 +963,8 @@ static int bwd_nf(cudaStream_t s, const tc_io &io, int64_t B, const attn_args &a
 		rc = allow_shm(kkv, shk, "attention_bwd: shared memory", err);
 	if (rc)
 		return rc;
-	dim3 grid((unsigned)(B * a.NH), (unsigned)((a.T + BQ - 1) / BQ));
 	const E *dout = (const E *)io.dout, *qkv = (const E *)io.qkv;
+	const unsigned grid = grid_size(a);
 	kq<<<grid, NTHR, shq, s>>>((E *)io.dqkv, io.Dv, dout, (const E *)io.cout, (const E *)io.olo, qkv, io.lse, a, io.vec, io.vecd);
 	kkv<<<grid, NTHR, shk, s>>>((E *)io.dqkv, dout, qkv, io.lse, io.Dv, a, io.vec);
 	return gpt_cuda_launched("attention_bwd", err);
@@ -974,9 +1012,13 @@ int gpt_cuda_attention_tc_fwd(gpt_backend *be, void *out, float *saved, const vo
 	io.qkv = qkv;
 	saved_parts(&io, saved, B, *a);
 	io.vec = aligned16(qkv);
+	attn_args g = *a;
+	int rc = grid_groups(&g, B, 2, "attention_fwd", err);
+	if (rc)
+		return rc;
 	if (be->dtype == GPT_DTYPE_BF16)
-		return fwd_e<__nv_bfloat16>(s, io, B, *a, err);
-	return fwd_e<__half>(s, io, B, *a, err);
+		return fwd_e<__nv_bfloat16>(s, io, B, g, err);
+	return fwd_e<__half>(s, io, B, g, err);
 }
 
 int gpt_cuda_attention_tc_bwd(gpt_backend *be, void *dqkv, float *Dv, const void *dout,
@@ -993,7 +1035,11 @@ int gpt_cuda_attention_tc_bwd(gpt_backend *be, void *dqkv, float *Dv, const void
 	saved_parts(&io, (float *)saved, B, *a);
 	io.vec = aligned16(qkv) && aligned16(dout);
 	io.vecd = aligned16(dout) && aligned16(out) && aligned16(io.olo);
+	attn_args g = *a;
+	int rc = grid_groups(&g, B, 2, "attention_bwd", err);
+	if (rc)
+		return rc;
 	if (be->dtype == GPT_DTYPE_BF16)
-		return bwd_e<__nv_bfloat16>(s, io, B, *a, err);
-	return bwd_e<__half>(s, io, B, *a, err);
+		return bwd_e<__nv_bfloat16>(s, io, B, g, err);
+	return bwd_e<__half>(s, io, B, g, err);
 }
