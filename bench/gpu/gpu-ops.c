@@ -2,7 +2,7 @@
  * a time at the seed models' shapes, on the GPU, so that a kernel's speed
  * can be read in seconds, without Nsight Compute or a training run:
  *
- *   build/bench/gpu-ops [bf16|fp16] [--small]
+ *   build/bench/gpu-ops [bf16|fp16] [--small] [--shape NAME] [--only PREFIX] [--once]
  *
  * Each row: the milliseconds a call takes (the mean of REPS calls after
  * WARM, timed by the host clock around calls queued on the backend's one
@@ -19,9 +19,15 @@
  * 3n; cross-entropy's forward reads a chunk of logits, its backward reads
  * and writes it; AdamW moves the 16-bit parameter (read, write) and
  * gradient, and the fp32 master and moments (read, write): 3 es + 24 bytes
- * a parameter. --small: shapes for checking this program under the CPU
- * emulation (tests/gpu/emu), whose figures mean nothing. Exit 0, or 1 on an
- * error; "no CUDA device" and exit 0 without a GPU. */
+ * a parameter. Attention runs without dropout and with the seed configs'
+ * 0.1 (p=0.1), the mask drawn as in training. --small: shapes for checking
+ * this program under the CPU emulation (tests/gpu/emu), whose figures mean
+ * nothing. --shape NAME: that model's rows only (124M, 345M, 1.3B);
+ * --only PREFIX: the ops whose names begin with PREFIX ("attention");
+ * --once: each op called once, not timed (its rate is then one call's, with
+ * no warm-up), for a profiler (tests/gpu/check.sh's attnprof stage). Exit
+ * 0, or 1 on an error or usage error 64; "no CUDA device" and exit 0
+ * without a GPU. */
 #include "backend/backend.h"
 #include "cuda/cuda.h"
 
@@ -32,7 +38,8 @@
 #include <string.h>
 #include <time.h>
 
-enum { WARM = 3, REPS = 10 };
+static int WARM = 3, REPS = 10;
+static const char *only = ""; /* the ops' names' prefix to run */
 
 static gpt_backend gpu;
 static gpt_err err;
@@ -84,6 +91,8 @@ static void *dev_zero(size_t bytes)
  * (amount in TFLOP or GB). */
 #define ROW(shape, op, amount, unit, call)                                                      \
 	do {                                                                                    \
+		if (strncmp(op, only, strlen(only)) != 0)                                       \
+			break;                                                                  \
 		for (int w_ = 0; w_ < WARM; w_++)                                               \
 			if (call)                                                               \
 				fail(op);                                                       \
@@ -96,7 +105,7 @@ static void *dev_zero(size_t bytes)
 		if (gpu.ops->sync(&gpu, &err))                                                  \
 			fail(op);                                                               \
 		double s_ = (now() - t0_) / REPS;                                               \
-		printf("%-6s %-22s %9.3f %9.1f %s\n", shape, op, s_ * 1e3, (amount) / s_, unit); \
+		printf("%-6s %-26s %9.3f %9.1f %s\n", shape, op, s_ * 1e3, (amount) / s_, unit); \
 	} while (0)
 
 typedef struct shape {
@@ -116,12 +125,18 @@ static void bench_shape(const shape *s, gpt_dtype dt)
 	void *dout = dev_rand(dt, BT * C, 1.0f), *dqkv = dev_zero((size_t)(BT * 3 * C) * (size_t)es);
 	float *saved = dev_zero((size_t)o->attention_saved_size(&gpu, B, T, NH, HS) * sizeof(float));
 	double fwd = 2.0 * (double)B * (double)NH * (double)T * (double)T * (double)HS;
-	snprintf(fb, sizeof fb, "attention_fwd HS=%lld", (long long)HS);
-	ROW(s->name, fb, fwd / TF, "TFLOP/s",
-	    o->attention_fwd(&gpu, out, saved, qkv, B, T, NH, HS, NULL, &err));
-	snprintf(fb, sizeof fb, "attention_bwd HS=%lld", (long long)HS);
-	ROW(s->name, fb, 2.5 * fwd / TF, "TFLOP/s",
-	    o->attention_bwd(&gpu, dqkv, dout, out, qkv, saved, B, T, NH, HS, NULL, &err));
+	/* without dropout, and with the seed configs' attention_probs_dropout_prob */
+	gpt_dropout drop = {.p = 0.1f, .key = {.seed = 1234, .step = 7, .layer = 3, .site = 1}};
+	for (int d = 0; d < 2; d++) {
+		const gpt_dropout *dp = d ? &drop : NULL;
+		const char *ps = d ? " p=0.1" : "";
+		snprintf(fb, sizeof fb, "attention_fwd HS=%lld%s", (long long)HS, ps);
+		ROW(s->name, fb, fwd / TF, "TFLOP/s",
+		    o->attention_fwd(&gpu, out, saved, qkv, B, T, NH, HS, dp, &err));
+		snprintf(fb, sizeof fb, "attention_bwd HS=%lld%s", (long long)HS, ps);
+		ROW(s->name, fb, 2.5 * fwd / TF, "TFLOP/s",
+		    o->attention_bwd(&gpu, dqkv, dout, out, qkv, saved, B, T, NH, HS, dp, &err));
+	}
 	gpt_cuda_free(qkv), gpt_cuda_free(out), gpt_cuda_free(dout), gpt_cuda_free(dqkv);
 	gpt_cuda_free(saved);
 
@@ -187,15 +202,22 @@ int main(int argc, char **argv)
 {
 	gpt_dtype dt = GPT_DTYPE_BF16;
 	int small = 0;
+	const char *want = NULL;
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--small") == 0)
 			small = 1;
+		else if (strcmp(argv[i], "--once") == 0)
+			WARM = 0, REPS = 1;
+		else if (strcmp(argv[i], "--shape") == 0 && i + 1 < argc)
+			want = argv[++i];
+		else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
+			only = argv[++i];
 		else if (strcmp(argv[i], "bf16") == 0)
 			dt = GPT_DTYPE_BF16;
 		else if (strcmp(argv[i], "fp16") == 0)
 			dt = GPT_DTYPE_F16;
 		else {
-			fprintf(stderr, "usage: gpu-ops [bf16|fp16] [--small]\n");
+			fprintf(stderr, "usage: gpu-ops [bf16|fp16] [--small] [--shape NAME] [--only PREFIX] [--once]\n");
 			return 64;
 		}
 	}
@@ -215,9 +237,17 @@ int main(int argc, char **argv)
 	static const shape tiny[] = {{"small", 1, 80, 2, 64, 300, 40, 5000}};
 	const shape *sh = small ? tiny : big;
 	size_t ns = small ? 1 : sizeof big / sizeof *big;
-	printf("%-6s %-22s %9s %9s\n", "model", "op", "ms", "rate");
+	int ran = 0;
+	printf("%-6s %-26s %9s %9s\n", "model", "op", "ms", "rate");
 	for (size_t i = 0; i < ns; i++)
-		bench_shape(&sh[i], dt);
+		if (!want || strcmp(want, sh[i].name) == 0)
+			bench_shape(&sh[i], dt), ran++;
+	if (!ran) {
+		fprintf(stderr, "gpu-ops: no shape '%s' (shapes: %s)\n", want,
+			small ? "small" : "124M, 345M, 1.3B");
+		gpt_backend_cuda_free(&gpu);
+		return 64;
+	}
 	gpt_backend_cuda_free(&gpu);
 	return 0;
 }

@@ -3,7 +3,8 @@
 scaled_dot_product_attention (causal; flash attention on a Hopper GPU) at
 the same shapes and dtype, on q, k and v laid out as gptkit's qkv (B, T, 3,
 NH, HS), timed with CUDA events: the mean of 10 calls after 3 warm-ups, the
-backward as (forward + backward) - forward. FLOPs counted as FlashAttention
+backward as (forward + backward) - forward; without dropout and with
+dropout_p=0.1 (the seed configs'), as gpu-ops. FLOPs counted as FlashAttention
 counts them (forward 2 B NH T^2 HS, backward 2.5 times that), as gpu-ops
 does.
 
@@ -42,21 +43,24 @@ def main():
         qkv = (torch.rand(b, t, 3, nh, hs, device="cuda", dtype=dt) * 3 - 1.5).requires_grad_()
         dout = torch.rand(b, nh, t, hs, device="cuda", dtype=dt) * 2 - 1
 
-        def fwd():
-            q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
-            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        for p in (0.0, 0.1):
+            ps = " p=0.1" if p else ""
 
-        def fwd_bwd():
-            qkv.grad = None
-            fwd().backward(dout)
+            def fwd():
+                q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+                return F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
 
-        flops = 2.0 * b * nh * t * t * hs
-        with torch.no_grad():
-            f_ms = timed(fwd)
-        fb_ms = timed(fwd_bwd)
-        b_ms = fb_ms - f_ms
-        print("%-6s %-22s %9.3f %9.1f TFLOP/s" % (name, "torch sdpa_fwd HS=%d" % hs, f_ms, flops / f_ms / 1e9))
-        print("%-6s %-22s %9.3f %9.1f TFLOP/s" % (name, "torch sdpa_bwd HS=%d" % hs, b_ms, 2.5 * flops / b_ms / 1e9))
+            def fwd_bwd():
+                qkv.grad = None
+                fwd().backward(dout)
+
+            flops = 2.0 * b * nh * t * t * hs
+            with torch.no_grad():
+                f_ms = timed(fwd)
+            fb_ms = timed(fwd_bwd)
+            b_ms = fb_ms - f_ms
+            print("%-6s %-26s %9.3f %9.1f TFLOP/s" % (name, "torch sdpa_fwd HS=%d%s" % (hs, ps), f_ms, flops / f_ms / 1e9))
+            print("%-6s %-26s %9.3f %9.1f TFLOP/s" % (name, "torch sdpa_bwd HS=%d%s" % (hs, ps), b_ms, 2.5 * flops / b_ms / 1e9))
         del qkv, dout
 
 

@@ -17,6 +17,9 @@
 #   kernels    bench/gpu/ops.sh: every op's time and rate at the seed
 #              models' shapes (build/bench/gpu-ops), PyTorch's attention at
 #              the same shapes next to it
+#   attnprof   bench/gpu/attnprof.sh: the attention kernels once each under
+#              Nsight Compute's full set (occupancy, pipes, stall reasons);
+#              the full report and its raw metrics land in the logs
 #   comm       test-comm-stage (shm collectives on device buffers),
 #              test-comm-nccl
 #   layouts    t4060: dp2, mp2, pp2, sharding2 stage 3, offload, overlapped
@@ -60,7 +63,7 @@ if [ "${1:-}" = --digest ]; then
 	exit 0
 fi
 
-ALL="probe ops kernels comm layouts infer bench memory profile sanitizer"
+ALL="probe ops kernels attnprof comm layouts infer bench memory profile sanitizer"
 STAGES=${*:-$ALL}
 for s in $STAGES; do
 	case " $ALL " in *" $s "*) ;; *)
@@ -265,6 +268,7 @@ if [ $gpu = 1 ]; then
 		run test-cuda-qgemm 10 "$TB/test-cuda-qgemm"
 	fi
 	want kernels && table kernels 20 sh bench/gpu/ops.sh
+	want attnprof && table attnprof 40 env ATTNPROF_DIR="$L/attnprof" sh bench/gpu/attnprof.sh
 	if want comm; then
 		run test-comm-stage 15 "$TB/test-comm-stage"
 		run test-comm-nccl 15 "$TB/test-comm-nccl"
