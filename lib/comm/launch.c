@@ -854,12 +854,17 @@ static int setup(launch *L, gpt_err *err)
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGUSR1); /* Slurm's --signal=USR1@T before a time limit */
-	sigaddset(&set, SIGHUP);
+	/* Under nohup SIGHUP stays ignored, by us and by the workers: a blocked
+	 * signal is queued even when ignored, so the signalfd would take it and
+	 * a closed terminal would stop the run that nohup should keep. */
+	struct sigaction hup;
+	if (sigaction(SIGHUP, NULL, &hup) != 0 || hup.sa_handler != SIG_IGN)
+		sigaddset(&set, SIGHUP);
 	/* Before the store's thread exists, so that it inherits the mask. */
 	sigprocmask(SIG_BLOCK, &set, &L->old_mask);
-	/* A shell starts background jobs with SIGINT ignored, and an ignored
-	 * signal never reaches the signalfd: take INT and TERM back (HUP stays
-	 * ignored under nohup). The workers inherit the default too. */
+	/* A shell starts background jobs with SIGINT ignored: take INT and
+	 * TERM back, so that the workers inherit the default and a forwarded
+	 * SIGINT stops them. */
 	signal(SIGINT, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);
 	struct sigaction ign = {.sa_handler = SIG_IGN};

@@ -130,6 +130,18 @@ test_expect_success 'a worker that ignores SIGTERM is killed after --grace-perio
 	all_gone pid.0 pid.1
 '
 
+test_expect_success 'under nohup a SIGHUP stops neither gpt-launch nor its workers' '
+	rm -f pid.* &&
+	{ (trap "" HUP; exec gpt-launch --nproc-per-node 2 --grace-period 0.3 -- sh -c "echo \$\$ >pid.\$GPT_RANK; sleep 1.5; echo done") 2>err & } &&
+	launcher=$! &&
+	wait_for pid.0 pid.1 &&
+	kill -HUP $launcher &&
+	code=0 && wait $launcher || code=$? &&
+	test "$code" = 0 &&
+	test_grep "^done$" log/workerlog.0 && test_grep "^done$" log/workerlog.1 &&
+	! grep SIGHUP err
+'
+
 test_expect_success 'workers do not outlive a gpt-launch killed with SIGKILL' '
 	rm -f pid.* &&
 	{ gpt-launch --nproc-per-node 2 -- sh -c "echo \$\$ >pid.\$GPT_RANK; exec sleep 30" 2>err & } &&
