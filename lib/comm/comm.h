@@ -495,7 +495,9 @@ typedef struct gpt_launch_options {
  * the signal gpt-launch received, or GPT_EIO for a hung worker (its heartbeat
  * silent for heartbeat_s: the whole group is killed with SIGKILL), and err
  * says which rank failed and how, e.g. "rank 2 (pid 1234) was killed by
- * signal 9 (SIGKILL); stopped the other 3 workers". Bad options are
+ * signal 9 (SIGKILL; output in log/workerlog.2); stopped the other 3
+ * workers"; the end of that worker's log (unless it is the first local one,
+ * whose output is on err_fd already) is written to err_fd before. Bad options are
  * GPT_EUSAGE. */
 int gpt_launch_run(const gpt_launch_options *o, gpt_err *err);
 

@@ -31,6 +31,7 @@ typedef struct worker {
 	int exited;
 	int out[2];     /* first local worker: its stdout and stderr pipes (read ends), else -1 */
 	int log_fd;
+	off_t log_start;    /* the log's size when this attempt started */
 	gpt_heartbeat_slot hb;
 	uint64_t hb_beats;  /* the counter when last seen; 0: not watched yet */
 	int64_t hb_step;
@@ -65,6 +66,11 @@ static const char *sig_name(int sig, char *buf, size_t size)
 	const char *ab = sigabbrev_np(sig);
 	snprintf(buf, size, "SIG%s", ab ? ab : "?");
 	return buf;
+}
+
+static void log_path(const launch *L, int rank, char *buf, size_t size)
+{
+	snprintf(buf, size, "%s/workerlog.%d", L->log_dir, rank);
 }
 
 /* ---- options ----------------------------------------------------------- */
@@ -257,11 +263,12 @@ static int start_worker(launch *L, int local, int restart, gpt_err *err)
 			return gpt_err_prefix(err, "rank %d", w->rank);
 	}
 	char path[4096];
-	snprintf(path, sizeof path, "%s/workerlog.%d", L->log_dir, w->rank);
+	log_path(L, w->rank, path, sizeof path);
 	/* A restart appends, so that the failed attempt's output stays. */
 	w->log_fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_APPEND | (restart ? 0 : O_TRUNC), 0644);
 	if (w->log_fd < 0)
 		return gpt_err_errno(err, GPT_EIO, errno, "%s: cannot open the worker log", path);
+	w->log_start = lseek(w->log_fd, 0, SEEK_END);
 	int pout[2] = {-1, -1}, perr[2] = {-1, -1};
 	if (local == 0 && (pipe2(pout, O_CLOEXEC) || pipe2(perr, O_CLOEXEC)))
 		return gpt_err_errno(err, GPT_EIO, errno, "rank %d: cannot create output pipes", w->rank);
@@ -338,12 +345,15 @@ static int all_exited_ok(const launch *L)
 typedef struct outcome {
 	int code;          /* 0: all exited 0; else the exit status to return */
 	int interrupted;   /* the signal we received, or 0 */
+	int failed;        /* the local index of the worker that failed, or -1 */
 	char msg[GPT_ERR_MSG_MAX];
 } outcome;
 
-static void describe_failure(const worker *w, int others, outcome *out)
+static void describe_failure(const launch *L, const worker *w, int others, outcome *out)
 {
-	char sn[32], tail[96];
+	char sn[32], tail[96], log[4096];
+	log_path(L, w->rank, log, sizeof log);
+	out->failed = w->local_rank;
 	if (others)
 		snprintf(tail, sizeof tail, "; stopped the other %d worker%s", others, others == 1 ? "" : "s");
 	else
@@ -351,12 +361,12 @@ static void describe_failure(const worker *w, int others, outcome *out)
 	if (WIFSIGNALED(w->status)) {
 		int sig = WTERMSIG(w->status);
 		out->code = 128 + sig;
-		snprintf(out->msg, sizeof out->msg, "rank %d (pid %d) was killed by signal %d (%s)%s", w->rank,
-			 (int)w->pid, sig, sig_name(sig, sn, sizeof sn), tail);
+		snprintf(out->msg, sizeof out->msg, "rank %d (pid %d) was killed by signal %d (%s; output in %s)%s",
+			 w->rank, (int)w->pid, sig, sig_name(sig, sn, sizeof sn), log, tail);
 	} else {
 		out->code = WEXITSTATUS(w->status);
-		snprintf(out->msg, sizeof out->msg, "rank %d (pid %d) exited with status %d%s%s", w->rank,
-			 (int)w->pid, out->code, out->code == 127 ? " (program not found)" : "", tail);
+		snprintf(out->msg, sizeof out->msg, "rank %d (pid %d) exited with status %d (%soutput in %s)%s",
+			 w->rank, (int)w->pid, out->code, out->code == 127 ? "program not found; " : "", log, tail);
 	}
 }
 
@@ -491,7 +501,7 @@ static void reap(launch *L, outcome *out, int *stopping, double *kill_at, char *
 			if (ok || out->code || out->interrupted)
 				continue;
 			int others = running(L);
-			describe_failure(w, others, out);
+			describe_failure(L, w, others, out);
 			signal_all(L, SIGTERM);
 			*stopping = 1;
 			*kill_at = gpt_now_s() + L->o->grace_s;
@@ -637,6 +647,7 @@ static void check_hangs(launch *L, outcome *out, int *stopping, double *kill_at,
 static int attempt(launch *L, int restart, outcome *out, gpt_err *err)
 {
 	memset(out, 0, sizeof *out);
+	out->failed = -1;
 	char fail_key[64];
 	fail_key_of(restart, fail_key, sizeof fail_key);
 	int rc = 0;
@@ -892,6 +903,65 @@ static int setup(launch *L, gpt_err *err)
 	return 0;
 }
 
+/* Shows the end of what the failed worker wrote in this attempt on our
+ * standard error, as paddle.distributed.launch does: the error that made it
+ * fail is usually there, and only the first worker's output reached the
+ * terminal (so nothing is shown when that one failed). Lines that start
+ * with '[' are gpt-train's log lines: left out, so that the terminal's copy
+ * of rank 0's log (gpt-launch ... 2>&1 | tee) gains no steps of another
+ * rank for gpt-logparse to read as a restart. */
+static void show_failed_log(launch *L, const outcome *out)
+{
+	enum { MAX_BYTES = 16384, MAX_LINES = 10 };
+	if (out->failed <= 0 || out->failed >= L->nproc || L->term_gone[1])
+		return;
+	const worker *w = &L->w[out->failed];
+	char path[4096], *buf = malloc(MAX_BYTES);
+	if (!buf)
+		return;
+	log_path(L, w->rank, path, sizeof path);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	off_t end = fd >= 0 ? lseek(fd, 0, SEEK_END) : 0, from = end - MAX_BYTES;
+	if (from < w->log_start)
+		from = w->log_start;
+	ssize_t n = fd >= 0 && end > from ? pread(fd, buf, (size_t)(end - from), from) : 0;
+	if (fd >= 0)
+		close(fd);
+	size_t len = n > 0 ? (size_t)n : 0, at = 0;
+	/* a line cut by the start of the window is not shown */
+	if (from > w->log_start) {
+		const char *nl = memchr(buf, '\n', len);
+		at = nl ? (size_t)(nl - buf) + 1 : len;
+	}
+	/* the last MAX_LINES lines to show, as [b, e) with the newline: a ring */
+	size_t b[MAX_LINES], e[MAX_LINES];
+	int count = 0;
+	while (at < len) {
+		const char *nl = memchr(buf + at, '\n', len - at);
+		size_t next = nl ? (size_t)(nl - buf) + 1 : len;
+		if (buf[at] != '[' && buf[at] != '\n') {
+			b[count % MAX_LINES] = at;
+			e[count % MAX_LINES] = next;
+			count++;
+		}
+		at = next;
+	}
+	if (count) {
+		char head[4200];
+		int hl = snprintf(head, sizeof head, "gpt-launch: the end of %s (rank %d):\n", path, w->rank);
+		int bad = gpt_write_all(L->o->err_fd, head, hl > 0 && (size_t)hl < sizeof head ? (size_t)hl : 0,
+					"terminal", NULL);
+		for (int k = count > MAX_LINES ? count - MAX_LINES : 0; k < count && !bad; k++) {
+			size_t lb = b[k % MAX_LINES], le = e[k % MAX_LINES];
+			bad = gpt_write_all(L->o->err_fd, buf + lb, le - lb, "terminal", NULL) ||
+			      (buf[le - 1] != '\n' && gpt_write_all(L->o->err_fd, "\n", 1, "terminal", NULL));
+		}
+		if (bad)
+			L->term_gone[1] = 1;
+	}
+	free(buf);
+}
+
 /* Node 0 serves the store: after a disputed node rank it stays until the
  * other launchers have read why and hung up, so that each says it too. */
 static void linger_after_conflict(launch *L)
@@ -947,6 +1017,8 @@ int gpt_launch_run(const gpt_launch_options *o, gpt_err *err)
 		outcome out;
 		if ((rc = attempt(&L, restart, &out, err)))
 			break;
+		if (out.code)
+			show_failed_log(&L, &out);
 		/* A forwarded SIGTERM or SIGUSR1 that every worker answered by
 		 * saving and exiting 0 (gpt-train's save_on_signal) is a clean stop. */
 		if (out.interrupted && all_exited_ok(&L)) {

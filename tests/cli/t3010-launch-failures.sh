@@ -39,9 +39,34 @@ test_expect_success 'a worker that exits 3 stops the others; gpt-launch exits 3 
 		if [ \$GPT_RANK = 2 ]; then while [ ! -s pid.3 ] || [ ! -s pid.1 ] || [ ! -s pid.0 ]; do sleep 0.05; done; exit 3; fi
 		sleep 30" 2>err &&
 	test $(($(date +%s) - start)) -lt 10 &&
-	test_grep "^gpt-launch: error: rank 2 \(pid $(cat pid.2)\) exited with status 3; stopped the other 3 workers$" err &&
+	test_grep "^gpt-launch: error: rank 2 \(pid $(cat pid.2)\) exited with status 3 \(output in log/workerlog.2\); stopped the other 3 workers$" err &&
 	test_line_count = 1 err &&
 	all_gone pid.0 pid.1 pid.3
+'
+
+test_expect_success 'the end of a failed worker'"'"'s log, this attempt'"'"'s, is shown above the error, without log lines' '
+	test_expect_code 3 gpt-launch --nproc-per-node 2 --max-restarts 1 --log-dir tail -- sh -c "
+		[ \$GPT_RANK = 1 ] || exec sleep 30
+		[ \$GPT_RESTART_COUNT = 1 ] || seq 1 20
+		echo \"[2026-01-01 00:00:00,000] [    INFO] - global step 7, loss: 1.0\"
+		echo trainer: error: attempt \$GPT_RESTART_COUNT >&2; exit 3" 2>err &&
+	{
+		echo "gpt-launch: the end of tail/workerlog.1 (rank 1):" && seq 12 20 &&
+		echo "trainer: error: attempt 0" &&
+		echo "W gpt-launch: rank 1 (pid N) exited with status 3 (output in tail/workerlog.1); stopped the other 1 worker; restarting the group (restart 1 of 1)" &&
+		echo "gpt-launch: the end of tail/workerlog.1 (rank 1):" &&
+		echo "trainer: error: attempt 1" &&
+		echo "gpt-launch: error: gave up after 1 restart: rank 1 (pid N) exited with status 3 (output in tail/workerlog.1); stopped the other 1 worker"
+	} >expect &&
+	sed -e "s/(pid [0-9]*)/(pid N)/" -e "s/^\[.*\] \[ WARNING\] - /W /" err >actual &&
+	test_cmp expect actual
+'
+
+test_expect_success 'the first worker'"'"'s output is on the terminal already: no end of its log' '
+	test_expect_code 2 gpt-launch --nproc-per-node 2 --log-dir tail0 -- sh -c "
+		echo hello >&2; [ \$GPT_RANK = 0 ] && exit 2; exec sleep 30" 2>err &&
+	printf "hello\n" >expect && sed 1q err >actual && test_cmp expect actual &&
+	test_line_count = 2 err
 '
 
 test_expect_success 'SIGKILL of one worker stops the others within seconds, naming rank and signal' '
@@ -54,7 +79,7 @@ test_expect_success 'SIGKILL of one worker stops the others within seconds, nami
 	code=0 && wait $launcher || code=$? &&
 	test "$code" = 137 &&
 	test $(($(date +%s) - start)) -lt 5 &&
-	test_grep "^gpt-launch: error: rank 1 \(pid $(cat pid.1)\) was killed by signal 9 \(SIGKILL\); stopped the other 2 workers$" err &&
+	test_grep "^gpt-launch: error: rank 1 \(pid $(cat pid.1)\) was killed by signal 9 \(SIGKILL; output in log/workerlog.1\); stopped the other 2 workers$" err &&
 	all_gone pid.0 pid.2
 '
 
@@ -67,7 +92,7 @@ test_expect_success '--max-restarts 1 restarts the group once (GPT_RESTART_COUNT
 		fi" 2>err &&
 	printf "restart 0\nrestart 1\n" >expect &&
 	test_cmp expect seen.0 && test_cmp expect seen.1 &&
-	test_grep "WARNING\] - gpt-launch: rank 1 \(pid [0-9]+\) exited with status 5; stopped the other 1 worker; restarting the group \(restart 1 of 1\)" err
+	test_grep "WARNING\] - gpt-launch: rank 1 \(pid [0-9]+\) exited with status 5 \(output in log/workerlog.1\); stopped the other 1 worker; restarting the group \(restart 1 of 1\)" err
 '
 
 test_expect_success 'SIGTERM while a failed group is being stopped: no restart' '
@@ -84,7 +109,7 @@ test_expect_success 'SIGTERM while a failed group is being stopped: no restart' 
 	test "$code" = 5 &&
 	! test -e pid.0.1 &&
 	! grep -q "restarting the group" err &&
-	test_grep "^gpt-launch: error: rank 1 \(pid [0-9]+\) exited with status 5; stopped the other 1 worker; received SIGTERM while stopping: no restart$" err
+	test_grep "^gpt-launch: error: rank 1 \(pid [0-9]+\) exited with status 5 \(output in log/workerlog.1\); stopped the other 1 worker; received SIGTERM while stopping: no restart$" err
 '
 
 test_expect_success 'a restart appends to the worker logs' '
@@ -92,7 +117,7 @@ test_expect_success 'a restart appends to the worker logs' '
 	printf "attempt 0\nattempt 1\nattempt 2\n" >expect &&
 	test_cmp expect log/workerlog.0 &&
 	test_cmp expect out &&
-	test_grep "^gpt-launch: error: gave up after 2 restarts: rank 0 \(pid [0-9]+\) exited with status 4; no other worker was running$" err
+	test_grep "^gpt-launch: error: gave up after 2 restarts: rank 0 \(pid [0-9]+\) exited with status 4 \(output in log/workerlog.0\); no other worker was running$" err
 '
 
 test_expect_success 'SIGTERM to gpt-launch is forwarded to every worker' '
@@ -159,14 +184,14 @@ test_expect_success 'a failure on node 1 stops node 0 too' '
 	test_expect_code 6 gpt-launch --nnodes 2 --nproc-per-node 1 --master 127.0.0.1:$port -- sleep 30 2>err &&
 	code=0 && wait $node1 || code=$? &&
 	test "$code" = 6 &&
-	test_grep "^gpt-launch: error: rank 1 \(pid [0-9]+\) exited with status 6; no other worker was running$" node1.err &&
-	test_grep "^gpt-launch: error: node 1: rank 1 \(pid [0-9]+\) exited with status 6; .*; stopped the 1 worker of node 0$" err
+	test_grep "^gpt-launch: error: rank 1 \(pid [0-9]+\) exited with status 6 \(output in log/workerlog.1\); no other worker was running$" node1.err &&
+	test_grep "^gpt-launch: error: node 1: rank 1 \(pid [0-9]+\) exited with status 6 \(output in log/workerlog.1\); .*; stopped the 1 worker of node 0$" err
 '
 
 test_expect_success 'a program that does not exist: exit 127, named' '
 	test_expect_code 127 gpt-launch -- no-such-program-xyz 2>err &&
 	test_grep "cannot run no-such-program-xyz" err &&
-	test_grep "^gpt-launch: error: rank 0 \(pid [0-9]+\) exited with status 127 \(program not found\)" err
+	test_grep "^gpt-launch: error: rank 0 \(pid [0-9]+\) exited with status 127 \(program not found; output in log/workerlog.0\)" err
 '
 
 test_expect_success 'node 0 cannot serve on a port in use' '
@@ -195,7 +220,7 @@ test_expect_success 'a worker whose peer never arrives gets a timeout naming it;
 		echo \$\$ >pid.\$GPT_RANK
 		[ \$GPT_RANK = 2 ] && exec sleep 5; exec \"$worker\" worker" 2>err &&
 	! ls /dev/shm/gptkit-$(cat pid.0)-* 2>/dev/null &&
-	test_grep "^gpt-launch: error: rank [01] \(pid [0-9]+\) exited with status 74; stopped the other 2 workers$" err &&
+	test_grep "^gpt-launch: error: rank [01] \(pid [0-9]+\) exited with status 74 \(output in peer/workerlog.[01]\); stopped the other 2 workers$" err &&
 	cat peer/workerlog.0 peer/workerlog.1 >both &&
 	test_grep "^test-comm-shm worker: error: group world: shm setup timed out after 1 s waiting for ranks 2 \(world 2\)$" both
 '
@@ -210,7 +235,7 @@ test_expect_success 'the shm segment of a worker killed during setup is removed'
 		   kill -KILL \$(cat pid.0); sleep 5 ;;
 		*) exec sleep 5 ;;
 		esac" 2>err &&
-	test_grep "^gpt-launch: error: rank 0 \(pid $(cat pid.0)\) was killed by signal 9 \(SIGKILL\)" err &&
+	test_grep "^gpt-launch: error: rank 0 \(pid $(cat pid.0)\) was killed by signal 9 \(SIGKILL; output in crash/workerlog.0\)" err &&
 	test_line_count = 1 seen &&
 	! ls $(cat seen) 2>/dev/null
 '
