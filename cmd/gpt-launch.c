@@ -23,6 +23,12 @@ static const gpt_opt options[] = {
 	{"grace-period", 0, "SECONDS", OPT_GRACE, "between SIGTERM and SIGKILL when stopping workers (default 5)"},
 	{"heartbeat-timeout", 0, "SECONDS", OPT_HEARTBEAT,
 	 "a worker without a heartbeat this long is hung: kill the group, restart or fail (default 600; 0: off)"},
+	/* torchrun's and paddle.distributed.launch's spellings (see usage) */
+	{"nproc_per_node", 0, "N", OPT_NPROC, NULL},
+	{"node_rank", 0, "R", OPT_NODE_RANK, NULL},
+	{"log_dir", 0, "DIR", OPT_LOG_DIR, NULL},
+	{"max_restarts", 0, "N", OPT_MAX_RESTARTS, NULL},
+	{"gpus", 0, "LIST", OPT_DEVICES, NULL},
 	{"help", 'h', NULL, OPT_HELP, "show this help and exit"},
 	{"version", 'V', NULL, OPT_VERSION, "show the version and exit"},
 	{NULL, 0, NULL, 0, NULL},
@@ -35,6 +41,8 @@ static void usage(FILE *fp)
 		    "GPT_LOCAL_RANK, GPT_MASTER, ... (and torchrun's RANK, WORLD_SIZE, ...); log each to\n"
 		    "LOG_DIR/workerlog.RANK; stop them all when one fails.\n\nOptions:\n");
 	gpt_opts_help(options, fp);
+	fprintf(fp, "\nThe spellings of torchrun and python -m paddle.distributed.launch work too:\n"
+		    "--nproc_per_node, --node_rank, --log_dir, --max_restarts, and --gpus for --devices.\n");
 	fprintf(fp, "\nEnvironment: GPT_COMM_TIMEOUT (seconds, default 300) bounds the rendezvous;\n"
 		    "GPT_HEARTBEAT_TIMEOUT is the default of --heartbeat-timeout. See gpt-launch(1).\n");
 }

@@ -94,7 +94,8 @@ _gptkit()
 		for ((i = 1; i < COMP_CWORD; i++)); do
 			case "${COMP_WORDS[i]}" in
 			--) _command_offset $((i + 1)); return ;;
-			--nproc-per-node|--devices|--nnodes|--node-rank|--master|--log-dir|--max-restarts|--grace-period|--heartbeat-timeout) ((i++)) ;;
+			--nproc-per-node|--devices|--nnodes|--node-rank|--master|--log-dir|--max-restarts|--grace-period|--heartbeat-timeout|\
+			--nproc_per_node|--node_rank|--log_dir|--max_restarts|--gpus) ((i++)) ;;
 			-*) ;;
 			*) _command_offset $i; return ;;
 			esac

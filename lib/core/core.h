@@ -355,7 +355,7 @@ typedef struct gpt_opt {
 	int shrt;          /* short letter, or 0 */
 	const char *arg;   /* argument placeholder ("FILE"), or NULL for a flag */
 	int id;            /* value returned by gpt_opts_next for this option */
-	const char *help;  /* one line */
+	const char *help;  /* one line; NULL: not listed (another spelling of an option) */
 } gpt_opt;
 
 typedef struct gpt_opts {

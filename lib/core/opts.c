@@ -67,6 +67,8 @@ void gpt_opts_help(const gpt_opt *table, FILE *fp)
 {
 	for (const gpt_opt *t = table; t->id; t++) {
 		char left[96];
+		if (!t->help) /* another spelling of an option listed */
+			continue;
 		int n = 0;
 		if (t->shrt && t->lng)
 			n = snprintf(left, sizeof left, "-%c, --%s", t->shrt, t->lng);

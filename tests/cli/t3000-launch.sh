@@ -41,6 +41,15 @@ test_expect_success '--devices with every variable gpt-launch sets (no OMP_NUM_T
 	test "$(cut -d" " -f2 all.0)" -ge 1
 '
 
+test_expect_success 'the spellings of torchrun and paddle.distributed.launch work too' '
+	gpt-launch --log_dir log_dp2 --gpus "0,1" -- sh -c "echo dev=\$CUDA_VISIBLE_DEVICES" >out 2>&1 &&
+	test_grep "^dev=1$" log_dp2/workerlog.1 &&
+	gpt-launch --nproc_per_node=2 --node_rank 0 --max_restarts=0 --log_dir=tr -- sh -c "echo rank=\$GPT_RANK" >out 2>&1 &&
+	test_grep "^rank=1$" tr/workerlog.1 &&
+	gpt-launch --help >help &&
+	! grep -E "^ +--(log_dir|gpus)" help
+'
+
 test_expect_success 'without --devices an inherited CUDA_VISIBLE_DEVICES stays' '
 	CUDA_VISIBLE_DEVICES=5 gpt-launch -- sh -c "echo \$CUDA_VISIBLE_DEVICES \$GPT_WORLD_SIZE" >out &&
 	echo "5 1" >expect && test_cmp expect out
