@@ -763,6 +763,15 @@ static int nodes_meet(launch *L, int restart, gpt_err *err)
 						L, err))) {
 		/* so that a launcher started again in our place is not waited for twice */
 		gpt_store_add(L->st, in_key, -1, NULL, NULL);
+		const char *who = strstr(err->msg, "waiting for ranks ");
+		if (rc == GPT_EIO && who) {
+			/* the barrier's indices are node ranks: say which nodes and how to start them */
+			char nodes[GPT_ERR_MSG_MAX];
+			snprintf(nodes, sizeof nodes, "%s", who + strlen("waiting for ranks "));
+			return gpt_err_set(err, GPT_EIO,
+					   "nodes did not all start: no gpt-launch with --node-rank %s (of --nnodes %d) came to the rendezvous store at %s within %g s (GPT_COMM_TIMEOUT); start one on each node with the same --master and --nnodes and its own --node-rank, 0 to %d (without --node-rank a launcher is node 0)",
+					   nodes, L->o->nnodes, L->master, gpt_store_timeout(L->st), L->o->nnodes - 1);
+		}
 		return rc == GPT_EUSAGE || rc > 128 ? rc
 						    : gpt_err_prefix(err, "nodes did not all start (a node's rank is a barrier index)");
 	}

@@ -214,6 +214,15 @@ test_expect_success 'node 1 gives up on an unreachable master after GPT_COMM_TIM
 	test ! -e unreach
 '
 
+test_expect_success 'node 0 names the nodes that never came, and how to start them' '
+	port=$("$worker" free-port) &&
+	start=$(date +%s) &&
+	test_expect_code 74 env GPT_COMM_TIMEOUT=1 gpt-launch --nnodes 3 --master 127.0.0.1:$port --log-dir lonely -- true 2>err &&
+	test $(($(date +%s) - start)) -lt 5 &&
+	test_grep "^gpt-launch: error: nodes did not all start: no gpt-launch with --node-rank 1, 2 \(of --nnodes 3\) came to the rendezvous store at 127.0.0.1:$port within 1 s \(GPT_COMM_TIMEOUT\); start one on each node with the same --master and --nnodes and its own --node-rank, 0 to 2 \(without --node-rank a launcher is node 0\)$" err &&
+	test ! -e lonely/workerlog.0
+'
+
 test_expect_success 'a worker whose peer never arrives gets a timeout naming it; no segment is left' '
 	rm -f pid.* &&
 	test_expect_code 74 env GPT_COMM_TIMEOUT=1 gpt-launch --nproc-per-node 3 --log-dir peer -- sh -c "
