@@ -106,8 +106,18 @@ static int resolve_degrees(gpt_config *cfg, gpt_err *err)
 		others = mul(others, *dp);
 	}
 	if (free_k >= 0) {
-		int blame = gpt_config_given(cfg, kmp) ? kmp : gpt_config_given(cfg, kpp) ? kpp
-							  : gdp ? kdp : ksh;
+		/* Where the error points: a degree that was given and is above 1
+		 * (a degree of 1 divides everything: the file's mp_degree: 1 is
+		 * not what -o Distributed.dp_degree=3 on 4 ranks got wrong). */
+		int kfix = gdp ? kdp : gsh ? ksh : -1;
+		int64_t vfix = gdp ? *dp : gsh ? *sh : 1;
+		int blame = gpt_config_given(cfg, kmp) && mp > 1   ? kmp
+			    : gpt_config_given(cfg, kpp) && pp > 1 ? kpp
+			    : kfix >= 0 && vfix > 1               ? kfix
+			    : gpt_config_given(cfg, kmp)          ? kmp
+			    : gpt_config_given(cfg, kpp)          ? kpp
+			    : gdp                                 ? kdp
+								  : ksh;
 		if (world % others != 0)
 			return fail(cfg, blame, -1, err,
 				    "expected the other degrees (mp_degree %lld x pp_degree %lld%s%lld) "

@@ -65,6 +65,10 @@ test_expect_success 'degrees that do not divide the world size' '
 	fails 65 "bad.yaml:5:14: Distributed.mp_degree: expected the other degrees (mp_degree 4 x pp_degree 1 x sharding_degree 1) to divide the world size 6 (from --world-size), found a product of 4" \
 		gpt-train -c bad.yaml --world-size 6 --print-config &&
 	fails 65 "world size 6 (from GPT_WORLD_SIZE)" env GPT_WORLD_SIZE=6 gpt-train -c bad.yaml --print-config &&
+	fails 64 "-o Distributed.dp_degree=3: Distributed.dp_degree: expected the other degrees (mp_degree 1 x pp_degree 1 x dp_degree 3) to divide the world size 4 (from --world-size), found a product of 3" \
+		gpt-train -c "$C/tiny_cpu.yaml" -o Distributed.dp_degree=3 --world-size 4 --print-config &&
+	fails 64 "--sharding_parallel_degree 3: Distributed.sharding.sharding_degree: expected the other degrees (mp_degree 1 x pp_degree 1 x sharding_degree 3)" \
+		gpt-train -c "$C/tiny_cpu.yaml" --sharding_parallel_degree 3 --world-size 4 --print-config &&
 	fails 65 "Distributed.dp_degree: expected dp_degree x mp_degree x pp_degree x sharding_degree to equal the world size 16 (from --world-size), found 1 x 1 x 1 x 1 = 1" \
 		gpt-train -c "$C/pretrain_gpt_345M_single_card.yaml" --world-size 16 --print-config
 '

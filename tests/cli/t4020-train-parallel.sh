@@ -141,10 +141,11 @@ test_expect_success 'a second run into the same output_dir is refused while the 
 '
 
 test_expect_success 'a world size that does not fit the degrees is an error naming the numbers' '
-	test_expect_code 65 gpt-launch --nproc-per-node 3 --log-dir log-bad -- \
+	test_expect_code 64 gpt-launch --nproc-per-node 3 --log-dir log-bad -- \
 		gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" -o Distributed.dp_degree=2 \
 		-o Data.Train.dataset.input_dir=data/lic -o Engine.max_steps=1 >bad.out 2>&1 &&
-	test_grep "rank [0-9] .* exited with status 65" bad.out &&
+	test_grep "rank [0-9] .* exited with status 64 \(output in log-bad/workerlog.[0-2]\)" bad.out &&
+	test_grep "^gpt-train: error: -o Distributed.dp_degree=2: Distributed.dp_degree: .*dp_degree 2\) to divide the world size 3 \(from GPT_WORLD_SIZE\)" bad.out &&
 	cat log-bad/workerlog.* >bad.log &&
 	test_grep "dp_degree 2\) to divide the world size 3 \(from GPT_WORLD_SIZE\)" bad.log
 '
