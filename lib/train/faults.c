@@ -144,6 +144,13 @@ int gpt_tr_nonfinite(trainer *tr, double loss, gpt_err *err)
 			       (long long)tr->step, loss);
 		return 0;
 	}
+	/* A background save in flight holds the state before this step, which
+	 * was finite: it is published first (every rank is here, as the ranks
+	 * agreed on the verdict), so that a rollback goes back to it and a stop
+	 * names it rather than discarding it unpublished. */
+	int rc = gpt_tr_ckpt_finish(tr, 0, 0, err);
+	if (rc)
+		return rc;
 	if (strcmp(policy, "rollback") == 0)
 		return rollback(tr, loss, err);
 	return gpt_err_set(err, GPT_EDATA,

@@ -117,6 +117,49 @@ test_expect_success 'bf16: the NaN is caught before the update; rollback equals 
 	same_weights bskip/step_00000010 brb/step_00000010 0
 '
 
+# slowfsync.so: every fsync of a rank's part sleeps 0.3 s, so that the
+# background save of step 4 is still being written when step 5 ends
+build_slowfsync () {
+	cat >slowfsync.c <<-'EOF'
+	#define _GNU_SOURCE
+	#include <dlfcn.h>
+	#include <fnmatch.h>
+	#include <stdio.h>
+	#include <unistd.h>
+	int fsync(int fd)
+	{
+		static int (*real)(int);
+		char l[64], p[4096];
+		if (!real)
+			real = (int (*)(int))dlsym(RTLD_NEXT, "fsync");
+		snprintf(l, sizeof l, "/proc/self/fd/%d", fd);
+		ssize_t n = readlink(l, p, sizeof p - 1);
+		p[n > 0 ? n : 0] = 0;
+		if (fnmatch("*/.step_*.tmp/rank-*", p, 0) == 0)
+			usleep(300000);
+		return real(fd);
+	}
+	EOF
+	cc -shared -fPIC -o slowfsync.so slowfsync.c -ldl
+}
+
+test_expect_success 'async_save: the save still in flight is published first; rollback and stop take it' '
+	build_slowfsync &&
+	(export LD_PRELOAD=$PWD/slowfsync.so && train -o Engine.nan_policy=rollback -o Engine.fault_inject.nan_steps=5 \
+		-o Engine.save_load.async_save=True -o Engine.save_load.output_dir=arb) >arb.log 2>&1 &&
+	test_grep "rolled back to the weights and optimizer state of global step 4; training goes on at global step 6" arb.log &&
+	train -o Engine.nan_policy=rollback -o Engine.fault_inject.nan_steps=5 \
+		-o Engine.save_load.output_dir=brb5 >brb5.log 2>&1 &&
+	same_after brb5.log arb.log 5 &&
+	same_weights brb5/step_00000010 arb/step_00000010 0 &&
+	(export LD_PRELOAD=$PWD/slowfsync.so &&
+	 test_expect_code 65 train -o Engine.fault_inject.nan_steps=5 \
+		-o Engine.save_load.async_save=True -o Engine.save_load.output_dir=ast) >ast.log 2>&1 &&
+	test_grep "global step 5: the loss or the gradients are not finite \(loss nan\); stopping before the update; the last good checkpoint is ast/step_00000004" ast.log &&
+	test "$(cat ast/latest)" = step_00000004 &&
+	test -f ast/step_00000004/index.json
+'
+
 layout () { # name nproc flags...
 	name=$1 nproc=$2
 	shift 2
