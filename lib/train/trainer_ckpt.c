@@ -602,10 +602,25 @@ int gpt_tr_load_checkpoint(trainer *tr, const char *path, gpt_err *err)
 	if (!rc) {
 		tr->step = step;
 		tr->opt.t = t;
-		if (ls) { /* else (an imported model) the configured scale */
+		/* The loss scale carries over between float16 runs only: a run of
+		 * fp32 or bf16 saved a fixed scale of 1, which would leave float16
+		 * gradients unscaled for thousands of steps, and float16's scale
+		 * means nothing to the others (as Megatron-LM loads its grad scaler
+		 * only into a run that has one). An imported model has none. */
+		json_t *dyn = json_object_get(ls, "dynamic");
+		int kind_saved = json_is_boolean(dyn) ? json_is_true(dyn) : tr->scaler.dynamic;
+		if (ls && kind_saved == tr->scaler.dynamic) {
 			tr->scaler.scale = scale;
 			tr->scaler.good_steps = good;
 			tr->scaler.bad_steps = bad;
+		} else if (ls && tr->scaler.dynamic) {
+			gpt_log_printf(&tr->log, GPT_LOG_INFO,
+				       "%s was saved without float16 (a fixed loss scale of %g): float16 training starts from Engine.mix_precision.scale_loss %g",
+				       gpt_ckpt_path(ck), scale, tr->scaler.scale);
+		} else if (ls) {
+			gpt_log_printf(&tr->log, GPT_LOG_INFO,
+				       "%s was saved in float16 (a dynamic loss scale of %g): this run trains without float16, with a loss scale of %g",
+				       gpt_ckpt_path(ck), scale, tr->scaler.scale);
 		}
 		snprintf(tr->last_ckpt, sizeof tr->last_ckpt, "%s", gpt_ckpt_path(ck));
 		char sz[32];

@@ -149,6 +149,23 @@ test_expect_success 'fp16 overflow: the step is skipped, the scale backs off, tr
 	test "$(grep -c "\[amp\]" amp.log)" -ge 4
 '
 
+test_expect_success 'the loss scale carries over between fp16 runs only, not from or into fp32' '
+	F16="-o Engine.mix_precision.enable=True -o Engine.mix_precision.dtype=float16" &&
+	train -o Engine.max_steps=2 -o Engine.save_load.save_steps=2 -o Engine.eval_freq=0 \
+		-o Engine.save_load.output_dir=s32 >s32.log 2>&1 &&
+	train $F16 -o Engine.max_steps=4 -o Engine.save_load.save_steps=2 -o Engine.eval_freq=0 \
+		-o Engine.save_load.ckpt_dir=s32 -o Engine.save_load.output_dir=s16 >s16.log 2>&1 &&
+	test_grep "s32/step_00000002 was saved without float16 \(a fixed loss scale of 1\): float16 training starts from Engine.mix_precision.scale_loss 32768" s16.log &&
+	test_grep "\"scale\": 32768" s16/step_00000004/state.json &&
+	train $F16 -o Engine.mix_precision.scale_loss=1024 -o Engine.max_steps=6 -o Engine.save_load.save_steps=2 \
+		-o Engine.eval_freq=0 -o Engine.save_load.output_dir=s16 >s16b.log 2>&1 &&
+	test_grep "\"scale\": 32768" s16/step_00000006/state.json &&
+	train -o Engine.max_steps=8 -o Engine.save_load.save_steps=2 -o Engine.eval_freq=0 \
+		-o Engine.save_load.ckpt_dir=s16 -o Engine.save_load.output_dir=s32b >s32b.log 2>&1 &&
+	test_grep "s16/step_00000006 was saved in float16 \(a dynamic loss scale of 32768\): this run trains without float16, with a loss scale of 1" s32b.log &&
+	test_grep "\"scale\": 1.0" s32b/step_00000008/state.json
+'
+
 test_expect_success 'bf16 storage trains with fp32 master weights' '
 	train -o Engine.max_steps=8 -o Engine.save_load.save_steps=0 -o Engine.eval_freq=0 \
 		-o Engine.mix_precision.enable=True -o Engine.mix_precision.dtype=bfloat16 >bf.log 2>&1 &&
