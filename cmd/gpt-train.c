@@ -55,7 +55,7 @@ static void usage(FILE *fp)
 		    "[--world-size N]\n\n"
 		    "Train a GPT model as the configuration says: log lines on stdout (FleetX's\n"
 		    "format), checkpoints in Engine.save_load.output_dir, resuming from\n"
-		    "Engine.save_load.ckpt_dir or from output_dir/latest. One process trains alone;\n"
+		    "output_dir/latest, else from Engine.save_load.ckpt_dir. One process trains alone;\n"
 		    "under gpt-launch the ranks train together (data, tensor and pipeline parallel,\n"
 		    "ZeRO sharding). --print-config shows the resolved configuration and --dry-run\n"
 		    "the parameter count and per-rank memory, without training. gpt-train --version\n"

@@ -5,6 +5,7 @@
 #include "cuda/cuda.h"
 #endif
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -556,6 +557,21 @@ gpt_dtype gpt_train_storage_dtype(const gpt_config *cfg)
 	return d && strcmp(d, "bfloat16") == 0 ? GPT_DTYPE_BF16 : GPT_DTYPE_F16;
 }
 
+/* 1 when path is dir itself or an entry of it (a checkpoint of its own). */
+static int in_dir(const char *path, const char *dir)
+{
+	char a[PATH_MAX], b[PATH_MAX];
+	if (!realpath(path, a) || !realpath(dir, b))
+		return 0;
+	if (strcmp(a, b) == 0)
+		return 1;
+	char *s = strrchr(a, '/');
+	if (!s)
+		return 0;
+	s[s == a] = '\0'; /* the parent; "/" stays "/" */
+	return strcmp(a, b) == 0;
+}
+
 int gpt_train_run(const gpt_config *cfg, FILE *log, const volatile sig_atomic_t *stop,
 		  gpt_err *err)
 {
@@ -591,16 +607,22 @@ int gpt_train_run(const gpt_config *cfg, FILE *log, const volatile sig_atomic_t 
 		rc = gpt_tr_faults_setup(&tr, err);
 	if (!rc)
 		rc = gpt_tr_overlap_setup(&tr, err);
-	/* Resume: an explicit ckpt_dir must load; otherwise output_dir/latest
-	 * (a restarted job) does when it exists. */
-	const char *ck = cfg->engine.save_load.ckpt_dir;
-	if (!rc && ck && *ck) {
+	/* Resume: output_dir/latest (a restarted job) when it exists, unless
+	 * ckpt_dir names output_dir or one of its own checkpoints; else an
+	 * explicit ckpt_dir, which must load. */
+	const char *ck = cfg->engine.save_load.ckpt_dir, *od = cfg->engine.save_load.output_dir;
+	char latest[4096];
+	snprintf(latest, sizeof latest, "%s/latest", od ? od : ".");
+	int own = od && *od && gpt_path_exists(latest);
+	if (!rc && ck && *ck && own && gpt_path_exists(ck) && !in_dir(ck, od)) {
+		gpt_log_printf(&tr.log, GPT_LOG_INFO,
+			       "%s/latest names a checkpoint of this run: resuming from it, not from Engine.save_load.ckpt_dir %s, which starts a run whose output_dir holds none; to start from %s again, give a new output_dir",
+			       od, ck, ck);
+		rc = gpt_tr_load_checkpoint(&tr, od, err);
+	} else if (!rc && ck && *ck) {
 		rc = gpt_tr_load_checkpoint(&tr, ck, err);
-	} else if (!rc && cfg->engine.save_load.output_dir) {
-		char latest[4096];
-		snprintf(latest, sizeof latest, "%s/latest", cfg->engine.save_load.output_dir);
-		if (gpt_path_exists(latest))
-			rc = gpt_tr_load_checkpoint(&tr, cfg->engine.save_load.output_dir, err);
+	} else if (!rc && own) {
+		rc = gpt_tr_load_checkpoint(&tr, od, err);
 	}
 	if (!rc) {
 		/* What this run allocated, to hold against gpt-train --dry-run. */

@@ -60,6 +60,24 @@ test_expect_success 'stop at 10 and resume to 20: the same losses and the same b
 	cmp full/step_00000020/rank-00000.safetensors part/step_00000020/rank-00000.safetensors
 '
 
+test_expect_success 'a restarted run started from ckpt_dir resumes from its own latest, bit for bit' '
+	D="-o Model.hidden_dropout_prob=0.1 -o Model.attention_probs_dropout_prob=0.1" &&
+	train $D -o Engine.max_steps=20 -o Engine.save_load.save_steps=5 -o Engine.eval_freq=0 \
+		-o Engine.save_load.ckpt_dir=full/step_00000010 -o Engine.save_load.output_dir=ft >ft1.log 2>&1 &&
+	train $D -o Engine.max_steps=15 -o Engine.save_load.save_steps=5 -o Engine.eval_freq=0 \
+		-o Engine.save_load.ckpt_dir=full/step_00000010 -o Engine.save_load.output_dir=ft2 >ft2a.log 2>&1 &&
+	train $D -o Engine.max_steps=20 -o Engine.save_load.save_steps=5 -o Engine.eval_freq=0 \
+		-o Engine.save_load.ckpt_dir=full/step_00000010 -o Engine.save_load.output_dir=ft2 >ft2b.log 2>&1 &&
+	test_grep "ft2/latest names a checkpoint of this run: resuming from it, not from Engine.save_load.ckpt_dir full/step_00000010, which starts a run whose output_dir holds none; to start from full/step_00000010 again, give a new output_dir" ft2b.log &&
+	test_grep "resumed from ft2/step_00000015 at global step 15" ft2b.log &&
+	losses ft1.log >a && { losses ft2a.log; losses ft2b.log; } >b &&
+	test_cmp a b &&
+	cmp ft/step_00000020/rank-00000.safetensors ft2/step_00000020/rank-00000.safetensors &&
+	test_expect_code 65 train -o Engine.max_steps=20 -o Engine.save_load.ckpt_dir=ft2/step_00000015 \
+		-o Model.hidden_size=32 -o Model.ffn_hidden_size=128 -o Engine.save_load.output_dir=ft2 >own 2>&1 &&
+	test_grep "cannot resume: ft2/step_00000015: its model has Model.hidden_size 64" own
+'
+
 test_expect_success 'a corrupted checkpoint is refused with the file named' '
 	cp -r part/step_00000010 bad &&
 	printf X | dd of=bad/rank-00000.safetensors bs=1 seek=5000 conv=notrunc 2>/dev/null &&
