@@ -622,6 +622,18 @@ int gpt_tr_load_checkpoint(trainer *tr, const char *path, gpt_err *err)
 				       "%s was saved in float16 (a dynamic loss scale of %g): this run trains without float16, with a loss scale of %g",
 				       gpt_ckpt_path(ck), scale, tr->scaler.scale);
 		}
+		/* The data goes on at global step x global batch, as PaddleNLP's
+		 * Trainer resumes; with another global batch or sequence length
+		 * that is not where the checkpoint's run stopped (Megatron-LM goes
+		 * on at the samples it consumed), which the log says. */
+		json_t *data = json_object_get(st, "data");
+		int64_t gb = tr->G, sl = tr->T, next = step * tr->G;
+		if (json_is_object(data) && !json_int(data, "global_batch", &gb) && !json_int(data, "seq_len", &sl) &&
+		    !json_int(data, "next_sample", &next) && (gb != tr->G || sl != tr->T) && tr->rank == 0)
+			gpt_log_printf(&tr->log, GPT_LOG_WARNING,
+				       "%s was saved by a run of global batch %lld x %lld tokens, which stopped at sample %lld; this run's is %lld x %lld, so its data goes on at sample %lld (global step %lld x its global batch), not where that run stopped; keep Global.global_batch_size and max_seq_len to go on with the same data",
+				       gpt_ckpt_path(ck), (long long)gb, (long long)sl, (long long)next, (long long)tr->G,
+				       (long long)tr->T, (long long)(step * tr->G), (long long)step);
 		snprintf(tr->last_ckpt, sizeof tr->last_ckpt, "%s", gpt_ckpt_path(ck));
 		char sz[32];
 		gpt_format_bytes((double)(n_w + 2 * (size_t)cnt) * 4, sz, sizeof sz);

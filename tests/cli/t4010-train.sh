@@ -78,6 +78,13 @@ test_expect_success 'a restarted run started from ckpt_dir resumes from its own 
 	test_grep "cannot resume: ft2/step_00000015: its model has Model.hidden_size 64" own
 '
 
+test_expect_success 'a resume with another global batch says where its data goes on' '
+	train -o Engine.max_steps=11 -o Engine.eval_freq=0 -o Global.global_batch_size=16 \
+		-o Engine.save_load.ckpt_dir=full/step_00000010 -o Engine.save_load.output_dir=gb16 >gb16.log 2>&1 &&
+	test_grep "WARNING\] - full/step_00000010 was saved by a run of global batch 8 x 64 tokens, which stopped at sample 80; this run.s is 16 x 64, so its data goes on at sample 160 \(global step 10 x its global batch\), not where that run stopped; keep Global.global_batch_size and max_seq_len to go on with the same data" gb16.log &&
+	! grep -q "was saved by a run of global batch" part2.log
+'
+
 test_expect_success 'a corrupted checkpoint is refused with the file named' '
 	cp -r part/step_00000010 bad &&
 	printf X | dd of=bad/rank-00000.safetensors bs=1 seek=5000 conv=notrunc 2>/dev/null &&
