@@ -119,7 +119,8 @@ int gpt_ckpt_save(const char *output_dir, int64_t step, const gpt_ckpt_piece *pi
  *     config.yaml and index.json (last), fsyncs, renames the staging
  *     directory to step_NNNNNNNN/, fsyncs output_dir, replaces `latest`
  *     atomically, and when keep_last > 0 removes the oldest complete step
- *     directories beyond keep_last (never the new one). On failure nothing
+ *     directories beyond keep_last (never the new one, nor later steps'
+ *     ones, which are not counted). On failure nothing
  *     appears under the final name.
  * stage_dir (size >= 4096) receives the staging directory's name. */
 void gpt_ckpt_stage_dir(const char *output_dir, int64_t step, char *stage_dir, size_t size);

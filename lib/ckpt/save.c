@@ -352,7 +352,10 @@ static int cmp_step(const void *a, const void *b)
 	return x < y ? 1 : x > y ? -1 : 0; /* newest first */
 }
 
-/* Keeps the new checkpoint and the keep_last - 1 newest other complete ones. */
+/* Keeps the new checkpoint and the keep_last - 1 newest complete ones
+ * before it. Those of later steps (left by a run that went further before
+ * this one resumed from an earlier checkpoint) are neither counted nor
+ * removed: counting them would remove this run's own newest ones first. */
 static void prune(const char *output_dir, int64_t step, int64_t keep_last)
 {
 	DIR *d = opendir(output_dir);
@@ -365,7 +368,7 @@ static void prune(const char *output_dir, int64_t step, int64_t keep_last)
 	while ((e = readdir(d))) {
 		long long s;
 		char tail;
-		if (sscanf(e->d_name, "step_%lld%c", &s, &tail) != 1 || s == step)
+		if (sscanf(e->d_name, "step_%lld%c", &s, &tail) != 1 || s >= step)
 			continue;
 		snprintf(p, sizeof p, "%s/%s/index.json", output_dir, e->d_name);
 		if (!gpt_path_exists(p))

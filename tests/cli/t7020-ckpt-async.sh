@@ -1,7 +1,7 @@
 #!/bin/sh
 # Saving: Engine.save_load.async_save writes the same bytes as a blocking
 # save (the copy is taken at the step it names, however training goes on);
-# keep_last prunes only complete older checkpoints; a rank that fails to
+# keep_last prunes only complete older checkpoints, never later ones; a rank that fails to
 # write its part (a file size limit set on it mid-run) makes every rank stop
 # with an error and nothing is published, blocking or in the background; an
 # existing complete checkpoint is never overwritten.
@@ -62,6 +62,16 @@ test_expect_success 'keep_last 2 keeps the two newest complete checkpoints' '
 	ls k/step_00000008 >files &&
 	printf "config.yaml\nindex.json\nrank-00000.safetensors\nstate.json\n" >want &&
 	test_cmp want files
+'
+
+test_expect_success 'keep_last after going back to an earlier step: later ones neither count nor go' '
+	train 1 log-kb1 kb 8 -o Engine.save_load.save_steps=4 >/dev/null 2>&1 &&
+	train 1 log-kb2 kb 7 -o Engine.save_load.save_steps=1 -o Engine.save_load.keep_last=2 \
+		-o Engine.save_load.ckpt_dir=kb/step_00000004 >/dev/null 2>&1 &&
+	ls kb >got &&
+	printf "latest\nstep_00000006\nstep_00000007\nstep_00000008\n" >want &&
+	test_cmp want got &&
+	echo step_00000007 >want && test_cmp want kb/latest
 '
 
 # fail_rank1 NAME FLAGS...: a 2-rank run whose rank 1 may not write more
