@@ -67,6 +67,8 @@ typedef struct gpt_logs_rec {
 	gpt_logs_dialect dialect;
 	int64_t step;           /* -1 when the line does not say (see gpt_logs_run) */
 	int64_t total_steps;    /* -1 unless the line says ("step 5/100") */
+	int64_t epoch, batch;   /* PaddleFleetX's "[train] epoch: E, batch: B" (B counts
+				 * from 0 in each epoch), which gives no step: -1 otherwise */
 	gpt_logs_num loss;      /* train loss, or the eval loss for GPT_LOGS_EVAL */
 	gpt_logs_num lr;
 	gpt_logs_num step_time; /* seconds per step */
@@ -229,7 +231,10 @@ typedef struct gpt_logs_counts {
 /* Runs gpt-logparse. Inputs: a directory stands for its workerlog.* files
  * (rank N from workerlog.N, else 0). Rows without a step number (FleetX's and
  * PaddleNLP's eval lines, llm.c's "val loss") take the last training step
- * seen in the same log. counts (may be NULL) is filled even on failure. */
+ * seen in the same log. PaddleFleetX's "[train] epoch: E, batch: B" line is
+ * step B + 1 in the first epoch the log shows, and B + 1 past the last step
+ * logged before in each later one. counts (may be NULL) is filled even on
+ * failure. */
 int gpt_logs_run(const gpt_logs_opts *o, gpt_logs_counts *counts, gpt_err *err);
 
 /* Rank from a file name: N for ".../workerlog.N" (also "workerlog.N.gz"), else 0. */

@@ -23,6 +23,7 @@ enum {
 	P_GPTKIT_CKPT,
 	P_GPTKIT_AMP,
 	P_FLEETX_EVAL,
+	P_FLEETX_TRAIN,
 	P_PADDLENLP_KV,
 	P_MEGATRON_STEP,
 	P_MEGATRON_EVAL,
@@ -55,6 +56,13 @@ static const char *const patterns[P_COUNT] = {
 	[P_GPTKIT_AMP] = "\\[amp\\] global step " INT ".*?loss scale " NUM " -> " NUM,
 	[P_FLEETX_EVAL] = "\\[eval\\] epoch: " INT ", batch: " INT ", loss: " NUM
 			  "(?:.*?, avg_eval_cost: " NUM_UNIT("sec") ")?",
+	/* PaddleFleetX's engine (ppfleetx, language_module.py): no global step,
+	 * the epoch and the step's index in it. */
+	[P_FLEETX_TRAIN] = "\\[train\\] epoch: " INT ", batch: " INT ", loss: " NUM
+			   "(?:.*?, avg_batch_cost: " NUM_UNIT("sec") ")?"
+			   "(?:.*?, ips_total: " NUM_UNIT("tokens/s") ")?"
+			   "(?:.*?, ips: " NUM_UNIT("tokens/s") ")?"
+			   "(?:.*?, learning rate: " NUM ")?",
 	[P_PADDLENLP_KV] = "([a-z_]+): " NUM "(?=,|\\s|$)",
 	[P_MEGATRON_STEP] = "iteration\\s+" INT "/\\s*" INT "\\s*\\|"
 			    "(?:.*?elapsed time per iteration \\(ms\\):\\s*" NUM ")?"
@@ -268,7 +276,7 @@ static void rec_init(gpt_logs_rec *r)
 {
 	gpt_logs_num none = {NAN, NULL, 0};
 	memset(r, 0, sizeof *r);
-	r->step = r->total_steps = r->bytes = -1;
+	r->step = r->total_steps = r->bytes = r->epoch = r->batch = -1;
 	r->loss = r->lr = r->step_time = r->tok_card = r->tok_total = r->ppl = r->cost = none;
 	r->interval_s = r->step_rate = r->scale_from = r->scale_to = NAN;
 }
@@ -596,6 +604,26 @@ int gpt_logs_parse_line(gpt_logs_parser *p, const char *line, size_t len, gpt_lo
 		r->loss = num(p, at, rc, 3);
 		r->cost = num(p, at, rc, 4);
 		p->body = at + 14;
+		return finish(p, line, len, 0, r);
+	}
+	if ((at = memmem(line, len, "[train] epoch: ", 15))) {
+		int rc = run(p, P_FLEETX_TRAIN, at, (size_t)(line + len - at));
+		if (!rc)
+			return 0;
+		r->dialect = GPT_LOGS_GPTKIT;
+		r->kind = GPT_LOGS_STEP;
+		r->epoch = integer(p, at, rc, 1);
+		r->batch = integer(p, at, rc, 2);
+		r->loss = num(p, at, rc, 3);
+		r->step_time = num(p, at, rc, 4);
+		r->tok_total = num(p, at, rc, 5);
+		r->tok_card = num(p, at, rc, 6);
+		if (!r->tok_total.txt) { /* a lone ips is the all-card figure, as above */
+			r->tok_total = r->tok_card;
+			r->tok_card = derived(NAN);
+		}
+		r->lr = num(p, at, rc, 7);
+		p->body = at + 15;
 		return finish(p, line, len, 0, r);
 	}
 	if (memmem(line, len, "global_step: ", 13) || memmem(line, len, "eval_loss: ", 11)) {

@@ -16,6 +16,8 @@ typedef struct source {
 	gpt_logs_reader *r;
 	int done;
 	int64_t last_step;   /* for records that do not carry their step */
+	int64_t fx_epoch;    /* PaddleFleetX's [train] lines: the epoch of the last */
+	int64_t fx_base;     /* and the step before that epoch's first batch */
 	gpt_logs_series series;
 	gpt_buf prefix;      /* the source and rank fields of its rows */
 } source;
@@ -62,6 +64,7 @@ static int add_source(run_ctx *c, const char *path, gpt_err *err)
 	c->nsrc++;
 	s->rank = gpt_logs_rank_from_path(path);
 	s->last_step = -1;
+	s->fx_epoch = -1;
 	gpt_logs_series_init(&s->series);
 	gpt_logs_write_prefix(&s->prefix, c->o->format, path, s->rank, err);
 	return err->code;
@@ -170,6 +173,16 @@ static int take(run_ctx *c, source *s, gpt_logs_rec *r, gpt_err *err)
 	const gpt_logs_opts *o = c->o;
 	if (r->step < 0 && r->kind == GPT_LOGS_EVAL)
 		r->step = s->last_step;
+	if (r->kind == GPT_LOGS_STEP && r->step < 0 && r->batch >= 0) {
+		/* PaddleFleetX counts the batches of each epoch from 0. A later
+		 * epoch goes on from the last step logged; an earlier one is a
+		 * run started again. */
+		if (r->epoch != s->fx_epoch)
+			s->fx_base = s->fx_epoch >= 0 && r->epoch > s->fx_epoch && s->last_step > 0
+					     ? s->last_step : 0;
+		s->fx_epoch = r->epoch;
+		r->step = s->fx_base + r->batch + 1;
+	}
 	if (r->kind == GPT_LOGS_STEP) {
 		/* PaddleNLP gives the time of the whole logging interval. */
 		if (r->interval_s > 0 && !r->step_time.txt) {

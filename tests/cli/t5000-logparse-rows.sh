@@ -30,6 +30,31 @@ test_expect_success 'older FleetX lines: a lone ips is the all-card figure' '
 	sed -n 3p out >actual && test_cmp expect actual
 '
 
+test_expect_success 'PaddleFleetX engine lines: [train] epoch: E, batch: B is step B + 1, on across epochs' '
+	cat >ppfleetx.log <<-\EOF &&
+	[2022-10-20 12:00:01,000] [    INFO] - [train] epoch: 0, batch: 0, loss: 11.052017212, avg_batch_cost: 1.59627 sec, speed: 0.63 step/s, ips_total: 5132 tokens/s, ips: 641 tokens/s, learning rate: 5.55556e-09
+	[2022-10-20 12:00:02,000] [    INFO] - [train] epoch: 0, batch: 9, loss: 10.930861855, avg_batch_cost: 0.50125 sec, speed: 2.00 step/s, ips_total: 16343 tokens/s, ips: 2043 tokens/s, learning rate: 8.33333e-08
+	[2022-10-20 12:00:03,000] [    INFO] - [eval] epoch: 0, batch: 9, loss: 10.876543210, avg_eval_cost: 0.10000 sec, speed: 10.00 step/s
+	[2022-10-20 12:00:04,000] [    INFO] - [train] epoch: 0, batch: 19, loss: 10.854017067, avg_batch_cost: 0.49697 sec, speed: 2.01 step/s, ips_total: 16484 tokens/s, ips: 2061 tokens/s, learning rate: 1.11111e-07
+	[2022-10-20 12:00:05,000] [    INFO] - [Training] epoch: 0, total time: 10.00000 sec
+	[2022-10-20 12:00:06,000] [    INFO] - [train] epoch: 1, batch: 9, loss: 10.727174950, avg_batch_cost: 0.49582 sec, speed: 2.02 step/s, ips_total: 16522 tokens/s, ips: 2065 tokens/s, learning rate: 1.38889e-07
+	EOF
+	gpt-logparse ppfleetx.log 2>err | cut -f 3- >out &&
+	cat >expect <<-\EOT &&
+	step	loss	lr	step_time	tokens_per_s	tokens_per_s_total
+	1	11.052017212	5.55556e-09	1.59627	641	5132
+	10	10.930861855	8.33333e-08	0.50125	2043	16343
+	20	10.854017067	1.11111e-07	0.49697	2061	16484
+	30	10.727174950	1.38889e-07	0.49582	2065	16522
+	EOT
+	test_cmp expect out &&
+	test_grep "^gpt-logparse: 1 line skipped" err &&
+	gpt-logparse --summary --format json ppfleetx.log >sum 2>/dev/null &&
+	grep -q "\"format\":\"fleetx\",\"steps\":4," sum &&
+	grep -q "\"eval_losses\":\[\[10,10.87654321\]\]" sum &&
+	grep -q "\"restarts\":0}" sum
+'
+
 test_expect_success 'gptkit: eval, checkpoint and overflow lines are not step rows' '
 	gpt-logparse "$D/gptkit.log" >out &&
 	test_line_count = 11 out &&
