@@ -11,11 +11,13 @@
 /* A number as trainers print it: Python's %f/%e/%g, nan and inf included. */
 #define NUM "([-+]?(?:[0-9]+(?:\\.[0-9]*)?|\\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?(?i:nan|inf)(?i:inity)?)"
 #define INT "([0-9]+)"
-/* A number and its unit, or a number and anything but the end of the line:
- * a number that other output ran into ("avg_batch_cost: 0.1/usr/lib/...")
- * is taken, to be seen as cut short (cut_short); one that the end of the log
- * cut off is left out. Atomic, so that "0.1" at the end is not taken as "0.". */
-#define NUM_UNIT(u) "(?>" NUM ")(?: " u "|(?!$))"
+/* A number and its unit, or a number and anything but a space or the end of
+ * the line: a number that other output ran into ("avg_batch_cost:
+ * 0.1/usr/lib/...") is taken, to be seen as cut short (cut_short); one that
+ * the end of the log cut off is left out, and so is one in another unit
+ * ("ips: 16.00000 sequences/sec" is no tokens/s). Atomic, so that "0.1" at
+ * the end is not taken as "0.". */
+#define NUM_UNIT(u) "(?>" NUM ")(?: " u "|(?! |$))"
 
 enum {
 	P_GPTKIT_STEP,

@@ -30,6 +30,22 @@ test_expect_success 'older FleetX lines: a lone ips is the all-card figure' '
 	sed -n 3p out >actual && test_cmp expect actual
 '
 
+test_expect_success 'an ips in sequences/sec or samples/sec is no tokens/s' '
+	cat >seq.log <<-\EOF &&
+	[2023-03-01 10:00:00,000] [    INFO] - global step 30 / 100, loss: 7.500000, avg_reader_cost: 0.00100 sec, avg_batch_cost: 0.50000 sec, avg_samples: 8.00000, ips: 16.00000 sequences/sec
+	[2023-03-01 10:00:05,000] [    INFO] - global step 40 / 100, loss: 7.400000, avg_reader_cost: 0.00100 sec, avg_batch_cost: 0.50000 sec, avg_samples: 8.00000, ips: 16.00000 sample/sec, max_mem_reserved: 1024 MB, max_mem_allocated: 512 MB
+	[2023-03-01 10:00:10,000] [    INFO] - global step 50, loss: 7.300000, avg_batch_cost: 0.50000 sec, ips_total: 4096 tokens/sec, ips: 512 tokens/sec
+	EOF
+	gpt-logparse seq.log | cut -f 3- >out &&
+	cat >expect <<-\EOT &&
+	step	loss	lr	step_time	tokens_per_s	tokens_per_s_total
+	30	7.500000		0.50000		
+	40	7.400000		0.50000		
+	50	7.300000		0.50000	512	4096
+	EOT
+	test_cmp expect out
+'
+
 test_expect_success 'PaddleFleetX engine lines: [train] epoch: E, batch: B is step B + 1, on across epochs' '
 	cat >ppfleetx.log <<-\EOF &&
 	[2022-10-20 12:00:01,000] [    INFO] - [train] epoch: 0, batch: 0, loss: 11.052017212, avg_batch_cost: 1.59627 sec, speed: 0.63 step/s, ips_total: 5132 tokens/s, ips: 641 tokens/s, learning rate: 5.55556e-09
