@@ -435,6 +435,10 @@ static int run(trainer *tr, gpt_err *err)
 			reader = 0;
 			steps_in_int = 0;
 		}
+		/* evaluations and saves are no step time: the next line's
+		 * avg_batch_cost and ips leave them out, as Megatron-LM stops its
+		 * interval timer around them */
+		double t_side = gpt_now_s();
 		if (tr->valid && cfg->engine.eval_freq > 0 && tr->step % cfg->engine.eval_freq == 0)
 			rc = evaluate(tr, tr->valid, cfg->engine.eval_iters, 0, err);
 		/* every save_steps steps, at the end, and every save_epoch epochs */
@@ -448,6 +452,7 @@ static int run(trainer *tr, gpt_err *err)
 			rc = gpt_tr_save(tr, tr->step == tr->total_steps, err);
 		if (!rc)
 			rc = gpt_tr_ckpt_poll(tr, err);
+		t_int += gpt_now_s() - t_side;
 		/* A stop signal on any rank: every rank ends after this step. */
 		int32_t stop = tr->stop && *tr->stop;
 		if (!rc && tr->comm)

@@ -306,6 +306,15 @@ test_expect_success GPU 'Global.device=gpu trains one process on the GPU, step f
 	awk "{ d = \$2 - \$5; if (d < 0) d = -d; if (d > 1e-3 * \$2) bad++ } END { exit bad > 0 }" both
 '
 
+test_expect_success 'the time of an evaluation is not in the next step line avg_batch_cost' '
+	train -o Engine.max_steps=3 -o Engine.logging_freq=1 -o Engine.eval_freq=2 \
+		-o Engine.eval_iters=200 -o Engine.save_load.save_steps=0 >evtime.log 2>&1 &&
+	cost=$(sed -n "s/.* - global step 3, .*avg_batch_cost: \([0-9.]*\) sec.*/\1/p" evtime.log) &&
+	ecost=$(sed -n "s/.*\[eval\] global step 2, .*avg_eval_cost: \([0-9.]*\) sec.*/\1/p" evtime.log) &&
+	echo "step 3: $cost s; the evaluation before it: 200 x $ecost s" &&
+	test "$(echo "4 * $cost < 200 * $ecost" | bc)" = 1
+'
+
 test_expect_success 'settings this build cannot train are clear errors' '
 	test_expect_code 64 train --world-size 2 -o Global.device=gpu -o Global.micro_batch_size=4 \
 		-o Engine.max_steps=1 >out 2>err &&
