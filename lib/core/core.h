@@ -246,8 +246,9 @@ typedef struct gpt_step_line {
 int gpt_step_line_format(char *out, size_t size, const gpt_step_line *s);
 
 /* The evaluation line:
- * "[eval] global step 100, epoch: 0, batch: 100, loss: 5.123456789, ppl: 167.890000,
- *  avg_eval_cost: 0.12345 sec, speed: 8.10 step/s" (speed in eval batches per second). */
+ * "[eval] global step 100, epoch: 0, batch: 99, loss: 5.123456789, ppl: 167.890000,
+ *  avg_eval_cost: 0.12345 sec, speed: 8.10 step/s" (speed in eval batches per second;
+ *  epoch and batch are those of the step's own line). */
 typedef struct gpt_eval_line {
 	int64_t step, epoch, batch;
 	double loss;

@@ -278,7 +278,10 @@ static int evaluate(trainer *tr, const gpt_loader *l, int64_t iters, int test, g
 	if (rc)
 		return gpt_err_prefix(err, "%s at global step %lld", test ? "test" : "evaluation",
 				      (long long)tr->step);
-	gpt_eval_line e = {.step = tr->step, .epoch = 0, .batch = tr->step,
+	/* the epoch and batch of the step evaluated after, as its step line gives them */
+	int64_t spe = gpt_loader_epoch_samples(tr->train) / tr->G;
+	int64_t last = tr->step > 0 ? tr->step - 1 : 0;
+	gpt_eval_line e = {.step = tr->step, .epoch = last / spe, .batch = last % spe,
 			   .loss = ntok ? sum / (double)ntok : 0,
 			   .avg_eval_cost = iters ? (gpt_now_s() - t0) / (double)iters : 0};
 	char line[512];

@@ -231,7 +231,7 @@ done
 test_expect_success 'the test split is evaluated after training; without one, a warning says so' '
 	train -o Engine.max_steps=3 -o Engine.eval_freq=0 -o Engine.save_load.save_steps=0 \
 		-o Data.Train.dataset.split=13,2,2 -o Data.Eval.dataset.split=13,2,2 -o Engine.test_iters=2 >t.log 2>&1 &&
-	test_grep "\[    INFO\] - \[test\] global step 3, epoch: 0, batch: 3, loss: [0-9.]+, ppl: " t.log &&
+	test_grep "\[    INFO\] - \[test\] global step 3, epoch: 0, batch: 2, loss: [0-9.]+, ppl: " t.log &&
 	train -o Engine.max_steps=1 -o Engine.eval_freq=0 -o Engine.save_load.save_steps=0 >t2.log 2>&1 &&
 	test_grep "WARNING\] - no test evaluation after training: .*test split" t2.log
 '
@@ -304,6 +304,21 @@ test_expect_success GPU 'Global.device=gpu trains one process on the GPU, step f
 	test_line_count = 20 gpu.l &&
 	paste cpu.l gpu.l >both &&
 	awk "{ d = \$2 - \$5; if (d < 0) d = -d; if (d > 1e-3 * \$2) bad++ } END { exit bad > 0 }" both
+'
+
+test_expect_success 'an [eval] line gives the epoch and batch of its step line, in any epoch' '
+	L=/usr/share/common-licenses &&
+	gpt-preprocess -t bytes -o data/small $L/BSD $L/Artistic $L/CC0-1.0 $L/LGPL-3 &&
+	train -o Data.Train.dataset.input_dir=data/small -o Data.Eval.dataset.input_dir=data/small \
+		-o Data.Train.dataset.split=3,1,0 -o Data.Eval.dataset.split=3,1,0 \
+		-o Engine.num_train_epochs=3 -o Engine.max_steps=70 -o Engine.logging_freq=35 \
+		-o Engine.eval_freq=35 -o Engine.save_load.save_steps=0 -o Engine.save_load.save_epoch=0 \
+		-o Engine.save_load.output_dir=epochs >epochs.log 2>&1 &&
+	sed -n "s/.* - global step \([0-9]*\), \(epoch: [0-9]*, batch: [0-9]*\),.*/\1 \2/p" epochs.log >steps &&
+	sed -n "s/.* - \[eval\] global step \([0-9]*\), \(epoch: [0-9]*, batch: [0-9]*\),.*/\1 \2/p" epochs.log >evals &&
+	test_line_count = 2 evals &&
+	grep -q "^35 epoch: 1, " evals &&
+	test_cmp steps evals
 '
 
 test_expect_success 'the time of an evaluation is not in the next step line avg_batch_cost' '
