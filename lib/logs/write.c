@@ -4,6 +4,7 @@
  * 34373.4000000001); unknown ones are empty (TSV, CSV) or null (JSON). JSON
  * has no nan or inf, so those are null there too. */
 #include "logs.h"
+#include "text/text.h"
 #include "write.h"
 
 #include <math.h>
@@ -38,8 +39,15 @@ static void put_str(gpt_buf *b, gpt_logs_format f, const char *s, gpt_err *err)
 			gpt_buf_append(b, *s == '"' ? "\"\"" : s, *s == '"' ? 2 : 1, err);
 		gpt_buf_puts(b, "\"", err);
 	} else {
+		/* JSON text is UTF-8: a file name in another encoding gets
+		 * U+FFFD for its bad bytes, as Python's errors="replace" */
+		gpt_buf u = GPT_BUF_INIT;
+		if (gpt_utf8_lossy(s, strlen(s), &u, err) || gpt_buf_append(&u, "", 1, err)) {
+			gpt_buf_free(&u);
+			return;
+		}
 		gpt_buf_puts(b, "\"", err);
-		for (; *s; s++) {
+		for (s = u.data; *s; s++) {
 			unsigned char c = (unsigned char)*s;
 			if (c == '"' || c == '\\')
 				gpt_buf_printf(b, err, "\\%c", c);
@@ -49,6 +57,7 @@ static void put_str(gpt_buf *b, gpt_logs_format f, const char *s, gpt_err *err)
 				gpt_buf_append(b, s, 1, err);
 		}
 		gpt_buf_puts(b, "\"", err);
+		gpt_buf_free(&u);
 	}
 }
 

@@ -159,6 +159,21 @@ test_expect_success 'JSON Lines: one valid object per row, null for unknowns' '
 	fi
 '
 
+test_expect_success 'JSON: a file name that is not UTF-8 gets U+FFFD, a UTF-8 one stays' '
+	latin=$(printf "r\351sum\351.log") && utf8=$(printf "r\303\251sum\303\251.log") &&
+	cp "$D/megatron.log" "$latin" && cp "$D/megatron.log" "$utf8" &&
+	gpt-logparse --format json "$latin" "$utf8" >out 2>/dev/null &&
+	gpt-logparse --format json --summary "$latin" >>out 2>/dev/null &&
+	r=$(printf "\357\277\275") &&
+	grep -c "^{\"source\":\"r${r}sum${r}.log\"," out >n &&
+	echo 5 >expect && test_cmp expect n &&
+	grep -c "^{\"source\":\"$utf8\"," out >n &&
+	echo 4 >expect && test_cmp expect n &&
+	if command -v python3 >/dev/null; then
+		python3 -c "import json,sys; [json.loads(l) for l in sys.stdin.buffer]" <out
+	fi
+'
+
 test_expect_success 'a nan or inf the log wrote is printed as written, null in JSON' '
 	sed -n 2,3p "$D/gptkit.log" >nan.log &&
 	sed -n 3p "$D/gptkit.log" | sed "s/global step 2,/global step 3,/; s/loss: [0-9.]*/loss: nan/" >>nan.log &&
