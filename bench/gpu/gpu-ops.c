@@ -20,7 +20,9 @@
  * and writes it; AdamW moves the 16-bit parameter (read, write) and
  * gradient, and the fp32 master and moments (read, write): 3 es + 24 bytes
  * a parameter. Attention runs without dropout and with the seed configs'
- * 0.1 (p=0.1), the mask drawn as in training. --small: shapes for checking
+ * 0.1 (p=0.1), the mask drawn as in training; the tensor-core forward also
+ * in 128-row tiles (r128: gpt_cuda_attention_fwd_rows) where the head
+ * size allows. --small: shapes for checking
  * this program under the CPU emulation (tests/gpu/emu), whose figures mean
  * nothing. --shape NAME: that model's rows only (124M, 345M, 1.3B);
  * --only PREFIX: the ops whose names begin with PREFIX ("attention");
@@ -105,7 +107,7 @@ static void *dev_zero(size_t bytes)
 		if (gpu.ops->sync(&gpu, &err))                                                  \
 			fail(op);                                                               \
 		double s_ = (now() - t0_) / REPS;                                               \
-		printf("%-6s %-26s %9.3f %9.1f %s\n", shape, op, s_ * 1e3, (amount) / s_, unit); \
+		printf("%-6s %-30s %9.3f %9.1f %s\n", shape, op, s_ * 1e3, (amount) / s_, unit); \
 	} while (0)
 
 typedef struct shape {
@@ -133,6 +135,14 @@ static void bench_shape(const shape *s, gpt_dtype dt)
 		snprintf(fb, sizeof fb, "attention_fwd HS=%lld%s", (long long)HS, ps);
 		ROW(s->name, fb, fwd / TF, "TFLOP/s",
 		    o->attention_fwd(&gpu, out, saved, qkv, B, T, NH, HS, dp, &err));
+		/* the forward in 128-row tiles (gpt_cuda_attention_fwd_rows) */
+		if (HS <= 64 && gpt_cuda_attention_tensor_cores(dt, HS)) {
+			int was = gpt_cuda_attention_fwd_rows(&gpu, 128);
+			snprintf(fb, sizeof fb, "attention_fwd HS=%lld%s r128", (long long)HS, ps);
+			ROW(s->name, fb, fwd / TF, "TFLOP/s",
+			    o->attention_fwd(&gpu, out, saved, qkv, B, T, NH, HS, dp, &err));
+			gpt_cuda_attention_fwd_rows(&gpu, was);
+		}
 		snprintf(fb, sizeof fb, "attention_bwd HS=%lld%s", (long long)HS, ps);
 		ROW(s->name, fb, 2.5 * fwd / TF, "TFLOP/s",
 		    o->attention_bwd(&gpu, dqkv, dout, out, qkv, saved, B, T, NH, HS, dp, &err));
@@ -238,7 +248,7 @@ int main(int argc, char **argv)
 	const shape *sh = small ? tiny : big;
 	size_t ns = small ? 1 : sizeof big / sizeof *big;
 	int ran = 0;
-	printf("%-6s %-26s %9s %9s\n", "model", "op", "ms", "rate");
+	printf("%-6s %-30s %9s %9s\n", "model", "op", "ms", "rate");
 	for (size_t i = 0; i < ns; i++)
 		if (!want || strcmp(want, sh[i].name) == 0)
 			bench_shape(&sh[i], dt), ran++;

@@ -59,8 +59,8 @@ def main():
                 f_ms = timed(fwd)
             fb_ms = timed(fwd_bwd)
             b_ms = fb_ms - f_ms
-            print("%-6s %-26s %9.3f %9.1f TFLOP/s" % (name, "torch sdpa_fwd HS=%d%s" % (hs, ps), f_ms, flops / f_ms / 1e9))
-            print("%-6s %-26s %9.3f %9.1f TFLOP/s" % (name, "torch sdpa_bwd HS=%d%s" % (hs, ps), b_ms, 2.5 * flops / b_ms / 1e9))
+            print("%-6s %-30s %9.3f %9.1f TFLOP/s" % (name, "torch sdpa_fwd HS=%d%s" % (hs, ps), f_ms, flops / f_ms / 1e9))
+            print("%-6s %-30s %9.3f %9.1f TFLOP/s" % (name, "torch sdpa_bwd HS=%d%s" % (hs, ps), b_ms, 2.5 * flops / b_ms / 1e9))
         del qkv, dout
 
 

@@ -175,33 +175,6 @@ template <class E> __device__ __forceinline__ void lda(u32 (&a)[4], const E *x, 
 	ldsm4(a, x + (l % 8 + (l & 8)) * ld + kk * 16 + (l & 16) / 2);
 }
 
-/* d[0], d[1] += A B for B's column tiles [n0, n0 + 8) and [n0 + 8, n0 + 16)
- * at k step kk, B^T's rows at y (row stride ld) holding B's columns,
- * contiguous in k */
-template <class E>
-__device__ __forceinline__ void mma_bt2(float (&d0)[4], float (&d1)[4], const u32 (&a)[4], const E *y,
-					int ld, int n0, int kk)
-{
-	int l = threadIdx.x % 32;
-	u32 b[4];
-	ldsm4(b, y + (n0 + l % 8 + (l & 16) / 2) * ld + kk * 16 + (l & 8));
-	mma<E>(d0, a, b[0], b[1]);
-	mma<E>(d1, a, b[2], b[3]);
-}
-
-/* d[0], d[1] += A B for B's column tiles [n0, n0 + 8) and [n0 + 8, n0 + 16)
- * at k step kk, B's rows at m (row stride ld), read transposed */
-template <class E>
-__device__ __forceinline__ void mma_b2(float (&d0)[4], float (&d1)[4], const u32 (&a)[4], const E *m,
-				       int ld, int n0, int kk)
-{
-	int l = threadIdx.x % 32;
-	u32 b[4];
-	ldsm4<true>(b, m + (kk * 16 + l % 8 + (l & 8)) * ld + n0 + (l & 16) / 2);
-	mma<E>(d0, a, b[0], b[1]);
-	mma<E>(d1, a, b[2], b[3]);
-}
-
 /* A operands of a 16 x 8N tile in accumulator layout (s[n]: columns
  * [8n, 8n + 8)), rounded to E: k step kk is column tiles 2kk and 2kk + 1 */
 template <class E, int N>
@@ -267,25 +240,25 @@ template <int N> __device__ __forceinline__ void cp_wait(void)
 #endif
 }
 
-/* Rows [r0, r0 + 64) of a (T, HS) slice at base with row stride `stride`
- * into a (64, W) tile of row stride W + 8 (16 bytes of padding, which
+/* Rows [r0, r0 + ROWS) of a (T, HS) slice at base with row stride `stride`
+ * into a (ROWS, W) tile of row stride W + 8 (16 bytes of padding, which
  * spreads the rows over the banks), zeros past T and past HS: with vec
  * (base and stride 16-byte aligned) by cp.async, landing by the next
  * cp_wait that covers it, else element by element, there at once. */
-template <class E, int W>
+template <class E, int W, int ROWS = 64>
 __device__ static void load_tile(E *tile, const E *base, int64_t stride, int r0, const attn_args &a,
 				 int vec)
 {
 	const int ld = W + 8;
 	if (vec) {
-		for (int e = threadIdx.x; e < 64 * (W / 8); e += NTHR) {
+		for (int e = threadIdx.x; e < ROWS * (W / 8); e += NTHR) {
 			int rr = e / (W / 8), d = e % (W / 8) * 8, r = r0 + rr;
 			bool ok = r < a.T && d < a.HS;
 			cp_async<16>(tile + rr * ld + d, ok ? base + r * stride + d : base, ok);
 		}
 		return;
 	}
-	for (int e = threadIdx.x; e < 64 * W; e += NTHR) {
+	for (int e = threadIdx.x; e < ROWS * W; e += NTHR) {
 		int rr = e / W, d = e % W, r = r0 + rr;
 		if (r < a.T && d < a.HS)
 			tile[rr * ld + d] = base[r * stride + d];
@@ -325,9 +298,10 @@ __device__ __forceinline__ void tile_ready(bool more)
 	__syncthreads();
 }
 
-/* Where a query-tile kernel (forward, dq) works: head bh = b * NH + h; the
- * tile's first row i0, the longest tiles first; the warp's first row r0
- * and this lane's two rows ri[0], ri[1] (g and g + 8 of the warp's 16);
+/* Where a query-tile kernel (forward, dq) works, in tiles of mw * 64 rows
+ * (mw * 16 a warp): head bh = b * NH + h; the tile's first row i0, the
+ * longest tiles first; the warp's first row r0 and this lane's two rows
+ * ri[0], ri[1] of the warp's first 16 (g and g + 8);
  * jend the last key any row of the tile sees; kf the 16-wide steps of the
  * head; Cl and C3 the row strides of the output and of qkv. Row and key
  * indices fit an int (T is below 2^31: attention.cu). */
@@ -342,30 +316,30 @@ struct tile_place {
 	int rank;
 };
 
-__device__ __forceinline__ tile_place tile_of(const attn_args &a)
+__device__ __forceinline__ tile_place tile_of(const attn_args &a, int rows = BQ)
 {
 	uint32_t bh, rank;
-	gpt_attention_tile(blockIdx.x, (uint32_t)((a.T + BQ - 1) / BQ), a.bhn, a.hg, &bh, &rank);
+	gpt_attention_tile(blockIdx.x, (uint32_t)((a.T + rows - 1) / rows), a.bhn, a.hg, &bh, &rank);
 	return {(int64_t)bh, (int)rank};
 }
 
-__device__ static q_place q_place_of(const attn_args &a)
+__device__ static q_place q_place_of(const attn_args &a, int mw = 1)
 {
 	q_place p;
-	int lane = threadIdx.x % 32;
-	tile_place tp = tile_of(a);
+	int lane = threadIdx.x % 32, rows = BQ * mw;
+	tile_place tp = tile_of(a, rows);
 	p.bh = tp.bh;
 	p.b = p.bh / a.NH;
 	p.h = p.bh % a.NH;
-	p.i0 = ((int)((a.T + BQ - 1) / BQ) - 1 - tp.rank) * BQ;
-	p.r0 = p.i0 + threadIdx.x / 32 * 16;
+	p.i0 = ((int)((a.T + rows - 1) / rows) - 1 - tp.rank) * rows;
+	p.r0 = p.i0 + threadIdx.x / 32 * 16 * mw;
 	p.ri[0] = p.r0 + (lane >> 2);
 	p.ri[1] = p.ri[0] + 8;
 	p.t = lane & 3;
 	p.kf = (int)(a.HS / 16);
 	p.Cl = a.NH * a.HS;
 	p.C3 = 3 * p.Cl;
-	p.jend = p.i0 + BQ - 1 < (int)a.T - 1 ? p.i0 + BQ - 1 : (int)a.T - 1;
+	p.jend = p.i0 + rows - 1 < (int)a.T - 1 ? p.i0 + rows - 1 : (int)a.T - 1;
 	return p;
 }
 
@@ -377,43 +351,82 @@ __device__ __forceinline__ int pairs_to(int last, int j0)
 	return n < KT ? n : KT;
 }
 
-/* s[n] = X Y^T for the warp's 16 rows x (row stride ld) and the column
- * tiles of pairs [p0, p1) of the rows of y (8N of them: a 64-wide tile or
- * half of one), over kf 16-wide steps of the head (the other tiles are
- * left at 0) */
+/* s[mi][n] = X Y^T for the warp's MW blocks of 16 rows, x the first
+ * (row stride ld, the others 16 rows apart each), and the column tiles of
+ * pairs [p0, p1) of the rows of y (8N of them: a 64-wide tile or half of
+ * one), over kf 16-wide steps of the head (the other tiles are left at 0).
+ * Each fragment of y read from shared memory serves the MW blocks. */
+template <class E, int W, int N, int MW>
+__device__ __forceinline__ void scores_m(float (&s)[MW][N][4], const E *x, const E *y, int ld, int p0,
+					 int p1, int kf)
+{
+	int l = threadIdx.x % 32;
+#pragma unroll
+	for (int mi = 0; mi < MW; mi++)
+#pragma unroll
+		for (int n = 0; n < N; n++)
+			s[mi][n][0] = s[mi][n][1] = s[mi][n][2] = s[mi][n][3] = 0.0f;
+#pragma unroll
+	for (int kk = 0; kk < W / 16; kk++)
+		if (kk < kf) {
+			u32 xa[MW][4];
+#pragma unroll
+			for (int mi = 0; mi < MW; mi++)
+				lda(xa[mi], x + mi * 16 * ld, ld, kk);
+#pragma unroll
+			for (int np = 0; np < N / 2; np++)
+				if (np >= p0 && np < p1) {
+					u32 bb[4];
+					ldsm4(bb, y + (np * 16 + l % 8 + (l & 16) / 2) * ld + kk * 16 + (l & 8));
+#pragma unroll
+					for (int mi = 0; mi < MW; mi++) {
+						mma<E>(s[mi][2 * np], xa[mi], bb[0], bb[1]);
+						mma<E>(s[mi][2 * np + 1], xa[mi], bb[2], bb[3]);
+					}
+				}
+		}
+}
+
+/* scores_m for one block of 16 rows */
 template <class E, int W, int N>
 __device__ __forceinline__ void scores(float (&s)[N][4], const E *x, const E *y, int ld, int p0, int p1,
 				       int kf)
 {
-#pragma unroll
-	for (int n = 0; n < N; n++)
-		s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-#pragma unroll
-	for (int kk = 0; kk < W / 16; kk++)
-		if (kk < kf) {
-			u32 xa[4];
-			lda(xa, x, ld, kk);
-#pragma unroll
-			for (int np = 0; np < N / 2; np++)
-				if (np >= p0 && np < p1)
-					mma_bt2<E>(s[2 * np], s[2 * np + 1], xa, y, ld, np * 16, kk);
-		}
+	scores_m<E, W, N, 1>(reinterpret_cast<float (&)[1][N][4]>(s), x, y, ld, p0, p1, kf);
 }
 
-/* acc[d] += P M for the warp: P in registers (k steps [k0, k1) of 16 keys
- * or queries), M the rows of m (row stride ld) they index; the head's
- * column tiles below HS */
-template <class E, int W, int K>
-__device__ __forceinline__ void accumulate(float (&acc)[W / 8][4], const u32 (&pa)[K][4], int k0, int k1,
-					   const E *m, int ld, int64_t HS)
+/* acc[mi][d] += P M for the warp's MW blocks of 16 rows: P in registers
+ * (k steps [k0, k1) of 16 keys or queries), M the rows of m (row stride
+ * ld) they index; the head's column tiles below HS. Each fragment of m
+ * read from shared memory serves the MW blocks. */
+template <class E, int W, int K, int MW>
+__device__ __forceinline__ void accumulate_m(float (&acc)[MW][W / 8][4], const u32 (&pa)[MW][K][4], int k0,
+					     int k1, const E *m, int ld, int64_t HS)
 {
+	int l = threadIdx.x % 32;
 #pragma unroll
 	for (int kk = 0; kk < K; kk++)
 		if (kk >= k0 && kk < k1)
 #pragma unroll
 			for (int dp = 0; dp < W / 16; dp++)
-				if (dp * 16 < HS)
-					mma_b2<E>(acc[2 * dp], acc[2 * dp + 1], pa[kk], m, ld, dp * 16, kk);
+				if (dp * 16 < HS) {
+					u32 bb[4];
+					ldsm4<true>(bb, m + (kk * 16 + l % 8 + (l & 8)) * ld + dp * 16 + (l & 16) / 2);
+#pragma unroll
+					for (int mi = 0; mi < MW; mi++) {
+						mma<E>(acc[mi][2 * dp], pa[mi][kk], bb[0], bb[1]);
+						mma<E>(acc[mi][2 * dp + 1], pa[mi][kk], bb[2], bb[3]);
+					}
+				}
+}
+
+/* accumulate_m for one block of 16 rows */
+template <class E, int W, int K>
+__device__ __forceinline__ void accumulate(float (&acc)[W / 8][4], const u32 (&pa)[K][4], int k0, int k1,
+					   const E *m, int ld, int64_t HS)
+{
+	accumulate_m<E, W, K, 1>(reinterpret_cast<float (&)[1][W / 8][4]>(acc),
+				 reinterpret_cast<const u32 (&)[1][K][4]>(pa), k0, k1, m, ld, HS);
 }
 
 /* Writes the warp's accumulated rows (two a lane: rows[0], rows[1]) to dst
@@ -579,90 +592,118 @@ __device__ __forceinline__ void mask_scores(float (&s)[N][4], int np, const int 
 		}
 }
 
-template <class E, int W, bool DROP>
-__global__ static void __launch_bounds__(NTHR)
+/* The forward, MW blocks of 16 rows a warp (a tile of 64 MW rows): with
+ * MW = 2, FlashAttention-2's choice at head size 64, each key and value
+ * fragment read from shared memory serves two products, and a warp has
+ * twice the independent products in flight, for twice the registers.
+ * (With dropout and MW = 1, ptxas is held to 4 blocks an SM, 128
+ * registers, which it fits without spilling up to W = 64; elsewhere, 0:
+ * no bound, which leaves it 118 registers without dropout at W = 64,
+ * where a bound of 1 block gives 143.) */
+template <class E, int W, bool DROP, int MW>
+__global__ static void __launch_bounds__(NTHR, DROP && MW == 1 && W <= 64 ? 4 : 0)
 	tc_fwd_kernel(E *out, float *lse, E *olo, const E *qkv, attn_args a, int vec)
 {
 	extern __shared__ float sh[];
-	const int LE = W + 8;
-	E *qs = (E *)sh, *ks[2] = {qs + BQ * LE, qs + (BQ + BK) * LE};
-	E *vs[2] = {qs + (BQ + 2 * BK) * LE, qs + (BQ + 3 * BK) * LE};
-	const auto [bh, b, h, Cl, C3, i0, r0, ri, jend, t, kf] = q_place_of(a);
+	const int LE = W + 8, BQF = BQ * MW, RW = 16 * MW;
+	E *qs = (E *)sh, *ks[2] = {qs + BQF * LE, qs + (BQF + BK) * LE};
+	E *vs[2] = {qs + (BQF + 2 * BK) * LE, qs + (BQF + 3 * BK) * LE};
+	const auto [bh, b, h, Cl, C3, i0, r0, rl, jend, t, kf] = q_place_of(a, MW);
+	int ri[MW][2]; /* this lane's rows in each block of 16 */
+#pragma unroll
+	for (int mi = 0; mi < MW; mi++)
+		ri[mi][0] = rl[0] + 16 * mi, ri[mi][1] = rl[1] + 16 * mi;
 	const bool al = aligned(a, h);
 	const E *base = qkv + b * a.T * C3 + h * a.HS;
 	const E *qw = qs + (r0 - i0) * LE;
 	const float scl = a.sc * L2E;
-	load_tile<E, W>(qs, base, C3, i0, a, vec);
+	load_tile<E, W, BQF>(qs, base, C3, i0, a, vec);
 	load_kv<E, W>(ks[0], vs[0], base, 0, a, vec);
 	/* o: the unnormalised output rows; m: their running maxima (log2
 	 * units), l: this lane's part of their sums */
-	float o[W / 8][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+	float o[MW][W / 8][4], m[MW][2], l[MW][2];
 #pragma unroll
-	for (int d = 0; d < W / 8; d++)
-		o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.0f;
+	for (int mi = 0; mi < MW; mi++) {
+		m[mi][0] = m[mi][1] = -INFINITY;
+		l[mi][0] = l[mi][1] = 0.0f;
+#pragma unroll
+		for (int d = 0; d < W / 8; d++)
+			o[mi][d][0] = o[mi][d][1] = o[mi][d][2] = o[mi][d][3] = 0.0f;
+	}
 	for (int j0 = 0, cur = 0; j0 <= jend; j0 += BK, cur ^= 1) {
 		/* the next tile on its way while this one is worked on */
 		bool more = j0 + BK <= jend;
 		if (more)
 			load_kv<E, W>(ks[cur ^ 1], vs[cur ^ 1], base, j0 + BK, a, vec);
 		tile_ready(more);
-		if (r0 < a.T) {
-			int np = pairs_to(r0 + 15, j0);
-			float s[NT][4];
-			scores<E, W>(s, qw, ks[cur], LE, 0, np, kf);
+		/* (with MW > 1 the block's last key tile may come after all of
+		 * a warp's rows) */
+		if (r0 < a.T && j0 <= r0 + RW - 1) {
+			int np = pairs_to(r0 + RW - 1, j0);
+			float s[MW][NT][4];
+			scores_m<E, W, NT, MW>(s, qw, ks[cur], LE, 0, np, kf);
+			const int edge = j0 + BK - 1 > r0 || r0 + RW - 1 >= a.T;
 #pragma unroll
-			for (int n = 0; n < NT; n++)
+			for (int mi = 0; mi < MW; mi++) {
 #pragma unroll
-				for (int q = 0; q < 4; q++)
-					s[n][q] *= scl;
-			mask_scores(s, np, ri, j0, t, j0 + BK - 1 > r0 || r0 + 15 >= a.T, a);
-			float mx[2] = {-INFINITY, -INFINITY};
+				for (int n = 0; n < NT; n++)
 #pragma unroll
-			for (int n = 0; n < NT; n++)
+					for (int q = 0; q < 4; q++)
+						s[mi][n][q] *= scl;
+				mask_scores(s[mi], np, ri[mi], j0, t, edge, a);
+				float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-				for (int q = 0; q < 4; q++)
-					mx[q >> 1] = fmaxf(mx[q >> 1], s[n][q]);
-			float mu[2];
+				for (int n = 0; n < NT; n++)
 #pragma unroll
-			for (int hr = 0; hr < 2; hr++) {
-				float mn = fmaxf(m[hr], quad_max(mx[hr]));
-				mu[hr] = mn == -INFINITY ? 0.0f : mn; /* a row with no key yet */
-				float corr = exp2f(m[hr] - mu[hr]);
-				m[hr] = mn;
-				l[hr] *= corr;
+					for (int q = 0; q < 4; q++)
+						mx[q >> 1] = fmaxf(mx[q >> 1], s[mi][n][q]);
+				float mu[2];
 #pragma unroll
-				for (int d = 0; d < W / 8; d++) {
-					o[d][2 * hr] *= corr;
-					o[d][2 * hr + 1] *= corr;
+				for (int hr = 0; hr < 2; hr++) {
+					float mn = fmaxf(m[mi][hr], quad_max(mx[hr]));
+					mu[hr] = mn == -INFINITY ? 0.0f : mn; /* a row with no key yet */
+					float corr = exp2f(m[mi][hr] - mu[hr]);
+					m[mi][hr] = mn;
+					l[mi][hr] *= corr;
+#pragma unroll
+					for (int d = 0; d < W / 8; d++) {
+						o[mi][d][2 * hr] *= corr;
+						o[mi][d][2 * hr + 1] *= corr;
+					}
+				}
+#pragma unroll
+				for (int n = 0; n < NT; n++) {
+					float k[4];
+					kept_lane<DROP>(k, a, b, h, ri[mi], j0 + n * 8 + 2 * t, al);
+#pragma unroll
+					for (int q = 0; q < 4; q++) {
+						float p = exp2f(s[mi][n][q] - mu[q >> 1]);
+						l[mi][q >> 1] += p;
+						s[mi][n][q] = p * k[q];
+					}
 				}
 			}
+			u32 pa[MW][KT][4];
 #pragma unroll
-			for (int n = 0; n < NT; n++) {
-				float k[4];
-				kept_lane<DROP>(k, a, b, h, ri, j0 + n * 8 + 2 * t, al);
-#pragma unroll
-				for (int q = 0; q < 4; q++) {
-					float p = exp2f(s[n][q] - mu[q >> 1]);
-					l[q >> 1] += p;
-					s[n][q] = p * k[q];
-				}
-			}
-			u32 pa[KT][4];
-			repack<E>(pa, s);
-			accumulate<E, W>(o, pa, 0, np, vs[cur], LE, a.HS);
+			for (int mi = 0; mi < MW; mi++)
+				repack<E>(pa[mi], s[mi]);
+			accumulate_m<E, W, KT, MW>(o, pa, 0, np, vs[cur], LE, a.HS);
 		}
 		__syncthreads(); /* the tile's readers are done before it is refilled */
 	}
-	float f[2];
-#pragma unroll
-	for (int hr = 0; hr < 2; hr++) {
-		float lt = quad_sum(l[hr]);
-		f[hr] = lt > 0.0f ? a.dscale / lt : 0.0f; /* dropout's 1/(1-p) here */
-		if (t == 0 && ri[hr] < a.T)
-			lse[bh * a.T + ri[hr]] = m[hr] * (1.0f / L2E) + logf(lt);
-	}
 	int64_t at = b * a.T * Cl + h * a.HS;
-	write_acc<E, W>(out + at, olo + at, Cl, o, ri, f, t, a);
+#pragma unroll
+	for (int mi = 0; mi < MW; mi++) {
+		float f[2];
+#pragma unroll
+		for (int hr = 0; hr < 2; hr++) {
+			float lt = quad_sum(l[mi][hr]);
+			f[hr] = lt > 0.0f ? a.dscale / lt : 0.0f; /* dropout's 1/(1-p) here */
+			if (t == 0 && ri[mi][hr] < a.T)
+				lse[bh * a.T + ri[mi][hr]] = m[mi][hr] * (1.0f / L2E) + logf(lt);
+		}
+		write_acc<E, W>(out + at, olo + at, Cl, o[mi], ri[mi], f, t, a);
+	}
 }
 
 /* D_i = dO_i . O_i in fp32 for the rows [i0, i0 + BQ) of a head (gb, ob
@@ -884,10 +925,21 @@ int gpt_cuda_attention_tensor_cores(gpt_dtype dt, int64_t HS)
 	return gpt_attention_tensor_cores(dt, HS);
 }
 
-/* the streamed tiles twice (the one worked on, the next one landing) */
-static size_t fwd_shm(int W, size_t es)
+int gpt_cuda_attention_fwd_rows(gpt_backend *be, int rows)
 {
-	return (size_t)(BQ + 4 * BK) * (W + 8) * es;
+	gpt_cuda_ctx *cx = gpt_cuda_ctx_of(be);
+	int was = cx->attn_fwd_rows ? cx->attn_fwd_rows : BQ;
+	if (rows != 64 && rows != 128)
+		return rows == 0 ? was : -1;
+	cx->attn_fwd_rows = rows;
+	return was;
+}
+
+/* the query tile of mw * 64 rows, the streamed tiles twice (the one
+ * worked on, the next one landing) */
+static size_t fwd_shm(int W, size_t es, int mw)
+{
+	return (size_t)(BQ * mw + 4 * BK) * (W + 8) * es;
 }
 
 static size_t dq_shm(int W, size_t es)
@@ -908,9 +960,6 @@ template <class K> static int allow_shm(K *k, size_t shm, const char *op, gpt_er
 			      op, err);
 }
 
-/* Where a call's tensors are: the saved floats hold the log-sum-exps,
- * then (from a multiple of 4 floats, gpt_attention_flash_saved) the
- * output's low half, laid out as out. */
 /* a's heads for B sequences and their groups (tiles.h), for elements of
  * es bytes; an error when the grid's blocks do not fit its one dimension */
 static int grid_groups(attn_args *a, int64_t B, size_t es, const char *op, gpt_err *err)
@@ -926,29 +975,34 @@ static int grid_groups(attn_args *a, int64_t B, size_t es, const char *op, gpt_e
 	return 0;
 }
 
-static unsigned grid_size(const attn_args &a)
+/* blocks for tiles of `rows` rows (or keys) */
+static unsigned grid_size(const attn_args &a, int rows = BQ)
 {
-	return a.bhn * (unsigned)((a.T + BQ - 1) / BQ);
+	return a.bhn * (unsigned)((a.T + rows - 1) / rows);
 }
 
+/* Where a call's tensors are: the saved floats hold the log-sum-exps,
+ * then (from a multiple of 4 floats, gpt_attention_flash_saved) the
+ * output's low half, laid out as out. */
 struct tc_io {
 	void *out, *dqkv;
 	const void *qkv, *dout, *cout; /* cout: out for the backward */
 	float *lse, *Dv;
 	void *olo;
 	int vec, vecd; /* qkv and dout 16-byte aligned; dout, out and olo */
+	int rows;      /* the forward's rows a block (gpt_cuda_attention_fwd_rows) */
 };
 
-template <class E, int W>
+template <class E, int W, int MW>
 static int fwd_nf(cudaStream_t s, const tc_io &io, int64_t B, const attn_args &a, gpt_err *err)
 {
-	size_t shm = fwd_shm(W, sizeof(E));
+	size_t shm = fwd_shm(W, sizeof(E), MW);
 	/* dropout's Philox, in every element's code, only where it is asked for */
-	auto kern = a.drop ? tc_fwd_kernel<E, W, true> : tc_fwd_kernel<E, W, false>;
+	auto kern = a.drop ? tc_fwd_kernel<E, W, true, MW> : tc_fwd_kernel<E, W, false, MW>;
 	int rc = allow_shm(kern, shm, "attention_fwd: shared memory", err);
 	if (rc)
 		return rc;
-	kern<<<grid_size(a), NTHR, shm, s>>>((E *)io.out, io.lse, (E *)io.olo, (const E *)io.qkv, a, io.vec);
+	kern<<<grid_size(a, BQ * MW), NTHR, shm, s>>>((E *)io.out, io.lse, (E *)io.olo, (const E *)io.qkv, a, io.vec);
 	return gpt_cuda_launched("attention_fwd", err);
 }
 
@@ -975,10 +1029,10 @@ template <class E>
 static int fwd_e(cudaStream_t s, const tc_io &io, int64_t B, const attn_args &a, gpt_err *err)
 {
 	if (a.HS <= 32)
-		return fwd_nf<E, 32>(s, io, B, a, err);
+		return io.rows == 128 ? fwd_nf<E, 32, 2>(s, io, B, a, err) : fwd_nf<E, 32, 1>(s, io, B, a, err);
 	if (a.HS <= 64)
-		return fwd_nf<E, 64>(s, io, B, a, err);
-	return fwd_nf<E, 128>(s, io, B, a, err);
+		return io.rows == 128 ? fwd_nf<E, 64, 2>(s, io, B, a, err) : fwd_nf<E, 64, 1>(s, io, B, a, err);
+	return fwd_nf<E, 128, 1>(s, io, B, a, err); /* 32 rows a warp would spill */
 }
 
 template <class E>
@@ -1012,6 +1066,7 @@ int gpt_cuda_attention_tc_fwd(gpt_backend *be, void *out, float *saved, const vo
 	io.qkv = qkv;
 	saved_parts(&io, saved, B, *a);
 	io.vec = aligned16(qkv);
+	io.rows = gpt_cuda_ctx_of(be)->attn_fwd_rows;
 	attn_args g = *a;
 	int rc = grid_groups(&g, B, 2, "attention_fwd", err);
 	if (rc)

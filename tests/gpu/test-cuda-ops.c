@@ -103,6 +103,17 @@ static int fetch_for(const char *what, const ten *v, float **cpu_f, float **gpu_
 	return -1;
 }
 
+/* 1 when n bytes of device memory at x and y are the same */
+static int dev_equal(const void *x, const void *y, size_t n)
+{
+	char *hx = xmalloc(n), *hy = xmalloc(n);
+	int eq = !gpu.ops->download(&gpu, hx, x, n, &err) && !gpu.ops->download(&gpu, hy, y, n, &err) &&
+		 memcmp(hx, hy, n) == 0;
+	free(hx);
+	free(hy);
+	return eq;
+}
+
 static double tol_of(gpt_dtype t)
 {
 	return t == GPT_DTYPE_F32 ? 1e-5 : 1e-2;
@@ -552,6 +563,20 @@ static void test_attention_at(int64_t b, int64_t t, int64_t nh, int64_t hs, floa
 		 (long long)b, (long long)t, (long long)nh, (long long)hs, (double)p,
 		 mis ? " misaligned" : "", path);
 	same(what, &out, tc && DT == GPT_DTYPE_BF16 ? 2 : 1);
+	if (tc && hs <= 64) {
+		/* in 128-row tiles, 32 rows a warp: the same bits, saved state too */
+		size_t ob = (size_t)(bt * c) * es, sb = (size_t)ngs * sizeof(float);
+		void *o2 = gpt_cuda_malloc(ob, "out", &err);
+		float *gs2 = gpt_cuda_malloc(sb, "saved", &err);
+		int was = gpt_cuda_attention_fwd_rows(&gpu, 128);
+		int rc = !o2 || !gs2 || gpu.ops->attention_fwd(&gpu, o2, gs2, qd, b, t, nh, hs, &d, &err);
+		gpt_cuda_attention_fwd_rows(&gpu, was);
+		ok(was == 64 && !rc && dev_equal(o2, D(out), ob) && dev_equal(gs2, gs, sb),
+		   "%s %s in 128-row tiles: the same output and saved state, bit for bit",
+		   gpt_dtype_name(DT), what);
+		gpt_cuda_free(o2);
+		gpt_cuda_free(gs2);
+	}
 	ten g = st(bt * c, 1), dqkv = ten_const(DT, n3, NAN);
 	CALL2(attention_bwd, (&cpu, H(dqkv), H(g), H(out), qh, cs, b, t, nh, hs, &d, &err),
 	      (&gpu, D(dqkv), D(g), D(out), qd, gs, b, t, nh, hs, &d, &err));
