@@ -317,6 +317,51 @@ static const char *const aliases[] = {
 	NULL, NULL,
 };
 
+/* FleetX's first GPT examples (examples/gpt/{single,data_parallel,
+ * group_shard,hybrid_parallel,3D_parallelism}/configs.yaml, whose documents
+ * are the seeds' single-card and group-sharded ones) keep everything under
+ * one PreTraining section: the training keys at its top, Model, Distributed
+ * and Optimizer nested in it. A name under one of these prefixes is read as
+ * the name under its replacement. */
+static const char *const pretraining[] = {
+	"PreTraining.Model", "Model",
+	"PreTraining.Distributed", "Distributed",
+	"PreTraining.Optimizer", "Optimizer",
+	"PreTraining.batch_size", "Global.batch_size",
+	"PreTraining.mix_precision", "Engine.mix_precision",
+	"PreTraining.save_load", "Engine.save_load",
+	"PreTraining.dataset", "Data.Train.dataset",
+	"PreTraining.device", "Global.device",
+	"PreTraining.seed", "Global.seed",
+	"PreTraining.max_steps", "Engine.max_steps",
+	"PreTraining.num_train_epochs", "Engine.num_train_epochs",
+	"PreTraining.accumulate_steps", "Engine.accumulate_steps",
+	"PreTraining.logging_freq", "Engine.logging_freq",
+	"PreTraining.eval_freq", "Engine.eval_freq",
+	"PreTraining.eval_iters", "Engine.eval_iters",
+	"PreTraining.use_recompute", "Model.use_recompute",
+	"PreTraining.recompute_granularity", "Model.recompute_granularity",
+	"PreTraining.fused_linear", "Model.fused_linear",
+	"PreTraining.tensor_fusion", "Optimizer.tensor_fusion",
+	NULL, NULL,
+};
+
+/* The name a PreTraining name stands for, in buf; NULL when it is none. */
+static const char *from_pretraining(const char *name, char *buf, size_t size)
+{
+	if (strncmp(name, "PreTraining.", 12) != 0)
+		return NULL;
+	for (int i = 0; pretraining[i]; i += 2) {
+		size_t n = strlen(pretraining[i]);
+		if (strncmp(name, pretraining[i], n) == 0 && (name[n] == '.' || !name[n])) {
+			if ((size_t)snprintf(buf, size, "%s%s", pretraining[i + 1], name + n) >= size)
+				return NULL;
+			return buf;
+		}
+	}
+	return NULL;
+}
+
 #define NKEYS ((int)(sizeof keys / sizeof keys[0]))
 
 const gpt_config_key *gpt_config_keys(int *n)
@@ -338,7 +383,9 @@ int gpt_config_key_find(const char *name)
 	for (int i = 0; aliases[i]; i += 2)
 		if (strcmp(aliases[i], name) == 0)
 			return gpt_config_key_find(aliases[i + 1]);
-	return -1;
+	char buf[256];
+	const char *to = from_pretraining(name, buf, sizeof buf);
+	return to ? gpt_config_key_find(to) : -1;
 }
 
 static int depth_of(const char *s)
@@ -385,6 +432,12 @@ static const char *const sections[] = {
 
 int gpt_config_is_section(const char *name)
 {
+	char buf[256];
+	const char *to = from_pretraining(name, buf, sizeof buf);
+	if (to)
+		return gpt_config_is_section(to);
+	if (strcmp(name, "PreTraining") == 0)
+		return 1;
 	for (int i = 0; sections[i]; i++)
 		if (strcmp(sections[i], name) == 0)
 			return 1;
@@ -400,6 +453,10 @@ const char *gpt_config_key_nearest(const char *name)
 {
 	/* Compared at the same depth first, so "Modle" meets sections and
 	 * "Model.hiden_size" meets keys. */
+	char buf[256];
+	const char *to = from_pretraining(name, buf, sizeof buf);
+	if (to)
+		return gpt_config_key_nearest(to); /* the key it would be */
 	int depth = depth_of(name), best = 1 << 30;
 	const char *out = NULL;
 	for (int pass = 0; pass < 2 && !out; pass++) {
@@ -410,6 +467,9 @@ const char *gpt_config_key_nearest(const char *name)
 			consider(sections[i], name, want, &best, &out);
 		for (int i = 0; aliases[i]; i += 2)
 			consider(aliases[i], name, want, &best, &out);
+		if (strncmp(name, "PreTraining.", 12) == 0)
+			for (int i = 0; pretraining[i]; i += 2)
+				consider(pretraining[i], name, want, &best, &out);
 	}
 	return out;
 }

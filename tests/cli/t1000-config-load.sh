@@ -106,6 +106,91 @@ test_expect_success 'FleetX examples/gpt: the Fused section of tensor_fusion (se
 	sed -n "/^Optimizer:/,/^\$/p" out | grep -E "^  tensor_fusion: True$"
 '
 
+test_expect_success 'FleetX examples/gpt: the PreTraining section (seeds: single-card, group-sharded GPT)' '
+	cat >pt.yaml <<-\EOT &&
+	# 6.7 B, examples/gpt/group_shard/configs.yaml with max_lr/min_lr swapped
+	PreTraining:
+	  device: gpu
+	  max_steps: 500000
+	  num_train_epochs: 1
+	  seed: 1234
+	  use_recompute: True
+	  recompute_granularity: only_attn
+	  batch_size:
+	    global_batch_size:
+	    local_batch_size: 8
+	    micro_batch_size: 1
+	  mix_precision:
+	    use_pure_fp16: True
+	    scale_loss: 1024.0
+	  logging_freq: 2
+	  eval_freq: 400
+	  eval_iters: 7
+	  dataset:
+	    input_dir: ./mydata
+	    split: '"'"'98,1,1'"'"'
+	    max_seq_len: 512
+	  save_load:
+	    save_steps: 300
+	    output_dir: ./out67
+	    ckpt_dir:
+	  fused_linear: False
+	  tensor_fusion: True
+
+	  Model:
+	    vocab_size: 50304
+	    hidden_size: 4096
+	    num_layers: 32
+	    num_attention_heads: 32
+	    ffn_hidden_size:
+	    max_position_embeddings: 1024
+
+	  Distributed:
+	    dp_degree: 1
+	    mp_degree: 1
+	    pp_degree: 1
+	    sharding:
+	      sharding_degree: 16
+	      sharding_stage: 2
+	      sharding_offload: False
+
+	  Optimizer:
+	    weight_decay: 0.01
+	    adam_beta1: 0.9
+	    adam_beta2: 0.95
+	    adam_epsilon: 1.0e-8
+	    lr:
+	      decay_steps: 360000
+	      warmup_rate: 0.01
+	      max_lr: 5.0e-5
+	      min_lr: 1.0e-5
+	    grad_clip: 0.5
+	EOT
+	gpt-train -c pt.yaml --print-config >out &&
+	grep -E "^  seed: 1234$" out && grep -E "^  global_batch_size: 128$" out &&
+	grep -E "^  accumulate_steps: 8$" out && grep -E "^  logging_freq: 2$" out &&
+	grep -E "^  eval_freq: 400$" out && grep -E "^  eval_iters: 7$" out &&
+	grep -E "^    scale_loss: 1024.0$" out && grep -E "^    save_steps: 300$" out &&
+	grep -E "^    output_dir: \"./out67\"$" out &&
+	grep -E "^      input_dir: \"./mydata\"$" out && grep -E "^      max_seq_len: 512$" out &&
+	grep -E "^  use_recompute: True$" out && grep -E "^  recompute_granularity: only_attn$" out &&
+	grep -E "^  hidden_size: 4096$" out && grep -E "^  ffn_hidden_size: 16384$" out &&
+	grep -E "^    sharding_degree: 16$" out && grep -E "^    sharding_stage: 2$" out &&
+	grep -E "^  beta2: 0.95$" out && grep -E "^    clip_norm: 0.5$" out &&
+	sed -n "/^Optimizer:/,/^\$/p" out | grep -E "^  tensor_fusion: True$" &&
+	gpt-train -c pt.yaml -o PreTraining.Model.num_layers=16 -o Model.hidden_size=2048 --print-config >out &&
+	grep -E "^  num_layers: 16$" out && grep -E "^  hidden_size: 2048$" out &&
+	sed "s/max_lr: 5.0e-5/max_lr: 1.0e-5/; s/min_lr: 1.0e-5/min_lr: 5.0e-5/" pt.yaml >seed.yaml &&
+	test_expect_code 65 gpt-train -c seed.yaml --print-config 2>err &&
+	grep "seed.yaml:.*Optimizer.lr.min_lr: expected at most Optimizer.lr.max_lr" err &&
+	printf "PreTraining:\n  eval_frq: 3\n" >bad.yaml &&
+	test_expect_code 65 gpt-train -c bad.yaml --print-config 2>err &&
+	grep "unknown key PreTraining.eval_frq; did you mean PreTraining.eval_freq?" err &&
+	printf "PreTraining:\n  Model:\n    hidden_size: 64\nModel:\n  hidden_size: 128\n" >bad.yaml &&
+	test_expect_code 65 gpt-train -c bad.yaml --print-config 2>err &&
+	grep "already given as PreTraining.Model.hidden_size at line 3" err
+'
+
 test_expect_success 'YAML merge keys (<<), as PyYAML reads them for FleetX' '
 	cat >merge.yaml <<-\EOT &&
 	Model:
