@@ -28,7 +28,8 @@ static const gpt_opt options[] = {
 	 "a bundle (.tar.zst/.tar.gz), a bundle directory, a checkpoint or a Hugging Face GPT-2 directory"},
 	{"config", 'c', "FILE", OPT_CONFIG, "a YAML configuration whose Generation section applies"},
 	{"override", 'o', "KEY=VALUE", OPT_OVERRIDE,
-	 "set one Generation key, e.g. -o Generation.top_k=1 (repeatable)"},
+	 "set one Generation key, e.g. -o Generation.top_k=1 (repeatable); -o Inference.model_dir=DIR "
+	 "or -o Engine.save_load.ckpt_dir=DIR (FleetX's) names the model instead of -m"},
 	{"jsonl", 0, NULL, OPT_JSONL, "write one JSON object a result instead of plain text"},
 	{"stop", 0, "STRING", OPT_STOP, "end a generation where STRING appears (left out of the output)"},
 	{"ppl", 0, "FILE|PREFIX", OPT_PPL,
@@ -116,8 +117,6 @@ int main(int argc, char **argv)
 		if (id < 0)
 			break;
 	}
-	if (id == 0 && !a.model && !a.config)
-		gpt_err_set(&err, GPT_EUSAGE, "-m MODEL is required; see gpt-infer --help"), id = -1;
 	if (id == 0 && a.ppl && o.index < argc)
 		gpt_err_set(&err, GPT_EUSAGE, "--ppl takes no prompts"), id = -1;
 	if (id < 0) {

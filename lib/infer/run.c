@@ -200,6 +200,19 @@ static int perplexity(const gpt_infer_args *a, gpt_infer_model *m, const gpt_tok
 	return 0;
 }
 
+/* FleetX names the model on the command line: tools/inference.py with
+ * -o Inference.model_dir=DIR (an exported model), tasks/gpt/generation.py
+ * with -o Engine.save_load.ckpt_dir=DIR (a checkpoint); gpt-infer reads
+ * both kinds. The value of such an override, or NULL. */
+static const char *model_override(const char *ov)
+{
+	static const char *const keys[] = {"Inference.model_dir=", "Engine.save_load.ckpt_dir="};
+	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+		if (strncmp(ov, keys[i], strlen(keys[i])) == 0)
+			return ov + strlen(keys[i]);
+	return NULL;
+}
+
 static int setup(const gpt_infer_args *a, gpt_source *src, gpt_gen_opts *g, gpt_err *err)
 {
 	gpt_config *cfg = gpt_source_config(src);
@@ -207,6 +220,8 @@ static int setup(const gpt_infer_args *a, gpt_source *src, gpt_gen_opts *g, gpt_
 	if (a->config)
 		rc = gpt_config_read_file(cfg, a->config, err);
 	for (int i = 0; !rc && i < a->n_overrides; i++) {
+		if (model_override(a->overrides[i]))
+			continue; /* named the model, see gpt_infer_run */
 		if (strncmp(a->overrides[i], "Generation.", 11) != 0)
 			return gpt_err_set(err, GPT_EUSAGE,
 					   "-o %s: only Generation keys apply to gpt-infer (the model "
@@ -234,17 +249,35 @@ int gpt_infer_run(const gpt_infer_args *a, FILE *in, FILE *out, gpt_err *err)
 	int cuda = a->device && strcmp(a->device, "cuda") == 0;
 	if (a->device && !cuda && strcmp(a->device, "cpu") != 0)
 		return gpt_err_set(err, GPT_EUSAGE, "--device %s: expected cpu or cuda", a->device);
-	/* without -m, the model of -c FILE's Inference.model_dir */
+	/* without -m: the last -o Inference.model_dir or
+	 * Engine.save_load.ckpt_dir, else -c FILE's Inference.model_dir, else
+	 * its Engine.save_load.ckpt_dir */
 	const char *model = a->model;
 	gpt_config ic;
 	int rc = 0, have_ic = 0;
+	for (int i = 0; i < a->n_overrides; i++) {
+		const char *v = model_override(a->overrides[i]);
+		if (!v)
+			continue;
+		if (a->model)
+			return gpt_err_set(err, GPT_EUSAGE,
+					   "-o %s names the model, as -m does; give one of them",
+					   a->overrides[i]);
+		if (!*v)
+			return gpt_err_set(err, GPT_EUSAGE, "-o %s: expected a model directory or file",
+					   a->overrides[i]);
+		model = v;
+	}
 	if (!model && a->config) {
 		rc = gpt_config_init(&ic, err);
 		have_ic = rc == 0;
 		if (!rc)
 			rc = gpt_config_read_file(&ic, a->config, err);
-		if (!rc && gpt_config_given(&ic, gpt_config_key_find("Inference.model_dir")))
+		if (!rc && gpt_config_given(&ic, gpt_config_key_find("Inference.model_dir")) &&
+		    ic.inference.model_dir)
 			model = ic.inference.model_dir;
+		else if (!rc && gpt_config_given(&ic, gpt_config_key_find("Engine.save_load.ckpt_dir")))
+			model = ic.engine.save_load.ckpt_dir;
 	}
 	if (!rc && !model)
 		rc = gpt_err_set(err, GPT_EUSAGE, "-m MODEL is required (or Inference.model_dir in the -c file); see gpt-infer --help");

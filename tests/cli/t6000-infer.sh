@@ -125,6 +125,28 @@ test_expect_success 'Inference.model_dir of -c names the model; mp_degree above 
 	test_grep "MODEL is required \(or Inference.model_dir in the -c file\)" err
 '
 
+test_expect_success 'FleetX -o Inference.model_dir= and -o Engine.save_load.ckpt_dir= name the model (seed: GPT generation)' '
+	greedy ck "Everyone is" >expect &&
+	printf "Inference:\n  model_dir: ./nowhere\nGeneration:\n  decode_strategy: greedy_search\n  max_dec_len: 40\n" >gen.yaml &&
+	gpt-infer -c gen.yaml -o Inference.model_dir=ck "Everyone is" >out &&
+	test_cmp expect out &&
+	gpt-infer -c gen.yaml -o Engine.save_load.ckpt_dir=ck "Everyone is" >out &&
+	test_cmp expect out &&
+	gpt-infer -c gen.yaml -o Inference.model_dir=./nowhere -o Engine.save_load.ckpt_dir=ck/step_00000200 \
+		"Everyone is" >out &&
+	test_cmp expect out &&
+	gpt-infer -o Generation.decode_strategy=greedy_search -o Generation.max_dec_len=40 \
+		-o Inference.model_dir=ck "Everyone is" >out &&
+	test_cmp expect out &&
+	printf "Engine:\n  save_load:\n    ckpt_dir: ck\nGeneration:\n  decode_strategy: greedy_search\n  max_dec_len: 40\n" >ck.yaml &&
+	gpt-infer -c ck.yaml "Everyone is" >out &&
+	test_cmp expect out &&
+	test_expect_code 64 gpt-infer -m ck -o Inference.model_dir=ck "x" 2>err &&
+	test_grep "Inference.model_dir=ck names the model, as -m does; give one of them" err &&
+	test_expect_code 66 gpt-infer -c gen.yaml -o Inference.model_dir=./gone "x" 2>err &&
+	test_grep "gone" err
+'
+
 test_expect_success '--ppl: low on the learnt text, high on other text' '
 	gpt-infer -m ck --ppl d/doc.txt >p1 &&
 	gpt-preprocess -t bytes -o d/one d/doc1.txt d/doc2.txt 2>/dev/null &&
