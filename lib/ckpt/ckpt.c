@@ -240,6 +240,13 @@ int gpt_ckpt_open_opts(gpt_ckpt **out, const char *path, int checksums, gpt_err 
 		if (!gpt_path_exists(latest)) {
 			if (!gpt_path_exists(path))
 				return gpt_err_set(err, GPT_ENOINPUT, "%s: no such checkpoint directory", path);
+			/* FleetX's checkpoints (mp_00_sharding_00_pp_00/) */
+			snprintf(latest, sizeof latest, "%s/model.pdparams", path);
+			if (gpt_path_exists(latest))
+				return gpt_err_set(err, GPT_EDATA,
+						   "%s: a PaddlePaddle checkpoint (model.pdparams), which gptkit "
+						   "does not read; expected a gptkit checkpoint (a step directory "
+						   "with index.json, or an output directory with latest)", path);
 			return gpt_err_set(err, GPT_EDATA, "%s: not a complete checkpoint: no index.json (and no 'latest' file)",
 					   path);
 		}

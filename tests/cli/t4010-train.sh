@@ -142,6 +142,15 @@ test_expect_success 'latest pointing at an incomplete checkpoint is refused, not
 	test_grep "not a complete checkpoint" err
 '
 
+test_expect_success 'a FleetX checkpoint (model.pdparams) as ckpt_dir is named as such (seed: GPT generation)' '
+	mkdir -p fx/mp_00_sharding_00_pp_00 && : >fx/mp_00_sharding_00_pp_00/model.pdparams &&
+	test_expect_code 65 train -o Engine.max_steps=2 -o Engine.save_load.output_dir=o3 \
+		-o Engine.save_load.ckpt_dir=fx/mp_00_sharding_00_pp_00 >out 2>err &&
+	test_grep "fx/mp_00_sharding_00_pp_00: a PaddlePaddle checkpoint \(model.pdparams\), which gptkit does not read" err &&
+	test_expect_code 65 gpt-infer -o Engine.save_load.ckpt_dir=fx/mp_00_sharding_00_pp_00 "x" 2>err &&
+	test_grep "a PaddlePaddle checkpoint" err
+'
+
 test_expect_success 'a checkpoint of another model shape is refused naming the key' '
 	test_expect_code 65 train -o Engine.max_steps=20 -o Engine.save_load.ckpt_dir=part \
 		-o Model.hidden_size=32 -o Model.ffn_hidden_size=128 -o Engine.save_load.output_dir=o2 >out 2>err &&
