@@ -152,6 +152,17 @@ static int entry(reader *r, const char *prefix, const yaml_node_t *kn, const yam
 		return at(r, vn, err, "%s: expected a mapping of keys (see gpt-config(5)), found %s",
 			  path, kind(vn));
 	}
+	/* the sections of a MindFormers configuration (run_gpt2_13b.yaml) */
+	static const char *const mindformers[] = {
+		"context", "parallel", "parallel_config", "recompute_config", "runner_config",
+		"runner_wrapper", "train_dataset", "lr_schedule", NULL,
+	};
+	for (int i = 0; !*prefix && mindformers[i]; i++)
+		if (strcmp(name, mindformers[i]) == 0)
+			return at(r, kn, err, "unknown key %s: a section of MindFormers' configurations, "
+					      "which gptkit does not read; write its settings in FleetX's "
+					      "sections (Global, Engine, Model, Distributed, ...) as "
+					      "gpt-config(5) says under MindFormers", path);
 	const char *near = gpt_config_key_nearest(path);
 	return at(r, kn, err, "unknown key %s; did you mean %s?", path, near ? near : "?");
 }

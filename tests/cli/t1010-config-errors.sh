@@ -34,6 +34,27 @@ test_expect_success 'unknown nested key and unknown section' '
 		gpt-train -c bad.yaml --print-config
 '
 
+test_expect_success 'a MindFormers configuration is named as such (seed: GPT2-13B)' '
+	cat >mf.yaml <<-\EOT &&
+	# 4 machines, 32 cards
+	parallel_config:
+	  data_parallel: 4
+	  model_parallel: 2
+	  pipeline_stage: 4
+	  optimizer_shard: True
+	  micro_batch_num: 24
+	  vocab_emb_dp: True
+	  gradient_aggregation_group: 4
+	EOT
+	fails 65 "mf.yaml:2:1: unknown key parallel_config: a section of MindFormers'"'"' configurations, which gptkit does not read; write its settings in FleetX'"'"'s sections (Global, Engine, Model, Distributed, ...) as gpt-config(5) says under MindFormers" \
+		gpt-train -c mf.yaml --print-config &&
+	printf "context:\n  mode: 0\n" >mf.yaml &&
+	fails 65 "mf.yaml:1:1: unknown key context: a section of MindFormers" gpt-train -c mf.yaml --print-config &&
+	printf "Model:\n  parallel_config: 1\n" >mf.yaml &&
+	fails 65 "mf.yaml:2:3: unknown key Model.parallel_config; did you mean" gpt-train -c mf.yaml --print-config &&
+	grep -F -x ".B parallel_config.micro_batch_num" "$GPT_ROOT/man/man5/gpt-config.5"
+'
+
 test_expect_success 'wrong type names the key, expected and found' '
 	printf "Model:\n  num_layers: two\n" >bad.yaml &&
 	fails 65 "bad.yaml:2:15: Model.num_layers: expected an integer >= 1, found '"'"'two'"'"'" \
