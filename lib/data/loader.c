@@ -56,12 +56,15 @@ static int add_dir(gpt_loader *l, const char *dir, gpt_err *err)
 	if (!d)
 		return gpt_err_errno_read(err, errno, "%s", dir);
 	char **names = NULL;
-	int n = 0, rc = 0;
+	int n = 0, rc = 0, fleetx = 0;
 	struct dirent *e;
 	while ((e = readdir(d)) && !rc) {
 		size_t len = strlen(e->d_name);
 		int idx = len > 4 && strcmp(e->d_name + len - 4, ".idx") == 0;
 		int bin = len > 4 && strcmp(e->d_name + len - 4, ".bin") == 0;
+		/* what FleetX's preprocess_data.py writes: PREFIX_ids.npy, PREFIX_idx.npz */
+		fleetx |= len > 8 && (strcmp(e->d_name + len - 8, "_idx.npz") == 0 ||
+				      strcmp(e->d_name + len - 8, "_ids.npy") == 0);
 		if (!idx && !bin)
 			continue;
 		char path[4096];
@@ -82,7 +85,12 @@ static int add_dir(gpt_loader *l, const char *dir, gpt_err *err)
 		n++;
 	}
 	closedir(d);
-	if (!rc && n == 0)
+	if (!rc && n == 0 && fleetx)
+		rc = gpt_err_set(err, GPT_ENOINPUT,
+				 "%s: no datasets (*.idx/*.bin) in this directory, only PaddleFleetX's "
+				 "*_ids.npy/*_idx.npz, which gptkit does not read; tokenize the text "
+				 "again with gpt-preprocess", dir);
+	else if (!rc && n == 0)
 		rc = gpt_err_set(err, GPT_ENOINPUT, "%s: no datasets (*.idx/*.bin) in this directory; make one with gpt-preprocess",
 				 dir);
 	if (!rc)

@@ -280,6 +280,12 @@ test_expect_success 'a missing dataset is exit 66 naming it' '
 	test_grep "nothere" err
 '
 
+test_expect_success 'a directory of FleetX data (_ids.npy, _idx.npz) is named as such' '
+	mkdir fxdata && : >fxdata/gpt_en_dataset_300m_ids.npy && : >fxdata/gpt_en_dataset_300m_idx.npz &&
+	test_expect_code 66 train -o Data.Train.dataset.input_dir=fxdata -o Engine.max_steps=1 >out 2>err &&
+	test_grep "fxdata: no datasets \(\*.idx/\*.bin\) in this directory, only PaddleFleetX.s \*_ids.npy/\*_idx.npz, which gptkit does not read" err
+'
+
 test_expect_success 'a dataset smaller than one sample is exit 65' '
 	printf "tiny" >small.txt &&
 	gpt-preprocess -t bytes -o data/small small.txt small.txt small.txt &&
