@@ -37,6 +37,8 @@ extern "C" {
 
 /* Vocabulary rows are padded to a multiple of this, whatever the layout. */
 #define GPT_VOCAB_PAD 128
+/* Model chunks per pipeline stage, at most (the model's GPT_MAX_CHUNKS). */
+#define GPT_MAX_VIRTUAL_PP 16
 
 typedef struct gpt_strlist {
 	int n;

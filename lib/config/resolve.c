@@ -351,6 +351,27 @@ static int resolve_batch(gpt_config *cfg, gpt_err *err)
 	return 0;
 }
 
+/* Sequence parallelism gives each tp rank 1/mp_degree of a micro-batch's
+ * B x T token rows: whole sequences, or equal parts of one (the model's own
+ * check, made here so that --print-config and --dry-run refuse it too). */
+static int resolve_sequence_parallel(gpt_config *cfg, gpt_err *err)
+{
+	int64_t mp = cfg->distributed.mp_degree, B = cfg->global.micro_batch_size;
+	int64_t T = cfg->data.train.dataset.max_seq_len, BT = mul(B, T);
+	if (!cfg->model.sequence_parallel || mp == 1)
+		return 0;
+	int64_t n = BT / mp;
+	if (BT % mp == 0 && n > 0 && (T % n == 0 || n % T == 0))
+		return 0;
+	return fail(cfg, kid("Model.sequence_parallel"), -1, err,
+		    "expected the %lld x %lld tokens of a micro-batch (Global.micro_batch_size x "
+		    "Data.Train.dataset.max_seq_len) to split into Distributed.mp_degree %lld equal parts "
+		    "of whole sequences or of one sequence, found parts of %lld tokens%s; choose sizes "
+		    "that do, or set it to False",
+		    (long long)B, (long long)T, (long long)mp, (long long)n,
+		    BT % mp ? " and a remainder" : "");
+}
+
 /* Sizes small enough that every count the trainer makes of them is exact
  * (in doubles and in int64 products): the parameters, and one micro-batch's
  * widest activations over all layers (the FFN's, or the attention scores
@@ -496,7 +517,8 @@ int gpt_config_resolve(gpt_config *cfg, int64_t world_size, gpt_err *err)
 	int rc;
 	if ((rc = resolve_world(cfg, world_size, err)) || (rc = resolve_degrees(cfg, err)) ||
 	    (rc = resolve_pipeline(cfg, err)) || (rc = resolve_model(cfg, err)) ||
-	    (rc = resolve_batch(cfg, err)) || (rc = resolve_sizes(cfg, err)) ||
+	    (rc = resolve_batch(cfg, err)) || (rc = resolve_sequence_parallel(cfg, err)) ||
+	    (rc = resolve_sizes(cfg, err)) ||
 	    (rc = resolve_interleave(cfg, err)) ||
 	    (rc = resolve_precision(cfg, err)) || (rc = resolve_overlap(cfg, err)) ||
 	    (rc = resolve_rest(cfg, err)))

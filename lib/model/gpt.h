@@ -25,7 +25,7 @@ extern "C" {
 /* Where this rank sits in the tensor x pipeline layout. With virtual
  * pipeline stages (the interleaved schedule) a rank holds `chunks` model
  * chunks: chunk c is virtual stage c x pp + pp_rank. */
-#define GPT_MAX_CHUNKS 16
+#define GPT_MAX_CHUNKS GPT_MAX_VIRTUAL_PP
 typedef struct gpt_layout {
 	int64_t tp, tp_rank;
 	int64_t pp, pp_rank;

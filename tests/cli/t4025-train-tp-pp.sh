@@ -140,7 +140,22 @@ test_expect_success 'a layout the world size cannot hold is an error naming the 
 	test_expect_code 64 gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" $args --world-size 2 \
 		--pipeline_parallel_degree 2 -o Distributed.virtual_pp_degree=2 \
 		-o Global.global_batch_size=3 --dry-run >out 2>err &&
-	test_grep "accumulate_steps" err
+	test_grep "accumulate_steps" err &&
+	test_expect_code 64 gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" $args --world-size 2 \
+		--pipeline_parallel_degree 2 -o Distributed.virtual_pp_degree=17 -o Model.num_layers=34 \
+		--dry-run >out 2>err &&
+	test_grep "Distributed.virtual_pp_degree: expected an integer in \[1, 16\], found .17." err
+'
+
+test_expect_success 'sequence parallelism whose token rows do not split over tp is refused before training' '
+	for b in 3 6; do
+		test_expect_code 64 gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" $args --world-size 4 \
+			--tensor_parallel_degree 4 -o Model.sequence_parallel=True -o Global.micro_batch_size=$b \
+			-o Global.global_batch_size=$b --dry-run >out 2>err || return 1
+		test_grep "Model.sequence_parallel: expected the $b x 64 tokens of a micro-batch .* to split into Distributed.mp_degree 4 equal parts" err || return 1
+	done &&
+	gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" $args --world-size 4 --tensor_parallel_degree 4 \
+		-o Model.sequence_parallel=True -o Global.micro_batch_size=2 --dry-run >out
 '
 
 test_done
