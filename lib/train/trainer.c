@@ -395,7 +395,7 @@ static int run(trainer *tr, gpt_err *err)
 	/* An epoch is the steps one pass over the training split makes, whole
 	 * global batches only (drop_last); the samples left over start the next. */
 	int64_t spe = gpt_loader_epoch_samples(tr->train) / tr->G;
-	double t_int = gpt_now_s(), reader = 0;
+	double t_int = gpt_now_s(), reader = 0, loss_int = 0;
 	int64_t steps_in_int = 0;
 	int rc = 0;
 	if (tr->step < tr->total_steps)
@@ -415,17 +415,21 @@ static int run(trainer *tr, gpt_err *err)
 			return gpt_err_prefix(err, "global step %lld", (long long)tr->step + 1);
 		tr->step++;
 		steps_in_int++;
+		loss_int += loss;
 		gpt_heartbeat_beat(tr->hb, tr->step);
 		/* log, skip, stop or roll back (which leaves tr->step as it is) */
 		if (skipped == GPT_TR_NONFINITE && (rc = gpt_tr_nonfinite(tr, loss, err)))
 			return rc;
+		/* the loss, as the costs, is the mean over the steps since the
+		 * last line (FleetX's eager engine and Megatron-LM average it
+		 * over the logging interval too) */
 		if (tr->step % cfg->engine.logging_freq == 0 || tr->step == tr->total_steps) {
 			double el = gpt_now_s() - t_int;
 			double cost = el / (double)steps_in_int;
 			gpt_step_line sl = {.step = tr->step,
 					    .epoch = (tr->step - 1) / spe,
 					    .batch = (tr->step - 1) % spe,
-					    .loss = loss,
+					    .loss = loss_int / (double)steps_in_int,
 					    .avg_reader_cost = reader / (double)steps_in_int,
 					    .avg_batch_cost = cost,
 					    .ips_total = (double)(tr->G * tr->T) / cost,
@@ -435,7 +439,7 @@ static int run(trainer *tr, gpt_err *err)
 			gpt_step_line_format(line, sizeof line, &sl);
 			gpt_log_printf(&tr->log, GPT_LOG_INFO, "%s", line);
 			t_int = gpt_now_s();
-			reader = 0;
+			reader = loss_int = 0;
 			steps_in_int = 0;
 		}
 		/* evaluations and saves are no step time: the next line's

@@ -336,6 +336,18 @@ test_expect_success 'an [eval] line gives the epoch and batch of its step line, 
 	test_cmp steps evals
 '
 
+test_expect_success 'with logging_freq 3 a line gives the mean loss of the steps since the last (as FleetX)' '
+	train -o Engine.max_steps=7 -o Engine.logging_freq=1 -o Engine.eval_freq=0 \
+		-o Engine.save_load.save_steps=0 -o Engine.save_load.output_dir=lf1 >lf1.log 2>&1 &&
+	train -o Engine.max_steps=7 -o Engine.logging_freq=3 -o Engine.eval_freq=0 \
+		-o Engine.save_load.save_steps=0 -o Engine.save_load.output_dir=lf3 >lf3.log 2>&1 &&
+	losses lf1.log | awk "{ s += \$2; n++ } NR % 3 == 0 || NR == 7 { printf \"%d %.9f\\n\", \$1, s / n; s = n = 0 }" >want &&
+	losses lf3.log | cut -d" " -f1,2 >got &&
+	cat want got &&
+	test_line_count = 3 got &&
+	paste want got | awk "{ d = \$2 - \$4; if (d < 0) d = -d; if (\$1 != \$3 || d > 2e-9) bad = 1 } END { exit bad }"
+'
+
 test_expect_success 'the time of an evaluation is not in the next step line avg_batch_cost' '
 	train -o Engine.max_steps=3 -o Engine.logging_freq=1 -o Engine.eval_freq=2 \
 		-o Engine.eval_iters=200 -o Engine.save_load.save_steps=0 >evtime.log 2>&1 &&

@@ -103,6 +103,19 @@ test_expect_success 'the loss is printed by every stage, as the last stage compu
 	test_cmp first last
 '
 
+test_expect_success 'dp2 x pp2 with logging_freq 3: each line the mean loss of its steps, as one process' '
+	gpt-launch --nproc-per-node 4 --log-dir log-lf3 -- \
+		gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" $args --pipeline_parallel_degree 2 \
+		-o Distributed.dp_degree=2 -o Engine.logging_freq=3 -o Engine.save_load.output_dir=out-lf3 >lf3.log 2>&1 &&
+	losses single.log | grep -v "^e" | awk "{ s += \$2 } NR % 3 == 0 { printf \"%d %.9f\\n\", \$1, s / 3; s = 0 }" >want &&
+	for r in 0 3; do
+		losses log-lf3/workerlog.$r | grep -v "^e" >got &&
+		cat want got &&
+		paste want got | awk "{ d = (\$2 - \$4) / \$2; if (d < 0) d = -d; if (\$1 != \$3 || d > 1e-6) bad = 1 }
+			END { exit bad || NR != 2 }" || return 1
+	done
+'
+
 # --dry-run's figure for each pipeline stage against what the rank of that
 # stage allocated (its "memory:" line), within 10%
 test_expect_success '--dry-run accounts for tp and for each stage of a pipeline (within 10%)' '
