@@ -21,8 +21,8 @@
  * gradient, and the fp32 master and moments (read, write): 3 es + 24 bytes
  * a parameter. Attention runs without dropout and with the seed configs'
  * 0.1 (p=0.1), the mask drawn as in training; the tensor-core forward also
- * in 128-row tiles (r128: gpt_cuda_attention_fwd_rows) where the head
- * size allows. --small: shapes for checking
+ * in 128-row tiles (r128: gpt_cuda_attention_rows, the forward's and dq's
+ * rows) where the head size allows. --small: shapes for checking
  * this program under the CPU emulation (tests/gpu/emu), whose figures mean
  * nothing. --shape NAME: that model's rows only (124M, 345M, 1.3B);
  * --only PREFIX: the ops whose names begin with PREFIX ("attention");
@@ -135,17 +135,25 @@ static void bench_shape(const shape *s, gpt_dtype dt)
 		snprintf(fb, sizeof fb, "attention_fwd HS=%lld%s", (long long)HS, ps);
 		ROW(s->name, fb, fwd / TF, "TFLOP/s",
 		    o->attention_fwd(&gpu, out, saved, qkv, B, T, NH, HS, dp, &err));
-		/* the forward in 128-row tiles (gpt_cuda_attention_fwd_rows) */
+		/* the forward in 128-row tiles (gpt_cuda_attention_rows) */
 		if (HS <= 64 && gpt_cuda_attention_tensor_cores(dt, HS)) {
-			int was = gpt_cuda_attention_fwd_rows(&gpu, 128);
+			int was = gpt_cuda_attention_rows(&gpu, 128);
 			snprintf(fb, sizeof fb, "attention_fwd HS=%lld%s r128", (long long)HS, ps);
 			ROW(s->name, fb, fwd / TF, "TFLOP/s",
 			    o->attention_fwd(&gpu, out, saved, qkv, B, T, NH, HS, dp, &err));
-			gpt_cuda_attention_fwd_rows(&gpu, was);
+			gpt_cuda_attention_rows(&gpu, was);
 		}
 		snprintf(fb, sizeof fb, "attention_bwd HS=%lld%s", (long long)HS, ps);
 		ROW(s->name, fb, 2.5 * fwd / TF, "TFLOP/s",
 		    o->attention_bwd(&gpu, dqkv, dout, out, qkv, saved, B, T, NH, HS, dp, &err));
+		/* dq in 128-row tiles */
+		if (HS <= 64 && gpt_cuda_attention_tensor_cores(dt, HS)) {
+			int was = gpt_cuda_attention_rows(&gpu, 128);
+			snprintf(fb, sizeof fb, "attention_bwd HS=%lld%s r128", (long long)HS, ps);
+			ROW(s->name, fb, 2.5 * fwd / TF, "TFLOP/s",
+			    o->attention_bwd(&gpu, dqkv, dout, out, qkv, saved, B, T, NH, HS, dp, &err));
+			gpt_cuda_attention_rows(&gpu, was);
+		}
 	}
 	gpt_cuda_free(qkv), gpt_cuda_free(out), gpt_cuda_free(dout), gpt_cuda_free(dqkv);
 	gpt_cuda_free(saved);

@@ -23,7 +23,10 @@
  * while this one is worked on (two buffers, two barriers a tile; rows
  * padded by 16 bytes, so the 8 rows of an ldmatrix phase hit distinct
  * banks). The head dimension is padded with zeros to W = 32, 64 or 128;
- * products skip the padding.
+ * products skip the padding. The forward and dq can instead take 128
+ * query rows a block, 32 a warp (gpt_cuda_attention_rows; head sizes up to
+ * 64), each fragment of the other side then serving two products: the
+ * same results, at a speed for a GPU to compare.
  * A block per head and tile, in the order of backend/tiles.h: groups of
  * heads, for the L2 cache, each group's longest tiles first.
  *   forward   per query tile: S = Q K^T,
@@ -52,15 +55,16 @@
  * The backward kernels work a tile in two halves of 32 columns, so that
  * half the score registers (S and dP, 32 floats each at full width) are
  * live at a time; the products' order per output element is unchanged.
- * Registers (ptxas, sm_90a, bf16, W = 64): forward 122, dq 128, dkv 140
- * without dropout (4, 4 and 3 blocks an SM as the registers go, where dq
- * had 3 and dkv 2 before the halves), 152, 165 and 230 with it (3, 3, 2).
+ * Registers (ptxas 13.0, sm_90a, bf16, W = 64): forward 118, dq 124, dkv
+ * 156 without dropout (4, 4 and 3 blocks an SM as the registers go), 126,
+ * 168 and 228 with it (4, 3, 2); in 128-row tiles, forward 213 and dq 216
+ * (2 blocks), 254 and 246 with dropout (2).
  * The backward's pairs of tile buffers are a pointer and a step (buf2),
  * not arrays indexed by a variable, which would sit in local memory.
  *
  * Shared memory per block (16-bit storage): 5 (forward) or 6 (dq, dkv)
- * tiles of 64 x (W + 8) elements: 45 and 54 KiB at W = 64, 85 and 102 KiB
- * at W = 128 (above 48 KiB asked for with cudaFuncSetAttribute). Limits:
+ * tiles of 64 x (W + 8) elements (6 and 8 in 128-row tiles): 45 and 54 KiB
+ * at W = 64, 85 and 102 KiB at W = 128 (above 48 KiB asked for with cudaFuncSetAttribute). Limits:
  * head sizes that are multiples of 16 up to 128 (others, and fp32 storage,
  * use attention.cu). Tiles are copied by cp.async 16 bytes at a time when
  * qkv and dout are 16-byte aligned, element by element otherwise.
@@ -706,17 +710,13 @@ __global__ static void __launch_bounds__(NTHR, DROP && MW == 1 && W <= 64 ? 4 : 
 	}
 }
 
-/* D_i = dO_i . O_i in fp32 for the rows [i0, i0 + BQ) of a head (gb, ob
- * and lb: its dout, out and the output's low half, all of row stride Cl),
- * O as out + lo to fp32's precision: two threads a row, each half the head
- * (HS / 2 a multiple of 8; with vec, 16-byte loads). Into Ds (0 past T)
- * and Dv[i] for the dkv kernel. */
+/* row_dots' row rr of the tile (two threads, the lower and upper half of
+ * the head) */
 template <class E>
-__device__ static void row_dots(float *Ds, float *Dv, const E *gb, const E *ob, const E *lb, int i0,
-				int64_t Cl, const attn_args &a, int vec)
+__device__ __forceinline__ void row_dot(float *Ds, float *Dv, const E *gb, const E *ob, const E *lb,
+					int i0, int rr, int64_t Cl, const attn_args &a, int vec)
 {
-	static_assert(NTHR == 2 * BQ, "two threads a row");
-	int rr = threadIdx.x / 2, half = threadIdx.x % 2, i = i0 + rr, n = (int)a.HS / 2;
+	int half = threadIdx.x % 2, i = i0 + rr, n = (int)a.HS / 2;
 	float sum = 0.0f;
 	if (i < a.T) {
 		int64_t at = i * Cl + half * n;
@@ -743,44 +743,70 @@ __device__ static void row_dots(float *Ds, float *Dv, const E *gb, const E *ob, 
 	}
 }
 
-template <class E, int W, bool DROP>
+/* D_i = dO_i . O_i in fp32 for the rows [i0, i0 + 64 MW) of a head (gb,
+ * ob and lb: its dout, out and the output's low half, all of row stride
+ * Cl), O as out + lo to fp32's precision: two threads a row, each half the
+ * head (HS / 2 a multiple of 8; with vec, 16-byte loads), 64 rows at a
+ * time. Into Ds (0 past T) and Dv[i] for the dkv kernel. */
+template <class E, int MW>
+__device__ static void row_dots(float *Ds, float *Dv, const E *gb, const E *ob, const E *lb, int i0,
+				int64_t Cl, const attn_args &a, int vec)
+{
+	static_assert(NTHR == 2 * BQ, "two threads a row");
+#pragma unroll 1
+	for (int rg = 0; rg < MW; rg++)
+		row_dot<E>(Ds, Dv, gb, ob, lb, i0, rg * BQ + (int)threadIdx.x / 2, Cl, a, vec);
+}
+
+/* dq, MW blocks of 16 query rows a warp (a tile of 64 MW rows), as the
+ * forward's MW. */
+template <class E, int W, bool DROP, int MW>
 __global__ static void __launch_bounds__(NTHR)
 	tc_dq_kernel(E *dqkv, float *Dv, const E *dout, const E *out, const E *olo, const E *qkv,
 		     const float *lse, attn_args a, int vec, int vecd)
 {
 	extern __shared__ float sh[];
-	const int LE = W + 8;
-	E *qs = (E *)sh, *gs = qs + BQ * LE;
-	const buf2<E *> ks = {gs + BQ * LE, BK * LE}, vs = {gs + (BQ + 2 * BK) * LE, BK * LE};
-	float *Ds = (float *)(gs + (BQ + 4 * BK) * LE);
-	const auto [bh, b, h, Cl, C3, i0, r0, ri, jend, t, kf] = q_place_of(a);
+	const int LE = W + 8, BQF = BQ * MW, RW = 16 * MW;
+	E *qs = (E *)sh, *gs = qs + BQF * LE;
+	const buf2<E *> ks = {gs + BQF * LE, BK * LE}, vs = {gs + (BQF + 2 * BK) * LE, BK * LE};
+	float *Ds = (float *)(gs + (BQF + 4 * BK) * LE);
+	const auto [bh, b, h, Cl, C3, i0, r0, rl, jend, t, kf] = q_place_of(a, MW);
+	int ri[MW][2]; /* this lane's rows in each block of 16 */
+#pragma unroll
+	for (int mi = 0; mi < MW; mi++)
+		ri[mi][0] = rl[0] + 16 * mi, ri[mi][1] = rl[1] + 16 * mi;
 	const bool al = aligned(a, h);
 	const E *base = qkv + b * a.T * C3 + h * a.HS;
 	const E *qw = qs + (r0 - i0) * LE, *gw = gs + (r0 - i0) * LE;
 	const float scl = a.sc * L2E;
 	int64_t ot = b * a.T * Cl + h * a.HS;
-	load_tile<E, W>(qs, base, C3, i0, a, vec);
-	load_tile<E, W>(gs, dout + ot, Cl, i0, a, vec);
+	load_tile<E, W, BQF>(qs, base, C3, i0, a, vec);
+	load_tile<E, W, BQF>(gs, dout + ot, Cl, i0, a, vec);
 	load_kv<E, W>(ks[0], vs[0], base, 0, a, vec);
-	row_dots<E>(Ds, Dv + bh * a.T, dout + ot, out + ot, olo + ot, i0, Cl, a, vecd);
+	row_dots<E, MW>(Ds, Dv + bh * a.T, dout + ot, out + ot, olo + ot, i0, Cl, a, vecd);
 	__syncthreads(); /* Ds */
 	/* L: the rows' log-sum-exp in log2 units */
-	float L[2], D[2], dq[W / 8][4];
+	float L[MW][2], D[MW][2], dq[MW][W / 8][4];
 #pragma unroll
-	for (int hr = 0; hr < 2; hr++) {
-		L[hr] = ri[hr] < a.T ? lse[bh * a.T + ri[hr]] * L2E : 0.0f;
-		D[hr] = Ds[ri[hr] - i0];
+	for (int mi = 0; mi < MW; mi++) {
+#pragma unroll
+		for (int hr = 0; hr < 2; hr++) {
+			L[mi][hr] = ri[mi][hr] < a.T ? lse[bh * a.T + ri[mi][hr]] * L2E : 0.0f;
+			D[mi][hr] = Ds[ri[mi][hr] - i0];
+		}
+#pragma unroll
+		for (int d = 0; d < W / 8; d++)
+			dq[mi][d][0] = dq[mi][d][1] = dq[mi][d][2] = dq[mi][d][3] = 0.0f;
 	}
-#pragma unroll
-	for (int d = 0; d < W / 8; d++)
-		dq[d][0] = dq[d][1] = dq[d][2] = dq[d][3] = 0.0f;
 	for (int j0 = 0, cur = 0; j0 <= jend; j0 += BK, cur ^= 1) {
 		bool more = j0 + BK <= jend;
 		if (more)
 			load_kv<E, W>(ks[cur ^ 1], vs[cur ^ 1], base, j0 + BK, a, vec);
 		tile_ready(more);
-		if (r0 < a.T) {
-			int np = pairs_to(r0 + 15, j0), edge = j0 + BK - 1 > r0 || r0 + 15 >= a.T;
+		/* (with MW > 1 the block's last key tile may come after all of
+		 * a warp's rows) */
+		if (r0 < a.T && j0 <= r0 + RW - 1) {
+			int np = pairs_to(r0 + RW - 1, j0), edge = j0 + BK - 1 > r0 || r0 + RW - 1 >= a.T;
 			/* the tile's two halves of 32 keys one after the other: half
 			 * the score registers live */
 #pragma unroll 1
@@ -789,34 +815,39 @@ __global__ static void __launch_bounds__(NTHR)
 				if (q1 <= 0)
 					continue;
 				const E *kh = ks[cur] + hf * 32 * LE, *vh = vs[cur] + hf * 32 * LE;
-				float s[NT / 2][4], dp[NT / 2][4];
-				scores<E, W>(s, qw, kh, LE, 0, q1, kf);
-				scores<E, W>(dp, gw, vh, LE, 0, q1, kf);
+				float s[MW][NT / 2][4], dp[MW][NT / 2][4];
+				scores_m<E, W, NT / 2, MW>(s, qw, kh, LE, 0, q1, kf);
+				scores_m<E, W, NT / 2, MW>(dp, gw, vh, LE, 0, q1, kf);
+				u32 da[MW][KT / 2][4];
 #pragma unroll
-				for (int n = 0; n < NT / 2; n++)
+				for (int mi = 0; mi < MW; mi++) {
 #pragma unroll
-					for (int q = 0; q < 4; q++)
-						s[n][q] = s[n][q] * scl - L[q >> 1];
-				mask_scores(s, q1, ri, jh, t, edge, a);
+					for (int n = 0; n < NT / 2; n++)
 #pragma unroll
-				for (int n = 0; n < NT / 2; n++) {
-					float k[4];
-					kept_lane<DROP>(k, a, b, h, ri, jh + n * 8 + 2 * t, al);
+						for (int q = 0; q < 4; q++)
+							s[mi][n][q] = s[mi][n][q] * scl - L[mi][q >> 1];
+					mask_scores(s[mi], q1, ri[mi], jh, t, edge, a);
 #pragma unroll
-					for (int q = 0; q < 4; q++) {
-						float g = DROP ? dp[n][q] * k[q] * a.dscale : dp[n][q];
-						s[n][q] = exp2f(s[n][q]) * (g - D[q >> 1]);
+					for (int n = 0; n < NT / 2; n++) {
+						float k[4];
+						kept_lane<DROP>(k, a, b, h, ri[mi], jh + n * 8 + 2 * t, al);
+#pragma unroll
+						for (int q = 0; q < 4; q++) {
+							float g = DROP ? dp[mi][n][q] * k[q] * a.dscale : dp[mi][n][q];
+							s[mi][n][q] = exp2f(s[mi][n][q]) * (g - D[mi][q >> 1]);
+						}
 					}
+					repack<E>(da[mi], s[mi]);
 				}
-				u32 da[KT / 2][4];
-				repack<E>(da, s);
-				accumulate<E, W>(dq, da, 0, q1, kh, LE, a.HS);
+				accumulate_m<E, W, KT / 2, MW>(dq, da, 0, q1, kh, LE, a.HS);
 			}
 		}
 		__syncthreads(); /* the tile's readers are done before it is refilled */
 	}
 	const float f[2] = {a.sc, a.sc};
-	write_acc<E, W>(dqkv + b * a.T * C3 + h * a.HS, (E *)nullptr, C3, dq, ri, f, t, a);
+#pragma unroll
+	for (int mi = 0; mi < MW; mi++)
+		write_acc<E, W>(dqkv + b * a.T * C3 + h * a.HS, (E *)nullptr, C3, dq[mi], ri[mi], f, t, a);
 }
 
 /* The query tile at i0 of a head for the dkv kernel: q and dO rows and
@@ -925,13 +956,13 @@ int gpt_cuda_attention_tensor_cores(gpt_dtype dt, int64_t HS)
 	return gpt_attention_tensor_cores(dt, HS);
 }
 
-int gpt_cuda_attention_fwd_rows(gpt_backend *be, int rows)
+int gpt_cuda_attention_rows(gpt_backend *be, int rows)
 {
 	gpt_cuda_ctx *cx = gpt_cuda_ctx_of(be);
-	int was = cx->attn_fwd_rows ? cx->attn_fwd_rows : BQ;
+	int was = cx->attn_rows ? cx->attn_rows : BQ;
 	if (rows != 64 && rows != 128)
 		return rows == 0 ? was : -1;
-	cx->attn_fwd_rows = rows;
+	cx->attn_rows = rows;
 	return was;
 }
 
@@ -942,9 +973,9 @@ static size_t fwd_shm(int W, size_t es, int mw)
 	return (size_t)(BQ * mw + 4 * BK) * (W + 8) * es;
 }
 
-static size_t dq_shm(int W, size_t es)
+static size_t dq_shm(int W, size_t es, int mw)
 {
-	return (size_t)(2 * BQ + 4 * BK) * (W + 8) * es + BQ * sizeof(float);
+	return (size_t)(2 * BQ * mw + 4 * BK) * (W + 8) * es + BQ * mw * sizeof(float);
 }
 
 static size_t dkv_shm(int W, size_t es)
@@ -990,7 +1021,7 @@ struct tc_io {
 	float *lse, *Dv;
 	void *olo;
 	int vec, vecd; /* qkv and dout 16-byte aligned; dout, out and olo */
-	int rows;      /* the forward's rows a block (gpt_cuda_attention_fwd_rows) */
+	int rows;      /* the forward's and dq's rows a block (gpt_cuda_attention_rows) */
 };
 
 template <class E, int W, int MW>
@@ -1006,11 +1037,11 @@ static int fwd_nf(cudaStream_t s, const tc_io &io, int64_t B, const attn_args &a
 	return gpt_cuda_launched("attention_fwd", err);
 }
 
-template <class E, int W>
+template <class E, int W, int MW>
 static int bwd_nf(cudaStream_t s, const tc_io &io, int64_t B, const attn_args &a, gpt_err *err)
 {
-	size_t shq = dq_shm(W, sizeof(E)), shk = dkv_shm(W, sizeof(E));
-	auto kq = a.drop ? tc_dq_kernel<E, W, true> : tc_dq_kernel<E, W, false>;
+	size_t shq = dq_shm(W, sizeof(E), MW), shk = dkv_shm(W, sizeof(E));
+	auto kq = a.drop ? tc_dq_kernel<E, W, true, MW> : tc_dq_kernel<E, W, false, MW>;
 	auto kkv = a.drop ? tc_dkv_kernel<E, W, true> : tc_dkv_kernel<E, W, false>;
 	int rc = allow_shm(kq, shq, "attention_bwd: shared memory", err);
 	if (!rc)
@@ -1018,9 +1049,8 @@ static int bwd_nf(cudaStream_t s, const tc_io &io, int64_t B, const attn_args &a
 	if (rc)
 		return rc;
 	const E *dout = (const E *)io.dout, *qkv = (const E *)io.qkv;
-	const unsigned grid = grid_size(a);
-	kq<<<grid, NTHR, shq, s>>>((E *)io.dqkv, io.Dv, dout, (const E *)io.cout, (const E *)io.olo, qkv, io.lse, a, io.vec, io.vecd);
-	kkv<<<grid, NTHR, shk, s>>>((E *)io.dqkv, dout, qkv, io.lse, io.Dv, a, io.vec);
+	kq<<<grid_size(a, BQ * MW), NTHR, shq, s>>>((E *)io.dqkv, io.Dv, dout, (const E *)io.cout, (const E *)io.olo, qkv, io.lse, a, io.vec, io.vecd);
+	kkv<<<grid_size(a), NTHR, shk, s>>>((E *)io.dqkv, dout, qkv, io.lse, io.Dv, a, io.vec);
 	return gpt_cuda_launched("attention_bwd", err);
 }
 
@@ -1039,10 +1069,10 @@ template <class E>
 static int bwd_e(cudaStream_t s, const tc_io &io, int64_t B, const attn_args &a, gpt_err *err)
 {
 	if (a.HS <= 32)
-		return bwd_nf<E, 32>(s, io, B, a, err);
+		return io.rows == 128 ? bwd_nf<E, 32, 2>(s, io, B, a, err) : bwd_nf<E, 32, 1>(s, io, B, a, err);
 	if (a.HS <= 64)
-		return bwd_nf<E, 64>(s, io, B, a, err);
-	return bwd_nf<E, 128>(s, io, B, a, err);
+		return io.rows == 128 ? bwd_nf<E, 64, 2>(s, io, B, a, err) : bwd_nf<E, 64, 1>(s, io, B, a, err);
+	return bwd_nf<E, 128, 1>(s, io, B, a, err); /* 32 rows a warp would spill */
 }
 
 static int aligned16(const void *p)
@@ -1066,7 +1096,7 @@ int gpt_cuda_attention_tc_fwd(gpt_backend *be, void *out, float *saved, const vo
 	io.qkv = qkv;
 	saved_parts(&io, saved, B, *a);
 	io.vec = aligned16(qkv);
-	io.rows = gpt_cuda_ctx_of(be)->attn_fwd_rows;
+	io.rows = gpt_cuda_ctx_of(be)->attn_rows;
 	attn_args g = *a;
 	int rc = grid_groups(&g, B, 2, "attention_fwd", err);
 	if (rc)
@@ -1090,6 +1120,7 @@ int gpt_cuda_attention_tc_bwd(gpt_backend *be, void *dqkv, float *Dv, const void
 	saved_parts(&io, (float *)saved, B, *a);
 	io.vec = aligned16(qkv) && aligned16(dout);
 	io.vecd = aligned16(dout) && aligned16(out) && aligned16(io.olo);
+	io.rows = gpt_cuda_ctx_of(be)->attn_rows;
 	attn_args g = *a;
 	int rc = grid_groups(&g, B, 2, "attention_bwd", err);
 	if (rc)

@@ -73,15 +73,16 @@ int gpt_backend_cuda_init(gpt_backend *be, gpt_dtype storage, int device, gpt_er
  * CUDA cores in fp32 (any other case): the same op and results within the
  * dtype's precision, at a different speed. */
 int gpt_cuda_attention_tensor_cores(gpt_dtype dt, int64_t HS);
-/* The query rows a block of the tensor-core attention forward takes: 64
- * (16 a warp; the default) or 128 (32 a warp, FlashAttention-2's layout,
- * for head sizes up to 64; larger heads keep 64). The outputs and saved
- * state are the same bits either way (each row's products and softmax
- * steps in the same order); only the speed differs, which bench/gpu/gpu-ops
- * measures on a GPU before either becomes the only one. rows 0 asks
- * without changing; returns the setting before, or -1 (nothing changed)
- * for another value. */
-int gpt_cuda_attention_fwd_rows(gpt_backend *be, int rows);
+/* The query rows a block of the tensor-core attention forward and of its
+ * dq kernel take: 64 (16 a warp; the default) or 128 (32 a warp,
+ * FlashAttention-2's layout, for head sizes up to 64; larger heads keep
+ * 64). The results are the same bits either way, but for the sign of an
+ * exact zero (each row's products and softmax steps come in the same
+ * order; a warp's rows before a tile's keys add products of 0); only the
+ * speed differs, which bench/gpu/gpu-ops measures on a GPU before either
+ * becomes the only one. rows 0 asks without changing; returns the setting
+ * before, or -1 (nothing changed) for another value. */
+int gpt_cuda_attention_rows(gpt_backend *be, int rows);
 /* Releases everything init made, the scratch included; be can be
  * initialised again. */
 void gpt_backend_cuda_free(gpt_backend *be);

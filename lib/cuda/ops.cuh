@@ -29,7 +29,7 @@ typedef struct gpt_cuda_ctx {
 	int32_t *host_idx;        /* host and device buffers of embedding_bwd's row order */
 	int32_t *dev_idx;
 	int64_t idx_cap;          /* elements of each */
-	int attn_fwd_rows;        /* gpt_cuda_attention_fwd_rows; 0: 64 */
+	int attn_rows;            /* gpt_cuda_attention_rows; 0: 64 */
 } gpt_cuda_ctx;
 
 static inline gpt_cuda_ctx *gpt_cuda_ctx_of(gpt_backend *be)

@@ -568,9 +568,9 @@ static void test_attention_at(int64_t b, int64_t t, int64_t nh, int64_t hs, floa
 		size_t ob = (size_t)(bt * c) * es, sb = (size_t)ngs * sizeof(float);
 		void *o2 = gpt_cuda_malloc(ob, "out", &err);
 		float *gs2 = gpt_cuda_malloc(sb, "saved", &err);
-		int was = gpt_cuda_attention_fwd_rows(&gpu, 128);
+		int was = gpt_cuda_attention_rows(&gpu, 128);
 		int rc = !o2 || !gs2 || gpu.ops->attention_fwd(&gpu, o2, gs2, qd, b, t, nh, hs, &d, &err);
-		gpt_cuda_attention_fwd_rows(&gpu, was);
+		gpt_cuda_attention_rows(&gpu, was);
 		ok(was == 64 && !rc && dev_equal(o2, D(out), ob) && dev_equal(gs2, gs, sb),
 		   "%s %s in 128-row tiles: the same output and saved state, bit for bit",
 		   gpt_dtype_name(DT), what);
@@ -583,6 +583,17 @@ static void test_attention_at(int64_t b, int64_t t, int64_t nh, int64_t hs, floa
 	snprintf(what, sizeof what, "attention_bwd dqkv T=%lld HS=%lld p=%g (%s)", (long long)t,
 		 (long long)hs, (double)p, path);
 	same(what, &dqkv, tc && DT == GPT_DTYPE_BF16 ? 8 : 1);
+	if (tc && hs <= 64) {
+		/* dq in 128-row tiles: the same bits */
+		size_t gb = (size_t)n3 * es;
+		void *d2 = gpt_cuda_malloc(gb, "dqkv", &err);
+		int was = gpt_cuda_attention_rows(&gpu, 128);
+		int rc = !d2 || gpu.ops->attention_bwd(&gpu, d2, D(g), D(out), qd, gs, b, t, nh, hs, &d, &err);
+		gpt_cuda_attention_rows(&gpu, was);
+		ok(!rc && dev_equal(d2, D(dqkv), gb), "%s %s in 128-row tiles: the same gradients, bit for bit",
+		   gpt_dtype_name(DT), what);
+		gpt_cuda_free(d2);
+	}
 	static const char *const parts[] = {"dq", "dk", "dv"};
 	if (tc)
 		same_rms_parts(what, &dqkv, parts, 3, c);
