@@ -22,7 +22,7 @@
  * a parameter. Attention runs without dropout and with the seed configs'
  * 0.1 (p=0.1), the mask drawn as in training; the tensor-core forward also
  * in 128-row tiles (r128: gpt_cuda_attention_rows, the forward's and dq's
- * rows) where the head size allows. --small: shapes for checking
+ * rows, dkv's keys) where the head size allows. --small: shapes for checking
  * this program under the CPU emulation (tests/gpu/emu), whose figures mean
  * nothing. --shape NAME: that model's rows only (124M, 345M, 1.3B);
  * --only PREFIX: the ops whose names begin with PREFIX ("attention");
@@ -146,7 +146,7 @@ static void bench_shape(const shape *s, gpt_dtype dt)
 		snprintf(fb, sizeof fb, "attention_bwd HS=%lld%s", (long long)HS, ps);
 		ROW(s->name, fb, 2.5 * fwd / TF, "TFLOP/s",
 		    o->attention_bwd(&gpu, dqkv, dout, out, qkv, saved, B, T, NH, HS, dp, &err));
-		/* dq in 128-row tiles */
+		/* dq in 128-row tiles, dkv in 128-key ones (without dropout) */
 		if (HS <= 64 && gpt_cuda_attention_tensor_cores(dt, HS)) {
 			int was = gpt_cuda_attention_rows(&gpu, 128);
 			snprintf(fb, sizeof fb, "attention_bwd HS=%lld%s r128", (long long)HS, ps);

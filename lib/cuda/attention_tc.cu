@@ -24,9 +24,10 @@
  * padded by 16 bytes, so the 8 rows of an ldmatrix phase hit distinct
  * banks). The head dimension is padded with zeros to W = 32, 64 or 128;
  * products skip the padding. The forward and dq can instead take 128
- * query rows a block, 32 a warp (gpt_cuda_attention_rows; head sizes up to
- * 64), each fragment of the other side then serving two products: the
- * same results, at a speed for a GPU to compare.
+ * query rows a block, 32 a warp, and dkv (without dropout) 128 keys
+ * (gpt_cuda_attention_rows; head sizes up to 64), each fragment of the
+ * other side then serving two products: the same results, at a speed for
+ * a GPU to compare.
  * A block per head and tile, in the order of backend/tiles.h: groups of
  * heads, for the L2 cache, each group's longest tiles first.
  *   forward   per query tile: S = Q K^T,
@@ -57,13 +58,14 @@
  * live at a time; the products' order per output element is unchanged.
  * Registers (ptxas 13.0, sm_90a, bf16, W = 64): forward 118, dq 124, dkv
  * 156 without dropout (4, 4 and 3 blocks an SM as the registers go), 126,
- * 168 and 228 with it (4, 3, 2); in 128-row tiles, forward 213 and dq 216
- * (2 blocks), 254 and 246 with dropout (2).
+ * 168 and 228 with it (4, 3, 2); in 128-row tiles, forward 213, dq 216
+ * and dkv 255 (4 bytes spilled; 2 blocks), 254 and 246 with dropout (2;
+ * dkv with dropout would spill 204 bytes, so it keeps 64 keys).
  * The backward's pairs of tile buffers are a pointer and a step (buf2),
  * not arrays indexed by a variable, which would sit in local memory.
  *
  * Shared memory per block (16-bit storage): 5 (forward) or 6 (dq, dkv)
- * tiles of 64 x (W + 8) elements (6 and 8 in 128-row tiles): 45 and 54 KiB
+ * tiles of 64 x (W + 8) elements (6, 8 and 8 in 128-row tiles): 45 and 54 KiB
  * at W = 64, 85 and 102 KiB at W = 128 (above 48 KiB asked for with cudaFuncSetAttribute). Limits:
  * head sizes that are multiples of 16 up to 128 (others, and fp32 storage,
  * use attention.cu). Tiles are copied by cp.async 16 bytes at a time when
@@ -868,38 +870,45 @@ __device__ static void load_q(E *qs, E *gs, float *Ls, float *Ds, const E *base,
 	cp_commit();
 }
 
-template <class E, int W, bool DROP>
+/* dk and dv, MW blocks of 16 keys a warp (a tile of 64 MW keys), as the
+ * forward's MW. */
+template <class E, int W, bool DROP, int MW>
 __global__ static void __launch_bounds__(NTHR)
 	tc_dkv_kernel(E *dqkv, const E *dout, const E *qkv, const float *lse, const float *Dv,
 		      attn_args a, int vec)
 {
 	extern __shared__ float sh[];
-	const int LE = W + 8;
-	E *ks = (E *)sh, *vs = ks + BK * LE;
-	const buf2<E *> qs = {vs + BK * LE, BQ * LE}, gs = {vs + (BK + 2 * BQ) * LE, BQ * LE};
-	float *st = (float *)(vs + (BK + 4 * BQ) * LE); /* the query tiles' statistics */
+	const int LE = W + 8, BKF = BK * MW, RW = 16 * MW;
+	E *ks = (E *)sh, *vs = ks + BKF * LE;
+	const buf2<E *> qs = {vs + BKF * LE, BQ * LE}, gs = {vs + (BKF + 2 * BQ) * LE, BQ * LE};
+	float *st = (float *)(vs + (BKF + 4 * BQ) * LE); /* the query tiles' statistics */
 	const buf2<float *> Ls = {st, BQ}, Ds = {st + 2 * BQ, BQ};
-	const tile_place tp = tile_of(a);
+	const tile_place tp = tile_of(a, BKF);
 	int64_t bh = tp.bh, b = bh / a.NH, h = bh % a.NH;
-	int j0 = tp.rank * BK, T = (int)a.T;
+	int j0 = tp.rank * BKF, T = (int)a.T;
 	const bool al = aligned(a, h);
 	int lane = threadIdx.x % 32, t = lane & 3, kf = (int)(a.HS / 16);
 	int64_t Cl = a.NH * a.HS, C3 = 3 * Cl;
-	int jw0 = j0 + threadIdx.x / 32 * 16;
-	const int rj[2] = {jw0 + (lane >> 2), jw0 + (lane >> 2) + 8};
+	int jw0 = j0 + threadIdx.x / 32 * RW;
+	int rj[MW][2]; /* this lane's keys in each block of 16 */
+#pragma unroll
+	for (int mi = 0; mi < MW; mi++)
+		rj[mi][0] = jw0 + 16 * mi + (lane >> 2), rj[mi][1] = rj[mi][0] + 8;
 	const E *base = qkv + b * a.T * C3 + h * a.HS, *gbase = dout + b * a.T * Cl + h * a.HS;
 	const float *lh = lse + bh * a.T, *dh = Dv + bh * a.T;
 	const E *kw = ks + (jw0 - j0) * LE, *vw = vs + (jw0 - j0) * LE;
 	const float scl = a.sc * L2E;
-	load_tile<E, W>(ks, base + Cl, C3, j0, a, vec);
-	load_tile<E, W>(vs, base + 2 * Cl, C3, j0, a, vec);
+	load_tile<E, W, BKF>(ks, base + Cl, C3, j0, a, vec);
+	load_tile<E, W, BKF>(vs, base + 2 * Cl, C3, j0, a, vec);
 	load_q<E, W>(qs[0], gs[0], Ls[0], Ds[0], base, gbase, lh, dh, j0, a, vec);
-	float dk[W / 8][4], dv[W / 8][4];
+	float dk[MW][W / 8][4], dv[MW][W / 8][4];
 #pragma unroll
-	for (int d = 0; d < W / 8; d++)
+	for (int mi = 0; mi < MW; mi++)
 #pragma unroll
-		for (int q = 0; q < 4; q++)
-			dk[d][q] = dv[d][q] = 0.0f;
+		for (int d = 0; d < W / 8; d++)
+#pragma unroll
+			for (int q = 0; q < 4; q++)
+				dk[mi][d][q] = dv[mi][d][q] = 0.0f;
 	for (int i0 = j0, cur = 0; i0 < T; i0 += BQ, cur ^= 1) {
 		bool more = i0 + BQ < T;
 		if (more)
@@ -909,7 +918,7 @@ __global__ static void __launch_bounds__(NTHR)
 		if (jw0 < T) {
 			/* the 16-query column pairs at or after this warp's first key, below T */
 			int p0 = jw0 > i0 ? (jw0 - i0) / 16 : 0, p1 = pairs_to(T - 1, i0);
-			int edge = i0 < jw0 + 15 || i0 + BQ > T;
+			int edge = i0 < jw0 + RW - 1 || i0 + BQ > T;
 			/* the tile's two halves of 32 queries one after the other: half
 			 * the score registers live (3 blocks an SM where they fit) */
 #pragma unroll 1
@@ -919,36 +928,45 @@ __global__ static void __launch_bounds__(NTHR)
 					continue;
 				const E *qh = qs[cur] + hf * 32 * LE, *gh = gs[cur] + hf * 32 * LE;
 				const float *lc = Ls[cur] + hf * 32, *dc = Ds[cur] + hf * 32;
-				float s[NT / 2][4], dp[NT / 2][4];
-				scores<E, W>(s, kw, qh, LE, q0, q1, kf);
-				scores<E, W>(dp, vw, gh, LE, q0, q1, kf);
+				float s[MW][NT / 2][4], dp[MW][NT / 2][4];
+				scores_m<E, W, NT / 2, MW>(s, kw, qh, LE, q0, q1, kf);
+				scores_m<E, W, NT / 2, MW>(dp, vw, gh, LE, q0, q1, kf);
 #pragma unroll
-				for (int n = 0; n < NT / 2; n++) {
-					float k[4];
-					kept_keys<DROP>(k, a, b, h, rj, i0 + hf * 32 + n * 8 + 2 * t, al);
+				for (int mi = 0; mi < MW; mi++)
 #pragma unroll
-					for (int q = 0; q < 4; q++) {
-						int c = n * 8 + 2 * t + (q & 1), i = i0 + hf * 32 + c, j = rj[q >> 1];
-						float p = exp2f(s[n][q] * scl - lc[c] * L2E);
-						if (edge && (n < 2 * q0 || n >= 2 * q1 || i < j || i >= T))
-							p = 0.0f;
-						s[n][q] = p * k[q];
-						dp[n][q] = p * (dp[n][q] * k[q] * a.dscale - dc[c]);
+					for (int n = 0; n < NT / 2; n++) {
+						float k[4];
+						kept_keys<DROP>(k, a, b, h, rj[mi], i0 + hf * 32 + n * 8 + 2 * t, al);
+#pragma unroll
+						for (int q = 0; q < 4; q++) {
+							int c = n * 8 + 2 * t + (q & 1), i = i0 + hf * 32 + c, j = rj[mi][q >> 1];
+							float p = exp2f(s[mi][n][q] * scl - lc[c] * L2E);
+							if (edge && (n < 2 * q0 || n >= 2 * q1 || i < j || i >= T))
+								p = 0.0f;
+							s[mi][n][q] = p * k[q];
+							dp[mi][n][q] = p * (dp[mi][n][q] * k[q] * a.dscale - dc[c]);
+						}
 					}
-				}
-				u32 pa[KT / 2][4];
-				repack<E>(pa, s);
-				accumulate<E, W>(dv, pa, q0, q1, gh, LE, a.HS);
-				repack<E>(pa, dp);
-				accumulate<E, W>(dk, pa, q0, q1, qh, LE, a.HS);
+				u32 pa[MW][KT / 2][4];
+#pragma unroll
+				for (int mi = 0; mi < MW; mi++)
+					repack<E>(pa[mi], s[mi]);
+				accumulate_m<E, W, KT / 2, MW>(dv, pa, q0, q1, gh, LE, a.HS);
+#pragma unroll
+				for (int mi = 0; mi < MW; mi++)
+					repack<E>(pa[mi], dp[mi]);
+				accumulate_m<E, W, KT / 2, MW>(dk, pa, q0, q1, qh, LE, a.HS);
 			}
 		}
 		__syncthreads(); /* the tile's readers are done before it is refilled */
 	}
 	E *o = dqkv + b * a.T * C3 + h * a.HS;
 	const float fk[2] = {a.sc, a.sc}, fv[2] = {a.dscale, a.dscale}; /* dropout's 1/(1-p) */
-	write_acc<E, W>(o + Cl, (E *)nullptr, C3, dk, rj, fk, t, a);
-	write_acc<E, W>(o + 2 * Cl, (E *)nullptr, C3, dv, rj, fv, t, a);
+#pragma unroll
+	for (int mi = 0; mi < MW; mi++) {
+		write_acc<E, W>(o + Cl, (E *)nullptr, C3, dk[mi], rj[mi], fk, t, a);
+		write_acc<E, W>(o + 2 * Cl, (E *)nullptr, C3, dv[mi], rj[mi], fv, t, a);
+	}
 }
 
 int gpt_cuda_attention_tensor_cores(gpt_dtype dt, int64_t HS)
@@ -978,9 +996,9 @@ static size_t dq_shm(int W, size_t es, int mw)
 	return (size_t)(2 * BQ * mw + 4 * BK) * (W + 8) * es + BQ * mw * sizeof(float);
 }
 
-static size_t dkv_shm(int W, size_t es)
+static size_t dkv_shm(int W, size_t es, int mw)
 {
-	return (size_t)(2 * BK + 4 * BQ) * (W + 8) * es + (size_t)(4 * BQ) * sizeof(float);
+	return (size_t)(2 * BK * mw + 4 * BQ) * (W + 8) * es + (size_t)(4 * BQ) * sizeof(float);
 }
 
 /* Lets kernel k use shm bytes of dynamic shared memory (above 48 KiB needs asking). */
@@ -1040,9 +1058,11 @@ static int fwd_nf(cudaStream_t s, const tc_io &io, int64_t B, const attn_args &a
 template <class E, int W, int MW>
 static int bwd_nf(cudaStream_t s, const tc_io &io, int64_t B, const attn_args &a, gpt_err *err)
 {
-	size_t shq = dq_shm(W, sizeof(E), MW), shk = dkv_shm(W, sizeof(E));
+	/* dkv with dropout keeps 64-key tiles: in 128 it spills (204 bytes at W = 64) */
+	const int mkv = a.drop ? 1 : MW;
+	size_t shq = dq_shm(W, sizeof(E), MW), shk = dkv_shm(W, sizeof(E), mkv);
 	auto kq = a.drop ? tc_dq_kernel<E, W, true, MW> : tc_dq_kernel<E, W, false, MW>;
-	auto kkv = a.drop ? tc_dkv_kernel<E, W, true> : tc_dkv_kernel<E, W, false>;
+	auto kkv = a.drop ? tc_dkv_kernel<E, W, true, 1> : tc_dkv_kernel<E, W, false, MW>;
 	int rc = allow_shm(kq, shq, "attention_bwd: shared memory", err);
 	if (!rc)
 		rc = allow_shm(kkv, shk, "attention_bwd: shared memory", err);
@@ -1050,7 +1070,7 @@ static int bwd_nf(cudaStream_t s, const tc_io &io, int64_t B, const attn_args &a
 		return rc;
 	const E *dout = (const E *)io.dout, *qkv = (const E *)io.qkv;
 	kq<<<grid_size(a, BQ * MW), NTHR, shq, s>>>((E *)io.dqkv, io.Dv, dout, (const E *)io.cout, (const E *)io.olo, qkv, io.lse, a, io.vec, io.vecd);
-	kkv<<<grid_size(a), NTHR, shk, s>>>((E *)io.dqkv, dout, qkv, io.lse, io.Dv, a, io.vec);
+	kkv<<<grid_size(a, BK * mkv), NTHR, shk, s>>>((E *)io.dqkv, dout, qkv, io.lse, io.Dv, a, io.vec);
 	return gpt_cuda_launched("attention_bwd", err);
 }
 
