@@ -70,6 +70,19 @@ test_expect_success 'every option of --help is in gpt-train(1)' '
 	done <opts
 '
 
+test_expect_success '--world-size: gpt-train(1) names the variables --help names, in order' '
+	gpt-train --help | sed -n "s/^ *--world-size N *number of ranks (default: \(.*\), else.*/\1/p" |
+		tr -d " " | tr "," "\n" >help-vars &&
+	test_line_count -ge 4 help-vars &&
+	sed -n "/^\.BI \\\\-\\\\-world\\\\-size/,/^\.TP/p" "$GPT_ROOT/man/man1/gpt-train.1" |
+		grep -o "\\\\fB[A-Z_]*\\\\fR" | sed "s/\\\\f[BR]//g" >man-vars &&
+	test_cmp help-vars man-vars &&
+	for v in $(cat help-vars); do
+		env $v=2 gpt-train -c "$C/tiny_cpu.yaml" --print-config >out &&
+		grep -F "# world size 2 " out || { echo "$v is not read"; exit 1; }
+	done
+'
+
 test_expect_success 'every configuration key is documented in gpt-config(5)' '
 	gpt-train --list-keys | cut -f1 >keys &&
 	test_line_count -gt 100 keys &&
