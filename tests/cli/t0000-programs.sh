@@ -46,6 +46,19 @@ for p in $programs; do
 	'
 done
 
+test_expect_success 'every environment variable the code reads by name is in a man page' '
+	{ grep -rhoE --include="*.[ch]" --include="*.cu" "getenv\(\"[A-Z][A-Z0-9_]*\"\)" "$GPT_ROOT/lib" "$GPT_ROOT/cmd" &&
+	  grep -rhoE --include="*.h" "#define [A-Z_]+_ENV \"[A-Z][A-Z0-9_]*\"" "$GPT_ROOT/lib"; } |
+		grep -oE "\"[A-Z][A-Z0-9_]*\"" | tr -d "\"" | sort -u >vars &&
+	grep -x GPT_COMM_TIMEOUT vars && grep -x GPT_COMM_BACKEND vars &&
+	missing= &&
+	while read -r v; do
+		cat "$GPT_ROOT"/man/man1/*.1 "$GPT_ROOT"/man/man5/*.5 | grep -q -w -e "$v" ||
+			missing="$missing $v"
+	done <vars &&
+	if [ -n "$missing" ]; then echo "in no man page:$missing" >&2; exit 1; fi
+'
+
 test_expect_success 'man pages render without warnings' '
 	for page in "$GPT_ROOT"/man/man1/*.1 "$GPT_ROOT"/man/man5/*.5; do
 		[ -e "$page" ] || continue
