@@ -92,6 +92,20 @@ test_expect_success 'every configuration key is documented in gpt-config(5)' '
 	done <keys
 '
 
+test_expect_success 'gpt-config(5) gives every key the type and default of --list-keys' '
+	gpt-train --list-keys | cut -f1-3 >keys &&
+	sed -n "/^\.SH KEYS/,\$p" "$GPT_ROOT/man/man5/gpt-config.5" |
+		sed -n "/^\.B [A-Z][A-Za-z]*\./{s/^\.B //;N;s/\n/	/;p;}" |
+		sed -e "s/\\\\f[BR]//g" -e "s/\\\\-/-/g" >entries &&
+	test_line_count = $(wc -l <keys) entries &&
+	awk -F"\t" "NR == FNR { t = \$2
+		if (t !~ /^(int|float|bool|string|list|int-list|split)\$/) { gsub(/[|]/, \", \", t); t = \"one of \" t }
+		want[\$1] = t \"; default \" \$3 \"; seed: \"; next }
+		index(\$2, want[\$1]) != 1 { print \$1 \": \" \$2 \" (--list-keys: \" want[\$1] \")\" }" \
+		keys entries >bad &&
+	if [ -s bad ]; then cat bad; exit 1; fi
+'
+
 test_expect_success 'compatibility-only keys are marked so in --list-keys and the man page' '
 	gpt-train --list-keys | grep "accepted for compatibility, no effect in gptkit" | cut -f1 >compat &&
 	grep -x "Model.type_vocab_size" compat && grep -x "Data.Train.loader.num_workers" compat &&
