@@ -349,6 +349,12 @@ int gpt_config_set_list(gpt_config *cfg, int k, const char *const *items, int n,
  * exit code a message there gets. */
 void gpt_config_where(const gpt_config *cfg, int k, char *out, size_t size);
 int gpt_config_where_code(const gpt_config *cfg, int k);
+/* Refuses the value of `key` (a full name) for a reason found after
+ * resolving (a setting the trainer cannot honour): "WHERE: KEY: message",
+ * with the exit code of where the value came from (64 for -o and flags, 65
+ * for the file), as the configuration's own errors get. */
+int gpt_config_refuse(const gpt_config *cfg, const char *key, gpt_err *err, const char *fmt, ...)
+	GPT_PRINTF(4, 5);
 /* Whether key k was given (file, override or flag) rather than defaulted. */
 int gpt_config_given(const gpt_config *cfg, int k);
 

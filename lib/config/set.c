@@ -3,6 +3,8 @@
 #include "config/config.h"
 
 #include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -33,6 +35,20 @@ int gpt_config_where_code(const gpt_config *cfg, int k)
 {
 	gpt_config_src s = cfg->origin[k].src;
 	return s == GPT_SRC_OVERRIDE || s == GPT_SRC_FLAG ? GPT_EUSAGE : GPT_EDATA;
+}
+
+int gpt_config_refuse(const gpt_config *cfg, const char *key, gpt_err *err, const char *fmt, ...)
+{
+	char where[512], msg[GPT_ERR_MSG_MAX];
+	int k = gpt_config_key_find(key);
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	if (k < 0) /* not a key: a programming error, still a message */
+		return gpt_err_set(err, GPT_EDATA, "%s: %s", key, msg);
+	gpt_config_where(cfg, k, where, sizeof where);
+	return gpt_err_set(err, gpt_config_where_code(cfg, k), "%s: %s: %s", where, key, msg);
 }
 
 int gpt_config_given(const gpt_config *cfg, int k)

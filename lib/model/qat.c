@@ -53,8 +53,8 @@ int gpt_qat_opts_from_config(gpt_qat_opts *o, const gpt_config *cfg, gpt_err *er
 				   o->weight_bits, o->act_bits);
 	const gpt_strlist *types = &cfg->quantization.quantizable_layer_type;
 	if (types->n == 0)
-		return gpt_err_set(err, GPT_EUSAGE,
-				   "Quantization.quantizable_layer_type: empty; name Linear (every linear of the blocks), ColumnParallelLinear or RowParallelLinear");
+		return gpt_config_refuse(cfg, "Quantization.quantizable_layer_type", err,
+					 "empty; name Linear (every linear of the blocks), ColumnParallelLinear or RowParallelLinear");
 	for (int i = 0; i < types->n; i++) {
 		const char *t = types->v[i];
 		if (strcmp(t, "Linear") == 0) {
@@ -72,13 +72,13 @@ int gpt_qat_opts_from_config(gpt_qat_opts *o, const gpt_config *cfg, gpt_err *er
 				o->quantized[k] = 1;
 			} else if (strcmp(t, "Embedding") == 0 || strcmp(t, "VocabParallelEmbedding") == 0 ||
 				   strcmp(t, "wte") == 0 || strcmp(t, "lm_head") == 0) {
-				return gpt_err_set(err, GPT_EUSAGE,
-						   "Quantization.quantizable_layer_type: %s: the embedding and the output head (the tied wte) are not fake-quantized by this trainer; gpt-export --dtype int8 quantizes wte after training",
-						   t);
+				return gpt_config_refuse(cfg, "Quantization.quantizable_layer_type", err,
+							 "%s: the embedding and the output head (the tied wte) are not fake-quantized by this trainer; gpt-export --dtype int8 quantizes wte after training",
+							 t);
 			} else {
-				return gpt_err_set(err, GPT_EUSAGE,
-						   "Quantization.quantizable_layer_type: %s is not a layer of GPT; expected Linear, ColumnParallelLinear, RowParallelLinear, attn.qkv, attn.proj, mlp.fc or mlp.proj",
-						   t);
+				return gpt_config_refuse(cfg, "Quantization.quantizable_layer_type", err,
+							 "%s is not a layer of GPT; expected Linear, ColumnParallelLinear, RowParallelLinear, attn.qkv, attn.proj, mlp.fc or mlp.proj",
+							 t);
 			}
 		}
 	}

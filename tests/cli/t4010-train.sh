@@ -270,6 +270,25 @@ test_expect_success 'settings the trainer cannot honour are refused, not ignored
 	done
 '
 
+test_expect_success 'the same settings in the configuration file are exit 65 naming the file and line' '
+	for kv in "Engine: {mix_precision: {enable: True, level: O1}}" \
+		  "Model: {no_recompute_layers: [0]}" "Model: {fused_linear: True}" \
+		  "Data: {Eval: {sampler: {drop_last: False}}}" \
+		  "Distributed: {sharding: {broadcast_overlap: True}}" \
+		  "Engine: {skip_spikes: {enable: True, loss_zscore: 0, grad_norm_zscore: 0}}" \
+		  "Engine: {fault_inject: {nan_steps: [1], nan_rank: 1}}" \
+		  "Quantization: {enable: True, quantizable_layer_type: [Conv2D]}"; do
+		printf "_base_: %s\n%s\n" "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" "$kv" >bad.yaml &&
+		test_expect_code 65 gpt-train -c bad.yaml \
+			-o Data.Train.dataset.input_dir=data/lic -o Data.Eval.dataset.input_dir=data/lic \
+			-o Data.Train.dataset.split=15,2,0 -o Data.Eval.dataset.split=15,2,0 \
+			-o Engine.max_steps=1 -o Engine.save_load.output_dir=bad >out 2>err &&
+		test_grep "^gpt-train: error: bad.yaml:2:[0-9]*: [A-Z][A-Za-z_.]*: " err ||
+			{ echo "$kv:"; cat err; exit 1; }
+	done &&
+	! test -e bad/latest
+'
+
 test_expect_success 'Model.fused_linear=True is not refused on the GPU (the GELU in cuBLASLt epilogues)' '
 	{ train -o Model.fused_linear=True -o Global.device=gpu -o Engine.max_steps=1 >out 2>err || :; } &&
 	! grep fused_linear err

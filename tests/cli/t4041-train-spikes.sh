@@ -84,7 +84,7 @@ test_expect_success 'the grad norm alone can flag a spike' '
 test_expect_success 'enabled with both thresholds 0 is a usage error' '
 	test_expect_code 64 spikes -o Engine.skip_spikes.loss_zscore=0 \
 		-o Engine.skip_spikes.grad_norm_zscore=0 >zero.log 2>&1 &&
-	test_grep "Engine.skip_spikes: enabled with loss_zscore and grad_norm_zscore both 0" zero.log
+	test_grep "^gpt-train: error: -o Engine.skip_spikes.enable=True: Engine.skip_spikes.enable: True with loss_zscore and grad_norm_zscore both 0" zero.log
 '
 
 test_expect_success 'two ranks decide alike and train as one process does' '
