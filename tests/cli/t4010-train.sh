@@ -270,6 +270,16 @@ test_expect_success 'settings the trainer cannot honour are refused, not ignored
 	done
 '
 
+test_expect_success 'gpt-config(5) says that each of them is refused' '
+	for k in Engine.mix_precision.level Model.no_recompute_layers Model.fused_linear \
+		 Data.Train.sampler.drop_last Data.Eval.sampler.drop_last \
+		 Distributed.sharding.broadcast_overlap; do
+		sed -n "/^\.B $k\$/,/^\.TP/p" "$GPT_ROOT/man/man5/gpt-config.5" >entry &&
+		test_line_count -gt 2 entry &&
+		grep -q -i -e "refuse" -e "is an error" entry || { echo "$k:"; cat entry; exit 1; }
+	done
+'
+
 test_expect_success 'the same settings in the configuration file are exit 65 naming the file and line' '
 	for kv in "Engine: {mix_precision: {enable: True, level: O1}}" \
 		  "Model: {no_recompute_layers: [0]}" "Model: {fused_linear: True}" \
