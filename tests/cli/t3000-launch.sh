@@ -172,4 +172,15 @@ test_expect_success 'workers share the cores through OMP_NUM_THREADS unless it i
 	test_grep "^threads=3$" omp3/workerlog.1
 '
 
+test_expect_success 'the first example of gpt-launch(1) runs as written, after the data step of gpt-train(1)' '
+	sed -n "/^\.SH EXAMPLES/,/^\.SH /p" "$GPT_ROOT/man/man1/gpt-train.1" | sed -n "/^\.EX/,/^\.EE/p" |
+		grep "^gpt-preprocess " >prep &&
+	sed -n "/^\.SH EXAMPLES/,/^\.SH /p" "$GPT_ROOT/man/man1/gpt-launch.1" | sed -n "/^\.EX/,/^\.EE/p" |
+		grep -m1 "^gpt-launch " | sed "s/\\\\-/-/g" >cmd &&
+	test_line_count = 1 prep && test_line_count = 1 cmd &&
+	mkdir ex ex/data && ln -s "$GPT_ROOT/configs" ex/configs &&
+	(cd ex && sh -e ../prep 2>/dev/null && sh -e ../cmd >../out 2>../err) &&
+	test_grep "\[checkpoint\] global step 20, " out
+'
+
 test_done
