@@ -41,6 +41,14 @@ for p in $programs; do
 		done <opts &&
 		if [ -n "$missing" ]; then echo "not in the man page:$missing" >&2; exit 1; fi
 	'
+	test_expect_success "every long option in the OPTIONS of $p(1) is in --help" '
+		$p --help | grep -oE -- "--[a-z][a-z0-9_-]*" | sort -u >opts &&
+		sed -n "/^\.SH OPTIONS/,/^\.SH /p" "$GPT_ROOT/man/man1/$p.1" | grep "^\.[BI]" |
+			sed "s/\\\\-/-/g" | grep -oE -- "--[a-z][a-z0-9_-]*" | sort -u >man-opts &&
+		test_line_count -ge 2 man-opts &&
+		comm -13 opts man-opts >extra &&
+		if [ -s extra ]; then echo "in $p(1) but not in --help:" $(cat extra) >&2; exit 1; fi
+	'
 	test_expect_success "bash completion knows $p" '
 		grep -q "$p" "$GPT_ROOT/contrib/gptkit.bash"
 	'
