@@ -65,10 +65,17 @@ _gptkit()
 	--peak-tflops)
 		COMPREPLY=($(compgen -W "312 989" -- "$cur"))
 		return ;;
-	--skip-steps|-j|--jobs|--doc|--world-size|--nproc-per-node|--nnodes|--node-rank|--max-restarts|--grace-period|--heartbeat-timeout|--devices|--master)
+	--skip-steps|-j|--jobs|--doc|--world-size|--nproc-per-node|--nnodes|--node-rank|--max-restarts|--grace-period|--heartbeat-timeout|--devices|--master|\
+	--tensor_parallel_degree|--pipeline_parallel_degree|--sharding_parallel_degree|--virtual_pp_degree|\
+	-b|--batch|--threads|--stop|--json-key)
 		return ;;
 	--dtype)
-		COMPREPLY=($(compgen -W "fp32 bf16 fp16 int8" -- "$cur"))
+		# gpt-ckpt-merge writes safetensors: no int8
+		if [[ "$prog" == gpt-ckpt-merge ]]; then
+			COMPREPLY=($(compgen -W "fp32 bf16 fp16" -- "$cur"))
+		else
+			COMPREPLY=($(compgen -W "fp32 bf16 fp16 int8" -- "$cur"))
+		fi
 		return ;;
 	-t|--tokenizer)
 		# gpt-infer's -t is --threads

@@ -67,6 +67,24 @@ test_expect_success 'every environment variable the code reads by name is in a m
 	if [ -n "$missing" ]; then echo "in no man page:$missing" >&2; exit 1; fi
 '
 
+test_expect_success 'bash completion offers the --dtype values each program takes' '
+	for p in gpt-export gpt-infer gpt-ckpt-merge; do
+		$p --help | grep -e "--dtype DTYPE" | grep -oE "\b(fp32|bf16|fp16|int8)\b" | sort -u >want &&
+		bash -c ". \"$GPT_ROOT/contrib/gptkit.bash\" && COMP_WORDS=($p --dtype \"\") && COMP_CWORD=2 &&
+			_gptkit && printf \"%s\n\" \"\${COMPREPLY[@]}\"" | sort >got &&
+		test_cmp want got || { echo "$p"; exit 1; }
+	done
+'
+
+test_expect_success 'bash completion offers no file names for a number or a string' '
+	for w in "gpt-train --tensor_parallel_degree" "gpt-train --virtual_pp_degree" "gpt-infer --batch" \
+		 "gpt-infer --threads" "gpt-infer --stop" "gpt-preprocess --json-key"; do
+		bash -c ". \"$GPT_ROOT/contrib/gptkit.bash\" && COMP_WORDS=($w \"\") && COMP_CWORD=2 &&
+			_gptkit && printf \"%s\n\" \"\${COMPREPLY[@]}\"" >got &&
+		test_line_count = 1 got && test "$(cat got)" = "" || { echo "$w:"; cat got; exit 1; }
+	done
+'
+
 test_expect_success 'man pages render without warnings' '
 	for page in "$GPT_ROOT"/man/man1/*.1 "$GPT_ROOT"/man/man5/*.5; do
 		[ -e "$page" ] || continue
