@@ -65,8 +65,9 @@
  * not arrays indexed by a variable, which would sit in local memory.
  *
  * Shared memory per block (16-bit storage): 5 (forward) or 6 (dq, dkv)
- * tiles of 64 x (W + 8) elements (6, 8 and 8 in 128-row tiles): 45 and 54 KiB
- * at W = 64, 85 and 102 KiB at W = 128 (above 48 KiB asked for with cudaFuncSetAttribute). Limits:
+ * tiles of 64 x (W + 8) elements (6, 8 and 8 in 128-row tiles): 45 and
+ * 54 KiB at W = 64, 85 and 102 KiB at W = 128 (above 48 KiB asked for
+ * with cudaFuncSetAttribute). Limits:
  * head sizes that are multiples of 16 up to 128 (others, and fp32 storage,
  * use attention.cu). Tiles are copied by cp.async 16 bytes at a time when
  * qkv and dout are 16-byte aligned, element by element otherwise.
