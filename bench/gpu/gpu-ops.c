@@ -17,7 +17,7 @@
  * its backward reads x and dy and adds into dx (4 N C) and the weight
  * gradients' pass reads x and dy again (2 N C); GELU's forward 2n, backward
  * 3n; cross-entropy's forward reads a chunk of logits, its backward reads
- * and writes it; AdamW moves the 16-bit parameter (read, write) and
+ * and writes it, and xent_fused (both, tp = 1) reads and writes it once; AdamW moves the 16-bit parameter (read, write) and
  * gradient, and the fp32 master and moments (read, write): 3 es + 24 bytes
  * a parameter. Attention runs without dropout and with the seed configs'
  * 0.1 (p=0.1), the mask drawn as in training; the tensor-core forward also
@@ -198,6 +198,11 @@ static void bench_shape(const shape *s, gpt_dtype dt)
 	    o->xent_fwd(&gpu, mx, se, tl, logits, targets, R, V, V, 0, V, &err));
 	ROW(s->name, "xent_bwd", 2.0 * (double)(R * V) * es / GB, "GB/s",
 	    o->xent_bwd(&gpu, logits, logits, targets, mx, se, 1e-6f, R, V, V, 0, V, &err));
+	/* both in one pass over memory: the logits read once, the gradient written */
+	float *ls = dev_zero((size_t)R * sizeof(float));
+	ROW(s->name, "xent_fused", 2.0 * (double)(R * V) * es / GB, "GB/s",
+	    o->xent_fused(&gpu, ls, mx, se, tl, logits, logits, targets, 1e-6f, R, V, V, V, &err));
+	gpt_cuda_free(ls);
 	gpt_cuda_free(logits), gpt_cuda_free(targets), gpt_cuda_free(mx), gpt_cuda_free(se);
 	gpt_cuda_free(tl);
 	free(tg);

@@ -20,8 +20,21 @@ static const struct {
 	SLOT(residual_bwd), SLOT(dropout_fwd), SLOT(dropout_bwd), SLOT(adamw),
 	SLOT(sum_squares), SLOT(check_finite), SLOT(quant_absmax), SLOT(fake_quant),
 	SLOT(quant_moving_avg), SLOT(pact_fwd), SLOT(pact_bwd), SLOT(residual_layernorm_fwd),
-	SLOT(linear_gelu_fwd), SLOT(linear_dgelu_bwd),
+	SLOT(linear_gelu_fwd), SLOT(linear_dgelu_bwd), SLOT(xent_fused),
 };
+
+int gpt_xent_fused_parts(gpt_backend *be, float *loss, float *max, float *sumexp, float *tlogit,
+			 void *dlogits, const void *logits, const int32_t *targets, float dloss,
+			 int64_t N, int64_t Vl, int64_t ld, int64_t V, gpt_err *err)
+{
+	const gpt_backend_ops *o = be->ops;
+	int rc = o->xent_fwd(be, max, sumexp, tlogit, logits, targets, N, Vl, ld, 0, V, err);
+	if (!rc)
+		rc = o->xent_loss(be, loss, max, sumexp, tlogit, targets, N, err);
+	if (!rc)
+		rc = o->xent_bwd(be, dlogits, logits, targets, max, sumexp, dloss, N, Vl, ld, 0, V, err);
+	return rc;
+}
 
 int gpt_backend_require(const gpt_backend *be, const char *const *names, gpt_err *err)
 {

@@ -335,7 +335,21 @@ typedef struct gpt_backend_ops {
 	int (*linear_dgelu_bwd)(gpt_backend *be, void *dinp, void *dw, void *dbias, const void *dout,
 				const void *inp, const void *w, const void *pre, int64_t M, int64_t K,
 				int64_t N, gpt_err *err);
+	/* xent_fwd, xent_loss and xent_bwd in one call, for one piece holding
+	 * the whole vocabulary (tp = 1: v0 = 0, Vl columns of which V are
+	 * real): max, sumexp, tlogit, loss and dlogits (in place allowed) as
+	 * the three write them, the same values. The CPU's definition is the
+	 * three in turn (gpt_xent_fused_parts); CUDA's reads each row once
+	 * from memory for both passes, where the three read it twice. */
+	int (*xent_fused)(gpt_backend *be, float *loss, float *max, float *sumexp, float *tlogit,
+			  void *dlogits, const void *logits, const int32_t *targets, float dloss,
+			  int64_t N, int64_t Vl, int64_t ld, int64_t V, gpt_err *err);
 } gpt_backend_ops;
+
+/* xent_fused by be's xent_fwd, xent_loss and xent_bwd (the CPU backends' op) */
+int gpt_xent_fused_parts(gpt_backend *be, float *loss, float *max, float *sumexp, float *tlogit,
+			 void *dlogits, const void *logits, const int32_t *targets, float dloss,
+			 int64_t N, int64_t Vl, int64_t ld, int64_t V, gpt_err *err);
 
 /* A backend context: passed to every op; nothing in the library is global.
  * One thread issues ops on a context at a time (the scratch is shared by its

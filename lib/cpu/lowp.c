@@ -640,4 +640,5 @@ const gpt_backend_ops gpt_cpu_lowp_ops = {
 	.residual_layernorm_fwd = gpt_cpu_residual_layernorm_fwd,
 	.linear_gelu_fwd = gpt_cpu_linear_gelu_fwd,
 	.linear_dgelu_bwd = gpt_cpu_linear_dgelu_bwd,
+	.xent_fused = gpt_xent_fused_parts,
 };

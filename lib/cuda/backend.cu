@@ -146,6 +146,7 @@ static const gpt_backend_ops cuda_ops = {
 	gpt_cuda_residual_layernorm_fwd,
 	gpt_cuda_linear_gelu_fwd,
 	gpt_cuda_linear_dgelu_bwd,
+	gpt_cuda_xent_fused,
 };
 
 extern "C" void gpt_backend_cuda_free(gpt_backend *be)

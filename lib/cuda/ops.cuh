@@ -211,6 +211,9 @@ int gpt_cuda_xent_loss(gpt_backend *be, float *loss, const float *max, const flo
 int gpt_cuda_xent_bwd(gpt_backend *be, void *dlogits, const void *logits,
 		      const int32_t *targets, const float *max, const float *sumexp, float dloss,
 		      int64_t N, int64_t Vl, int64_t ld, int64_t v0, int64_t V, gpt_err *err);
+int gpt_cuda_xent_fused(gpt_backend *be, float *loss, float *max, float *sumexp, float *tlogit,
+			void *dlogits, const void *logits, const int32_t *targets, float dloss, int64_t N,
+			int64_t Vl, int64_t ld, int64_t V, gpt_err *err);
 
 int gpt_cuda_embedding_fwd(gpt_backend *be, void *out, const int32_t *tokens, const void *wte,
 			   const void *wpe, int64_t B, int64_t T, int64_t C, int64_t v0,

@@ -60,19 +60,17 @@ __device__ __forceinline__ static void xent_add(float &m, float &s, const float 
 		s += __expf(x[k] - m);
 }
 
-/* Block r: row r. With vec (the row 16-byte aligned) the row's whole
- * vectors first, two a thread at a time, then the columns after them. */
+/* A row's statistics for a block of it: this thread's part of row (nr
+ * real columns; with vec, the row 16-byte aligned, its whole vectors
+ * first, two a thread at a time, then the columns after them), combined
+ * over each warp, then over the warps by thread 0, whose (m, s) is the
+ * row's (the others' are partial). sm and ss: a float a warp, shared. */
 template <class T>
-__global__ static void __launch_bounds__(XENT_THREADS)
-xent_fwd_kernel(float *max, float *sumexp, float *tlogit, const T *logits,
-		const int32_t *targets, int64_t Vl, int64_t ld, int64_t v0, int64_t V, int64_t nr,
-		int vec, int *bad)
+__device__ static void row_stats(float &m, float &s, const T *row, int64_t nr, int vec, float *sm,
+				 float *ss)
 {
-	__shared__ float sm[XENT_THREADS / 32], ss[XENT_THREADS / 32];
 	const int W = GPT_VEC(T);
-	int64_t r = blockIdx.x;
-	const T *row = logits + r * ld;
-	float m = -INFINITY, s = 0.0f;
+	m = -INFINITY, s = 0.0f;
 	int64_t nv = vec ? nr / W : 0, bd = blockDim.x;
 	const uint4 *row4 = (const uint4 *)row;
 	for (int64_t k = threadIdx.x; k < nv; k += 2 * bd) {
@@ -108,6 +106,22 @@ xent_fwd_kernel(float *max, float *sumexp, float *tlogit, const T *logits,
 	s = ss[0];
 	for (int w = 1; w < nw; w++)
 		combine(m, s, sm[w], ss[w]);
+}
+
+/* Block r: row r. */
+template <class T>
+__global__ static void __launch_bounds__(XENT_THREADS)
+xent_fwd_kernel(float *max, float *sumexp, float *tlogit, const T *logits,
+		const int32_t *targets, int64_t Vl, int64_t ld, int64_t v0, int64_t V, int64_t nr,
+		int vec, int *bad)
+{
+	__shared__ float sm[XENT_THREADS / 32], ss[XENT_THREADS / 32];
+	int64_t r = blockIdx.x;
+	const T *row = logits + r * ld;
+	float m, s;
+	row_stats<T>(m, s, row, nr, vec, sm, ss);
+	if (threadIdx.x != 0)
+		return;
 	int32_t tg = targets[r];
 	int64_t t = (int64_t)tg - v0;
 	if (tg >= V)
@@ -239,4 +253,70 @@ int gpt_cuda_xent_bwd(gpt_backend *be, void *dlogits, const void *logits,
 		dim3 grid((unsigned)N, (unsigned)(yb > 64 ? 64 : yb));
 		xent_bwd_kernel<T><<<grid, 256, 0, gpt_cuda_stream(be)>>>((T *)dlogits, (const T *)logits, targets, max, sumexp, dloss, Vl, ld, v0, V, real_cols(Vl, v0, V), vec, bad));
 	return gpt_cuda_launched("xent_bwd", err);
+}
+
+/* xent_fwd, xent_loss and xent_bwd of row r in block r (tp = 1): the
+ * statistics as xent_fwd's (vec: the logits' rows 16-byte aligned), then
+ * the gradient as xent_bwd's (vecg: dlogits' too), the row read
+ * again while it is in L2 (1024 threads a row, two blocks an SM: a few
+ * hundred rows of 100 KiB in flight), not from memory. The same values as
+ * the three kernels. */
+template <class T>
+__global__ static void __launch_bounds__(XENT_THREADS)
+xent_fused_kernel(float *loss, float *max, float *sumexp, float *tlogit, T *dlogits, const T *logits,
+		  const int32_t *targets, float dloss, int64_t Vl, int64_t ld, int64_t V, int64_t nr,
+		  int vec, int vecg, int *bad)
+{
+	__shared__ float sm[XENT_THREADS / 32], ss[XENT_THREADS / 32];
+	const int W = GPT_VEC(T);
+	int64_t r = blockIdx.x;
+	const T *row = logits + r * ld;
+	T *drow = dlogits + r * ld;
+	int32_t tg = targets[r];
+	float m, s;
+	row_stats<T>(m, s, row, nr, vec, sm, ss);
+	if (threadIdx.x == 0) {
+		if (tg >= V)
+			note_bad(bad, GPT_CUDA_BAD_TARGET_FWD, r, tg, V);
+		float tl = tg >= 0 && tg < nr ? gpt_ld(row + tg) : 0.0f;
+		max[r] = m;
+		sumexp[r] = s;
+		tlogit[r] = tl;
+		loss[r] = tg < 0 ? 0.0f : logf(s) + m - tl;
+		sm[0] = m, ss[0] = s; /* for every thread (the target's logit is read first) */
+	}
+	__syncthreads();
+	m = sm[0];
+	float inv = 1.0f / ss[0];
+	int64_t nv = vecg ? Vl / W : 0;
+	for (int64_t k = threadIdx.x; k < nv; k += blockDim.x) {
+		float x[W];
+		gpt_ld_vec(x, row + k * W);
+#pragma unroll
+		for (int e = 0; e < W; e++)
+			x[e] = xent_g(x[e], k * W + e, tg, nr, tg, m, inv, dloss);
+		gpt_st_vec(drow + k * W, x);
+	}
+	for (int64_t j = nv * W + threadIdx.x; j < Vl; j += blockDim.x)
+		gpt_st(drow + j, xent_g(gpt_ld(row + j), j, tg, nr, tg, m, inv, dloss));
+}
+
+int gpt_cuda_xent_fused(gpt_backend *be, float *loss, float *max, float *sumexp, float *tlogit,
+			void *dlogits, const void *logits, const int32_t *targets, float dloss, int64_t N,
+			int64_t Vl, int64_t ld, int64_t V, gpt_err *err)
+{
+	int rc = gpt_cuda_check_sizes("xent_fused", err, 4, N, Vl, ld, V);
+	if (rc)
+		return rc;
+	if (ld < Vl)
+		return gpt_err_set(err, GPT_EINTERNAL, "xent_fused: row stride %lld is below the %lld columns",
+				   (long long)ld, (long long)Vl);
+	if (N == 0)
+		return 0;
+	int *bad = gpt_cuda_ctx_of(be)->bad;
+	GPT_CUDA_DISPATCH(be->dtype, T,
+		/* the statistics in xent_fwd's order: its vectors where the logits allow */
+		int vec = rows_aligned(logits, ld, sizeof(T)), vecg = vec && rows_aligned(dlogits, ld, sizeof(T));
+		xent_fused_kernel<T><<<(unsigned)N, XENT_THREADS, 0, gpt_cuda_stream(be)>>>(loss, max, sumexp, tlogit, (T *)dlogits, (const T *)logits, targets, dloss, Vl, ld, V, real_cols(Vl, 0, V), vec, vecg, bad));
+	return gpt_cuda_launched("xent_fused", err);
 }

@@ -340,7 +340,7 @@ int gpt_model_init(gpt_model *m, gpt_backend *be, const gpt_model_shape *s, cons
 		"layernorm_fwd", "layernorm_bwd", "gelu_fwd", "gelu_bwd", "attention_fwd",
 		"attention_bwd", "attention_saved_size", "xent_fwd", "xent_rescale", "xent_loss",
 		"xent_bwd", "embedding_fwd", "embedding_bwd", "residual_fwd", "dropout_fwd",
-		"dropout_bwd", "copy", "residual_layernorm_fwd", NULL};
+		"dropout_bwd", "copy", "residual_layernorm_fwd", "xent_fused", NULL};
 	static const char *const fused[] = {"linear_gelu_fwd", "linear_dgelu_bwd", NULL};
 	if (!rc)
 		rc = gpt_backend_require(be, needed, err);

@@ -78,6 +78,14 @@ int gpt_model_head_fwd(gpt_model *m, int64_t chunk, const int32_t *targets, cons
 	for (int64_t r0 = 0; r0 < BT; r0 += m->head_rows) {
 		int64_t n = BT - r0 < m->head_rows ? BT - r0 : m->head_rows;
 		OP(o->linear_fwd(be, m->logits, x + r0 * C * (int64_t)es, w, NULL, n, C, Vl, err));
+		if (dloss && m->layout.tp == 1) {
+			/* the whole vocabulary here: loss and gradient in one op */
+			OP(o->xent_fused(be, m->losses + r0, m->xent_max, m->xent_sumexp, m->xent_tlogit, m->logits,
+					 m->logits, m->targets + r0, *dloss, n, Vl, Vl, V, err));
+			OP(o->linear_bwd(be, dx + r0 * C * (int64_t)es, dw, NULL, m->logits, x + r0 * C * (int64_t)es,
+					 w, n, C, Vl, err));
+			continue;
+		}
 		OP(xent_stats(m, m->targets + r0, n, Vl, err));
 		OP(o->xent_loss(be, m->losses + r0, m->xent_max, m->xent_sumexp, m->xent_tlogit, m->targets + r0, n,
 				err));

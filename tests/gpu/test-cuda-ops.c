@@ -770,11 +770,64 @@ static void test_xent_at(int64_t Vl, int64_t ld, int64_t v0, int64_t V)
 	free(tg);
 }
 
+/* xent_fused (the whole vocabulary, Vl columns of which V real, rows ld
+ * apart; the gradient in place or into zeros) against the CPU's (the three
+ * ops in turn), and the same bits as the GPU's own three ops. */
+static void test_xent_fused_at(int64_t Vl, int64_t ld, int64_t V, int inplace)
+{
+	int32_t *tg = xmalloc(BT * 4);
+	for (int64_t i = 0; i < BT; i++)
+		tg[i] = i % 11 == 3 ? -1 : (int32_t)((urand() + 1) * 0.5 * V);
+	tg[1] = (int32_t)(V - 1);
+	tg[2] = 0;
+	ten tgt = tokens_of(tg, BT), lg = st(BT * ld, 4), mx = f32(BT, 1), se = f32(BT, 1), tl = f32(BT, 1);
+	ten loss = f32(BT, 1), dl = ten_const(DT, BT * ld, 0.0f);
+	size_t lb = (size_t)(BT * ld) * gpt_dtype_size(DT), fb = (size_t)BT * sizeof(float);
+	/* the GPU's three ops first, on a copy of the logits */
+	void *lg2 = gpt_cuda_malloc(lb, "logits", &err), *dl2 = gpt_cuda_malloc(lb, "dlogits", &err);
+	float *f2 = gpt_cuda_malloc(4 * fb, "stats", &err);
+	int rc = !lg2 || !dl2 || !f2 || gpu.ops->copy(&gpu, lg2, D(lg), lb, &err) ||
+		 gpu.ops->copy(&gpu, dl2, D(dl), lb, &err) ||
+		 gpt_xent_fused_parts(&gpu, f2, f2 + BT, f2 + 2 * BT, f2 + 3 * BT, inplace ? lg2 : dl2, lg2,
+				      D(tgt), 0.25f, BT, Vl, ld, V, &err);
+	char what[128];
+	snprintf(what, sizeof what, "xent_fused Vl=%lld ld=%lld V=%lld%s", (long long)Vl, (long long)ld,
+		 (long long)V, inplace ? " (in place)" : "");
+	CALL2(xent_fused, (&cpu, H(loss), H(mx), H(se), H(tl), H(dl), H(lg), H(tgt), 0.25f, BT, Vl, ld, V, &err),
+	      (&gpu, D(loss), D(mx), D(se), D(tl), inplace ? D(lg) : D(dl), D(lg), D(tgt), 0.25f, BT, Vl, ld, V,
+	       &err));
+	ten *g = &dl;
+	if (inplace) { /* the CPU's gradient went to dl: compare it with the logits' buffer */
+		memcpy(H(lg), H(dl), lb);
+		g = &lg;
+	}
+	static const char *const part[] = {"loss", "max", "sumexp", "target logit", "gradient"};
+	const ten *got[] = {&loss, &mx, &se, &tl, g};
+	for (int k = 0; k < 5; k++) {
+		char pw[160];
+		snprintf(pw, sizeof pw, "%s %s", what, part[k]);
+		same(pw, got[k], 1);
+	}
+	ok(!rc && dev_equal(f2, D(loss), fb) && dev_equal(f2 + BT, D(mx), fb) &&
+	   dev_equal(f2 + 2 * BT, D(se), fb) && dev_equal(f2 + 3 * BT, D(tl), fb) &&
+	   dev_equal(inplace ? lg2 : dl2, D(*g), lb),
+	   "%s %s: the same bits as xent_fwd, xent_loss and xent_bwd", gpt_dtype_name(DT), what);
+	gpt_cuda_free(lg2);
+	gpt_cuda_free(dl2);
+	gpt_cuda_free(f2);
+	ten *all[] = {&tgt, &lg, &mx, &se, &tl, &loss, &dl};
+	for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+		ten_free(all[i]);
+	free(tg);
+}
+
 static void test_xent_more(void)
 {
 	int64_t Vl = VPAD / 2;
 	test_xent_at(Vl, Vl + 1, Vl, VOCAB);
 	test_xent_at(Vl - 3, Vl, Vl - 3, VOCAB);
+	test_xent_fused_at(VPAD, VPAD, VOCAB, 1);
+	test_xent_fused_at(VOCAB, VOCAB + 1, VOCAB, 0);
 }
 
 static void test_embedding(void)
