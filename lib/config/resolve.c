@@ -512,6 +512,80 @@ static int resolve_rest(gpt_config *cfg, gpt_err *err)
 	return 0;
 }
 
+/* The linears quantization-aware training fake-quantizes, by Paddle's
+ * layer names or gptkit's (lib/model/qat.c maps them; gpt-export reads
+ * them back from a checkpoint's config there). */
+static int resolve_quantization(gpt_config *cfg, gpt_err *err)
+{
+	static const char *const layers[] = {"Linear", "ColumnParallelLinear", "RowParallelLinear",
+					     "attn.qkv", "attn.proj", "mlp.fc", "mlp.proj"};
+	const gpt_strlist *types = &cfg->quantization.quantizable_layer_type;
+	int k = kid("Quantization.quantizable_layer_type");
+	if (!cfg->quantization.enable)
+		return 0;
+	if (types->n == 0)
+		return fail(cfg, k, -1, err,
+			    "empty; name Linear (every linear of the blocks), ColumnParallelLinear or "
+			    "RowParallelLinear");
+	for (int i = 0; i < types->n; i++) {
+		const char *t = types->v[i];
+		size_t j = 0;
+		while (j < sizeof layers / sizeof *layers && strcmp(t, layers[j]) != 0)
+			j++;
+		if (j < sizeof layers / sizeof *layers)
+			continue;
+		if (!strcmp(t, "Embedding") || !strcmp(t, "VocabParallelEmbedding") ||
+		    !strcmp(t, "wte") || !strcmp(t, "lm_head"))
+			return fail(cfg, k, -1, err,
+				    "%s: the embedding and the output head (the tied wte) are not "
+				    "fake-quantized by this trainer; gpt-export --dtype int8 quantizes wte "
+				    "after training", t);
+		return fail(cfg, k, -1, err,
+			    "%s is not a layer of GPT; expected Linear, ColumnParallelLinear, "
+			    "RowParallelLinear, attn.qkv, attn.proj, mlp.fc or mlp.proj", t);
+	}
+	return 0;
+}
+
+/* Settings the trainer has no way to honour are refused, not ignored; here,
+ * so that --print-config and --dry-run refuse them too, naming where they
+ * were set. */
+static int resolve_unsupported(gpt_config *cfg, gpt_err *err)
+{
+	if (cfg->mixed && !strcmp(cfg->engine.mix_precision.level, "O1"))
+		return fail(cfg, kid("Engine.mix_precision.level"), -1, err,
+			    "O1 (fp32 parameters, 16-bit compute) is not supported; gptkit trains O2 "
+			    "(16-bit parameters, fp32 master weights): set it to O2 or leave it out");
+	if (cfg->model.no_recompute_layers.n > 0)
+		return fail(cfg, kid("Model.no_recompute_layers"), -1, err,
+			    "recompute applies to every layer in this build; leave the list empty");
+	/* the CUDA backend's GEMMs always add the bias in cuBLASLt's epilogue */
+	if (cfg->model.fused_linear && cfg->global.device && !strcmp(cfg->global.device, "cpu"))
+		return fail(cfg, kid("Model.fused_linear"), -1, err,
+			    "a CUDA GEMM epilogue; the CPU backend has none; set it to False, or train "
+			    "with -o Global.device=gpu");
+	if (!cfg->data.train.drop_last || !cfg->data.eval.drop_last)
+		return fail(cfg,
+			    kid(cfg->data.train.drop_last ? "Data.Eval.sampler.drop_last"
+							  : "Data.Train.sampler.drop_last"),
+			    -1, err, "False is not supported; every step takes a full global batch");
+	if (cfg->distributed.sharding.broadcast_overlap)
+		return fail(cfg, kid("Distributed.sharding.broadcast_overlap"), -1, err,
+			    "the parameters are gathered right after the update, before the next "
+			    "forward, so nothing can overlap; set it to False");
+	int64_t r = cfg->engine.fault_inject.nan_rank, world = cfg->world_size;
+	if (cfg->engine.fault_inject.nan_steps.n > 0 && r >= world)
+		return fail(cfg, kid("Engine.fault_inject.nan_rank"), -1, err,
+			    "%lld is not a rank of this run of %lld; use -1 (every rank) or 0 to %lld",
+			    (long long)r, (long long)world, (long long)world - 1);
+	if (cfg->engine.skip_spikes.enable && cfg->engine.skip_spikes.loss_zscore <= 0 &&
+	    cfg->engine.skip_spikes.grad_norm_zscore <= 0)
+		return fail(cfg, kid("Engine.skip_spikes.enable"), -1, err,
+			    "True with loss_zscore and grad_norm_zscore both 0, so nothing would be "
+			    "checked; give one a threshold (6 is usual) or set enable to False");
+	return resolve_quantization(cfg, err);
+}
+
 int gpt_config_resolve(gpt_config *cfg, int64_t world_size, gpt_err *err)
 {
 	int rc;
@@ -521,7 +595,7 @@ int gpt_config_resolve(gpt_config *cfg, int64_t world_size, gpt_err *err)
 	    (rc = resolve_sizes(cfg, err)) ||
 	    (rc = resolve_interleave(cfg, err)) ||
 	    (rc = resolve_precision(cfg, err)) || (rc = resolve_overlap(cfg, err)) ||
-	    (rc = resolve_rest(cfg, err)))
+	    (rc = resolve_rest(cfg, err)) || (rc = resolve_unsupported(cfg, err)))
 		return rc;
 	cfg->resolved = 1;
 	return 0;

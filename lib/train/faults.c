@@ -14,17 +14,11 @@
 
 int gpt_tr_faults_setup(trainer *tr, gpt_err *err)
 {
+	/* a nan_rank outside the world and skip_spikes without a threshold
+	 * were refused by the configuration (lib/config/resolve.c) */
 	const gpt_config *cfg = tr->cfg;
-	int64_t r = cfg->engine.fault_inject.nan_rank;
-	if (cfg->engine.fault_inject.nan_steps.n > 0 && r >= cfg->world_size)
-		return gpt_config_refuse(cfg, "Engine.fault_inject.nan_rank", err,
-					 "%lld is not a rank of this run of %lld; use -1 (every rank) or 0 to %lld",
-					 (long long)r, (long long)cfg->world_size, (long long)cfg->world_size - 1);
 	if (!cfg->engine.skip_spikes.enable)
 		return 0;
-	if (cfg->engine.skip_spikes.loss_zscore <= 0 && cfg->engine.skip_spikes.grad_norm_zscore <= 0)
-		return gpt_config_refuse(cfg, "Engine.skip_spikes.enable", err,
-					 "True with loss_zscore and grad_norm_zscore both 0, so nothing would be checked; give one a threshold (6 is usual) or set enable to False");
 	return gpt_spike_window_init(&tr->spikes, cfg->engine.skip_spikes.window, err);
 }
 

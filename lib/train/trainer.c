@@ -30,25 +30,8 @@ static int check_supported(const gpt_config *cfg, gpt_err *err)
 				   "Engine.save_load.output_dir %s: exists and is not a directory; name a directory for the checkpoints",
 				   od);
 
-	/* Settings this trainer has no way to honour are refused, not ignored. */
-	if (cfg->mixed && cfg->engine.mix_precision.level &&
-	    strcmp(cfg->engine.mix_precision.level, "O1") == 0)
-		return gpt_config_refuse(cfg, "Engine.mix_precision.level", err,
-					 "O1 (fp32 parameters, 16-bit compute) is not supported; gptkit trains O2 (16-bit parameters, fp32 master weights): set it to O2 or leave it out");
-	if (cfg->model.no_recompute_layers.n > 0)
-		return gpt_config_refuse(cfg, "Model.no_recompute_layers", err,
-					 "recompute applies to every layer in this build; leave the list empty");
-	/* the CUDA backend's GEMMs always add the bias in cuBLASLt's epilogue */
-	if (cfg->model.fused_linear && strcmp(dev, "cpu") == 0)
-		return gpt_config_refuse(cfg, "Model.fused_linear", err,
-					 "a CUDA GEMM epilogue; the CPU backend has none; set it to False, or train with -o Global.device=gpu");
-	if (!cfg->data.train.drop_last || !cfg->data.eval.drop_last)
-		return gpt_config_refuse(cfg, cfg->data.train.drop_last ? "Data.Eval.sampler.drop_last"
-									 : "Data.Train.sampler.drop_last",
-					 err, "False is not supported; every step takes a full global batch");
-	if (cfg->distributed.sharding.broadcast_overlap)
-		return gpt_config_refuse(cfg, "Distributed.sharding.broadcast_overlap", err,
-					 "the parameters are gathered right after the update, before the next forward, so nothing can overlap; set it to False");
+	/* The settings it has no way to honour were refused by the configuration
+	 * (resolve_unsupported in lib/config/resolve.c). */
 	if (!cfg->data.train.dataset.input_dir || !*cfg->data.train.dataset.input_dir)
 		return gpt_config_refuse(cfg, "Data.Train.dataset.input_dir", err,
 					 "not set; name a dataset made by gpt-preprocess");

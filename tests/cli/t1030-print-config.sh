@@ -17,13 +17,14 @@ test_expect_success 'print, load the printed file, print again: identical (every
 test_expect_success 'round trip with overrides, flags, a world size and awkward strings' '
 	gpt-train -c "$C/tiny_cpu.yaml" --world-size 8 --tensor_parallel_degree 2 \
 		--sharding "stage3 offload" -o "Engine.save_load.output_dir=out dir/\"q\"\\x" \
-		-o Optimizer.lr.max_lr=0.000123456789 -o Model.no_recompute_layers=[1] \
+		-o Optimizer.lr.max_lr=0.000123456789 -o "Engine.fault_inject.spike_steps=[1, 5]" \
 		-o "Engine.mix_precision.custom_black_list=[a b, c]" --print-config >one.yaml &&
 	gpt-train -c one.yaml --print-config >two.yaml &&
 	test_cmp one.yaml two.yaml &&
 	grep -F "output_dir: \"out dir/\\\"q\\\"\\\\x\"" one.yaml &&
 	grep -F "max_lr: 0.000123456789" one.yaml &&
 	grep -F "custom_black_list: [\"a b\", \"c\"]" one.yaml &&
+	grep -F "spike_steps: [1, 5]" two.yaml &&
 	grep -E "^    sharding_degree: 4$" two.yaml
 '
 

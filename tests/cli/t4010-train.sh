@@ -299,6 +299,33 @@ test_expect_success 'the same settings in the configuration file are exit 65 nam
 	! test -e bad/latest
 '
 
+test_expect_success '--dry-run and --print-config refuse them too, with the same message and code' '
+	for kv in "Engine: {mix_precision: {enable: True, level: O1}}" \
+		  "Model: {no_recompute_layers: [0]}" "Model: {fused_linear: True}" \
+		  "Data: {Train: {sampler: {drop_last: False}}}" \
+		  "Distributed: {sharding: {broadcast_overlap: True}}" \
+		  "Engine: {skip_spikes: {enable: True, loss_zscore: 0, grad_norm_zscore: 0}}" \
+		  "Engine: {fault_inject: {nan_steps: [1], nan_rank: 1}}" \
+		  "Quantization: {enable: True, quantizable_layer_type: [Embedding]}"; do
+		printf "_base_: %s\n%s\n" "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" "$kv" >bad.yaml &&
+		test_expect_code 65 gpt-train -c bad.yaml -o Data.Train.dataset.input_dir=data/lic \
+			-o Engine.max_steps=1 -o Engine.save_load.output_dir=bad >out 2>train.err &&
+		test_expect_code 65 gpt-train -c bad.yaml --dry-run >out 2>dry.err &&
+		test_expect_code 65 gpt-train -c bad.yaml --print-config >out 2>print.err &&
+		! test -s out &&
+		test_grep "^gpt-train: error: bad.yaml:2:[0-9]*: [A-Z][A-Za-z_.]*: " dry.err &&
+		test_cmp train.err dry.err && test_cmp dry.err print.err ||
+			{ echo "$kv:"; cat train.err dry.err print.err; exit 1; }
+	done &&
+	for o in Engine.mix_precision.level=O1 Model.no_recompute_layers=[0] \
+		 Data.Eval.sampler.drop_last=False Engine.fault_inject.nan_rank=4; do
+		test_expect_code 64 gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" --world-size 4 \
+			-o Engine.mix_precision.enable=True -o Engine.fault_inject.nan_steps=[2] \
+			-o "$o" --dry-run >out 2>err &&
+		grep -F "gpt-train: error: -o $o: ${o%%=*}: " err || { echo "$o:"; cat err; exit 1; }
+	done
+'
+
 test_expect_success 'Model.fused_linear=True is not refused on the GPU (the GELU in cuBLASLt epilogues)' '
 	{ train -o Model.fused_linear=True -o Global.device=gpu -o Engine.max_steps=1 >out 2>err || :; } &&
 	! grep fused_linear err

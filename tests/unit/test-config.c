@@ -77,13 +77,13 @@ static void test_overrides_and_flags(void)
 	gpt_config cfg;
 	gpt_err err = {0};
 	const char *ov[] = {"Distributed.sharding.sharding_stage=3", "Optimizer.adam_beta2=0.95",
-			    "Optimizer.grad_clip=0.5", "Model.no_recompute_layers=[0, 3]",
+			    "Optimizer.grad_clip=0.5", "Engine.fault_inject.spike_steps=[0, 3]",
 			    "Engine.mix_precision.dtype=bf16"};
 	is_int(load(&cfg, base_yaml, ov, 5, 8, &err), 0, "overrides apply (%s)", err.msg);
 	is_int(cfg.distributed.sharding.sharding_stage, 3, "nested override");
 	is_near(cfg.optimizer.beta2, 0.95, 0, "adam_beta2 alias");
 	is_near(cfg.optimizer.grad_clip.clip_norm, 0.5, 0, "scalar grad_clip alias");
-	is_int(cfg.model.no_recompute_layers.n, 2, "int list override");
+	is_int(cfg.engine.fault_inject.spike_steps.n, 2, "int list override");
 	is_str(cfg.engine.mix_precision.dtype, "bfloat16", "bf16 spelled bfloat16");
 	gpt_config_free(&cfg);
 
@@ -175,6 +175,27 @@ static void test_errors(void)
 		   "hidden_size 1024", "heads do not divide hidden");
 	expect_err("Model:\n  num_layers: 6\nDistributed:\n  pp_degree: 4\n", NULL, 0, GPT_EDATA,
 		   "Model.num_layers", "pp_degree x virtual_pp_degree", "layers over stages");
+	/* settings the trainer cannot honour: refused by resolve itself */
+	expect_err("Engine:\n  mix_precision:\n    enable: True\n    level: O1\n", NULL, 0, GPT_EDATA,
+		   "t.yaml:4:12: Engine.mix_precision.level: O1", "set it to O2", "level O1");
+	expect_err("Model:\n  no_recompute_layers: [1]\n", NULL, 0, GPT_EDATA,
+		   "t.yaml:2:24: Model.no_recompute_layers", "leave the list empty",
+		   "no_recompute_layers");
+	expect_err("Global:\n  device: cpu\n", "Model.fused_linear=True", 0, GPT_EUSAGE,
+		   "-o Model.fused_linear=True: Model.fused_linear", "the CPU backend has none",
+		   "fused_linear on the CPU");
+	expect_err("Data:\n  Eval:\n    sampler:\n      drop_last: False\n", NULL, 0, GPT_EDATA,
+		   "t.yaml:4:18: Data.Eval.sampler.drop_last", "full global batch", "drop_last False");
+	expect_err(NULL, "Distributed.sharding.broadcast_overlap=True", 0, GPT_EUSAGE,
+		   "Distributed.sharding.broadcast_overlap: the parameters", NULL, "broadcast_overlap");
+	expect_err("Engine:\n  skip_spikes: {enable: True, loss_zscore: 0, grad_norm_zscore: 0}\n",
+		   NULL, 0, GPT_EDATA, "Engine.skip_spikes.enable: True with", NULL,
+		   "skip_spikes without a threshold");
+	expect_err("Engine:\n  fault_inject: {nan_steps: [3], nan_rank: 4}\n", NULL, 4, GPT_EDATA,
+		   "Engine.fault_inject.nan_rank: 4 is not a rank of this run of 4", NULL,
+		   "nan_rank outside the world");
+	expect_err("Quantization:\n  enable: True\n  quantizable_layer_type: [Conv2D]\n", NULL, 0,
+		   GPT_EDATA, "t.yaml:3:", "Conv2D is not a layer of GPT", "quantizable_layer_type");
 }
 
 static void test_roundtrip(void)
