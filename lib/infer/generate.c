@@ -3,10 +3,51 @@
 #include "infer/infer.h"
 
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-int gpt_gen_opts_from_config(gpt_gen_opts *o, const gpt_config *cfg, gpt_err *err)
+/* Whether the user set key k: in the -c file (any file but the model's own
+ * config.yaml, whose values have origin model_where) or with -o. */
+static int user_given(const gpt_config *cfg, int k, const char *model_where)
+{
+	const gpt_config_origin *o = &cfg->origin[k];
+	return o->src == GPT_SRC_OVERRIDE || o->src == GPT_SRC_FLAG ||
+	       (o->src == GPT_SRC_FILE && !(model_where && o->where == model_where));
+}
+
+int gpt_gen_refuse(const gpt_config *cfg, const char *model_where, const char *key,
+		   const char *alt, gpt_err *err, const char *fmt, ...)
+{
+	char msg[GPT_ERR_MSG_MAX];
+	int k = gpt_config_key_find(key), ka = alt ? gpt_config_key_find(alt) : -1;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	if (k < 0) /* not a key: a programming error, still a message */
+		return gpt_err_set(err, GPT_EINTERNAL, "%s: %s", key, msg);
+	char where[512];
+	const char *from = cfg->origin[k].src == GPT_SRC_FILE ? "the model's config.yaml" : "the default";
+	int at = user_given(cfg, k, model_where) ? k
+		 : ka >= 0 && user_given(cfg, ka, model_where) ? ka /* what the user wrote */
+								 : -1;
+	if (at < 0)
+		return gpt_err_set(err, GPT_EUSAGE, "%s (%s): %s%s%s%s", key, from, msg,
+				   strncmp(key, "Generation.", 11) == 0 ? "; give -o " : "",
+				   strncmp(key, "Generation.", 11) == 0 ? key : "",
+				   strncmp(key, "Generation.", 11) == 0 ? "=N" : "");
+	/* as gpt-train's configuration errors: file:line:col and 65, or the -o and 64 */
+	gpt_config_where(cfg, at, where, sizeof where);
+	if (at == k)
+		return gpt_err_set(err, gpt_config_where_code(cfg, at), "%s: %s: %s", where, key, msg);
+	return gpt_err_set(err, gpt_config_where_code(cfg, at), "%s: %s (%s): %s", where, key, from,
+			   msg);
+}
+
+int gpt_gen_opts_from_config(gpt_gen_opts *o, const gpt_config *cfg, const char *model_where,
+			     int64_t max_pos, gpt_err *err)
 {
 	memset(o, 0, sizeof *o);
 	const char *ds = cfg->generation.decode_strategy ? cfg->generation.decode_strategy : "sampling";
@@ -17,9 +58,8 @@ int gpt_gen_opts_from_config(gpt_gen_opts *o, const gpt_config *cfg, gpt_err *er
 	else if (strcmp(ds, "beam_search") == 0)
 		o->strategy = GPT_DECODE_BEAM;
 	else
-		return gpt_err_set(err, GPT_EUSAGE,
-				   "Generation.decode_strategy: expected sampling, greedy_search or "
-				   "beam_search, found '%s'", ds);
+		return gpt_gen_refuse(cfg, model_where, "Generation.decode_strategy", NULL, err,
+				      "expected sampling, greedy_search or beam_search, found '%s'", ds);
 	o->sampling.top_k = cfg->generation.top_k;
 	o->sampling.top_p = cfg->generation.top_p;
 	o->sampling.temperature = cfg->generation.temperature;
@@ -33,26 +73,33 @@ int gpt_gen_opts_from_config(gpt_gen_opts *o, const gpt_config *cfg, gpt_err *er
 	o->seed = (uint64_t)cfg->generation.seed;
 	o->eot = -1;
 	o->batch = 8;
+	/* as gpt-train's configuration words them: a setting the strategy
+	 * would ignore, or one that only repeats the same sequence, is an error */
+	if (max_pos > 0 && (o->max_dec_len < 1 || o->max_dec_len >= max_pos))
+		return gpt_gen_refuse(cfg, model_where, "Generation.max_dec_len", NULL, err,
+				      "expected 1 to %lld, below the model's context of %lld positions, "
+				      "found %lld", (long long)max_pos - 1, (long long)max_pos,
+				      (long long)o->max_dec_len);
 	if (o->min_dec_len > o->max_dec_len)
-		return gpt_err_set(err, GPT_EUSAGE,
-				   "Generation.min_dec_len %lld is above Generation.max_dec_len %lld",
-				   (long long)o->min_dec_len, (long long)o->max_dec_len);
-	/* as gpt-train's config checks have it: a setting the strategy would
-	 * ignore, or one that only repeats the same sequence, is an error */
+		return gpt_gen_refuse(cfg, model_where, "Generation.min_dec_len",
+				      "Generation.max_dec_len", err,
+				      "expected at most Generation.max_dec_len %lld, found %lld",
+				      (long long)o->max_dec_len, (long long)o->min_dec_len);
 	if (o->strategy != GPT_DECODE_BEAM && o->num_beams > 1)
-		return gpt_err_set(err, GPT_EUSAGE,
-				   "Generation.num_beams %lld: expected 1 unless Generation.decode_strategy "
-				   "is beam_search (it is %s); give -o Generation.decode_strategy=beam_search",
-				   (long long)o->num_beams, ds);
+		return gpt_gen_refuse(cfg, model_where, "Generation.num_beams",
+				      "Generation.decode_strategy", err,
+				      "expected 1 unless Generation.decode_strategy is beam_search (it is "
+				      "%s), found %lld", ds, (long long)o->num_beams);
 	if (o->strategy == GPT_DECODE_GREEDY && o->num_return_sequences > 1)
-		return gpt_err_set(err, GPT_EUSAGE,
-				   "Generation.num_return_sequences %lld: expected 1 with greedy_search "
-				   "(every sequence would be the same)", (long long)o->num_return_sequences);
+		return gpt_gen_refuse(cfg, model_where, "Generation.num_return_sequences",
+				      "Generation.decode_strategy", err,
+				      "expected 1 with greedy_search (every sequence would be the same), "
+				      "found %lld", (long long)o->num_return_sequences);
 	if (o->strategy == GPT_DECODE_BEAM && o->num_return_sequences > o->num_beams)
-		return gpt_err_set(err, GPT_EUSAGE,
-				   "Generation.num_return_sequences %lld is above Generation.num_beams "
-				   "%lld; beam search returns at most num_beams sequences",
-				   (long long)o->num_return_sequences, (long long)o->num_beams);
+		return gpt_gen_refuse(cfg, model_where, "Generation.num_return_sequences",
+				      "Generation.num_beams", err,
+				      "expected at most Generation.num_beams %lld with beam_search, found "
+				      "%lld", (long long)o->num_beams, (long long)o->num_return_sequences);
 	return 0;
 }
 

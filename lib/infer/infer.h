@@ -246,8 +246,19 @@ typedef struct gpt_gen_stats {
 /* The number of ids a generation with o chooses from, of a model's V. */
 int64_t gpt_gen_vocab(const gpt_gen_opts *o, int64_t V);
 
-/* From the Generation section of a resolved or unresolved config. */
-int gpt_gen_opts_from_config(gpt_gen_opts *o, const gpt_config *cfg, gpt_err *err);
+/* From the Generation section of a resolved or unresolved config, checked
+ * against a model of max_pos positions (0: not checked here). A value that
+ * does not fit is refused as gpt-train refuses its configuration's: naming
+ * the file's line (GPT_EDATA) or the -o (GPT_EUSAGE). model_where, when not
+ * NULL, is the origin name (cfg->origin[k].where) of the model's own
+ * config.yaml, read into cfg before the user's file: a value from there, or
+ * a default, is a usage error naming the key, as an -o fixes it. */
+int gpt_gen_opts_from_config(gpt_gen_opts *o, const gpt_config *cfg, const char *model_where,
+			     int64_t max_pos, gpt_err *err);
+/* That refusal, of key (and of alt instead, when key was not set by the
+ * user but alt was, as the key to change). */
+int gpt_gen_refuse(const gpt_config *cfg, const char *model_where, const char *key,
+		   const char *alt, gpt_err *err, const char *fmt, ...) GPT_PRINTF(6, 7);
 
 /* One generated sequence. */
 typedef struct gpt_gen_result {

@@ -216,7 +216,13 @@ static const char *model_override(const char *ov)
 static int setup(const gpt_infer_args *a, gpt_source *src, gpt_gen_opts *g, gpt_err *err)
 {
 	gpt_config *cfg = gpt_source_config(src);
-	int rc = 0;
+	int rc = 0, nkeys;
+	/* the origin of the model's own config.yaml, before -c reads over it */
+	const char *model_where = NULL;
+	gpt_config_keys(&nkeys);
+	for (int k = 0; k < nkeys && !model_where; k++)
+		if (cfg->origin[k].src == GPT_SRC_FILE)
+			model_where = cfg->origin[k].where;
 	if (a->config)
 		rc = gpt_config_read_file(cfg, a->config, err);
 	for (int i = 0; !rc && i < a->n_overrides; i++) {
@@ -229,11 +235,12 @@ static int setup(const gpt_infer_args *a, gpt_source *src, gpt_gen_opts *g, gpt_
 		rc = gpt_config_override(cfg, a->overrides[i], err);
 	}
 	if (!rc && cfg->inference.mp_degree > 1)
-		rc = gpt_err_set(err, GPT_EUSAGE,
-				 "Inference.mp_degree %lld: gpt-infer runs a model in one process; give 1 or leave it out",
-				 (long long)cfg->inference.mp_degree);
+		rc = gpt_gen_refuse(cfg, model_where, "Inference.mp_degree", NULL, err,
+				    "expected 1 (gpt-infer runs a model in one process), found %lld; give 1 "
+				    "or leave it out", (long long)cfg->inference.mp_degree);
 	if (!rc)
-		rc = gpt_gen_opts_from_config(g, cfg, err);
+		rc = gpt_gen_opts_from_config(g, cfg, model_where,
+					      a->ppl ? 0 : gpt_source_shape(src)->max_pos, err);
 	if (rc)
 		return rc;
 	g->eot = gpt_tokenizer_eot(gpt_source_tokenizer(src));

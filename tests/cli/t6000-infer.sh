@@ -118,8 +118,8 @@ test_expect_success 'Inference.model_dir of -c names the model; mp_degree above 
 	gpt-infer -c inf.yaml "Everyone is" >out &&
 	greedy ck "Everyone is" >expect && test_cmp expect out &&
 	printf "Inference:\n  mp_degree: 2\n" >mp.yaml &&
-	test_expect_code 64 gpt-infer -m ck -c mp.yaml "x" 2>err &&
-	test_grep "Inference.mp_degree 2: gpt-infer runs a model in one process" err &&
+	test_expect_code 65 gpt-infer -m ck -c mp.yaml "x" 2>err &&
+	test_grep "^gpt-infer: error: mp.yaml:2:14: Inference.mp_degree: expected 1 \(gpt-infer runs a model in one process\), found 2" err &&
 	printf "Generation:\n  top_k: 3\n" >nomodel.yaml &&
 	test_expect_code 64 gpt-infer -c nomodel.yaml "x" 2>err &&
 	test_grep "MODEL is required \(or Inference.model_dir in the -c file\)" err
@@ -177,13 +177,34 @@ test_expect_success 'a prompt that leaves no room: a clear error, or --truncate 
 
 test_expect_success 'num_beams without beam search, several greedy results: refused as gpt-train refuses them' '
 	test_expect_code 64 gpt-infer -m ck -o Generation.num_beams=4 "x" 2>err &&
-	test_grep "^gpt-infer: error: Generation.num_beams 4: expected 1 unless Generation.decode_strategy is beam_search \\(it is sampling\\); give -o Generation.decode_strategy=beam_search$" err &&
+	test_grep "^gpt-infer: error: -o Generation.num_beams=4: Generation.num_beams: expected 1 unless Generation.decode_strategy is beam_search \\(it is sampling\\), found 4$" err &&
 	test_expect_code 64 greedy ck -o Generation.num_return_sequences=2 "x" 2>err &&
-	test_grep "^gpt-infer: error: Generation.num_return_sequences 2: expected 1 with greedy_search \\(every sequence would be the same\\)$" err &&
+	test_grep "^gpt-infer: error: -o Generation.num_return_sequences=2: Generation.num_return_sequences: expected 1 with greedy_search \\(every sequence would be the same\\), found 2$" err &&
 	for o in "num_beams=4" "decode_strategy=greedy_search -o Generation.num_return_sequences=2"; do
 		test_expect_code 64 gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" \
 			-o Generation.$o --print-config >/dev/null 2>err || return 1
 	done
+'
+
+test_expect_success 'Generation and Inference values of a -c file that do not fit: 65 naming the line, as gpt-train' '
+	printf "Inference:\n  mp_degree: 2\n" >c1.yaml &&
+	printf "Generation:\n  max_dec_len: 64\n" >c2.yaml &&
+	printf "Generation:\n  num_beams: 3\n" >c3.yaml &&
+	printf "Generation:\n  min_dec_len: 50\n  max_dec_len: 40\n" >c4.yaml &&
+	printf "Generation:\n  decode_strategy: greedy_search\n  num_return_sequences: 2\n" >c5.yaml &&
+	printf "Generation:\n  decode_strategy: beam_search\n  num_beams: 2\n  num_return_sequences: 3\n" >c6.yaml &&
+	for i in 1 2 3 4 5 6; do
+		test_expect_code 65 gpt-infer -m ck -c c$i.yaml "x" 2>err &&
+		test_grep "^gpt-infer: error: c$i.yaml:[2-4]:[0-9]+: (Inference|Generation)\.[a-z_]+: expected " err ||
+			{ cat c$i.yaml err; return 1; }
+	done &&
+	test_expect_code 64 gpt-infer -m ck -c c4.yaml -o Generation.min_dec_len=45 "x" 2>err &&
+	test_grep "^gpt-infer: error: -o Generation.min_dec_len=45: Generation.min_dec_len: expected at most Generation.max_dec_len 40, found 45$" err &&
+	printf "Generation:\n  min_dec_len: 30\n" >c7.yaml &&
+	test_expect_code 65 gpt-infer -m ck -c c7.yaml -o Generation.max_dec_len=20 "x" 2>err &&
+	test_grep "^gpt-infer: error: c7.yaml:2:16: Generation.min_dec_len: expected at most Generation.max_dec_len 20, found 30$" err &&
+	gpt-infer -m ck -c c2.yaml --ppl d/doc.txt >out &&
+	test_grep "^perplexity: " out
 '
 
 test_expect_success 'bad prompts and options are clear errors' '
@@ -191,7 +212,7 @@ test_expect_success 'bad prompts and options are clear errors' '
 	test_expect_code 65 greedy ck <bad 2>err &&
 	test_grep "prompt 2: not valid UTF-8 at byte 0" err &&
 	test_expect_code 64 gpt-infer -m ck -o Generation.max_dec_len=64 "x" 2>err &&
-	test_grep "max_dec_len 64: expected 1 to 63" err &&
+	test_grep "^gpt-infer: error: -o Generation.max_dec_len=64: Generation.max_dec_len: expected 1 to 63, below the model.s context of 64 positions, found 64$" err &&
 	if ! test_have_prereq GPU; then
 		test_expect_code 64 gpt-infer -m ck --device cuda "x" 2>err &&
 		test_grep "device cuda: (no CUDA device is visible|this build has no CUDA backend)" err
