@@ -669,6 +669,20 @@ int gpt_train_run(const gpt_config *cfg, FILE *log, const volatile sig_atomic_t 
 			       (long long)tr.replicas, tr.sh > 1 ? (long long)cfg->distributed.sharding.sharding_stage : 0LL,
 			       (long long)tr.sh, (long long)tr.tp_rank, (long long)tr.tp, (long long)tr.pp_rank,
 			       (long long)tr.pp);
+		/* A restarted job whose checkpoint already holds every step ends
+		 * at once (exit 0, as Megatron-LM's and PaddleNLP's loops do), but
+		 * says so rather than log nothing. */
+		if (tr.step >= tr.total_steps && tr.last_ckpt[0] && tr.rank == 0) {
+			char limit[128];
+			if (tr.total_steps < cfg->engine.max_steps)
+				snprintf(limit, sizeof limit, "Engine.num_train_epochs %lld make %lld steps",
+					 (long long)cfg->engine.num_train_epochs, (long long)tr.total_steps);
+			else
+				snprintf(limit, sizeof limit, "Engine.max_steps is %lld", (long long)tr.total_steps);
+			gpt_log_printf(&tr.log, tr.step > tr.total_steps ? GPT_LOG_WARNING : GPT_LOG_INFO,
+				       "nothing left to train: %s is at global step %lld and %s; raise it to train on, or give a new Engine.save_load.output_dir to start over",
+				       tr.last_ckpt, (long long)tr.step, limit);
+		}
 		gpt_heartbeat_beat(tr.hb, tr.step);
 		rc = run(&tr, err);
 	}

@@ -634,6 +634,16 @@ int gpt_tr_load_checkpoint(trainer *tr, const char *path, gpt_err *err)
 				       "%s was saved by a run of global batch %lld x %lld tokens, which stopped at sample %lld; this run's is %lld x %lld, so its data goes on at sample %lld (global step %lld x its global batch), not where that run stopped; keep Global.global_batch_size and max_seq_len to go on with the same data",
 				       gpt_ckpt_path(ck), (long long)gb, (long long)sl, (long long)next, (long long)tr->G,
 				       (long long)tr->T, (long long)(step * tr->G), (long long)step);
+		/* The data order (the loader is a function of the seed and the
+		 * sample index) and the dropout masks follow Global.seed: another
+		 * seed goes on with other samples, some of them ones the run of
+		 * the checkpoint has already trained on. */
+		int64_t seed = tr->cfg->global.seed;
+		if (!json_int(st, "seed", &seed) && seed != tr->cfg->global.seed && tr->rank == 0)
+			gpt_log_printf(&tr->log, GPT_LOG_WARNING,
+				       "%s was saved by a run of Global.seed %lld; this run's is %lld, so from global step %lld on its data order and dropout are not that run's (the samples it takes may repeat ones already trained on); keep Global.seed %lld to go on as that run would have",
+				       gpt_ckpt_path(ck), (long long)seed, (long long)tr->cfg->global.seed,
+				       (long long)step + 1, (long long)seed);
 		snprintf(tr->last_ckpt, sizeof tr->last_ckpt, "%s", gpt_ckpt_path(ck));
 		char sz[32];
 		gpt_format_bytes((double)(n_w + 2 * (size_t)cnt) * 4, sz, sizeof sz);

@@ -85,6 +85,24 @@ test_expect_success 'a resume with another global batch says where its data goes
 	! grep -q "was saved by a run of global batch" part2.log
 '
 
+test_expect_success 'a resume with another Global.seed says that the data order and dropout change' '
+	train -o Engine.max_steps=11 -o Engine.eval_freq=0 -o Global.seed=7 \
+		-o Engine.save_load.ckpt_dir=full/step_00000010 -o Engine.save_load.output_dir=seed7 >seed7.log 2>&1 &&
+	test_grep "WARNING\] - full/step_00000010 was saved by a run of Global.seed 1024; this run.s is 7, so from global step 11 on its data order and dropout are not that run.s .*; keep Global.seed 1024 to go on as that run would have" seed7.log &&
+	! grep -q "was saved by a run of Global.seed" part2.log gb16.log
+'
+
+test_expect_success 'a resume with no step left to train says so and ends (0), naming the checkpoint and max_steps' '
+	cp -r full done &&
+	train -o Engine.max_steps=20 -o Engine.eval_freq=0 -o Engine.save_load.output_dir=done >done.log 2>&1 &&
+	test_grep "INFO\] - nothing left to train: done/step_00000020 is at global step 20 and Engine.max_steps is 20; raise it to train on" done.log &&
+	train -o Engine.max_steps=15 -o Engine.eval_freq=0 -o Engine.save_load.output_dir=done >done15.log 2>&1 &&
+	test_grep "WARNING\] - nothing left to train: done/step_00000020 is at global step 20 and Engine.max_steps is 15" done15.log &&
+	! grep -q " - global step " done.log done15.log &&
+	test "$(cat done/latest)" = step_00000020 &&
+	! grep -q "nothing left to train" part2.log full.log
+'
+
 test_expect_success 'a corrupted checkpoint is refused with the file named' '
 	cp -r part/step_00000010 bad &&
 	printf X | dd of=bad/rank-00000.safetensors bs=1 seek=5000 conv=notrunc 2>/dev/null &&
