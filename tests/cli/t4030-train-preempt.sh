@@ -86,6 +86,38 @@ test_expect_success 'with save_on_signal False a SIGTERM stops at once' '
 	test ! -e nosig/latest
 '
 
+test_expect_success 'SIGINT (Ctrl-C) ends the run at once: no save; latest names the last periodic checkpoint' '
+	# from python, with SIGINT at its default: "cmd &" in a script starts
+	# with SIGINT ignored, as a terminal Ctrl-C never does
+	cat >int.py <<-EOF &&
+	import signal, subprocess, sys, time
+	log = open("ilog", "w")
+	p = subprocess.Popen(sys.argv[1:], stdout=log, stderr=subprocess.STDOUT,
+	                     preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+	end = time.time() + 300
+	while " - global step 7, epoch" not in open("ilog").read():
+	    if p.poll() is not None or time.time() > end:
+	        p.kill()
+	        sys.exit(1)
+	    time.sleep(0.05)
+	p.send_signal(signal.SIGINT)
+	sys.exit(128 - p.wait())
+	EOF
+	code=0 && python3 int.py gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" \
+		-o Data.Train.dataset.input_dir=data/lic -o Data.Train.dataset.split=15,2,0 \
+		-o Global.micro_batch_size=1 -o Engine.eval_freq=0 -o Engine.test_iters=0 \
+		-o Engine.save_load.save_steps=3 -o Engine.save_load.save_epoch=0 \
+		-o Optimizer.lr.decay_steps=100000 -o Engine.max_steps=100000 \
+		-o Engine.save_load.output_dir=int || code=$? &&
+	echo "exit $code" &&
+	test "$code" = 130 &&
+	! grep -q "stop requested" ilog &&
+	step=$(sed -n "s/^step_0*//p" int/latest) &&
+	test $((step % 3)) = 0 && test "$step" -ge 6 &&
+	test -f "int/$(cat int/latest)/index.json" &&
+	test_grep "SIGINT" "$GPT_ROOT/man/man1/gpt-train.1"
+'
+
 test_expect_success 'what a killed save left goes at the next start, never while a run holds the directory' '
 	{ (train -o Engine.save_load.output_dir=held >hlog 2>&1) & } &&
 	pid=$! &&
