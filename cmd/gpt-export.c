@@ -48,6 +48,7 @@ int main(int argc, char **argv)
 	gpt_export_opts eo = {GPT_EXPORT_BUNDLE, GPT_DTYPE_F32, NULL, NULL, argv[0]};
 	int id;
 	gpt_cmd_remove_temps_on_signals(); /* an interrupted run leaves no temporaries */
+	gpt_cmd_file_size_limit_as_error(); /* past ulimit -f: EFBIG, the file named, no temporary left */
 	gpt_opts_init(&o, options, argc, argv);
 	while ((id = gpt_opts_next(&o, &err)) > 0) {
 		switch (id) {

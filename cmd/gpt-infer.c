@@ -80,6 +80,7 @@ int main(int argc, char **argv)
 	a.exe = argv[0];
 	a.err_out = stderr;
 	a.overrides = ov;
+	gpt_cmd_file_size_limit_as_error(); /* past ulimit -f: EFBIG, the file named, no temporary left */
 	gpt_opts_init(&o, options, argc, argv);
 	while ((id = gpt_opts_next(&o, &err)) > 0) {
 		switch (id) {

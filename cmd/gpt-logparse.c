@@ -84,6 +84,7 @@ int main(int argc, char **argv)
 	gpt_err err = {0};
 	gpt_logs_opts o = {.skip_steps = -1, .out = stdout};
 	gpt_opts op;
+	gpt_cmd_file_size_limit_as_error(); /* past ulimit -f: EFBIG, the file named, no temporary left */
 	gpt_opts_init(&op, options, argc, argv);
 	int id;
 	while ((id = gpt_opts_next(&op, &err)) > 0) {

@@ -120,6 +120,7 @@ int main(int argc, char **argv)
 	int64_t doc = -1, jobs = 1;
 	int id, have_doc = 0, input_opts = 0, tok_opts = 0;
 	gpt_cmd_remove_temps_on_signals(); /* an interrupted run leaves no temporaries */
+	gpt_cmd_file_size_limit_as_error(); /* past ulimit -f: EFBIG, the file named, no temporary left */
 	gpt_opts_init(&o, options, argc, argv);
 	while ((id = gpt_opts_next(&o, &err)) > 0) {
 		input_opts |= id == O_KEY || id == O_FORMAT || id == O_SKIP_BAD || id == O_SKIP_BIN || id == O_EOD ||

@@ -117,6 +117,7 @@ int main(int argc, char **argv)
 	int nset = 0;
 	if (!set)
 		return gpt_cmd_fail(prog, &(gpt_err){GPT_EINTERNAL, "out of memory"});
+	gpt_cmd_file_size_limit_as_error(); /* past ulimit -f: EFBIG, the file named, no temporary left */
 	gpt_opts_init(&o, options, argc, argv);
 	while ((id = gpt_opts_next(&o, &err)) > 0) {
 		switch (id) {

@@ -398,6 +398,12 @@ void gpt_cmd_version(const char *prog, FILE *fp);
  * temporaries held (gpt_temp_hold), then end the process as the signal
  * would have: an interrupted writer leaves nothing behind. */
 void gpt_cmd_remove_temps_on_signals(void);
+/* SIGXFSZ ignored (unless a handler is set): a write past the file size
+ * limit (ulimit -f, a batch system's RLIMIT_FSIZE) fails with EFBIG, which
+ * the writer reports with the file's name and cleans up after, rather
+ * than the signal's default action ending the process on the spot with a
+ * temporary left behind and no word of which file. */
+void gpt_cmd_file_size_limit_as_error(void);
 
 #ifdef __cplusplus
 }

@@ -111,3 +111,14 @@ void gpt_cmd_remove_temps_on_signals(void)
 		sigaction(sigs[i], &sa, NULL);
 	}
 }
+
+void gpt_cmd_file_size_limit_as_error(void)
+{
+	struct sigaction old, ign;
+	if (sigaction(SIGXFSZ, NULL, &old) != 0 || old.sa_handler != SIG_DFL || (old.sa_flags & SA_SIGINFO))
+		return;
+	memset(&ign, 0, sizeof ign);
+	ign.sa_handler = SIG_IGN;
+	sigemptyset(&ign.sa_mask);
+	sigaction(SIGXFSZ, &ign, NULL);
+}

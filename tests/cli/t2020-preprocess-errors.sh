@@ -140,6 +140,17 @@ test_expect_success 'a disk failing while the new pair is made durable keeps the
 	done
 '
 
+test_expect_success 'a file size limit (ulimit -f) is an error naming the file, not death by SIGXFSZ' '
+	for i in $(seq 40); do cat good.txt bad.jsonl good.txt; done >many.txt &&
+	for i in $(seq 60); do cat many.txt; done >big.txt &&
+	code=0 &&
+	(ulimit -f 8 && exec gpt-preprocess -t bytes -o keep big.txt) 2>err || code=$? &&
+	test $code = 74 &&
+	test_grep "^gpt-preprocess: error: \./\.keep\.bin\.tmp\.[0-9.]*: write: File too large" err &&
+	cmp keep.bin keep.bin.orig && cmp keep.idx keep.idx.orig &&
+	! ls -a | grep "\.tmp\."
+'
+
 test_expect_success 'SIGTERM or SIGHUP mid-run: no temporary left, the old pair kept' '
 	for s in TERM:143 HUP:129; do
 		rm -f fifo && mkfifo fifo &&

@@ -181,6 +181,16 @@ test_expect_success 'the kernel file size limit (EFBIG) at the first save: stop,
 	test -z "$(ls -A fsz)"
 '
 
+test_expect_success 'the same limit with SIGXFSZ at its default: an error (74), not death by the signal' '
+	code=0 &&
+	(ulimit -f 400 && trap - XFSZ && exec ./train -o Engine.save_load.output_dir=fsz2) >fsz2.log 2>&1 ||
+		code=$? &&
+	test "$code" = 74 &&
+	test_grep "^gpt-train: error: global step 2: the checkpoint could not be saved: fsz2/\.step_00000002\.tmp/rank-00000\.safetensors: write: File too large" fsz2.log &&
+	test ! -e fsz2/latest &&
+	test -z "$(ls -A fsz2)"
+'
+
 unshare -rm sh -c "mkdir -p \"$GPT_TRASH/probe\" && mount -t tmpfs -o size=64k tmpfs \"$GPT_TRASH/probe\"" \
 	2>/dev/null && test_set_prereq TMPFS
 

@@ -216,4 +216,14 @@ test_expect_success 'a full disk while the bundle is written: the file and the r
 	! ls -a | grep full
 '
 
+test_expect_success 'a file size limit (ulimit -f): every format fails naming the file, nothing left' '
+	for f in "-o fsz.tar.zst" "-o fsz.tgz" "-o fsz.tar" "--format gguf -o fsz.gguf" "--format hf -o fsz-hf"; do
+		code=0 &&
+		(ulimit -f 100 && exec gpt-export $f ck) 2>err || code=$? &&
+		test $code = 74 &&
+		test_grep "^gpt-export: error: .*fsz.*: write: File too large" err &&
+		! ls -a | grep fsz || return 1
+	done
+'
+
 test_done

@@ -198,6 +198,16 @@ test_expect_success 'a failed or interrupted --to-layout or --from-hf leaves not
 	! test -e mine/s2 && test -d mine
 '
 
+test_expect_success 'a file size limit (ulimit -f) is an error naming the file, for every output; nothing left' '
+	for m in "--consolidate run f1.safetensors" "--to-hf run f2" "--to-layout mp=2 run f3" "--from-hf hfrun f4"; do
+		code=0 &&
+		(ulimit -f 100 && exec gpt-ckpt-merge $m) 2>err || code=$? &&
+		test $code = 74 &&
+		test_grep "^gpt-ckpt-merge: error: .*f[1-4].*: write: File too large" err &&
+		! ls -a | grep "^\.*f[1-4]" || return 1
+	done
+'
+
 test_expect_success '--to-layout and --from-hf refuse a directory gpt-train trains into, and gpt-train one they write' '
 	. "$GPT_ROOT/tests/cli/lib-faultfs.sh" && { test -f faultfs.so || build_faultfs; } &&
 	{ (gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" -o Data.Train.dataset.input_dir=data/lic \
