@@ -158,8 +158,15 @@ int gpt_afile_open(gpt_afile *af, const char *path, gpt_err *err);
  * removed and af freed) before a writer of several files replaces any. */
 int gpt_afile_sync(gpt_afile *af, gpt_err *err);
 /* Syncs (unless done), renames, fsyncs the directory. On failure the
- * temporary file is removed and NAME left as it was. Frees af either way. */
+ * temporary file is removed and NAME left as it was, except when only the
+ * directory's fsync fails: NAME is then the new file, and the error says
+ * so. Frees af either way. */
 int gpt_afile_commit(gpt_afile *af, gpt_err *err);
+/* Two files of one directory (a dataset's .bin and .idx): both synced
+ * (unless done), a renamed, b renamed, the directory fsynced once. A
+ * failure before a's rename leaves both names as they were; one of b's
+ * rename leaves a in place, and the error names both. Frees both. */
+int gpt_afile_commit_pair(gpt_afile *a, gpt_afile *b, gpt_err *err);
 /* Closes and removes the temporary file; NAME is left as it was. */
 void gpt_afile_abort(gpt_afile *af);
 /* Writes a whole buffer to path atomically. */

@@ -252,6 +252,29 @@ int gpt_afile_sync(gpt_afile *af, gpt_err *err)
 	return rc;
 }
 
+/* After the rename of what (one file, or "A and B" in one directory):
+ * the directory of path fsynced. On failure the files are in place, and
+ * the error says so and names them, not just the directory. */
+static int sync_dir_after_rename(const char *path, const char *what, gpt_err *err)
+{
+	char *dir = dir_of(path, err);
+	if (!dir)
+		return GPT_EINTERNAL;
+	int rc = 0, fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), e = errno;
+	/* Some file systems refuse fsync on directories; that is not a failure. */
+	if (fd >= 0 && fsync(fd) != 0 && errno != EINVAL && errno != EROFS)
+		e = errno, fd = (close(fd), -1);
+	if (fd < 0)
+		rc = gpt_err_set(err, GPT_EIO,
+				 "%s: written in full, but syncing the directory %s failed: %s; the rename may "
+				 "not survive a crash: check the disk, then write it again",
+				 what, dir, strerror(e));
+	else
+		close(fd);
+	free(dir);
+	return rc;
+}
+
 int gpt_afile_commit(gpt_afile *af, gpt_err *err)
 {
 	int rc = gpt_afile_sync(af, err);
@@ -264,10 +287,37 @@ int gpt_afile_commit(gpt_afile *af, gpt_err *err)
 		afile_release(af);
 		return rc;
 	}
-	char *dir = dir_of(af->path, err);
-	rc = dir ? gpt_fsync_dir(dir, err) : GPT_EINTERNAL;
-	free(dir);
+	rc = sync_dir_after_rename(af->path, af->path, err);
 	afile_release(af);
+	return rc;
+}
+
+int gpt_afile_commit_pair(gpt_afile *a, gpt_afile *b, gpt_err *err)
+{
+	int rc = gpt_afile_sync(a, err);
+	if (!rc)
+		rc = gpt_afile_sync(b, err);
+	if (!rc && rename(a->tmp_path, a->path) != 0)
+		rc = gpt_err_errno(err, GPT_EIO, errno, "%s: rename into place", a->path);
+	if (rc) {
+		gpt_afile_abort(a);
+		gpt_afile_abort(b);
+		return rc;
+	}
+	if (rename(b->tmp_path, b->path) != 0) {
+		rc = gpt_err_errno(err, GPT_EIO, errno, "%s: rename into place (%s is in place)", b->path,
+				   a->path);
+		gpt_afile_abort(b);
+		afile_release(a);
+		return rc;
+	}
+	gpt_buf both = GPT_BUF_INIT;
+	rc = gpt_buf_printf(&both, err, "%s and %s", a->path, b->path);
+	if (!rc)
+		rc = sync_dir_after_rename(a->path, both.data, err);
+	gpt_buf_free(&both);
+	afile_release(a);
+	afile_release(b);
 	return rc;
 }
 

@@ -220,13 +220,9 @@ int gpt_ds_writer_commit(gpt_ds_writer *w, gpt_err *err)
 		rc = gpt_err_errno(err, GPT_EIO, errno, "%s: remove the old index", w->idx_path);
 		goto fail;
 	}
-	rc = gpt_afile_commit(&w->bin, err);
-	if (rc) {
-		gpt_afile_abort(&idx);
-		writer_release(w);
-		return rc;
-	}
-	rc = gpt_afile_commit(&idx, err);
+	/* both renamed before the directory is synced: a failing sync leaves
+	 * the new pair, not a .bin alone */
+	rc = gpt_afile_commit_pair(&w->bin, &idx, err);
 	writer_release(w);
 	return rc;
 fail:

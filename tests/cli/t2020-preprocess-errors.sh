@@ -140,6 +140,17 @@ test_expect_success 'a disk failing while the new pair is made durable keeps the
 	done
 '
 
+test_expect_success 'a directory that cannot be synced after the renames: the new pair whole, both named' '
+	mkdir od &&
+	gpt-preprocess -t bytes -o od/keep good.txt &&
+	test_expect_code 74 with_faults FAULT_MATCH="*/od" FAULT_OPS=fsync FAULT_ERRNO=EIO -- \
+		gpt-preprocess -t bytes -o od/keep good.txt good.txt 2>err &&
+	test_grep "^gpt-preprocess: error: od/keep.bin and od/keep.idx: written in full, but syncing the directory od failed: Input/output error; .*check the disk, then write it again" err &&
+	gpt-preprocess --info od/keep >info &&
+	test_grep "^documents: 2$" info &&
+	! ls -a od | grep "\.tmp\."
+'
+
 test_expect_success 'a file size limit (ulimit -f) is an error naming the file, not death by SIGXFSZ' '
 	for i in $(seq 40); do cat good.txt bad.jsonl good.txt; done >many.txt &&
 	for i in $(seq 60); do cat many.txt; done >big.txt &&

@@ -216,6 +216,17 @@ test_expect_success 'a full disk while the bundle is written: the file and the r
 	! ls -a | grep full
 '
 
+test_expect_success 'a directory that cannot be synced after the rename: the error names the output, which is whole' '
+	. "$GPT_ROOT/tests/cli/lib-faultfs.sh" &&
+	mkdir ed &&
+	test_expect_code 74 with_faults FAULT_MATCH="*/ed" FAULT_OPS=fsync FAULT_ERRNO=EIO -- \
+		gpt-export -o ed/m.tar.zst ck 2>err &&
+	test_grep "^gpt-export: error: ed/m.tar.zst: written in full, but syncing the directory ed failed: Input/output error; .*check the disk, then write it again" err &&
+	tar --zstd -tf ed/m.tar.zst >list &&
+	test_line_count = 3 list &&
+	! ls -a ed | grep tmp
+'
+
 test_expect_success 'a file size limit (ulimit -f): every format fails naming the file, nothing left' '
 	for f in "-o fsz.tar.zst" "-o fsz.tgz" "-o fsz.tar" "--format gguf -o fsz.gguf" "--format hf -o fsz-hf"; do
 		code=0 &&
