@@ -336,6 +336,9 @@ int gpt_export(const char *ckpt_path, const gpt_export_opts *o, char *out_path, 
 	if (o->format == GPT_EXPORT_GGUF && o->dtype == GPT_DTYPE_BF16)
 		return gpt_err_set(err, GPT_EUSAGE,
 				   "--dtype bf16: the GGUF writer writes f32, f16 or q8_0 (--dtype int8)");
+	/* before the weights are converted, not at the rename */
+	if (o->format != GPT_EXPORT_HF && gpt_out_not_dir(out, err))
+		return GPT_EUSAGE;
 	gpt_export_model m;
 	int rc = gpt_export_model_open(&m, ckpt_path, o, err);
 	if (rc)

@@ -152,6 +152,10 @@ typedef struct gpt_afile {
 	char *tmp_path;  /* temporary name */
 } gpt_afile;
 
+/* An existing directory (or a link to one) named as a file to write is an
+ * error (GPT_EUSAGE): writers check before the work, not at the rename. */
+int gpt_out_not_dir(const char *path, gpt_err *err);
+/* Opens the temporary of path; a path that is a directory is refused. */
 int gpt_afile_open(gpt_afile *af, const char *path, gpt_err *err);
 /* Flushes, fsyncs and closes the temporary file, NAME still untouched: what
  * can fail for want of space or a bad disk has then failed (the temporary

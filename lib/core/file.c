@@ -181,9 +181,20 @@ static char *dir_of(const char *path, gpt_err *err)
 	return d;
 }
 
+int gpt_out_not_dir(const char *path, gpt_err *err)
+{
+	struct stat st;
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+		return gpt_err_set(err, GPT_EUSAGE, "%s: is a directory; name a file to write, or remove the directory",
+				   path);
+	return 0;
+}
+
 int gpt_afile_open(gpt_afile *af, const char *path, gpt_err *err)
 {
 	memset(af, 0, sizeof *af);
+	if (gpt_out_not_dir(path, err))
+		return err ? err->code : GPT_EUSAGE;
 	char *copy = gpt_strdup(path, err);
 	if (!copy)
 		return GPT_EINTERNAL;

@@ -90,6 +90,9 @@ int gpt_ds_writer_open(gpt_ds_writer **out, const char *prefix, gpt_ds_dtype dty
 			*slash = '/';
 		}
 	}
+	/* the .idx is opened at commit: a directory in its way is said now */
+	if (!rc)
+		rc = gpt_out_not_dir(w->idx_path, err);
 	if (!rc)
 		rc = gpt_afile_open(&w->bin, b.data, err);
 	gpt_buf_free(&b);

@@ -181,6 +181,17 @@ test_expect_success 'an output directory that does not exist' '
 	test_grep "nodir/" err
 '
 
+test_expect_success 'a .bin or .idx name that is a directory is refused before the input is read' '
+	for d in dirout.bin dirout.idx; do
+		mkdir $d &&
+		test_expect_code 64 gpt-preprocess -t bytes -o dirout good.txt 2>err &&
+		test_grep "^gpt-preprocess: error: $d: is a directory; name a file to write, or remove the directory$" err &&
+		test_line_count = 1 err &&
+		rmdir $d &&
+		! ls -a | grep "dirout" || return 1
+	done
+'
+
 test_expect_success 'usage errors' '
 	test_expect_code 64 gpt-preprocess -t bytes good.txt 2>err && test_grep "no output" err &&
 	test_expect_code 64 gpt-preprocess -t bytes -o out 2>err && test_grep "no input" err &&

@@ -216,6 +216,16 @@ test_expect_success 'a full disk while the bundle is written: the file and the r
 	! ls -a | grep full
 '
 
+test_expect_success 'a bundle or GGUF name that is a directory is refused before the weights are converted' '
+	mkdir isdir.tar.zst isdir.gguf &&
+	test_expect_code 64 gpt-export -o isdir.tar.zst ck 2>err &&
+	test_grep "^gpt-export: error: isdir.tar.zst: is a directory; name a file to write, or remove the directory$" err &&
+	test_expect_code 64 gpt-export --format gguf -o isdir.gguf ck 2>err &&
+	test_grep "^gpt-export: error: isdir.gguf: is a directory; name a file to write, or remove the directory$" err &&
+	rmdir isdir.tar.zst isdir.gguf &&
+	! ls -a | grep "^\.isdir"
+'
+
 test_expect_success 'a directory that cannot be synced after the rename: the error names the output, which is whole' '
 	. "$GPT_ROOT/tests/cli/lib-faultfs.sh" &&
 	mkdir ed &&
