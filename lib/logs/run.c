@@ -159,10 +159,16 @@ static int expand_inputs(run_ctx *c, gpt_err *err)
 	return 0;
 }
 
+/* What the rows go to, for errors: gpt-logparse's standard output. */
+static const char *out_name(const gpt_logs_opts *o)
+{
+	return o->out == stdout ? "standard output" : "the output";
+}
+
 static int flush_out(run_ctx *c, gpt_err *err)
 {
 	if (c->out.len && fwrite(c->out.data, 1, c->out.len, c->o->out) != c->out.len)
-		return gpt_err_errno(err, GPT_EIO, errno, "writing the rows failed");
+		return gpt_err_errno(err, GPT_EIO, errno, "%s", out_name(c->o));
 	gpt_buf_reset(&c->out);
 	return 0;
 }
@@ -295,7 +301,7 @@ static int follow_all(run_ctx *c, gpt_err *err)
 		if (flush_out(c, err))
 			return err->code;
 		if (fflush(o->out) != 0)
-			return gpt_err_errno(err, GPT_EIO, errno, "writing the rows failed");
+			return gpt_err_errno(err, GPT_EIO, errno, "%s", out_name(o));
 		if (!open)
 			return 0;
 		if (!got) {
@@ -361,7 +367,7 @@ int gpt_logs_run(const gpt_logs_opts *o, gpt_logs_counts *counts, gpt_err *err)
 	if (!rc && o->plot)
 		rc = plot(&c, err);
 	if (!rc && fflush(o->out) != 0)
-		rc = gpt_err_errno(err, GPT_EIO, errno, "writing the output failed");
+		rc = gpt_err_errno(err, GPT_EIO, errno, "%s", out_name(o));
 	for (int i = 0; i < c.nsrc; i++) {
 		if (c.src[i].r)
 			account(&c, &c.src[i]);

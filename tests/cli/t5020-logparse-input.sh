@@ -137,4 +137,13 @@ test_expect_success 'a 1 GB line on stdin streams past in bounded memory' '
 	test "$(cat rss)" -lt $bound
 '
 
+test_expect_success 'a full disk under the rows, the summary or --follow: exit 74, standard output named' '
+	test_expect_code 74 gpt-logparse "$D/gptkit.log" >/dev/full 2>err &&
+	test_grep "^gpt-logparse: error: standard output: No space left on device$" err &&
+	test_expect_code 74 gpt-logparse --summary "$D/gptkit.log" >/dev/full 2>err &&
+	test_grep "^gpt-logparse: error: standard output: No space left on device$" err &&
+	test_expect_code 74 timeout 20 gpt-logparse --follow "$D/gptkit.log" >/dev/full 2>err &&
+	test_grep "^gpt-logparse: error: standard output: No space left on device$" err
+'
+
 test_done
