@@ -53,7 +53,7 @@ typedef struct launch {
 	char token[320];    /* random hex, then "HOST (pid N)": whose claim a node rank is */
 	int sfd;            /* signalfd */
 	sigset_t old_mask;
-	struct sigaction old_pipe;
+	struct sigaction old_pipe, old_xfsz;
 	int term_gone[2];   /* our stdout/stderr were closed: log only */
 	double timeout_s;
 	double hb_timeout;  /* seconds; 0: no hang detection */
@@ -229,6 +229,7 @@ static void exec_worker(launch *L, worker *w, int pout[2], int perr[2], char **e
 		_exit(128 + SIGTERM);
 	sigprocmask(SIG_SETMASK, &L->old_mask, NULL);
 	sigaction(SIGPIPE, &L->old_pipe, NULL);
+	sigaction(SIGXFSZ, &L->old_xfsz, NULL);
 	int devnull = open("/dev/null", O_RDONLY);
 	if (devnull > 0) {
 		dup2(devnull, 0);
@@ -889,6 +890,9 @@ static int setup(launch *L, gpt_err *err)
 	signal(SIGTERM, SIG_DFL);
 	struct sigaction ign = {.sa_handler = SIG_IGN};
 	sigaction(SIGPIPE, &ign, &L->old_pipe);
+	/* A worker log past the file size limit (ulimit -f) costs its lines,
+	 * as a full disk does, not the launcher and with it the run. */
+	sigaction(SIGXFSZ, &ign, &L->old_xfsz);
 	L->sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (L->sfd < 0)
 		return gpt_err_errno(err, GPT_EINTERNAL, errno, "gpt-launch: signalfd");
@@ -994,6 +998,7 @@ static void teardown(launch *L)
 		close(L->sfd);
 		sigprocmask(SIG_SETMASK, &L->old_mask, NULL);
 		sigaction(SIGPIPE, &L->old_pipe, NULL);
+		sigaction(SIGXFSZ, &L->old_xfsz, NULL);
 	}
 	for (int i = 0; L->devices && i < L->ndevices; i++)
 		free(L->devices[i]);

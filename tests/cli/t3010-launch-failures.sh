@@ -262,6 +262,16 @@ test_expect_success NOT_ROOT 'a log directory without write permission: nothing 
 	test ! -e ran.0 && test ! -e ran.1
 '
 
+test_expect_success 'a worker log past the file size limit (ulimit -f) costs its lines, not the launcher' '
+	code=0 &&
+	(ulimit -f 2 && exec gpt-launch --nproc-per-node 1 --log-dir fsz -- sh -c "
+		i=0; while [ \$i -lt 400 ]; do echo line \$i; i=\$((i + 1)); done; echo \$i >done") \
+		>/dev/null 2>&1 || code=$? &&
+	test $code = 0 &&
+	test "$(cat done)" = 400 &&
+	test -s fsz/workerlog.0 && test $(wc -c <fsz/workerlog.0) -le 2048
+'
+
 bad () {
 	desc=$1; shift
 	pattern=$1; shift
