@@ -252,11 +252,11 @@ int gpt_afile_sync(gpt_afile *af, gpt_err *err)
 		return 0;
 	int rc = 0;
 	if (fflush(af->fp) != 0 || ferror(af->fp))
-		rc = gpt_err_errno(err, GPT_EIO, errno, "%s: write", af->tmp_path);
+		rc = gpt_err_errno(err, GPT_EIO, errno, "%s: write", af->path);
 	else if (fsync(fileno(af->fp)) != 0)
-		rc = gpt_err_errno(err, GPT_EIO, errno, "%s: fsync", af->tmp_path);
+		rc = gpt_err_errno(err, GPT_EIO, errno, "%s: fsync", af->path);
 	if (fclose(af->fp) != 0 && !rc)
-		rc = gpt_err_errno(err, GPT_EIO, errno, "%s: close", af->tmp_path);
+		rc = gpt_err_errno(err, GPT_EIO, errno, "%s: close", af->path);
 	af->fp = NULL;
 	if (rc)
 		gpt_afile_abort(af);
@@ -348,7 +348,7 @@ int gpt_file_write_atomic(const char *path, const void *p, size_t n, gpt_err *er
 	if (rc)
 		return rc;
 	if (n && fwrite(p, 1, n, af.fp) != n) {
-		rc = gpt_err_errno(err, GPT_EIO, errno, "%s: write", af.tmp_path);
+		rc = gpt_err_errno(err, GPT_EIO, errno, "%s: write", af.path);
 		gpt_afile_abort(&af);
 		return rc;
 	}

@@ -122,11 +122,11 @@ int gpt_ds_writer_append(gpt_ds_writer *w, const int32_t *ids, int64_t n, gpt_er
 				w->conv[j] = (uint16_t)v;
 			}
 			if (fwrite(w->conv, 2, (size_t)k, fp) != (size_t)k)
-				return gpt_err_errno(err, GPT_EIO, errno, "%s: write", w->bin.tmp_path);
+				return gpt_err_errno(err, GPT_EIO, errno, "%s: write", w->bin.path);
 			i += k;
 		}
 	} else if (n && fwrite(ids, 4, (size_t)n, fp) != (size_t)n) {
-		return gpt_err_errno(err, GPT_EIO, errno, "%s: write", w->bin.tmp_path);
+		return gpt_err_errno(err, GPT_EIO, errno, "%s: write", w->bin.path);
 	}
 	w->cur += n;
 	w->tokens += n;
@@ -210,7 +210,7 @@ int gpt_ds_writer_commit(gpt_ds_writer *w, gpt_err *err)
 		return rc;
 	}
 	if (write_index(w, idx.fp)) {
-		rc = gpt_err_errno(err, GPT_EIO, errno, "%s: write", idx.tmp_path);
+		rc = gpt_err_errno(err, GPT_EIO, errno, "%s: write", idx.path);
 		goto fail;
 	}
 	/* Both new files on disk before the old pair is touched: a full or

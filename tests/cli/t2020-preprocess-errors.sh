@@ -134,7 +134,7 @@ test_expect_success 'a disk failing while the new pair is made durable keeps the
 	for f in bin:fsync idx:fsync idx:write; do
 		test_expect_code 74 with_faults FAULT_MATCH="*keep.${f%:*}.tmp*" FAULT_OPS=${f#*:} FAULT_ERRNO=EIO -- \
 			gpt-preprocess -t bytes -o keep good.txt good.txt 2>err &&
-		test_grep "keep\.(bin|idx)\.tmp\..*: (fsync|write): Input/output error" err &&
+		test_grep "^gpt-preprocess: error: keep\.(bin|idx): (fsync|write): Input/output error$" err &&
 		cmp keep.bin keep.bin.orig && cmp keep.idx keep.idx.orig &&
 		! ls -a | grep "\.tmp\." || return 1
 	done
@@ -157,7 +157,7 @@ test_expect_success 'a file size limit (ulimit -f) is an error naming the file, 
 	code=0 &&
 	(ulimit -f 8 && exec gpt-preprocess -t bytes -o keep big.txt) 2>err || code=$? &&
 	test $code = 74 &&
-	test_grep "^gpt-preprocess: error: \./\.keep\.bin\.tmp\.[0-9.]*: write: File too large" err &&
+	test_grep "^gpt-preprocess: error: keep\.bin: write: File too large$" err &&
 	cmp keep.bin keep.bin.orig && cmp keep.idx keep.idx.orig &&
 	! ls -a | grep "\.tmp\."
 '
