@@ -353,6 +353,12 @@ int gpt_config_where_code(const gpt_config *cfg, int k);
  * resolving (a setting the trainer cannot honour): "WHERE: KEY: message",
  * with the exit code of where the value came from (64 for -o and flags, 65
  * for the file), as the configuration's own errors get. */
+/* Quantization.quantizable_layer_type: each name Linear,
+ * ColumnParallelLinear, RowParallelLinear or a linear of the block
+ * (attn.qkv, attn.proj, mlp.fc, mlp.proj), refused as gpt_config_refuse
+ * refuses otherwise. Resolving checks it when Quantization.enable; QAT's
+ * set-up too, for a checkpoint's configuration, which is not resolved. */
+int gpt_config_check_qat_layers(const gpt_config *cfg, gpt_err *err);
 int gpt_config_refuse(const gpt_config *cfg, const char *key, gpt_err *err, const char *fmt, ...)
 	GPT_PRINTF(4, 5);
 /* Whether key k was given (file, override or flag) rather than defaulted. */

@@ -513,20 +513,17 @@ static int resolve_rest(gpt_config *cfg, gpt_err *err)
 }
 
 /* The linears quantization-aware training fake-quantizes, by Paddle's
- * layer names or gptkit's (lib/model/qat.c maps them; gpt-export reads
- * them back from a checkpoint's config there). */
-static int resolve_quantization(gpt_config *cfg, gpt_err *err)
+ * layer names or gptkit's (lib/model/qat.c maps them): config.h. */
+int gpt_config_check_qat_layers(const gpt_config *cfg, gpt_err *err)
 {
 	static const char *const layers[] = {"Linear", "ColumnParallelLinear", "RowParallelLinear",
 					     "attn.qkv", "attn.proj", "mlp.fc", "mlp.proj"};
 	const gpt_strlist *types = &cfg->quantization.quantizable_layer_type;
-	int k = kid("Quantization.quantizable_layer_type");
-	if (!cfg->quantization.enable)
-		return 0;
+	const char *key = "Quantization.quantizable_layer_type";
 	if (types->n == 0)
-		return fail(cfg, k, -1, err,
-			    "empty; name Linear (every linear of the blocks), ColumnParallelLinear or "
-			    "RowParallelLinear");
+		return gpt_config_refuse(cfg, key, err,
+					 "empty; name Linear (every linear of the blocks), ColumnParallelLinear or "
+					 "RowParallelLinear");
 	for (int i = 0; i < types->n; i++) {
 		const char *t = types->v[i];
 		size_t j = 0;
@@ -536,13 +533,13 @@ static int resolve_quantization(gpt_config *cfg, gpt_err *err)
 			continue;
 		if (!strcmp(t, "Embedding") || !strcmp(t, "VocabParallelEmbedding") ||
 		    !strcmp(t, "wte") || !strcmp(t, "lm_head"))
-			return fail(cfg, k, -1, err,
-				    "%s: the embedding and the output head (the tied wte) are not "
-				    "fake-quantized by this trainer; gpt-export --dtype int8 quantizes wte "
-				    "after training", t);
-		return fail(cfg, k, -1, err,
-			    "%s is not a layer of GPT; expected Linear, ColumnParallelLinear, "
-			    "RowParallelLinear, attn.qkv, attn.proj, mlp.fc or mlp.proj", t);
+			return gpt_config_refuse(cfg, key, err,
+						 "%s: the embedding and the output head (the tied wte) are not "
+						 "fake-quantized by this trainer; gpt-export --dtype int8 quantizes wte "
+						 "after training", t);
+		return gpt_config_refuse(cfg, key, err,
+					 "%s is not a layer of GPT; expected Linear, ColumnParallelLinear, "
+					 "RowParallelLinear, attn.qkv, attn.proj, mlp.fc or mlp.proj", t);
 	}
 	return 0;
 }
@@ -583,7 +580,7 @@ static int resolve_unsupported(gpt_config *cfg, gpt_err *err)
 		return fail(cfg, kid("Engine.skip_spikes.enable"), -1, err,
 			    "True with loss_zscore and grad_norm_zscore both 0, so nothing would be "
 			    "checked; give one a threshold (6 is usual) or set enable to False");
-	return resolve_quantization(cfg, err);
+	return cfg->quantization.enable ? gpt_config_check_qat_layers(cfg, err) : 0;
 }
 
 int gpt_config_resolve(gpt_config *cfg, int64_t world_size, gpt_err *err)

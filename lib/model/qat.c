@@ -51,10 +51,10 @@ int gpt_qat_opts_from_config(gpt_qat_opts *o, const gpt_config *cfg, gpt_err *er
 		return gpt_err_set(err, GPT_EUSAGE,
 				   "Quantization.weight_bits/activation_bits: %d and %d; expected 2 to 16 each",
 				   o->weight_bits, o->act_bits);
+	int rc = gpt_config_check_qat_layers(cfg, err);
+	if (rc)
+		return rc;
 	const gpt_strlist *types = &cfg->quantization.quantizable_layer_type;
-	if (types->n == 0)
-		return gpt_config_refuse(cfg, "Quantization.quantizable_layer_type", err,
-					 "empty; name Linear (every linear of the blocks), ColumnParallelLinear or RowParallelLinear");
 	for (int i = 0; i < types->n; i++) {
 		const char *t = types->v[i];
 		if (strcmp(t, "Linear") == 0) {
@@ -65,21 +65,9 @@ int gpt_qat_opts_from_config(gpt_qat_opts *o, const gpt_config *cfg, gpt_err *er
 		} else if (strcmp(t, "RowParallelLinear") == 0) {
 			o->quantized[GPT_QAT_PROJ] = o->quantized[GPT_QAT_MPROJ] = 1;
 		} else {
-			int k;
-			for (k = 0; k < GPT_QAT_LINEARS && strcmp(t, linear_names[k]) != 0; k++)
-				;
-			if (k < GPT_QAT_LINEARS) {
-				o->quantized[k] = 1;
-			} else if (strcmp(t, "Embedding") == 0 || strcmp(t, "VocabParallelEmbedding") == 0 ||
-				   strcmp(t, "wte") == 0 || strcmp(t, "lm_head") == 0) {
-				return gpt_config_refuse(cfg, "Quantization.quantizable_layer_type", err,
-							 "%s: the embedding and the output head (the tied wte) are not fake-quantized by this trainer; gpt-export --dtype int8 quantizes wte after training",
-							 t);
-			} else {
-				return gpt_config_refuse(cfg, "Quantization.quantizable_layer_type", err,
-							 "%s is not a layer of GPT; expected Linear, ColumnParallelLinear, RowParallelLinear, attn.qkv, attn.proj, mlp.fc or mlp.proj",
-							 t);
-			}
+			for (int k = 0; k < GPT_QAT_LINEARS; k++)
+				if (strcmp(t, linear_names[k]) == 0)
+					o->quantized[k] = 1;
 		}
 	}
 	return 0;
