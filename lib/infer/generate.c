@@ -39,9 +39,9 @@ int gpt_gen_refuse(const gpt_config *cfg, const char *model_where, const char *k
 				   strncmp(key, "Generation.", 11) == 0 ? key : "",
 				   strncmp(key, "Generation.", 11) == 0 ? "=N" : "");
 	/* as gpt-train's configuration errors: file:line:col and 65, or the -o and 64 */
-	gpt_config_where(cfg, at, where, sizeof where);
 	if (at == k)
-		return gpt_err_set(err, gpt_config_where_code(cfg, at), "%s: %s: %s", where, key, msg);
+		return gpt_config_refuse(cfg, key, err, "%s", msg);
+	gpt_config_where(cfg, at, where, sizeof where);
 	return gpt_err_set(err, gpt_config_where_code(cfg, at), "%s: %s (%s): %s", where, key, from,
 			   msg);
 }
