@@ -394,14 +394,6 @@ __device__ __forceinline__ void scores_m(float (&s)[MW][N][4], const E *x, const
 		}
 }
 
-/* scores_m for one block of 16 rows */
-template <class E, int W, int N>
-__device__ __forceinline__ void scores(float (&s)[N][4], const E *x, const E *y, int ld, int p0, int p1,
-				       int kf)
-{
-	scores_m<E, W, N, 1>(reinterpret_cast<float (&)[1][N][4]>(s), x, y, ld, p0, p1, kf);
-}
-
 /* acc[mi][d] += P M for the warp's MW blocks of 16 rows: P in registers
  * (k steps [k0, k1) of 16 keys or queries), M the rows of m (row stride
  * ld) they index; the head's column tiles below HS. Each fragment of m
@@ -425,15 +417,6 @@ __device__ __forceinline__ void accumulate_m(float (&acc)[MW][W / 8][4], const u
 						mma<E>(acc[mi][2 * dp + 1], pa[mi][kk], bb[2], bb[3]);
 					}
 				}
-}
-
-/* accumulate_m for one block of 16 rows */
-template <class E, int W, int K>
-__device__ __forceinline__ void accumulate(float (&acc)[W / 8][4], const u32 (&pa)[K][4], int k0, int k1,
-					   const E *m, int ld, int64_t HS)
-{
-	accumulate_m<E, W, K, 1>(reinterpret_cast<float (&)[1][W / 8][4]>(acc),
-				 reinterpret_cast<const u32 (&)[1][K][4]>(pa), k0, k1, m, ld, HS);
 }
 
 /* Writes the warp's accumulated rows (two a lane: rows[0], rows[1]) to dst
