@@ -7,7 +7,8 @@
 # summary and the logs land in OUT; the sanitizer stage skipped where
 # compute-sanitizer refuses the GPU (a stand-in that does); the profile stage's kernel table from a
 # canned Nsight Compute CSV, and NCU=1 bench/gpu/train.sh's ncu command
-# lines (a stand-in ncu) and its error where ncu cannot profile; a pack made from a copy of this CUDA
+# lines (a stand-in ncu) and its error where ncu cannot profile; bench/gpu/llmc.sh with a
+# stand-in llm.c checkout, and the llmc stage skipped without one; a pack made from a copy of this CUDA
 # build unpacks in a copy of the sources without the build, runs from there
 # with its libraries, and is refused where the sources differ.
 . "$(dirname "$0")/test-lib.sh"
@@ -133,6 +134,39 @@ test_expect_success 'NCU=1 where ncu cannot profile: its error, and the run fail
 		ONLY="124M bf16 (12x768, B32" sh "$GPT_ROOT/bench/gpu/train.sh" >out &&
 	test_grep "^==ERROR== Failed to initialize the profiler: LibraryNotLoaded$" out &&
 	test_grep "^ncu.s report could not be read: ==ERROR== no such report$" out
+'
+
+# a stand-in llm.c checkout: its make writes a train_gpt2cu that checks the
+# data file's header and size and prints llm.c's step lines, 50 ms a step
+# after two slower ones
+test_expect_success 'bench/gpu/llmc.sh: llm.c built from a copy, its step times to tokens/s' '
+	mkdir -p llmc && : >llmc/train_gpt2.cu &&
+	cat >llmc/train_gpt2cu.in <<-\EOF &&
+	#!/bin/sh
+	echo "$*" >>../args
+	python3 -c "import array, os
+	h = array.array(\"i\"); f = open(\"train.bin\", \"rb\"); h.fromfile(f, 256)
+	assert h[0] == 20240520 and h[1] == 1 and os.path.getsize(\"train.bin\") == 1024 + 2 * h[2]" || exit 3
+	for s in 1 2 3 4; do
+		ms=50.00; [ $s -gt 2 ] || ms=900.00
+		echo "step    $s/4 | loss 10.9 (+0.00z)| norm 1.0 (+0.00z)| lr 6.00e-04 | $ms ms | 1.0% bf16 MFU | 1 tok/s"
+	done
+	EOF
+	printf "train_gpt2cu:\n\techo \$(PRECISION) \$(NO_MULTI_GPU) \$(USE_CUDNN) >made\n\tcp train_gpt2cu.in train_gpt2cu && chmod +x train_gpt2cu\n" >llmc/Makefile &&
+	(cd llmc && git init -q && git add . && git -c user.name=t -c user.email=t@t commit -qm llmc) &&
+	env LLMC_DIR=$PWD/llmc STEPS=4 TMPDIR=$PWD sh "$GPT_ROOT/bench/gpu/llmc.sh" >out &&
+	test_grep "^llm.c [0-9a-f]+, train_gpt2cu in bf16 with its own attention kernels$" out &&
+	test_grep "^124M bf16 \(12x768, B32 T1024\) +655360 +" out &&
+	test_grep "^124M bf16 \(12x768, B64 T1024\) +1310720 +" out &&
+	test_grep "^-i train.bin -j val.bin -e d12 -b 32 -t 1024 -d 32768 -x 4 .* -r 0 -z 0 " args &&
+	test ! -e llmc/made && test ! -e llmc/train_gpt2cu &&
+	test_expect_code 66 env LLMC_DIR=$PWD sh "$GPT_ROOT/bench/gpu/llmc.sh" >out &&
+	test_grep "has no train_gpt2.cu: LLMC_DIR must be an llm.c checkout" out
+'
+
+test_expect_success 'the llmc stage skips without LLMC_DIR' '
+	env -u LLMC_DIR PATH=$PWD/smi:$PATH CHECK_BIN=$PWD/tb OUT=$PWD/o5 sh "$CHECK" llmc >out &&
+	test_grep "^llmc +SKIP +LLMC_DIR names no llm.c checkout$" o5/summary.txt
 '
 
 # a copy of this CUDA build: the sources, the packed programs, the object

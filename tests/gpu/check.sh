@@ -28,6 +28,9 @@
 #   bench      bench/gpu/train.sh's rows named by CHECK_BENCH, its ONLY
 #              (default "124M bf16 (12x768, B32": GPT-2 124M, bf16, B=32,
 #              T=1024), next to PyTorch on the same GPU
+#   llmc       bench/gpu/llmc.sh: llm.c's GPT-2 trainer at the 124M rows'
+#              shapes, where LLMC_DIR names an llm.c checkout (skipped
+#              otherwise: nothing downloads)
 #   memory     the 345M and 1.3B seed configs' rows (the 1.3B with recompute,
 #              and again with the optimizer state offloaded), 6 steps each,
 #              without PyTorch: their peak memory and tokens/s
@@ -63,7 +66,7 @@ if [ "${1:-}" = --digest ]; then
 	exit 0
 fi
 
-ALL="probe ops kernels attnprof comm layouts infer bench memory profile sanitizer"
+ALL="probe ops kernels attnprof comm layouts infer bench llmc memory profile sanitizer"
 STAGES=${*:-$ALL}
 for s in $STAGES; do
 	case " $ALL " in *" $s "*) ;; *)
@@ -277,6 +280,13 @@ if [ $gpu = 1 ]; then
 	want infer && run t4061 30 sh tests/gpu/t4061-infer-cuda.sh
 	BENCH=${CHECK_BENCH:-124M bf16 (12x768, B32}
 	want bench && bench bench 120 "$BENCH"
+	if want llmc; then
+		if [ -n "${LLMC_DIR:-}" ]; then
+			table llmc 60 sh bench/gpu/llmc.sh
+		else
+			line llmc SKIP "LLMC_DIR names no llm.c checkout"
+		fi
+	fi
 	want memory && bench memory 40 "345M seed|1.3B seed" NO_TORCH=1 STEPS=6
 	want profile && bench profile 60 "$BENCH" NCU=1
 	want sanitizer && run t4062 60 sh tests/gpu/t4062-compute-sanitizer.sh
