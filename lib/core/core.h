@@ -166,10 +166,15 @@ int gpt_afile_sync(gpt_afile *af, gpt_err *err);
  * directory's fsync fails: NAME is then the new file, and the error says
  * so. Frees af either way. */
 int gpt_afile_commit(gpt_afile *af, gpt_err *err);
-/* Two files of one directory (a dataset's .bin and .idx): both synced
- * (unless done), a renamed, b renamed, the directory fsynced once. A
- * failure before a's rename leaves both names as they were; one of b's
- * rename leaves a in place, and the error names both. Frees both. */
+/* Two files of one directory (a dataset's .bin as a, its .idx as b, the
+ * file whose presence makes the pair readable): both synced (unless done),
+ * then, with SIGINT, SIGTERM, SIGHUP and SIGQUIT blocked, the old b and the
+ * old a renamed aside (".NAME.old.PID.N"), a and b renamed into place, the
+ * directory fsynced once and the old files removed. A reader sees the old
+ * pair, an a alone or neither, then the new pair: never a new a with an old
+ * b. A failure puts the old files back (both names as they were); should
+ * that fail too, the error says which hidden names hold them. When only
+ * the directory's fsync fails, the new pair is in place. Frees both. */
 int gpt_afile_commit_pair(gpt_afile *a, gpt_afile *b, gpt_err *err);
 /* Closes and removes the temporary file; NAME is left as it was. */
 void gpt_afile_abort(gpt_afile *af);

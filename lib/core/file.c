@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <pthread.h>
+#include <signal.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -190,50 +192,55 @@ int gpt_out_not_dir(const char *path, gpt_err *err)
 	return 0;
 }
 
+/* Creates, O_EXCL, a hidden name beside path: "DIR/.BASE.TAG.PID.N", with a
+ * counter so that two writers of the same name never share one. Returns
+ * the descriptor (the name in *name); -1 with errno set when the file
+ * system refused, -2 with err set when memory ran out (*name freed). */
+static int hidden_create(const char *path, const char *tag, gpt_buf *name, gpt_err *err)
+{
+	char *copy = gpt_strdup(path, err), *dir = copy ? dir_of(path, err) : NULL;
+	int fd = -2, e = 0;
+	for (unsigned n = 0; dir && n < 1000; n++) {
+		gpt_buf_reset(name);
+		if (gpt_buf_printf(name, err, "%s/.%s.%s.%ld.%u", dir, basename(copy), tag, (long)getpid(), n)) {
+			fd = -2;
+			break;
+		}
+		fd = open(name->data, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+		e = errno;
+		if (fd >= 0 || e != EEXIST)
+			break;
+	}
+	free(copy);
+	free(dir);
+	if (fd < 0) {
+		gpt_buf_free(name);
+		errno = e;
+	}
+	return fd;
+}
+
 int gpt_afile_open(gpt_afile *af, const char *path, gpt_err *err)
 {
 	memset(af, 0, sizeof *af);
 	if (gpt_out_not_dir(path, err))
 		return err ? err->code : GPT_EUSAGE;
-	char *copy = gpt_strdup(path, err);
-	if (!copy)
-		return GPT_EINTERNAL;
-	char *dir = dir_of(path, err);
-	if (!dir) {
-		free(copy);
-		return GPT_EINTERNAL;
-	}
-	const char *base = basename(copy);
 	gpt_buf tmp = GPT_BUF_INIT;
-	int fd = -1;
-	/* O_EXCL with a counter: two writers of the same name never share a temporary. */
-	for (unsigned n = 0; n < 1000; n++) {
-		gpt_buf_reset(&tmp);
-		if (gpt_buf_printf(&tmp, err, "%s/.%s.tmp.%ld.%u", dir, base, (long)getpid(), n))
-			break;
-		fd = open(tmp.data, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-		if (fd >= 0 || errno != EEXIST)
-			break;
-	}
-	int rc = 0;
-	if (fd < 0) {
+	int fd = hidden_create(path, "tmp", &tmp, err);
+	if (fd < 0)
 		/* the name the caller gave: the temporary beside it is ours */
-		rc = tmp.data ? gpt_err_errno(err, GPT_EIO, errno, "%s: create", path) : GPT_EINTERNAL;
-		gpt_buf_free(&tmp);
-	} else {
-		af->fp = fdopen(fd, "wb");
-		af->path = gpt_strdup(path, err);
-		af->tmp_path = tmp.data;
-		gpt_temp_hold(af->tmp_path, 0);
-		if (!af->fp || !af->path) {
-			if (!af->fp)
-				close(fd);
-			rc = gpt_err_set(err, GPT_EINTERNAL, "%s: cannot set up the output stream", path);
-			gpt_afile_abort(af);
-		}
+		return fd == -2 ? GPT_EINTERNAL : gpt_err_errno(err, GPT_EIO, errno, "%s: create", path);
+	int rc = 0;
+	af->fp = fdopen(fd, "wb");
+	af->path = gpt_strdup(path, err);
+	af->tmp_path = tmp.data;
+	gpt_temp_hold(af->tmp_path, 0);
+	if (!af->fp || !af->path) {
+		if (!af->fp)
+			close(fd);
+		rc = gpt_err_set(err, GPT_EINTERNAL, "%s: cannot set up the output stream", path);
+		gpt_afile_abort(af);
 	}
-	free(copy);
-	free(dir);
 	return rc;
 }
 
@@ -303,32 +310,105 @@ int gpt_afile_commit(gpt_afile *af, gpt_err *err)
 	return rc;
 }
 
+/* Renames path to a new hidden name beside it (".BASE.old.PID.N"), in
+ * *bak; a path that does not exist leaves *bak NULL. */
+static int move_aside(const char *path, char **bak, gpt_err *err)
+{
+	*bak = NULL;
+	gpt_buf name = GPT_BUF_INIT;
+	int fd = hidden_create(path, "old", &name, err);
+	if (fd == -2)
+		return GPT_EINTERNAL;
+	if (fd < 0)
+		return gpt_err_errno(err, GPT_EIO, errno, "%s: create a name to move the old file aside to", path);
+	close(fd);
+	if (rename(path, name.data) == 0) {
+		*bak = name.data;
+		return 0;
+	}
+	int e = errno;
+	unlink(name.data);
+	gpt_buf_free(&name);
+	return e == ENOENT ? 0 : gpt_err_errno(err, GPT_EIO, e, "%s: move the old file aside", path);
+}
+
+/* path as it was before the commit: its old file back from bak, or, when
+ * it had none, gone. 0, or -1 with errno set. */
+static int put_back(const char *path, const char *bak)
+{
+	if (bak)
+		return rename(bak, path);
+	return unlink(path) == 0 || errno == ENOENT ? 0 : -1;
+}
+
 int gpt_afile_commit_pair(gpt_afile *a, gpt_afile *b, gpt_err *err)
 {
 	int rc = gpt_afile_sync(a, err);
 	if (!rc)
 		rc = gpt_afile_sync(b, err);
-	if (!rc && rename(a->tmp_path, a->path) != 0)
-		rc = gpt_err_errno(err, GPT_EIO, errno, "%s: rename into place", a->path);
 	if (rc) {
 		gpt_afile_abort(a);
 		gpt_afile_abort(b);
 		return rc;
 	}
-	if (rename(b->tmp_path, b->path) != 0) {
-		rc = gpt_err_errno(err, GPT_EIO, errno, "%s: rename into place (%s is in place)", b->path,
-				   a->path);
+	/* The renames are not interrupted by the signals that end a run:
+	 * one arriving meanwhile takes effect after them, on a whole pair. */
+	sigset_t block, old;
+	sigemptyset(&block);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGHUP);
+	sigaddset(&block, SIGQUIT);
+	pthread_sigmask(SIG_BLOCK, &block, &old);
+	/* b aside first and in place last: a reader sees the old pair, a
+	 * alone or nothing, then the new pair, never a new a with an old b. */
+	char *bak_a = NULL, *bak_b = NULL;
+	int b_aside = 0, a_aside = 0;
+	if (!(rc = move_aside(b->path, &bak_b, err)))
+		b_aside = 1;
+	if (!rc && !(rc = move_aside(a->path, &bak_a, err)))
+		a_aside = 1;
+	if (!rc && rename(a->tmp_path, a->path) != 0)
+		rc = gpt_err_errno(err, GPT_EIO, errno, "%s: rename into place", a->path);
+	if (!rc && rename(b->tmp_path, b->path) != 0)
+		rc = gpt_err_errno(err, GPT_EIO, errno, "%s: rename into place", b->path);
+	if (rc) {
+		/* a back before b: should a stay new, b stays away */
+		int e = a_aside && put_back(a->path, bak_a) != 0 ? errno : 0;
+		if (!e)
+			free(bak_a), bak_a = NULL;
+		if (!e && b_aside && put_back(b->path, bak_b) != 0)
+			e = errno;
+		else if (!e)
+			free(bak_b), bak_b = NULL;
+		if (e && err) {
+			size_t n = strlen(err->msg);
+			n += (size_t)snprintf(err->msg + n, sizeof err->msg - n,
+					      "; putting the old files back failed too (%s): rename", strerror(e));
+			if (bak_a && n < sizeof err->msg)
+				n += (size_t)snprintf(err->msg + n, sizeof err->msg - n, " %s to %s%s", bak_a, a->path,
+						      bak_b ? " and" : "");
+			if (bak_b && n < sizeof err->msg)
+				snprintf(err->msg + n, sizeof err->msg - n, " %s to %s", bak_b, b->path);
+		}
+		gpt_afile_abort(a);
 		gpt_afile_abort(b);
+	} else {
+		gpt_buf both = GPT_BUF_INIT;
+		rc = gpt_buf_printf(&both, err, "%s and %s", a->path, b->path);
+		if (!rc)
+			rc = sync_dir_after_rename(a->path, both.data, err);
+		gpt_buf_free(&both);
+		if (bak_a)
+			unlink(bak_a);
+		if (bak_b)
+			unlink(bak_b);
 		afile_release(a);
-		return rc;
+		afile_release(b);
 	}
-	gpt_buf both = GPT_BUF_INIT;
-	rc = gpt_buf_printf(&both, err, "%s and %s", a->path, b->path);
-	if (!rc)
-		rc = sync_dir_after_rename(a->path, both.data, err);
-	gpt_buf_free(&both);
-	afile_release(a);
-	afile_release(b);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	free(bak_a);
+	free(bak_b);
 	return rc;
 }
 

@@ -217,14 +217,8 @@ int gpt_ds_writer_commit(gpt_ds_writer *w, gpt_err *err)
 	 * failing disk leaves that pair as it was. */
 	if ((rc = gpt_afile_sync(&w->bin, err)) || (rc = gpt_afile_sync(&idx, err)))
 		goto fail;
-	/* Without the old index, a crash between the two renames leaves a
-	 * .bin alone, which no reader takes for a dataset. */
-	if (unlink(w->idx_path) != 0 && errno != ENOENT) {
-		rc = gpt_err_errno(err, GPT_EIO, errno, "%s: remove the old index", w->idx_path);
-		goto fail;
-	}
-	/* both renamed before the directory is synced: a failing sync leaves
-	 * the new pair, not a .bin alone */
+	/* the .idx, which makes the pair a dataset, aside first and in place
+	 * last: a failure puts the old pair back */
 	rc = gpt_afile_commit_pair(&w->bin, &idx, err);
 	writer_release(w);
 	return rc;

@@ -140,6 +140,47 @@ test_expect_success 'a disk failing while the new pair is made durable keeps the
 	done
 '
 
+# one rename of the commit fails (FAULT_SKIP=k: the renames before it go
+# through): the old .idx and .bin aside, the new .bin, the new .idx
+test_expect_success 'a rename failing anywhere in the commit puts the old pair back, nothing left over' '
+	for k in 0 1 2 3; do
+		test_expect_code 74 with_faults FAULT_MATCH="*keep.*" FAULT_OPS=rename FAULT_SKIP=$k FAULT_TIMES=1 \
+			FAULT_ERRNO=EIO -- gpt-preprocess -t bytes -o keep good.txt good.txt 2>err &&
+		test_grep "^gpt-preprocess: error: keep\.(bin|idx): (move the old file aside|rename into place): Input/output error$" err &&
+		cmp keep.bin keep.bin.orig && cmp keep.idx keep.idx.orig &&
+		! ls -a | grep "^\.keep\." || return 1
+	done &&
+	with_faults FAULT_MATCH="*keep.*" FAULT_OPS=rename FAULT_SKIP=4 FAULT_TIMES=1 -- \
+		gpt-preprocess -t bytes -o new good.txt &&
+	gpt-preprocess --info new >info && test_grep "^documents: 1$" info
+'
+
+test_expect_success 'when putting the old pair back fails too: no new .bin beside an old .idx, the old files named' '
+	for k in 2 3; do
+		cp keep.bin.orig keep.bin && cp keep.idx.orig keep.idx &&
+		test_expect_code 74 with_faults FAULT_MATCH="*keep.*" FAULT_OPS=rename FAULT_SKIP=$k FAULT_ERRNO=EIO -- \
+			gpt-preprocess -t bytes -o keep good.txt good.txt 2>err &&
+		test_grep "^gpt-preprocess: error: keep\.(bin|idx): rename into place: Input/output error; putting the old files back failed too \(Input/output error\): rename \./\.keep\.bin\.old\.[0-9]+\.0 to keep\.bin and \./\.keep\.idx\.old\.[0-9]+\.0 to keep\.idx$" err &&
+		! test -e keep.idx &&
+		cmp .keep.bin.old.* keep.bin.orig && cmp .keep.idx.old.* keep.idx.orig &&
+		test $(ls -a | grep -c "^\.keep\.") = 2 &&
+		rm .keep.* || return 1
+	done &&
+	cp keep.bin.orig keep.bin && cp keep.idx.orig keep.idx
+'
+
+test_expect_success 'SIGTERM during the renames: the new pair whole, then the signal' '
+	for k in 0 1 2 3; do
+		cp keep.bin.orig keep.bin && cp keep.idx.orig keep.idx &&
+		rc=0 && with_faults FAULT_MATCH="*keep.*" FAULT_OPS=rename FAULT_SKIP=$k FAULT_SIGNAL=15 -- \
+			gpt-preprocess -t bytes -o keep good.txt good.txt || rc=$? &&
+		test $rc = 143 &&
+		gpt-preprocess --info keep >info && test_grep "^documents: 2$" info &&
+		! ls -a | grep "^\.keep\." || return 1
+	done &&
+	cp keep.bin.orig keep.bin && cp keep.idx.orig keep.idx
+'
+
 test_expect_success 'a directory that cannot be synced after the renames: the new pair whole, both named' '
 	mkdir od &&
 	gpt-preprocess -t bytes -o od/keep good.txt &&
