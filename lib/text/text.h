@@ -53,8 +53,10 @@ void gpt_ids_free(gpt_ids *v);
 #define GPT_TEXT_EOT "<|endoftext|>"
 
 /* Loads the BPE from dir: encoder.json + vocab.bpe, else vocab.json +
- * merges.txt. GPT_ENOINPUT when neither pair is there (the message says how
- * to get the files), GPT_EDATA when a file is malformed. */
+ * merges.txt, else gpt2-vocab.json + gpt2-merges.txt. GPT_ENOINPUT when no
+ * pair is there (the message says how to get the files), GPT_EUSAGE when
+ * dir is a file (the message names its directory), GPT_EDATA when a file
+ * is malformed. */
 int gpt_tokenizer_open_bpe(gpt_tokenizer **out, const char *dir, gpt_err *err);
 /* The same from the texts of the two files held in memory (an inference
  * bundle read in place); name is used in messages. */

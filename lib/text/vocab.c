@@ -4,9 +4,11 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <libgen.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Unicode White_Space spelled out: PCRE2's \s differs from it (U+0085). */
@@ -199,7 +201,15 @@ static int has_pair(const char *dir, const char *a, const char *b)
 	return access(p1, R_OK) == 0 && access(p2, R_OK) == 0;
 }
 
-#define HOWTO_VOCAB "run 'make deps' in the gptkit source tree (it installs share/gpt2), or pass --vocab DIR with encoder.json + vocab.bpe (or vocab.json + merges.txt)"
+#define HOWTO_VOCAB "run 'make deps' in the gptkit source tree (it installs share/gpt2), or pass --vocab DIR with encoder.json + vocab.bpe (or vocab.json + merges.txt, or gpt2-vocab.json + gpt2-merges.txt)"
+
+/* The names the two files go by: OpenAI's, Hugging Face's, and those of
+ * Megatron-LM's examples and PaddleFleetX's downloads. */
+static const char *const bpe_names[][2] = {
+	{"encoder.json", "vocab.bpe"},
+	{"vocab.json", "merges.txt"},
+	{"gpt2-vocab.json", "gpt2-merges.txt"},
+};
 
 static int parse_encoder(gpt_tokenizer *t, const char *path, const char *text, size_t len, gpt_err *err)
 {
@@ -410,14 +420,25 @@ static int compile_pattern(gpt_tokenizer *t, gpt_err *err)
 int gpt_tokenizer_open_bpe(gpt_tokenizer **out, const char *dir, gpt_err *err)
 {
 	*out = NULL;
-	const char *enc_name, *merges_name;
-	if (has_pair(dir, "encoder.json", "vocab.bpe")) {
-		enc_name = "encoder.json";
-		merges_name = "vocab.bpe";
-	} else if (has_pair(dir, "vocab.json", "merges.txt")) {
-		enc_name = "vocab.json";
-		merges_name = "merges.txt";
-	} else {
+	const char *enc_name = NULL, *merges_name = NULL;
+	for (size_t i = 0; i < sizeof bpe_names / sizeof bpe_names[0] && !enc_name; i++)
+		if (has_pair(dir, bpe_names[i][0], bpe_names[i][1])) {
+			enc_name = bpe_names[i][0];
+			merges_name = bpe_names[i][1];
+		}
+	if (!enc_name) {
+		struct stat st;
+		if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode)) {
+			/* Megatron's --vocab-file and --merge-file name files */
+			char *copy = gpt_strdup(dir, err);
+			int rc = copy ? gpt_err_set(err, GPT_EUSAGE,
+						    "%s: a file, where the directory holding the vocabulary files is "
+						    "expected: pass --vocab %s",
+						    dir, dirname(copy))
+				      : GPT_EINTERNAL;
+			free(copy);
+			return rc;
+		}
 		return gpt_err_set(err, GPT_ENOINPUT, "%s: no GPT-2 vocabulary (encoder.json + vocab.bpe); " HOWTO_VOCAB,
 				   dir);
 	}

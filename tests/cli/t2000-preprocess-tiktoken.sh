@@ -65,4 +65,11 @@ test_expect_success VOCAB '--vocab with Hugging Face file names' '
 	cmp h.bin hf.bin
 '
 
+test_expect_success VOCAB '--vocab with the names of Megatron-LM and PaddleFleetX (gpt2-vocab.json, gpt2-merges.txt)' '
+	mkdir mg && cp "$GPT_ROOT/share/gpt2/encoder.json" mg/gpt2-vocab.json &&
+	cp "$GPT_ROOT/share/gpt2/vocab.bpe" mg/gpt2-merges.txt &&
+	gpt-preprocess --vocab mg --no-append-eod -o mg h.txt &&
+	cmp h.bin mg.bin
+'
+
 test_done

@@ -27,6 +27,13 @@ test_expect_success 'a malformed vocabulary names the file' '
 	test_grep "badvocab/encoder.json:.*not valid JSON" err
 '
 
+test_expect_success '--vocab naming a file (as Megatron'"'"'s --vocab-file does) says to name its directory' '
+	mkdir mgvocab && echo "{}" >mgvocab/gpt2-vocab.json &&
+	test_expect_code 64 gpt-preprocess --vocab mgvocab/gpt2-vocab.json -o out good.txt 2>err &&
+	test_grep "^gpt-preprocess: error: mgvocab/gpt2-vocab.json: a file, where the directory holding the vocabulary files is expected: pass --vocab mgvocab$" err &&
+	no_pair out
+'
+
 test_expect_success 'a missing input file' '
 	test_expect_code 66 gpt-preprocess -t bytes -o out good.txt nosuch.txt 2>err &&
 	test_grep "^gpt-preprocess: error: nosuch.txt: No such file" err &&
