@@ -64,6 +64,10 @@ typedef struct gpt_dataset gpt_dataset;
  * when the files are missing, GPT_EDATA (naming the file and the field) when
  * they are malformed, inconsistent or truncated, GPT_EIO on read errors. */
 int gpt_dataset_open(gpt_dataset **out, const char *path, gpt_err *err);
+/* The length of path without a final ".bin" or ".idx" (unless that is the
+ * whole file name): the Megatron prefix it names, for readers and writers
+ * alike. */
+size_t gpt_ds_prefix_len(const char *path);
 void gpt_dataset_close(gpt_dataset *ds);
 
 gpt_ds_format gpt_dataset_format(const gpt_dataset *ds);

@@ -31,6 +31,7 @@ typedef struct batch {
 
 typedef struct pipeline {
 	const gpt_preprocess_opts *o;
+	const char *prefix; /* o->prefix without a final .bin or .idx */
 	gpt_ds_writer *w;
 	gpt_encoder *enc; /* the calling thread's, when threads == 1 */
 	batch *slots;
@@ -297,9 +298,9 @@ static int run(pipeline *pl, const char *const *paths, int n_paths, pthread_t *t
 	 * directory that holds it. */
 	gpt_input_opts in = o->input;
 	gpt_buf bin = GPT_BUF_INIT, idx = GPT_BUF_INIT;
-	int rc = gpt_buf_printf(&bin, err, "%s.bin", o->prefix);
+	int rc = gpt_buf_printf(&bin, err, "%s.bin", pl->prefix);
 	if (!rc)
-		rc = gpt_buf_printf(&idx, err, "%s.idx", o->prefix);
+		rc = gpt_buf_printf(&idx, err, "%s.idx", pl->prefix);
 	in.not_input[0] = bin.data;
 	in.not_input[1] = idx.data;
 	if (!rc)
@@ -330,13 +331,18 @@ int gpt_preprocess(const gpt_preprocess_opts *o, const char *const *paths, int n
 	pthread_mutex_init(&pl.mu, NULL);
 	pthread_cond_init(&pl.cv, NULL);
 	pl.slots = gpt_calloc((size_t)pl.nslots, sizeof *pl.slots, "batches", err);
-	int rc = pl.slots ? 0 : GPT_EINTERNAL;
+	/* -o x.bin writes x.bin and x.idx, the pair that readers open by that name */
+	gpt_buf prefix = GPT_BUF_INIT;
+	int rc = pl.slots ? gpt_buf_printf(&prefix, err, "%.*s", (int)gpt_ds_prefix_len(o->prefix), o->prefix)
+			  : GPT_EINTERNAL;
+	pl.prefix = prefix.data;
 	if (!rc && o->threads == 1)
 		rc = gpt_encoder_new(&pl.enc, o->tok, err);
 	if (!rc)
-		rc = gpt_ds_writer_open(&pl.w, o->prefix, gpt_ds_dtype_for_vocab(gpt_tokenizer_vocab_size(o->tok)), err);
+		rc = gpt_ds_writer_open(&pl.w, pl.prefix, gpt_ds_dtype_for_vocab(gpt_tokenizer_vocab_size(o->tok)), err);
 	if (rc) {
 		pipeline_free(&pl);
+		gpt_buf_free(&prefix);
 		return rc;
 	}
 	gpt_progress_init(&pl.prog, o->progress, "gpt-preprocess", "B", 0);
@@ -374,6 +380,7 @@ int gpt_preprocess(const gpt_preprocess_opts *o, const char *const *paths, int n
 	else
 		rc = gpt_ds_writer_commit(pl.w, err);
 	pipeline_free(&pl);
+	gpt_buf_free(&prefix);
 	st->seconds = gpt_now_s() - t0;
 	return rc;
 }

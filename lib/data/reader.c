@@ -251,6 +251,14 @@ static int ends_with(const char *s, const char *suf)
 	return a >= b && strcmp(s + a - b, suf) == 0;
 }
 
+size_t gpt_ds_prefix_len(const char *path)
+{
+	size_t n = strlen(path);
+	/* ".bin" alone is a name, not a suffix */
+	int named = n > 4 && path[n - 5] != '/';
+	return named && (ends_with(path, ".bin") || ends_with(path, ".idx")) ? n - 4 : n;
+}
+
 static int is_llmc_file(const char *path)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -274,8 +282,7 @@ int gpt_dataset_open(gpt_dataset **out, const char *path, gpt_err *err)
 		free(ds);
 		return GPT_EINTERNAL;
 	}
-	if (ends_with(prefix, ".bin") || ends_with(prefix, ".idx"))
-		prefix[strlen(prefix) - 4] = 0;
+	prefix[gpt_ds_prefix_len(prefix)] = 0;
 	gpt_buf idx = GPT_BUF_INIT;
 	rc = gpt_buf_printf(&idx, err, "%s.idx", prefix);
 	if (!rc) {

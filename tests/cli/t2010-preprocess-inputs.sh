@@ -156,6 +156,19 @@ test_expect_success 'a rerun replaces the pair and leaves no temporary files' '
 	! ls -a | grep "\.tmp\."
 '
 
+test_expect_success '-o PREFIX.bin or PREFIX.idx writes PREFIX.bin and PREFIX.idx, the pair readers open by that name' '
+	mkdir sfx &&
+	gpt-preprocess -t bytes -o sfx/named.bin a.txt &&
+	gpt-preprocess -t bytes -o sfx/other.idx a.txt b.txt &&
+	(cd sfx && ls -a) >names &&
+	printf ".\n..\nnamed.bin\nnamed.idx\nother.bin\nother.idx\n" >want &&
+	test_cmp want names &&
+	test "$(docs sfx/named.bin)" = 1 && test "$(docs sfx/named)" = 1 &&
+	test "$(docs sfx/other.idx)" = 2 &&
+	test_expect_code 64 gpt-preprocess -t bytes -o sfx/other.bin sfx/other.bin 2>err &&
+	test_grep "sfx/other.bin: this is the output of this run, not an input" err
+'
+
 test_expect_success 'a rerun into a directory it reads leaves its own output out' '
 	mkdir -p self && cp a.txt self/ &&
 	gpt-preprocess -t bytes -o self/out self &&
