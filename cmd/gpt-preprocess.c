@@ -4,6 +4,7 @@
 #include "data/data.h"
 #include "text/text.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,8 +84,9 @@ static int show(const char *info, const char *decode, int64_t doc, gpt_tokenizer
 	if (info) {
 		gpt_buf out = GPT_BUF_INIT;
 		rc = gpt_dataset_describe(ds, info, &out, err);
-		if (!rc)
-			fputs(out.data, stdout);
+		/* `--info x >info.txt` on a full disk: said, not exit 0 with nothing written */
+		if (!rc && (fputs(out.data, stdout) == EOF || fflush(stdout) != 0))
+			rc = gpt_err_errno(err, GPT_EIO, errno, "dataset summary: write");
 		gpt_buf_free(&out);
 	} else {
 		rc = gpt_dataset_decode(ds, tok, doc, stdout, err);

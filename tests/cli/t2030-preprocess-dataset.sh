@@ -53,6 +53,13 @@ test_expect_success '--info' '
 	sed 1d info >a && sed 1d info2 >b && sed 1d info3 >c && test_cmp a b && test_cmp a c
 '
 
+test_expect_success '--info and --decode to a full disk: an error, not exit 0 with nothing written' '
+	test_expect_code 74 gpt-preprocess --info ds >/dev/full 2>err &&
+	test_grep "^gpt-preprocess: error: dataset summary: write: No space left on device$" err &&
+	test_expect_code 74 gpt-preprocess -t bytes --decode ds >/dev/full 2>err &&
+	test_grep "^gpt-preprocess: error: decoded text: write: No space left on device$" err
+'
+
 test_expect_success '--decode of a document out of range' '
 	test_expect_code 64 gpt-preprocess -t bytes --decode ds --doc 3 2>err &&
 	test_grep "the dataset has 3 documents" err
