@@ -102,6 +102,10 @@ static void report(const gpt_preprocess_stats *st, const char *prefix, int skip_
 		fprintf(stderr, "%s: warning: %s %lld file%s that look%s binary (first: %s)%s\n", prog,
 			skip_binary ? "skipped" : "tokenized", (long long)in->binary, in->binary == 1 ? "" : "s",
 			in->binary == 1 ? "s" : "", in->first_binary, skip_binary ? "" : "; --skip-binary leaves them out");
+	if (in->json_like)
+		fprintf(stderr, "%s: warning: read %lld file%s whose first line is a JSON object as text, one document "
+			"each (first: %s); --format jsonl (or --json-key KEY) reads a document per record\n", prog, (long long)in->json_like,
+			in->json_like == 1 ? "" : "s", in->first_json_like);
 	if (in->bad_records)
 		fprintf(stderr, "%s: warning: skipped %lld bad JSON record%s (first: %s)\n", prog,
 			(long long)in->bad_records, in->bad_records == 1 ? "" : "s", in->first_bad);

@@ -153,8 +153,10 @@ typedef struct gpt_input_stats {
 	int64_t empty;         /* empty documents skipped */
 	int64_t bad_records;   /* bad JSON records skipped (skip_bad) */
 	int64_t binary;        /* files that look binary (a NUL byte in the first 8000): skipped or encoded */
+	int64_t json_like;     /* files read as text (by their name) whose first line is a JSON object */
 	char first_bad[512];   /* where the first skipped bad record was */
 	char first_binary[512];
+	char first_json_like[512];
 } gpt_input_stats;
 
 /* Called with each document in input order, in one or more parts (a long

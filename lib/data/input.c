@@ -261,6 +261,19 @@ static int read_lines(in_ctx *c, struct archive *a, gpt_input_format fmt, const 
 	return 0;
 }
 
+/* Counts a file read as text because of its name (--format auto) whose
+ * first line p[0..n) is a JSON object: JSON lines piped to stdin or
+ * misnamed, which the user most likely wanted read a document per record. */
+static void note_json_like(in_ctx *c, const char *where, const char *p, size_t n)
+{
+	if (c->o->format != GPT_IN_AUTO || !n || p[0] != '{')
+		return;
+	json_t *root = json_loadb(p, n, JSON_ALLOW_NUL, NULL);
+	if (json_is_object(root) && c->st->json_like++ == 0)
+		snprintf(c->st->first_json_like, sizeof c->st->first_json_like, "%s", where);
+	json_decref(root);
+}
+
 /* A document per file, streamed in blocks once the first block has shown
  * it is not binary, so that a big file is tokenized while it is read. */
 static int read_text(in_ctx *c, struct archive *a, const char *where)
@@ -279,6 +292,9 @@ static int read_text(in_ctx *c, struct archive *a, const char *where)
 			sniffed = 1;
 			if (skip_as_binary(c, where, doc->data, doc->len))
 				return 0;
+			const char *nl = memchr(doc->data, '\n', doc->len);
+			if (nl || got == 0)
+				note_json_like(c, where, doc->data, nl ? (size_t)(nl - doc->data) : doc->len);
 		}
 		if (got == 0)
 			break;

@@ -76,6 +76,19 @@ test_expect_success 'stdin with --json-key is JSON lines' '
 	test "$(docs jstdin)" = 2
 '
 
+test_expect_success 'JSON lines read as text (piped, or misnamed) are one document each, with a warning' '
+	gpt-preprocess -t bytes -o jtext - <c.jsonl 2>err &&
+	test "$(docs jtext)" = 1 &&
+	test_grep "^gpt-preprocess: warning: read 1 file whose first line is a JSON object as text, one document each \(first: -\); --format jsonl \(or --json-key KEY\) reads a document per record$" err &&
+	cp c.jsonl c.txt && cp d.jsonl d.txt && tar cf cj.tar c.jsonl d.txt &&
+	gpt-preprocess -t bytes -o jtext a.txt c.txt d.txt cj.tar 2>err &&
+	test_grep "warning: read 3 files whose first line is a JSON object as text, one document each \(first: c.txt\)" err &&
+	gpt-preprocess -t bytes --format text -o jtext c.txt 2>err &&
+	gpt-preprocess -t bytes --format jsonl -o jtext - <c.jsonl 2>>err &&
+	printf "{ not json\n" | gpt-preprocess -t bytes -o jtext - 2>>err &&
+	test_line_count = 0 err
+'
+
 test_expect_success '--format lines: a document per non-empty line' '
 	printf "l1\n\nl2\r\nl3" >lines.txt &&
 	gpt-preprocess -t bytes --format lines -o ln lines.txt &&
