@@ -145,6 +145,13 @@ static int json_record(in_ctx *c, const char *where, int64_t line, const char *p
 		k++;
 	if (k == n)
 		return 0; /* blank lines separate nothing */
+	/* a .json file that is one JSON array (an export, Alpaca style): not
+	 * a bad record that --skip-bad could skip, a file in another format */
+	if (line == 1 && p[k] == '[')
+		return gpt_err_set(c->err, GPT_EDATA,
+				   "%s:1: a JSON array, where JSON lines (one object per line) are expected; convert the "
+				   "file first, e.g. jq -c '.[]' FILE >FILE.jsonl",
+				   where);
 	json_error_t je;
 	json_t *root = json_loadb(p, n, JSON_ALLOW_NUL, &je);
 	if (!root) {

@@ -63,6 +63,19 @@ test_expect_success 'a wrong value type and a missing key are errors too' '
 	test_grep "key.jsonl:1: the record has no key .text.; choose the key with --json-key" err
 '
 
+test_expect_success 'a .json file that is one JSON array says so and how to convert it, --skip-bad or not' '
+	printf "[\n  {\"text\": \"a\"},\n  {\"text\": \"b\"}\n]\n" >array.json &&
+	printf "\357\273\277 [{\"text\": \"a\"}]\n" >array1.json &&
+	for f in array.json array1.json; do
+		for o in "" --skip-bad; do
+			test_expect_code 65 gpt-preprocess -t bytes $o -o out $f 2>err &&
+			test_grep "^gpt-preprocess: error: $f:1: a JSON array, where JSON lines \(one object per line\) are expected; convert the file first, e\.g\. jq -c .\.\[\]. FILE >FILE\.jsonl$" err &&
+			test_line_count = 1 err || return 1
+		done
+	done &&
+	no_pair out
+'
+
 test_expect_success '--skip-bad skips bad records and counts them' '
 	gpt-preprocess -t bytes --skip-bad -o skip bad.jsonl 2>err &&
 	test_grep "warning: skipped 3 bad JSON records \(first: bad.jsonl:2\)" err &&
