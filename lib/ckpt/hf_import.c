@@ -310,8 +310,8 @@ static int write_import(void *ctx, gpt_err *err)
 			c->h->st.path);
 	if (!rc)
 		rc = gpt_ckpt_write_part(stage, 0, c->pc, (int)c->h->n_table, fill, c->h, err);
-	json_t *st = json_pack("{s:i, s:i, s:i, s:{s:s}, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i}, s:s}", "step", 0,
-			       "consumed_samples", 0, "optimizer_steps", 0, "source", "huggingface", c->hf_dir,
+	json_t *st = json_pack("{s:i, s:i, s:i, s:i, s:{s:s}, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i}, s:s}", "step", 0,
+			       "consumed_samples", 0, "consumed_tokens", 0, "optimizer_steps", 0, "source", "huggingface", c->hf_dir,
 			       "layout", "world_size", 1, "dp", 1, "mp", 1, "pp", 1, "vpp", 1, "sharding", 1,
 			       "sharding_stage", 0, "gptkit_version", GPT_VERSION);
 	char *state = st ? json_dumps(st, JSON_INDENT(2)) : NULL;

@@ -106,11 +106,15 @@ static int rollback(trainer *tr, double loss, gpt_err *err)
 	gpt_log_printf(&tr->log, GPT_LOG_WARNING,
 		       "global step %lld: the loss or the gradients are not finite (loss %g); rolling back to the last checkpoint in %s (rollback %lld of at most %lld, Engine.nan_policy: rollback)",
 		       (long long)bad, loss, from, (long long)tr->rollbacks + 1, (long long)max);
+	/* the batches passed over were taken from the data: they stay counted */
+	int64_t samples = tr->consumed_samples, tokens = tr->consumed_tokens;
 	int rc = gpt_tr_load_checkpoint(tr, from, err);
 	if (rc)
 		return gpt_err_prefix(err, "global step %lld: rolling back", (long long)bad);
 	int64_t back = tr->step;
 	tr->step = bad;
+	tr->consumed_samples = samples;
+	tr->consumed_tokens = tokens;
 	tr->rollbacks++;
 	tr->pw_valid[0] = tr->pw_valid[2] = 0; /* the parameters changed under the windows */
 	if (tr->spikes.cap > 0)
@@ -118,7 +122,7 @@ static int rollback(trainer *tr, double loss, gpt_err *err)
 	gpt_log_printf(&tr->log, GPT_LOG_WARNING,
 		       "rolled back to the weights and optimizer state of global step %lld; training goes on at global step %lld with the next batch, passing over the batches of global steps %lld to %lld (consumed samples %lld)",
 		       (long long)back, (long long)bad + 1, (long long)back + 1, (long long)bad,
-		       (long long)(bad * tr->G));
+		       (long long)samples);
 	return 0;
 }
 

@@ -61,6 +61,10 @@ typedef struct trainer {
 	gpt_dtype dtype;     /* storage dtype of parameters and activations */
 	double last_scale;   /* the loss scale before the last update */
 	int64_t G, MB, accum, T, total_steps, step;
+	/* samples and tokens trained on, over every run that led here (the
+	 * steps of each at its own global batch and sequence length), as
+	 * Megatron-LM's consumed_train_samples; a skipped update counts too */
+	int64_t consumed_samples, consumed_tokens;
 	int32_t *inp, *tgt;  /* one micro-batch, host */
 	prefetch pf;
 	char last_ckpt[4096];

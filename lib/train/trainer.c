@@ -398,6 +398,8 @@ static int run(trainer *tr, gpt_err *err)
 		if (rc)
 			return gpt_err_prefix(err, "global step %lld", (long long)tr->step + 1);
 		tr->step++;
+		tr->consumed_samples += tr->G;
+		tr->consumed_tokens += tr->G * tr->T;
 		steps_in_int++;
 		loss_int += loss;
 		gpt_heartbeat_beat(tr->hb, tr->step);

@@ -43,8 +43,8 @@ static char *state_json(trainer *tr)
 	json_t *st = json_pack("{s:I, s:I, s:I, s:f, s:{s:f, s:I, s:I, s:b}, s:I, s:I, s:{s:I, s:I, s:I, s:I}, "
 			       "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:s}",
 			       "step", (json_int_t)tr->step,
-			       "consumed_samples", (json_int_t)(tr->step * tr->G),
-			       "consumed_tokens", (json_int_t)(tr->step * tr->G * tr->T),
+			       "consumed_samples", (json_int_t)tr->consumed_samples,
+			       "consumed_tokens", (json_int_t)tr->consumed_tokens,
 			       "lr", gpt_lr_at(&tr->lr, tr->step),
 			       "loss_scale", "scale", tr->scaler.scale, "good_steps",
 			       (json_int_t)tr->scaler.good_steps, "bad_steps", (json_int_t)tr->scaler.bad_steps,
@@ -509,6 +509,31 @@ static int check_model(trainer *tr, const gpt_ckpt *ck, gpt_err *err)
 	return 0;
 }
 
+/* The samples and tokens trained on before the checkpoint, running totals
+ * over every run that led to it, into tr, as Megatron-LM carries
+ * consumed_train_samples over a resume; gb and sl: the global batch and
+ * sequence length of the run that saved it. A state.json without them
+ * (written by hand or by another tool) counts every step at gb x sl, as
+ * does one of a gptkit that wrote step x global batch (the same total
+ * unless the global batch changed at a resume, which it could not tell). */
+static int load_consumed(trainer *tr, const gpt_ckpt *ck, json_t *st, int64_t step, int64_t gb, int64_t sl,
+			 gpt_err *err)
+{
+	static const char *const key[2] = {"consumed_samples", "consumed_tokens"};
+	int64_t v[2] = {step * gb, -1};
+	for (int i = 0; i < 2; i++) {
+		if (!json_object_get(st, key[i]))
+			continue;
+		if (json_int(st, key[i], &v[i]) || v[i] < 0)
+			return gpt_err_set(err, GPT_EDATA, "%s/state.json: %s: expected an integer >= 0 (the %s trained on before the checkpoint); remove the key to count global step %lld x global batch %lld",
+					   gpt_ckpt_path(ck), key[i], i ? "tokens" : "samples", (long long)step,
+					   (long long)gb);
+	}
+	tr->consumed_samples = v[0];
+	tr->consumed_tokens = v[1] >= 0 ? v[1] : v[0] * sl;
+	return 0;
+}
+
 /* Resumes from a checkpoint directory (or a directory holding `latest`),
  * whatever layout wrote it: each rank reads the boxes it holds. A
  * checkpoint without optimizer state (gpt-ckpt-merge --from-hf,
@@ -599,6 +624,14 @@ int gpt_tr_load_checkpoint(trainer *tr, const char *path, gpt_err *err)
 				     !(scale > 0 && scale < INFINITY)))))
 		rc = gpt_err_set(err, GPT_EDATA, "%s/state.json: expected step and optimizer_steps >= 0 and (when present) loss_scale with a positive finite scale, good_steps and bad_steps >= 0",
 				 gpt_ckpt_path(ck));
+	/* the data the saving run read: global batch, sequence length and
+	 * where its loader stopped */
+	json_t *data = json_object_get(st, "data");
+	int64_t gb = tr->G, sl = tr->T, next = step * tr->G;
+	int have_data = json_is_object(data) && !json_int(data, "global_batch", &gb) &&
+			!json_int(data, "seq_len", &sl) && !json_int(data, "next_sample", &next);
+	if (!rc)
+		rc = load_consumed(tr, ck, st, step, gb, sl, err);
 	if (!rc) {
 		tr->step = step;
 		tr->opt.t = t;
@@ -626,10 +659,7 @@ int gpt_tr_load_checkpoint(trainer *tr, const char *path, gpt_err *err)
 		 * Trainer resumes; with another global batch or sequence length
 		 * that is not where the checkpoint's run stopped (Megatron-LM goes
 		 * on at the samples it consumed), which the log says. */
-		json_t *data = json_object_get(st, "data");
-		int64_t gb = tr->G, sl = tr->T, next = step * tr->G;
-		if (json_is_object(data) && !json_int(data, "global_batch", &gb) && !json_int(data, "seq_len", &sl) &&
-		    !json_int(data, "next_sample", &next) && (gb != tr->G || sl != tr->T) && tr->rank == 0)
+		if (have_data && (gb != tr->G || sl != tr->T) && tr->rank == 0)
 			gpt_log_printf(&tr->log, GPT_LOG_WARNING,
 				       "%s was saved by a run of global batch %lld x %lld tokens, which stopped at sample %lld; this run's is %lld x %lld, so its data goes on at sample %lld (global step %lld x its global batch), not where that run stopped; keep Global.global_batch_size and max_seq_len to go on with the same data",
 				       gpt_ckpt_path(ck), (long long)gb, (long long)sl, (long long)next, (long long)tr->G,

@@ -121,14 +121,18 @@ test_expect_success 'a checkpoint of another model is refused, even where the sh
 	done
 '
 
-# state_edit KEY VALUE: part/step_00000010 as st/ with one entry of state.json
-# changed ("loss_scale.scale" for a nested one) and its checksum made to fit
+# state_edit KEY VALUE [KEY VALUE...]: part/step_00000010 as st/ with entries
+# of state.json changed ("loss_scale.scale" for a nested one; a VALUE of -
+# removes the key) and its checksum made to fit
 state_edit () {
 	rm -rf st && cp -r part/step_00000010 st &&
 	/usr/bin/python3 -c "import json, sys
-s = json.load(open(\"st/state.json\")); k = sys.argv[1].split(\".\")
-(s[k[0]] if len(k) > 1 else s)[k[-1]] = json.loads(sys.argv[2])
-json.dump(s, open(\"st/state.json\", \"w\"))" "$1" "$2" &&
+s = json.load(open(\"st/state.json\"))
+for key, v in zip(sys.argv[1::2], sys.argv[2::2]):
+    k = key.split(\".\"); o = s[k[0]] if len(k) > 1 else s
+    if v == \"-\": del o[k[-1]]
+    else: o[k[-1]] = json.loads(v)
+json.dump(s, open(\"st/state.json\", \"w\"))" "$@" &&
 	/usr/bin/python3 -c "import json, os, sys
 i = json.load(open(\"st/index.json\")); f = i[\"files\"][\"state.json\"]
 f[\"size\"] = os.path.getsize(\"st/state.json\"); f[\"xxh3\"] = sys.argv[1]
@@ -145,6 +149,42 @@ test_expect_success 'a state.json with impossible counts or loss scale is refuse
 	state_edit step 10 &&
 	train -o Engine.max_steps=11 -o Engine.save_load.ckpt_dir=st -o Engine.eval_freq=0 \
 		-o Engine.save_load.output_dir=fine >out 2>&1
+'
+
+# state_int KEY DIR: an integer of DIR/state.json ("data.seq_len" for a nested one)
+state_int () {
+	/usr/bin/python3 -c "import json, sys
+v = json.load(open(sys.argv[2] + \"/state.json\"))
+for k in sys.argv[1].split(\".\"): v = v[k]
+print(v)" "$1" "$2"
+}
+
+test_expect_success 'consumed samples and tokens are running totals over resumes of other global batches' '
+	T=$(state_int data.seq_len full/step_00000010) &&
+	test "$(state_int consumed_samples full/step_00000010)" = 80 &&
+	test "$(state_int consumed_tokens full/step_00000010)" = $((80 * T)) &&
+	test "$(state_int consumed_samples gb16/step_00000011)" = $((80 + 16)) &&
+	test "$(state_int consumed_tokens gb16/step_00000011)" = $(((80 + 16) * T)) &&
+	test "$(state_int data.next_sample gb16/step_00000011)" = $((11 * 16)) &&
+	train -o Engine.max_steps=12 -o Engine.eval_freq=0 -o Engine.save_load.output_dir=gb16 >gb8.log 2>&1 &&
+	test_grep "resumed from gb16/step_00000011 at global step 11" gb8.log &&
+	test "$(state_int consumed_samples gb16/step_00000012)" = $((80 + 16 + 8)) &&
+	test "$(state_int consumed_tokens gb16/step_00000012)" = $(((80 + 16 + 8) * T))
+'
+
+test_expect_success 'a state.json without consumed samples counts its steps at its global batch; a bad count is refused' '
+	state_edit consumed_samples - consumed_tokens - &&
+	train -o Engine.max_steps=11 -o Global.global_batch_size=16 -o Engine.save_load.save_steps=1 \
+		-o Engine.eval_freq=0 -o Engine.save_load.ckpt_dir=st -o Engine.save_load.output_dir=nocs >out 2>&1 &&
+	T=$(state_int data.seq_len nocs/step_00000011) &&
+	test "$(state_int consumed_samples nocs/step_00000011)" = $((10 * 8 + 16)) &&
+	test "$(state_int consumed_tokens nocs/step_00000011)" = $(((10 * 8 + 16) * T)) &&
+	for kv in "consumed_samples -80" "consumed_tokens 1.5"; do
+		state_edit $kv &&
+		test_expect_code 65 train -o Engine.max_steps=20 -o Engine.save_load.ckpt_dir=st \
+			-o Engine.save_load.output_dir=never >out 2>err &&
+		test_grep "error: cannot resume: st/state.json: ${kv% *}: expected an integer >= 0" err || return 1
+	done
 '
 
 test_expect_success 'an output_dir that is a file is refused before training' '
