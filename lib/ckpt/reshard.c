@@ -123,7 +123,40 @@ static int fill_piece(void *ctx, int i, void *buf, gpt_err *err)
 	return gpt_ckpt_read_box(c->ck, p->tensor, p->dtype, p->ndim, p->shape, &p->box, buf, err);
 }
 
-/* One target rank's pieces of the families present in ck. */
+/* 1 when tensor `name` of the checkpoint is one of the families
+ * rank_part cuts: a parameter of table t or its AdamW moments. */
+static int in_families(const char *name, const gpt_param_info *t, int64_t nt)
+{
+	const char *p = strncmp(name, "optim.exp_avg_sq.", 17) == 0 ? name + 17
+			: strncmp(name, "optim.exp_avg.", 14) == 0 ? name + 14
+								     : name;
+	for (int64_t i = 0; i < nt; i++)
+		if (strcmp(t[i].name, p) == 0)
+			return 1;
+	return 0;
+}
+
+/* 1 when the rank at layout gl (first_of_stage: tensor rank 0 of the first
+ * data replica) writes `name`, a tensor of no family: the scales of
+ * quantization-aware training, qat.h.N.*, whole, by the first rank of the
+ * stage holding layer N, as training writes them; anything else by rank 0,
+ * so that a copy leaves nothing out. */
+static int writes_other(const char *name, const gpt_model_shape *s, const gpt_layout *gl, int first_of_stage,
+			int rank)
+{
+	long long l;
+	int at = 0;
+	if (sscanf(name, "qat.h.%lld.%n", &l, &at) == 1 && at > 0 && l >= 0 && l < s->layers) {
+		for (int64_t c = 0; c < gl->chunks; c++)
+			if (l >= gl->layer_begin[c] && l < gl->layer_end[c])
+				return first_of_stage;
+		return 0;
+	}
+	return rank == 0;
+}
+
+/* One target rank's pieces of the families present in ck, and the other
+ * tensors it writes whole. */
 static int rank_part(const gpt_ckpt *ck, const gpt_model_shape *s, const gpt_param_info *t, int64_t nt,
 		     const gpt_ckpt_layout *lo, int rank, const char *stage, gpt_err *err)
 {
@@ -153,8 +186,9 @@ static int rank_part(const gpt_ckpt *ck, const gpt_model_shape *s, const gpt_par
 	int rc = gpt_ckpt_slices(t, nt, offset, box, &r, &sl, &ns, err);
 	static const char *const pre[3] = {"", "optim.exp_avg.", "optim.exp_avg_sq."};
 	int fam = gpt_ckpt_has_tensor(ck, "optim.exp_avg.wte") ? 3 : 1;
-	gpt_ckpt_piece *pc = rc ? NULL : gpt_calloc((size_t)(fam * ns + 1), sizeof *pc, "pieces", err);
-	char (*names)[96] = pc ? gpt_calloc((size_t)(fam * ns + 1), sizeof *names, "pieces", err) : NULL;
+	int n_ck = gpt_ckpt_tensor_count(ck);
+	gpt_ckpt_piece *pc = rc ? NULL : gpt_calloc((size_t)(fam * ns + n_ck + 1), sizeof *pc, "pieces", err);
+	char (*names)[96] = pc ? gpt_calloc((size_t)(fam * ns + n_ck + 1), sizeof *names, "pieces", err) : NULL;
 	if (!rc && !names)
 		rc = GPT_EINTERNAL;
 	int n = 0;
@@ -173,6 +207,20 @@ static int rank_part(const gpt_ckpt *ck, const gpt_model_shape *s, const gpt_par
 			memcpy(pc[n].shape, p->shape, sizeof p->shape);
 			n++;
 		}
+	int first_of_stage = tp_r == 0 && sh_r == 0 && dp_r == 0;
+	for (int q = 0; q < n_ck && !rc; q++) {
+		const char *nm;
+		gpt_dtype dt;
+		int nd;
+		const int64_t *shp;
+		if (gpt_ckpt_tensor_info(ck, q, &nm, &dt, &nd, &shp) || in_families(nm, t, nt) ||
+		    !writes_other(nm, s, &gl, first_of_stage, rank))
+			continue;
+		snprintf(names[n], sizeof *names, "%s", nm);
+		pc[n] = (gpt_ckpt_piece){.tensor = names[n], .dtype = dt, .ndim = nd, .box = gpt_box_full(nd, shp)};
+		memcpy(pc[n].shape, shp, sizeof(int64_t) * (size_t)nd);
+		n++;
+	}
 	reshard_ctx c = {ck, pc};
 	if (!rc)
 		rc = gpt_ckpt_write_part(stage, rank, pc, n, fill_piece, &c, err);

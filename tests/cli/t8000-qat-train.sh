@@ -85,6 +85,20 @@ test_expect_success 'stop and resume: the same losses and the same bytes, scales
 	cmp full/step_00000110/rank-00000.safetensors part/step_00000110/rank-00000.safetensors
 '
 
+test_expect_success 'gpt-ckpt-merge --to-layout keeps the scales: its copy resumes as the original does' '
+	gpt-ckpt-merge --to-layout mp=2,pp=2 part/step_00000105 qcut 2>/dev/null &&
+	gpt-ckpt-merge --info qcut >cinfo &&
+	test "$(grep -c "^  qat\." cinfo)" = 24 &&
+	train -o Engine.max_steps=110 -o Engine.eval_freq=0 -o Engine.save_load.save_steps=5 \
+		-o Quantization.enable=True -o Engine.save_load.ckpt_dir=qcut \
+		-o Engine.save_load.output_dir=qcut-on >qcut.log 2>&1 &&
+	test_grep "resumed from qcut/step_00000105 at global step 105" qcut.log &&
+	! grep "no quantization scales" qcut.log &&
+	losses part2.log >b && losses qcut.log >c &&
+	test_cmp b c &&
+	cmp part/step_00000110/rank-00000.safetensors qcut-on/step_00000110/rank-00000.safetensors
+'
+
 test_expect_success 'resumed with Quantization.enable off, the scales are left out, and said so' '
 	train -o Engine.max_steps=106 -o Engine.eval_freq=0 -o Engine.save_load.save_steps=0 \
 		-o Engine.save_load.ckpt_dir=part/step_00000105 -o Engine.save_load.output_dir=noq >noq.log 2>&1 &&
