@@ -227,6 +227,14 @@ void gpt_ckpt_close(gpt_ckpt *ck);
 
 /* Reads output_dir/latest: the step directory it names, or GPT_ENOINPUT. */
 int gpt_ckpt_latest(const char *output_dir, char *path, size_t size, gpt_err *err);
+/* For a checkpoint that would not open: path is a step directory
+ * DIR/step_N, or a directory DIR whose `latest` names one (or names
+ * nothing valid). Returns 1 with DIR/step_M in out for the newest complete
+ * step directory (one with index.json, not verified) of DIR with M < N
+ * (any M when `latest` names nothing); 0 when there is none or path names
+ * no step_N. bad gets DIR/step_N, or "" when there is none. bad and out
+ * have size bytes, at least 4096. For messages saying what to resume from. */
+int gpt_ckpt_earlier(const char *path, char *bad, char *out, size_t size);
 
 /* gpt-ckpt-merge: what a checkpoint holds (step, state.json, every tensor
  * with dtype and shape), appended to out as text. */

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -352,38 +353,51 @@ static int cmp_step(const void *a, const void *b)
 	return x < y ? 1 : x > y ? -1 : 0; /* newest first */
 }
 
+/* The steps below `below` of output_dir's complete checkpoint directories
+ * (step_N/ with index.json; never a partial one: it may be another run's in
+ * progress), newest first, malloc'd; NULL (and *n 0) when none or out of
+ * memory. */
+static int64_t *complete_steps(const char *output_dir, int64_t below, size_t *n)
+{
+	*n = 0;
+	DIR *d = opendir(output_dir);
+	if (!d)
+		return NULL;
+	int64_t *steps = NULL;
+	size_t cap = 0;
+	struct dirent *e;
+	char p[4096];
+	while ((e = readdir(d))) {
+		long long s;
+		char tail;
+		if (sscanf(e->d_name, "step_%lld%c", &s, &tail) != 1 || s >= below)
+			continue;
+		snprintf(p, sizeof p, "%s/%s/index.json", output_dir, e->d_name);
+		if (!gpt_path_exists(p))
+			continue;
+		if (*n == cap) {
+			int64_t *g = realloc(steps, (cap = cap ? 2 * cap : 16) * sizeof *steps);
+			if (!g)
+				break;
+			steps = g;
+		}
+		steps[(*n)++] = s;
+	}
+	closedir(d);
+	if (steps)
+		qsort(steps, *n, sizeof *steps, cmp_step);
+	return steps;
+}
+
 /* Keeps the new checkpoint and the keep_last - 1 newest complete ones
  * before it. Those of later steps (left by a run that went further before
  * this one resumed from an earlier checkpoint) are neither counted nor
  * removed: counting them would remove this run's own newest ones first. */
 static void prune(const char *output_dir, int64_t step, int64_t keep_last)
 {
-	DIR *d = opendir(output_dir);
-	if (!d)
-		return;
-	int64_t *steps = NULL;
-	size_t n = 0, cap = 0;
-	struct dirent *e;
+	size_t n;
+	int64_t *steps = complete_steps(output_dir, step, &n);
 	char p[4096];
-	while ((e = readdir(d))) {
-		long long s;
-		char tail;
-		if (sscanf(e->d_name, "step_%lld%c", &s, &tail) != 1 || s >= step)
-			continue;
-		snprintf(p, sizeof p, "%s/%s/index.json", output_dir, e->d_name);
-		if (!gpt_path_exists(p))
-			continue; /* never a partial one: it may be another run's in progress */
-		if (n == cap) {
-			int64_t *g = realloc(steps, (cap = cap ? 2 * cap : 16) * sizeof *steps);
-			if (!g)
-				break;
-			steps = g;
-		}
-		steps[n++] = s;
-	}
-	closedir(d);
-	if (steps)
-		qsort(steps, n, sizeof *steps, cmp_step);
 	for (size_t i = (size_t)(keep_last - 1); i < n; i++) {
 		snprintf(p, sizeof p, "%s/step_%08lld/index.json", output_dir, (long long)steps[i]);
 		unlink(p); /* first: a half-removed directory is never taken for complete */
@@ -391,6 +405,43 @@ static void prune(const char *output_dir, int64_t step, int64_t keep_last)
 		remove_tree(p);
 	}
 	free(steps);
+}
+
+int gpt_ckpt_earlier(const char *path, char *bad, char *out, size_t size)
+{
+	char dir[4096], idx[4096], parent[4096];
+	gpt_err e2 = {0};
+	int64_t below = INT64_MAX;
+	snprintf(idx, sizeof idx, "%s/latest", path);
+	int has_latest = gpt_path_exists(idx);
+	snprintf(idx, sizeof idx, "%s/index.json", path);
+	bad[0] = '\0';
+	if (!gpt_path_exists(idx) && has_latest && gpt_ckpt_latest(path, dir, sizeof dir, &e2)) {
+		snprintf(parent, sizeof parent, "%s", path); /* `latest` names nothing */
+	} else {
+		if (gpt_path_exists(idx) || !has_latest)
+			snprintf(dir, sizeof dir, "%s", path);
+		size_t len = strlen(dir);
+		while (len > 1 && dir[len - 1] == '/')
+			dir[--len] = '\0';
+		char *slash = strrchr(dir, '/');
+		long long step;
+		char tail;
+		if (sscanf(slash ? slash + 1 : dir, "step_%lld%c", &step, &tail) != 1)
+			return 0;
+		below = step;
+		snprintf(bad, size, "%s", dir);
+		if (!slash)
+			snprintf(parent, sizeof parent, ".");
+		else
+			snprintf(parent, sizeof parent, "%.*s", slash == dir ? 1 : (int)(slash - dir), dir);
+	}
+	size_t n;
+	int64_t *steps = complete_steps(parent, below, &n);
+	if (n > 0)
+		snprintf(out, size, "%s%sstep_%08lld", parent, strcmp(parent, "/") ? "/" : "", (long long)steps[0]);
+	free(steps);
+	return n > 0;
 }
 
 int gpt_ckpt_publish(const char *output_dir, int64_t step, int n_ranks, const char *state_json,

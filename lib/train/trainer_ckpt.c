@@ -534,6 +534,28 @@ static int load_consumed(trainer *tr, const gpt_ckpt *ck, json_t *st, int64_t st
 	return 0;
 }
 
+/* After a checkpoint at path (a step directory, or one whose `latest`
+ * names one) was found damaged or incomplete: the checkpoint to resume
+ * from instead, when its directory holds an earlier one, added to err;
+ * with the damaged one in output_dir, where a save of its step would
+ * find it in the way, moving it first. */
+static void say_earlier(const trainer *tr, const char *path, gpt_err *err)
+{
+	char earlier[4096], bad[4096];
+	if (!gpt_ckpt_earlier(path, bad, earlier, sizeof earlier))
+		return;
+	size_t n = strlen(err->msg);
+	const char *od = tr->cfg->engine.save_load.output_dir;
+	if (*bad && gpt_path_exists(bad) && od && gpt_path_within(bad, od))
+		snprintf(err->msg + n, sizeof err->msg - n,
+			 "; to resume from the newest checkpoint before it, move %s out of the way (a save of its step does not replace it) and give -o Engine.save_load.ckpt_dir=%s",
+			 bad, earlier);
+	else
+		snprintf(err->msg + n, sizeof err->msg - n,
+			 "; to resume from the newest checkpoint%s, give -o Engine.save_load.ckpt_dir=%s",
+			 *bad ? " before it" : "", earlier);
+}
+
 /* Resumes from a checkpoint directory (or a directory holding `latest`),
  * whatever layout wrote it: each rank reads the boxes it holds. A
  * checkpoint without optimizer state (gpt-ckpt-merge --from-hf,
@@ -543,7 +565,10 @@ int gpt_tr_load_checkpoint(trainer *tr, const char *path, gpt_err *err)
 	double t0 = gpt_now_s();
 	gpt_ckpt *ck = NULL;
 	/* rank 0 checks every checksum, then the others open it trusting them */
-	int rc = any_failed(tr, tr->rank == 0 ? gpt_ckpt_open(&ck, path, err) : 0, err);
+	int rc = tr->rank == 0 ? gpt_ckpt_open(&ck, path, err) : 0;
+	if (rc == GPT_EDATA)
+		say_earlier(tr, path, err);
+	rc = any_failed(tr, rc, err);
 	if (rc == -1)
 		rc = gpt_err_set(err, GPT_EDATA, "%s: rank 0 found the checkpoint damaged or incomplete; its worker log says why",
 				 path);

@@ -112,6 +112,28 @@ test_expect_success 'a corrupted checkpoint is refused with the file named' '
 	test ! -e never/latest
 '
 
+test_expect_success 'a damaged or missing latest checkpoint: the error names the one before it, which then resumes' '
+	cp -r part dmg && truncate -s 1000 dmg/step_00000020/rank-00000.safetensors &&
+	test_expect_code 65 train -o Engine.max_steps=22 -o Engine.eval_freq=0 \
+		-o Engine.save_load.output_dir=dmg >out 2>err &&
+	test_grep "error: cannot resume: dmg/step_00000020/rank-00000.safetensors: size 1000, index.json says [0-9]+ \(truncated or replaced\); to resume from the newest checkpoint before it, move dmg/step_00000020 out of the way \(a save of its step does not replace it\) and give -o Engine.save_load.ckpt_dir=dmg/step_00000010$" err &&
+	mv dmg/step_00000020 dmg-step20 &&
+	test_expect_code 65 train -o Engine.max_steps=22 -o Engine.eval_freq=0 \
+		-o Engine.save_load.output_dir=dmg >out 2>err &&
+	test_grep "not a complete checkpoint \(no index.json\); refusing to resume from it; to resume from the newest checkpoint before it, give -o Engine.save_load.ckpt_dir=dmg/step_00000010$" err &&
+	train -o Engine.max_steps=20 -o Engine.eval_freq=0 -o Engine.save_load.output_dir=dmg \
+		-o Engine.save_load.ckpt_dir=dmg/step_00000010 >dmg.log 2>&1 &&
+	test_grep "resumed from dmg/step_00000010 at global step 10" dmg.log &&
+	test "$(cat dmg/latest)" = step_00000020 &&
+	cp -r part dmg2 && : >dmg2/latest &&
+	test_expect_code 65 train -o Engine.max_steps=22 -o Engine.save_load.output_dir=dmg2 >out 2>err &&
+	test_grep "dmg2/latest: expected a step directory name like step_00000100, found .*; to resume from the newest checkpoint, give -o Engine.save_load.ckpt_dir=dmg2/step_00000020$" err &&
+	cp -r part dmg3 && truncate -s 1000 dmg3/step_00000020/rank-00000.safetensors &&
+	test_expect_code 65 train -o Engine.max_steps=22 -o Engine.save_load.ckpt_dir=dmg3/step_00000020 \
+		-o Engine.save_load.output_dir=fresh >out 2>err &&
+	test_grep "\(truncated or replaced\); to resume from the newest checkpoint before it, give -o Engine.save_load.ckpt_dir=dmg3/step_00000010$" err
+'
+
 test_expect_success 'a checkpoint of another model is refused, even where the shapes fit' '
 	for o in Model.num_layers=1 Model.num_attention_heads=2 Model.vocab_size=300; do
 		test_expect_code 65 train -o Engine.max_steps=20 -o Engine.save_load.ckpt_dir=part/step_00000010 \
