@@ -160,6 +160,13 @@ int gpt_ckpt_prepare(const char *output_dir, int64_t step, gpt_err *err)
 			return gpt_err_errno(err, GPT_EIO, errno, "%s: move the unpublished checkpoint aside", final);
 		remove_tree(aside);
 	}
+	/* not ours: a save renames a whole directory to this name, so what is
+	 * there without index.json is a partial copy or removal; refused
+	 * before anything is written, not when the rename fails at the end */
+	snprintf(p, sizeof p, "%s/step_%08lld", output_dir, (long long)step);
+	if (gpt_path_exists(p))
+		return gpt_err_set(err, GPT_EIO, "%s: exists but is not a complete checkpoint (no index.json; a save never leaves one); move it out of the way to save global step %lld there",
+				   p, (long long)step);
 	int rc = gpt_mkdir_p(output_dir, err);
 	if (rc)
 		return rc;

@@ -203,9 +203,15 @@ int gpt_tr_save_failed(trainer *tr, int64_t step, const char *why, int code, int
 	const gpt_config *cfg = tr->cfg;
 	char prev[4096], tail[4200], kept[4300];
 	gpt_err lerr = {0};
-	if (gpt_ckpt_latest(cfg->engine.save_load.output_dir, prev, sizeof prev, &lerr) == 0) {
+	char idx[4200];
+	int named = gpt_ckpt_latest(cfg->engine.save_load.output_dir, prev, sizeof prev, &lerr) == 0;
+	snprintf(idx, sizeof idx, "%s/index.json", prev);
+	if (named && gpt_path_exists(idx)) {
 		snprintf(tail, sizeof tail, "the last complete checkpoint is %s", prev);
 		snprintf(kept, sizeof kept, "the last complete checkpoint (%s) and `latest` are left as they were", prev);
+	} else if (named) {
+		snprintf(tail, sizeof tail, "`latest` names %s, which is not a complete checkpoint", prev);
+		snprintf(kept, sizeof kept, "`latest` is left as it was, naming %s, which is not a complete checkpoint", prev);
 	} else {
 		snprintf(tail, sizeof tail, "there is no complete checkpoint yet");
 		snprintf(kept, sizeof kept, "there is no complete checkpoint yet");

@@ -134,6 +134,14 @@ test_expect_success 'a damaged or missing latest checkpoint: the error names the
 	test_grep "\(truncated or replaced\); to resume from the newest checkpoint before it, give -o Engine.save_load.ckpt_dir=dmg3/step_00000010$" err
 '
 
+test_expect_success 'a step directory without index.json where a save goes: refused before writing, naming it' '
+	cp -r part inc2 && rm inc2/step_00000020/index.json &&
+	test_expect_code 74 train -o Engine.max_steps=20 -o Engine.eval_freq=0 -o Engine.save_load.output_dir=inc2 \
+		-o Engine.save_load.ckpt_dir=inc2/step_00000010 >out 2>err &&
+	test_grep "error: global step 20: the checkpoint could not be saved: inc2/step_00000020: exists but is not a complete checkpoint \(no index.json; a save never leaves one\); move it out of the way to save global step 20 there; stopping \(Engine.save_load.on_save_error: stop\); .latest. names inc2/step_00000020, which is not a complete checkpoint$" err &&
+	test ! -e inc2/.step_00000020.tmp && test "$(cat inc2/latest)" = step_00000020
+'
+
 test_expect_success 'a checkpoint of another model is refused, even where the shapes fit' '
 	for o in Model.num_layers=1 Model.num_attention_heads=2 Model.vocab_size=300; do
 		test_expect_code 65 train -o Engine.max_steps=20 -o Engine.save_load.ckpt_dir=part/step_00000010 \
