@@ -125,6 +125,11 @@ int gpt_ckpt_save(const char *output_dir, int64_t step, const gpt_ckpt_piece *pi
  * stage_dir (size >= 4096) receives the staging directory's name. */
 void gpt_ckpt_stage_dir(const char *output_dir, int64_t step, char *stage_dir, size_t size);
 int gpt_ckpt_prepare(const char *output_dir, int64_t step, gpt_err *err);
+/* What gpt_ckpt_prepare checks first: GPT_EIO naming output_dir/step_NNNNNNNN/
+ * when it is a complete published checkpoint (never overwritten) or a
+ * directory without index.json (a partial copy or removal: a save never
+ * leaves one, and its rename would fail); 0 when it is free or unpublished. */
+int gpt_ckpt_check_free(const char *output_dir, int64_t step, gpt_err *err);
 /* 1 when output_dir/step_NNNNNNNN/ is complete but `latest` names no
  * checkpoint or an older one: what a save leaves when it fails (or is
  * killed) between its rename and the update of `latest`. No resume takes it

@@ -144,14 +144,33 @@ int gpt_ckpt_unpublished(const char *output_dir, int64_t step)
 	return b && strncmp(b + 1, "step_", 5) == 0 && gpt_parse_i64(b + 1 + 5, &at) == 0 && at < step;
 }
 
+int gpt_ckpt_check_free(const char *output_dir, int64_t step, gpt_err *err)
+{
+	char p[4096];
+	snprintf(p, sizeof p, "%s/step_%08lld/index.json", output_dir, (long long)step);
+	if (gpt_path_exists(p)) {
+		if (gpt_ckpt_unpublished(output_dir, step))
+			return 0;
+		return gpt_err_set(err, GPT_EIO, "%s/step_%08lld: a complete checkpoint already exists; not overwriting it; move it out of %s to save global step %lld there",
+				   output_dir, (long long)step, output_dir, (long long)step);
+	}
+	/* not ours: a save renames a whole directory to this name, so what is
+	 * there without index.json is a partial copy or removal */
+	snprintf(p, sizeof p, "%s/step_%08lld", output_dir, (long long)step);
+	if (gpt_path_exists(p))
+		return gpt_err_set(err, GPT_EIO, "%s: exists but is not a complete checkpoint (no index.json; a save never leaves one); move it out of the way to save global step %lld there",
+				   p, (long long)step);
+	return 0;
+}
+
 int gpt_ckpt_prepare(const char *output_dir, int64_t step, gpt_err *err)
 {
 	char p[4096], tmp[4096];
+	int rc = gpt_ckpt_check_free(output_dir, step, err);
+	if (rc)
+		return rc;
 	snprintf(p, sizeof p, "%s/step_%08lld/index.json", output_dir, (long long)step);
-	if (gpt_path_exists(p)) {
-		if (!gpt_ckpt_unpublished(output_dir, step))
-			return gpt_err_set(err, GPT_EIO, "%s/step_%08lld: a complete checkpoint already exists; not overwriting it",
-					   output_dir, (long long)step);
+	if (gpt_path_exists(p)) { /* unpublished */
 		char final[4096], aside[4096];
 		snprintf(final, sizeof final, "%s/step_%08lld", output_dir, (long long)step);
 		snprintf(aside, sizeof aside, "%s/.step_%08lld.unpublished", output_dir, (long long)step);
@@ -160,14 +179,7 @@ int gpt_ckpt_prepare(const char *output_dir, int64_t step, gpt_err *err)
 			return gpt_err_errno(err, GPT_EIO, errno, "%s: move the unpublished checkpoint aside", final);
 		remove_tree(aside);
 	}
-	/* not ours: a save renames a whole directory to this name, so what is
-	 * there without index.json is a partial copy or removal; refused
-	 * before anything is written, not when the rename fails at the end */
-	snprintf(p, sizeof p, "%s/step_%08lld", output_dir, (long long)step);
-	if (gpt_path_exists(p))
-		return gpt_err_set(err, GPT_EIO, "%s: exists but is not a complete checkpoint (no index.json; a save never leaves one); move it out of the way to save global step %lld there",
-				   p, (long long)step);
-	int rc = gpt_mkdir_p(output_dir, err);
+	rc = gpt_mkdir_p(output_dir, err);
 	if (rc)
 		return rc;
 	gpt_ckpt_stage_dir(output_dir, step, tmp, sizeof tmp);

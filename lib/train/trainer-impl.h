@@ -178,6 +178,14 @@ int gpt_tr_nonfinite(trainer *tr, double loss, gpt_err *err);
  * under Engine.save_load.on_save_error: stop or when `last` (the run ends
  * with this save), else training goes on and 0 is returned. */
 int gpt_tr_save(trainer *tr, int last, gpt_err *err);
+/* trainer.c: 1 when the run saves after global step `step` (save_steps,
+ * the last step, save_epoch), not counting a stop signal's save. */
+int gpt_tr_saves_at(const trainer *tr, int64_t step);
+/* trainer_ckpt.c: before training, on every rank: a step directory in
+ * output_dir where one of the run's saves goes and that the save would
+ * refuse (a later checkpoint of a run resumed from an earlier one), found
+ * now rather than when training reaches it; rank 0 names it. */
+int gpt_tr_check_saves(trainer *tr, gpt_err *err);
 /* The save of global step `step` failed on every rank's word (why, code:
  * this rank's account): the [checkpoint] error line, then what
  * Engine.save_load.on_save_error says, as gpt_tr_save. */

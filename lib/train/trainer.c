@@ -373,6 +373,17 @@ static int train_step(trainer *tr, const int32_t *rows, double *loss, int *skipp
 	return rc;
 }
 
+int gpt_tr_saves_at(const trainer *tr, int64_t step)
+{
+	/* every save_steps steps, at the end, and every save_epoch epochs */
+	const gpt_config *cfg = tr->cfg;
+	int64_t spe = gpt_loader_epoch_samples(tr->train) / tr->G;
+	int64_t ss = cfg->engine.save_load.save_steps, se = cfg->engine.save_load.save_epoch;
+	int by_steps = ss > 0 && (step % ss == 0 || step == tr->total_steps);
+	int by_epoch = se > 0 && step % spe == 0 && step / spe % se == 0;
+	return by_steps || by_epoch;
+}
+
 static int run(trainer *tr, gpt_err *err)
 {
 	const gpt_config *cfg = tr->cfg;
@@ -434,14 +445,7 @@ static int run(trainer *tr, gpt_err *err)
 		double t_side = gpt_now_s();
 		if (tr->valid && cfg->engine.eval_freq > 0 && tr->step % cfg->engine.eval_freq == 0)
 			rc = evaluate(tr, tr->valid, cfg->engine.eval_iters, 0, err);
-		/* every save_steps steps, at the end, and every save_epoch epochs */
-		int64_t epochs_done = tr->step / spe;
-		int epoch_end = tr->step % spe == 0;
-		int64_t se = cfg->engine.save_load.save_epoch;
-		int by_steps = cfg->engine.save_load.save_steps > 0 &&
-			       (tr->step % cfg->engine.save_load.save_steps == 0 || tr->step == tr->total_steps);
-		int by_epoch = se > 0 && epoch_end && epochs_done % se == 0;
-		if (!rc && (by_steps || by_epoch))
+		if (!rc && gpt_tr_saves_at(tr, tr->step))
 			rc = gpt_tr_save(tr, tr->step == tr->total_steps, err);
 		if (!rc)
 			rc = gpt_tr_ckpt_poll(tr, err);
@@ -622,6 +626,8 @@ int gpt_train_run(const gpt_config *cfg, FILE *log, const volatile sig_atomic_t 
 	} else if (!rc && own) {
 		rc = gpt_tr_load_checkpoint(&tr, od, err);
 	}
+	if (!rc)
+		rc = gpt_tr_check_saves(&tr, err);
 	if (!rc) {
 		/* What this run allocated, to hold against gpt-train --dry-run. */
 		double es = (double)gpt_dtype_size(tr.dtype), n = (double)tr.model.n_alloc;

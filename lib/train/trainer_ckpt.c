@@ -106,6 +106,23 @@ static int agree(trainer *tr, int rc, int64_t step, const char *what, gpt_err *e
 	return rc;
 }
 
+int gpt_tr_check_saves(trainer *tr, gpt_err *err)
+{
+	const char *od = tr->cfg->engine.save_load.output_dir, *on = tr->cfg->engine.save_load.on_save_error;
+	/* on_save_error continue trains on past a failed save, except the last */
+	int all = !on || strcmp(on, "continue") != 0;
+	int rc = 0;
+	for (int64_t s = tr->step + 1; tr->rank == 0 && od && s <= tr->total_steps && !rc; s++)
+		if ((all || s == tr->total_steps) && gpt_tr_saves_at(tr, s) && (rc = gpt_ckpt_check_free(od, s, err)))
+			gpt_err_prefix(err, "Engine.save_load.output_dir: this run goes on from global step %lld and saves global step %lld, %s",
+				       (long long)tr->step, (long long)s,
+				       all ? "where a failed save stops it (Engine.save_load.on_save_error: stop)" : "its last");
+	if ((rc = any_failed(tr, rc, err)) == -1)
+		rc = gpt_err_set(err, GPT_EIO, "%s: rank 0 found a step directory where this run saves; its worker log says which",
+				 od);
+	return rc;
+}
+
 /* Where the fp32 values of family k (weights, exp_avg, exp_avg_sq) at flat
  * element e of this rank's buffers live (backend memory). */
 static const float *family_src(trainer *tr, int k, int64_t e)

@@ -134,12 +134,17 @@ test_expect_success 'a damaged or missing latest checkpoint: the error names the
 	test_grep "\(truncated or replaced\); to resume from the newest checkpoint before it, give -o Engine.save_load.ckpt_dir=dmg3/step_00000010$" err
 '
 
-test_expect_success 'a step directory without index.json where a save goes: refused before writing, naming it' '
+test_expect_success 'a step directory without index.json where a save goes: refused before training, naming it' '
 	cp -r part inc2 && rm inc2/step_00000020/index.json &&
 	test_expect_code 74 train -o Engine.max_steps=20 -o Engine.eval_freq=0 -o Engine.save_load.output_dir=inc2 \
 		-o Engine.save_load.ckpt_dir=inc2/step_00000010 >out 2>err &&
-	test_grep "error: global step 20: the checkpoint could not be saved: inc2/step_00000020: exists but is not a complete checkpoint \(no index.json; a save never leaves one\); move it out of the way to save global step 20 there; stopping \(Engine.save_load.on_save_error: stop\); .latest. names inc2/step_00000020, which is not a complete checkpoint$" err &&
-	test ! -e inc2/.step_00000020.tmp && test "$(cat inc2/latest)" = step_00000020
+	test_grep "error: Engine.save_load.output_dir: this run goes on from global step 10 and saves global step 20, where a failed save stops it \(Engine.save_load.on_save_error: stop\): inc2/step_00000020: exists but is not a complete checkpoint \(no index.json; a save never leaves one\); move it out of the way to save global step 20 there$" err &&
+	! grep -q " - global step 11," out &&
+	test ! -e inc2/.step_00000020.tmp && test "$(cat inc2/latest)" = step_00000020 &&
+	train -o Engine.max_steps=21 -o Engine.eval_freq=0 -o Engine.save_load.output_dir=inc2 \
+		-o Engine.save_load.ckpt_dir=inc2/step_00000010 -o Engine.save_load.on_save_error=continue >out 2>err &&
+	test_grep "global step 20, saving failed: inc2/step_00000020: exists but is not a complete checkpoint .*; .latest. is left as it was, naming inc2/step_00000020, which is not a complete checkpoint$" out &&
+	test "$(cat inc2/latest)" = step_00000021
 '
 
 test_expect_success 'a checkpoint of another model is refused, even where the shapes fit' '

@@ -121,14 +121,24 @@ test_expect_success 'a damaged part stops every rank of a resume; rank 0 names t
 	! test -e dmg-out/latest
 '
 
-test_expect_success 'an existing complete checkpoint is not overwritten' '
+test_expect_success 'an existing complete checkpoint is not overwritten: a run that would save over it stops before training' '
 	train 2 log-e1 e 4 -o Distributed.dp_degree=2 -o Engine.save_load.save_steps=2 >/dev/null 2>&1 &&
 	cp -r e/step_00000004 keep &&
 	test_expect_code 74 train 2 log-e2 e 4 -o Distributed.dp_degree=2 -o Engine.save_load.save_steps=2 \
 		-o Engine.save_load.ckpt_dir=e/step_00000002 >/dev/null 2>&1 &&
-	test_grep "e/step_00000004: a complete checkpoint already exists; not overwriting it" log-e2/workerlog.0 &&
-	test_grep "another rank failed to prepare the directory" log-e2/workerlog.1 &&
+	test_grep "error: Engine.save_load.output_dir: this run goes on from global step 2 and saves global step 4, where a failed save stops it \(Engine.save_load.on_save_error: stop\): e/step_00000004: a complete checkpoint already exists; not overwriting it; move it out of e to save global step 4 there" log-e2/workerlog.0 &&
+	test_grep "e: rank 0 found a step directory where this run saves; its worker log says which" log-e2/workerlog.1 &&
+	! grep -q " - global step 3," log-e2/workerlog.0 &&
 	same_files keep e/step_00000004
+'
+
+test_expect_success 'with on_save_error continue the run trains past it; the save of its step fails on every rank' '
+	train 2 log-e3 e 6 -o Distributed.dp_degree=2 -o Engine.save_load.save_steps=2 \
+		-o Engine.save_load.on_save_error=continue -o Engine.save_load.ckpt_dir=e/step_00000002 >/dev/null 2>&1 &&
+	test_grep "\[checkpoint\] global step 4, saving failed: e/step_00000004: a complete checkpoint already exists; not overwriting it" log-e3/workerlog.0 &&
+	test_grep "\[checkpoint\] global step 4, saving failed: checkpoint of global step 4: another rank failed to prepare the directory" log-e3/workerlog.1 &&
+	same_files keep e/step_00000004 &&
+	test "$(cat e/latest)" = step_00000006
 '
 
 test_done
