@@ -67,8 +67,9 @@ typedef struct gpt_logs_rec {
 	gpt_logs_dialect dialect;
 	int64_t step;           /* -1 when the line does not say (see gpt_logs_run) */
 	int64_t total_steps;    /* -1 unless the line says ("step 5/100") */
-	int64_t epoch, batch;   /* PaddleFleetX's "[train] epoch: E, batch: B" (B counts
-				 * from 0 in each epoch), which gives no step: -1 otherwise */
+	int64_t epoch, batch;   /* PaddleFleetX's "[train] epoch: E, batch: B" (or
+				 * "step: [B/N]"; B counts from 0 in each epoch),
+				 * which gives no step: -1 otherwise */
 	gpt_logs_num loss;      /* train loss, or the eval loss for GPT_LOGS_EVAL */
 	gpt_logs_num lr;
 	gpt_logs_num step_time; /* seconds per step */

@@ -56,15 +56,23 @@ static const char *const patterns[P_COUNT] = {
 	[P_GPTKIT_CKPT] = "\\[checkpoint\\] global step " INT ", path: (.*?), size: " INT " bytes"
 			  "(?:, cost: " NUM_UNIT("sec") ")?",
 	[P_GPTKIT_AMP] = "\\[amp\\] global step " INT ".*?loss scale " NUM " -> " NUM,
-	[P_FLEETX_EVAL] = "\\[eval\\] epoch: " INT ", batch: " INT ", loss: " NUM
+	/* "batch: B" or, in later versions, "batch: B/T" */
+	[P_FLEETX_EVAL] = "\\[eval\\] epoch: " INT ", batch: " INT "(?:/[0-9]+)?, loss: " NUM
 			  "(?:.*?, avg_eval_cost: " NUM_UNIT("sec") ")?",
 	/* PaddleFleetX's engine (ppfleetx, language_module.py): no global step,
-	 * the epoch and the step's index in it. */
-	[P_FLEETX_TRAIN] = "\\[train\\] epoch: " INT ", batch: " INT ", loss: " NUM
+	 * the epoch and the step's index in it. Pre-training writes "epoch: E,
+	 * batch: B, loss: ..", fine-tuning "epoch: E, step: [B/N], learning
+	 * rate: .., loss: ..", later versions "epoch: [E/N]" and "batch: [B/T]"
+	 * and the per-card "ips_per_device:X tokens/s/device", and leave two
+	 * spaces before "learning rate" where they have no loss_scale to give. */
+	[P_FLEETX_TRAIN] = "\\[train\\] epoch: (?|" INT "|\\[" INT "/[0-9]+\\]), "
+			   "(?:batch|step): (?|" INT "|\\[" INT "/[0-9]+\\])"
+			   "(?:, learning rate: " NUM ")?, loss: " NUM
 			   "(?:.*?, avg_batch_cost: " NUM_UNIT("sec") ")?"
 			   "(?:.*?, ips_total: " NUM_UNIT("tokens/s") ")?"
 			   "(?:.*?, ips: " NUM_UNIT("tokens/s") ")?"
-			   "(?:.*?, learning rate: " NUM ")?",
+			   "(?:.*?, ips_per_device: ?" NUM_UNIT("tokens/s/device") ")?"
+			   "(?:.*?,\\s+learning rate: " NUM ")?",
 	[P_PADDLENLP_KV] = "([a-z_]+): " NUM "(?=,|\\s|$)",
 	[P_MEGATRON_STEP] = "iteration\\s+" INT "/\\s*" INT "\\s*\\|"
 			    "(?:.*?elapsed time per iteration \\(ms\\):\\s*" NUM ")?"
@@ -616,15 +624,21 @@ int gpt_logs_parse_line(gpt_logs_parser *p, const char *line, size_t len, gpt_lo
 		r->kind = GPT_LOGS_STEP;
 		r->epoch = integer(p, at, rc, 1);
 		r->batch = integer(p, at, rc, 2);
-		r->loss = num(p, at, rc, 3);
-		r->step_time = num(p, at, rc, 4);
-		r->tok_total = num(p, at, rc, 5);
-		r->tok_card = num(p, at, rc, 6);
+		r->lr = num(p, at, rc, 3);
+		r->loss = num(p, at, rc, 4);
+		r->step_time = num(p, at, rc, 5);
+		r->tok_total = num(p, at, rc, 6);
+		r->tok_card = num(p, at, rc, 7);
 		if (!r->tok_total.txt) { /* a lone ips is the all-card figure, as above */
 			r->tok_total = r->tok_card;
 			r->tok_card = derived(NAN);
 		}
-		r->lr = num(p, at, rc, 7);
+		/* ips counts per data-parallel replica; ips_per_device is per card */
+		gpt_logs_num dev = num(p, at, rc, 8);
+		if (dev.txt)
+			r->tok_card = dev;
+		if (!r->lr.txt)
+			r->lr = num(p, at, rc, 9);
 		p->body = at + 15;
 		return finish(p, line, len, 0, r);
 	}

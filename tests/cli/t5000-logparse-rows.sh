@@ -71,6 +71,45 @@ test_expect_success 'PaddleFleetX engine lines: [train] epoch: E, batch: B is st
 	grep -q "\"restarts\":0}" sum
 '
 
+test_expect_success 'PaddleFleetX fine-tuning lines: [train] epoch: E, step: [S/N] with the learning rate first' '
+	cat >finetune.log <<-\EOF &&
+	[2022-11-02 10:00:01,000] [    INFO] - [train] epoch: 0, step: [0/1053], learning rate: 0.0000000, loss: 0.693147182, avg_batch_cost: 0.51437 sec, speed: 1.94 step/s, ips_total: 1991 tokens/s, ips: 1991 tokens/s
+	[2022-11-02 10:00:02,000] [    INFO] - [train] epoch: 0, step: [9/1053], learning rate: 0.0000200, loss: 0.681234567, avg_batch_cost: 0.21437 sec, speed: 4.66 step/s, ips_total: 4771 tokens/s, ips: 4771 tokens/s
+	[2022-11-02 10:00:03,000] [    INFO] - [eval] epoch: 0, batch: 9, loss: 0.679999999, avg_eval_cost: 0.01000 sec, speed: 100.00 step/s
+	[2022-11-02 10:00:04,000] [    INFO] - [Eval] epoch: 0, total time: 3.00000 sec, acc: 0.51000, best_metric: 0.51000
+	[2022-11-02 10:00:05,000] [    INFO] - [train] epoch: [1/3], step: [9/1053], learning rate: 0.0000190, loss: 0.512345678, avg_batch_cost: 0.21001 sec, speed: 4.76 step/s, ips_total: 4870 tokens/s, ips: 4870 tokens/s
+	EOF
+	gpt-logparse finetune.log 2>err | cut -f 3- >out &&
+	cat >expect <<-\EOT &&
+	step	loss	lr	step_time	tokens_per_s	tokens_per_s_total
+	1	0.693147182	0.0000000	0.51437	1991	1991
+	10	0.681234567	0.0000200	0.21437	4771	4771
+	20	0.512345678	0.0000190	0.21001	4870	4870
+	EOT
+	test_cmp expect out &&
+	test_grep "^gpt-logparse: 1 line skipped" err &&
+	gpt-logparse --summary --format json finetune.log >sum 2>/dev/null &&
+	grep -q "\"eval_losses\":\[\[10,0.679999999\]\]" sum
+'
+
+test_expect_success 'later PaddleFleetX lines: epoch: [E/N], batch: [B/T], ips_per_device, the learning rate after a blank loss_scale' '
+	cat >ppfleetx2.log <<-\EOF &&
+	[2023-08-01 10:00:01,000] [    INFO] - [train] epoch: [0/1], batch: [0/500000], loss: 10.987654321, avg_batch_cost: 1.20000 sec, speed: 0.83 step/s, ips_total: 6827 tokens/s, ips: 3413 tokens/s, ips_per_device:853 tokens/s/device,  learning rate: 5.55556e-09, found_inf: 0 
+	[2023-08-01 10:00:05,000] [    INFO] - [train] epoch: [0/1], batch: [9/500000], loss: 10.874586105, avg_batch_cost: 0.48811 sec, speed: 2.05 step/s, ips_total: 16783 tokens/s, ips: 8392 tokens/s, ips_per_device:2098 tokens/s/device, loss_scale: 32768.000000000, learning rate: 5.55556e-08, found_inf: 0 , max_memory_allocated: 9123.4 MB, max_memory_reserved: 9876.5 MB, memory_allocated: 8000.0 MB, memory_reserved: 9876.5 MB
+	[2023-08-01 10:00:06,000] [    INFO] - [eval] epoch: 0, batch: 10/100, loss: 10.812345678, avg_eval_cost: 0.01234 sec, speed: 81.04 step/s
+	EOF
+	gpt-logparse ppfleetx2.log 2>err | cut -f 3- >out &&
+	cat >expect <<-\EOT &&
+	step	loss	lr	step_time	tokens_per_s	tokens_per_s_total
+	1	10.987654321	5.55556e-09	1.20000	853	6827
+	10	10.874586105	5.55556e-08	0.48811	2098	16783
+	EOT
+	test_cmp expect out &&
+	test ! -s err &&
+	gpt-logparse --summary --format json ppfleetx2.log >sum 2>/dev/null &&
+	grep -q "\"eval_losses\":\[\[10,10.812345678\]\]" sum
+'
+
 test_expect_success 'gptkit: eval, checkpoint and overflow lines are not step rows' '
 	gpt-logparse "$D/gptkit.log" >out &&
 	test_line_count = 11 out &&
