@@ -486,7 +486,7 @@ typedef struct gpt_launch_options {
 	double timeout_s;        /* rendezvous timeout (store connect, node barrier) */
 	char **argv;             /* the worker program and its arguments, NULL-terminated */
 	int out_fd, err_fd;      /* where rank 0's stdout and stderr are shown */
-	const gpt_log *log;      /* launcher notices (restarts, stops) */
+	gpt_log *log;            /* launcher notices (restarts, stops) */
 } gpt_launch_options;
 
 /* Runs the workers until they all exit 0 (returns 0) or the group fails for

@@ -231,12 +231,21 @@ typedef struct gpt_log {
 	FILE *fp;              /* usually stderr */
 	int color;             /* 1: ANSI colour around the header */
 	gpt_log_level min;     /* lines below this level are dropped */
+	int write_errno;       /* the errno of the first line fp failed to take; 0 while none */
+	int64_t lost;          /* lines fp failed to take */
 } gpt_log;
 
-/* Colour when fp is a terminal and the environment variable NO_COLOR is unset. */
+/* Colour when fp is a terminal and the environment variable NO_COLOR is unset.
+ *
+ * A line that fp fails to take (a full disk under a redirected standard
+ * output, a pipe whose reader is gone) is lost and counted, and the next
+ * line is tried as usual: a log never stops the work it reports on. The
+ * first such failure is reported once on stderr as a WARNING line naming
+ * the stream ("standard output" for stdout) and the error; the caller reads
+ * write_errno and lost to decide what the failure means at the end. */
 void gpt_log_init(gpt_log *lg, FILE *fp, gpt_log_level min);
-void gpt_log_printf(const gpt_log *lg, gpt_log_level level, const char *fmt, ...) GPT_PRINTF(3, 4);
-void gpt_log_vprintf(const gpt_log *lg, gpt_log_level level, const char *fmt, va_list ap);
+void gpt_log_printf(gpt_log *lg, gpt_log_level level, const char *fmt, ...) GPT_PRINTF(3, 4);
+void gpt_log_vprintf(gpt_log *lg, gpt_log_level level, const char *fmt, va_list ap);
 /* Formats the header "[YYYY-MM-DD HH:MM:SS,mmm] [   LEVEL] - " for the wall
  * clock time t_ms (milliseconds since the epoch, local time) into out. */
 void gpt_log_header(char *out, size_t size, int64_t t_ms, gpt_log_level level, int color);

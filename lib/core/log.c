@@ -1,6 +1,7 @@
 /* FleetX log lines: "[2022-07-27 12:40:00,833] [    INFO] - message". */
 #include "core.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,8 @@ void gpt_log_init(gpt_log *lg, FILE *fp, gpt_log_level min)
 {
 	lg->fp = fp;
 	lg->min = min;
+	lg->write_errno = 0;
+	lg->lost = 0;
 	const char *nc = getenv("NO_COLOR");
 	lg->color = fp && isatty(fileno(fp)) && !(nc && *nc);
 }
@@ -49,7 +52,25 @@ void gpt_log_header(char *out, size_t size, int64_t t_ms, gpt_log_level level, i
 		 (int)(t_ms % 1000), level_name(level), color ? "\033[0m" : "");
 }
 
-void gpt_log_vprintf(const gpt_log *lg, gpt_log_level level, const char *fmt, va_list ap)
+/* A line fp did not take: counted, and the first failure said once on
+ * stderr (unless fp is stderr itself). Lines may come from several threads. */
+static void write_failed(gpt_log *lg, int errnum)
+{
+	__atomic_add_fetch(&lg->lost, 1, __ATOMIC_RELAXED);
+	clearerr(lg->fp); /* try the next line afresh: the disk may have room again */
+	int none = 0;
+	if (!__atomic_compare_exchange_n(&lg->write_errno, &none, errnum, 0, __ATOMIC_RELAXED,
+					 __ATOMIC_RELAXED) ||
+	    lg->fp == stderr)
+		return;
+	gpt_log w;
+	gpt_log_init(&w, stderr, GPT_LOG_WARNING);
+	gpt_log_printf(&w, GPT_LOG_WARNING,
+		       "%s: %s: the log lines it cannot take are lost; the run goes on",
+		       lg->fp == stdout ? "standard output" : "the log", strerror(errnum));
+}
+
+void gpt_log_vprintf(gpt_log *lg, gpt_log_level level, const char *fmt, va_list ap)
 {
 	if (!lg || !lg->fp || level < lg->min)
 		return;
@@ -66,11 +87,12 @@ void gpt_log_vprintf(const gpt_log *lg, gpt_log_level level, const char *fmt, va
 		n = (int)sizeof line - 2;
 	line[n++] = '\n';
 	line[n] = '\0';
-	fputs(line, lg->fp);
-	fflush(lg->fp);
+	errno = 0;
+	if (fputs(line, lg->fp) == EOF || fflush(lg->fp) != 0)
+		write_failed(lg, errno ? errno : EIO);
 }
 
-void gpt_log_printf(const gpt_log *lg, gpt_log_level level, const char *fmt, ...)
+void gpt_log_printf(gpt_log *lg, gpt_log_level level, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);

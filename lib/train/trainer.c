@@ -5,6 +5,7 @@
 #include "cuda/cuda.h"
 #endif
 
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -695,6 +696,17 @@ int gpt_train_run(const gpt_config *cfg, FILE *log, const volatile sig_atomic_t 
 		rc = run(&tr, err);
 	}
 	rc = gpt_tr_ckpt_finish(&tr, rc, 1, err);
+	/* The run went on without its log (gpt_log said so when it began);
+	 * what it trained and saved stands, but a log file with holes in it
+	 * (a full disk, an I/O error) is no success either, so that "gpt-train
+	 * >log && next" stops there. A reader that went away (EPIPE: a closed
+	 * pipe, a killed launcher) chose not to read on, as with "| head": no
+	 * failure. A failure of the run's own comes first. */
+	if (!rc && tr.log.write_errno && tr.log.write_errno != EPIPE)
+		rc = gpt_err_set(err, GPT_EIO,
+				 "%s: %s: %lld log line%s could not be written (the training itself did not fail)",
+				 log == stdout ? "standard output" : "the log", strerror(tr.log.write_errno),
+				 (long long)tr.log.lost, tr.log.lost == 1 ? "" : "s");
 	trainer_free(&tr);
 	return rc;
 }

@@ -73,7 +73,10 @@ test_expect_success 'a log pipe whose reader is gone costs log lines, not the ru
 	{ ( (train -o Engine.max_steps=20 -o Engine.save_load.save_steps=20 -o Engine.save_load.output_dir=pipe \
 		2>pipe.err); echo $? >pipe.rc) | (exec true); } &&
 	test "$(cat pipe.rc)" = 0 &&
-	test "$(cat pipe/latest)" = step_00000020
+	test "$(cat pipe/latest)" = step_00000020 &&
+	grep "standard output" pipe.err >said &&
+	test_line_count = 1 said &&
+	test_grep "\[ WARNING\] - standard output: Broken pipe: the log lines it cannot take are lost; the run goes on$" said
 '
 
 test_expect_success 'with save_on_signal False a SIGTERM stops at once' '

@@ -191,6 +191,19 @@ test_expect_success 'the same limit with SIGXFSZ at its default: an error (74), 
 	test -z "$(ls -A fsz2)"
 '
 
+test_expect_success 'a standard output that takes no line (/dev/full): said once, the training goes on, then 74' '
+	code=0 &&
+	./train -o Engine.save_load.output_dir=full >/dev/full 2>full.err || code=$? &&
+	cat full.err &&
+	test "$code" = 74 &&
+	grep "standard output" full.err >said &&
+	test_line_count = 2 said &&
+	test_grep "^\[.*\] \[ WARNING\] - standard output: No space left on device: the log lines it cannot take are lost; the run goes on$" full.err &&
+	test_grep "^gpt-train: error: standard output: No space left on device: [0-9]+ log lines could not be written \(the training itself did not fail\)$" full.err &&
+	intact full 8 &&
+	same_weights full 8
+'
+
 unshare -rm sh -c "mkdir -p \"$GPT_TRASH/probe\" && mount -t tmpfs -o size=64k tmpfs \"$GPT_TRASH/probe\"" \
 	2>/dev/null && test_set_prereq TMPFS
 
@@ -216,6 +229,32 @@ test_expect_success TMPFS 'a real full tmpfs, then read-only: stop each time, la
 	./train -o Engine.save_load.output_dir=tout2 >tres.log 2>&1 &&
 	same_from tres.log 3 &&
 	same_weights tout2 8
+'
+
+test_expect_success TMPFS 'a log file on a full disk: the lines come back once there is room, and the lost ones are counted' '
+	mkdir lmnt &&
+	cat >logfull.sh <<-\EOF &&
+	mount -t tmpfs -o size=64k tmpfs lmnt || exit 1
+	dd if=/dev/zero of=lmnt/fill bs=4k count=64 2>/dev/null
+	./train -o Engine.save_load.output_dir=lfull >lmnt/train.log 2>lfull.err &
+	pid=$!
+	n=0
+	until grep -q "standard output: No space left" lfull.err; do
+		n=$((n + 1)); [ $n -lt 600 ] || break; sleep 0.05
+	done
+	rm lmnt/fill
+	code=0; wait $pid || code=$?
+	echo $code >lfull.code
+	cp lmnt/train.log lfull.log
+	EOF
+	unshare -rm sh logfull.sh &&
+	cat lfull.err &&
+	test "$(cat lfull.code)" = 74 &&
+	test_grep "\] - global step 8, epoch" lfull.log &&
+	test_grep "\[checkpoint\] global step 8, path: lfull/step_00000008" lfull.log &&
+	lost=$(sed -n "s/^gpt-train: error: standard output: No space left on device: \([0-9]*\) log lines* could not be written.*/\1/p" lfull.err) &&
+	test "$lost" -ge 1 &&
+	intact lfull 8
 '
 
 test_expect_success NOT_ROOT 'a directory made read-only after step 2: stop, step 2 and latest intact' '
