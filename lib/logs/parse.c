@@ -81,8 +81,11 @@ static const char *const patterns[P_COUNT] = {
 	[P_MEGATRON_EVAL] = "validation loss at iteration\\s+" INT ".*?\\| lm loss value:\\s*" NUM
 			    "(?:.*?\\| lm loss PPL:\\s*" NUM ")?",
 	[P_MEGATRON_CKPT] = "saved checkpoint (?:from |at )?iteration\\s+" INT " to (\\S+)",
+	/* train_gpt2.cu: "step    2/74 | loss 7.713380 (-0.72z)| norm 21.7020
+	 * (-0.51z)| lr 1.71e-05 | 336.52 ms | 42.1% bf16 MFU | 1557977 tok/s",
+	 * earlier "| train loss 7.713380 | norm 21.7020 | lr ..." */
 	[P_LLMC_STEP] = "step\\s+" INT "/" INT " \\| (?:train )?loss " NUM
-			"(?:.*? \\| lr " NUM ")?"
+			"(?:.*?\\| lr " NUM ")?"
 			"(?:.*? \\| " NUM " ms)?"
 			"(?:.*? \\| " NUM " tok/s)?",
 	/* train_gpt2.cu before the "|" columns: "step 1/37: train loss 4.40 norm 1.2
@@ -92,7 +95,9 @@ static const char *const patterns[P_COUNT] = {
 		       "(?:.*?\\(" NUM " ms, " NUM " tok/s\\))?",
 	[P_LLMC_OLD] = "step " INT ": train loss " NUM "(?: \\(took " NUM " ms\\))?",
 	[P_LLMC_VAL] = "val loss " NUM,
-	/* llm.c's own log file (-o DIR/main.log): "s:10 trl:5.2 lr:0.0006 norm:1.2", "s:10 tel:5.3". */
+	/* llm.c's own log file (-o DIR/main.log): "s:10 trl:5.2 lr:0.0006 norm:1.2", "s:10 tel:5.3".
+	 * A trl line's s counts from 0 (the step its stdout line calls 11/N); a
+	 * tel line's s is the steps done before the evaluation. */
 	[P_LLMC_FILE] = "s:" INT " (trl|tel):" NUM "(?: lr:" NUM ")?",
 };
 
@@ -577,6 +582,8 @@ static int parse_llmc(gpt_logs_parser *p, const char *s, size_t n, gpt_logs_rec 
 		group(p, s, rc, 2, &k, &klen);
 		r->kind = k[1] == 'r' ? GPT_LOGS_STEP : GPT_LOGS_EVAL;
 		r->step = integer(p, s, rc, 1);
+		if (r->kind == GPT_LOGS_STEP && r->step >= 0)
+			r->step++; /* numbered as stdout numbers it, and as evals count */
 		r->loss = num(p, s, rc, 3);
 		r->lr = num(p, s, rc, 4);
 		return 1;

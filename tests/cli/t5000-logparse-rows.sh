@@ -171,6 +171,33 @@ test_expect_success 'llm.c lines, new and old' '
 	test_cmp expect out
 '
 
+test_expect_success 'llm.c lines with z-scores keep their lr; main.log numbers its steps as stdout does' '
+	cat >llmc-z.log <<-\EOF &&
+	val loss 11.009589
+	step    1/74 | loss 7.926287 (+nanz)| norm 43.1151 (+nanz)| lr 8.57e-06 | 1020.88 ms | -100.0% bf16 MFU | 514073 tok/s
+	step    2/74 | loss 7.713380 (-0.72z)| norm 21.7020 (-0.51z)| lr 1.71e-05 | 336.52 ms | 42.1% bf16 MFU | 1557977 tok/s
+	val loss 7.151734
+	EOF
+	cat >main.log <<-\EOF &&
+	s:0 tel:11.0096
+	s:0 trl:7.9263 lr:0.000009 norm:43.12
+	s:1 trl:7.7134 lr:0.000017 norm:21.70
+	s:2 tel:7.1517
+	EOF
+	gpt-logparse llmc-z.log main.log | cut -f 3- >out &&
+	cat >expect <<-\EOT &&
+	step	loss	lr	step_time	tokens_per_s	tokens_per_s_total
+	1	7.926287	8.57e-06	1.02088		514073
+	2	7.713380	1.71e-05	0.33652		1557977
+	1	7.9263	0.000009			
+	2	7.7134	0.000017			
+	EOT
+	test_cmp expect out &&
+	gpt-logparse --summary --format json llmc-z.log main.log >sum &&
+	grep "^{\"source\":\"llmc-z.log\".*\"loss_min_step\":2,.*\"eval_losses\":\[\[null,11.009589\],\[2,7.151734\]\]" sum &&
+	grep "^{\"source\":\"main.log\".*\"loss_min_step\":2,.*\"eval_losses\":\[\[0,11.0096\],\[2,7.1517\]\]" sum
+'
+
 test_expect_success 'mixed dialects in one file' '
 	cat "$D/llmc.log" "$D/fleetx.log" "$D/megatron.log" "$D/paddlenlp.log" >mixed.log &&
 	gpt-logparse mixed.log >out 2>err &&

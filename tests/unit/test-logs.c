@@ -166,8 +166,13 @@ static void test_llmc(void)
 		   r.step == 1 && r.total_steps == 37 && r.loss.v == 4.406481 && r.lr.v == 6e-4 &&
 		   fabs(r.step_time.v - 0.22449) < 1e-12 && r.tok_total.v == 36484,
 	   "llm.c line of the colon era");
+	ok(parse("step    2/74 | loss 7.713380 (-0.72z)| norm 21.7020 (-0.51z)| lr 1.71e-05 | 336.52 ms | "
+		 "42.1% bf16 MFU | 1557977 tok/s", &r) && r.step == 2 && r.loss.v == 7.71338 &&
+		   r.lr.v == 1.71e-5 && fabs(r.step_time.v - 0.33652) < 1e-12 && r.tok_total.v == 1557977,
+	   "llm.c line with z-scores: the lr after \"(-0.51z)|\"");
 	ok(parse("s:20 trl:5.123400 lr:0.000600 norm:1.2000", &r) && r.kind == GPT_LOGS_STEP &&
-		   r.step == 20 && r.loss.v == 5.1234 && r.lr.v == 6e-4, "llm.c main.log train line");
+		   r.step == 21 && r.loss.v == 5.1234 && r.lr.v == 6e-4,
+	   "llm.c main.log train line: s counts from 0, the step is s + 1 as stdout has it");
 	ok(parse("s:20 tel:5.3", &r) && r.kind == GPT_LOGS_EVAL && r.step == 20 && r.loss.v == 5.3,
 	   "llm.c main.log eval line");
 }
