@@ -1,5 +1,5 @@
 /* gpt-logparse: training logs (gptkit, FleetX, PaddleNLP, Megatron-LM,
- * llm.c) to step rows, per-log summaries and an SVG plot. */
+ * llm.c, MindFormers) to step rows, per-log summaries and an SVG plot. */
 #include "core/core.h"
 #include "config/config.h"
 #include "logs/logs.h"

@@ -1,9 +1,9 @@
 /* lib/logs: reading training logs back into numbers.
  *
  * gpt-logparse turns the logs that trainers write (gptkit's own FleetX-style
- * lines, PaddleFleetX, the PaddleNLP Trainer, Megatron-LM and llm.c) into
- * per-step rows, per-log summaries (tokens/s, step time, loss, MFU) and an SVG
- * plot. The module has four layers, each usable alone:
+ * lines, PaddleFleetX, the PaddleNLP Trainer, Megatron-LM, llm.c and
+ * MindFormers) into per-step rows, per-log summaries (tokens/s, step time,
+ * loss, MFU) and an SVG plot. The module has four layers, each usable alone:
  *
  *   gpt_logs_parser  one line in, one record out (PCRE2 JIT patterns behind a
  *                    memmem prefilter, so unknown lines cost almost nothing);
@@ -47,9 +47,11 @@ typedef enum gpt_logs_dialect {
 	GPT_LOGS_PADDLENLP,  /* PaddleNLP Trainer: "loss: .., global_step: .." */
 	GPT_LOGS_MEGATRON,   /* Megatron-LM: "iteration N/ M | ..." */
 	GPT_LOGS_LLMC,       /* llm.c: "step N/M | ..." and "step N: train loss .." */
+	GPT_LOGS_MINDFORMERS, /* MindFormers: "{ Epoch:[E/N], step:[S/M], loss: .." */
 } gpt_logs_dialect;
 
-/* "fleetx" (gptkit writes FleetX lines), "paddlenlp", "megatron", "llm.c". */
+/* "fleetx" (gptkit writes FleetX lines), "paddlenlp", "megatron", "llm.c",
+ * "mindformers". */
 const char *gpt_logs_dialect_name(gpt_logs_dialect d);
 
 /* A number as logged: its value (NaN when absent) and, when it was copied

@@ -35,6 +35,7 @@ enum {
 	P_LLMC_OLD,
 	P_LLMC_VAL,
 	P_LLMC_FILE,
+	P_MINDFORMERS,
 	P_COUNT
 };
 
@@ -99,6 +100,15 @@ static const char *const patterns[P_COUNT] = {
 	 * A trl line's s counts from 0 (the step its stdout line calls 11/N); a
 	 * tel line's s is the steps done before the evaluation. */
 	[P_LLMC_FILE] = "s:" INT " (trl|tel):" NUM "(?: lr:" NUM ")?",
+	/* MindFormers' MFLossMonitor: "{ Epoch:[  1/  2], step:[   10/  125],
+	 * loss: 10.123, per_step_time: 1234ms, lr: 1e-05, overflow cond: False,
+	 * ..." (outside dataset sink mode "loss:[10.123/10.456]", this step's and
+	 * the mean so far); epoch and step count from 1; the lr is NumPy's, a
+	 * 1-element array in brackets. */
+	[P_MINDFORMERS] = "\\{ Epoch:\\[\\s*" INT "/\\s*" INT "\\], step:\\[\\s*" INT "/\\s*" INT "\\], "
+			  "loss:\\s*(?|" NUM "|\\[\\s*" NUM "/\\s*" NUM "\\])"
+			  "(?:.*?, per_step_time: " NUM "ms)?"
+			  "(?:.*?, lr: \\[?" NUM ")?",
 };
 
 struct gpt_logs_parser {
@@ -121,6 +131,7 @@ const char *gpt_logs_dialect_name(gpt_logs_dialect d)
 	case GPT_LOGS_PADDLENLP: return "paddlenlp";
 	case GPT_LOGS_MEGATRON: return "megatron";
 	case GPT_LOGS_LLMC: return "llm.c";
+	case GPT_LOGS_MINDFORMERS: return "mindformers";
 	}
 	return "unknown";
 }
@@ -598,6 +609,36 @@ static int parse_llmc(gpt_logs_parser *p, const char *s, size_t n, gpt_logs_rec 
 	return 0;
 }
 
+static int parse_mindformers(gpt_logs_parser *p, const char *at, size_t n, gpt_logs_rec *r)
+{
+	int rc = run(p, P_MINDFORMERS, at, n);
+	if (!rc)
+		return 0;
+	r->dialect = GPT_LOGS_MINDFORMERS;
+	r->kind = GPT_LOGS_STEP;
+	p->body = at + 9;
+	int64_t epoch = integer(p, at, rc, 1), epochs = integer(p, at, rc, 2);
+	int64_t step = integer(p, at, rc, 3), per_epoch = integer(p, at, rc, 4);
+	/* the global step, as MindFormers itself counts it */
+	if (epoch >= 1 && step >= 1 && per_epoch >= 1 && epoch < INT64_MAX / 2 / per_epoch)
+		r->step = (epoch - 1) * per_epoch + step;
+	if (epochs >= 1 && per_epoch >= 1 && epochs < INT64_MAX / 2 / per_epoch)
+		r->total_steps = epochs * per_epoch;
+	/* "[7.001/7.210]" and "1234ms" are whole numbers, not cut short */
+	int mixed = p->mixed;
+	r->loss = num(p, at, rc, 5);
+	const char *b = r->loss.txt;
+	while (b && b > at && b[-1] == ' ')
+		b--;
+	if (b && b[-1] == '[')
+		p->mixed = mixed;
+	mixed = p->mixed;
+	r->step_time = ms_to_s(num(p, at, rc, 7));
+	p->mixed = mixed;
+	r->lr = num(p, at, rc, 8);
+	return 1;
+}
+
 int gpt_logs_parse_line(gpt_logs_parser *p, const char *line, size_t len, gpt_logs_rec *r)
 {
 	rec_init(r);
@@ -648,6 +689,12 @@ int gpt_logs_parse_line(gpt_logs_parser *p, const char *line, size_t len, gpt_lo
 			r->lr = num(p, at, rc, 9);
 		p->body = at + 15;
 		return finish(p, line, len, 0, r);
+	}
+	if ((at = memmem(line, len, "{ Epoch:[", 9))) {
+		if (parse_mindformers(p, at, (size_t)(line + len - at), r))
+			return finish(p, line, len, 0, r);
+		rec_init(r);
+		return 0;
 	}
 	if (memmem(line, len, "global_step: ", 13) || memmem(line, len, "eval_loss: ", 11)) {
 		if (parse_paddlenlp(p, line, len, r))

@@ -209,7 +209,7 @@ void gpt_logs_write_row(gpt_buf *b, gpt_logs_format f, const char *prefix, size_
 static void dialects(gpt_buf *b, gpt_logs_format f, int mask, gpt_err *err)
 {
 	gpt_buf names = GPT_BUF_INIT;
-	for (int d = GPT_LOGS_GPTKIT; d <= GPT_LOGS_LLMC; d++)
+	for (int d = GPT_LOGS_GPTKIT; d <= GPT_LOGS_MINDFORMERS; d++)
 		if (mask & (1 << d))
 			gpt_buf_printf(&names, err, "%s%s", names.len ? "+" : "",
 				       gpt_logs_dialect_name((gpt_logs_dialect)d));

@@ -198,6 +198,26 @@ test_expect_success 'llm.c lines with z-scores keep their lr; main.log numbers i
 	grep "^{\"source\":\"main.log\".*\"loss_min_step\":2,.*\"eval_losses\":\[\[0,11.0096\],\[2,7.1517\]\]" sum
 '
 
+test_expect_success 'MindFormers lines: the global step from epoch and step, ms become seconds' '
+	cat >mf.log <<-\EOF &&
+	2024-03-01 10:00:00,123 - mindformers[mindformers/core/callback/callback.py:318] - INFO - { Epoch:[  1/  2], step:[    1/  125], loss: 10.789, per_step_time: 35312ms, lr: 0.0, overflow cond: False, loss_scale: 1024.0, global_norm: [13.345]
+	2024-03-01 10:00:00,124 - mindformers[mindformers/core/callback/callback.py:320] - INFO -    0.4% |                                                  | 0.45311 samples/s/p  2:26:42 }
+	2024-03-01 10:01:10,123 - mindformers[mindformers/core/callback/callback.py:318] - INFO - { Epoch:[  1/  2], step:[  125/  125], loss: 7.345, per_step_time: 512ms, lr: 1e-05, overflow cond: False, loss_scale: 1024.0, global_norm: [3.345], train_throughput_per_npu: 123.456T
+	2024-03-01 10:01:20,123 - mindformers[mindformers/core/callback/callback.py:318] - INFO - { Epoch:[  2/  2], step:[   10/  125], loss:[ 7.001/ 7.210], per_step_time: 498ms, lr: [9.999e-06], overflow cond: False, loss_scale: 1024.0, global_norm: [3.1]
+	EOF
+	gpt-logparse mf.log 2>err | cut -f 3- >out &&
+	cat >expect <<-\EOT &&
+	step	loss	lr	step_time	tokens_per_s	tokens_per_s_total
+	1	10.789	0.0	35.312		
+	125	7.345	1e-05	0.512		
+	135	7.001	9.999e-06	0.498		
+	EOT
+	test_cmp expect out &&
+	test_grep "^gpt-logparse: 1 line skipped \(unknown format\)" err &&
+	gpt-logparse --summary --format json mf.log >sum 2>/dev/null &&
+	grep -q "\"format\":\"mindformers\",\"steps\":3," sum
+'
+
 test_expect_success 'mixed dialects in one file' '
 	cat "$D/llmc.log" "$D/fleetx.log" "$D/megatron.log" "$D/paddlenlp.log" >mixed.log &&
 	gpt-logparse mixed.log >out 2>err &&

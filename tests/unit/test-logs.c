@@ -177,6 +177,30 @@ static void test_llmc(void)
 	   "llm.c main.log eval line");
 }
 
+static void test_mindformers(void)
+{
+	gpt_logs_rec r;
+	ok(parse("2024-03-01 10:00:10,123 - mindformers[mindformers/core/callback/callback.py:318] - INFO - "
+		 "{ Epoch:[  2/  3], step:[   10/  125], loss: 7.345, per_step_time: 512ms, lr: 1e-05, "
+		 "overflow cond: False, loss_scale: 1024.0, global_norm: [3.345], train_throughput_per_npu: 123.456T",
+		 &r), "MindFormers line parses");
+	ok(r.kind == GPT_LOGS_STEP && r.dialect == GPT_LOGS_MINDFORMERS, "MindFormers step");
+	is_int(r.step, 135, "step (E - 1) x N + S");
+	is_int(r.total_steps, 375, "steps in all");
+	is_near(r.loss.v, 7.345, 0, "loss");
+	is_near(r.step_time.v, 0.512, 1e-15, "ms to seconds, the unit without a space");
+	is_near(r.lr.v, 1e-5, 0, "lr");
+	ok(parse("{ Epoch:[  1/  1], step:[    3/  125], loss:[ 7.001/ 7.210], per_step_time: 498ms, "
+		 "lr: [9.999e-06], overflow cond: False, loss_scale: 1024.0", &r) &&
+		   r.kind == GPT_LOGS_STEP && r.step == 3 && r.loss.v == 7.001 && r.lr.v == 9.999e-6,
+	   "outside sink mode: this step's loss of [this/mean], the lr in brackets");
+	ok(!parse("{ Epoch:[  1/  1], step:[    3/  125], loss: 7.00/usr/lib/x, per_step_time: 498ms", &r) &&
+		   r.kind == GPT_LOGS_BROKEN && r.dialect == GPT_LOGS_MINDFORMERS,
+	   "a loss that other output ran into: broken");
+	ok(!parse("  0.4% |                                                  | 0.45311 samples/s/p  2:26:42 }", &r),
+	   "the progress line is no record");
+}
+
 /* Numbers come out as strtod would read them, on the fast path and off it. */
 static void test_numbers(void)
 {
@@ -447,6 +471,7 @@ int main(void)
 	test_paddlenlp();
 	test_megatron();
 	test_llmc();
+	test_mindformers();
 	test_numbers();
 	test_garbage();
 	test_interleaved();
