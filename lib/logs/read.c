@@ -6,6 +6,7 @@
 #include <archive.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -20,6 +21,7 @@ struct gpt_logs_reader {
 	char *name;
 	int fd, own_fd;
 	int follow;         /* follow a regular file past its end */
+	int stream;         /* follow mode on a pipe or terminal: no waiting in read */
 	struct archive *ar; /* compressed input, else NULL */
 	char *prefix;       /* bytes read while sniffing, handed to libarchive first */
 	size_t prefix_len, prefix_pos;
@@ -146,6 +148,7 @@ int gpt_logs_reader_open(gpt_logs_reader **out, const char *path, size_t max_lin
 			goto fail;
 		}
 		r->follow = follow && S_ISREG(st.st_mode);
+		r->stream = follow && !S_ISREG(st.st_mode);
 	}
 	if (sniff(r, err))
 		goto fail;
@@ -168,6 +171,14 @@ static int rewritten(gpt_logs_reader *r)
 	char now[sizeof r->head];
 	return r->head_len &&
 	       (pread(r->fd, now, r->head_len, 0) != (ssize_t)r->head_len || memcmp(now, r->head, r->head_len) != 0);
+}
+
+/* Whether a read would not wait: data, the writer gone, or an error to see. */
+static int ready(gpt_logs_reader *r)
+{
+	struct pollfd pfd = {.fd = r->fd, .events = POLLIN};
+	int k = poll(&pfd, 1, 0);
+	return k != 0 && !(k < 0 && errno == EINTR);
 }
 
 static int fill(gpt_logs_reader *r, size_t *got, gpt_err *err)
@@ -248,6 +259,10 @@ gpt_logs_read_status gpt_logs_reader_next(gpt_logs_reader *r, const char **line,
 			r->head_len = 0;
 			continue;
 		}
+		/* a pipe with nothing to read yet is no end: the rows so far go
+		 * out, and the other logs are read, while its writer works */
+		if (r->stream && !r->ar && !ready(r))
+			return GPT_LOGS_AGAIN;
 		size_t got = 0;
 		if (fill(r, &got, err))
 			return GPT_LOGS_ERROR;

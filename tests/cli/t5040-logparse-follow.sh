@@ -103,6 +103,24 @@ test_expect_success 'following a pipe ends with the pipe' '
 	test_line_count = 4 out
 '
 
+test_expect_success 'following a pipe: its rows appear as its lines come, not at its end' '
+	mkfifo pipe &&
+	: >out
+	gpt-logparse --follow <pipe >out 2>/dev/null &
+	pid=$!
+	good=0
+	exec 3>pipe &&
+	sed -n 2,3p "$D/fleetx.log" >&3 &&
+	wait_rows 3 out &&
+	sed -n 4p "$D/fleetx.log" >&3 &&
+	wait_rows 4 out &&
+	good=1
+	exec 3>&-
+	wait $pid &&
+	test $good = 1 &&
+	steps_are "1 2 3"
+'
+
 test_expect_success 'following two logs from a directory' '
 	mkdir log
 	: >log/workerlog.0
