@@ -75,6 +75,18 @@ static int read_config(const char *dir, gpt_model_shape *s, gpt_err *err)
 				 p, json_number_value(eps));
 	if (!rc && tie && json_is_false(tie))
 		rc = gpt_err_set(err, GPT_EDATA, "%s: tie_word_embeddings false: gptkit ties the output head to wte", p);
+	/* GPT2Attention's other scalings (Stanford CRFM's Mistral GPT-2s set
+	 * scale_attn_by_inverse_layer_idx): the same tensors, other logits */
+	json_t *sw = json_object_get(c, "scale_attn_weights"),
+	       *sl = json_object_get(c, "scale_attn_by_inverse_layer_idx");
+	if (!rc && sw && !json_is_true(sw))
+		rc = gpt_err_set(err, GPT_EDATA,
+				 "%s: scale_attn_weights false: gptkit's attention divides the scores by "
+				 "sqrt(head size), as GPT-2 does", p);
+	if (!rc && sl && !json_is_false(sl))
+		rc = gpt_err_set(err, GPT_EDATA,
+				 "%s: scale_attn_by_inverse_layer_idx true: gptkit's attention does not divide "
+				 "the scores of layer i by i + 1", p);
 	json_decref(c);
 	s->padded_vocab = (s->vocab_size + GPT_VOCAB_PAD - 1) / GPT_VOCAB_PAD * GPT_VOCAB_PAD;
 	return rc;

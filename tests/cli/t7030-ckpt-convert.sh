@@ -236,20 +236,25 @@ test_expect_success '--to-layout and --from-hf refuse a directory gpt-train trai
 	gpt-ckpt-merge --verify paused
 '
 
-# hfedit KEY VALUE: back1 with one key of config.json changed, as hfx/
+# hfedit KEY VALUE [KEY VALUE]...: back1 with those keys of config.json set, as hfx/
 hfedit () {
 	rm -rf hfx && cp -r back1 hfx &&
 	/usr/bin/python3 -c "import json, sys
-c = json.load(open(\"hfx/config.json\")); c[sys.argv[1]] = json.loads(sys.argv[2])
-json.dump(c, open(\"hfx/config.json\", \"w\"))" "$1" "$2"
+c = json.load(open(\"hfx/config.json\"))
+for k, v in zip(sys.argv[1::2], sys.argv[2::2]): c[k] = json.loads(v)
+json.dump(c, open(\"hfx/config.json\", \"w\"))" "$@"
 }
 
 test_expect_success 'gpt-infer takes no Hugging Face directory that --from-hf refuses' '
 	gpt-infer -m back1 -o Generation.max_dec_len=2 "GNU" >/dev/null &&
+	hfedit scale_attn_weights true scale_attn_by_inverse_layer_idx false &&
+	gpt-infer -m hfx -o Generation.max_dec_len=2 "GNU" >/dev/null &&
 	for kv in "n_layer 1:has no place" "activation_function \"relu\":activation_function .relu." \
 		"model_type \"llama\":model_type .llama." "tie_word_embeddings false:tie_word_embeddings false" \
 		"vocab_size 1000000000000:tensor .*wte.weight. has another shape" "n_head 0:expected a GPT-2 config.json" \
-		"n_head 3:hfx/config.json: "; do
+		"n_head 3:hfx/config.json: " \
+		"scale_attn_weights false:scale_attn_weights false: gptkit.s attention divides the scores by sqrt" \
+		"scale_attn_by_inverse_layer_idx true:scale_attn_by_inverse_layer_idx true: gptkit.s attention does not divide"; do
 		hfedit ${kv%%:*} &&
 		test_expect_code 65 gpt-ckpt-merge --from-hf hfx y 2>err &&
 		test_grep "${kv#*:}" err &&
