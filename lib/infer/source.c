@@ -272,8 +272,36 @@ static int read_entry_text(struct archive *a, const char *path, const char *name
 	return 0;
 }
 
+/* A file that is no bundle but a kind gpt-infer is often handed: a GGUF
+ * file (gpt-export --format gguf's, for llama.cpp), or one safetensors
+ * file (of a Hugging Face directory or a checkpoint). An error naming it
+ * and what to give instead, or 0. */
+static int foreign_file(const gpt_source *src, gpt_err *err)
+{
+	unsigned char h[9] = {0};
+	FILE *fp = fopen(src->path, "rb");
+	size_t n = fp ? fread(h, 1, sizeof h, fp) : 0;
+	if (fp)
+		fclose(fp);
+	if (n >= 4 && memcmp(h, "GGUF", 4) == 0)
+		return gpt_err_set(err, GPT_EDATA,
+				   "%s: a GGUF file, which llama.cpp runs and gpt-infer does not read; give "
+				   "gpt-infer the checkpoint it was exported from, or a bundle of it "
+				   "(gpt-export)", src->path);
+	/* safetensors: an 8-byte little-endian header length, then '{' */
+	if (n == sizeof h && h[8] == '{' && h[6] == 0 && h[7] == 0)
+		return gpt_err_set(err, GPT_EDATA,
+				   "%s: a single safetensors file; give the directory that holds it with "
+				   "its config.json (Hugging Face) or manifest.json (an unpacked bundle), "
+				   "or the checkpoint directory", src->path);
+	return 0;
+}
+
 static int open_bundle(gpt_source *src, const char *exe, gpt_err *err)
 {
+	int frc = foreign_file(src, err);
+	if (frc)
+		return frc;
 	struct archive *a = archive_read_new();
 	if (!a)
 		return gpt_err_set(err, GPT_EINTERNAL, "libarchive: out of memory");

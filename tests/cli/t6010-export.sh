@@ -177,7 +177,11 @@ test_expect_success 'broken bundles: missing, truncated, corrupt, foreign, newer
 	sed "s/\"version\": 1/\"version\": 9/" unpacked/manifest.json >y/manifest.json &&
 	(cd y && tar -czf ../newer.tar.gz manifest.json config.yaml model.safetensors) &&
 	test_expect_code 65 gpt-infer -m newer.tar.gz "x" 2>err &&
-	test_grep "bundle version 9 is newer than this gpt-infer reads \(1\); upgrade gptkit" err
+	test_grep "bundle version 9 is newer than this gpt-infer reads \(1\); upgrade gptkit" err &&
+	test_expect_code 65 gpt-infer -m m-fp32.gguf "x" 2>err &&
+	test_grep "^gpt-infer: error: m-fp32.gguf: a GGUF file, which llama.cpp runs and gpt-infer does not read; give gpt-infer the checkpoint" err &&
+	test_expect_code 65 gpt-infer -m hf/model.safetensors "x" 2>err &&
+	test_grep "^gpt-infer: error: hf/model.safetensors: a single safetensors file; give the directory that holds it" err
 '
 
 test_expect_success 'a bad config.yaml in the checkpoint: the error names the file, line and column' '
