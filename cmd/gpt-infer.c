@@ -120,6 +120,11 @@ int main(int argc, char **argv)
 	}
 	if (id == 0 && a.ppl && o.index < argc)
 		gpt_err_set(&err, GPT_EUSAGE, "--ppl takes no prompts"), id = -1;
+	/* options of generation that --ppl would not use */
+	const char *gen_only = a.stop ? "--stop" : a.truncate ? "--truncate" : a.batch ? "--batch" : NULL;
+	if (id == 0 && a.ppl && gen_only)
+		gpt_err_set(&err, GPT_EUSAGE, "%s applies to generation, not to --ppl; leave it out",
+			    gen_only), id = -1;
 	if (id < 0) {
 		free(ov);
 		return gpt_cmd_fail(prog, &err);

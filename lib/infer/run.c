@@ -144,7 +144,7 @@ static int read_prompts(run *r, FILE *in, int64_t *n, gpt_err *err)
 static int perplexity(const gpt_infer_args *a, gpt_infer_model *m, const gpt_tokenizer *tok,
 		      FILE *out, gpt_err *err)
 {
-	double nll = 0;
+	double nll = 0, t0 = gpt_now_s();
 	int64_t count = 0, docs = 0;
 	char idx[PATH_MAX];
 	snprintf(idx, sizeof idx, "%s.idx", a->ppl);
@@ -195,8 +195,18 @@ static int perplexity(const gpt_infer_args *a, gpt_infer_model *m, const gpt_tok
 		return gpt_err_prefix(err, "%s", a->ppl);
 	if (count == 0)
 		return gpt_err_set(err, GPT_EDATA, "%s: fewer than 2 tokens; nothing to predict", a->ppl);
-	fprintf(out, "perplexity: %.4f, loss: %.6f, tokens: %lld, documents: %lld\n",
-		exp(nll / (double)count), nll / (double)count, (long long)count, (long long)docs);
+	double secs = gpt_now_s() - t0, loss = nll / (double)count;
+	if (a->jsonl)
+		fprintf(out, "{\"perplexity\":%.17g,\"loss\":%.17g,\"tokens\":%lld,\"documents\":%lld}\n",
+			exp(loss), loss, (long long)count, (long long)docs);
+	else
+		fprintf(out, "perplexity: %.4f, loss: %.6f, tokens: %lld, documents: %lld\n", exp(loss),
+			loss, (long long)count, (long long)docs);
+	if (fflush(out) != 0)
+		return gpt_err_errno(err, GPT_EIO, errno, "standard output");
+	if (a->stats && a->err_out)
+		fprintf(a->err_out, "perplexity: %lld tokens predicted in %.3f s, %.1f tokens/s\n",
+			(long long)count, secs, secs > 0 ? (double)count / secs : 0.0);
 	return 0;
 }
 

@@ -161,6 +161,27 @@ test_expect_success '--ppl: low on the learnt text, high on other text' '
 	test "$(echo "$a < 1.5 && $b > 5" | bc)" = 1
 '
 
+test_expect_success '--ppl: --jsonl one JSON object, --stats its speed, a full standard output an error' '
+	gpt-infer -m ck --ppl d/doc.txt >plain &&
+	gpt-infer -m ck --ppl d/doc.txt --jsonl --stats >ppl.json 2>err &&
+	python3 -c "
+import json
+r = json.loads(open(\"ppl.json\").read())
+assert sorted(r) == [\"documents\", \"loss\", \"perplexity\", \"tokens\"], r
+assert r[\"tokens\"] == 5219 and r[\"documents\"] == 1, r
+want = \"perplexity: %.4f, loss: %.6f, tokens: 5219, documents: 1\\n\" % (r[\"perplexity\"], r[\"loss\"])
+assert open(\"plain\").read() == want, (open(\"plain\").read(), want)
+" &&
+	test_grep "^perplexity: 5219 tokens predicted in [0-9.]+ s, [0-9.]+ tokens/s$" err &&
+	test_expect_code 74 gpt-infer -m ck --ppl d/doc.txt >/dev/full 2>err &&
+	test_grep "^gpt-infer: error: standard output: No space left on device$" err &&
+	for o in "--stop x" --truncate "--batch 2"; do
+		test_expect_code 64 gpt-infer -m ck --ppl d/doc.txt $o 2>err &&
+		test_grep "^gpt-infer: error: ${o%% *} applies to generation, not to --ppl; leave it out$" err ||
+			return 1
+	done
+'
+
 test_expect_success '--ppl on a dataset of a larger vocabulary: bad data naming it' '
 	gpt-preprocess -o d/bpe other 2>/dev/null &&
 	test_expect_code 65 gpt-infer -m ck --ppl d/bpe >out 2>err &&
