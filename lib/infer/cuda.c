@@ -65,15 +65,21 @@ int gpt_infer_model_to_cuda(gpt_infer_model *m, int device, gpt_err *err)
 	float *dact = NULL;
 	if (!rc && !(d = dev.ops->alloc(&dev, bytes, "model weights", err)))
 		rc = GPT_EINTERNAL;
-	/* the host parameters are fp32: converted, or gathered when matrices go */
-	if (!rc && (es != 4 || q8) && !(h = gpt_malloc(bytes, "model weights", err)))
+	/* the host parameters are fp32 and, unless the weights are fp32 too,
+	 * lack the layers' matrices: gathered in the device's layout and
+	 * dtype, the 16-bit matrices from their host copies (the same
+	 * conversion of the same fp32 values) */
+	if (!rc && wt != GPT_DTYPE_F32 && !(h = gpt_calloc(1, bytes, "model weights", err)))
 		rc = GPT_EINTERNAL;
-	if (!rc && es != 4)
-		rc = gpt_convert(h, t, m->params, GPT_DTYPE_F32, (size_t)total, err);
-	for (int64_t i = 0; !rc && q8 && i < m->n_table; i++)
-		if (!gpt_infer_is_layer_matrix(i))
-			memcpy((float *)h + doff[i], (const float *)m->params + m->offset[i],
-			       (size_t)m->table[i].numel * sizeof(float));
+	for (int64_t i = 0; !rc && h && i < m->n_table; i++)
+		if (gpt_infer_host_holds(wt, i))
+			rc = gpt_convert((char *)h + (size_t)doff[i] * es, t,
+					 (const float *)m->params + m->offset[i], GPT_DTYPE_F32,
+					 (size_t)m->table[i].numel, err);
+	for (int64_t q = 0; !rc && h && !q8 && q < nq - 1; q++) {
+		int64_t e = gpt_infer_matrix_entry(L, q);
+		memcpy((char *)h + (size_t)doff[e] * es, m->qw[q].w, (size_t)m->table[e].numel * es);
+	}
 	if (!rc)
 		rc = dev.ops->upload(&dev, d, h ? h : m->params, bytes, err);
 	free(h);

@@ -17,26 +17,6 @@ static void *param(const gpt_infer_model *m, int64_t i)
 	return (char *)m->params + m->offset[i] * (int64_t)gpt_dtype_size(m->be.dtype);
 }
 
-static int init_qweights(gpt_infer_model *m, gpt_dtype dtype, gpt_err *err)
-{
-	const gpt_model_shape *s = &m->shape;
-	int64_t n = 4 * s->layers + 1;
-	m->qw = gpt_calloc((size_t)n, sizeof *m->qw, "weights", err);
-	if (!m->qw)
-		return GPT_EINTERNAL;
-	m->wdtype = dtype;
-	for (int64_t q = 0; q < 4 * s->layers; q++) {
-		int64_t e = gpt_infer_matrix_entry(s->layers, q);
-		const gpt_param_info *p = &m->table[e];
-		int64_t K = p->shape[p->ndim - 1];
-		int rc = gpt_qweight_init(&m->qw[q], param(m, e), p->numel / K, K, dtype, err);
-		if (rc)
-			return rc;
-	}
-	/* the head: wte's rows of the true vocabulary */
-	return gpt_qweight_init(&m->qw[n - 1], param(m, T_WTE), s->vocab_size, s->hidden, dtype, err);
-}
-
 /* A NaN or Inf weight would only turn every logit into NaN (and has no
  * int8 value): a damaged model is refused when it loads. */
 static int check_finite(const gpt_param_info *p, const float *w, gpt_err *err)
@@ -48,6 +28,39 @@ static int check_finite(const gpt_param_info *p, const float *w, gpt_err *err)
 					   "values (the model is damaged; export it again from a good checkpoint)",
 					   p->name, (double)w[k], (long long)k);
 	return 0;
+}
+
+/* The weight matrices as m->wdtype: from the host parameters, or, for the
+ * matrices they do not hold, read one at a time into scratch memory of
+ * `biggest` floats. */
+static int init_qweights(gpt_infer_model *m, gpt_weight_read_fn read, void *ctx, int64_t biggest,
+			 gpt_err *err)
+{
+	const gpt_model_shape *s = &m->shape;
+	int64_t n = 4 * s->layers + 1;
+	m->qw = gpt_calloc((size_t)n, sizeof *m->qw, "weights", err);
+	float *scratch = biggest ? gpt_malloc((size_t)biggest * sizeof *scratch, "weights", err) : NULL;
+	int rc = m->qw && (scratch || !biggest) ? 0 : GPT_EINTERNAL;
+	for (int64_t q = 0; !rc && q < 4 * s->layers; q++) {
+		int64_t e = gpt_infer_matrix_entry(s->layers, q);
+		const gpt_param_info *p = &m->table[e];
+		int64_t K = p->shape[p->ndim - 1];
+		const float *w = param(m, e);
+		if (!gpt_infer_host_holds(m->wdtype, e)) {
+			rc = read(ctx, p, scratch, err);
+			if (!rc)
+				rc = check_finite(p, scratch, err);
+			w = scratch;
+		}
+		if (!rc)
+			rc = gpt_qweight_init(&m->qw[q], w, p->numel / K, K, m->wdtype, err);
+	}
+	free(scratch);
+	/* the head: wte's rows of the true vocabulary */
+	if (!rc)
+		rc = gpt_qweight_init(&m->qw[n - 1], param(m, T_WTE), s->vocab_size, s->hidden, m->wdtype,
+				      err);
+	return rc;
 }
 
 int gpt_infer_model_init(gpt_infer_model *m, const gpt_model_shape *s, gpt_dtype dtype,
@@ -69,7 +82,8 @@ int gpt_infer_model_init(gpt_infer_model *m, const gpt_model_shape *s, gpt_dtype
 		gpt_infer_model_free(m);
 		return rc;
 	}
-	int64_t total = 0, biggest = 0;
+	int64_t total = 0, biggest = 0; /* biggest: of the matrices left out */
+	m->wdtype = dtype;
 	m->offset = gpt_calloc((size_t)m->n_table, sizeof *m->offset, "parameter offsets", err);
 	if (!m->offset) {
 		gpt_infer_model_free(m);
@@ -77,21 +91,23 @@ int gpt_infer_model_init(gpt_infer_model *m, const gpt_model_shape *s, gpt_dtype
 	}
 	for (int64_t i = 0; i < m->n_table; i++) {
 		m->offset[i] = total;
+		if (!gpt_infer_host_holds(dtype, i)) {
+			if (m->table[i].numel > biggest)
+				biggest = m->table[i].numel;
+			continue;
+		}
 		/* 16 elements keep every tensor 64-byte aligned in any dtype */
 		total += (m->table[i].numel + 15) / 16 * 16;
-		if (m->table[i].numel > biggest)
-			biggest = m->table[i].numel;
 	}
-	(void)biggest;
 	/* CPU backend memory is host memory: parameters are read in place (and
 	 * fp32 weight matrices streamed from there) */
 	m->params = gpt_weights_alloc((size_t)total * sizeof(float), "model weights", err);
 	rc = m->params ? 0 : GPT_EINTERNAL;
 	for (int64_t i = 0; !rc && i < m->n_table; i++)
-		if (!(rc = read(ctx, &m->table[i], param(m, i), err)))
+		if (gpt_infer_host_holds(dtype, i) && !(rc = read(ctx, &m->table[i], param(m, i), err)))
 			rc = check_finite(&m->table[i], param(m, i), err);
 	if (!rc)
-		rc = init_qweights(m, dtype, err);
+		rc = init_qweights(m, read, ctx, biggest, err);
 	if (rc)
 		gpt_infer_model_free(m);
 	return rc;

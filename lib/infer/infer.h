@@ -86,7 +86,10 @@ typedef struct gpt_infer_model {
 	gpt_param_info *table;
 	int64_t n_table;
 	int64_t *offset;        /* element offset of each table entry in params */
-	void *params;           /* flat, in be's dtype (fp32 on the CPU) */
+	void *params;           /* flat, in be's dtype (fp32 on the CPU); on the
+				   CPU with 16-bit or int8 weights without the
+				   layers' matrices, which qw alone holds
+				   (gpt_infer_host_holds in layout.h) */
 	gpt_dtype wdtype;       /* of the weight matrices */
 	gpt_qweight *qw;        /* per layer qkv, proj, fc, mlp proj; then the head (wte) */
 	float *act_scale;       /* NULL, or per layer and linear (that order): the clip

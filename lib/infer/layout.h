@@ -4,6 +4,8 @@
 #ifndef GPT_INFER_LAYOUT_H
 #define GPT_INFER_LAYOUT_H
 
+#include "backend/backend.h"
+
 #include <stdint.h>
 
 enum { P_LN1_W = 0, P_LN1_B, P_QKV_W, P_QKV_B, P_PROJ_W, P_PROJ_B, P_LN2_W, P_LN2_B,
@@ -27,6 +29,16 @@ static inline int gpt_infer_is_layer_matrix(int64_t i)
 {
 	int64_t k = (i - 2) % P_PER_LAYER;
 	return i >= 2 && (k == P_QKV_W || k == P_PROJ_W || k == P_FC_W || k == P_MPROJ_W);
+}
+
+/* 1 when the model's host parameters hold table entry i: every entry with
+ * fp32 weights; with 16-bit or int8 weights all but the layers' weight
+ * matrices, which only their compact copies (gpt_infer_model.qw) hold, so
+ * that those weights take their own size in memory, not fp32's as well
+ * (wte stays: the embedding reads it). */
+static inline int gpt_infer_host_holds(gpt_dtype wdtype, int64_t i)
+{
+	return wdtype == GPT_DTYPE_F32 || !gpt_infer_is_layer_matrix(i);
 }
 
 #endif
