@@ -80,7 +80,12 @@ int gpt_beam_search(gpt_infer_model *m, const gpt_gen_opts *o, const int32_t *pr
 		slot[0] = 0;
 		tok[0] = prompt;
 		ntok[0] = len;
+		double t0 = gpt_now_s();
 		rc = gpt_infer_forward(m, &kv, 1, slot, tok, ntok, 0, logits, err);
+		if (o->stats) {
+			o->stats->prompt_s += gpt_now_s() - t0;
+			o->stats->prompt_tokens += len;
+		}
 	}
 	for (int64_t g = 0; !rc && g < maxd && nrun > 0; g++) {
 		/* candidates: every token of every running beam */
@@ -153,8 +158,13 @@ int gpt_beam_search(gpt_infer_model *m, const gpt_gen_opts *o, const int32_t *pr
 			tok[j] = ids + (cur * nb + j) * W + len + g;
 			ntok[j] = 1;
 		}
+		double t0 = gpt_now_s();
 		if (nrun)
 			rc = gpt_infer_forward(m, &kv, nrun, slot, tok, ntok, 0, logits, err);
+		if (o->stats) {
+			o->stats->generate_s += gpt_now_s() - t0;
+			o->stats->generated_tokens += nrun;
+		}
 	}
 	int64_t want = o->num_return_sequences < b.n_hyp ? o->num_return_sequences : b.n_hyp;
 	for (int64_t i = 0; i < b.n_hyp; i++) {

@@ -113,6 +113,14 @@ for n in (1, 3):
 "
 '
 
+test_expect_success '--stats: the tokens of the prompt pass and of generation, greedy and beam search alike' '
+	greedy ck --stats "Everyone is" >out 2>err &&
+	test_grep "^prompt: 11 tokens in [0-9.]+ s, [0-9.]+ tokens/s; generation: 39 tokens in [0-9.]+ s, [0-9.]+ tokens/s$" err &&
+	gpt-infer -m ck --stats -o Generation.decode_strategy=beam_search -o Generation.num_beams=3 \
+		-o Generation.max_dec_len=40 "Everyone is" >out 2>err &&
+	test_grep "^prompt: 11 tokens in [0-9.]+ s, [0-9.]+ tokens/s; generation: [1-9][0-9]* tokens in [0-9.]+ s" err
+'
+
 test_expect_success 'Inference.model_dir of -c names the model; mp_degree above 1 is refused' '
 	printf "Inference:\n  model_dir: ck\nGeneration:\n  decode_strategy: greedy_search\n  max_dec_len: 40\n" >inf.yaml &&
 	gpt-infer -c inf.yaml "Everyone is" >out &&
