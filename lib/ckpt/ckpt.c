@@ -254,8 +254,9 @@ int gpt_ckpt_open_opts(gpt_ckpt **out, const char *path, int checksums, gpt_err 
 			return rc;
 		snprintf(idx, sizeof idx, "%s/index.json", dir);
 		if (!gpt_path_exists(idx))
-			return gpt_err_set(err, GPT_EDATA, "%s: 'latest' names %s, which is not a complete checkpoint (no index.json); refusing to resume from it",
-					   path, dir);
+			/* said to gpt-train resuming, gpt-export, gpt-infer and gpt-ckpt-merge alike */
+			return gpt_err_set(err, GPT_EDATA, "%s: 'latest' names %s, which is not a complete checkpoint (no index.json); refusing to read it: name a complete step directory of %s instead",
+					   path, dir, path);
 	}
 	gpt_ckpt *ck = gpt_calloc(1, sizeof *ck, "checkpoint", err);
 	if (!ck || !(ck->path = strdup(dir))) {
