@@ -128,7 +128,7 @@ static int check_index(gpt_dataset *ds, const char *idx_path, const char *bin_pa
 	ds->n_seq = (int64_t)s;
 	ds->n_docs = (int64_t)d - 1;
 	const uint8_t *lens = p + IDX_HEADER, *ptrs = lens + 4 * s, *docs = ptrs + 8 * s;
-	uint64_t bin_size = ds->bin.size, item = (uint64_t)ds->item;
+	uint64_t bin_size = ds->bin.size, item = (uint64_t)ds->item, data_end = 0;
 	for (uint64_t i = 0; i < s; i++) {
 		int32_t len = rd32(lens + 4 * i);
 		uint64_t ptr = rd64(ptrs + 8 * i);
@@ -137,7 +137,18 @@ static int check_index(gpt_dataset *ds, const char *idx_path, const char *bin_pa
 					   "%s: sequence %llu (%d tokens at byte %llu) lies outside %s (%llu bytes); the pair does not belong together or the .bin is truncated",
 					   idx_path, (unsigned long long)i, len, (unsigned long long)ptr, bin_path,
 					   (unsigned long long)bin_size);
+		if (ptr + (uint64_t)len * item > data_end)
+			data_end = ptr + (uint64_t)len * item;
 	}
+	/* Megatron's writers put the tokens back to back and nothing after
+	 * them: bytes the index does not reach mean a .bin of another index
+	 * (a bigger corpus, or another dtype), whose tokens would be read at
+	 * the wrong places. */
+	if (data_end != bin_size)
+		return gpt_err_set(err, GPT_EDATA,
+				   "%s: %llu bytes, but its index %s ends its last sequence at byte %llu (%s tokens); the pair does not belong together: make both again with gpt-preprocess",
+				   bin_path, (unsigned long long)bin_size, idx_path, (unsigned long long)data_end,
+				   gpt_ds_dtype_name(ds->dtype));
 	ds->doc_start = gpt_malloc((size_t)d * sizeof *ds->doc_start, "document offsets", err);
 	if (!ds->doc_start)
 		return GPT_EINTERNAL;

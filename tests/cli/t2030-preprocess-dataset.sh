@@ -88,6 +88,15 @@ test_expect_success 'a truncated .bin' '
 	info_fails u "u.idx: sequence 2 .* lies outside u.bin \(20 bytes\)"
 '
 
+test_expect_success 'a .bin longer than its index says: an index of another corpus or dtype' '
+	printf "abcd" >a2.txt && gpt-preprocess -t bytes -o big a2.txt b.txt c.txt &&
+	cp ds.idx l.idx && cp big.bin l.bin &&
+	info_fails l "l.bin: 30 bytes, but its index l.idx ends its last sequence at byte 26 \(uint16 tokens\); the pair does not belong together" &&
+	cp ds.idx l.idx && cat ds.bin ds.bin >l.bin &&
+	info_fails l "l.bin: 52 bytes, but its index l.idx ends" &&
+	test_expect_code 65 gpt-preprocess -t bytes --decode l 2>err && test_grep "does not belong together" err
+'
+
 test_expect_success 'swapped files' '
 	cp ds.idx s.bin && cp ds.bin s.idx &&
 	info_fails s "s.idx: not a Megatron index"
