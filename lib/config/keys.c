@@ -68,7 +68,7 @@ static const gpt_config_key keys[] = {
 	I("Engine.nan_max_rollbacks", engine.nan_max_rollbacks, "3", 0, BIG,
 	  "rollbacks (nan_policy: rollback) one run of gpt-train makes; the next non-finite step stops it"),
 	I("Engine.eval_freq", engine.eval_freq, "500", 0, BIG,
-	  "steps between evaluations on the valid split (0: never)"),
+	  "steps between evaluations on the valid split (0: never; a split without validation documents has none)"),
 	I("Engine.eval_iters", engine.eval_iters, "10", 0, BIG, "batches per evaluation"),
 	I("Engine.test_iters", engine.test_iters, "10", 0, BIG,
 	  "batches of the test split evaluated after training"),

@@ -156,8 +156,10 @@ static int parse_spec(gpt_loader *l, const char *spec, gpt_err *err)
 	return rc;
 }
 
+/* Opens a part and builds its index; *empty is set when the split holds
+ * none of its documents. */
 static int open_part(loader_part *p, const char *split, int which, int seq_len, int64_t min_samples,
-		     uint64_t seed, int shuffle, gpt_err *err)
+		     uint64_t seed, int shuffle, int *empty, gpt_err *err)
 {
 	int rc = gpt_dataset_open(&p->ds, p->path, err);
 	if (rc)
@@ -170,6 +172,7 @@ static int open_part(loader_part *p, const char *split, int which, int seq_len, 
 	gpt_split_ranges(w, nd, b);
 	int64_t n = b[which + 1] - b[which];
 	static const char *names[] = {"training", "validation", "test"};
+	*empty = n <= 0;
 	if (n <= 0)
 		return gpt_err_set(err, GPT_EDATA,
 				   "%s: the %s split of '%s' over %lld documents is empty; give it more documents or change Data.*.dataset.split",
@@ -194,7 +197,7 @@ static int open_part(loader_part *p, const char *split, int which, int seq_len, 
 }
 
 int gpt_loader_open(gpt_loader **out, const char *spec, const char *split, int which, int seq_len,
-		    int64_t min_samples, uint64_t seed, int shuffle, gpt_err *err)
+		    int64_t min_samples, uint64_t seed, int flags, gpt_err *err)
 {
 	*out = NULL;
 	gpt_loader *l = gpt_calloc(1, sizeof *l, "loader", err);
@@ -216,13 +219,34 @@ int gpt_loader_open(gpt_loader **out, const char *spec, const char *split, int w
 	}
 	if (!rc && !(total_w > 0))
 		rc = gpt_err_set(err, GPT_EDATA, "%s: the datasets hold no tokens", spec);
+	int n_empty = 0;
+	gpt_err why = {0}; /* the first part whose split is empty */
 	for (int i = 0; i < l->n_parts && !rc; i++) {
 		loader_part *p = &l->parts[i];
 		p->weight /= total_w;
 		/* a little more than its share, so the greedy blend never runs out */
 		int64_t need = (int64_t)ceil((double)min_samples * p->weight * 1.005) + 1;
-		rc = open_part(p, split, which, seq_len, need, seed + (uint64_t)i * 0x9e37u, shuffle, err);
+		int empty = 0;
+		rc = open_part(p, split, which, seq_len, need, seed + (uint64_t)i * 0x9e37u,
+			       flags & GPT_LOADER_SHUFFLE, &empty, err);
 		l->per_epoch += rc ? 0 : p->samples.per_epoch;
+		if (empty && (flags & GPT_LOADER_OPTIONAL)) {
+			if (!n_empty++ && err)
+				why = *err;
+			rc = 0;
+		}
+	}
+	if (!rc && n_empty && n_empty == l->n_parts) {
+		/* an optional split none of the datasets has */
+		if (err)
+			*err = why;
+		gpt_loader_close(l);
+		return 0;
+	}
+	if (!rc && n_empty) {
+		rc = GPT_EDATA;
+		if (err)
+			*err = why;
 	}
 	if (!rc) {
 		/* One dataset: all it built (at least an epoch). A blend: the

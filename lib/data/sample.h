@@ -64,11 +64,20 @@ void gpt_samples_free(gpt_samples *s);
  * Each dataset's documents are split by `split` ("949,50,1")
  * and `which` (0 train, 1 validation, 2 test) picks the part. Blending is
  * Megatron's: sample k goes to the dataset furthest behind its share. The
- * index covers at least min_samples samples (more epochs as needed). */
+ * index covers at least min_samples samples (more epochs as needed).
+ *
+ * flags: GPT_LOADER_SHUFFLE shuffles the samples of each epoch (else they
+ * keep stream order); with GPT_LOADER_OPTIONAL a split that holds no
+ * documents in any of the datasets is no error but no loader: 0 with *out
+ * NULL and err saying why (as Megatron-LM goes without a validation or test
+ * set that its split leaves empty). A split empty in some of the datasets
+ * only is GPT_EDATA either way. */
 typedef struct gpt_loader gpt_loader;
 
+enum { GPT_LOADER_SHUFFLE = 1, GPT_LOADER_OPTIONAL = 2 };
+
 int gpt_loader_open(gpt_loader **out, const char *spec, const char *split, int which, int seq_len,
-		    int64_t min_samples, uint64_t seed, int shuffle, gpt_err *err);
+		    int64_t min_samples, uint64_t seed, int flags, gpt_err *err);
 /* Samples in one pass over the split's documents (all datasets). */
 int64_t gpt_loader_epoch_samples(const gpt_loader *l);
 /* Samples the index covers. */

@@ -145,6 +145,8 @@ static int setup_schedule(trainer *tr, gpt_err *err)
 	return rc;
 }
 
+/* The validation and test splits are optional: one that holds no documents
+ * leaves *out NULL, err saying why. */
 static int open_split(const gpt_config_data *d, int which, int64_t seq_len, int64_t samples, int64_t vocab,
 		      uint64_t seed, gpt_loader **out, gpt_err *err)
 {
@@ -153,10 +155,10 @@ static int open_split(const gpt_config_data *d, int which, int64_t seq_len, int6
 	if (!d->dataset.input_dir || !*d->dataset.input_dir)
 		return gpt_err_set(err, GPT_EUSAGE, "%s.dataset.input_dir: not set; name a dataset made by gpt-preprocess",
 				   what);
-	int rc = gpt_loader_open(out, d->dataset.input_dir, split, which, (int)seq_len, samples, seed,
-				 d->shuffle, err);
-	if (rc)
-		return gpt_err_prefix(err, "%s.dataset.input_dir", what);
+	int flags = (d->shuffle ? GPT_LOADER_SHUFFLE : 0) | (which ? GPT_LOADER_OPTIONAL : 0);
+	int rc = gpt_loader_open(out, d->dataset.input_dir, split, which, (int)seq_len, samples, seed, flags, err);
+	if (rc || !*out)
+		return rc ? gpt_err_prefix(err, "%s.dataset.input_dir", what) : 0;
 	gpt_loader_check_vocab(*out, vocab);
 	return 0;
 }
@@ -184,18 +186,27 @@ static int setup_data(trainer *tr, gpt_err *err)
 			steps = by_epochs;
 	}
 	tr->total_steps = steps;
+	/* A split without validation documents (Megatron-LM's '100,0,0', or a
+	 * small corpus) trains without evaluations, as Megatron-LM does. */
 	if (cfg->engine.eval_freq > 0 && cfg->engine.eval_iters > 0) {
+		gpt_err verr = {0};
 		rc = open_split(&cfg->data.eval, 1, tr->T, cfg->engine.eval_iters * tr->G, cfg->model.vocab_size, seed + 1,
-				&tr->valid, err);
-		if (rc)
+				&tr->valid, &verr);
+		if (rc) {
+			*err = verr;
 			return rc;
+		}
+		if (!tr->valid)
+			gpt_log_printf(&tr->log, GPT_LOG_WARNING,
+				       "no evaluation during training: %s; Engine.eval_freq=0 trains without one and without this warning",
+				       verr.msg);
 	}
 	/* The test split is evaluated after training; a split without test
 	 * documents (a small corpus, or a third weight of 0) skips that. */
 	if (cfg->engine.test_iters > 0) {
 		gpt_err terr = {0};
 		if (open_split(&cfg->data.eval, 2, tr->T, cfg->engine.test_iters * tr->G, cfg->model.vocab_size, seed + 2,
-			       &tr->test, &terr))
+			       &tr->test, &terr) || !tr->test)
 			gpt_log_printf(&tr->log, GPT_LOG_WARNING, "no test evaluation after training: %s",
 				       terr.msg);
 	}

@@ -338,6 +338,17 @@ test_expect_success 'the test split is evaluated after training; without one, a 
 	test_grep "WARNING\] - no test evaluation after training: .*test split" t2.log
 '
 
+test_expect_success 'a split without validation documents (Megatron-LM.s 100,0,0) trains without evaluations, saying so' '
+	train -o Engine.max_steps=2 -o Engine.eval_freq=1 -o Engine.save_load.save_steps=0 \
+		-o Data.Train.dataset.split=100,0,0 -o Data.Eval.dataset.split=100,0,0 >v.log 2>&1 &&
+	test_grep "WARNING\] - no evaluation during training: data/lic: the validation split of .100,0,0. over [0-9]+ documents is empty; .*Engine.eval_freq=0 trains without one" v.log &&
+	test_grep "global step 2, epoch" v.log &&
+	! grep -q "\[eval\]" v.log &&
+	train -o Engine.max_steps=2 -o Engine.eval_freq=0 -o Engine.save_load.save_steps=0 \
+		-o Data.Train.dataset.split=100,0,0 -o Data.Eval.dataset.split=100,0,0 >v0.log 2>&1 &&
+	! grep -q "no evaluation during training" v0.log
+'
+
 test_expect_success 'save_epoch writes a checkpoint at the end of an epoch' '
 	gpt-preprocess -t bytes -o data/short /usr/share/common-licenses/BSD /usr/share/common-licenses/CC0-1.0 \
 		/usr/share/common-licenses/Apache-2.0 &&

@@ -101,6 +101,22 @@ int main(void)
 	snprintf(spec, sizeof spec, "%s/a", dir);
 	ok(gpt_loader_open(&l, spec, "1,0,1", 1, seq, 10, 1, 1, &err) == GPT_EDATA && strstr(err.msg, "validation split"),
 	   "an empty split names it: %s", err.msg);
+	/* Megatron-LM's '100,0,0': no validation set, and no error */
+	l = (gpt_loader *)&err;
+	ok(gpt_loader_open(&l, spec, "100,0,0", 1, seq, 10, 1, GPT_LOADER_OPTIONAL, &err) == 0 && l == NULL &&
+	   strstr(err.msg, "validation split of '100,0,0' over 20 documents is empty"),
+	   "an optional split that is empty: no loader, and why: %s", err.msg);
+	gpt_err_clear(&err);
+	ok(gpt_loader_open(&l, spec, "19,1,0", 1, seq, 10, 1, GPT_LOADER_OPTIONAL, &err) == 0 && l != NULL,
+	   "an optional split that is not empty opens %s", err.msg);
+	gpt_loader_close(l);
+	/* 20 documents of a and 40 of b: 40 x 0.025 rounds to 1, 20 x 0.025 to 0 */
+	gpt_err_clear(&err);
+	ok(make("b40", 40, 50, 9) == 0, "a dataset of 40 documents");
+	snprintf(spec, sizeof spec, "%s/a %s/b40", dir, dir);
+	ok(gpt_loader_open(&l, spec, "39,1,0", 1, seq, 10, 1, GPT_LOADER_OPTIONAL, &err) == GPT_EDATA && l == NULL &&
+	   strstr(err.msg, "/a: the validation split"),
+	   "a blend whose split is empty in one dataset only is an error naming it: %s", err.msg);
 	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
 	ok(system(cmd) == 0, "cleanup");
 	return done_testing();
