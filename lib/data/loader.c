@@ -14,6 +14,7 @@ typedef struct loader_part {
 	double weight;
 	gpt_dataset *ds;
 	int32_t *lens;      /* per document of the dataset */
+	int64_t begin, end; /* the split's documents */
 	gpt_samples samples;
 } loader_part;
 
@@ -173,6 +174,8 @@ static int open_part(loader_part *p, const char *split, int which, int seq_len, 
 	int64_t n = b[which + 1] - b[which];
 	static const char *names[] = {"training", "validation", "test"};
 	*empty = n <= 0;
+	p->begin = b[which];
+	p->end = b[which + 1];
 	if (n <= 0)
 		return gpt_err_set(err, GPT_EDATA,
 				   "%s: the %s split of '%s' over %lld documents is empty; give it more documents or change Data.*.dataset.split",
@@ -319,6 +322,23 @@ int gpt_loader_sample(const gpt_loader *l, int64_t k, int32_t *out, gpt_err *err
 		pos++;
 		off = 0;
 	}
+	return 0;
+}
+
+int gpt_loader_disjoint(const gpt_loader *a, const gpt_loader *b, gpt_err *err)
+{
+	for (int i = 0; i < a->n_parts; i++)
+		for (int j = 0; j < b->n_parts; j++) {
+			const loader_part *p = &a->parts[i], *q = &b->parts[j];
+			int64_t lo = p->begin > q->begin ? p->begin : q->begin;
+			int64_t hi = p->end < q->end ? p->end : q->end;
+			if (lo < hi && strcmp(p->path, q->path) == 0)
+				return hi - lo == 1
+					? gpt_err_set(err, GPT_EUSAGE, "%s: document %lld is in both", p->path,
+						      (long long)lo)
+					: gpt_err_set(err, GPT_EUSAGE, "%s: documents %lld to %lld are in both",
+						      p->path, (long long)lo, (long long)hi - 1);
+		}
 	return 0;
 }
 

@@ -84,6 +84,10 @@ int64_t gpt_loader_epoch_samples(const gpt_loader *l);
 int64_t gpt_loader_size(const gpt_loader *l);
 /* The seq_len + 1 tokens of sample k into out. */
 int gpt_loader_sample(const gpt_loader *l, int64_t k, int32_t *out, gpt_err *err);
+/* GPT_EUSAGE naming the dataset and the documents when a and b read some
+ * of the same documents of a dataset (the same path), as a validation split
+ * taken by another split string than the training's can. */
+int gpt_loader_disjoint(const gpt_loader *a, const gpt_loader *b, gpt_err *err);
 /* From now on a sample holding an id outside [0, vocab) is GPT_EDATA naming
  * the dataset, the document and the token (0: unchecked, the default). */
 void gpt_loader_check_vocab(gpt_loader *l, int64_t vocab);

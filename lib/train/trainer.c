@@ -163,6 +163,21 @@ static int open_split(const gpt_config_data *d, int which, int64_t seq_len, int6
 	return 0;
 }
 
+/* An evaluation split must not read documents the training split trains
+ * on, as a Data.Eval.dataset.split other than the training's can over the
+ * same data (the seed configurations give both: an override of one). */
+static int apart_from_training(const trainer *tr, const gpt_loader *l, int which, gpt_err *err)
+{
+	gpt_err o = {0};
+	if (!l || !gpt_loader_disjoint(tr->train, l, &o))
+		return 0;
+	const gpt_config_data *t = &tr->cfg->data.train, *e = &tr->cfg->data.eval;
+	return gpt_err_set(err, GPT_EUSAGE,
+			   "Data.Eval.dataset.split: the %s split of '%s' takes documents that the training split of Data.Train.dataset.split '%s' trains on (%s); give both the same split",
+			   which == 1 ? "validation" : "test", e->dataset.split ? e->dataset.split : "949,50,1",
+			   t->dataset.split ? t->dataset.split : "949,50,1", o.msg);
+}
+
 static int setup_data(trainer *tr, gpt_err *err)
 {
 	const gpt_config *cfg = tr->cfg;
@@ -196,6 +211,8 @@ static int setup_data(trainer *tr, gpt_err *err)
 			*err = verr;
 			return rc;
 		}
+		if ((rc = apart_from_training(tr, tr->valid, 1, err)))
+			return rc;
 		if (!tr->valid)
 			gpt_log_printf(&tr->log, GPT_LOG_WARNING,
 				       "no evaluation during training: %s; Engine.eval_freq=0 trains without one and without this warning",
@@ -209,6 +226,8 @@ static int setup_data(trainer *tr, gpt_err *err)
 			       &tr->test, &terr) || !tr->test)
 			gpt_log_printf(&tr->log, GPT_LOG_WARNING, "no test evaluation after training: %s",
 				       terr.msg);
+		if ((rc = apart_from_training(tr, tr->test, 2, err)))
+			return rc;
 	}
 	tr->inp = gpt_malloc((size_t)(tr->MB * tr->T) * 4, "inputs", err);
 	tr->tgt = gpt_malloc((size_t)(tr->MB * tr->T) * 4, "targets", err);

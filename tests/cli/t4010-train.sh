@@ -349,6 +349,16 @@ test_expect_success 'a split without validation documents (Megatron-LM.s 100,0,0
 	! grep -q "no evaluation during training" v0.log
 '
 
+test_expect_success 'a validation or test split over documents the training split trains on is refused' '
+	gpt-preprocess --info data/lic >info && n=$(sed -n "s/^documents: //p" info) &&
+	test_expect_code 64 train -o Engine.max_steps=1 -o Engine.eval_freq=1 -o Engine.save_load.save_steps=0 \
+		-o Data.Train.dataset.split=98,2,0 -o Data.Eval.dataset.split=949,50,1 >out 2>err &&
+	test_grep "error: Data.Eval.dataset.split: the validation split of .949,50,1. takes documents that the training split of Data.Train.dataset.split .98,2,0. trains on \(data/lic: document $((n - 1)) is in both\); give both the same split" err &&
+	test_expect_code 64 train -o Engine.max_steps=1 -o Engine.eval_freq=0 -o Engine.save_load.save_steps=0 \
+		-o Data.Train.dataset.split=16,0,1 -o Data.Eval.dataset.split=13,2,2 >out 2>err &&
+	test_grep "error: Data.Eval.dataset.split: the test split of .13,2,2. takes documents that the training split of Data.Train.dataset.split .16,0,1. trains on \(data/lic: document $((n - 2)) is in both\)" err
+'
+
 test_expect_success 'save_epoch writes a checkpoint at the end of an epoch' '
 	gpt-preprocess -t bytes -o data/short /usr/share/common-licenses/BSD /usr/share/common-licenses/CC0-1.0 \
 		/usr/share/common-licenses/Apache-2.0 &&

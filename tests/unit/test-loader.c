@@ -117,6 +117,23 @@ int main(void)
 	ok(gpt_loader_open(&l, spec, "39,1,0", 1, seq, 10, 1, GPT_LOADER_OPTIONAL, &err) == GPT_EDATA && l == NULL &&
 	   strstr(err.msg, "/a: the validation split"),
 	   "a blend whose split is empty in one dataset only is an error naming it: %s", err.msg);
+
+	/* 40 documents: '98,2,0' trains on 0..38 (39.2 rounds to 39), '949,50,1'
+	 * validates on 38..39 (37.96 and 2 round to 38 and 2) */
+	gpt_loader *tl = NULL, *vl = NULL;
+	snprintf(spec, sizeof spec, "%s/b40", dir);
+	ok(gpt_loader_open(&tl, spec, "98,2,0", 0, seq, 10, 1, 0, &err) == 0 &&
+	   gpt_loader_open(&vl, spec, "98,2,0", 1, seq, 10, 1, 0, &err) == 0, "training and validation splits");
+	ok(tl && vl && gpt_loader_disjoint(tl, vl, &err) == 0, "the splits of one split string are disjoint");
+	gpt_loader_close(vl);
+	ok(gpt_loader_open(&vl, spec, "949,50,1", 1, seq, 10, 1, 0, &err) == 0 && gpt_loader_disjoint(tl, vl, &err) == GPT_EUSAGE &&
+	   strstr(err.msg, "/b40: document 38 is in both"), "another split string's validation overlaps: %s", err.msg);
+	gpt_loader_close(vl);
+	snprintf(spec, sizeof spec, "%s/a %s/b40", dir, dir);
+	ok(gpt_loader_open(&vl, spec, "90,10,0", 1, seq, 10, 1, 0, &err) == 0 && gpt_loader_disjoint(tl, vl, &err) == GPT_EUSAGE &&
+	   strstr(err.msg, "/b40: documents 36 to 38 are in both"), "so does a blend holding the dataset: %s", err.msg);
+	gpt_loader_close(vl);
+	gpt_loader_close(tl);
 	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
 	ok(system(cmd) == 0, "cleanup");
 	return done_testing();
