@@ -60,7 +60,7 @@ typedef struct gpt_config_dataset {
 typedef struct gpt_config_data {
 	gpt_config_dataset dataset;
 	char *sampler_name;
-	int shuffle;
+	int shuffle;         /* compatibility only: samples are always shuffled */
 	int drop_last;
 	int64_t num_workers; /* compatibility only */
 	int return_list;     /* compatibility only */

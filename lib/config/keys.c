@@ -35,8 +35,9 @@
 	  "tokens per sample (the sequence length s)"),                                              \
 	E("Data." SEC ".sampler.name", f.sampler_name, "GPTBatchSampler", "GPTBatchSampler",         \
 	  "batch sampler: GPTBatchSampler, consecutive global batches"),                            \
-	B("Data." SEC ".sampler.shuffle", f.shuffle, "False",                                        \
-	  "shuffle the order of samples within each epoch"),                                         \
+	C("Data." SEC ".sampler.shuffle", GPT_CT_BOOL, f.shuffle, "False",                           \
+	  "GPTBatchSampler's flag, unused in FleetX too: the samples of each epoch are "            \
+	  "shuffled either way, as FleetX's GPTDataset and Megatron-LM's shuffle index do"),        \
 	B("Data." SEC ".sampler.drop_last", f.drop_last, "True",                                     \
 	  "drop a last global batch that is not full"),                                              \
 	C("Data." SEC ".loader.num_workers", GPT_CT_INT, f.num_workers, "1",                         \

@@ -160,7 +160,7 @@ static int parse_spec(gpt_loader *l, const char *spec, gpt_err *err)
 /* Opens a part and builds its index; *empty is set when the split holds
  * none of its documents. */
 static int open_part(loader_part *p, const char *split, int which, int seq_len, int64_t min_samples,
-		     uint64_t seed, int shuffle, int *empty, gpt_err *err)
+		     uint64_t seed, int *empty, gpt_err *err)
 {
 	int rc = gpt_dataset_open(&p->ds, p->path, err);
 	if (rc)
@@ -194,8 +194,6 @@ static int open_part(loader_part *p, const char *split, int which, int seq_len, 
 	free(ids);
 	if (rc)
 		gpt_err_prefix(err, "%s (%s split)", p->path, names[which]);
-	else if (!shuffle)
-		gpt_samples_unshuffle(&p->samples);
 	return rc;
 }
 
@@ -230,8 +228,7 @@ int gpt_loader_open(gpt_loader **out, const char *spec, const char *split, int w
 		/* a little more than its share, so the greedy blend never runs out */
 		int64_t need = (int64_t)ceil((double)min_samples * p->weight * 1.005) + 1;
 		int empty = 0;
-		rc = open_part(p, split, which, seq_len, need, seed + (uint64_t)i * 0x9e37u,
-			       flags & GPT_LOADER_SHUFFLE, &empty, err);
+		rc = open_part(p, split, which, seq_len, need, seed + (uint64_t)i * 0x9e37u, &empty, err);
 		l->per_epoch += rc ? 0 : p->samples.per_epoch;
 		if (empty && (flags & GPT_LOADER_OPTIONAL)) {
 			if (!n_empty++ && err)

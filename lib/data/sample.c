@@ -140,12 +140,6 @@ int gpt_samples_build(gpt_samples *s, const int64_t *doc_ids, int64_t n_docs, co
 	return 0;
 }
 
-void gpt_samples_unshuffle(gpt_samples *s)
-{
-	for (int64_t k = 0; k < s->n_samples; k++)
-		s->shuffle[k] = k;
-}
-
 void gpt_samples_locate(const gpt_samples *s, int64_t k, int64_t *doc_pos, int32_t *offset)
 {
 	int64_t j = s->shuffle[k];

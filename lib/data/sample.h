@@ -5,7 +5,9 @@
  * epoch from the seed and concatenated; sample i is the window of seq_len+1
  * tokens starting at token i x seq_len of that stream (consecutive samples
  * share one token: the last target of one is the first input of the next);
- * the samples of each epoch are shuffled again. Everything depends only on
+ * the samples of each epoch are shuffled again, always, as Megatron-LM's and
+ * FleetX's GPTDataset read theirs through a shuffle index whatever their
+ * samplers say (FleetX's GPTBatchSampler keeps its shuffle flag unused). Everything depends only on
  * the documents' lengths, the seed and seq_len, never on the parallel
  * layout, so every layout reads the same global batches. */
 #ifndef GPT_DATA_SAMPLE_H
@@ -47,9 +49,6 @@ typedef struct gpt_samples {
  * fewer than seq_len + 1 tokens. */
 int gpt_samples_build(gpt_samples *s, const int64_t *doc_ids, int64_t n_docs, const int32_t *lens,
 		      int seq_len, int64_t min_samples, uint64_t seed, gpt_err *err);
-/* With shuffle off the samples of each epoch keep stream order (FleetX's
- * sampler.shuffle: False); the documents are shuffled either way. */
-void gpt_samples_unshuffle(gpt_samples *s);
 /* The (document position, offset) where run sample k starts; k < n_samples. */
 void gpt_samples_locate(const gpt_samples *s, int64_t k, int64_t *doc_pos, int32_t *offset);
 void gpt_samples_free(gpt_samples *s);
@@ -66,15 +65,13 @@ void gpt_samples_free(gpt_samples *s);
  * Megatron's: sample k goes to the dataset furthest behind its share. The
  * index covers at least min_samples samples (more epochs as needed).
  *
- * flags: GPT_LOADER_SHUFFLE shuffles the samples of each epoch (else they
- * keep stream order); with GPT_LOADER_OPTIONAL a split that holds no
- * documents in any of the datasets is no error but no loader: 0 with *out
+ * flags: with GPT_LOADER_OPTIONAL a split that holds no documents in any of the datasets is no error but no loader: 0 with *out
  * NULL and err saying why (as Megatron-LM goes without a validation or test
  * set that its split leaves empty). A split empty in some of the datasets
  * only is GPT_EDATA either way. */
 typedef struct gpt_loader gpt_loader;
 
-enum { GPT_LOADER_SHUFFLE = 1, GPT_LOADER_OPTIONAL = 2 };
+enum { GPT_LOADER_OPTIONAL = 1 };
 
 int gpt_loader_open(gpt_loader **out, const char *spec, const char *split, int which, int seq_len,
 		    int64_t min_samples, uint64_t seed, int flags, gpt_err *err);

@@ -155,8 +155,8 @@ static int open_split(const gpt_config_data *d, int which, int64_t seq_len, int6
 	if (!d->dataset.input_dir || !*d->dataset.input_dir)
 		return gpt_err_set(err, GPT_EUSAGE, "%s.dataset.input_dir: not set; name a dataset made by gpt-preprocess",
 				   what);
-	int flags = (d->shuffle ? GPT_LOADER_SHUFFLE : 0) | (which ? GPT_LOADER_OPTIONAL : 0);
-	int rc = gpt_loader_open(out, d->dataset.input_dir, split, which, (int)seq_len, samples, seed, flags, err);
+	int rc = gpt_loader_open(out, d->dataset.input_dir, split, which, (int)seq_len, samples, seed,
+				 which ? GPT_LOADER_OPTIONAL : 0, err);
 	if (rc || !*out)
 		return rc ? gpt_err_prefix(err, "%s.dataset.input_dir", what) : 0;
 	gpt_loader_check_vocab(*out, vocab);

@@ -73,9 +73,10 @@ assert bad > 100, bad
 
 test_expect_success 'sampling: the same seed repeats, another seed differs' '
 	s="-o Generation.decode_strategy=sampling -o Generation.temperature=3 -o Generation.top_k=0 -o Generation.max_dec_len=30"
-	gpt-infer -m ck $s -o Generation.seed=7 -o Generation.num_return_sequences=3 "Every" >a &&
-	gpt-infer -m ck $s -o Generation.seed=7 -o Generation.num_return_sequences=3 --batch 1 "Every" >b &&
-	gpt-infer -m ck $s -o Generation.seed=8 -o Generation.num_return_sequences=3 "Every" >c &&
+	# --jsonl: a sampled newline byte stays inside its line
+	gpt-infer -m ck $s -o Generation.seed=7 -o Generation.num_return_sequences=3 --jsonl "Every" >a &&
+	gpt-infer -m ck $s -o Generation.seed=7 -o Generation.num_return_sequences=3 --batch 1 --jsonl "Every" >b &&
+	gpt-infer -m ck $s -o Generation.seed=8 -o Generation.num_return_sequences=3 --jsonl "Every" >c &&
 	test_cmp a b &&
 	test_line_count = 3 a &&
 	! cmp -s a c

@@ -2,7 +2,7 @@
  * the loader (split, sample index, sample reads) over what opens.
  *
  * Input: a 4-byte little-endian length L, one byte of seq_len (1..64) for
- * the loader, one byte of flags (bit 0: shuffle; bits 1-2: the split
+ * the loader, one byte of flags (bit 0: an optional split; bits 1-2: the split
  * read), then L bytes of .idx and the rest .bin. The .bin part alone is
  * also offered as an llm.c shard. Every document of a dataset that opens
  * must read whole, and every sample of the loader. */
@@ -75,9 +75,10 @@ static void load(const char *spec, int seq_len, int flags)
 	gpt_loader *l;
 	gpt_err err = {0};
 	int which = (flags >> 1) & 3;
-	int rc = gpt_loader_open(&l, spec, splits[which], which % 3, seq_len, 8, 1234, flags & 1, &err);
+	int rc = gpt_loader_open(&l, spec, splits[which], which % 3, seq_len, 8, 1234,
+				 flags & 1 ? GPT_LOADER_OPTIONAL : 0, &err);
 	FUZZ_SAY("loader %s: %s", spec, rc ? err.msg : "opened");
-	if (rc) {
+	if (rc || !l) {
 		FUZZ_CHECK(err.msg[0], "rc %d without a message", rc);
 		return;
 	}

@@ -50,17 +50,17 @@ int main(void)
 	int seq = 16;
 
 	snprintf(spec, sizeof spec, "%s/a", dir);
-	ok(gpt_loader_open(&l, spec, "1", 0, seq, 50, 1, 1, &err) == 0, "one prefix %s", err.msg);
+	ok(gpt_loader_open(&l, spec, "1", 0, seq, 50, 1, 0, &err) == 0, "one prefix %s", err.msg);
 	ok(l && share(l, 50, seq, 7) == 1.0, "only its tokens");
 	gpt_loader_close(l);
 
 	snprintf(spec, sizeof spec, "0.25 %s/a 0.75 %s/b", dir, dir);
-	ok(gpt_loader_open(&l, spec, "1", 0, seq, 400, 1, 1, &err) == 0, "a blend %s", err.msg);
+	ok(gpt_loader_open(&l, spec, "1", 0, seq, 400, 1, 0, &err) == 0, "a blend %s", err.msg);
 	double sa = l ? share(l, 400, seq, 7) : 0;
 	is_near(sa, 0.25, 0.01, "the blend draws a quarter of the samples from the first (%.3f)", sa);
 	gpt_loader_close(l);
 
-	ok(gpt_loader_open(&l, dir, "1", 0, seq, 400, 1, 1, &err) == 0, "a directory %s", err.msg);
+	ok(gpt_loader_open(&l, dir, "1", 0, seq, 400, 1, 0, &err) == 0, "a directory %s", err.msg);
 	sa = l ? share(l, 400, seq, 7) : 0;
 	is_near(sa, 0.25, 0.01, "a directory weighs its datasets by tokens (2,000 of 8,000: %.3f)", sa);
 	int64_t per = l ? gpt_loader_epoch_samples(l) : 0;
@@ -73,33 +73,33 @@ int main(void)
 	for (int i = 0; i < 200; i++)
 		gpt_buf_printf(&many, &err, "0.001 %s/a ", dir);
 	gpt_buf_printf(&many, &err, "1 %s/b", dir);
-	ok(gpt_loader_open(&l, many.data, "1", 0, seq, 400, 1, 1, &err) == 0, "a blend of 201 datasets %s", err.msg);
+	ok(gpt_loader_open(&l, many.data, "1", 0, seq, 400, 1, 0, &err) == 0, "a blend of 201 datasets %s", err.msg);
 	double sb = l ? share(l, 400, seq, 9) : 0;
 	is_near(sb, 1 / 1.2, 0.01, "the 201st dataset gets its share (%.3f)", sb);
 	gpt_loader_close(l);
 	gpt_buf_free(&many);
 
 	snprintf(spec, sizeof spec, "%s/a %s/b", dir, dir);
-	ok(gpt_loader_open(&l, spec, "1", 0, seq, 400, 1, 1, &err) == 0, "a blend of prefixes alone %s", err.msg);
+	ok(gpt_loader_open(&l, spec, "1", 0, seq, 400, 1, 0, &err) == 0, "a blend of prefixes alone %s", err.msg);
 	sa = l ? share(l, 400, seq, 7) : 0;
 	is_near(sa, 0.25, 0.01, "weighs its datasets by tokens, as a directory does (%.3f)", sa);
 	gpt_loader_close(l);
-	ok(gpt_loader_open(&l, " ", "1", 0, seq, 10, 1, 1, &err) == GPT_EUSAGE && strstr(err.msg, "names no dataset"),
+	ok(gpt_loader_open(&l, " ", "1", 0, seq, 10, 1, 0, &err) == GPT_EUSAGE && strstr(err.msg, "names no dataset"),
 	   "a spec of blanks: %s", err.msg);
 
 	snprintf(spec, sizeof spec, "0.5 %s/a 0.5", dir);
-	ok(gpt_loader_open(&l, spec, "1", 0, seq, 10, 1, 1, &err) == GPT_EUSAGE && strstr(err.msg, "pairs"),
+	ok(gpt_loader_open(&l, spec, "1", 0, seq, 10, 1, 0, &err) == GPT_EUSAGE && strstr(err.msg, "pairs"),
 	   "an odd blend is refused: %s", err.msg);
 	snprintf(spec, sizeof spec, "-1 %s/a 1 %s/b", dir, dir);
-	ok(gpt_loader_open(&l, spec, "1", 0, seq, 10, 1, 1, &err) == GPT_EUSAGE && strstr(err.msg, "weight"),
+	ok(gpt_loader_open(&l, spec, "1", 0, seq, 10, 1, 0, &err) == GPT_EUSAGE && strstr(err.msg, "weight"),
 	   "a negative weight is refused: %s", err.msg);
 	snprintf(spec, sizeof spec, "%s/empty-dir", dir);
 	char cmd[600];
 	snprintf(cmd, sizeof cmd, "mkdir -p %s", spec);
-	ok(system(cmd) == 0 && gpt_loader_open(&l, spec, "1", 0, seq, 10, 1, 1, &err) == GPT_ENOINPUT,
+	ok(system(cmd) == 0 && gpt_loader_open(&l, spec, "1", 0, seq, 10, 1, 0, &err) == GPT_ENOINPUT,
 	   "an empty directory: %s", err.msg);
 	snprintf(spec, sizeof spec, "%s/a", dir);
-	ok(gpt_loader_open(&l, spec, "1,0,1", 1, seq, 10, 1, 1, &err) == GPT_EDATA && strstr(err.msg, "validation split"),
+	ok(gpt_loader_open(&l, spec, "1,0,1", 1, seq, 10, 1, 0, &err) == GPT_EDATA && strstr(err.msg, "validation split"),
 	   "an empty split names it: %s", err.msg);
 	/* Megatron-LM's '100,0,0': no validation set, and no error */
 	l = (gpt_loader *)&err;
@@ -117,6 +117,34 @@ int main(void)
 	ok(gpt_loader_open(&l, spec, "39,1,0", 1, seq, 10, 1, GPT_LOADER_OPTIONAL, &err) == GPT_EDATA && l == NULL &&
 	   strstr(err.msg, "/a: the validation split"),
 	   "a blend whose split is empty in one dataset only is an error naming it: %s", err.msg);
+
+	/* The samples of an epoch come in a shuffled order, as Megatron-LM's and
+	 * FleetX's shuffle index gives them (FleetX's sampler shuffle flag does
+	 * not change that): one document of tokens 0, 1, ..., 1999 */
+	{
+		gpt_ds_writer *w;
+		int32_t ramp[2000];
+		for (int i = 0; i < 2000; i++)
+			ramp[i] = i;
+		snprintf(spec, sizeof spec, "%s/ramp", dir);
+		ok(gpt_ds_writer_open(&w, spec, GPT_DS_UINT16, &err) == 0 && gpt_ds_writer_add(w, ramp, 2000, &err) == 0 &&
+		   gpt_ds_writer_commit(w, &err) == 0, "a dataset of one ramp");
+		ok(gpt_loader_open(&l, spec, "1", 0, seq, 124, 1, 0, &err) == 0, "its loader %s", err.msg);
+		int64_t per_ep = l ? gpt_loader_epoch_samples(l) : 0, in_order = 0, good = per_ep == 1999 / seq;
+		char seen[1999 / 16] = {0};
+		int32_t buf[17];
+		for (int64_t k = 0; k < per_ep && good; k++) {
+			good = gpt_loader_sample(l, k, buf, &err) == 0 && buf[0] % seq == 0 && !seen[buf[0] / seq] &&
+			       buf[seq] == buf[0] + seq;
+			if (good)
+				seen[buf[0] / seq] = 1;
+			in_order += buf[0] == k * seq;
+		}
+		ok(good, "an epoch reads every window once");
+		ok(in_order < per_ep / 4, "in a shuffled order: %lld of %lld windows in stream order", (long long)in_order,
+		   (long long)per_ep);
+		gpt_loader_close(l);
+	}
 
 	/* 40 documents: '98,2,0' trains on 0..38 (39.2 rounds to 39), '949,50,1'
 	 * validates on 38..39 (37.96 and 2 round to 38 and 2) */
