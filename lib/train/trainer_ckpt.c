@@ -706,6 +706,17 @@ int gpt_tr_load_checkpoint(trainer *tr, const char *path, gpt_err *err)
 				       "%s was saved by a run of global batch %lld x %lld tokens, which stopped at sample %lld; this run's is %lld x %lld, so its data goes on at sample %lld (global step %lld x its global batch), not where that run stopped; keep Global.global_batch_size and max_seq_len to go on with the same data",
 				       gpt_ckpt_path(ck), (long long)gb, (long long)sl, (long long)next, (long long)tr->G,
 				       (long long)tr->T, (long long)(step * tr->G), (long long)step);
+		/* Another corpus or split (at the same sequence length) has another
+		 * number of samples an epoch, and other samples at every index. */
+		int64_t spe = gpt_loader_epoch_samples(tr->train), saved_spe = spe;
+		if (json_is_object(data) && !json_int(data, "samples_per_epoch", &saved_spe) && sl == tr->T &&
+		    saved_spe != spe && tr->rank == 0)
+			gpt_log_printf(&tr->log, GPT_LOG_WARNING,
+				       "%s was saved by a run whose training split held %lld samples an epoch; this run's holds %lld (%s, split '%s'), so from global step %lld on its samples are not those that run would have read; keep Data.Train.dataset.input_dir, its files and split to go on with the same data",
+				       gpt_ckpt_path(ck), (long long)saved_spe, (long long)spe,
+				       tr->cfg->data.train.dataset.input_dir,
+				       tr->cfg->data.train.dataset.split ? tr->cfg->data.train.dataset.split : "949,50,1",
+				       (long long)step + 1);
 		/* The data order (the loader is a function of the seed and the
 		 * sample index) and the dropout masks follow Global.seed: another
 		 * seed goes on with other samples, some of them ones the run of

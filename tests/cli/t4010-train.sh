@@ -92,6 +92,14 @@ test_expect_success 'a resume with another Global.seed says that the data order 
 	! grep -q "was saved by a run of Global.seed" part2.log gb16.log
 '
 
+test_expect_success 'a resume over other training data says that its samples are not the saved run.s' '
+	train -o Engine.max_steps=11 -o Engine.eval_freq=0 -o Data.Train.dataset.split=14,3,0 \
+		-o Data.Eval.dataset.split=14,3,0 \
+		-o Engine.save_load.ckpt_dir=full/step_00000010 -o Engine.save_load.output_dir=split14 >split14.log 2>&1 &&
+	test_grep "WARNING\] - full/step_00000010 was saved by a run whose training split held [0-9]+ samples an epoch; this run.s holds [0-9]+ \(data/lic, split .14,3,0.\), so from global step 11 on its samples are not those that run would have read; keep Data.Train.dataset.input_dir, its files and split to go on with the same data" split14.log &&
+	! grep -q "samples an epoch" part2.log gb16.log seed7.log ft2b.log
+'
+
 test_expect_success 'a resume with no step left to train says so and ends (0), naming the checkpoint and max_steps' '
 	cp -r full done &&
 	train -o Engine.max_steps=20 -o Engine.eval_freq=0 -o Engine.save_load.output_dir=done >done.log 2>&1 &&
