@@ -128,7 +128,7 @@ test_expect_success 'a damaged or missing latest checkpoint: the error names the
 	mv dmg/step_00000020 dmg-step20 &&
 	test_expect_code 65 train -o Engine.max_steps=22 -o Engine.eval_freq=0 \
 		-o Engine.save_load.output_dir=dmg >out 2>err &&
-	test_grep "not a complete checkpoint \(no index.json\); refusing to resume from it; to resume from the newest checkpoint before it, give -o Engine.save_load.ckpt_dir=dmg/step_00000010$" err &&
+	test_grep "not a complete checkpoint \(no index.json\); refusing to read it: name a complete step directory of dmg instead; to resume from the newest checkpoint before it, give -o Engine.save_load.ckpt_dir=dmg/step_00000010$" err &&
 	train -o Engine.max_steps=20 -o Engine.eval_freq=0 -o Engine.save_load.output_dir=dmg \
 		-o Engine.save_load.ckpt_dir=dmg/step_00000010 >dmg.log 2>&1 &&
 	test_grep "resumed from dmg/step_00000010 at global step 10" dmg.log &&
