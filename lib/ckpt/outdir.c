@@ -93,6 +93,18 @@ int gpt_ckpt_write_new(const char *out_dir, int64_t step, int (*write)(void *ctx
 	int rc = outdir_open(&o, out_dir, err);
 	if (rc)
 		return rc;
+	/* Without `latest`, a step directory already there is a checkpoint
+	 * copied in by hand or one a crash left unpublished: either way not
+	 * this command's to replace (a save of gpt-train's would, as the same
+	 * step recomputed). Refused before anything is written. */
+	char p[4096];
+	snprintf(p, sizeof p, "%s/step_%08lld", out_dir, (long long)step);
+	if (gpt_path_exists(p)) {
+		rc = gpt_err_set(err, GPT_EUSAGE, "%s: already exists; choose a new directory, or move it away to write global step %lld there",
+				 p, (long long)step);
+		outdir_close(&o, 1);
+		return rc;
+	}
 	rc = write(ctx, err);
 	if (rc)
 		gpt_ckpt_discard_unpublished(out_dir, step);

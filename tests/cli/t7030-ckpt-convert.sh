@@ -165,6 +165,11 @@ test_expect_success 'bad layouts, bad HF files and used output directories are r
 	test_expect_code 64 gpt-ckpt-merge --to-layout dp=2 run tp 2>err &&
 	test_grep "tp: already holds checkpoints" err &&
 	! test -e x &&
+	mkdir used && s=$(cat run/latest) && cp -r "run/$s" used/ && (cd used && find . -type f | sort | xargs cat) >used.before &&
+	test_expect_code 64 gpt-ckpt-merge --to-layout dp=2 run used 2>err &&
+	test_grep "used/step_[0-9]+: already exists; choose a new directory, or move it away" err &&
+	(cd used && find . -type f | sort | xargs cat) >used.after && cmp used.before used.after &&
+	! test -e used/latest &&
 	mkdir hfbad && echo "{\"vocab_size\": 257, \"n_embd\": 64, \"n_layer\": 2, \"n_head\": 4, \"n_positions\": 64, \"activation_function\": \"relu\"}" >hfbad/config.json &&
 	test_expect_code 65 gpt-ckpt-merge --from-hf hfbad y 2>err &&
 	test_grep "activation_function .relu." err &&
