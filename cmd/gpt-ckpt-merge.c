@@ -79,8 +79,8 @@ int main(int argc, char **argv)
 			else
 				verb = id;
 			break;
-		case OPT_HELP: usage(stdout); return 0;
-		case OPT_VERSION: gpt_cmd_version(prog, stdout); return 0;
+		case OPT_HELP: usage(stdout); return gpt_cmd_stdout_done(prog);
+		case OPT_VERSION: gpt_cmd_version(prog, stdout); return gpt_cmd_stdout_done(prog);
 		default:
 			if (verb && verb != id)
 				id = gpt_err_set(&err, GPT_EUSAGE, "give one of --info, --verify, --consolidate, --to-hf, --from-hf, --to-layout") ? -1 : -1;

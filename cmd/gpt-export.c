@@ -66,8 +66,8 @@ int main(int argc, char **argv)
 			break;
 		case OPT_OUT: eo.out = o.arg; break;
 		case OPT_VOCAB: eo.vocab = o.arg; break;
-		case OPT_HELP: usage(stdout); return 0;
-		case OPT_VERSION: gpt_cmd_version(prog, stdout); return 0;
+		case OPT_HELP: usage(stdout); return gpt_cmd_stdout_done(prog);
+		case OPT_VERSION: gpt_cmd_version(prog, stdout); return gpt_cmd_stdout_done(prog);
 		}
 		if (id < 0)
 			break;

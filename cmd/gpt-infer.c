@@ -112,8 +112,8 @@ int main(int argc, char **argv)
 				id = -1;
 			}
 			break;
-		case OPT_HELP: usage(stdout); free(ov); return 0;
-		case OPT_VERSION: gpt_cmd_version(prog, stdout); free(ov); return 0;
+		case OPT_HELP: usage(stdout); free(ov); return gpt_cmd_stdout_done(prog);
+		case OPT_VERSION: gpt_cmd_version(prog, stdout); free(ov); return gpt_cmd_stdout_done(prog);
 		}
 		if (id < 0)
 			break;

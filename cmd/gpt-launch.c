@@ -91,8 +91,8 @@ int main(int argc, char **argv)
 				return gpt_cmd_fail(prog, &err);
 			}
 			break;
-		case OPT_HELP: usage(stdout); return 0;
-		case OPT_VERSION: gpt_cmd_version(prog, stdout); return 0;
+		case OPT_HELP: usage(stdout); return gpt_cmd_stdout_done(prog);
+		case OPT_VERSION: gpt_cmd_version(prog, stdout); return gpt_cmd_stdout_done(prog);
 		}
 	}
 	if (rc)

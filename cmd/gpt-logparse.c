@@ -120,8 +120,8 @@ int main(int argc, char **argv)
 			}
 			break;
 		case OPT_FOLLOW: o.follow = 1; break;
-		case OPT_HELP: usage(stdout); return 0;
-		case OPT_VERSION: gpt_cmd_version(prog, stdout); return 0;
+		case OPT_HELP: usage(stdout); return gpt_cmd_stdout_done(prog);
+		case OPT_VERSION: gpt_cmd_version(prog, stdout); return gpt_cmd_stdout_done(prog);
 		}
 	}
 	if (id < 0)

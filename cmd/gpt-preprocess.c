@@ -167,8 +167,8 @@ int main(int argc, char **argv)
 			}
 			have_doc = 1;
 			break;
-		case O_HELP: usage(stdout); return 0;
-		case O_VERSION: gpt_cmd_version(prog, stdout); return 0;
+		case O_HELP: usage(stdout); return gpt_cmd_stdout_done(prog);
+		case O_VERSION: gpt_cmd_version(prog, stdout); return gpt_cmd_stdout_done(prog);
 		}
 	}
 	if (id < 0)

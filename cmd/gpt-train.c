@@ -132,14 +132,14 @@ int main(int argc, char **argv)
 				id = -1;
 			}
 			break;
-		case OPT_HELP: usage(stdout); free(set); return 0;
+		case OPT_HELP: usage(stdout); free(set); return gpt_cmd_stdout_done(prog);
 		case OPT_VERSION: {
 			char line[512];
 			gpt_cmd_version(prog, stdout);
 			gpt_backend_describe(line, sizeof line);
 			printf("%s\n", line);
 			free(set);
-			return 0;
+			return gpt_cmd_stdout_done(prog);
 		}
 		default: set[nset++] = (setting){id, o.arg}; break;
 		}
@@ -155,7 +155,7 @@ int main(int argc, char **argv)
 	if (list) {
 		gpt_config_list_keys(stdout);
 		free(set);
-		return 0;
+		return gpt_cmd_stdout_done(prog);
 	}
 	if (!path && !print && !dry) {
 		free(set);

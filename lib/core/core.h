@@ -417,6 +417,11 @@ void gpt_temp_drop(const char *path);
 /* Prints "prog: error: MSG" to stderr and returns err->code (70 if unset),
  * for `return gpt_cmd_fail(prog, &err);` in main(). */
 int gpt_cmd_fail(const char *prog, const gpt_err *err);
+/* After a command printed what it was asked for (--help, --version,
+ * --list-keys) to standard output: 0 when it all went out, else
+ * "prog: error: standard output: ERROR" on stderr and GPT_EIO, so that a
+ * full disk or a closed pipe is not taken for success. */
+int gpt_cmd_stdout_done(const char *prog);
 /* Prints "prog VERSION" and the build's backends to fp. */
 void gpt_cmd_version(const char *prog, FILE *fp);
 /* SIGINT, SIGTERM and SIGHUP (unless ignored from the start) remove the

@@ -19,6 +19,12 @@ for p in $programs; do
 		$p --version >out &&
 		test_grep "^$p \(gptkit\) [0-9]" out
 	'
+	test_expect_success "$p --help and --version on a full disk fail with exit 74" '
+		test_expect_code 74 $p --help >/dev/full 2>err &&
+		test_grep "^$p: error: standard output: No space left on device$" err &&
+		test_expect_code 74 $p --version >/dev/full 2>err &&
+		test_grep "^$p: error: standard output: No space left on device$" err
+	'
 	test_expect_success "$p rejects an unknown option with exit 64" '
 		test_expect_code 64 $p --no-such-option >out 2>err &&
 		test_grep "^$p: error: .*no-such-option" err &&

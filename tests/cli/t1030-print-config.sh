@@ -42,7 +42,9 @@ test_expect_success 'every section and key appears in the printed file' '
 	done &&
 	n=$(gpt-train --list-keys | wc -l) &&
 	k=$(grep -cE "^ +[a-z_0-9]+: [^ ]" out) &&
-	test "$n" = "$k"
+	test "$n" = "$k" &&
+	test_expect_code 74 gpt-train --list-keys >/dev/full 2>err &&
+	test_grep "^gpt-train: error: standard output: No space left on device$" err
 '
 
 test_expect_success 'plain training without the dataset names it (66)' '
