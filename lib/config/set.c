@@ -414,10 +414,19 @@ int gpt_config_override(gpt_config *cfg, const char *assignment, gpt_err *err)
 	for (char *p = where; *p; p++) /* messages stay printable, one line */
 		if ((unsigned char)*p < 32 || (unsigned char)*p >= 127)
 			*p = '?';
-	if (!eq || eq == assignment)
+	/* No key has blanks in it: blanks around one come from
+	 * "-o Model.hidden_size=1024" passed as one word (a quoted argument,
+	 * an item of an argument list in a job file), where getopt takes
+	 * " Model.hidden_size=1024" as the value of -o. */
+	const char *k0 = assignment, *k1 = eq ? eq : assignment;
+	while (k0 < k1 && (*k0 == ' ' || *k0 == '\t'))
+		k0++;
+	while (k1 > k0 && (k1[-1] == ' ' || k1[-1] == '\t'))
+		k1--;
+	if (!eq || k1 == k0)
 		return gpt_err_set(err, GPT_EUSAGE,
 				   "%s: expected Section.key=value, e.g. -o Model.hidden_size=1024", where);
-	char *name = gpt_arena_strndup(&cfg->arena, assignment, (size_t)(eq - assignment), err);
+	char *name = gpt_arena_strndup(&cfg->arena, k0, (size_t)(k1 - k0), err);
 	if (!name)
 		return err->code;
 	int k = gpt_config_key_find(name);

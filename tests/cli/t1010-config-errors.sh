@@ -254,6 +254,14 @@ test_expect_success 'bad overrides, flags and world sizes are usage errors (64)'
 		gpt-train -c "$C/tiny_cpu.yaml" -o "Engine.save_load.output_dir=$(printf "a\351b")" --print-config
 '
 
+test_expect_success '"-o Key=value" as one word (getopt keeps the blank) sets the key' '
+	gpt-train -c "$C/tiny_cpu.yaml" "-o Model.hidden_size=128" --print-config >out &&
+	test_grep "^  hidden_size: 128" out &&
+	fails 64 "-o  Model.hidden_sise=8: unknown key Model.hidden_sise; did you mean Model.hidden_size?" \
+		gpt-train -c "$C/tiny_cpu.yaml" "-o Model.hidden_sise=8" --print-config &&
+	fails 64 "-o  =8: expected Section.key=value" gpt-train -c "$C/tiny_cpu.yaml" "-o =8" --print-config
+'
+
 test_expect_success 'inconsistent settings name both keys' '
 	fails 64 "-o Engine.mix_precision.level=O1: Engine.mix_precision.level: expected O2 with Engine.mix_precision.use_pure_fp16 True, found O1" \
 		gpt-train -c "$C/pretrain_gpt_345M_single_card.yaml" -o Engine.mix_precision.level=O1 --print-config &&
