@@ -190,11 +190,24 @@ static int resolve_model(gpt_config *cfg, gpt_err *err)
 				    "expected pp_degree x virtual_pp_degree = %lld counts of at least 1 layer "
 				    "adding up to num_layers %lld, found %d counts adding up to %lld",
 				    (long long)mul(pp, vpp), (long long)L, pl->n, (long long)sum);
-	} else if (L % mul(pp, vpp))
+	} else if (L % mul(pp, vpp)) {
+		/* enough layers for every stage: an uneven split can hold them
+		 * (the example has at most 16 counts of at most 5 digits) */
+		int64_t S = mul(pp, vpp);
+		char how[256] = "";
+		if (L > S) {
+			size_t w = (size_t)snprintf(how, sizeof how,
+						    "; or split them unevenly with Distributed.pp_layers");
+			for (int64_t i = 0; S <= 16 && i < S; i++)
+				w += (size_t)snprintf(how + w, sizeof how - w, "%s%lld", i ? "," : ", e.g. [",
+						      (long long)(L / S + (i < L % S)));
+			if (S <= 16)
+				snprintf(how + w, sizeof how - w, "]");
+		}
 		return fail(cfg, kid("Model.num_layers"), kid("Distributed.pp_degree"), err,
 			    "expected a multiple of pp_degree x virtual_pp_degree = %lld x %lld = %lld, "
-			    "found %lld", (long long)pp, (long long)vpp, (long long)mul(pp, vpp),
-			    (long long)L);
+			    "found %lld%s", (long long)pp, (long long)vpp, (long long)S, (long long)L, how);
+	}
 	for (int i = 0; i < cfg->model.no_recompute_layers.n; i++)
 		if (cfg->model.no_recompute_layers.v[i] >= L)
 			return fail(cfg, kid("Model.no_recompute_layers"), -1, err,

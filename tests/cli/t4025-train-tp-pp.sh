@@ -149,7 +149,9 @@ test_expect_success 'a layout the world size cannot hold is an error naming the 
 	test_grep "divisor of Model.num_attention_heads 4" err &&
 	test_expect_code 64 gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" $args --world-size 3 \
 		--pipeline_parallel_degree 3 --dry-run >out 2>err &&
-	test_grep "num_layers" err &&
+	test_grep "Model.num_layers: expected a multiple of pp_degree x virtual_pp_degree = 3 x 1 = 3, found 4; or split them unevenly with Distributed.pp_layers, e.g. \[2,1,1\]" err &&
+	gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" $args --world-size 3 \
+		--pipeline_parallel_degree 3 -o "Distributed.pp_layers=[2,1,1]" --dry-run >out &&
 	test_expect_code 64 gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" $args --world-size 2 \
 		--pipeline_parallel_degree 2 -o Distributed.virtual_pp_degree=2 \
 		-o Global.global_batch_size=3 --dry-run >out 2>err &&
