@@ -243,9 +243,12 @@ static int resolve_model(gpt_config *cfg, gpt_err *err)
 	if (cfg->data.eval.dataset.max_seq_len != cfg->data.train.dataset.max_seq_len)
 		return fail(cfg, kid("Data.Eval.dataset.max_seq_len"), -1, err,
 			    "expected Data.Train.dataset.max_seq_len %lld (evaluation runs at the training "
-			    "length), found %lld; leave it out",
+			    "length), found %lld; leave it out, or set it to %lld as well "
+			    "(-o Data.Eval.dataset.max_seq_len=%lld beside an override of the training length)",
 			    (long long)cfg->data.train.dataset.max_seq_len,
-			    (long long)cfg->data.eval.dataset.max_seq_len);
+			    (long long)cfg->data.eval.dataset.max_seq_len,
+			    (long long)cfg->data.train.dataset.max_seq_len,
+			    (long long)cfg->data.train.dataset.max_seq_len);
 	return 0;
 }
 

@@ -236,8 +236,12 @@ test_expect_success 'bad overrides, flags and world sizes are usage errors (64)'
 	fails 64 "Model.hidden_size: the model would have 2.59e+18 parameters, beyond 2^53" \
 		gpt-train -c "$C/tiny_cpu.yaml" -o Model.hidden_size=1048576 -o Model.num_attention_heads=1 \
 		-o Model.num_layers=65536 -o Model.ffn_hidden_size=16777216 --dry-run &&
-	fails 64 "Data.Eval.dataset.max_seq_len: expected Data.Train.dataset.max_seq_len 64 (evaluation runs at the training length), found 8; leave it out" \
+	fails 64 "Data.Eval.dataset.max_seq_len: expected Data.Train.dataset.max_seq_len 64 (evaluation runs at the training length), found 8; leave it out, or set it to 64 as well" \
 		gpt-train -c "$C/tiny_cpu.yaml" -o Data.Eval.dataset.max_seq_len=8 --print-config &&
+	fails 65 "tiny_cpu.yaml:65:20: Data.Eval.dataset.max_seq_len: expected Data.Train.dataset.max_seq_len 32 (evaluation runs at the training length), found 64; leave it out, or set it to 32 as well (-o Data.Eval.dataset.max_seq_len=32 beside" \
+		gpt-train -c "$C/tiny_cpu.yaml" -o Data.Train.dataset.max_seq_len=32 --print-config &&
+	gpt-train -c "$C/tiny_cpu.yaml" -o Data.Train.dataset.max_seq_len=32 -o Data.Eval.dataset.max_seq_len=32 \
+		--print-config >out &&
 	fails 64 "-o Optimizer.epsilon=0: Optimizer.epsilon: expected a number in [1e-30, 1], found '"'"'0'"'"'" \
 		gpt-train -c "$C/tiny_cpu.yaml" -o Optimizer.epsilon=0 --print-config &&
 	fails 64 "--sharding stage5: expected stage1, stage2 or stage3" \
