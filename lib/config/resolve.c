@@ -583,9 +583,13 @@ static int resolve_unsupported(gpt_config *cfg, gpt_err *err)
 							  : "Data.Train.sampler.drop_last"),
 			    -1, err, "False is not supported; every step takes a full global batch");
 	if (cfg->distributed.sharding.broadcast_overlap)
-		return fail(cfg, kid("Distributed.sharding.broadcast_overlap"), -1, err,
-			    "the parameters are gathered right after the update, before the next "
-			    "forward, so nothing can overlap; set it to False");
+		return fail(cfg, kid("Distributed.sharding.broadcast_overlap"), -1, err, "%s; set it to False",
+			    cfg->distributed.sharding.sharding_stage >= 3
+				    ? "at sharding_stage 3 each layer's parameters are gathered when the "
+				      "layer runs and the layer waits for them: no gather runs beside the "
+				      "compute"
+				    : "the parameters are gathered right after the update, before the next "
+				      "forward, so nothing can overlap");
 	int64_t r = cfg->engine.fault_inject.nan_rank, world = cfg->world_size;
 	if (cfg->engine.fault_inject.nan_steps.n > 0 && r >= world)
 		return fail(cfg, kid("Engine.fault_inject.nan_rank"), -1, err,

@@ -266,6 +266,15 @@ test_expect_success '"-o Key=value" as one word (getopt keeps the blank) sets th
 	fails 64 "-o  =8: expected Section.key=value" gpt-train -c "$C/tiny_cpu.yaml" "-o =8" --print-config
 '
 
+test_expect_success 'broadcast_overlap is refused with the reason of its sharding stage' '
+	fails 64 "Distributed.sharding.broadcast_overlap: the parameters are gathered right after the update" \
+		gpt-train -c "$C/tiny_cpu.yaml" --world-size 2 --sharding stage2 \
+		-o Distributed.sharding.broadcast_overlap=True --print-config &&
+	fails 64 "Distributed.sharding.broadcast_overlap: at sharding_stage 3 each layer'"'"'s parameters are gathered when the layer runs and the layer waits for them: no gather runs beside the compute; set it to False" \
+		gpt-train -c "$C/tiny_cpu.yaml" --world-size 2 --sharding stage3 \
+		-o Distributed.sharding.broadcast_overlap=True --print-config
+'
+
 test_expect_success 'inconsistent settings name both keys' '
 	fails 64 "-o Engine.mix_precision.level=O1: Engine.mix_precision.level: expected O2 with Engine.mix_precision.use_pure_fp16 True, found O1" \
 		gpt-train -c "$C/pretrain_gpt_345M_single_card.yaml" -o Engine.mix_precision.level=O1 --print-config &&
