@@ -363,6 +363,10 @@ int gpt_config_refuse(const gpt_config *cfg, const char *key, gpt_err *err, cons
 	GPT_PRINTF(4, 5);
 /* Whether key k was given (file, override or flag) rather than defaulted. */
 int gpt_config_given(const gpt_config *cfg, int k);
+/* The learning-rate warm-up in steps: Optimizer.lr.warmup_steps when given,
+ * else warmup_rate x decay_steps unrounded (FleetX's, 6.6 steps for 0.33 x
+ * 20); the derived warmup_steps only shows it rounded. */
+double gpt_config_warmup(const gpt_config *cfg);
 
 #ifdef __cplusplus
 }

@@ -466,6 +466,13 @@ static int resolve_overlap(gpt_config *cfg, gpt_err *err)
 	return 0;
 }
 
+double gpt_config_warmup(const gpt_config *cfg)
+{
+	if (gpt_config_given(cfg, kid("Optimizer.lr.warmup_steps")))
+		return (double)cfg->optimizer.lr.warmup_steps;
+	return cfg->optimizer.lr.warmup_rate * (double)cfg->optimizer.lr.decay_steps;
+}
+
 static int resolve_rest(gpt_config *cfg, gpt_err *err)
 {
 	int kw = kid("Optimizer.lr.warmup_steps");

@@ -100,6 +100,14 @@ static void put_value(FILE *fp, const gpt_config *cfg, const gpt_config_key *k)
 	}
 }
 
+/* Whether key k is a derived Optimizer.lr.warmup_steps that holds the
+ * rounded value of a warm-up of a fraction of a step. */
+static int rounded_warmup(const gpt_config *cfg, int k)
+{
+	return k == gpt_config_key_find("Optimizer.lr.warmup_steps") && !gpt_config_given(cfg, k) &&
+	       gpt_config_warmup(cfg) != (double)cfg->optimizer.lr.warmup_steps;
+}
+
 /* Number of leading dotted components a and b share. */
 static int common(const char *a, const char *b)
 {
@@ -142,7 +150,14 @@ int gpt_config_write_yaml(const gpt_config *cfg, FILE *fp, gpt_err *err)
 			fprintf(fp, "%*s%.*s:\n", 2 * depth, "", (int)(dot - p), p);
 		}
 		fprintf(fp, "%*s%s: ", 2 * depth, "", p);
-		put_value(fp, cfg, &keys[i]);
+		if (rounded_warmup(cfg, i)) {
+			/* the derived value rounded would read back as a given
+			 * warm-up of whole steps, another schedule */
+			fprintf(fp, "null  # warmup_rate x decay_steps = %.6g steps, used unrounded",
+				gpt_config_warmup(cfg));
+		} else {
+			put_value(fp, cfg, &keys[i]);
+		}
 		if (strcmp(name, "Model.vocab_size") == 0 &&
 		    cfg->padded_vocab_size != cfg->model.vocab_size)
 			fprintf(fp, "  # padded to %lld", (long long)cfg->padded_vocab_size);

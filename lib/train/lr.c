@@ -13,18 +13,19 @@ int gpt_lr_check(const gpt_lr_schedule *s, gpt_err *err)
 	if (!(s->min_lr >= 0) || (s->min_lr > s->max_lr && s->kind != GPT_LR_CONSTANT))
 		return gpt_err_set(err, GPT_EUSAGE, "Optimizer.lr.min_lr: expected a number between 0 and max_lr (%g), found %g",
 				   s->max_lr, s->min_lr);
-	if (!(s->warmup_rate >= 0 && s->warmup_rate <= 1))
-		return gpt_err_set(err, GPT_EUSAGE, "Optimizer.lr.warmup_rate: expected a fraction in [0, 1], found %g",
-				   s->warmup_rate);
 	if (s->decay_steps <= 0)
 		return gpt_err_set(err, GPT_EUSAGE, "Optimizer.lr.decay_steps: expected a positive number of steps, found %lld",
 				   (long long)s->decay_steps);
+	if (!(s->warmup >= 0 && s->warmup <= (double)s->decay_steps))
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "Optimizer.lr.warmup_steps: expected 0 to decay_steps (%lld) warm-up steps, found %g",
+				   (long long)s->decay_steps, s->warmup);
 	return 0;
 }
 
 double gpt_lr_at(const gpt_lr_schedule *s, int64_t step)
 {
-	double warmup = s->warmup_rate * (double)s->decay_steps;
+	double warmup = s->warmup;
 	double t = (double)step;
 	if (warmup > 0 && t <= warmup)
 		return s->max_lr * t / warmup;

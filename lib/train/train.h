@@ -140,9 +140,9 @@ int64_t gpt_pipe_slots(const gpt_pipe_op *ops, int64_t n, int64_t chunks);
 int gpt_train_run(const gpt_config *cfg, FILE *log, const volatile sig_atomic_t *stop,
 		  gpt_err *err);
 
-/* Optimizer.lr.name: each a linear warmup from 0 to max_lr over
- * warmup_rate x decay_steps steps (a fraction of a step allowed, as FleetX
- * has it), then
+/* Optimizer.lr.name: each a linear warmup from 0 to max_lr over `warmup`
+ * steps (a fraction of a step allowed: FleetX's warmup_rate x decay_steps),
+ * then
  *   COSINE (FleetX's CosineAnnealingWithWarmupDecay): a half cosine from
  *     max_lr down to min_lr at decay_steps, then min_lr;
  *   LINEAR (LinearDecayWithWarmup): a straight line from max_lr down to
@@ -153,11 +153,11 @@ typedef struct gpt_lr_schedule {
 	gpt_lr_kind kind;
 	double max_lr;
 	double min_lr;
-	double warmup_rate;   /* fraction of decay_steps spent warming up */
+	double warmup;        /* warm-up steps, unrounded (gpt_config_warmup) */
 	int64_t decay_steps;
 } gpt_lr_schedule;
 
-/* Checks the numbers (0 <= min_lr <= max_lr, 0 <= warmup_rate <= 1,
+/* Checks the numbers (0 <= min_lr <= max_lr, 0 <= warmup <= decay_steps,
  * decay_steps > 0); the message names the offending field. */
 int gpt_lr_check(const gpt_lr_schedule *s, gpt_err *err);
 /* The learning rate for the update made at `step` (1 for the first update). */

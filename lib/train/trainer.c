@@ -125,14 +125,9 @@ static int setup_schedule(trainer *tr, gpt_err *err)
 	tr->lr = (gpt_lr_schedule){
 		.max_lr = cfg->optimizer.lr.max_lr,
 		.min_lr = cfg->optimizer.lr.min_lr,
-		.warmup_rate = cfg->optimizer.lr.warmup_rate,
+		.warmup = gpt_config_warmup(cfg),
 		.decay_steps = cfg->optimizer.lr.decay_steps > 0 ? cfg->optimizer.lr.decay_steps : tr->total_steps,
 	};
-	/* A warmup_steps given wins over the rate; the one derived from the rate
-	 * is rounded for show, and the schedule keeps the rate's exact warm-up
-	 * (FleetX's warmup_rate x decay_steps, a float). */
-	if (gpt_config_given(cfg, gpt_config_key_find("Optimizer.lr.warmup_steps")) && tr->lr.decay_steps > 0)
-		tr->lr.warmup_rate = (double)cfg->optimizer.lr.warmup_steps / (double)tr->lr.decay_steps;
 	const char *name = cfg->optimizer.lr.name ? cfg->optimizer.lr.name : "CosineAnnealingWithWarmupDecay";
 	int kind = gpt_lr_kind_parse(name);
 	if (kind < 0) /* the config's enum already refuses others */

@@ -277,6 +277,18 @@ test_expect_success 'schedules: a warm-up of 6.6 steps unrounded (FleetX), linea
 	test_grep "^7 1.00000e-03$" rates-Constant && test_grep "^8 1.00000e-03$" rates-Constant
 '
 
+test_expect_success 'the printed configuration trains with the same unrounded warm-up' '
+	S="-o Engine.max_steps=8 -o Engine.save_load.save_steps=0 -o Engine.eval_freq=0 -o Engine.logging_freq=1" &&
+	S="$S -o Optimizer.lr.decay_steps=20 -o Optimizer.lr.warmup_rate=0.33 -o Optimizer.lr.max_lr=1e-3" &&
+	train $S -o Optimizer.lr.min_lr=1e-4 --print-config >printed.yaml &&
+	test_grep "^    warmup_steps: null  # warmup_rate x decay_steps = 6.6 steps, used unrounded$" printed.yaml &&
+	gpt-train -c printed.yaml -o Engine.save_load.output_dir=lr-printed >lr.log 2>&1 &&
+	lrs lr.log >rates-printed &&
+	test_cmp rates-CosineAnnealingWithWarmupDecay rates-printed &&
+	train $S -o Optimizer.lr.warmup_steps=7 -o Optimizer.lr.min_lr=1e-4 --print-config >printed.yaml &&
+	test_grep "^    warmup_steps: 7$" printed.yaml
+'
+
 test_expect_success 'fp16 overflow: the step is skipped, the scale backs off, training goes on' '
 	train -o Engine.max_steps=6 -o Engine.save_load.save_steps=0 -o Engine.eval_freq=0 \
 		-o Engine.mix_precision.enable=True -o Engine.mix_precision.scale_loss=1e9 >amp.log 2>&1 &&
