@@ -727,6 +727,16 @@ int gpt_tr_load_checkpoint(trainer *tr, const char *path, gpt_err *err)
 				       "%s was saved by a run of Global.seed %lld; this run's is %lld, so from global step %lld on its data order and dropout are not that run's (the samples it takes may repeat ones already trained on); keep Global.seed %lld to go on as that run would have",
 				       gpt_ckpt_path(ck), (long long)seed, (long long)tr->cfg->global.seed,
 				       (long long)step + 1, (long long)seed);
+		/* The schedule is a function of the step and Optimizer.lr: other
+		 * settings there make the rate jump at the resume (Megatron-LM
+		 * refuses that unless told to override the checkpoint's). */
+		json_t *lr = json_object_get(st, "lr");
+		double was = json_number_value(lr), now = gpt_lr_at(&tr->lr, step);
+		if (json_is_number(lr) && step > 0 && fabs(was - now) > 1e-9 * fmax(fabs(was), fabs(now)) &&
+		    tr->rank == 0)
+			gpt_log_printf(&tr->log, GPT_LOG_WARNING,
+				       "%s was saved at a learning rate of %g (global step %lld); this run's Optimizer.lr settings give %g there, so the rate jumps from global step %lld on; keep Optimizer.lr (name, max_lr, min_lr, decay_steps, the warm-up) as that run had them to go on with its schedule",
+				       gpt_ckpt_path(ck), was, (long long)step, now, (long long)step + 1);
 		snprintf(tr->last_ckpt, sizeof tr->last_ckpt, "%s", gpt_ckpt_path(ck));
 		char sz[32];
 		gpt_format_bytes((double)(n_w + 2 * (size_t)cnt) * 4, sz, sizeof sz);

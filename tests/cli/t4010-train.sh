@@ -100,6 +100,13 @@ test_expect_success 'a resume over other training data says that its samples are
 	! grep -q "samples an epoch" part2.log gb16.log seed7.log ft2b.log
 '
 
+test_expect_success 'a resume with another learning-rate schedule says that the rate jumps' '
+	train -o Engine.max_steps=11 -o Engine.eval_freq=0 -o Optimizer.lr.decay_steps=300 \
+		-o Engine.save_load.ckpt_dir=full/step_00000010 -o Engine.save_load.output_dir=lr300 >lr300.log 2>&1 &&
+	test_grep "WARNING\] - full/step_00000010 was saved at a learning rate of 0.00198939 \(global step 10\); this run.s Optimizer.lr settings give 0.00199913 there, so the rate jumps from global step 11 on; keep Optimizer.lr \(name, max_lr, min_lr, decay_steps, the warm-up\) as that run had them" lr300.log &&
+	! grep -q "was saved at a learning rate" part2.log gb16.log seed7.log split14.log
+'
+
 test_expect_success 'a resume with no step left to train says so and ends (0), naming the checkpoint and max_steps' '
 	cp -r full done &&
 	train -o Engine.max_steps=20 -o Engine.eval_freq=0 -o Engine.save_load.output_dir=done >done.log 2>&1 &&
