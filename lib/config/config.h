@@ -342,6 +342,11 @@ typedef struct gpt_config_origin {
  * is_null: a YAML null, meaning "not given" (the default is restored). */
 int gpt_config_set_scalar(gpt_config *cfg, int k, const char *text, int is_null,
 			  const gpt_config_origin *o, gpt_err *err);
+/* The value a null given under `name` (as written) stands for, or NULL
+ * where a null means "not given": FleetX builds no clipping from a
+ * grad_clip of null (ppfleetx build_grad_clip), so Optimizer.grad_clip: null
+ * is a clip_norm of 0. */
+const char *gpt_config_null_means(const char *name);
 /* Stores a list (STRLIST/INTLIST/SPLIT) from n item texts. */
 int gpt_config_set_list(gpt_config *cfg, int k, const char *const *items, int n,
 			const gpt_config_origin *o, gpt_err *err);

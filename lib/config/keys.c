@@ -363,6 +363,13 @@ static const char *from_pretraining(const char *name, char *buf, size_t size)
 	return NULL;
 }
 
+const char *gpt_config_null_means(const char *name)
+{
+	char buf[256];
+	const char *to = from_pretraining(name, buf, sizeof buf);
+	return strcmp(to ? to : name, "Optimizer.grad_clip") == 0 ? "0" : NULL;
+}
+
 #define NKEYS ((int)(sizeof keys / sizeof keys[0]))
 
 const gpt_config_key *gpt_config_keys(int *n)

@@ -440,8 +440,8 @@ int gpt_config_override(gpt_config *cfg, const char *assignment, gpt_err *err)
 				   near ? near : "?");
 	}
 	gpt_config_origin o = {GPT_SRC_OVERRIDE, where, 0, 0};
-	const char *val = eq + 1;
-	return gpt_config_set_scalar(cfg, k, val, is_null_text(val), &o, err);
+	const char *val = eq + 1, *means = is_null_text(val) ? gpt_config_null_means(name) : NULL;
+	return gpt_config_set_scalar(cfg, k, means ? means : val, is_null_text(val) && !means, &o, err);
 }
 
 int gpt_config_paddlenlp(gpt_config *cfg, const char *flag, const char *value, gpt_err *err)

@@ -97,9 +97,11 @@ static int set_leaf(reader *r, int k, const char *path, const yaml_node_t *v, gp
 	if (!(r->set_as[k] = gpt_arena_strdup(&r->cfg->arena, path, err)))
 		return err->code;
 	r->set_by[k] = v;
-	if (v->type == YAML_SCALAR_NODE)
-		return gpt_config_set_scalar(r->cfg, k, (const char *)v->data.scalar.value, plain_null(v),
-					     &o, err);
+	if (v->type == YAML_SCALAR_NODE) {
+		const char *means = plain_null(v) ? gpt_config_null_means(path) : NULL;
+		return gpt_config_set_scalar(r->cfg, k, means ? means : (const char *)v->data.scalar.value,
+					     plain_null(v) && !means, &o, err);
+	}
 	if (v->type == YAML_MAPPING_NODE)
 		return at(r, v, err, "%s: expected a value, found a mapping", path);
 	int n = (int)(v->data.sequence.items.top - v->data.sequence.items.start);

@@ -106,6 +106,20 @@ test_expect_success 'FleetX examples/gpt: the Fused section of tensor_fusion (se
 	sed -n "/^Optimizer:/,/^\$/p" out | grep -E "^  tensor_fusion: True$"
 '
 
+test_expect_success 'FleetX: a grad_clip of null builds no clipping (clip_norm 0), also over a _base_ and in -o' '
+	printf "Optimizer:\n  grad_clip:\n    name: ClipGradByGlobalNorm\n    clip_norm: 1.0\n" >gc-base.yaml &&
+	printf "_base_: gc-base.yaml\nOptimizer:\n  grad_clip:\n" >gc.yaml &&
+	gpt-train -c gc.yaml --print-config >out &&
+	grep -E "^    clip_norm: 0.0$" out &&
+	gpt-train -c gc-base.yaml -o Optimizer.grad_clip=None --print-config >out &&
+	grep -E "^    clip_norm: 0.0$" out &&
+	printf "PreTraining:\n  Optimizer:\n    grad_clip: null\n" >gc-pt.yaml &&
+	gpt-train -c gc-pt.yaml --print-config >out &&
+	grep -E "^    clip_norm: 0.0$" out &&
+	gpt-train -c gc-base.yaml -o Optimizer.grad_clip.clip_norm=null --print-config >out &&
+	grep -E "^    clip_norm: 1.0$" out
+'
+
 test_expect_success 'FleetX examples/gpt: the PreTraining section (seeds: single-card, group-sharded GPT)' '
 	cat >pt.yaml <<-\EOT &&
 	# 6.7 B, examples/gpt/group_shard/configs.yaml with max_lr/min_lr swapped
