@@ -65,7 +65,7 @@ static const gpt_config_key keys[] = {
 	   "micro-batches per optimizer step: local_batch_size / micro_batch_size"),
 	I("Engine.logging_freq", engine.logging_freq, "1", 1, BIG, "steps between log lines"),
 	E("Engine.nan_policy", engine.nan_policy, "stop", "stop|skip|rollback",
-	  "a loss or gradient that is not finite (outside fp16 loss scaling): stop the run, skip the update, or go back to the last checkpoint and on past the offending batch"),
+	  "a loss or gradient that is not finite (in fp16: a loss that is not, or gradients that overflow at the minimum loss scale 1): stop the run, skip the update, or go back to the last checkpoint and on past the offending batch"),
 	I("Engine.nan_max_rollbacks", engine.nan_max_rollbacks, "3", 0, BIG,
 	  "rollbacks (nan_policy: rollback) one run of gpt-train makes; the next non-finite step stops it"),
 	I("Engine.eval_freq", engine.eval_freq, "500", 0, BIG,

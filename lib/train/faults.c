@@ -51,20 +51,33 @@ int gpt_tr_judge_step(trainer *tr, double loss, double norm, int *verdict, gpt_e
 	const gpt_config *cfg = tr->cfg;
 	int64_t step = tr->step + 1;
 	double zl = 0, zg = 0;
-	int32_t v[2] = {!isfinite(loss) || !isfinite(norm), 0};
-	if (!v[0] && tr->spikes.cap > 0 && step > cfg->engine.skip_spikes.warmup)
+	/* v[0]: the loss is not finite; v[2]: the gradients are not */
+	int32_t v[3] = {!isfinite(loss), 0, !isfinite(norm)};
+	if (!v[0] && !v[2] && tr->spikes.cap > 0 && step > cfg->engine.skip_spikes.warmup)
 		v[1] = gpt_spike_window_check(&tr->spikes, loss, norm, cfg->engine.skip_spikes.loss_zscore,
 					      cfg->engine.skip_spikes.grad_norm_zscore, &zl, &zg);
 	/* The loss and the norm are already global after the reductions, so
 	 * the ranks should decide alike; agreeing costs one tiny all-reduce and
 	 * keeps that true in every layout. */
 	if (tr->comm) {
-		int rc = gpt_comm_all_reduce(gpt_comm_world(tr->comm), v, v, 2, GPT_DTYPE_I32, GPT_REDUCE_MAX, err);
+		int rc = gpt_comm_all_reduce(gpt_comm_world(tr->comm), v, v, 3, GPT_DTYPE_I32, GPT_REDUCE_MAX, err);
 		if (rc)
 			return gpt_err_prefix(err, "global step %lld: agreeing on the update", (long long)step);
 	}
-	if (v[0]) {
+	/* Only the gradients are scaled: a loss that is not finite came from
+	 * the forward pass, which no loss scale mends (Megatron-LM's
+	 * pretrain_gpt stops on it), so it goes to Engine.nan_policy even in
+	 * float16, as do gradients that overflow at the minimum loss scale
+	 * (DeepSpeed's loss scaler stops there too). */
+	if (v[0] || (v[2] && !(tr->scaler.dynamic && tr->scaler.scale > tr->scaler.min_scale))) {
 		*verdict = GPT_TR_NONFINITE;
+		if (!v[0] && tr->scaler.dynamic)
+			gpt_log_printf(&tr->log, GPT_LOG_WARNING,
+				       "[amp] global step %lld, found inf/nan in gradients at the minimum loss scale %g: the loss scale can go no lower; Engine.nan_policy (%s) decides",
+				       (long long)step, tr->scaler.scale,
+				       cfg->engine.nan_policy ? cfg->engine.nan_policy : "stop");
+	} else if (v[2]) {
+		*verdict = GPT_TR_OVERFLOW;
 	} else if (v[1]) {
 		*verdict = GPT_TR_SPIKE;
 		gpt_log_printf(&tr->log, GPT_LOG_WARNING,
@@ -129,13 +142,6 @@ static int rollback(trainer *tr, double loss, gpt_err *err)
 int gpt_tr_nonfinite(trainer *tr, double loss, gpt_err *err)
 {
 	const char *policy = tr->cfg->engine.nan_policy ? tr->cfg->engine.nan_policy : "stop";
-	if (tr->scaler.dynamic) {
-		/* float16: an overflow is what the loss scale is for */
-		char line[256];
-		gpt_amp_skip_line_format(line, sizeof line, tr->step, tr->last_scale, tr->scaler.scale);
-		gpt_log_printf(&tr->log, GPT_LOG_WARNING, "%s", line);
-		return 0;
-	}
 	if (strcmp(policy, "skip") == 0) {
 		gpt_log_printf(&tr->log, GPT_LOG_WARNING,
 			       "global step %lld: the loss or the gradients are not finite (loss %g); skipped the update (Engine.nan_policy: skip)",

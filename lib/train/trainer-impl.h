@@ -158,7 +158,9 @@ int gpt_tr_pipeline_eval(trainer *tr, const int32_t *rows, uint32_t step, double
 			 gpt_err *err);
 int gpt_tr_sum_over_stages(trainer *tr, double *sum, int64_t *n, gpt_err *err);
 /* faults.c: what the loop does when a step or a save goes wrong. */
-enum { GPT_TR_UPDATED = 0, GPT_TR_NONFINITE = 1, GPT_TR_SPIKE = 2 };
+/* GPT_TR_OVERFLOW: float16 gradients overflowed at a loss scale that can
+ * still back off; the scaler skips the update. */
+enum { GPT_TR_UPDATED = 0, GPT_TR_NONFINITE = 1, GPT_TR_SPIKE = 2, GPT_TR_OVERFLOW = 3 };
 int gpt_tr_faults_setup(trainer *tr, gpt_err *err);
 void gpt_tr_faults_free(trainer *tr);
 /* The factor Engine.fault_inject puts on the loss and gradients of global

@@ -375,9 +375,11 @@ static int train_step(trainer *tr, const int32_t *rows, double *loss, int *skipp
 		return rc;
 	tr->last_scale = tr->scaler.scale;
 	*skipped = verdict;
-	if (verdict == GPT_TR_SPIKE)
-		return 0; /* the loss scale keeps its count: a spike is no overflow */
-	if (gpt_loss_scaler_update(&tr->scaler, verdict == GPT_TR_NONFINITE))
+	/* the loss scale keeps its count: a spike is no overflow, and a
+	 * non-finite loss or gradients at the minimum scale are Engine.nan_policy's */
+	if (verdict == GPT_TR_SPIKE || verdict == GPT_TR_NONFINITE)
+		return 0;
+	if (gpt_loss_scaler_update(&tr->scaler, verdict == GPT_TR_OVERFLOW))
 		return 0;
 	double clip = tr->cfg->optimizer.grad_clip.clip_norm, scale = 1.0 / tr->scaler.scale;
 	if (clip > 0 && norm > clip)
@@ -441,6 +443,11 @@ static int run(trainer *tr, gpt_err *err)
 		loss_int += loss;
 		gpt_heartbeat_beat(tr->hb, tr->step);
 		/* log, skip, stop or roll back (which leaves tr->step as it is) */
+		if (skipped == GPT_TR_OVERFLOW) { /* what the float16 loss scale is for */
+			char line[256];
+			gpt_amp_skip_line_format(line, sizeof line, tr->step, tr->last_scale, tr->scaler.scale);
+			gpt_log_printf(&tr->log, GPT_LOG_WARNING, "%s", line);
+		}
 		if (skipped == GPT_TR_NONFINITE && (rc = gpt_tr_nonfinite(tr, loss, err)))
 			return rc;
 		/* the loss, as the costs, is the mean over the steps since the

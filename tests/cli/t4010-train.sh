@@ -303,6 +303,31 @@ test_expect_success 'fp16 overflow: the step is skipped, the scale backs off, tr
 	test "$(grep -c "\[amp\]" amp.log)" -ge 4
 '
 
+test_expect_success 'fp16: a loss that is not finite is no overflow: the run stops as fp32 does, not skip to its end' '
+	test_expect_code 65 train -o Engine.max_steps=30 -o Optimizer.lr.max_lr=1e4 -o Optimizer.grad_clip.clip_norm=0 \
+		-o Engine.save_load.save_steps=0 -o Engine.eval_freq=0 \
+		-o Engine.mix_precision.enable=True -o Engine.mix_precision.dtype=float16 >f16nan.log 2>err &&
+	test_grep "error: global step [0-9]+: the loss or the gradients are not finite \(loss -?nan\); stopping before the update" err &&
+	! grep -q "\[amp\]" f16nan.log &&
+	train -o Engine.max_steps=6 -o Engine.fault_inject.nan_steps=3 -o Engine.nan_policy=skip \
+		-o Engine.save_load.save_steps=0 -o Engine.eval_freq=0 \
+		-o Engine.mix_precision.enable=True >f16skip.log 2>&1 &&
+	test_grep "global step 3: the loss or the gradients are not finite .*skipped the update \(Engine.nan_policy: skip\)" f16skip.log &&
+	! grep -q "\[amp\]" f16skip.log
+'
+
+test_expect_success 'fp16: gradients that overflow at the minimum loss scale go to Engine.nan_policy' '
+	test_expect_code 65 train -o Engine.max_steps=6 -o Engine.fault_inject.spike_steps=3 \
+		-o Engine.fault_inject.spike_factor=1e9 -o Engine.save_load.save_steps=0 -o Engine.eval_freq=0 \
+		-o Engine.mix_precision.enable=True -o Engine.mix_precision.scale_loss=1 >f16min.log 2>err &&
+	test_grep "\[amp\] global step 3, found inf/nan in gradients at the minimum loss scale 1: the loss scale can go no lower; Engine.nan_policy \(stop\) decides" f16min.log &&
+	test_grep "error: global step 3: the loss or the gradients are not finite" err &&
+	train -o Engine.max_steps=6 -o Engine.fault_inject.spike_steps=3 \
+		-o Engine.fault_inject.spike_factor=1e9 -o Engine.save_load.save_steps=0 -o Engine.eval_freq=0 \
+		-o Engine.mix_precision.enable=True -o Engine.mix_precision.scale_loss=4 >f16four.log 2>&1 &&
+	test_grep "\[amp\] global step 3, found inf/nan in gradients: skipped the update, loss scale 4 -> 4" f16four.log
+'
+
 test_expect_success 'the loss scale carries over between fp16 runs only, not from or into fp32' '
 	F16="-o Engine.mix_precision.enable=True -o Engine.mix_precision.dtype=float16" &&
 	train -o Engine.max_steps=2 -o Engine.save_load.save_steps=2 -o Engine.eval_freq=0 \
