@@ -263,6 +263,9 @@ typedef struct gpt_step_line {
 	double avg_batch_cost;  /* seconds per step */
 	double ips_total;       /* tokens/s over all ranks */
 	double ips;             /* tokens/s per card */
+	double loss_scale;      /* > 0: float16's loss scale, written before the
+				 * learning rate as FleetX's later lines do
+				 * ("loss_scale: 32768.000000000, "); 0: none */
 	double lr;
 } gpt_step_line;
 

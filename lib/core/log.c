@@ -103,12 +103,15 @@ void gpt_log_printf(gpt_log *lg, gpt_log_level level, const char *fmt, ...)
 int gpt_step_line_format(char *out, size_t size, const gpt_step_line *s)
 {
 	double speed = s->avg_batch_cost > 0 ? 1.0 / s->avg_batch_cost : 0.0;
+	char scale[64] = "";
+	if (s->loss_scale > 0)
+		snprintf(scale, sizeof scale, "loss_scale: %.9f, ", s->loss_scale);
 	return snprintf(out, size,
 			"global step %lld, epoch: %lld, batch: %lld, loss: %.9f, "
 			"avg_reader_cost: %.5f sec, avg_batch_cost: %.5f sec, speed: %.2f step/s, "
-			"ips_total: %.0f tokens/s, ips: %.0f tokens/s, learning rate: %.5e",
+			"ips_total: %.0f tokens/s, ips: %.0f tokens/s, %slearning rate: %.5e",
 			(long long)s->step, (long long)s->epoch, (long long)s->batch, s->loss,
-			s->avg_reader_cost, s->avg_batch_cost, speed, s->ips_total, s->ips, s->lr);
+			s->avg_reader_cost, s->avg_batch_cost, speed, s->ips_total, s->ips, scale, s->lr);
 }
 
 int gpt_eval_line_format(char *out, size_t size, const gpt_eval_line *e)

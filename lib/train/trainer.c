@@ -464,6 +464,9 @@ static int run(trainer *tr, gpt_err *err)
 					    .avg_batch_cost = cost,
 					    .ips_total = (double)(tr->G * tr->T) / cost,
 					    .ips = (double)(tr->G * tr->T) / cost / (double)cfg->world_size,
+					    /* float16's scale, as FleetX, PaddleNLP and
+					     * Megatron-LM give it on every line */
+					    .loss_scale = tr->scaler.dynamic ? tr->scaler.scale : 0,
 					    .lr = gpt_lr_at(&tr->lr, tr->step)};
 			char line[512];
 			gpt_step_line_format(line, sizeof line, &sl);

@@ -300,7 +300,10 @@ test_expect_success 'fp16 overflow: the step is skipped, the scale backs off, tr
 	train -o Engine.max_steps=6 -o Engine.save_load.save_steps=0 -o Engine.eval_freq=0 \
 		-o Engine.mix_precision.enable=True -o Engine.mix_precision.scale_loss=1e9 >amp.log 2>&1 &&
 	test_grep "\[ WARNING\] - \[amp\] global step 2, found inf/nan in gradients: skipped the update, loss scale 1e\+09 -> 5e\+08" amp.log &&
-	test "$(grep -c "\[amp\]" amp.log)" -ge 4
+	test "$(grep -c "\[amp\]" amp.log)" -ge 4 &&
+	test_grep "global step 1, .*, ips: [0-9]+ tokens/s, loss_scale: 1000000000.000000000, learning rate: " amp.log &&
+	test_grep "global step 2, .*, loss_scale: 500000000.000000000, learning rate: " amp.log &&
+	test "$(grep -c "global step .*loss_scale: " amp.log)" = 6
 '
 
 test_expect_success 'fp16: a loss that is not finite is no overflow: the run stops as fp32 does, not skip to its end' '
@@ -350,7 +353,7 @@ test_expect_success 'bf16 storage trains with fp32 master weights' '
 		-o Engine.mix_precision.enable=True -o Engine.mix_precision.dtype=bfloat16 >bf.log 2>&1 &&
 	losses bf.log >l &&
 	test "$(echo "$(tail -n 1 l | cut -d" " -f2) < $(head -n 1 l | cut -d" " -f2)" | bc)" = 1 &&
-	! grep -q "\[amp\]" bf.log
+	! grep -q "\[amp\]" bf.log && ! grep -q "loss_scale" bf.log
 '
 
 test_expect_success 'a diverging run stops on the first non-finite loss and saves nothing after it' '

@@ -170,6 +170,13 @@ static void test_log_lines(void)
 	       "avg_batch_cost: 2.05344 sec, speed: 0.49 step/s, ips_total: 3989 tokens/s, "
 	       "ips: 499 tokens/s, learning rate: 5.55556e-09",
 	       "the FleetX step line, exactly");
+	s.loss_scale = 32768;
+	gpt_step_line_format(line, sizeof line, &s);
+	is_str(line,
+	       "global step 1, epoch: 0, batch: 0, loss: 11.083364487, avg_reader_cost: 0.23392 sec, "
+	       "avg_batch_cost: 2.05344 sec, speed: 0.49 step/s, ips_total: 3989 tokens/s, "
+	       "ips: 499 tokens/s, loss_scale: 32768.000000000, learning rate: 5.55556e-09",
+	       "float16: the loss scale before the learning rate, as FleetX's later lines");
 	char head[128];
 	setenv("TZ", "UTC", 1);
 	gpt_log_header(head, sizeof head, 1658925600833LL, GPT_LOG_INFO, 0);

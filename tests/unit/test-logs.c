@@ -61,8 +61,10 @@ static void test_roundtrip(void)
 	gpt_step_line sl = {.step = 123456, .epoch = 2, .batch = 77, .loss = 3.141592653,
 			    .avg_reader_cost = 0.00012, .avg_batch_cost = 0.25,
 			    .ips_total = 262144, .ips = 32768, .lr = 6.0e-4};
-	for (int color = 0; color < 2; color++) {
+	for (int i = 0; i < 4; i++) {
+		int color = i & 1;
 		char head[96], body[512], line[640];
+		sl.loss_scale = i & 2 ? 65536 : 0; /* float16's field before the learning rate */
 		gpt_log_header(head, sizeof head, 1700000000123, GPT_LOG_INFO, color);
 		gpt_step_line_format(body, sizeof body, &sl);
 		snprintf(line, sizeof line, "%s%s", head, body);
@@ -70,7 +72,7 @@ static void test_roundtrip(void)
 		ok(parse(line, &r) && r.kind == GPT_LOGS_STEP && r.step == 123456 &&
 			   fabs(r.loss.v - 3.141592653) < 1e-12 && r.step_time.v == 0.25 &&
 			   r.tok_total.v == 262144 && r.tok_card.v == 32768 && fabs(r.lr.v - 6e-4) < 1e-15,
-		   "gpt_step_line_format output parses back (colour %d)", color);
+		   "gpt_step_line_format output parses back (colour %d, loss scale %g)", color, sl.loss_scale);
 	}
 }
 
