@@ -74,7 +74,7 @@ static const gpt_config_key keys[] = {
 	I("Engine.test_iters", engine.test_iters, "10", 0, BIG,
 	  "batches of the test split evaluated after training"),
 	B("Engine.mix_precision.enable", engine.mix_precision.enable, "False",
-	  "16-bit mixed precision (implied by use_pure_fp16)"),
+	  "16-bit mixed precision (implied by use_pure_fp16); given False it turns it off whatever level says"),
 	B("Engine.mix_precision.use_pure_fp16", engine.mix_precision.use_pure_fp16, "False",
 	  "pure 16-bit training (level O2): 16-bit parameters, fp32 master weights"),
 	K("Engine.mix_precision.level", GPT_CT_ENUM, engine.mix_precision.level, NULL, "O0|O1|O2",

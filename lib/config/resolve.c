@@ -420,7 +420,15 @@ static int resolve_precision(gpt_config *cfg, gpt_err *err)
 	int kl = kid("Engine.mix_precision.level");
 	const char *level = cfg->engine.mix_precision.level;
 	int on = cfg->engine.mix_precision.enable || cfg->engine.mix_precision.use_pure_fp16;
-	if (level && gpt_config_given(cfg, kl)) {
+	if (!cfg->engine.mix_precision.enable && gpt_config_given(cfg, kid("Engine.mix_precision.enable"))) {
+		/* An enable: False said is the switch, as in FleetX's later
+		 * configs, whose level (O2 by default) then goes unread; it
+		 * also turns off the use_pure_fp16 of an older file. */
+		on = 0;
+		level = "O0";
+		cfg->engine.mix_precision.level = (char *)level;
+		derived(cfg, kl, "mixed precision disabled (Engine.mix_precision.enable False)");
+	} else if (level && gpt_config_given(cfg, kl)) {
 		int l0 = strcmp(level, "O0") == 0, l2 = strcmp(level, "O2") == 0;
 		if (cfg->engine.mix_precision.use_pure_fp16 && !l2)
 			return fail(cfg, kl, -1, err,

@@ -76,6 +76,25 @@ test_expect_success '-o sets nested keys, typed, in order' '
 	grep -F "custom_white_list: [\"lookup_table\", \"matmul\"]" out
 '
 
+test_expect_success 'Engine.mix_precision.enable False is the switch: the level beside it goes unread, as in FleetX' '
+	cat >amp-off.yaml <<-\EOT &&
+	_base_: '"$C"'/tiny_cpu_bytes.yaml
+	Engine:
+	  mix_precision:
+	    enable: False
+	    dtype: "float16"
+	    level: "O2"
+	EOT
+	gpt-train -c amp-off.yaml --dry-run >plan &&
+	test_grep "^precision: fp32 " plan &&
+	gpt-train -c amp-off.yaml -o Engine.mix_precision.level=O1 --print-config >out &&
+	grep -E "^    enable: False$" out && grep -E "^    level: O0$" out &&
+	gpt-train -c "$C/pretrain_gpt_345M_single_card.yaml" -o Engine.mix_precision.enable=False --dry-run >plan &&
+	test_grep "^precision: fp32 " plan &&
+	gpt-train -c amp-off.yaml -o Engine.mix_precision.enable=True --dry-run >plan &&
+	test_grep "^precision: O2 float16 " plan
+'
+
 test_expect_success 'older FleetX spellings are read (seed: single-card GPT)' '
 	cat >old.yaml <<-\EOT &&
 	Global:
