@@ -120,12 +120,13 @@ static int rollback(trainer *tr, double loss, gpt_err *err)
 		       "global step %lld: the loss or the gradients are not finite (loss %g); rolling back to the last checkpoint in %s (rollback %lld of at most %lld, Engine.nan_policy: rollback)",
 		       (long long)bad, loss, from, (long long)tr->rollbacks + 1, (long long)max);
 	/* the batches passed over were taken from the data: they stay counted */
-	int64_t samples = tr->consumed_samples, tokens = tr->consumed_tokens;
+	int64_t samples = tr->consumed_samples, tokens = tr->consumed_tokens, lr_steps = tr->lr_steps;
 	int rc = gpt_tr_load_checkpoint(tr, from, err);
 	if (rc)
 		return gpt_err_prefix(err, "global step %lld: rolling back", (long long)bad);
 	int64_t back = tr->step;
 	tr->step = bad;
+	tr->lr_steps = lr_steps;
 	tr->consumed_samples = samples;
 	tr->consumed_tokens = tokens;
 	tr->rollbacks++;

@@ -60,6 +60,12 @@ typedef struct trainer {
 	int mixed;
 	gpt_dtype dtype;     /* storage dtype of parameters and activations */
 	double last_scale;   /* the loss scale before the last update */
+	/* The learning-rate schedule's position: the global steps less the
+	 * float16 overflows, on which FleetX's later engine, PaddleNLP's
+	 * Trainer and Megatron-LM hold their schedule back; step_lr is the
+	 * rate of the last step's update (or of the one it skipped). */
+	int64_t lr_steps;
+	double step_lr;
 	int64_t G, MB, accum, T, total_steps, step;
 	/* samples and tokens trained on, over every run that led here (the
 	 * steps of each at its own global batch and sequence length), as

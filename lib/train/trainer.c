@@ -375,6 +375,9 @@ static int train_step(trainer *tr, const int32_t *rows, double *loss, int *skipp
 		return rc;
 	tr->last_scale = tr->scaler.scale;
 	*skipped = verdict;
+	double lr = tr->step_lr = gpt_lr_at(&tr->lr, tr->lr_steps + 1);
+	if (verdict != GPT_TR_OVERFLOW)
+		tr->lr_steps++;
 	/* the loss scale keeps its count: a spike is no overflow, and a
 	 * non-finite loss or gradients at the minimum scale are Engine.nan_policy's */
 	if (verdict == GPT_TR_SPIKE || verdict == GPT_TR_NONFINITE)
@@ -384,9 +387,9 @@ static int train_step(trainer *tr, const int32_t *rows, double *loss, int *skipp
 	double clip = tr->cfg->optimizer.grad_clip.clip_norm, scale = 1.0 / tr->scaler.scale;
 	if (clip > 0 && norm > clip)
 		scale *= clip / (norm + 1e-6);
-	rc = gpt_optimizer_step(&tr->opt, gpt_lr_at(&tr->lr, tr->step + 1), scale, err);
+	rc = gpt_optimizer_step(&tr->opt, lr, scale, err);
 	if (!rc && m->qat) {
-		gpt_adamw h = {.lr = gpt_lr_at(&tr->lr, tr->step + 1), .beta1 = tr->opt.beta1,
+		gpt_adamw h = {.lr = lr, .beta1 = tr->opt.beta1,
 			       .beta2 = tr->opt.beta2, .eps = tr->opt.eps,
 			       .weight_decay = tr->opt.weight_decay, .grad_scale = scale, .t = tr->opt.t};
 		rc = gpt_qat_pact_step(m, &h, err);
@@ -467,7 +470,7 @@ static int run(trainer *tr, gpt_err *err)
 					    /* float16's scale, as FleetX, PaddleNLP and
 					     * Megatron-LM give it on every line */
 					    .loss_scale = tr->scaler.dynamic ? tr->scaler.scale : 0,
-					    .lr = gpt_lr_at(&tr->lr, tr->step)};
+					    .lr = tr->step_lr};
 			char line[512];
 			gpt_step_line_format(line, sizeof line, &sl);
 			gpt_log_printf(&tr->log, GPT_LOG_INFO, "%s", line);

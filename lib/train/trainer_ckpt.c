@@ -40,12 +40,13 @@ struct tr_async {
 static char *state_json(trainer *tr)
 {
 	const gpt_config *cfg = tr->cfg;
-	json_t *st = json_pack("{s:I, s:I, s:I, s:f, s:{s:f, s:I, s:I, s:b}, s:I, s:I, s:{s:I, s:I, s:I, s:I}, "
+	json_t *st = json_pack("{s:I, s:I, s:I, s:f, s:I, s:{s:f, s:I, s:I, s:b}, s:I, s:I, s:{s:I, s:I, s:I, s:I}, "
 			       "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:s}",
 			       "step", (json_int_t)tr->step,
 			       "consumed_samples", (json_int_t)tr->consumed_samples,
 			       "consumed_tokens", (json_int_t)tr->consumed_tokens,
-			       "lr", gpt_lr_at(&tr->lr, tr->step),
+			       "lr", gpt_lr_at(&tr->lr, tr->lr_steps),
+			       "lr_steps", (json_int_t)tr->lr_steps,
 			       "loss_scale", "scale", tr->scaler.scale, "good_steps",
 			       (json_int_t)tr->scaler.good_steps, "bad_steps", (json_int_t)tr->scaler.bad_steps,
 			       "dynamic", tr->scaler.dynamic,
@@ -666,6 +667,13 @@ int gpt_tr_load_checkpoint(trainer *tr, const char *path, gpt_err *err)
 				     !(scale > 0 && scale < INFINITY)))))
 		rc = gpt_err_set(err, GPT_EDATA, "%s/state.json: expected step and optimizer_steps >= 0 and (when present) loss_scale with a positive finite scale, good_steps and bad_steps >= 0",
 				 gpt_ckpt_path(ck));
+	/* the schedule's position; a state.json without it (an older gptkit,
+	 * another tool) counts every step */
+	int64_t lr_steps = step;
+	if (!rc && json_object_get(st, "lr_steps") &&
+	    (json_int(st, "lr_steps", &lr_steps) || lr_steps < 0 || lr_steps > step))
+		rc = gpt_err_set(err, GPT_EDATA, "%s/state.json: lr_steps: expected an integer in [0, step %lld] (the steps the learning-rate schedule has taken); remove the key to count every step",
+				 gpt_ckpt_path(ck), (long long)step);
 	/* the data the saving run read: global batch, sequence length and
 	 * where its loader stopped */
 	json_t *data = json_object_get(st, "data");
@@ -676,6 +684,7 @@ int gpt_tr_load_checkpoint(trainer *tr, const char *path, gpt_err *err)
 		rc = load_consumed(tr, ck, st, step, gb, sl, err);
 	if (!rc) {
 		tr->step = step;
+		tr->lr_steps = lr_steps;
 		tr->opt.t = t;
 		/* The loss scale carries over between float16 runs only: a run of
 		 * fp32 or bf16 saved a fixed scale of 1, which would leave float16

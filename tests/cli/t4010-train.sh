@@ -17,6 +17,9 @@ losses () {
 	sed -n 's/.* - global step \([0-9]*\), epoch.*loss: \([0-9.e+-]*\),.*learning rate: \(.*\)$/\1 \2 \3/p' "$1"
 }
 
+# the learning rate of each step line: "STEP LR"
+lrs () { sed -n "s/.* - global step \([0-9]*\),.*learning rate: \(.*\)$/\1 \2/p" "$1"; }
+
 test_expect_success 'set up: the licence texts as a byte-level dataset' '
 	mkdir data &&
 	gpt-preprocess -t bytes -o data/lic /usr/share/common-licenses/* &&
@@ -196,9 +199,16 @@ test_expect_success 'a state.json with impossible counts or loss scale is refuse
 			-o Engine.save_load.output_dir=never >out 2>err &&
 		test_grep "error: cannot resume: st/state.json: expected step and optimizer_steps >= 0" err || return 1
 	done &&
-	state_edit step 10 &&
+	for v in 11 -1 "\"3\""; do
+		state_edit lr_steps "$v" &&
+		test_expect_code 65 train -o Engine.max_steps=20 -o Engine.save_load.ckpt_dir=st \
+			-o Engine.save_load.output_dir=never >out 2>err &&
+		test_grep "error: cannot resume: st/state.json: lr_steps: expected an integer in \[0, step 10\]" err || return 1
+	done &&
+	state_edit step 10 lr_steps - &&
 	train -o Engine.max_steps=11 -o Engine.save_load.ckpt_dir=st -o Engine.eval_freq=0 \
-		-o Engine.save_load.output_dir=fine >out 2>&1
+		-o Engine.save_load.output_dir=fine >out 2>&1 &&
+	lrs full.log >a && lrs out >b && test_grep "^11 " b && grep "^11 " a >a11 && grep "^11 " b | test_cmp a11 -
 '
 
 # state_int KEY DIR: an integer of DIR/state.json ("data.seq_len" for a nested one)
@@ -266,8 +276,6 @@ test_expect_success 'a checkpoint of another model shape is refused naming the k
 '
 
 # lrs LOG: "STEP LR" of each step line
-lrs () { sed -n "s/.* - global step \([0-9]*\),.*learning rate: \(.*\)$/\1 \2/p" "$1"; }
-
 test_expect_success 'schedules: a warm-up of 6.6 steps unrounded (FleetX), linear and constant decay' '
 	for name in CosineAnnealingWithWarmupDecay LinearDecayWithWarmup Constant; do
 		train -o Engine.max_steps=8 -o Engine.save_load.save_steps=0 -o Engine.eval_freq=0 \
@@ -304,6 +312,23 @@ test_expect_success 'fp16 overflow: the step is skipped, the scale backs off, tr
 	test_grep "global step 1, .*, ips: [0-9]+ tokens/s, loss_scale: 1000000000.000000000, learning rate: " amp.log &&
 	test_grep "global step 2, .*, loss_scale: 500000000.000000000, learning rate: " amp.log &&
 	test "$(grep -c "global step .*loss_scale: " amp.log)" = 6
+'
+
+test_expect_success 'fp16: an overflow holds the learning-rate schedule back (FleetX, PaddleNLP, Megatron-LM); a resume keeps its place' '
+	F16="-o Engine.mix_precision.enable=True -o Engine.mix_precision.scale_loss=3e5 -o Engine.eval_freq=0" &&
+	train $F16 -o Engine.max_steps=10 -o Engine.save_load.save_steps=5 -o Engine.save_load.output_dir=hold >hold.log 2>&1 &&
+	test "$(grep -c "\[amp\] global step [1-4]," hold.log)" = 4 && ! grep -q "\[amp\] global step [5-9]" hold.log &&
+	train -o Engine.max_steps=2 -o Engine.save_load.save_steps=0 -o Engine.eval_freq=0 >fp32.log 2>&1 &&
+	lrs hold.log >r16 && lrs fp32.log >r32 &&
+	first=$(sed -n "s/^1 //p" r32) && second=$(sed -n "s/^2 //p" r32) &&
+	for s in 1 2 3 4 5; do test_grep "^$s $first$" r16 || return 1; done &&
+	test_grep "^6 $second$" r16 &&
+	test_grep "\"lr_steps\": 1," hold/step_00000005/state.json &&
+	test_grep "\"lr_steps\": 6," hold/step_00000010/state.json &&
+	train $F16 -o Engine.max_steps=5 -o Engine.save_load.save_steps=5 -o Engine.save_load.output_dir=hold2 >h1.log 2>&1 &&
+	train $F16 -o Engine.max_steps=10 -o Engine.save_load.save_steps=5 -o Engine.save_load.output_dir=hold2 >h2.log 2>&1 &&
+	lrs h1.log >a && lrs h2.log >>a && test_cmp r16 a &&
+	cmp hold/step_00000010/rank-00000.safetensors hold2/step_00000010/rank-00000.safetensors
 '
 
 test_expect_success 'fp16: a loss that is not finite is no overflow: the run stops as fp32 does, not skip to its end' '
