@@ -63,6 +63,40 @@ static void usage(FILE *fp)
 	gpt_opts_help(options, fp);
 }
 
+/* The precision flags of PaddleNLP's Trainer and Megatron-LM, which
+ * gpt-train does not take: whose they are and what to do instead. */
+static void foreign_flag_hint(const char *arg, gpt_err *err)
+{
+	static const char fixed[] = "gpt-train has no such setting: the scale stops at 1, halves after 2 "
+				    "overflows in a row and doubles after 1000 good steps, as in Paddle's AMP";
+	static const char *const tbl[] = {
+		"fp16", "PaddleNLP's and Megatron-LM's",
+		"give -o Engine.mix_precision.enable=True -o Engine.mix_precision.dtype=float16",
+		"bf16", "PaddleNLP's and Megatron-LM's",
+		"give -o Engine.mix_precision.enable=True -o Engine.mix_precision.dtype=bfloat16",
+		"fp16_opt_level", "PaddleNLP's",
+		"give -o Engine.mix_precision.level=O2 (16-bit parameters, fp32 master weights; O1 is not offered)",
+		"scale_loss", "PaddleNLP's", "give -o Engine.mix_precision.scale_loss=N",
+		"amp_master_grad", "PaddleNLP's",
+		"gpt-train has no such setting: gradients are held in the 16-bit dtype and unscaled into the fp32 master weights",
+		"initial-loss-scale", "Megatron-LM's", "give -o Engine.mix_precision.scale_loss=N",
+		"loss-scale", "Megatron-LM's",
+		"give -o Engine.mix_precision.scale_loss=N (the initial dynamic scale; a fixed one is not offered)",
+		"min-loss-scale", "Megatron-LM's", fixed,
+		"loss-scale-window", "Megatron-LM's", fixed,
+		"hysteresis", "Megatron-LM's", fixed,
+		NULL, NULL, NULL,
+	};
+	if (!arg || strncmp(arg, "--", 2) != 0 || strncmp(err->msg, "unknown option --", 17) != 0)
+		return;
+	size_t n = strcspn(arg + 2, "=");
+	for (int i = 0; tbl[i]; i += 3)
+		if (strlen(tbl[i]) == n && strncmp(arg + 2, tbl[i], n) == 0) {
+			gpt_err_set(err, GPT_EUSAGE, "unknown option --%s (%s); %s", tbl[i], tbl[i + 1], tbl[i + 2]);
+			return;
+		}
+}
+
 typedef struct setting {
 	int id;
 	const char *arg;
@@ -149,6 +183,8 @@ int main(int argc, char **argv)
 	if (id < 0 || o.index < argc) {
 		if (id >= 0)
 			gpt_err_set(&err, GPT_EUSAGE, "unexpected argument '%s'; see --help", argv[o.index]);
+		else if (o.index > 0)
+			foreign_flag_hint(argv[o.index - 1], &err);
 		free(set);
 		return gpt_cmd_fail(prog, &err);
 	}

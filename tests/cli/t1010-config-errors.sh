@@ -251,6 +251,14 @@ test_expect_success 'bad overrides, flags and world sizes are usage errors (64)'
 	fails 64 "environment variable WORLD_SIZE: expected a world size >= 1, found '"'"'many'"'"'" \
 		env WORLD_SIZE=many gpt-train -c "$C/tiny_cpu.yaml" --print-config &&
 	fails 64 "unknown option --bogus" gpt-train -c "$C/tiny_cpu.yaml" --bogus &&
+	fails 64 "unknown option --fp16 (PaddleNLP'"'"'s and Megatron-LM'"'"'s); give -o Engine.mix_precision.enable=True -o Engine.mix_precision.dtype=float16" \
+		gpt-train -c "$C/tiny_cpu.yaml" --fp16 --print-config &&
+	fails 64 "unknown option --bf16 (PaddleNLP'"'"'s and Megatron-LM'"'"'s); give -o Engine.mix_precision.enable=True -o Engine.mix_precision.dtype=bfloat16" \
+		gpt-train -c "$C/tiny_cpu.yaml" --bf16=true --print-config &&
+	fails 64 "unknown option --scale_loss (PaddleNLP'"'"'s); give -o Engine.mix_precision.scale_loss=N" \
+		gpt-train -c "$C/tiny_cpu.yaml" --scale_loss 1024 --print-config &&
+	fails 64 "unknown option --hysteresis (Megatron-LM'"'"'s); gpt-train has no such setting" \
+		gpt-train -c "$C/tiny_cpu.yaml" --hysteresis 2 --print-config &&
 	fails 64 "option --config needs an argument" gpt-train --config &&
 	fails 64 "unexpected argument" gpt-train -c "$C/tiny_cpu.yaml" extra &&
 	fails 64 "no configuration given" gpt-train &&
