@@ -88,7 +88,7 @@ static const gpt_config_key keys[] = {
 	K("Engine.mix_precision.custom_black_list", GPT_CT_STRLIST,
 	  engine.mix_precision.custom_black_list, NULL, NULL, 0, 0, GPT_CK_COMPAT,
 	  "Paddle op names kept in fp32; gptkit always keeps softmax, LayerNorm statistics, "
-	  "the loss and reductions in fp32"),
+	  "the loss and reductions in fp32 (a GEMM op here is refused under mixed precision)"),
 	K("Engine.mix_precision.custom_white_list", GPT_CT_STRLIST,
 	  engine.mix_precision.custom_white_list, NULL, NULL, 0, 0, GPT_CK_COMPAT,
 	  "Paddle op names run in 16 bits; gptkit runs GEMMs and embeddings in 16 bits"),

@@ -584,6 +584,21 @@ static int resolve_unsupported(gpt_config *cfg, gpt_err *err)
 		return fail(cfg, kid("Engine.mix_precision.level"), -1, err,
 			    "O1 (fp32 parameters, 16-bit compute) is not supported; gptkit trains O2 "
 			    "(16-bit parameters, fp32 master weights): set it to O2 or leave it out");
+	/* Paddle's GEMM ops: 16-bit inputs and outputs under O2 here, always;
+	 * a black list asks for fp32 outputs (the usual cure for an fp16
+	 * overflow), which this trainer cannot give. The other names of the
+	 * lists ask for what it does anyway or for nothing it has. */
+	static const char *const gemms[] = {"matmul", "matmul_v2", "mul", "fused_gemm_epilogue",
+					    "linear", "einsum"};
+	const gpt_strlist *bl = &cfg->engine.mix_precision.custom_black_list;
+	for (int i = 0; cfg->mixed && i < bl->n; i++)
+		for (size_t j = 0; j < sizeof gemms / sizeof *gemms; j++)
+			if (!strcmp(bl->v[i], gemms[j]))
+				return fail(cfg, kid("Engine.mix_precision.custom_black_list"), -1, err,
+					    "%s: the GEMMs run on 16-bit inputs and write 16-bit outputs "
+					    "under mixed precision, whatever the lists say; remove it, or "
+					    "train in fp32 (Engine.mix_precision.enable False)",
+					    bl->v[i]);
 	if (cfg->model.no_recompute_layers.n > 0)
 		return fail(cfg, kid("Model.no_recompute_layers"), -1, err,
 			    "recompute applies to every layer in this build; leave the list empty");

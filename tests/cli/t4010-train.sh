@@ -457,7 +457,8 @@ test_expect_success 'save_epoch writes a checkpoint at the end of an epoch' '
 test_expect_success 'settings the trainer cannot honour are refused, not ignored' '
 	for o in Engine.mix_precision.level=O1 Model.no_recompute_layers=[0] \
 		 Model.fused_linear=True Data.Train.sampler.drop_last=False \
-		 Distributed.sharding.broadcast_overlap=True; do
+		 Distributed.sharding.broadcast_overlap=True \
+		 Engine.mix_precision.custom_black_list=reduce_sum,matmul_v2; do
 		key=${o%%=*} &&
 		test_expect_code 64 train -o Engine.mix_precision.enable=True -o "$o" -o Engine.max_steps=1 >out 2>err &&
 		grep -q "${key##*.}" err || { echo "$o:"; cat err; exit 1; }
@@ -467,7 +468,7 @@ test_expect_success 'settings the trainer cannot honour are refused, not ignored
 test_expect_success 'gpt-config(5) says that each of them is refused' '
 	for k in Engine.mix_precision.level Model.no_recompute_layers Model.fused_linear \
 		 Data.Train.sampler.drop_last Data.Eval.sampler.drop_last \
-		 Distributed.sharding.broadcast_overlap; do
+		 Distributed.sharding.broadcast_overlap Engine.mix_precision.custom_black_list; do
 		sed -n "/^\.B $k\$/,/^\.TP/p" "$GPT_ROOT/man/man5/gpt-config.5" >entry &&
 		test_line_count -gt 2 entry &&
 		grep -q -i -e "refuse" -e "is an error" entry || { echo "$k:"; cat entry; exit 1; }
@@ -481,7 +482,8 @@ test_expect_success 'the same settings in the configuration file are exit 65 nam
 		  "Distributed: {sharding: {broadcast_overlap: True}}" \
 		  "Engine: {skip_spikes: {enable: True, loss_zscore: 0, grad_norm_zscore: 0}}" \
 		  "Engine: {fault_inject: {nan_steps: [1], nan_rank: 1}}" \
-		  "Quantization: {enable: True, quantizable_layer_type: [Conv2D]}"; do
+		  "Quantization: {enable: True, quantizable_layer_type: [Conv2D]}" \
+		  "Engine: {mix_precision: {enable: True, custom_black_list: [reduce_sum, matmul]}}"; do
 		printf "_base_: %s\n%s\n" "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" "$kv" >bad.yaml &&
 		test_expect_code 65 gpt-train -c bad.yaml \
 			-o Data.Train.dataset.input_dir=data/lic -o Data.Eval.dataset.input_dir=data/lic \
