@@ -736,11 +736,12 @@ int gpt_tr_load_checkpoint(trainer *tr, const char *path, gpt_err *err)
 				       "%s was saved by a run of Global.seed %lld; this run's is %lld, so from global step %lld on its data order and dropout are not that run's (the samples it takes may repeat ones already trained on); keep Global.seed %lld to go on as that run would have",
 				       gpt_ckpt_path(ck), (long long)seed, (long long)tr->cfg->global.seed,
 				       (long long)step + 1, (long long)seed);
-		/* The schedule is a function of the step and Optimizer.lr: other
+		/* The schedule is a function of its steps (lr_steps: float16
+		 * overflows hold it back) and Optimizer.lr: other
 		 * settings there make the rate jump at the resume (Megatron-LM
 		 * refuses that unless told to override the checkpoint's). */
 		json_t *lr = json_object_get(st, "lr");
-		double was = json_number_value(lr), now = gpt_lr_at(&tr->lr, step);
+		double was = json_number_value(lr), now = gpt_lr_at(&tr->lr, tr->lr_steps);
 		if (json_is_number(lr) && step > 0 && fabs(was - now) > 1e-9 * fmax(fabs(was), fabs(now)) &&
 		    tr->rank == 0)
 			gpt_log_printf(&tr->log, GPT_LOG_WARNING,
