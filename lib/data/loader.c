@@ -299,27 +299,23 @@ int gpt_loader_sample(const gpt_loader *l, int64_t k, int32_t *out, gpt_err *err
 		return gpt_err_set(err, GPT_EINTERNAL, "loader: sample %lld outside the index of %lld",
 				   (long long)k, (long long)l->n);
 	const loader_part *p = &l->parts[l->which[k]];
-	int64_t pos;
-	int32_t off;
-	gpt_samples_locate(&p->samples, l->local[k], &pos, &off);
-	int64_t need = l->seq_len + 1, got = 0;
-	while (got < need) {
-		int64_t doc = p->samples.doc_order[pos];
-		int64_t take = p->lens[doc] - off;
-		if (take > need - got)
-			take = need - got;
-		if (take > 0) {
-			int rc = gpt_dataset_read(p->ds, doc, off, take, out + got, err);
-			if (!rc && l->vocab > 0)
-				rc = gpt_dataset_check_ids(out + got, take, l->vocab, doc, off, err);
-			if (rc)
-				return gpt_err_prefix(err, "%s", p->path);
-			got += take;
-		}
-		pos++;
-		off = 0;
+	int64_t local = l->local[k];
+	/* the pieces of a sample: a few documents, unless they are tiny */
+	gpt_sample_piece few[64], *pc = few;
+	int64_t n = gpt_samples_pieces(&p->samples, local, pc, 64, err);
+	if (n > 64 && (pc = gpt_malloc((size_t)n * sizeof *pc, "sample pieces", err)))
+		n = gpt_samples_pieces(&p->samples, local, pc, n, err);
+	int rc = n < 0 || !pc ? GPT_EINTERNAL : 0;
+	for (int64_t i = 0, got = 0; i < n && !rc; got += pc[i++].len) {
+		rc = gpt_dataset_read(p->ds, pc[i].doc, pc[i].off, pc[i].len, out + got, err);
+		if (!rc && l->vocab > 0)
+			rc = gpt_dataset_check_ids(out + got, pc[i].len, l->vocab, pc[i].doc, pc[i].off, err);
+		if (rc)
+			gpt_err_prefix(err, "%s", p->path);
 	}
-	return 0;
+	if (pc != few)
+		free(pc);
+	return rc;
 }
 
 int gpt_loader_disjoint(const gpt_loader *a, const gpt_loader *b, gpt_err *err)

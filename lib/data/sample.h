@@ -29,28 +29,48 @@ extern "C" {
 int gpt_split_parse(const char *spec, double weights[3], gpt_err *err);
 void gpt_split_ranges(const double weights[3], int64_t n_docs, int64_t begin[4]);
 
+struct gpt_lazy;
+
+/* Only the sizes are kept for the whole run: an epoch's document order,
+ * window starts and sample shuffle depend on nothing but (seed, epoch, the
+ * documents' lengths, seq_len), so they are built when a sample of that
+ * epoch is read and kept for the two epochs read last (a batch can straddle
+ * an epoch boundary). Memory: 8 bytes a document, plus 8 bytes a sample of
+ * one epoch and 4 a document for each of the two, whatever the number of
+ * epochs; the samples are the same as with every epoch built up front. */
 typedef struct gpt_samples {
 	int seq_len;
-	int64_t n_samples;    /* samples available (all epochs built) */
+	int64_t n_samples;    /* samples available: n_epochs x per_epoch */
 	int64_t per_epoch;    /* samples per epoch */
 	int64_t n_docs;       /* documents in the split */
-	/* the shuffled concatenation, epoch after epoch: document ids */
-	int64_t *doc_order;   /* n_epochs x n_docs */
 	int64_t n_epochs;
-	/* per sample (in stream order): position in doc_order and token offset */
-	int64_t *start_doc;
-	int32_t *start_off;
-	int64_t *shuffle;     /* sample k of the run reads stream sample shuffle[k] */
+	uint64_t seed;
+	int64_t *doc_ids;     /* the split's documents (a copy) */
+	const int32_t *lens;  /* by document id: the caller's, kept while this is */
+	struct gpt_lazy *epochs;
 } gpt_samples;
 
-/* Builds the index for the documents doc_ids[0..n_docs) with lengths
- * lens[doc_id] (tokens), enough epochs for min_samples samples (at least one
- * epoch). Fails with GPT_EDATA (naming the numbers) when the split holds
- * fewer than seq_len + 1 tokens. */
+/* A stretch of a sample: len tokens of document doc from token off. */
+typedef struct gpt_sample_piece {
+	int64_t doc;
+	int32_t off, len;
+} gpt_sample_piece;
+
+/* Sets up the index for the documents doc_ids[0..n_docs) with lengths
+ * lens[doc_id] (tokens, read again whenever an epoch is built, so lens must
+ * outlive s), enough epochs for min_samples samples (at least one epoch).
+ * Fails with GPT_EDATA (naming the numbers) when the split holds fewer than
+ * seq_len + 1 tokens, or more documents than the index's 32-bit positions
+ * take (2^32 - 1). */
 int gpt_samples_build(gpt_samples *s, const int64_t *doc_ids, int64_t n_docs, const int32_t *lens,
 		      int seq_len, int64_t min_samples, uint64_t seed, gpt_err *err);
-/* The (document position, offset) where run sample k starts; k < n_samples. */
-void gpt_samples_locate(const gpt_samples *s, int64_t k, int64_t *doc_pos, int32_t *offset);
+/* The pieces of run sample k (0 <= k < n_samples): the seq_len + 1 tokens
+ * it reads, document after document, empty documents skipped. Writes the
+ * first cap of them to out and returns how many there are (at most
+ * seq_len + 1; when more than cap, call again with room for all), or -1
+ * with err set when k's epoch had to be built and memory ran out. Several
+ * threads may call it at once. */
+int64_t gpt_samples_pieces(const gpt_samples *s, int64_t k, gpt_sample_piece *out, int64_t cap, gpt_err *err);
 void gpt_samples_free(gpt_samples *s);
 
 /* The loader: samples by global index from one dataset, a directory of
@@ -64,6 +84,7 @@ void gpt_samples_free(gpt_samples *s);
  * and `which` (0 train, 1 validation, 2 test) picks the part. Blending is
  * Megatron's: sample k goes to the dataset furthest behind its share. The
  * index covers at least min_samples samples (more epochs as needed).
+ * Several threads may read samples at once.
  *
  * flags: with GPT_LOADER_OPTIONAL a split that holds no documents in any of the datasets is no error but no loader: 0 with *out
  * NULL and err saying why (as Megatron-LM goes without a validation or test
