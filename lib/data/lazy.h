@@ -1,9 +1,9 @@
 /* A small cache of blocks built on demand (internal to lib/data).
  *
- * The sample index keeps the epochs in use this way: a block is a pure
- * function of its key (an epoch), so one that was dropped is built again,
- * the same, when it is needed again, and memory does not grow with the
- * number of keys.
+ * The sample index keeps the epochs in use this way, and the loader the
+ * chunks of its blend index: a block is a pure function of its key (an
+ * epoch, a chunk), so one that was dropped is built again, the same, when
+ * it is needed again, and memory does not grow with the number of keys.
  * Two slots: a batch that straddles an epoch boundary, or two threads in
  * two epochs, keep both; the least recently used slot is rebuilt. */
 #ifndef GPT_DATA_LAZY_H

@@ -1,6 +1,7 @@
 /* The loader: datasets, splits, blending, and reading a sample by index. */
 #include "data/data.h"
 #include "data/sample.h"
+#include "data/lazy.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -8,6 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+/* Blended samples per chunk of the blend index. */
+enum { BLEND_CHUNK = 1 << 16 };
 
 typedef struct loader_part {
 	char *path;
@@ -23,8 +27,11 @@ struct gpt_loader {
 	loader_part *parts;
 	int n_parts;
 	int64_t n;          /* blended samples */
-	int32_t *which;     /* per blended sample: the part */
-	int64_t *local;     /* per blended sample: the sample index within the part */
+	/* A blend (more than one part): the samples each part gave before
+	 * blended sample c x BLEND_CHUNK, n_parts per chunk c; a chunk's
+	 * (part, sample of the part) pairs are built from them on demand. */
+	int64_t *counts;
+	gpt_lazy *blend;
 	int64_t per_epoch;
 	int64_t vocab;      /* ids are checked against it when > 0 */
 };
@@ -197,6 +204,74 @@ static int open_part(loader_part *p, const char *split, int which, int seq_len, 
 	return rc;
 }
 
+/* Megatron's blend: blended sample k goes to the part furthest behind its
+ * share, given the samples count[] each part gave before it. */
+static int blend_pick(const gpt_loader *l, int64_t k, const int64_t *count)
+{
+	int best = 0;
+	double best_err = -INFINITY;
+	for (int i = 0; i < l->n_parts; i++) {
+		double e = l->parts[i].weight * (double)(k + 1) - (double)count[i];
+		if (e > best_err) {
+			best_err = e;
+			best = i;
+		}
+	}
+	return best;
+}
+
+/* A chunk of the blend index: the part of each of its samples, the
+ * sample of the part, and room for the counts while they are made. */
+typedef struct blend_chunk {
+	int64_t *local;
+	int32_t *which;
+	int64_t *count;
+} blend_chunk;
+
+static blend_chunk chunk_view(void *block)
+{
+	blend_chunk c = {.local = block};
+	c.which = (int32_t *)(c.local + BLEND_CHUNK);
+	c.count = (int64_t *)(c.which + BLEND_CHUNK);
+	return c;
+}
+
+static void fill_chunk(const void *ctx, int64_t c, void *block)
+{
+	const gpt_loader *l = ctx;
+	blend_chunk v = chunk_view(block);
+	memcpy(v.count, l->counts + c * l->n_parts, (size_t)l->n_parts * sizeof *v.count);
+	int64_t k0 = c * BLEND_CHUNK, k1 = k0 + BLEND_CHUNK < l->n ? k0 + BLEND_CHUNK : l->n;
+	for (int64_t k = k0; k < k1; k++) {
+		int best = blend_pick(l, k, v.count);
+		v.which[k - k0] = best;
+		v.local[k - k0] = v.count[best]++;
+	}
+}
+
+/* The blend's counts at every chunk, in one pass over the blended samples
+ * that checks no part runs out. */
+static int blend_index(gpt_loader *l, gpt_err *err)
+{
+	int64_t chunks = (l->n - 1) / BLEND_CHUNK + 1;
+	size_t parts = (size_t)l->n_parts;
+	l->counts = gpt_calloc((size_t)chunks * parts, sizeof *l->counts, "blend index", err);
+	int64_t *count = gpt_calloc(parts, sizeof *count, "blend counts", err);
+	l->blend = gpt_lazy_new(BLEND_CHUNK * (sizeof(int64_t) + sizeof(int32_t)) + parts * sizeof(int64_t),
+				"a chunk of the blend index", err);
+	int rc = l->counts && count && l->blend ? 0 : GPT_EINTERNAL;
+	for (int64_t k = 0; k < l->n && !rc; k++) {
+		if (k % BLEND_CHUNK == 0)
+			memcpy(l->counts + k / BLEND_CHUNK * l->n_parts, count, parts * sizeof *count);
+		int best = blend_pick(l, k, count);
+		if (count[best]++ >= l->parts[best].samples.n_samples)
+			rc = gpt_err_set(err, GPT_EINTERNAL, "dataset blend: %s ran out of samples",
+					 l->parts[best].path);
+	}
+	free(count);
+	return rc;
+}
+
 int gpt_loader_open(gpt_loader **out, const char *spec, const char *split, int which, int seq_len,
 		    int64_t min_samples, uint64_t seed, int flags, gpt_err *err)
 {
@@ -253,34 +328,10 @@ int gpt_loader_open(gpt_loader **out, const char *spec, const char *split, int w
 		 * samples asked for, which every part was sized to cover. */
 		if (l->n_parts == 1)
 			l->n = l->parts[0].samples.n_samples;
-		else
+		else {
 			l->n = min_samples > 0 ? min_samples : 1;
-		l->which = gpt_malloc((size_t)l->n * sizeof *l->which, "blend index", err);
-		l->local = gpt_malloc((size_t)l->n * sizeof *l->local, "blend index", err);
-		rc = l->which && l->local ? 0 : GPT_EINTERNAL;
-	}
-	if (!rc) {
-		int64_t *count = gpt_calloc((size_t)l->n_parts, sizeof *count, "blend counts", err);
-		rc = count ? 0 : GPT_EINTERNAL;
-		for (int64_t k = 0; k < l->n && !rc; k++) {
-			int best = 0;
-			double best_err = -INFINITY;
-			for (int i = 0; i < l->n_parts; i++) {
-				double e = l->parts[i].weight * (double)(k + 1) - (double)count[i];
-				if (e > best_err) {
-					best_err = e;
-					best = i;
-				}
-			}
-			if (count[best] >= l->parts[best].samples.n_samples) {
-				rc = gpt_err_set(err, GPT_EINTERNAL, "dataset blend: %s ran out of samples",
-						 l->parts[best].path);
-				break;
-			}
-			l->which[k] = best;
-			l->local[k] = count[best]++;
+			rc = blend_index(l, err);
 		}
-		free(count);
 	}
 	if (rc) {
 		gpt_loader_close(l);
@@ -298,8 +349,18 @@ int gpt_loader_sample(const gpt_loader *l, int64_t k, int32_t *out, gpt_err *err
 	if (k < 0 || k >= l->n)
 		return gpt_err_set(err, GPT_EINTERNAL, "loader: sample %lld outside the index of %lld",
 				   (long long)k, (long long)l->n);
-	const loader_part *p = &l->parts[l->which[k]];
-	int64_t local = l->local[k];
+	int which = 0;
+	int64_t local = k;
+	if (l->blend) {
+		const void *block = gpt_lazy_lock(l->blend, k / BLEND_CHUNK, fill_chunk, l, err);
+		if (!block)
+			return GPT_EINTERNAL;
+		blend_chunk v = chunk_view((void *)block);
+		which = v.which[k % BLEND_CHUNK];
+		local = v.local[k % BLEND_CHUNK];
+		gpt_lazy_unlock(l->blend);
+	}
+	const loader_part *p = &l->parts[which];
 	/* the pieces of a sample: a few documents, unless they are tiny */
 	gpt_sample_piece few[64], *pc = few;
 	int64_t n = gpt_samples_pieces(&p->samples, local, pc, 64, err);
@@ -352,7 +413,7 @@ void gpt_loader_close(gpt_loader *l)
 		gpt_samples_free(&l->parts[i].samples);
 	}
 	free(l->parts);
-	free(l->which);
-	free(l->local);
+	free(l->counts);
+	gpt_lazy_free(l->blend);
 	free(l);
 }

@@ -83,8 +83,11 @@ void gpt_samples_free(gpt_samples *s);
  * Each dataset's documents are split by `split` ("949,50,1")
  * and `which` (0 train, 1 validation, 2 test) picks the part. Blending is
  * Megatron's: sample k goes to the dataset furthest behind its share. The
- * index covers at least min_samples samples (more epochs as needed).
- * Several threads may read samples at once.
+ * index covers at least min_samples samples (more epochs as needed); like
+ * each dataset's (see gpt_samples), a blend's is built as it is read, from
+ * what each dataset gave before every 2^16th blended sample (8 bytes a
+ * dataset each), 2^16 samples at a time. Several threads may read samples
+ * at once.
  *
  * flags: with GPT_LOADER_OPTIONAL a split that holds no documents in any of the datasets is no error but no loader: 0 with *out
  * NULL and err saying why (as Megatron-LM goes without a validation or test

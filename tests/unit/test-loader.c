@@ -8,22 +8,31 @@
 
 static char dir[] = "/tmp/gptkit-loader-XXXXXX";
 
-/* A dataset of `docs` documents of `len` tokens, every token equal to `tag`. */
-static int make(const char *name, int docs, int len, int32_t tag)
+/* A dataset of `docs` documents. Counting: int32 tokens tag, tag + 1, ...
+ * (a token names its place) in documents of 1 to `len` tokens, every third
+ * empty; else `len` tokens, every one equal to `tag`. */
+static int make_ds(const char *name, int docs, int len, int32_t tag, int counting)
 {
 	char prefix[256];
 	snprintf(prefix, sizeof prefix, "%s/%s", dir, name);
 	gpt_err err = {0};
 	gpt_ds_writer *w;
-	if (gpt_ds_writer_open(&w, prefix, GPT_DS_UINT16, &err))
+	if (gpt_ds_writer_open(&w, prefix, counting ? GPT_DS_INT32 : GPT_DS_UINT16, &err))
 		return -1;
-	int32_t *ids = malloc((size_t)len * 4);
-	for (int i = 0; i < len; i++)
-		ids[i] = tag;
-	for (int d = 0; d < docs; d++)
-		gpt_ds_writer_add(w, ids, len, &err);
+	int32_t *ids = malloc((size_t)len * 4), next = tag;
+	for (int d = 0; d < docs; d++) {
+		int n = !counting ? len : d % 3 == 2 ? 0 : 1 + (d * 7 + tag) % len;
+		for (int i = 0; i < n; i++)
+			ids[i] = counting ? next++ : tag;
+		gpt_ds_writer_add(w, ids, n, &err);
+	}
 	free(ids);
 	return gpt_ds_writer_commit(w, &err);
+}
+
+static int make(const char *name, int docs, int len, int32_t tag)
+{
+	return make_ds(name, docs, len, tag, 0);
 }
 
 /* Fraction of samples (of the first n) whose tokens are `tag`. */
@@ -162,6 +171,63 @@ int main(void)
 	   strstr(err.msg, "/b40: documents 36 to 38 are in both"), "so does a blend holding the dataset: %s", err.msg);
 	gpt_loader_close(vl);
 	gpt_loader_close(tl);
+	/* The index is built as it is read: 10^12 samples over 2,000 tokens
+	 * (once 32 bytes a sample) open, and the last one reads. */
+	gpt_err_clear(&err);
+	snprintf(spec, sizeof spec, "%s/a", dir);
+	ok(gpt_loader_open(&l, spec, "1", 0, seq, 1000000000000, 1, 0, &err) == 0 && gpt_loader_size(l) >= 1000000000000,
+	   "an index of 10^12 samples over a small dataset opens %s", err.msg);
+	int32_t last[17] = {0};
+	ok(l && gpt_loader_sample(l, gpt_loader_size(l) - 1, last, &err) == 0 && last[0] == 7 && last[16] == 7,
+	   "and reads its last sample %s", err.msg);
+	gpt_loader_close(l);
+
+	/* The blend index is built a chunk of 2^16 blended samples at a time
+	 * from the counts at the chunk's start. Over 4 chunks and a part of a
+	 * fifth, blended sample k is sample local[k] of dataset which[k] as
+	 * Megatron's rule gives them (the dataset furthest behind its share),
+	 * read in order, backwards or at random. */
+	{
+		ok(make_ds("c1", 30, 40, 100000, 1) == 0 && make_ds("c2", 50, 40, 200000, 1) == 0 &&
+		   make_ds("c3", 20, 40, 300000, 1) == 0, "three datasets of counting tokens");
+		enum { N = 4 * 65536 + 1234, S = 4 };
+		snprintf(spec, sizeof spec, "3 %s/c1 2 %s/c2 1 %s/c3", dir, dir, dir);
+		ok(gpt_loader_open(&l, spec, "1", 0, S, N, 5, 0, &err) == 0 && gpt_loader_size(l) == N, "their blend %s",
+		   err.msg);
+		int32_t *which = malloc(N * sizeof *which);
+		int64_t *local = malloc(N * sizeof *local), count[3] = {0};
+		double w[3] = {3.0 / 6.0, 2.0 / 6.0, 1.0 / 6.0};
+		for (int64_t k = 0; k < N; k++) {
+			int best = 0;
+			for (int i = 1; i < 3; i++)
+				if (w[i] * (double)(k + 1) - (double)count[i] > w[best] * (double)(k + 1) - (double)count[best])
+					best = i;
+			which[k] = best;
+			local[k] = count[best]++;
+		}
+		/* each dataset alone, with the blend's seed for it */
+		gpt_loader *one[3] = {0};
+		for (int i = 0; i < 3; i++) {
+			snprintf(spec, sizeof spec, "%s/c%d", dir, i + 1);
+			gpt_loader_open(&one[i], spec, "1", 0, S, count[i], 5 + (uint64_t)i * 0x9e37u, 0, &err);
+		}
+		int64_t bad = !one[0] || !one[1] || !one[2] || !l;
+		int32_t got[S + 1], want[S + 1];
+		uint64_t st = 3;
+		for (int pass = 0; pass < 3 && !bad; pass++)
+			for (int64_t i = 0; i < (pass < 2 ? N : 5000); i++) {
+				int64_t k = pass == 0 ? i : pass == 1 ? N - 1 - i : (int64_t)(gpt_splitmix64(&st) % N);
+				bad += gpt_loader_sample(l, k, got, &err) || gpt_loader_sample(one[which[k]], local[k], want, &err) ||
+				       memcmp(got, want, sizeof got) != 0;
+			}
+		is_int(bad, 0, "every blended sample is its dataset's sample by Megatron's rule, in order, backwards, at random");
+		for (int i = 0; i < 3; i++)
+			gpt_loader_close(one[i]);
+		gpt_loader_close(l);
+		free(which);
+		free(local);
+	}
+
 	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
 	ok(system(cmd) == 0, "cleanup");
 	return done_testing();
