@@ -213,10 +213,11 @@ int gpt_export_bundle(gpt_export_model *m, const gpt_export_opts *o, const char 
 	}
 	f[nf++] = (member){"config.yaml", m->config, m->config_len, NULL};
 	f[nf++] = (member){"model.safetensors", w.data, w.len, NULL};
+	/* under the names the bundle's reader takes, whatever they were */
 	const char *tok[2] = {"encoder.json", "vocab.bpe"};
 	for (int i = 0; !rc && !m->byte_tokenizer && i < 2; i++) {
-		char p[PATH_MAX + 16];
-		snprintf(p, sizeof p, "%s/%s", m->vocab, tok[i]);
+		char p[PATH_MAX + 32];
+		snprintf(p, sizeof p, "%s/%s", m->vocab, m->vocab_files[i]);
 		f[nf] = (member){tok[i], NULL, 0, NULL};
 		rc = gpt_file_read_all(p, 0, &f[nf].owned, &f[nf].len, err);
 		f[nf].data = f[nf].owned;

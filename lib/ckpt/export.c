@@ -140,9 +140,8 @@ int gpt_export_model_open(gpt_export_model *m, const char *path, const gpt_expor
 		if (!rc)
 			m->eot = gpt_tokenizer_eot(t);
 		gpt_tokenizer_free(t);
-		char p[PATH_MAX + 16];
-		snprintf(p, sizeof p, "%s/encoder.json", m->vocab);
-		if (!rc && !gpt_path_exists(p))
+		/* the pair the tokenizer read, whichever names it goes by */
+		if (!rc && gpt_vocab_pair(m->vocab, &m->vocab_files[0], &m->vocab_files[1]))
 			rc = gpt_err_set(err, GPT_ENOINPUT,
 					 "%s: expected encoder.json + vocab.bpe (the bundle carries them)", m->vocab);
 	}

@@ -19,6 +19,7 @@ typedef struct gpt_export_model {
 	size_t config_len;
 	int byte_tokenizer;     /* 1: the byte vocabulary (257), no tokenizer files */
 	char vocab[PATH_MAX];   /* else the GPT-2 vocabulary directory */
+	const char *vocab_files[2]; /* its encoder and merges files' names there (gpt_vocab_pair) */
 	int32_t eot;
 	int64_t step;
 	int qat;                /* trained with Quantization.enable: */

@@ -98,16 +98,16 @@ static int vocab(w *o, gpt_export_model *m)
 		if (!rc)
 			tok[256] = gpt_strdup("<|endoftext|>", o->err);
 	} else if (!rc) {
-		char p[PATH_MAX + 16];
-		snprintf(p, sizeof p, "%s/encoder.json", m->vocab);
+		char p[PATH_MAX + 32];
+		snprintf(p, sizeof p, "%s/%s", m->vocab, m->vocab_files[0]);
 		rc = gpt_file_read_all(p, 0, &enc, &enc_len, o->err);
-		snprintf(p, sizeof p, "%s/vocab.bpe", m->vocab);
+		snprintf(p, sizeof p, "%s/%s", m->vocab, m->vocab_files[1]);
 		if (!rc)
 			rc = gpt_file_read_all(p, 0, &merges, &merges_len, o->err);
 		json_error_t je;
 		j = rc ? NULL : json_loadb(enc, enc_len, 0, &je);
 		if (!rc && !json_is_object(j))
-			rc = gpt_err_set(o->err, GPT_EDATA, "%s/encoder.json: not a JSON object", m->vocab);
+			rc = gpt_err_set(o->err, GPT_EDATA, "%s/%s: not a JSON object", m->vocab, m->vocab_files[0]);
 		const char *k;
 		json_t *v;
 		if (!rc)

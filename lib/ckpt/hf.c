@@ -179,9 +179,9 @@ int gpt_export_hf(gpt_export_model *m, const gpt_export_opts *o, const char *out
 	snprintf(p, sizeof p, "%s/config.json", tmp);
 	if (!rc)
 		rc = write_config(m, o->dtype, p, err);
-	const char *from[2] = {"encoder.json", "vocab.bpe"}, *to[2] = {"vocab.json", "merges.txt"};
+	const char *to[2] = {"vocab.json", "merges.txt"};
 	for (int i = 0; !rc && !m->byte_tokenizer && i < 2; i++) {
-		snprintf(p, sizeof p, "%s/%s", m->vocab, from[i]);
+		snprintf(p, sizeof p, "%s/%s", m->vocab, m->vocab_files[i]);
 		snprintf(q, sizeof q, "%s/%s", tmp, to[i]);
 		rc = copy_file(p, q, err);
 	}

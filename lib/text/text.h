@@ -58,6 +58,10 @@ void gpt_ids_free(gpt_ids *v);
  * dir is a file (the message names its directory), GPT_EDATA when a file
  * is malformed. */
 int gpt_tokenizer_open_bpe(gpt_tokenizer **out, const char *dir, gpt_err *err);
+/* The names of the pair gpt_tokenizer_open_bpe reads in dir (encoder.json
+ * and vocab.bpe, or one of the other two pairs): 0, or -1 when dir holds
+ * none of them. */
+int gpt_vocab_pair(const char *dir, const char **encoder, const char **merges);
 /* The same from the texts of the two files held in memory (an inference
  * bundle read in place); name is used in messages. */
 int gpt_tokenizer_open_bpe_mem(gpt_tokenizer **out, const char *name, const char *encoder,

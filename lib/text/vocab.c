@@ -417,16 +417,22 @@ static int compile_pattern(gpt_tokenizer *t, gpt_err *err)
 	return 0;
 }
 
+int gpt_vocab_pair(const char *dir, const char **encoder, const char **merges)
+{
+	for (size_t i = 0; i < sizeof bpe_names / sizeof bpe_names[0]; i++)
+		if (has_pair(dir, bpe_names[i][0], bpe_names[i][1])) {
+			*encoder = bpe_names[i][0];
+			*merges = bpe_names[i][1];
+			return 0;
+		}
+	return -1;
+}
+
 int gpt_tokenizer_open_bpe(gpt_tokenizer **out, const char *dir, gpt_err *err)
 {
 	*out = NULL;
 	const char *enc_name = NULL, *merges_name = NULL;
-	for (size_t i = 0; i < sizeof bpe_names / sizeof bpe_names[0] && !enc_name; i++)
-		if (has_pair(dir, bpe_names[i][0], bpe_names[i][1])) {
-			enc_name = bpe_names[i][0];
-			merges_name = bpe_names[i][1];
-		}
-	if (!enc_name) {
+	if (gpt_vocab_pair(dir, &enc_name, &merges_name)) {
 		struct stat st;
 		if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode)) {
 			/* Megatron's --vocab-file and --merge-file name files */

@@ -133,6 +133,19 @@ test_expect_success 'a GPT-2 vocabulary model: the bundle carries the tokenizer,
 	test_grep "50257 tokens, 50000 merges" out
 '
 
+test_expect_success 'a vocabulary under Megatron-LM'"'"'s names (gpt2-vocab.json, gpt2-merges.txt): every format carries it' '
+	mkdir mvocab && cp "$GPT_ROOT/share/gpt2/encoder.json" mvocab/gpt2-vocab.json &&
+	cp "$GPT_ROOT/share/gpt2/vocab.bpe" mvocab/gpt2-merges.txt &&
+	gpt-export --vocab mvocab -o gm.tar.zst ck2 2>/dev/null &&
+	tar --zstd -tf gm.tar.zst >list &&
+	test_grep "^encoder.json$" list && test_grep "^vocab.bpe$" list &&
+	tar --zstd -xOf gm.tar.zst encoder.json | cmp - "$GPT_ROOT/share/gpt2/encoder.json" &&
+	gpt-export --vocab mvocab --format hf -o hfm ck2 2>/dev/null &&
+	cmp hfm/vocab.json "$GPT_ROOT/share/gpt2/encoder.json" && cmp hfm/merges.txt "$GPT_ROOT/share/gpt2/vocab.bpe" &&
+	gpt-export --vocab mvocab --format gguf --dtype fp16 -o gm.gguf ck2 2>/dev/null &&
+	cmp gm.gguf g.gguf
+'
+
 test_expect_success 'a GPT-2 vocabulary model without its vocabulary: the error says what gpt-export can do' '
 	mkdir novocab &&
 	test_expect_code 66 gpt-export --vocab novocab -o nv.tar.zst ck2 2>err &&
