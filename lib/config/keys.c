@@ -154,7 +154,7 @@ static const gpt_config_key keys[] = {
 	  "full|only_attn|core_attn",
 	  "full: whole layers; only_attn: the attention block; core_attn: softmax(QK^T)V only"),
 	K("Model.no_recompute_layers", GPT_CT_INTLIST, model.no_recompute_layers, NULL, NULL, 0, 0,
-	  0, "layer indices kept out of recompute"),
+	  0, "layers (from 0) that keep every activation under use_recompute: not recomputed"),
 	B("Model.fused_linear", model.fused_linear, "False",
 	  "the MLP's GELU in cuBLASLt GEMM epilogues (CUDA): fc + bias + GELU, and its derivative in the backward"),
 	C("Model.fuse_attn_qkv", GPT_CT_BOOL, model.fuse_attn_qkv, "True",

@@ -209,10 +209,10 @@ static int resolve_model(gpt_config *cfg, gpt_err *err)
 			    "found %lld%s", (long long)pp, (long long)vpp, (long long)S, (long long)L, how);
 	}
 	for (int i = 0; i < cfg->model.no_recompute_layers.n; i++)
-		if (cfg->model.no_recompute_layers.v[i] >= L)
+		if (cfg->model.no_recompute_layers.v[i] < 0 || cfg->model.no_recompute_layers.v[i] >= L)
 			return fail(cfg, kid("Model.no_recompute_layers"), -1, err,
-				    "expected layer indices below num_layers %lld, found %lld",
-				    (long long)L, (long long)cfg->model.no_recompute_layers.v[i]);
+				    "expected layer indices from 0 to num_layers - 1 = %lld, found %lld",
+				    (long long)L - 1, (long long)cfg->model.no_recompute_layers.v[i]);
 	if (cfg->model.sequence_parallel && mp == 1)
 		return fail(cfg, kid("Model.sequence_parallel"), -1, err,
 			    "expected False when Distributed.mp_degree is 1 (sequence parallelism "
@@ -599,9 +599,6 @@ static int resolve_unsupported(gpt_config *cfg, gpt_err *err)
 					    "under mixed precision, whatever the lists say; remove it, or "
 					    "train in fp32 (Engine.mix_precision.enable False)",
 					    bl->v[i]);
-	if (cfg->model.no_recompute_layers.n > 0)
-		return fail(cfg, kid("Model.no_recompute_layers"), -1, err,
-			    "recompute applies to every layer in this build; leave the list empty");
 	/* the CUDA backend's GEMMs always add the bias in cuBLASLt's epilogue */
 	if (cfg->model.fused_linear && cfg->global.device && !strcmp(cfg->global.device, "cpu"))
 		return fail(cfg, kid("Model.fused_linear"), -1, err,

@@ -70,6 +70,17 @@ static void *act_alloc(gpt_model *m, int64_t elems, size_t esize, const char *wh
 			return err->code;                       \
 	} while (0)
 
+/* The recompute granularity of global layer g: none for the layers
+ * o->no_recompute names (FleetX's and PaddleNLP's no_recompute_layers),
+ * o->recompute for the others. */
+static gpt_recompute layer_recompute(const gpt_model_opts *o, int64_t g)
+{
+	for (int64_t i = 0; i < o->n_no_recompute; i++)
+		if (o->no_recompute[i] == g)
+			return GPT_RECOMPUTE_NONE;
+	return o->recompute;
+}
+
 /* attn_part: 1 with the residual after attention, 2 without it */
 static int alloc_layer(gpt_model *m, gpt_layer_acts *a, int attn_part, int mlp_part, int saved,
 		       gpt_err *err)
@@ -122,7 +133,7 @@ static int alloc_slot(gpt_model *m, gpt_slot *sl, const gpt_layer_acts *shared, 
 	int rc = 0;
 	for (int64_t l = 0; l < L && !rc; l++) {
 		gpt_layer_acts *a = &sl->acts[l];
-		switch (m->opts.recompute) {
+		switch (m->lrecompute[l]) {
 		case GPT_RECOMPUTE_NONE:
 			rc = alloc_layer(m, a, 1, 1, 1, err);
 			break;
@@ -163,7 +174,10 @@ static int alloc_acts(gpt_model *m, gpt_layer_acts *shared, gpt_err *err)
 {
 	int rc = 0;
 	memset(shared, 0, sizeof *shared);
-	switch (m->opts.recompute) {
+	int any = 0; /* a local layer recomputes: it needs the shared buffers */
+	for (int64_t l = 0; l < m->n_layers; l++)
+		any |= m->lrecompute[l] != GPT_RECOMPUTE_NONE;
+	switch (any ? m->opts.recompute : GPT_RECOMPUTE_NONE) {
 	case GPT_RECOMPUTE_NONE: break;
 	case GPT_RECOMPUTE_FULL: rc = alloc_layer(m, shared, 1, 1, 1, err); break;
 	case GPT_RECOMPUTE_ONLY_ATTN: rc = alloc_layer(m, shared, 2, 0, 1, err); break;
@@ -255,16 +269,21 @@ int64_t gpt_model_activation_bytes(const gpt_model_shape *s, const gpt_layout *l
 	int64_t attn = (NR * (C + C) + BT * (3 * Cl + Cl)) * es + 2 * NR * 4;
 	int64_t mlp = (NR * C + BT * 2 * F) * es + 2 * NR * 4;
 	int64_t per_layer = 0, shared = 0;
-	switch (o->recompute) {
-	case GPT_RECOMPUTE_NONE: per_layer = attn + mlp + saved; break;
-	case GPT_RECOMPUTE_FULL: shared = attn + mlp + saved; break;
-	case GPT_RECOMPUTE_ONLY_ATTN: shared = attn - NR * C * es + saved; per_layer = mlp + NR * C * es; break;
-	case GPT_RECOMPUTE_CORE_ATTN: shared = saved; per_layer = attn + mlp; break;
-	}
+	for (int64_t c = 0; c < lo->chunks; c++)
+		for (int64_t g = lo->layer_begin[c]; g < lo->layer_end[c]; g++)
+			switch (layer_recompute(o, g)) {
+			case GPT_RECOMPUTE_NONE: per_layer += attn + mlp + saved; break;
+			case GPT_RECOMPUTE_FULL: shared = attn + mlp + saved; break;
+			case GPT_RECOMPUTE_ONLY_ATTN:
+				shared = attn - NR * C * es + saved;
+				per_layer += mlp + NR * C * es;
+				break;
+			case GPT_RECOMPUTE_CORE_ATTN: shared = saved; per_layer += attn + mlp; break;
+			}
 	/* mirrors alloc_slot */
 	int64_t res = (L + lo->chunks) * NR * C * es;
 	int64_t head = last ? 2 * NR * 4 + NR * C * es : 0;
-	int64_t slot = res + L * per_layer + head + (first ? BT * 4 : 0);
+	int64_t slot = res + per_layer + head + (first ? BT * 4 : 0);
 	/* mirrors alloc_work */
 	int64_t R = gpt_model_head_rows(o, BT, Vl);
 	int64_t work = BT * (4 * C + F + 3 * C) * es;
@@ -332,6 +351,8 @@ int gpt_model_init(gpt_model *m, gpt_backend *be, const gpt_model_shape *s, cons
 	m->shape = *s;
 	m->layout = *lo;
 	m->opts = *opts;
+	m->opts.no_recompute = NULL; /* the caller's: lrecompute holds what it says */
+	m->opts.n_no_recompute = 0;
 	if (m->opts.ln_eps <= 0)
 		m->opts.ln_eps = 1e-5f;
 	int rc = check_setup(s, lo, opts, err);
@@ -359,7 +380,8 @@ int gpt_model_init(gpt_model *m, gpt_backend *be, const gpt_model_shape *s, cons
 		m->n_rows /= lo->tp;
 	m->glayer = gpt_calloc((size_t)(m->n_layers + 1), sizeof *m->glayer, "layers", err);
 	m->lchunk = gpt_calloc((size_t)(m->n_layers + 1), sizeof *m->lchunk, "layers", err);
-	if (!m->offset || !m->box || !m->owner || !m->glayer || !m->lchunk) {
+	m->lrecompute = gpt_calloc((size_t)(m->n_layers + 1), sizeof *m->lrecompute, "layers", err);
+	if (!m->offset || !m->box || !m->owner || !m->glayer || !m->lchunk || !m->lrecompute) {
 		gpt_model_free(m);
 		return GPT_EINTERNAL;
 	}
@@ -368,6 +390,7 @@ int gpt_model_init(gpt_model *m, gpt_backend *be, const gpt_model_shape *s, cons
 		for (int64_t g = lo->layer_begin[c]; g < lo->layer_end[c]; g++, l++) {
 			m->glayer[l] = g;
 			m->lchunk[l] = c;
+			m->lrecompute[l] = layer_recompute(opts, g);
 		}
 		m->lc_end[c] = l;
 	}
@@ -505,6 +528,7 @@ void gpt_model_free(gpt_model *m)
 	free(m->owner);
 	free(m->glayer);
 	free(m->lchunk);
+	free(m->lrecompute);
 	free(m->unit_begin);
 	free(m->unit_end);
 	free(m->pwin);
@@ -911,7 +935,7 @@ int gpt_model_forward(gpt_model *m, const int32_t *tokens, const int32_t *target
 static int recompute_layer(gpt_model *m, int64_t l, gpt_err *err)
 {
 	int rc;
-	switch (m->opts.recompute) {
+	switch (m->lrecompute[l]) {
 	case GPT_RECOMPUTE_NONE:
 		return 0;
 	case GPT_RECOMPUTE_FULL:

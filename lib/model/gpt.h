@@ -67,6 +67,11 @@ typedef struct gpt_model_opts {
 	int64_t batch;            /* micro-batch size B */
 	int64_t seq_len;          /* T <= max_pos */
 	gpt_recompute recompute;
+	const int64_t *no_recompute; /* global layer indices that keep every activation
+				     whatever `recompute` says (Model.no_recompute_layers);
+				     read by gpt_model_init and gpt_model_activation_bytes,
+				     not kept */
+	int64_t n_no_recompute;
 	float hidden_dropout;     /* embeddings and residual branches */
 	float attn_dropout;       /* attention probabilities */
 	uint32_t seed;            /* dropout seed */
@@ -162,6 +167,8 @@ struct gpt_model {
 	int64_t n_layers;         /* local layers, over every chunk */
 	int64_t *glayer;          /* per local layer: its global layer */
 	int64_t *lchunk;          /* per local layer: its chunk */
+	gpt_recompute *lrecompute; /* per local layer: opts.recompute, or none for the
+				     layers opts.no_recompute names */
 	int64_t lc_begin[GPT_MAX_CHUNKS], lc_end[GPT_MAX_CHUNKS]; /* each chunk's local layers */
 	gpt_slot *slots;
 	int64_t n_slots, cur_slot;

@@ -150,6 +150,8 @@ static void model_activations(const gpt_config *cfg, const gpt_model_shape *shap
 	if (cfg->model.use_recompute) {
 		const char *g = cfg->model.recompute_granularity ? cfg->model.recompute_granularity : "full";
 		gpt_recompute_parse(g, &o.recompute);
+		o.no_recompute = cfg->model.no_recompute_layers.v;
+		o.n_no_recompute = cfg->model.no_recompute_layers.n;
 	}
 	double conf = (double)gpt_model_activation_bytes(shape, &lo, &o, es, saved);
 	/* the pipeline's buffer for a received activation gradient */
@@ -372,8 +374,12 @@ int gpt_train_memory_write(const gpt_config *cfg, const gpt_train_memory *m, FIL
 	fprintf(fp, "sharding: stage %lld over %lld rank%s, offload %s\n", (long long)sstage,
 		(long long)sh, sh == 1 ? "" : "s",
 		cfg->distributed.sharding.sharding_offload ? "on" : "off");
-	fprintf(fp, "recompute: %s\n",
-		cfg->model.use_recompute ? cfg->model.recompute_granularity : "off");
+	const gpt_intlist *keep = &cfg->model.no_recompute_layers;
+	fprintf(fp, "recompute: %s", cfg->model.use_recompute ? cfg->model.recompute_granularity : "off");
+	for (int i = 0; cfg->model.use_recompute && i < keep->n; i++)
+		fprintf(fp, "%s%lld", i ? ", " : keep->n > 1 ? ", except layers " : ", except layer ",
+			(long long)keep->v[i]);
+	fprintf(fp, "%s\n", cfg->model.use_recompute && keep->n ? " (Model.no_recompute_layers)" : "");
 	int64_t BT = cfg->global.micro_batch_size * cfg->data.train.dataset.max_seq_len;
 	int64_t Vl = cfg->padded_vocab_size / cfg->distributed.mp_degree;
 	gpt_model_opts ho = {.head_rows = cfg->model.classifier_rows};

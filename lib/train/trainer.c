@@ -68,6 +68,8 @@ static int setup_model(trainer *tr, gpt_err *err)
 		const char *g = cfg->model.recompute_granularity ? cfg->model.recompute_granularity : "full";
 		if (gpt_recompute_parse(g, &mo.recompute))
 			return gpt_err_set(err, GPT_EUSAGE, "Model.recompute_granularity: '%s' is not full, only_attn or core_attn", g);
+		mo.no_recompute = cfg->model.no_recompute_layers.v;
+		mo.n_no_recompute = cfg->model.no_recompute_layers.n;
 	}
 	if (cfg->global.device && strcmp(cfg->global.device, "gpu") == 0) {
 #if GPT_HAVE_CUDA

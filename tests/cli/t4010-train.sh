@@ -399,7 +399,8 @@ test_expect_success 'with Engine.nan_policy skip the bad updates are skipped and
 	test_grep "^max-abs-diff 0 " d
 '
 
-for rc in "" "-o Model.use_recompute=True -o Model.recompute_granularity=full" "-o Engine.mix_precision.enable=True -o Engine.mix_precision.dtype=bfloat16"; do
+for rc in "" "-o Model.use_recompute=True -o Model.recompute_granularity=full" "-o Engine.mix_precision.enable=True -o Engine.mix_precision.dtype=bfloat16" \
+	"-o Model.num_layers=4 -o Model.use_recompute=True -o Model.recompute_granularity=only_attn -o Model.no_recompute_layers=[1,2]"; do
 	test_expect_success "--dry-run matches what a run allocates within 10% ($rc)" '
 		train -o Engine.max_steps=1 -o Engine.eval_freq=0 -o Engine.save_load.save_steps=0 \
 			-o Model.hidden_size=128 -o Model.ffn_hidden_size=512 $rc >mem.log 2>&1 &&
@@ -410,6 +411,48 @@ for rc in "" "-o Model.use_recompute=True -o Model.recompute_granularity=full" "
 		test "$(echo "r = $planned * 1048576 / $used; r > 0.9 && r < 1.1" | bc -l)" = 1
 	'
 done
+
+# 3 steps of a 4-layer model with dropout into rc-NAME, whose weights must be
+# rc-none's to the bit; rc-NAME.bytes: the total of the run's memory line
+recompute_run () { # name overrides...
+	rcn=$1 && shift &&
+	train -o Engine.max_steps=3 -o Engine.eval_freq=0 -o Engine.save_load.save_steps=3 \
+		-o Engine.save_load.output_dir=rc-$rcn -o Model.num_layers=4 -o Model.hidden_dropout_prob=0.1 \
+		-o Model.attention_probs_dropout_prob=0.1 "$@" >rc-$rcn.log 2>&1 &&
+	sed -n "s/.*memory: .*(\([0-9]*\) bytes)$/\1/p" rc-$rcn.log >rc-$rcn.bytes &&
+	test_line_count = 1 rc-$rcn.bytes &&
+	if test $rcn != none; then
+		cmp rc-none/step_00000003/rank-00000.safetensors rc-$rcn/step_00000003/rank-00000.safetensors
+	fi
+}
+
+test_expect_success 'Model.no_recompute_layers: the same bytes as every layer recomputed or none, the memory between' '
+	recompute_run none &&
+	recompute_run full -o Model.use_recompute=True &&
+	recompute_run full-but-1 -o Model.use_recompute=True -o "Model.no_recompute_layers=[1]" &&
+	recompute_run full-but-0-3 -o Model.use_recompute=True -o "Model.no_recompute_layers=[0, 3]" &&
+	recompute_run full-but-all -o Model.use_recompute=True -o "Model.no_recompute_layers=[3,2,1,0]" &&
+	recompute_run only-attn-but-2 -o Model.use_recompute=True -o Model.recompute_granularity=only_attn \
+		-o "Model.no_recompute_layers=[2]" &&
+	recompute_run core-attn-but-0 -o Model.use_recompute=True -o Model.recompute_granularity=core_attn \
+		-o "Model.no_recompute_layers=[0]" &&
+	for n in none full full-but-1 full-but-0-3 full-but-all; do
+		echo "$n $(cat rc-$n.bytes)" || return 1
+	done &&
+	test $(cat rc-full.bytes) -lt $(cat rc-full-but-1.bytes) &&
+	test $(cat rc-full-but-1.bytes) -lt $(cat rc-full-but-0-3.bytes) &&
+	test $(cat rc-full-but-0-3.bytes) -lt $(cat rc-none.bytes) &&
+	test $(cat rc-full-but-all.bytes) = $(cat rc-none.bytes) &&
+	train -o Model.num_layers=4 -o Model.use_recompute=True -o "Model.no_recompute_layers=[0, 3]" --dry-run >plan &&
+	test_grep "^recompute: full, except layers 0, 3 \(Model.no_recompute_layers\)$" plan
+'
+
+test_expect_success 'a Model.no_recompute_layers index outside the model is refused' '
+	test_expect_code 64 train -o Model.use_recompute=True -o Model.no_recompute_layers=[2] --dry-run >out 2>err &&
+	test_grep "Model.no_recompute_layers: expected layer indices from 0 to num_layers - 1 = 1, found 2" err &&
+	test_expect_code 64 train -o Model.use_recompute=True -o Model.no_recompute_layers=[-1] --dry-run >out 2>err &&
+	test_grep "Model.no_recompute_layers: expected a list of non-negative integers" err
+'
 
 test_expect_success 'the test split is evaluated after training; without one, a warning says so' '
 	train -o Engine.max_steps=3 -o Engine.eval_freq=0 -o Engine.save_load.save_steps=0 \
@@ -456,7 +499,7 @@ test_expect_success 'save_epoch writes a checkpoint at the end of an epoch' '
 '
 
 test_expect_success 'settings the trainer cannot honour are refused, not ignored' '
-	for o in Engine.mix_precision.level=O1 Model.no_recompute_layers=[0] \
+	for o in Engine.mix_precision.level=O1 \
 		 Model.fused_linear=True Data.Train.sampler.drop_last=False \
 		 Distributed.sharding.broadcast_overlap=True \
 		 Engine.mix_precision.custom_black_list=reduce_sum,matmul_v2; do
@@ -467,7 +510,7 @@ test_expect_success 'settings the trainer cannot honour are refused, not ignored
 '
 
 test_expect_success 'gpt-config(5) says that each of them is refused' '
-	for k in Engine.mix_precision.level Model.no_recompute_layers Model.fused_linear \
+	for k in Engine.mix_precision.level Model.fused_linear \
 		 Data.Train.sampler.drop_last Data.Eval.sampler.drop_last \
 		 Distributed.sharding.broadcast_overlap Engine.mix_precision.custom_black_list; do
 		sed -n "/^\.B $k\$/,/^\.TP/p" "$GPT_ROOT/man/man5/gpt-config.5" >entry &&
@@ -478,7 +521,7 @@ test_expect_success 'gpt-config(5) says that each of them is refused' '
 
 test_expect_success 'the same settings in the configuration file are exit 65 naming the file and line' '
 	for kv in "Engine: {mix_precision: {enable: True, level: O1}}" \
-		  "Model: {no_recompute_layers: [0]}" "Model: {fused_linear: True}" \
+		  "Model: {fused_linear: True}" \
 		  "Data: {Eval: {sampler: {drop_last: False}}}" \
 		  "Distributed: {sharding: {broadcast_overlap: True}}" \
 		  "Engine: {skip_spikes: {enable: True, loss_zscore: 0, grad_norm_zscore: 0}}" \
@@ -498,7 +541,7 @@ test_expect_success 'the same settings in the configuration file are exit 65 nam
 
 test_expect_success '--dry-run and --print-config refuse them too, with the same message and code' '
 	for kv in "Engine: {mix_precision: {enable: True, level: O1}}" \
-		  "Model: {no_recompute_layers: [0]}" "Model: {fused_linear: True}" \
+		  "Model: {fused_linear: True}" \
 		  "Data: {Train: {sampler: {drop_last: False}}}" \
 		  "Distributed: {sharding: {broadcast_overlap: True}}" \
 		  "Engine: {skip_spikes: {enable: True, loss_zscore: 0, grad_norm_zscore: 0}}" \
@@ -514,7 +557,7 @@ test_expect_success '--dry-run and --print-config refuse them too, with the same
 		test_cmp train.err dry.err && test_cmp dry.err print.err ||
 			{ echo "$kv:"; cat train.err dry.err print.err; exit 1; }
 	done &&
-	for o in Engine.mix_precision.level=O1 Model.no_recompute_layers=[0] \
+	for o in Engine.mix_precision.level=O1 Model.no_recompute_layers=[4] \
 		 Data.Eval.sampler.drop_last=False Engine.fault_inject.nan_rank=4; do
 		test_expect_code 64 gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" --world-size 4 \
 			-o Engine.mix_precision.enable=True -o Engine.fault_inject.nan_steps=[2] \

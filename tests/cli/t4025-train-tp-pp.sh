@@ -80,8 +80,9 @@ layout mp2-sequence-parallel-classifier-blocks 2 --tensor_parallel_degree 2 -o M
 layout pp2-virtual2-sharding2-stage2-classifier-blocks 4 --pipeline_parallel_degree 2 \
 	-o Distributed.virtual_pp_degree=2 --sharding_parallel_degree 2 --sharding stage2 -o Model.classifier_rows=24
 layout pp2-uneven-1-3 2 --pipeline_parallel_degree 2 -o "Distributed.pp_layers=[1,3]"
-layout pp4-core-attn-recompute 4 --pipeline_parallel_degree 4 -o Model.use_recompute=True \
-	-o Model.recompute_granularity=core_attn
+# stages 1 and 2 recompute nothing (Model.no_recompute_layers)
+layout pp4-core-attn-recompute-but-1-2 4 --pipeline_parallel_degree 4 -o Model.use_recompute=True \
+	-o Model.recompute_granularity=core_attn -o "Model.no_recompute_layers=[1,2]" 
 
 # 16-bit storage rounds partial sums where one process rounds the whole:
 # the losses agree to 16-bit precision
