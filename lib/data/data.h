@@ -159,12 +159,20 @@ typedef struct gpt_input_stats {
 	char first_json_like[512];
 } gpt_input_stats;
 
+/* How a part of a document ends (gpt_input_fn's `end`). */
+enum {
+	GPT_INPUT_MORE = 0,  /* the document goes on, its text joined to the next part's */
+	GPT_INPUT_END = 1,   /* the document's last part */
+	GPT_INPUT_PIECE = 2, /* the document goes on, but this part is tokenized on its
+				own (one string of a JSON list, as Megatron-LM does) */
+};
+
 /* Called with each document in input order, in one or more parts (a long
- * file streams through in blocks): `end` is 1 on a document's last part.
- * Parts are never empty except for the end of a document whose size was a
- * multiple of the block. The bytes are valid only during the call. `where`
- * names the file (and member). A non-zero return stops the reading and is
- * returned. */
+ * file streams through in blocks; a JSON list gives a piece per non-empty
+ * string): `end` says how the part ends. Parts are never empty except for
+ * the end of a document whose size was a multiple of the block. The bytes
+ * are valid only during the call. `where` names the file (and member). A
+ * non-zero return stops the reading and is returned. */
 typedef int (*gpt_input_fn)(void *ctx, const char *where, const uint8_t *p, size_t n, int end, gpt_err *err);
 
 /* Reads every input ("-" is stdin; directories are walked recursively in

@@ -79,6 +79,15 @@ static void update_bytes(in_ctx *c)
 		c->st->bytes = c->bytes_base + archive_filter_bytes(c->top, -1);
 }
 
+/* Hands out one part of a document (end: GPT_INPUT_*), counted. */
+static int part(in_ctx *c, const char *where, const uint8_t *p, size_t n, int end)
+{
+	update_bytes(c);
+	c->st->docs += end == GPT_INPUT_END;
+	c->st->text_bytes += (int64_t)n;
+	return c->fn(c->ctx, where, p, n, end, c->err);
+}
+
 /* A whole document in one part. */
 static int emit(in_ctx *c, const char *where, const uint8_t *p, size_t n)
 {
@@ -86,10 +95,7 @@ static int emit(in_ctx *c, const char *where, const uint8_t *p, size_t n)
 		c->st->empty++;
 		return 0;
 	}
-	update_bytes(c);
-	c->st->docs++;
-	c->st->text_bytes += (int64_t)n;
-	return c->fn(c->ctx, where, p, n, 1, c->err);
+	return part(c, where, p, n, GPT_INPUT_END);
 }
 
 static gpt_input_format format_of(const in_ctx *c, const char *name)
@@ -130,6 +136,38 @@ static const char *json_kind(const json_t *v)
 	case JSON_FALSE: return "a boolean";
 	default: return "null";
 	}
+}
+
+/* A list of strings under the key, as Megatron-LM's preprocess_data.py
+ * takes one: a single document whose strings are tokenized one by one (no
+ * token spans two of them) and put end to end; empty strings add nothing. */
+static int emit_list(in_ctx *c, const char *where, int64_t line, const char *key, const json_t *list)
+{
+	size_t n = json_array_size(list), last = n;
+	for (size_t i = 0; i < n; i++) {
+		const json_t *s = json_array_get(list, i);
+		if (!json_is_string(s)) {
+			char detail[200];
+			snprintf(detail, sizeof detail, "'%s'[%zu] is %s", key, i, json_kind(s));
+			return bad_record(c, where, line, "%s; a list under the key must hold only strings", detail);
+		}
+		if (json_string_length(s))
+			last = i;
+	}
+	if (last == n) {
+		c->st->empty++;
+		return 0;
+	}
+	for (size_t i = 0; i <= last; i++) {
+		const json_t *s = json_array_get(list, i);
+		size_t len = json_string_length(s);
+		int rc = len ? part(c, where, (const uint8_t *)json_string_value(s), len,
+				    i == last ? GPT_INPUT_END : GPT_INPUT_PIECE)
+			     : 0;
+		if (rc)
+			return rc;
+	}
+	return 0;
 }
 
 static int json_record(in_ctx *c, const char *where, int64_t line, const char *p, size_t n)
@@ -177,10 +215,12 @@ static int json_record(in_ctx *c, const char *where, int64_t line, const char *p
 			snprintf(keys + strlen(keys), sizeof keys - strlen(keys), "%s'%s'", i ? ", " : "", c->o->keys[i]);
 		rc = bad_record(c, where, line, "the record has no key %s; choose the key with --json-key",
 				c->o->n_keys ? keys : "'text'");
+	} else if (json_is_array(val)) {
+		rc = emit_list(c, where, line, key, val);
 	} else if (!json_is_string(val)) {
 		char detail[200];
 		snprintf(detail, sizeof detail, "'%s' is %s", key, json_kind(val));
-		rc = bad_record(c, where, line, "%s, expected a string", detail);
+		rc = bad_record(c, where, line, "%s, expected a string or a list of strings", detail);
 	} else {
 		rc = emit(c, where, (const uint8_t *)json_string_value(val), json_string_length(val));
 	}
@@ -306,9 +346,7 @@ static int read_text(in_ctx *c, struct archive *a, const char *where)
 		if (got == 0)
 			break;
 		if (sniffed && doc->len >= BLOCK) {
-			update_bytes(c);
-			c->st->text_bytes += (int64_t)doc->len;
-			int rc = c->fn(c->ctx, where, (const uint8_t *)doc->data, doc->len, 0, c->err);
+			int rc = part(c, where, (const uint8_t *)doc->data, doc->len, GPT_INPUT_MORE);
 			if (rc)
 				return rc;
 			started = 1;
@@ -317,10 +355,7 @@ static int read_text(in_ctx *c, struct archive *a, const char *where)
 	}
 	if (!started)
 		return emit(c, where, (const uint8_t *)doc->data, doc->len);
-	update_bytes(c);
-	c->st->docs++;
-	c->st->text_bytes += (int64_t)doc->len;
-	return c->fn(c->ctx, where, (const uint8_t *)doc->data, doc->len, 1, c->err);
+	return part(c, where, (const uint8_t *)doc->data, doc->len, GPT_INPUT_END);
 }
 
 typedef struct nested {

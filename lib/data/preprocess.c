@@ -223,9 +223,9 @@ static int on_doc(void *ctx, const char *where, const uint8_t *p, size_t n, int 
 		n -= cut;
 	}
 	pl->prev_in = start + (int64_t)((double)span * (double)done / (double)total);
-	if (end) {
+	if (end != GPT_INPUT_MORE) {
 		pl->prev_in = pl->in->bytes;
-		int rc = add_segment(pl, p, n, 1, pl->prev_in, err);
+		int rc = add_segment(pl, p, n, end == GPT_INPUT_END, pl->prev_in, err);
 		gpt_buf_reset(carry);
 		return rc;
 	}

@@ -3,6 +3,8 @@
 # and archives/compressed streams in any mix (byte tokenizer: no vocabulary).
 . "$(dirname "$0")/test-lib.sh"
 
+test -f "$GPT_ROOT/share/gpt2/encoder.json" && test -f "$GPT_ROOT/share/gpt2/vocab.bpe" && test_set_prereq VOCAB
+
 # docs PREFIX: prints "N" documents of the dataset
 docs () { gpt-preprocess --info "$1" | sed -n 's/^documents: //p'; }
 # doc PREFIX N: document N as text
@@ -69,6 +71,31 @@ test_expect_success '--json-key: the first key a record has wins' '
 	gpt-preprocess -t bytes --json-key text --json-key content -o k2 d.jsonl &&
 	doc k2 0 >out && printf "alt key" >want && test_cmp want out &&
 	doc k2 1 >out && printf "main key" >want && test_cmp want out
+'
+
+test_expect_success 'a list of strings under the key is one document, as Megatron-LM reads it' '
+	printf "{\"text\": [\"one \", \"\", \"two\"]}\n{\"text\": []}\n{\"text\": [\"\", \"\"]}\n{\"text\": [\"three\"]}\n" >list.jsonl &&
+	gpt-preprocess -t bytes -o list list.jsonl &&
+	test "$(docs list)" = 2 &&
+	gpt-preprocess --info list >info && test_grep "^tokens: 14$" info &&
+	doc list 0 >out && printf "one two" >want && test_cmp want out &&
+	doc list 1 >out && printf "three" >want && test_cmp want out &&
+	i=0 && while [ $i -lt 3000 ]; do printf "{\"text\": [\"p%d \", \"q%d\"]}\n" $i $i; i=$((i + 1)); done >biglist.jsonl &&
+	gpt-preprocess -t bytes -j 1 -o biglist1 biglist.jsonl &&
+	gpt-preprocess -t bytes -j 3 -o biglist3 biglist.jsonl &&
+	cmp biglist1.bin biglist3.bin && cmp biglist1.idx biglist3.idx &&
+	test "$(docs biglist3)" = 3000
+'
+
+test_expect_success VOCAB 'the strings of a list are tokenized one by one, as Megatron-LM does' '
+	printf "{\"text\": [\"hel\", \"lo\"]}\n" >hello-list.jsonl &&
+	printf "hel" >hel.txt && printf "lo" >lo.txt && printf "hello" >hello.txt &&
+	gpt-preprocess --no-append-eod -o hl hello-list.jsonl &&
+	gpt-preprocess --no-append-eod -o parts hel.txt lo.txt &&
+	gpt-preprocess --no-append-eod -o whole hello.txt &&
+	cmp hl.bin parts.bin &&
+	! cmp -s hl.bin whole.bin &&
+	test "$(docs hl)" = 1
 '
 
 test_expect_success 'stdin with --json-key is JSON lines' '

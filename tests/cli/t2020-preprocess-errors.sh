@@ -63,6 +63,15 @@ test_expect_success 'a wrong value type and a missing key are errors too' '
 	test_grep "key.jsonl:1: the record has no key .text.; choose the key with --json-key" err
 '
 
+test_expect_success 'a list under the key holding a non-string names the file, line, key and place' '
+	printf "{\"text\": [\"a\"]}\n{\"body\": [\"a\", [\"b\"]]}\n" >list.jsonl &&
+	test_expect_code 65 gpt-preprocess -t bytes --json-key body --json-key text -o out list.jsonl 2>err &&
+	test_grep "^gpt-preprocess: error: list.jsonl:2: .body.\[1\] is an array; a list under the key must hold only strings; fix the record or pass --skip-bad$" err &&
+	no_pair out &&
+	gpt-preprocess -t bytes --skip-bad --json-key body --json-key text -o listskip list.jsonl 2>err &&
+	test_grep "skipped 1 bad JSON record \(first: list.jsonl:2\)" err
+'
+
 test_expect_success 'a .json file that is one JSON array says so and how to convert it, --skip-bad or not' '
 	printf "[\n  {\"text\": \"a\"},\n  {\"text\": \"b\"}\n]\n" >array.json &&
 	printf "\357\273\277 [{\"text\": \"a\"}]\n" >array1.json &&
