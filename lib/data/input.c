@@ -16,6 +16,10 @@
 #define MAX_NESTING 8
 #define BLOCK (256 * 1024)
 #define BINARY_SNIFF 8000 /* git's window for "has a NUL byte, so binary" */
+/* Integers as reals: a record's other fields are never read, and an
+ * integer past int64 there (a uint64 hash, say), which Python's json and so
+ * Megatron-LM's preprocess_data.py take, must not make it invalid JSON. */
+#define JSON_FLAGS (JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL)
 
 typedef struct file_id {
 	dev_t dev;
@@ -191,7 +195,7 @@ static int json_record(in_ctx *c, const char *where, int64_t line, const char *p
 				   "file first, e.g. jq -c '.[]' FILE >FILE.jsonl",
 				   where);
 	json_error_t je;
-	json_t *root = json_loadb(p, n, JSON_ALLOW_NUL, &je);
+	json_t *root = json_loadb(p, n, JSON_FLAGS, &je);
 	if (!root) {
 		char detail[300];
 		snprintf(detail, sizeof detail, "%s (column %d)", je.text, je.column);
@@ -315,7 +319,7 @@ static void note_json_like(in_ctx *c, const char *where, const char *p, size_t n
 {
 	if (c->o->format != GPT_IN_AUTO || !n || p[0] != '{')
 		return;
-	json_t *root = json_loadb(p, n, JSON_ALLOW_NUL, NULL);
+	json_t *root = json_loadb(p, n, JSON_FLAGS, NULL);
 	if (json_is_object(root) && c->st->json_like++ == 0)
 		snprintf(c->st->first_json_like, sizeof c->st->first_json_like, "%s", where);
 	json_decref(root);

@@ -64,6 +64,12 @@ test_expect_success 'JSON lines: a byte-order mark before the first record is ig
 	test_grep "bom2.jsonl:2: invalid JSON" err
 '
 
+test_expect_success 'JSON lines: an integer past int64 in another field (a uint64 hash) is no bad record' '
+	printf "{\"text\": \"hashed\", \"simhash\": 18446744073709551615, \"n\": -9223372036854775809}\n" >bigint.jsonl &&
+	gpt-preprocess -t bytes -o bigint bigint.jsonl &&
+	test "$(doc bigint 0)" = hashed
+'
+
 test_expect_success '--json-key: the first key a record has wins' '
 	gpt-preprocess -t bytes --json-key content -o k1 d.jsonl &&
 	doc k1 0 >out && printf "alt key" >want && test_cmp want out &&
