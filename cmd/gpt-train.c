@@ -87,14 +87,7 @@ static void foreign_flag_hint(const char *arg, gpt_err *err)
 		"hysteresis", "Megatron-LM's", fixed,
 		NULL, NULL, NULL,
 	};
-	if (!arg || strncmp(arg, "--", 2) != 0 || strncmp(err->msg, "unknown option --", 17) != 0)
-		return;
-	size_t n = strcspn(arg + 2, "=");
-	for (int i = 0; tbl[i]; i += 3)
-		if (strlen(tbl[i]) == n && strncmp(arg + 2, tbl[i], n) == 0) {
-			gpt_err_set(err, GPT_EUSAGE, "unknown option --%s (%s); %s", tbl[i], tbl[i + 1], tbl[i + 2]);
-			return;
-		}
+	gpt_opts_foreign_hint(arg, tbl, err);
 }
 
 typedef struct setting {

@@ -81,3 +81,15 @@ void gpt_opts_help(const gpt_opt *table, FILE *fp)
 		fprintf(fp, "  %-28s %s\n", left, t->help);
 	}
 }
+
+void gpt_opts_foreign_hint(const char *arg, const char *const *tbl, gpt_err *err)
+{
+	if (!arg || strncmp(arg, "--", 2) != 0 || strncmp(err->msg, "unknown option --", 17) != 0)
+		return;
+	size_t n = strcspn(arg + 2, "=");
+	for (int i = 0; tbl[i]; i += 3)
+		if (strlen(tbl[i]) == n && strncmp(arg + 2, tbl[i], n) == 0) {
+			gpt_err_set(err, GPT_EUSAGE, "unknown option --%s (%s); %s", tbl[i], tbl[i + 1], tbl[i + 2]);
+			return;
+		}
+}

@@ -290,6 +290,22 @@ test_expect_success 'usage errors' '
 	! ls -a . pdir | grep "^\.\(bin\|idx\)$"
 '
 
+test_expect_success 'the options of Megatron-LM and FleetX preprocess_data.py say what to give instead' '
+	test_expect_code 64 gpt-preprocess --input good.txt -o out 2>err &&
+	test_grep "^gpt-preprocess: error: unknown option --input \(Megatron-LM.s\); give the input files, directories or - \(stdin\) as arguments$" err &&
+	test_expect_code 64 gpt-preprocess -t bytes --workers 4 -o out good.txt 2>err &&
+	test_grep "error: unknown option --workers \(Megatron-LM.s and PaddleFleetX.s\); give -j N" err &&
+	test_expect_code 64 gpt-preprocess -t bytes --output-prefix=out good.txt 2>err &&
+	test_grep "error: unknown option --output-prefix \(Megatron-LM.s\); give -o PREFIX" err &&
+	test_expect_code 64 gpt-preprocess -t bytes --json_key text -o out good.txt 2>err &&
+	test_grep "error: unknown option --json_key \(PaddleFleetX.s\); give --json-key KEY$" err &&
+	test_expect_code 64 gpt-preprocess --vocab-file gpt2-vocab.json -o out good.txt 2>err &&
+	test_grep "error: unknown option --vocab-file \(Megatron-LM.s\); give --vocab DIR" err &&
+	test_expect_code 64 gpt-preprocess -t bytes --workersx 4 -o out good.txt 2>err &&
+	test_grep "error: unknown option --workersx; see --help$" err &&
+	no_pair out
+'
+
 test_expect_success '--help and the man page list the same options' '
 	gpt-preprocess --help >help &&
 	sed -e "s/[\\\\]-/-/g" -e "s/[\\\\]f[BIRP]//g" "$GPT_ROOT/man/man1/gpt-preprocess.1" >man.txt &&
