@@ -176,12 +176,6 @@ static int emit_list(in_ctx *c, const char *where, int64_t line, const char *key
 
 static int json_record(in_ctx *c, const char *where, int64_t line, const char *p, size_t n)
 {
-	/* A UTF-8 byte-order mark (Notepad's, PowerShell's) before the first
-	 * record: RFC 8259 lets a parser ignore it. */
-	if (line == 1 && n >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0) {
-		p += 3;
-		n -= 3;
-	}
 	size_t k = 0;
 	while (k < n && (p[k] == ' ' || p[k] == '\t' || p[k] == '\r'))
 		k++;
@@ -232,8 +226,22 @@ static int json_record(in_ctx *c, const char *where, int64_t line, const char *p
 	return rc;
 }
 
+/* The length of a UTF-8 byte-order mark (Notepad's, PowerShell's) at the
+ * start of p[0..n): 3, else 0. It marks the encoding, it is not text (RFC
+ * 8259 lets a JSON parser ignore it too), so it is left out of the first
+ * document or record of a file. */
+static size_t bom_len(const char *p, size_t n)
+{
+	return n >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0;
+}
+
 static int one_line(in_ctx *c, gpt_input_format fmt, const char *where, int64_t line, const char *p, size_t n)
 {
+	if (line == 1) {
+		size_t b = bom_len(p, n);
+		p += b;
+		n -= b;
+	}
 	if (fmt == GPT_IN_JSONL)
 		return json_record(c, where, line, p, n);
 	if (n && p[n - 1] == '\r')
@@ -343,6 +351,9 @@ static int read_text(in_ctx *c, struct archive *a, const char *where)
 			sniffed = 1;
 			if (skip_as_binary(c, where, doc->data, doc->len))
 				return 0;
+			size_t b = bom_len(doc->data, doc->len);
+			memmove(doc->data, doc->data + b, doc->len - b);
+			doc->len -= b;
 			const char *nl = memchr(doc->data, '\n', doc->len);
 			if (nl || got == 0)
 				note_json_like(c, where, doc->data, nl ? (size_t)(nl - doc->data) : doc->len);

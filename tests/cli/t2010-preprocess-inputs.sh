@@ -70,6 +70,23 @@ test_expect_success 'JSON lines: an integer past int64 in another field (a uint6
 	test "$(doc bigint 0)" = hashed
 '
 
+test_expect_success 'a byte-order mark at the start of a text file or a lines file is left out, not tokenized' '
+	printf "\357\273\277notepad\r\n" >bom.txt &&
+	gpt-preprocess -t bytes -o bomt bom.txt &&
+	doc bomt 0 >out && printf "notepad\r\n" >want && test_cmp want out &&
+	gpt-preprocess -t bytes --format lines -o boml bom.txt &&
+	doc boml 0 >out && printf "notepad" >want && test_cmp want out &&
+	printf "\357\273\277" >onlybom.txt &&
+	gpt-preprocess -t bytes -o bomt2 onlybom.txt a.txt &&
+	test "$(docs bomt2)" = 1 &&
+	printf "\357\273\277" >bigbom.txt && seq 1 100000 >>bigbom.txt &&
+	gpt-preprocess -t bytes -o bomt3 bigbom.txt &&
+	doc bomt3 0 >out && seq 1 100000 >want && test_cmp want out &&
+	printf "a\n\357\273\277b\n" >mid.txt &&
+	gpt-preprocess -t bytes --format lines -o bomm mid.txt &&
+	doc bomm 1 >out && printf "\357\273\277b" >want && test_cmp want out
+'
+
 test_expect_success '--json-key: the first key a record has wins' '
 	gpt-preprocess -t bytes --json-key content -o k1 d.jsonl &&
 	doc k1 0 >out && printf "alt key" >want && test_cmp want out &&
