@@ -232,7 +232,8 @@ typedef struct gpt_logs_counts {
 } gpt_logs_counts;
 
 /* Runs gpt-logparse. Inputs: a directory stands for its workerlog.* files
- * (rank N from workerlog.N, else 0). Rows without a step number (FleetX's and
+ * (rank N from workerlog.N, else 0); with follow, also for those that appear
+ * in it later (read from their start), and it may have none yet. Rows without a step number (FleetX's and
  * PaddleNLP's eval lines, llm.c's "val loss") take the last training step
  * seen in the same log. PaddleFleetX's "[train] epoch: E, batch: B" line is
  * step B + 1 in the first epoch the log shows, and B + 1 past the last step

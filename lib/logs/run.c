@@ -13,6 +13,7 @@
 typedef struct source {
 	char *path;
 	int64_t rank;
+	int input;           /* which input it came from (o->inputs; 0 for stdin) */
 	gpt_logs_reader *r;
 	int done;
 	int64_t last_step;   /* for records that do not carry their step */
@@ -29,6 +30,8 @@ typedef struct run_ctx {
 	source *src;
 	int nsrc, cap;
 	gpt_buf out;
+	int *dirs;           /* follow: the inputs that are directories, looked at again */
+	int ndirs;
 } run_ctx;
 
 int64_t gpt_logs_rank_from_path(const char *path)
@@ -47,7 +50,8 @@ int64_t gpt_logs_rank_from_path(const char *path)
 	return v;
 }
 
-static int add_source(run_ctx *c, const char *path, gpt_err *err)
+/* Adds the log path of input `input` at index at of the list. */
+static int add_source_at(run_ctx *c, int at, int input, const char *path, gpt_err *err)
 {
 	if (c->nsrc == c->cap) {
 		int cap = c->cap ? 2 * c->cap : 8;
@@ -57,17 +61,26 @@ static int add_source(run_ctx *c, const char *path, gpt_err *err)
 		c->src = s;
 		c->cap = cap;
 	}
-	source *s = &c->src[c->nsrc];
-	memset(s, 0, sizeof *s);
-	if (!(s->path = gpt_strdup(path, err)))
+	char *copy = gpt_strdup(path, err);
+	if (!copy)
 		return err->code;
+	memmove(&c->src[at + 1], &c->src[at], (size_t)(c->nsrc - at) * sizeof *c->src);
+	source *s = &c->src[at];
+	memset(s, 0, sizeof *s);
+	s->path = copy;
 	c->nsrc++;
+	s->input = input;
 	s->rank = gpt_logs_rank_from_path(path);
 	s->last_step = -1;
 	s->fx_epoch = -1;
 	gpt_logs_series_init(&s->series);
 	gpt_logs_write_prefix(&s->prefix, c->o->format, path, s->rank, err);
 	return err->code;
+}
+
+static int add_source(run_ctx *c, int input, const char *path, gpt_err *err)
+{
+	return add_source_at(c, c->nsrc, input, path, err);
 }
 
 typedef struct dent {
@@ -83,50 +96,91 @@ static int cmp_dent(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
-/* A directory stands for its workerlog.* files, in rank order. */
-static int add_dir(run_ctx *c, const char *dir, gpt_err *err)
+/* The workerlog.* names in dir, in rank order (*list NULL when none). */
+static int list_dir(const char *dir, dent **list, size_t *n, gpt_err *err)
 {
+	*list = NULL;
+	*n = 0;
 	DIR *d = opendir(dir);
 	if (!d)
 		return gpt_err_errno_read(err, errno, "%s: cannot list the directory", dir);
-	dent *list = NULL;
-	size_t n = 0, cap = 0;
+	size_t cap = 0;
 	struct dirent *e;
 	int rc = 0;
 	while ((e = readdir(d))) {
 		if (strncmp(e->d_name, "workerlog.", 10) != 0)
 			continue;
-		if (n == cap) {
+		if (*n == cap) {
 			cap = cap ? 2 * cap : 16;
-			dent *l = gpt_realloc(list, cap * sizeof *l, "directory listing", err);
+			dent *l = gpt_realloc(*list, cap * sizeof *l, "directory listing", err);
 			if (!l) {
 				rc = err->code;
 				break;
 			}
-			list = l;
+			*list = l;
 		}
-		list[n].name = gpt_strdup(e->d_name, err);
-		if (!list[n].name) {
+		if (!((*list)[*n].name = gpt_strdup(e->d_name, err))) {
 			rc = err->code;
 			break;
 		}
-		list[n].rank = gpt_logs_rank_from_path(e->d_name);
-		n++;
+		(*list)[*n].rank = gpt_logs_rank_from_path(e->d_name);
+		(*n)++;
 	}
 	closedir(d);
-	if (!rc && n == 0)
+	if (!rc && *n)
+		qsort(*list, *n, sizeof **list, cmp_dent);
+	return rc;
+}
+
+/* Where a log of input `input` with this rank and name goes in the list:
+ * after the logs of earlier inputs and the lower ranks of its own, so that
+ * a log found later stands where it would have stood from the start. */
+static int place(const run_ctx *c, int input, const dent *d)
+{
+	int at = 0;
+	while (at < c->nsrc && c->src[at].input < input)
+		at++;
+	while (at < c->nsrc && c->src[at].input == input) {
+		const char *base = strrchr(c->src[at].path, '/');
+		dent have = {(char *)(base ? base + 1 : c->src[at].path), c->src[at].rank};
+		if (cmp_dent(&have, d) > 0)
+			break;
+		at++;
+	}
+	return at;
+}
+
+/* A directory stands for its workerlog.* files, in rank order. Following,
+ * it is looked at again (rescan), and may have none yet: workers that
+ * start later write theirs there. A rescan adds the logs it has not seen. */
+static int add_dir(run_ctx *c, int input, int rescan, gpt_err *err)
+{
+	const char *dir = c->o->inputs[input];
+	dent *list;
+	size_t n;
+	int rc = list_dir(dir, &list, &n, err);
+	if (!rc && n == 0 && !c->o->follow)
 		rc = gpt_err_set(err, GPT_ENOINPUT,
 				 "%s: no workerlog.* files in the directory; name the log files instead", dir);
-	if (!rc)
-		qsort(list, n, sizeof *list, cmp_dent);
 	gpt_buf path = GPT_BUF_INIT;
 	size_t dl = strlen(dir);
 	for (size_t i = 0; i < n && !rc; i++) {
 		gpt_buf_reset(&path);
 		if (gpt_buf_printf(&path, err, "%s%s%s", dir, dl && dir[dl - 1] == '/' ? "" : "/",
-				   list[i].name) ||
-		    add_source(c, path.data, err))
+				   list[i].name))
 			rc = err->code;
+		int known = 0;
+		for (int k = 0; rescan && !rc && k < c->nsrc && !known; k++)
+			known = c->src[k].input == input && strcmp(c->src[k].path, path.data) == 0;
+		if (rc || known)
+			continue;
+		int at = rescan ? place(c, input, &list[i]) : c->nsrc;
+		if (add_source_at(c, at, input, path.data, err))
+			rc = err->code;
+		else if (rescan && gpt_logs_reader_open(&c->src[at].r, path.data, c->o->max_line, 1, err))
+			rc = err->code;
+		else if (rescan)
+			c->counts->logs++;
 	}
 	for (size_t i = 0; i < n; i++)
 		free(list[i].name);
@@ -139,7 +193,7 @@ static int expand_inputs(run_ctx *c, gpt_err *err)
 {
 	const gpt_logs_opts *o = c->o;
 	if (o->ninputs == 0)
-		return add_source(c, "-", err);
+		return add_source(c, 0, "-", err);
 	int stdin_seen = 0;
 	for (int i = 0; i < o->ninputs; i++) {
 		const char *p = o->inputs[i];
@@ -147,12 +201,19 @@ static int expand_inputs(run_ctx *c, gpt_err *err)
 		if (strcmp(p, "-") == 0) {
 			if (stdin_seen++)
 				return gpt_err_set(err, GPT_EUSAGE, "'-' (stdin) is named twice; it can be read once");
-			if (add_source(c, p, err))
+			if (add_source(c, i, p, err))
 				return err->code;
 		} else if (stat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
-			if (add_dir(c, p, err))
+			if (add_dir(c, i, 0, err))
 				return err->code;
-		} else if (add_source(c, p, err)) {
+			if (o->follow) {
+				int *d = gpt_realloc(c->dirs, (size_t)(c->ndirs + 1) * sizeof *d, "log list", err);
+				if (!d)
+					return err->code;
+				c->dirs = d;
+				c->dirs[c->ndirs++] = i;
+			}
+		} else if (add_source(c, i, p, err)) {
 			return err->code;
 		}
 	}
@@ -283,10 +344,18 @@ static int follow_all(run_ctx *c, gpt_err *err)
 			return err->code;
 		c->counts->logs++;
 	}
-	double poll = o->poll_s > 0 ? o->poll_s : 0.2;
+	double poll = o->poll_s > 0 ? o->poll_s : 0.2, scanned = gpt_now_s();
 	for (;;) {
 		int64_t got = 0;
 		int open = 0;
+		/* workers that start later, or a relaunch with more of them,
+		 * add logs to a followed directory */
+		if (c->ndirs && gpt_now_s() - scanned >= poll) {
+			for (int k = 0; k < c->ndirs; k++)
+				if (add_dir(c, c->dirs[k], 1, err))
+					return err->code;
+			scanned = gpt_now_s();
+		}
 		for (int i = 0; i < c->nsrc; i++) {
 			source *s = &c->src[i];
 			if (s->done)
@@ -302,7 +371,7 @@ static int follow_all(run_ctx *c, gpt_err *err)
 			return err->code;
 		if (fflush(o->out) != 0)
 			return gpt_err_errno(err, GPT_EIO, errno, "%s", out_name(o));
-		if (!open)
+		if (!open && !c->ndirs)
 			return 0;
 		if (!got) {
 			struct timespec ts = {(time_t)poll, (long)((poll - (double)(time_t)poll) * 1e9)};
@@ -376,6 +445,7 @@ int gpt_logs_run(const gpt_logs_opts *o, gpt_logs_counts *counts, gpt_err *err)
 		gpt_buf_free(&c.src[i].prefix);
 	}
 	free(c.src);
+	free(c.dirs);
 	gpt_buf_free(&c.out);
 	gpt_logs_parser_free(c.parser);
 	return rc;

@@ -141,4 +141,35 @@ test_expect_success 'following two logs from a directory' '
 	printf "log/workerlog.1\nlog/workerlog.0\n" >expect && test_cmp expect actual
 '
 
+test_expect_success 'following a directory: worker logs that appear later are read, each row once' '
+	mkdir later
+	: >out
+	gpt-logparse -f later >out 2>err &
+	pid=$!
+	good=0
+	wait_rows 1 out &&
+	sed -n 2,3p "$D/fleetx.log" >later/workerlog.1 &&
+	wait_rows 3 out &&
+	sed -n 2p "$D/gptkit.log" >later/workerlog.0 &&
+	wait_rows 4 out &&
+	sed -n 4p "$D/fleetx.log" >>later/workerlog.1 &&
+	sed -n 3p "$D/gptkit.log" >>later/workerlog.0 &&
+	wait_rows 6 out &&
+	sleep 0.5 &&
+	good=1
+	stop_follow
+	test $good = 1 &&
+	test_line_count = 6 out &&
+	cut -f 1,3 out | sed 1d | sort >actual &&
+	printf "later/workerlog.0\t1\nlater/workerlog.0\t2\nlater/workerlog.1\t1\nlater/workerlog.1\t2\nlater/workerlog.1\t3\n" >expect &&
+	test_cmp expect actual &&
+	test ! -s err
+'
+
+test_expect_success 'without --follow, a directory with no workerlog files is still refused' '
+	mkdir none &&
+	test_expect_code 66 gpt-logparse none 2>err &&
+	test_grep "no workerlog" err
+'
+
 test_done
