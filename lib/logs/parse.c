@@ -25,6 +25,7 @@ enum {
 	P_GPTKIT_CKPT,
 	P_GPTKIT_AMP,
 	P_FLEETX_EVAL,
+	P_FLEETX_VALID,
 	P_FLEETX_TRAIN,
 	P_PADDLENLP_KV,
 	P_MEGATRON_STEP,
@@ -60,6 +61,12 @@ static const char *const patterns[P_COUNT] = {
 	/* "batch: B" or, in later versions, "batch: B/T" */
 	[P_FLEETX_EVAL] = "\\[eval\\] epoch: " INT ", batch: " INT "(?:/[0-9]+)?, loss: " NUM
 			  "(?:.*?, avg_eval_cost: " NUM_UNIT("sec") ")?",
+	/* The evaluation of the trainers that write "global step N" lines
+	 * (FleetX and PaddleNLP's GPT run_pretrain.py, run_evaluate): "valid
+	 * step N, epoch: E, batch: B, loss: L, speed: ..", after global step
+	 * N; B counts the eval batches. The "test step" lines at the end are
+	 * the test set's, no evaluation of the run. */
+	[P_FLEETX_VALID] = "valid step " INT ", epoch: " INT ", batch: " INT ", loss: " NUM,
 	/* PaddleFleetX's engine (ppfleetx, language_module.py): no global step,
 	 * the epoch and the step's index in it. Pre-training writes "epoch: E,
 	 * batch: B, loss: ..", fine-tuning "epoch: E, step: [B/N], learning
@@ -639,6 +646,29 @@ static int parse_mindformers(gpt_logs_parser *p, const char *at, size_t n, gpt_l
 	return 1;
 }
 
+/* FleetX's evals: "valid step N, epoch: E, batch: B, loss: L" of the
+ * trainers that log "global step N", and the engine's "[eval] epoch: E,
+ * batch: B, loss: L, avg_eval_cost: T sec", which gives no step. */
+static int parse_fleetx_eval(gpt_logs_parser *p, const char *line, size_t len, const char *at,
+			     gpt_logs_rec *r)
+{
+	int valid = at[0] == 'v';
+	int rc = run(p, valid ? P_FLEETX_VALID : P_FLEETX_EVAL, at, (size_t)(line + len - at));
+	if (!rc)
+		return 0;
+	r->dialect = GPT_LOGS_GPTKIT;
+	r->kind = GPT_LOGS_EVAL;
+	if (valid) {
+		r->step = integer(p, at, rc, 1);
+		r->loss = num(p, at, rc, 4);
+	} else {
+		r->loss = num(p, at, rc, 3);
+		r->cost = num(p, at, rc, 4);
+	}
+	p->body = at + (valid ? 11 : 14);
+	return finish(p, line, len, 0, r);
+}
+
 int gpt_logs_parse_line(gpt_logs_parser *p, const char *line, size_t len, gpt_logs_rec *r)
 {
 	rec_init(r);
@@ -653,17 +683,8 @@ int gpt_logs_parse_line(gpt_logs_parser *p, const char *line, size_t len, gpt_lo
 		rec_init(r);
 		return 0;
 	}
-	if ((at = memmem(line, len, "[eval] epoch: ", 14))) {
-		int rc = run(p, P_FLEETX_EVAL, at, (size_t)(line + len - at));
-		if (!rc)
-			return 0;
-		r->dialect = GPT_LOGS_GPTKIT;
-		r->kind = GPT_LOGS_EVAL;
-		r->loss = num(p, at, rc, 3);
-		r->cost = num(p, at, rc, 4);
-		p->body = at + 14;
-		return finish(p, line, len, 0, r);
-	}
+	if ((at = memmem(line, len, "valid step ", 11)) || (at = memmem(line, len, "[eval] epoch: ", 14)))
+		return parse_fleetx_eval(p, line, len, at, r);
 	if ((at = memmem(line, len, "[train] epoch: ", 15))) {
 		int rc = run(p, P_FLEETX_TRAIN, at, (size_t)(line + len - at));
 		if (!rc)

@@ -110,6 +110,18 @@ test_expect_success 'later PaddleFleetX lines: epoch: [E/N], batch: [B/T], ips_p
 	grep -q "\"eval_losses\":\[\[10,10.812345678\]\]" sum
 '
 
+test_expect_success 'FleetX and PaddleNLP GPT valid step N lines are evals at step N, also before any step line' '
+	{
+		echo "[2022-07-27 12:40:00,100] [    INFO] - valid step 0, epoch: 0, batch: 9, loss: 11.123456, speed: 3.45 step/s"
+		sed -n 2,6p "$D/fleetx.log"
+		echo "[2022-07-27 12:40:02,000] [    INFO] - valid step 5, epoch: 0, batch: 9, loss: 10.987654, speed: 3.21 step/s"
+		echo "[2022-07-27 12:40:03,000] [    INFO] - test step 5, epoch: 0, batch: 9, loss: 10.876543, speed: 3.33 step/s"
+	} >valid.log &&
+	gpt-logparse --summary --format json valid.log >sum 2>err &&
+	grep -q "\"evals\":2,\"eval_loss_last\":10.987654,\"eval_losses\":\[\[0,11.123456\],\[5,10.987654\]\]" sum &&
+	test_grep "^gpt-logparse: 1 line skipped" err
+'
+
 test_expect_success 'gptkit: eval, checkpoint and overflow lines are not step rows' '
 	gpt-logparse "$D/gptkit.log" >out &&
 	test_line_count = 11 out &&
