@@ -233,12 +233,14 @@ typedef struct gpt_logs_counts {
 
 /* Runs gpt-logparse. Inputs: a directory stands for its workerlog.* files
  * (rank N from workerlog.N, else 0); with follow, also for those that appear
- * in it later (read from their start), and it may have none yet. Rows without a step number (FleetX's and
- * PaddleNLP's eval lines, llm.c's "val loss") take the last training step
- * seen in the same log. PaddleFleetX's "[train] epoch: E, batch: B" line is
- * step B + 1 in the first epoch the log shows, and B + 1 past the last step
- * logged before in each later one. counts (may be NULL) is filled even on
- * failure. */
+ * in it later (read from their start), and it may have none yet. Evals
+ * without a step number (PaddleFleetX's "[eval] epoch" and PaddleNLP's eval
+ * lines) take the last training step seen in the same log (none before the
+ * first); llm.c's "val loss" the steps done before the step line after it
+ * (the last step after the last). PaddleFleetX's "[train] epoch: E, batch: B"
+ * line is step B + 1 in the first epoch the log shows, and B + 1 past the
+ * last step logged before in each later one. counts (may be NULL) is filled
+ * even on failure. */
 int gpt_logs_run(const gpt_logs_opts *o, gpt_logs_counts *counts, gpt_err *err);
 
 /* Rank from a file name: N for ".../workerlog.N" (also "workerlog.N.gz"), else 0. */

@@ -17,6 +17,9 @@ typedef struct source {
 	gpt_logs_reader *r;
 	int done;
 	int64_t last_step;   /* for records that do not carry their step */
+	int64_t pending;     /* llm.c val losses kept, last in the series, that
+			      * wait for the step line after them */
+	int64_t steps_done;  /* after the last step line; -1 before one */
 	int64_t fx_epoch;    /* PaddleFleetX's [train] lines: the epoch of the last */
 	int64_t fx_base;     /* and the step before that epoch's first batch */
 	gpt_logs_series series;
@@ -72,6 +75,7 @@ static int add_source_at(run_ctx *c, int at, int input, const char *path, gpt_er
 	s->input = input;
 	s->rank = gpt_logs_rank_from_path(path);
 	s->last_step = -1;
+	s->steps_done = -1;
 	s->fx_epoch = -1;
 	gpt_logs_series_init(&s->series);
 	gpt_logs_write_prefix(&s->prefix, c->o->format, path, s->rank, err);
@@ -234,12 +238,40 @@ static int flush_out(run_ctx *c, gpt_err *err)
 	return 0;
 }
 
+/* The steps done before a step line: "step N/M" (llm.c's stdout, and
+ * every other dialect) counts from 1, llm.c's older "step N: train loss"
+ * from 0. */
+static int64_t steps_before(const gpt_logs_rec *r)
+{
+	return r->dialect == GPT_LOGS_LLMC && r->total_steps < 0 ? r->step : r->step - 1;
+}
+
+/* llm.c's val losses waiting for their step get `step`. */
+static void settle(source *s, int64_t step)
+{
+	for (int64_t i = s->series.n_eval - s->pending; i < s->series.n_eval; i++)
+		s->series.eval_step[i] = step;
+	s->pending = 0;
+}
+
 /* One record: fill in what the log left implicit, print, keep. */
 static int take(run_ctx *c, source *s, gpt_logs_rec *r, gpt_err *err)
 {
 	const gpt_logs_opts *o = c->o;
-	if (r->step < 0 && r->kind == GPT_LOGS_EVAL)
-		r->step = s->last_step;
+	/* llm.c evaluates at the top of its loop, before the step that the
+	 * next step line shows (and once more after the last), so a val loss
+	 * is the steps done before that line: 0 before the first of a fresh
+	 * run, the step resumed from in a resumed one. Other trainers log an
+	 * eval after the step it follows; one before any step line has no
+	 * step that the log gives (FleetX's "[eval] epoch: E, batch: B"
+	 * counts eval batches in B). */
+	int wait = 0;
+	if (r->step < 0 && r->kind == GPT_LOGS_EVAL) {
+		wait = r->dialect == GPT_LOGS_LLMC;
+		r->step = wait ? -1 : s->last_step;
+	}
+	if (r->kind == GPT_LOGS_STEP && r->step >= 0 && s->pending)
+		settle(s, steps_before(r));
 	if (r->kind == GPT_LOGS_STEP && r->step < 0 && r->batch >= 0) {
 		/* PaddleFleetX counts the batches of each epoch from 0. A later
 		 * epoch goes on from the last step logged; an earlier one is a
@@ -259,8 +291,10 @@ static int take(run_ctx *c, source *s, gpt_logs_rec *r, gpt_err *err)
 			if (steps >= 1)
 				r->step_time = (gpt_logs_num){r->interval_s / steps, NULL, 0};
 		}
-		if (r->step >= 0)
+		if (r->step >= 0) {
 			s->last_step = r->step;
+			s->steps_done = steps_before(r) + 1;
+		}
 		if (!o->summary) {
 			gpt_logs_write_row(&c->out, o->format, s->prefix.data, s->prefix.len, r, err);
 			if (err->code)
@@ -269,8 +303,11 @@ static int take(run_ctx *c, source *s, gpt_logs_rec *r, gpt_err *err)
 				return err->code;
 		}
 	}
-	if (o->summary || o->plot)
-		return gpt_logs_series_add(&s->series, r, err);
+	if (!(o->summary || o->plot))
+		return 0;
+	if (gpt_logs_series_add(&s->series, r, err))
+		return err->code;
+	s->pending += wait;
 	return 0;
 }
 
@@ -329,6 +366,7 @@ static int read_all(run_ctx *c, gpt_err *err)
 		c->counts->logs++;
 		int64_t got = 0;
 		int rc = drain(c, s, &got, err);
+		settle(s, s->steps_done); /* a val loss after the last step line */
 		account(c, s);
 		if (rc || flush_out(c, err))
 			return err->code;

@@ -39,8 +39,15 @@ static void restart(gpt_logs_series *s, int64_t step)
 {
 	while (s->n > 0 && s->step[s->n - 1] >= step)
 		s->n--;
-	while (s->n_eval > 0 && s->eval_step[s->n_eval - 1] >= step)
-		s->n_eval--;
+	/* not only the last: an eval that waited for its step (llm.c's val
+	 * loss) may come after evals of the steps dropped */
+	int64_t k = 0;
+	for (int64_t i = 0; i < s->n_eval; i++)
+		if (s->eval_step[i] < step) {
+			s->eval_step[k] = s->eval_step[i];
+			s->eval_loss[k++] = s->eval_loss[i];
+		}
+	s->n_eval = k;
 	s->restarts++;
 }
 

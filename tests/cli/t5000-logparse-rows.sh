@@ -122,6 +122,36 @@ test_expect_success 'FleetX and PaddleNLP GPT valid step N lines are evals at st
 	test_grep "^gpt-logparse: 1 line skipped" err
 '
 
+test_expect_success 'a PaddleFleetX [eval] epoch line before any step line has no step: the log gives none' '
+	cat >ppfleetx-eval-first.log <<-\EOF &&
+	[2022-10-20 12:00:01,000] [    INFO] - [eval] epoch: 0, batch: 9, loss: 10.976543210, avg_eval_cost: 0.10000 sec, speed: 10.00 step/s
+	[2022-10-20 12:00:02,000] [    INFO] - [train] epoch: 0, batch: 9, loss: 10.930861855, avg_batch_cost: 0.50125 sec, speed: 2.00 step/s, ips_total: 16343 tokens/s, ips: 2043 tokens/s, learning rate: 8.33333e-08
+	[2022-10-20 12:00:03,000] [    INFO] - [eval] epoch: 0, batch: 9, loss: 10.876543210, avg_eval_cost: 0.10000 sec, speed: 10.00 step/s
+	EOF
+	gpt-logparse --summary --format json ppfleetx-eval-first.log >sum &&
+	grep -q "\"eval_losses\":\[\[null,10.97654321\],\[10,10.87654321\]\]" sum &&
+	gpt-logparse --summary ppfleetx-eval-first.log | sed -n 2p | cut -f 21 >actual &&
+	printf ":10.97654321 10:10.87654321\n" >expect && test_cmp expect actual
+'
+
+test_expect_success 'llm.c: a val loss is the steps done before the next step line, also in a resumed run and the old format' '
+	cat >llmc-resumed.log <<-\EOF &&
+	val loss 11.009589
+	step    1/74 | loss 7.926287 (+nanz)| norm 43.1151 (+nanz)| lr 8.57e-06 | 1020.88 ms | -100.0% bf16 MFU | 514073 tok/s
+	step    2/74 | loss 7.713380 (-0.72z)| norm 21.7020 (-0.51z)| lr 1.71e-05 | 336.52 ms | 42.1% bf16 MFU | 1557977 tok/s
+	step    3/74 | loss 7.513380 (-0.72z)| norm 21.7020 (-0.51z)| lr 1.71e-05 | 336.52 ms | 42.1% bf16 MFU | 1557977 tok/s
+	val loss 7.151734
+	step    4/74 | loss 7.313380 (-0.72z)| norm 21.7020 (-0.51z)| lr 1.71e-05 | 336.52 ms | 42.1% bf16 MFU | 1557977 tok/s
+	val loss 7.251734
+	step    3/74 | loss 7.523380 (-0.72z)| norm 21.7020 (-0.51z)| lr 1.71e-05 | 336.52 ms | 42.1% bf16 MFU | 1557977 tok/s
+	step    4/74 | loss 7.323380 (-0.72z)| norm 21.7020 (-0.51z)| lr 1.71e-05 | 336.52 ms | 42.1% bf16 MFU | 1557977 tok/s
+	val loss 7.051734
+	EOF
+	gpt-logparse --summary --format json llmc-resumed.log "$D/llmc-old.log" >sum 2>/dev/null &&
+	grep "^{\"source\":\"llmc-resumed.log\".*\"steps\":4,.*\"eval_losses\":\[\[0,11.009589\],\[2,7.251734\],\[4,7.051734\]\],.*\"restarts\":1}" sum &&
+	grep "llmc-old.log.*\"eval_losses\":\[\[0,5.251911\]\]" sum
+'
+
 test_expect_success 'gptkit: eval, checkpoint and overflow lines are not step rows' '
 	gpt-logparse "$D/gptkit.log" >out &&
 	test_line_count = 11 out &&
@@ -183,7 +213,7 @@ test_expect_success 'llm.c lines, new and old' '
 	test_cmp expect out
 '
 
-test_expect_success 'llm.c lines with z-scores keep their lr; main.log numbers its steps as stdout does' '
+test_expect_success 'llm.c lines with z-scores keep their lr; main.log numbers its steps and evals as stdout does' '
 	cat >llmc-z.log <<-\EOF &&
 	val loss 11.009589
 	step    1/74 | loss 7.926287 (+nanz)| norm 43.1151 (+nanz)| lr 8.57e-06 | 1020.88 ms | -100.0% bf16 MFU | 514073 tok/s
@@ -206,7 +236,7 @@ test_expect_success 'llm.c lines with z-scores keep their lr; main.log numbers i
 	EOT
 	test_cmp expect out &&
 	gpt-logparse --summary --format json llmc-z.log main.log >sum &&
-	grep "^{\"source\":\"llmc-z.log\".*\"loss_min_step\":2,.*\"eval_losses\":\[\[null,11.009589\],\[2,7.151734\]\]" sum &&
+	grep "^{\"source\":\"llmc-z.log\".*\"loss_min_step\":2,.*\"eval_losses\":\[\[0,11.009589\],\[2,7.151734\]\]" sum &&
 	grep "^{\"source\":\"main.log\".*\"loss_min_step\":2,.*\"eval_losses\":\[\[0,11.0096\],\[2,7.1517\]\]" sum
 '
 
