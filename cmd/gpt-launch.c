@@ -26,6 +26,7 @@ static const gpt_opt options[] = {
 	/* torchrun's and paddle.distributed.launch's spellings (see usage) */
 	{"nproc_per_node", 0, "N", OPT_NPROC, NULL},
 	{"node_rank", 0, "R", OPT_NODE_RANK, NULL},
+	{"rank", 0, "R", OPT_NODE_RANK, NULL}, /* paddle.distributed.launch: the node rank */
 	{"log_dir", 0, "DIR", OPT_LOG_DIR, NULL},
 	{"max_restarts", 0, "N", OPT_MAX_RESTARTS, NULL},
 	{"gpus", 0, "LIST", OPT_DEVICES, NULL},
@@ -42,7 +43,8 @@ static void usage(FILE *fp)
 		    "LOG_DIR/workerlog.RANK; stop them all when one fails.\n\nOptions:\n");
 	gpt_opts_help(options, fp);
 	fprintf(fp, "\nThe spellings of torchrun and python -m paddle.distributed.launch work too:\n"
-		    "--nproc_per_node, --node_rank, --log_dir, --max_restarts, and --gpus for --devices.\n");
+		    "--nproc_per_node, --node_rank (Paddle's --rank), --log_dir, --max_restarts, and --gpus for\n"
+		    "--devices.\n");
 	fprintf(fp, "\nEnvironment: GPT_COMM_TIMEOUT (seconds, default 300) bounds the rendezvous;\n"
 		    "GPT_HEARTBEAT_TIMEOUT is the default of --heartbeat-timeout. See gpt-launch(1).\n");
 }

@@ -41,13 +41,17 @@ test_expect_success '--devices with every variable gpt-launch sets (no OMP_NUM_T
 	test "$(cut -d" " -f2 all.0)" -ge 1
 '
 
-test_expect_success 'the spellings of torchrun and paddle.distributed.launch work too' '
+test_expect_success 'the spellings of torchrun and paddle.distributed.launch (--rank for the node rank) work too' '
 	gpt-launch --log_dir log_dp2 --gpus "0,1" -- sh -c "echo dev=\$CUDA_VISIBLE_DEVICES" >out 2>&1 &&
 	test_grep "^dev=1$" log_dp2/workerlog.1 &&
 	gpt-launch --nproc_per_node=2 --node_rank 0 --max_restarts=0 --log_dir=tr -- sh -c "echo rank=\$GPT_RANK" >out 2>&1 &&
 	test_grep "^rank=1$" tr/workerlog.1 &&
 	gpt-launch --help >help &&
-	! grep -E "^ +--(log_dir|gpus)" help
+	! grep -E "^ +--(log_dir|gpus|rank)" help &&
+	test_expect_code 64 gpt-launch --rank 1 -- true 2>err &&
+	test_grep "node-rank 1: expected 0 to 0 for --nnodes 1" err &&
+	gpt-launch --rank 0 --log_dir pr -- sh -c "echo node=\$GPT_NODE_RANK" >out 2>&1 &&
+	test_grep "^node=0$" pr/workerlog.0
 '
 
 test_expect_success 'without --devices an inherited CUDA_VISIBLE_DEVICES stays' '
