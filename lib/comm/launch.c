@@ -1017,8 +1017,8 @@ int gpt_launch_run(const gpt_launch_options *o, gpt_err *err)
 	for (int i = 0; L.w && i < L.nproc; i++)
 		L.w[i].hb.fd = -1;
 	/* Only now: a launch that cannot start leaves no empty log directory. */
-	if (!rc)
-		rc = gpt_mkdir_p(L.log_dir, err);
+	if (!rc && gpt_mkdir_p(L.log_dir, err))
+		rc = gpt_err_prefix(err, "--log-dir (where the workerlog.RANK files go)");
 	for (int restart = 0; !rc; restart++) {
 		char fk[64];
 		if (L.st && (rc = nodes_meet(&L, restart, err))) {

@@ -249,10 +249,10 @@ test_expect_success 'the shm segment of a worker killed during setup is removed'
 	! ls $(cat seen) 2>/dev/null
 '
 
-test_expect_success 'a log directory that is a file' '
+test_expect_success 'a log directory that is a file: the error names --log-dir' '
 	echo x >afile &&
 	test_expect_code 74 gpt-launch --log-dir afile -- true 2>err &&
-	test_grep "^gpt-launch: error: afile" err
+	test_grep "^gpt-launch: error: --log-dir \(where the workerlog.RANK files go\): afile: exists and is not a directory$" err
 '
 
 test_expect_success NOT_ROOT 'a log directory without write permission: nothing starts' '
