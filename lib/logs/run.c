@@ -163,6 +163,10 @@ static int add_dir(run_ctx *c, int input, int rescan, gpt_err *err)
 	dent *list;
 	size_t n;
 	int rc = list_dir(dir, &list, &n, err);
+	if (rc == GPT_ENOINPUT && rescan) { /* removed for now: the logs open are followed on */
+		gpt_err_clear(err);
+		rc = 0;
+	}
 	if (!rc && n == 0 && !c->o->follow)
 		rc = gpt_err_set(err, GPT_ENOINPUT,
 				 "%s: no workerlog.* files in the directory; name the log files instead", dir);
@@ -178,13 +182,22 @@ static int add_dir(run_ctx *c, int input, int rescan, gpt_err *err)
 			known = c->src[k].input == input && strcmp(c->src[k].path, path.data) == 0;
 		if (rc || known)
 			continue;
+		/* one that is gone again before it is opened is no log (yet) */
+		gpt_logs_reader *r = NULL;
+		if (rescan && gpt_logs_reader_open(&r, path.data, c->o->max_line, 1, err)) {
+			rc = err->code == GPT_ENOINPUT ? 0 : err->code;
+			if (!rc)
+				gpt_err_clear(err);
+			continue;
+		}
 		int at = rescan ? place(c, input, &list[i]) : c->nsrc;
-		if (add_source_at(c, at, input, path.data, err))
+		if (add_source_at(c, at, input, path.data, err)) {
+			gpt_logs_reader_close(r);
 			rc = err->code;
-		else if (rescan && gpt_logs_reader_open(&c->src[at].r, path.data, c->o->max_line, 1, err))
-			rc = err->code;
-		else if (rescan)
+		} else if (rescan) {
+			c->src[at].r = r;
 			c->counts->logs++;
+		}
 	}
 	for (size_t i = 0; i < n; i++)
 		free(list[i].name);

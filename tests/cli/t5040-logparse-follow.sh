@@ -166,6 +166,27 @@ test_expect_success 'following a directory: worker logs that appear later are re
 	test ! -s err
 '
 
+test_expect_success 'following a directory that is removed and made again: the follower goes on and reads the new logs' '
+	mkdir gone && sed -n 2p "$D/fleetx.log" >gone/workerlog.0 &&
+	: >out
+	gpt-logparse -f gone >out 2>err &
+	pid=$!
+	good=0
+	wait_rows 2 out &&
+	rm -r gone &&
+	sleep 0.5 &&
+	mkdir gone &&
+	sed -n 2,3p "$D/gptkit.log" >gone/workerlog.1 &&
+	wait_rows 4 out &&
+	good=1
+	stop_follow
+	test $good = 1 &&
+	test ! -s err &&
+	cut -f 1,3 out | sed 1d >actual &&
+	printf "gone/workerlog.0\t1\ngone/workerlog.1\t1\ngone/workerlog.1\t2\n" >expect &&
+	test_cmp expect actual
+'
+
 test_expect_success 'without --follow, a directory with no workerlog files is still refused' '
 	mkdir none &&
 	test_expect_code 66 gpt-logparse none 2>err &&
