@@ -8,10 +8,14 @@
 #include "cpu/cpu.h"
 #include "text/text.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 int gpt_export_format_parse(const char *s, gpt_export_format *out)
 {
@@ -319,6 +323,27 @@ void gpt_quantize_rows(const float *x, int64_t rows, int64_t cols, int8_t *q, fl
 	}
 }
 
+/* A GGUF may take any name, so an existing file there is replaced only
+ * when it is a GGUF (an earlier export) or empty: not a run's `latest`, a
+ * dataset's .bin or a checkpoint's weights that a slip of -o names. */
+static int gguf_replaceable(const char *out, gpt_err *err)
+{
+	struct stat st;
+	if (stat(out, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0)
+		return 0;
+	char magic[4] = {0};
+	int fd = open(out, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return gpt_err_errno_read(err, errno, "%s: cannot read the file it would replace", out);
+	ssize_t got = read(fd, magic, sizeof magic);
+	close(fd);
+	if (got == (ssize_t)sizeof magic && memcmp(magic, "GGUF", 4) == 0)
+		return 0;
+	return gpt_err_set(err, GPT_EUSAGE,
+			   "%s: exists and is not a GGUF file; gpt-export replaces only an earlier "
+			   "export there: remove it or choose another name", out);
+}
+
 int gpt_export(const char *ckpt_path, const gpt_export_opts *o, char *out_path, size_t size,
 	       gpt_err *err)
 {
@@ -338,6 +363,8 @@ int gpt_export(const char *ckpt_path, const gpt_export_opts *o, char *out_path, 
 	/* before the weights are converted, not at the rename */
 	if (o->format != GPT_EXPORT_HF && gpt_out_not_dir(out, err))
 		return GPT_EUSAGE;
+	if (o->format == GPT_EXPORT_GGUF && gguf_replaceable(out, err))
+		return err->code;
 	gpt_export_model m;
 	int rc = gpt_export_model_open(&m, ckpt_path, o, err);
 	if (rc)

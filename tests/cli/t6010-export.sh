@@ -243,6 +243,18 @@ test_expect_success 'a bundle or GGUF name that is a directory is refused before
 	! ls -a | grep "^\.isdir"
 '
 
+test_expect_success 'a GGUF replaces an earlier GGUF or an empty file, never another file (a run.s latest)' '
+	cp -r ck run-gg &&
+	cp run-gg/latest latest.before &&
+	test_expect_code 64 gpt-export --format gguf -o run-gg/latest run-gg 2>err &&
+	test_grep "^gpt-export: error: run-gg/latest: exists and is not a GGUF file; gpt-export replaces only an earlier export there: remove it or choose another name$" err &&
+	test_cmp latest.before run-gg/latest &&
+	gpt-export --format gguf -o again.gguf run-gg &&
+	gpt-export --format gguf --dtype fp16 -o again.gguf run-gg &&
+	: >empty.gguf && gpt-export --format gguf --dtype fp16 -o empty.gguf run-gg &&
+	cmp again.gguf empty.gguf
+'
+
 test_expect_success 'a directory that cannot be synced after the rename: the error names the output, which is whole' '
 	. "$GPT_ROOT/tests/cli/lib-faultfs.sh" &&
 	mkdir ed &&
