@@ -28,7 +28,15 @@
  * one past a device allocation; under ThreadSanitizer (EMU_SAN=thread) two
  * threads of a block that touch the same memory, one writing, with no
  * barrier between them are a race, as compute-sanitizer's racecheck
- * reports. */
+ * reports.
+ *
+ * Host syncs: with EMU_HOST_SYNCS set, each call that makes the host wait
+ * for device work queued before it (cudaStreamSynchronize,
+ * cudaMemcpyAsync into pageable host memory; in
+ * emu.cpp cudaMemcpy, cudaDeviceSynchronize, cudaFree, cudaFreeHost) is
+ * said on stderr with its callers (emu.cpp's host_wait): on a GPU each
+ * stalls the pipeline. tests/gpu/emu/syncs.sh counts them per training
+ * step. */
 #pragma once
 #include <barrier>
 #include <cmath>
@@ -76,11 +84,32 @@ void dev_open(void);
 void dev_close(void);
 using dev_scope = scope<dev_open, dev_close>;
 } // namespace emu
+namespace emu {
+/* emu.cpp: the host waits for the device work queued so far (a call that
+ * returns only when it is done); host_waited: and for what that call
+ * queued itself */
+void host_wait(const char *call);
+void host_waited(void);
+bool host_pinned(const void *p); /* inside gpt_cuda_host_alloc's memory */
+} // namespace emu
 extern "C" void gpt_cuda_free(void *p);
-static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind, cudaStream_t) { emu::dev_scope o; memmove(d, s, n); return 0; }
+/* a copy into pageable host memory returns when it is done, as on a GPU */
+static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind k, cudaStream_t)
+{
+	bool waits = k == cudaMemcpyDeviceToHost && !emu::host_pinned(d);
+	if (waits)
+		emu::host_wait("cudaMemcpyAsync to pageable host memory");
+	{
+		emu::dev_scope o;
+		memmove(d, s, n);
+	}
+	if (waits)
+		emu::host_waited();
+	return 0;
+}
 static inline cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t) { emu::dev_scope o; memset(d, v, n); return 0; }
 static inline cudaError_t cudaMemset(void *d, int v, size_t n) { emu::dev_scope o; memset(d, v, n); return 0; }
-static inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return 0; }
+static inline cudaError_t cudaStreamSynchronize(cudaStream_t) { emu::host_wait("cudaStreamSynchronize"); return 0; }
 static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, int) { *s = (void *)1; return 0; }
 static inline cudaError_t cudaStreamDestroy(cudaStream_t) { return 0; }
 static inline cudaError_t cudaFree(void *p) { gpt_cuda_free(p); return 0; }

@@ -3,7 +3,10 @@
  * find no algorithm, so the cuBLAS fallback runs. */
 #include <cuda_runtime.h>
 #include "cuda/cuda.h"
+#include <atomic>
 #include <cstdio>
+#include <dlfcn.h>
+#include <execinfo.h>
 #include <map>
 #include <mutex>
 #include <csignal>
@@ -344,6 +347,11 @@ static int dev_peak_set = [] {
 	return e && *e ? atexit(dev_peak_report) : 0;
 }();
 static int dev_depth;
+/* Host waits (EMU_HOST_SYNCS): device work queued since the host last
+ * waited for the device. The emulated device runs each piece of work as it
+ * is queued, so this is what a GPU would still have to do when the host
+ * waits: a wait with none is no stall. */
+static std::atomic<bool> dev_pending;
 static void dev_protect(void *p, size_t n, int prot)
 {
 	if (mprotect(p, n, prot)) {
@@ -356,6 +364,39 @@ void dev_open(void)
 {
 	std::lock_guard<std::mutex> l(dev_mu);
 	dev_depth++;
+	dev_pending.store(true, std::memory_order_relaxed);
+}
+void host_waited(void) { dev_pending.store(false); }
+/* With EMU_HOST_SYNCS set, each call that blocks the host while device work
+ * is queued (cudaStreamSynchronize, cudaMemcpyAsync
+ * into pageable host memory, cudaMemcpy but between device buffers,
+ * cudaDeviceSynchronize, cudaFree, cudaFreeHost) writes on stderr one line:
+ *   emu: host sync: CALL at +OFFSET +OFFSET ...
+ * the return addresses of its callers in the program, as offsets into it
+ * (tests/gpu/emu/syncs.sh names them with addr2line). On a GPU each is a
+ * stall: the host stops queueing work until the device has caught up. */
+void host_wait(const char *call)
+{
+	static const bool on = [] {
+		const char *e = getenv("EMU_HOST_SYNCS");
+		return e && *e && strcmp(e, "0");
+	}();
+	if (!dev_pending.exchange(false) || !on)
+		return;
+	void *f[16];
+	int n = backtrace(f, 16), k;
+	Dl_info self, d;
+	char line[1024];
+	k = snprintf(line, sizeof line, "emu: host sync: %s at", call);
+	if (!dladdr((void *)host_wait, &self))
+		self.dli_fbase = nullptr;
+	for (int i = 1; i < n && k < (int)sizeof line - 24; i++)
+		if (dladdr(f[i], &d) && d.dli_fbase == self.dli_fbase)
+			k += snprintf(line + k, sizeof line - (size_t)k, " +%#lx",
+				      (unsigned long)((uintptr_t)f[i] - (uintptr_t)d.dli_fbase));
+	line[k++] = '\n';
+	if (write(2, line, (size_t)k) < 0)
+		return;
 }
 void dev_close(void)
 {
@@ -441,6 +482,7 @@ extern "C" void gpt_cuda_free(void *p)
 {
 	if (!p)
 		return;
+	emu::host_wait("cudaFree"); /* which waits for the whole device */
 	std::lock_guard<std::mutex> l(dev_mu);
 	auto it = dev_blocks.find((uintptr_t)p);
 	if (it == dev_blocks.end()) {
@@ -464,12 +506,49 @@ extern "C" int gpt_cuda_ptr_is_device(const void *p)
 	--it;
 	return (uintptr_t)p < it->first + it->second.n;
 }
-extern "C" void *gpt_cuda_host_alloc(size_t bytes, const char *, gpt_err *) { return malloc(bytes ? bytes : 1); }
-extern "C" void gpt_cuda_host_free(void *p) { free(p); }
-extern "C" int gpt_cuda_memcpy(void *d, const void *s, size_t n, int, gpt_err *)
+/* pinned host memory: by start, its size */
+static std::mutex host_mu;
+static std::map<uintptr_t, size_t> host_blocks;
+extern "C" void *gpt_cuda_host_alloc(size_t bytes, const char *, gpt_err *)
 {
-	emu::dev_scope open;
-	memmove(d, s, n);
+	void *p = malloc(bytes ? bytes : 1);
+	std::lock_guard<std::mutex> l(host_mu);
+	if (p)
+		host_blocks[(uintptr_t)p] = bytes ? bytes : 1;
+	return p;
+}
+extern "C" void gpt_cuda_host_free(void *p)
+{
+	if (!p)
+		return;
+	emu::host_wait("cudaFreeHost");
+	{
+		std::lock_guard<std::mutex> l(host_mu);
+		host_blocks.erase((uintptr_t)p);
+	}
+	free(p);
+}
+bool emu::host_pinned(const void *p)
+{
+	std::lock_guard<std::mutex> l(host_mu);
+	auto it = host_blocks.upper_bound((uintptr_t)p);
+	return it != host_blocks.begin() && (uintptr_t)p < (--it)->first + it->second;
+}
+/* cudaMemcpy: kind 2, device to device, does not wait */
+extern "C" int gpt_cuda_memcpy(void *d, const void *s, size_t n, int kind, gpt_err *)
+{
+	if (kind != 2)
+		emu::host_wait("cudaMemcpy");
+	{
+		emu::dev_scope open;
+		memmove(d, s, n);
+	}
+	if (kind != 2)
+		emu::host_waited();
 	return 0;
 }
-extern "C" int gpt_cuda_sync(gpt_err *) { return 0; }
+extern "C" int gpt_cuda_sync(gpt_err *)
+{
+	emu::host_wait("cudaDeviceSynchronize");
+	return 0;
+}

@@ -17,6 +17,9 @@
 #   EMU_SAN=thread|address tests/gpu/emu/train.sh ...   under a sanitizer (run.sh)
 #   EMU_MEM_PEAK=1 build/emu/gpt-train ...   says its peak device memory (the
 #                                        bytes allocated) on stderr at exit
+#   EMU_HOST_SYNCS=1 build/emu/gpt-train ...   says on stderr each call that
+#       makes the host wait for queued device work (a stall on a GPU), with
+#       its callers; tests/gpu/emu/syncs.sh counts them per training step
 set -eu
 cd "$(dirname "$0")/../../.."
 tests/gpu/emu/build.sh gpt-train gpt-infer test-comm-stage
