@@ -100,7 +100,10 @@ typedef struct gpt_backend_ops {
 	 * names it in the out-of-memory error. */
 	void *(*alloc)(gpt_backend *be, size_t bytes, const char *what, gpt_err *err);
 	void (*free)(gpt_backend *be, void *p);
-	/* Host -> backend, backend -> host, backend -> backend; byte counts. */
+	/* Host -> backend, backend -> host, backend -> backend; byte counts.
+	 * host_src may be reused when upload returns, though a device backend
+	 * may not have copied it yet: the ops issued after it see the data,
+	 * and sync waits for it. download returns with the data. */
 	int (*upload)(gpt_backend *be, void *dst, const void *host_src, size_t bytes, gpt_err *err);
 	int (*download)(gpt_backend *be, void *host_dst, const void *src, size_t bytes, gpt_err *err);
 	int (*copy)(gpt_backend *be, void *dst, const void *src, size_t bytes, gpt_err *err);
@@ -235,7 +238,9 @@ typedef struct gpt_backend_ops {
 			     int64_t Vl, int64_t t0, gpt_err *err);
 	/* Adds dout into the rows of dwte (Vl, C) and dwpe (maxT, C) the forward
 	 * read; either may be NULL. Deterministic: the sums are taken in token
-	 * order whatever the thread count. */
+	 * order whatever the thread count. tokens may also be host memory: a
+	 * device backend orders the rows by them there, where reading them back
+	 * from the device would make the host wait for it. */
 	int (*embedding_bwd)(gpt_backend *be, void *dwte, void *dwpe, const void *dout,
 			     const int32_t *tokens, int64_t B, int64_t T, int64_t C, int64_t v0,
 			     int64_t Vl, int64_t t0, gpt_err *err);

@@ -55,15 +55,54 @@ static int check_bad(gpt_backend *be, gpt_err *err)
 			   bad[3]);
 }
 
-static int cu_upload(gpt_backend *be, void *dst, const void *src, size_t bytes, gpt_err *err)
+/* Makes room for `need` bytes in the staging memory: on in the half in use,
+ * or in the other one once the copies queued from it are done (the device
+ * has long done them unless the host is a whole half of uploads ahead). */
+static int stage_room(gpt_cuda_ctx *c, size_t need, gpt_err *err)
 {
-	cudaStream_t s = gpt_cuda_stream(be);
+	const size_t half = GPT_CUDA_STAGED;
+	if (c->stage_at + need <= (size_t)(c->stage_half + 1) * half)
+		return 0;
+	int rc = gpt_cuda_check(cudaEventRecord(c->stage_done[c->stage_half], c->stream), "upload", err);
+	if (rc)
+		return rc;
+	c->stage_half ^= 1;
+	c->stage_at = (size_t)c->stage_half * half;
+	/* an event never recorded is done */
+	cudaError_t q = cudaEventQuery(c->stage_done[c->stage_half]);
+	if (q == cudaErrorNotReady)
+		q = cudaEventSynchronize(c->stage_done[c->stage_half]);
+	return gpt_cuda_check(q, "upload", err);
+}
+
+int gpt_cuda_upload(gpt_backend *be, void *dst, const void *src, size_t bytes, gpt_err *err)
+{
+	gpt_cuda_ctx *c = gpt_cuda_ctx_of(be);
+	size_t need = (bytes + 255) & ~(size_t)255; /* each copy 256-byte aligned */
 	if (!bytes)
 		return 0;
-	/* synchronous for the caller: src may be freed or reused on return */
-	int rc = gpt_cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s), "upload",
-				err);
-	return rc ? rc : gpt_cuda_check(cudaStreamSynchronize(s), "upload", err);
+	if (need > GPT_CUDA_STAGED) { /* from src itself: the host waits for the copy */
+		int rc = gpt_cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream),
+					"upload", err);
+		return rc ? rc : gpt_cuda_check(cudaStreamSynchronize(c->stream), "upload", err);
+	}
+	/* the comm progress thread may upload through the same backend */
+	pthread_mutex_lock(&c->stage_mu);
+	int rc = stage_room(c, need, err);
+	if (!rc) {
+		char *at = c->stage + c->stage_at;
+		memcpy(at, src, bytes);
+		rc = gpt_cuda_check(cudaMemcpyAsync(dst, at, bytes, cudaMemcpyHostToDevice, c->stream),
+				    "upload", err);
+		c->stage_at += need;
+	}
+	pthread_mutex_unlock(&c->stage_mu);
+	return rc;
+}
+
+static int cu_upload(gpt_backend *be, void *dst, const void *src, size_t bytes, gpt_err *err)
+{
+	return gpt_cuda_upload(be, dst, src, bytes, err);
 }
 
 static int cu_download(gpt_backend *be, void *dst, const void *src, size_t bytes, gpt_err *err)
@@ -156,6 +195,12 @@ extern "C" void gpt_backend_cuda_free(gpt_backend *be)
 		return;
 	if (c->stream)
 		cudaStreamSynchronize(c->stream);
+	gpt_cuda_host_free(c->stage);
+	if (c->stage_events) {
+		cudaEventDestroy(c->stage_done[0]);
+		cudaEventDestroy(c->stage_done[1]);
+	}
+	pthread_mutex_destroy(&c->stage_mu);
 	if (be->scratch)
 		cudaFree(be->scratch);
 	cudaFree(c->workspace);
@@ -191,6 +236,7 @@ extern "C" int gpt_backend_cuda_init(gpt_backend *be, gpt_dtype dtype, int devic
 	gpt_cuda_ctx *c = (gpt_cuda_ctx *)calloc(1, sizeof *c);
 	if (!c)
 		return gpt_err_set(err, GPT_EINTERNAL, "cuda backend: out of host memory");
+	pthread_mutex_init(&c->stage_mu, NULL);
 	be->impl = c;
 	be->name = "cuda";
 	be->ops = &cuda_ops;
@@ -219,6 +265,20 @@ extern "C" int gpt_backend_cuda_init(gpt_backend *be, gpt_dtype dtype, int devic
 		rc = c->bad ? gpt_cuda_check(cudaMemsetAsync(c->bad, 0, 4 * sizeof(int), c->stream),
 					     "zero", err)
 			    : GPT_EINTERNAL;
+	}
+	if (!rc) {
+		c->stage = (char *)gpt_cuda_host_alloc(2 * (size_t)GPT_CUDA_STAGED, "upload staging", err);
+		rc = c->stage ? gpt_cuda_check(cudaEventCreateWithFlags(&c->stage_done[0],
+									 cudaEventDisableTiming),
+					       "creating an event", err)
+			      : GPT_EINTERNAL;
+	}
+	if (!rc) {
+		rc = gpt_cuda_check(cudaEventCreateWithFlags(&c->stage_done[1], cudaEventDisableTiming),
+				    "creating an event", err);
+		if (rc)
+			cudaEventDestroy(c->stage_done[0]);
+		c->stage_events = !rc;
 	}
 	if (rc)
 		gpt_backend_cuda_free(be);

@@ -11,6 +11,7 @@
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <pthread.h>
 #include <stdint.h>
 
 /* Errors a kernel finds in the data (a target outside the vocabulary) are
@@ -30,6 +31,14 @@ typedef struct gpt_cuda_ctx {
 	int32_t *dev_idx;
 	int64_t idx_cap;          /* elements of each */
 	int attn_rows;            /* gpt_cuda_attention_rows; 0: 64 */
+	/* gpt_cuda_upload's pinned staging memory: two halves used in turn, each
+	 * with the event of the copies from it (recorded when the other takes over) */
+	pthread_mutex_t stage_mu;
+	char *stage;
+	size_t stage_at;          /* the next free byte */
+	int stage_half;           /* the half in use */
+	int stage_events;         /* 1 once stage_done was created */
+	cudaEvent_t stage_done[2];
 } gpt_cuda_ctx;
 
 static inline gpt_cuda_ctx *gpt_cuda_ctx_of(gpt_backend *be)
@@ -41,6 +50,13 @@ static inline cudaStream_t gpt_cuda_stream(gpt_backend *be)
 {
 	return ((gpt_cuda_ctx *)be->impl)->stream;
 }
+
+/* Copies bytes from host memory to device memory on the backend's stream;
+ * src may be reused on return. Up to GPT_CUDA_STAGED bytes the host does
+ * not wait for the device: src is copied into pinned staging memory, and the
+ * copy from there is queued on the stream. A larger copy waits for it. */
+enum { GPT_CUDA_STAGED = 2 << 20 };
+int gpt_cuda_upload(gpt_backend *be, void *dst, const void *src, size_t bytes, gpt_err *err);
 
 /* The result of the kernel launches just issued. */
 static inline int gpt_cuda_launched(const char *op, gpt_err *err)

@@ -32,7 +32,7 @@
  *
  * Host syncs: with EMU_HOST_SYNCS set, each call that makes the host wait
  * for device work queued before it (cudaStreamSynchronize,
- * cudaMemcpyAsync into pageable host memory; in
+ * cudaEventSynchronize, cudaMemcpyAsync into pageable host memory; in
  * emu.cpp cudaMemcpy, cudaDeviceSynchronize, cudaFree, cudaFreeHost) is
  * said on stderr with its callers (emu.cpp's host_wait): on a GPU each
  * stalls the pipeline. tests/gpu/emu/syncs.sh counts them per training
@@ -110,6 +110,15 @@ static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cuda
 static inline cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t) { emu::dev_scope o; memset(d, v, n); return 0; }
 static inline cudaError_t cudaMemset(void *d, int v, size_t n) { emu::dev_scope o; memset(d, v, n); return 0; }
 static inline cudaError_t cudaStreamSynchronize(cudaStream_t) { emu::host_wait("cudaStreamSynchronize"); return 0; }
+/* Events: device work runs when it is queued here, so an event is done
+ * when it is recorded. */
+typedef struct emu_event *cudaEvent_t;
+enum { cudaEventDisableTiming = 2, cudaErrorNotReady = 600 };
+static inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned) { *e = (cudaEvent_t)new char; return 0; }
+static inline cudaError_t cudaEventDestroy(cudaEvent_t e) { delete (char *)e; return 0; }
+static inline cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return 0; }
+static inline cudaError_t cudaEventQuery(cudaEvent_t) { return 0; }
+static inline cudaError_t cudaEventSynchronize(cudaEvent_t) { emu::host_wait("cudaEventSynchronize"); return 0; }
 static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, int) { *s = (void *)1; return 0; }
 static inline cudaError_t cudaStreamDestroy(cudaStream_t) { return 0; }
 static inline cudaError_t cudaFree(void *p) { gpt_cuda_free(p); return 0; }

@@ -368,7 +368,7 @@ void dev_open(void)
 }
 void host_waited(void) { dev_pending.store(false); }
 /* With EMU_HOST_SYNCS set, each call that blocks the host while device work
- * is queued (cudaStreamSynchronize, cudaMemcpyAsync
+ * is queued (cudaStreamSynchronize, cudaEventSynchronize, cudaMemcpyAsync
  * into pageable host memory, cudaMemcpy but between device buffers,
  * cudaDeviceSynchronize, cudaFree, cudaFreeHost) writes on stderr one line:
  *   emu: host sync: CALL at +OFFSET +OFFSET ...

@@ -2,7 +2,7 @@
 # Counts the host syncs of each training step: an emulated gpt-train (see
 # run.sh) with EMU_HOST_SYNCS=1, whose emulated runtime says on stderr each
 # call that blocks the host while device work is queued
-# (cudaStreamSynchronize, cudaMemcpyAsync into
+# (cudaStreamSynchronize, cudaEventSynchronize, cudaMemcpyAsync into
 # pageable host memory, cudaMemcpy, cudaDeviceSynchronize, cudaFree,
 # cudaFreeHost): on a GPU each such call stalls the pipeline, the host
 # queueing nothing until the device has caught up. A tiny model over bytes
