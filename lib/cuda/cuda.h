@@ -65,8 +65,10 @@ int gpt_cuda_convert(void *dst, gpt_dtype dst_t, const void *src, gpt_dtype src_
  * gpt_attention_flash_saved, no T x T matrix); a target outside
  * the vocabulary in xent_fwd/xent_bwd is reported (GPT_EDATA) by the next
  * download or sync, since the op returns before its kernel runs; GEMMs in
- * fp32 never use TF32. embedding_bwd reads the tokens back to the host to
- * order the rows (one stream synchronisation). */
+ * fp32 never use TF32. embedding_bwd orders the rows on the host: by the
+ * tokens given in host memory, or else read back (the host waits for the
+ * device). upload returns before the copy is done (src is copied into
+ * pinned staging memory first) up to a few MiB. */
 int gpt_backend_cuda_init(gpt_backend *be, gpt_dtype storage, int device, gpt_err *err);
 /* 1 when attention with storage dtype dt and head size HS runs on the
  * tensor cores (bf16 or fp16, HS a multiple of 16 up to 128), 0 when on the

@@ -1,7 +1,11 @@
 /* Token + position embedding (vocabulary-parallel) and its deterministic
  * backward: the rows are ordered by token id on the host (a counting sort of
- * the downloaded tokens), then each id's block adds its rows' gradients in
- * token order, so the sums are the CPU backend's, in the same order. */
+ * the tokens: those the caller has in host memory, else the downloaded
+ * ones), then each id's block adds its rows' gradients in token order, so
+ * the sums are the CPU backend's, in the same order. With the tokens in host
+ * memory the host does not wait for the device (the order goes up through
+ * gpt_cuda_upload's staging), as llm.c's encoder_backward buckets its
+ * inputs_cpu. */
 #include "cuda/ops.cuh"
 
 #include <stdlib.h>
@@ -90,18 +94,24 @@ static int idx_reserve(gpt_cuda_ctx *c, int64_t n, gpt_err *err)
 }
 
 /* Orders the rows whose token falls in [v0, v0 + Vl) by id, then by
- * position: uid (U ids), start (U + 1), rows; returns U, or -1. */
+ * position: uid (U ids), start (U + 1), rows; returns U, or -1. tokens is
+ * device or host memory. */
 static int64_t order_rows(gpt_backend *be, const int32_t *tokens, int64_t BT, int64_t v0,
 			  int64_t Vl, gpt_err *err)
 {
 	gpt_cuda_ctx *c = gpt_cuda_ctx_of(be);
 	if (idx_reserve(c, 4 * BT + 1, err))
 		return -1;
-	int32_t *tok = c->host_idx + 3 * BT + 1, *h = c->host_idx;
-	if (gpt_cuda_check(cudaMemcpyAsync(tok, tokens, (size_t)BT * 4, cudaMemcpyDeviceToHost,
-					   c->stream), "embedding_bwd: reading the tokens", err) ||
-	    gpt_cuda_check(cudaStreamSynchronize(c->stream), "embedding_bwd", err))
-		return -1;
+	const int32_t *tok = tokens;
+	int32_t *h = c->host_idx;
+	if (gpt_cuda_ptr_is_device(tokens)) {
+		tok = c->host_idx + 3 * BT + 1;
+		if (gpt_cuda_check(cudaMemcpyAsync(c->host_idx + 3 * BT + 1, tokens, (size_t)BT * 4,
+						   cudaMemcpyDeviceToHost, c->stream),
+				   "embedding_bwd: reading the tokens", err) ||
+		    gpt_cuda_check(cudaStreamSynchronize(c->stream), "embedding_bwd", err))
+			return -1;
+	}
 	int32_t *cnt = (int32_t *)calloc((size_t)Vl + 1, sizeof *cnt);
 	if (!cnt) {
 		gpt_err_set(err, GPT_EINTERNAL, "embedding_bwd: out of host memory");
@@ -134,10 +144,10 @@ static int64_t order_rows(gpt_backend *be, const int32_t *tokens, int64_t BT, in
 	}
 	int64_t total = 2 * U + 1 + start[U];
 	free(cnt);
-	if (gpt_cuda_check(cudaMemcpyAsync(c->dev_idx, h, (size_t)total * 4, cudaMemcpyHostToDevice,
-					   c->stream), "embedding_bwd: uploading the order", err) ||
-	    gpt_cuda_check(cudaStreamSynchronize(c->stream), "embedding_bwd", err))
+	if (gpt_cuda_upload(be, c->dev_idx, h, (size_t)total * 4, err)) {
+		gpt_err_prefix(err, "embedding_bwd: uploading the order");
 		return -1;
+	}
 	return U;
 }
 

@@ -160,8 +160,12 @@ static int alloc_slot(gpt_model *m, gpt_slot *sl, const gpt_layer_acts *shared, 
 	}
 	if (rc)
 		return rc;
-	if (holds_first(m))
+	if (holds_first(m)) {
 		ALLOC_OR_FAIL(sl->tokens, BT, 4, "tokens");
+		sl->host_tokens = gpt_calloc((size_t)BT, 4, "tokens", err);
+		if (!sl->host_tokens)
+			return err->code;
+	}
 	if (holds_last(m)) {
 		ALLOC_OR_FAIL(sl->lnf_mean, NR, 4, "activations (ln_f mean)");
 		ALLOC_OR_FAIL(sl->lnf_rstd, NR, 4, "activations (ln_f rstd)");
@@ -210,6 +214,7 @@ void gpt_model_use_slot(gpt_model *m, int64_t k)
 	m->lnf_rstd = n->lnf_rstd;
 	m->dlnf = n->dlnf;
 	m->tokens = n->tokens;
+	m->host_tokens = n->host_tokens;
 	m->dropout_on = n->dropout_on;
 	m->head_grad = n->head_grad;
 	m->step = n->step;
@@ -501,6 +506,7 @@ static void free_acts(gpt_model *m)
 				be->ops->free(be, p[i]);
 		free(sl->res);
 		free(sl->acts);
+		free(sl->host_tokens);
 	}
 	free(seen);
 	free(m->slots);
@@ -887,6 +893,7 @@ int gpt_model_forward_chunk(gpt_model *m, int64_t chunk, const int32_t *tokens,
 						   tokens[i], (long long)i, (long long)V);
 		void *x = gpt_model_chunk_input(m, chunk);
 		OP(o->upload(be, m->tokens, tokens, (size_t)BT * 4, err));
+		memcpy(m->host_tokens, tokens, (size_t)BT * 4);
 		OP(hook(m, 1, 0, 0, err));
 		/* vocabulary parallel: each tp rank looks up the rows it holds
 		 * (others give 0) and one adds the positions; the sum over tp is
@@ -1101,9 +1108,10 @@ int gpt_model_backward_chunk(gpt_model *m, int64_t chunk, gpt_err *err)
 		OP(sp_gather(m, m->d_c, demb, err));
 		demb = m->d_c;
 	}
-	/* wpe is replicated over tp: every rank adds the same gradient */
-	OP(o->embedding_bwd(be, gpt_model_grad(m, T_WTE), gpt_model_grad(m, T_WPE), demb, m->tokens,
-			    B, T, C, v0, Vl, 0, err));
+	/* wpe is replicated over tp: every rank adds the same gradient; the
+	 * tokens in host memory spare a device backend reading them back */
+	OP(o->embedding_bwd(be, gpt_model_grad(m, T_WTE), gpt_model_grad(m, T_WPE), demb,
+			    m->host_tokens, B, T, C, v0, Vl, 0, err));
 	OP(hook(m, 0, 0, 1, err));
 	return 0;
 }

@@ -133,6 +133,7 @@ typedef struct gpt_slot {
 				     the forward's classifier (see gpt_model_forward) */
 	int head_grad;            /* 1: the last forward made dlnf and the head's wte gradient */
 	int32_t *tokens;
+	int32_t *host_tokens;     /* the same tokens in host memory, for embedding_bwd */
 	int dropout_on;
 	uint32_t step;
 	int64_t sample0;
@@ -197,6 +198,7 @@ struct gpt_model {
 				     (n_rows, C) and a LayerNorm's weight and bias gradients */
 	void *tmp_c, *d_c, *d_c2, *d_res, *d_f, *d_qkv; /* work buffers, shared by the slots */
 	int32_t *tokens, *targets; /* (B*T), backend memory */
+	int32_t *host_tokens;      /* (B*T), host: the current slot's tokens */
 	float *host_losses;        /* (B*T), host */
 	int64_t act_bytes;         /* activation memory allocated */
 	int dropout_on;            /* set by forward: 1 in training */

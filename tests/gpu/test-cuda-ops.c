@@ -846,15 +846,25 @@ static void test_embedding(void)
 		CALL2(embedding_fwd, (&cpu, H(out), H(tok), H(wte), pc, B, T, C, v0, Vl, t0, &err),
 		      (&gpu, D(out), D(tok), D(wte), pg, B, T, C, v0, Vl, t0, &err));
 		same(piece ? "embedding_fwd piece 1, no wpe" : "embedding_fwd piece 0 with wpe", &out, 1);
-		ten dwte = st(Vl * C, 1), dwpe = st(maxT * C, 1), g = st(BT * C, 1);
-		CALL2(embedding_bwd, (&cpu, H(dwte), H(dwpe), H(g), H(tok), B, T, C, v0, Vl, t0, &err),
-		      (&gpu, D(dwte), D(dwpe), D(g), D(tok), B, T, C, v0, Vl, t0, &err));
-		same(piece ? "embedding_bwd piece 1 dwte (t0 7)" : "embedding_bwd piece 0 dwte", &dwte,
-		     DT == GPT_DTYPE_F32 ? 0.01 : 1);
-		same("embedding_bwd dwpe", &dwpe, DT == GPT_DTYPE_F32 ? 0.01 : 1);
-		ten *all[] = {&wte, &wpe, &out, &dwte, &dwpe, &g};
+		ten *all[] = {&wte, &wpe, &out};
 		for (size_t i = 0; i < sizeof all / sizeof *all; i++)
 			ten_free(all[i]);
+		/* the tokens on the device (read back), then in host memory (as
+		 * the model gives them) */
+		for (int host = 0; host < 2; host++) {
+			ten dwte = st(Vl * C, 1), dwpe = st(maxT * C, 1), g = st(BT * C, 1);
+			CALL2(embedding_bwd, (&cpu, H(dwte), H(dwpe), H(g), H(tok), B, T, C, v0, Vl, t0, &err),
+			      (&gpu, D(dwte), D(dwpe), D(g), host ? H(tok) : D(tok), B, T, C, v0, Vl, t0,
+			       &err));
+			char what[96];
+			snprintf(what, sizeof what, "embedding_bwd piece %d dwte (t0 %d), tokens in %s memory",
+				 piece, (int)t0, host ? "host" : "device");
+			same(what, &dwte, DT == GPT_DTYPE_F32 ? 0.01 : 1);
+			same("embedding_bwd dwpe", &dwpe, DT == GPT_DTYPE_F32 ? 0.01 : 1);
+			ten *bwd[] = {&dwte, &dwpe, &g};
+			for (size_t i = 0; i < sizeof bwd / sizeof *bwd; i++)
+				ten_free(bwd[i]);
+		}
 	}
 	ten_free(&tok);
 	free(tk);
