@@ -160,10 +160,11 @@ int gpt_optimizer_grad_sumsq(gpt_optimizer *op, double *sumsq, gpt_err *err)
 {
 	gpt_model *m = op->model;
 	gpt_backend *be = m->be;
-	float zero = 0, acc = 0;
+	float acc = 0;
 	/* An Inf or NaN anywhere makes the sum of squares Inf or NaN, so the
-	 * one pass over the gradients answers both questions. */
-	int rc = be->ops->upload(be, op->acc, &zero, 4, err);
+	 * one pass over the gradients answers both questions. The accumulator
+	 * is zeroed in place (0.0f is all zero bits), not uploaded. */
+	int rc = be->ops->zero(be, op->acc, 4, err);
 	/* Only the tensors this rank owns (m->owner): a copy replicated over
 	 * tp or the tied wte of the last pipeline stage counts elsewhere. One
 	 * call per run of owned tensors; with nothing replicated that is the
