@@ -11,7 +11,8 @@
 # sharding2 stage 3, offload, overlapped buckets, resume; 2 steps) and
 # gpt-infer --device cuda (t4061) with the emulated programs; the peak
 # device memory of gpt-train with and without the optimizer state
-# offloaded against its memory line (EMU_MEM_PEAK). So the
+# offloaded against its memory line (EMU_MEM_PEAK); the host syncs of a
+# bf16 training step (EMU_HOST_SYNCS: at most 2). So the
 # kernels' indexing, tiling, barriers and launch configurations, and the
 # host code's handling of device memory, are checked by every `make test`;
 # what only a GPU shows (its arithmetic, memory model, streams and speed)
@@ -124,6 +125,21 @@ test_expect_success 'offloaded optimizer state never lies on the device: its byt
 		if (p0 > t0 + ws + slack || p1 > t1 + ws + slack) { print \"a peak above its total\"; exit 1 }
 		if (p0 - p1 < t0 - t1) { print \"the peak fell by \" p0 - p1 \" bytes, not the state: \" t0 - t1; exit 1 }
 	}"
+'
+
+# Host syncs (EMU_HOST_SYNCS, tests/gpu/emu/syncs.sh): the calls of a bf16
+# training step that make the host wait for queued device work, each a
+# stall of the GPU's pipeline. Two are needed: the losses, read after the
+# forward (the step's loss, its spike and NaN checks), and the gradients'
+# sum of squares (the global norm for clipping and the overflow check).
+# The tokens, targets and the embedding backward's row order go up through
+# pinned staging without a wait. A third fails here: make it wait-free or
+# say here why it is needed.
+test_expect_success 'a bf16 training step makes the host wait for the device twice' '
+	"$GPT_ROOT/tests/gpu/emu/syncs.sh" >syncs.out 2>&1 || { cat syncs.out; false; } &&
+	cat syncs.out &&
+	test "$(grep -c "^step [23]: [0-9]* host syncs$" syncs.out)" = 2 &&
+	awk "/^step [23]: [0-9]* host syncs\$/ && \$3 > 2 { bad = 1 } END { exit bad }" syncs.out
 '
 
 gpu_script t4060 'dp2, mp2, pp2 and sharding2 stage 3 on the emulated GPU equal one rank; resume is bit for bit'
