@@ -17,8 +17,57 @@ void gpt_opts_init(gpt_opts *o, const gpt_opt *table, int argc, char **argv)
 	optind = 0; /* 0 makes glibc reinitialise, so a second parse starts clean */
 }
 
+/* The long option whose name is NAME (its first N bytes) with '-' and '_'
+ * taken as the same character (the exact spelling first), or NULL:
+ * PaddleNLP and torchrun spell with '_' what GNU tools spell with '-'. */
+static const gpt_opt *long_like(const gpt_opt *table, const char *name, size_t n)
+{
+	const gpt_opt *like = NULL;
+	for (const gpt_opt *t = table; t->id; t++) {
+		if (!t->lng || strlen(t->lng) != n)
+			continue;
+		if (strncmp(t->lng, name, n) == 0)
+			return t; /* the spelling given, where the table has it */
+		size_t i = 0;
+		for (; i < n; i++) {
+			char a = name[i] == '_' ? '-' : name[i], b = t->lng[i] == '_' ? '-' : t->lng[i];
+			if (a != b)
+				break;
+		}
+		if (i == n && !like)
+			like = t;
+	}
+	return like;
+}
+
+/* A long option written with one dash (-sharding, as PaddleNLP's docs have
+ * it in places, or -config): getopt would take it for short options and say
+ * "unknown option -s", or read -c with the argument "onfig". The next
+ * element getopt looks at is checked before it does, and refused by name. */
+static int one_dash_long(const gpt_opts *o, gpt_err *err)
+{
+	int i = optind ? optind : 1;
+	if (!o->stop_at_first_operand)
+		while (i < o->argc && (o->argv[i][0] != '-' || o->argv[i][1] == '\0'))
+			i++; /* operands that getopt permutes past */
+	if (i >= o->argc)
+		return 0;
+	const char *a = o->argv[i];
+	if (a[0] != '-' || a[1] == '-' || a[1] == '\0' || a[2] == '\0')
+		return 0;
+	size_t n = strcspn(a + 1, "=");
+	const gpt_opt *t = long_like(o->table, a + 1, n);
+	if (!t)
+		return 0;
+	return gpt_err_set(err, GPT_EUSAGE, "unknown option %.*s: a long option takes two dashes; did you mean --%s?",
+			   (int)(n + 1), a, t->lng),
+	       -1;
+}
+
 int gpt_opts_next(gpt_opts *o, gpt_err *err)
 {
+	if (one_dash_long(o, err))
+		return -1;
 	struct option longs[MAX_OPTS + 1];
 	char shorts[2 * MAX_OPTS + 4];
 	int nl = 0, ns = 0;
@@ -50,6 +99,13 @@ int gpt_opts_next(gpt_opts *o, gpt_err *err)
 			return gpt_err_set(err, GPT_EUSAGE, c == ':' ? "option -%c needs an argument"
 								      : "unknown option -%c; see --help",
 					   optopt),
+			       -1;
+		const gpt_opt *t = NULL;
+		if (c == '?' && bad && bad[0] == '-' && bad[1] == '-')
+			t = long_like(o->table, bad + 2, strcspn(bad + 2, "="));
+		if (t)
+			return gpt_err_set(err, GPT_EUSAGE, "unknown option %.*s; did you mean --%s?",
+					   (int)strcspn(bad, "="), bad, t->lng),
 			       -1;
 		return gpt_err_set(err, GPT_EUSAGE, c == ':' ? "option %s needs an argument"
 							      : "unknown option %s; see --help",

@@ -260,6 +260,12 @@ test_expect_success 'bad overrides, flags and world sizes are usage errors (64)'
 	fails 64 "unknown option --hysteresis (Megatron-LM'"'"'s); gpt-train has no such setting" \
 		gpt-train -c "$C/tiny_cpu.yaml" --hysteresis 2 --print-config &&
 	fails 64 "option --config needs an argument" gpt-train --config &&
+	fails 64 "unknown option -sharding: a long option takes two dashes; did you mean --sharding?" \
+		gpt-train -c "$C/tiny_cpu.yaml" -sharding stage2 --print-config &&
+	fails 64 "unknown option -config: a long option takes two dashes; did you mean --config?" \
+		gpt-train -config "$C/tiny_cpu.yaml" --print-config &&
+	fails 64 "unknown option --tensor-parallel-degree; did you mean --tensor_parallel_degree?" \
+		gpt-train -c "$C/tiny_cpu.yaml" --tensor-parallel-degree=2 --print-config &&
 	fails 64 "unexpected argument" gpt-train -c "$C/tiny_cpu.yaml" extra &&
 	fails 64 "no configuration given" gpt-train &&
 	fails 64 "Engine.save_load.output_dir: expected UTF-8 text, found '"'"'a\\xe9b'"'"'" \

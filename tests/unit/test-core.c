@@ -272,6 +272,34 @@ static void test_opts(void)
 	char *miss[] = {"prog", "-c", NULL};
 	gpt_opts_init(&o, table, 2, miss);
 	ok(gpt_opts_next(&o, &err) == -1 && strstr(err.msg, "needs an argument"), "missing argument: %s", err.msg);
+	/* A long option with one dash is refused by name, not read as -c with
+	 * the argument "onfig" or as an unknown -d; '-' and '_' are told apart
+	 * with a hint. */
+	static const gpt_opt t2[] = {
+		{"config", 'c', "FILE", 'c', "config file"},
+		{"dry_run", 'd', NULL, 'd', "dry run"},
+		{NULL, 0, NULL, 0, NULL},
+	};
+	char *one[] = {"prog", "-config", "a.yaml", NULL};
+	gpt_opts_init(&o, t2, 3, one);
+	ok(gpt_opts_next(&o, &err) == -1 && err.code == GPT_EUSAGE &&
+		   strstr(err.msg, "unknown option -config: a long option takes two dashes; did you mean --config?"),
+	   "one-dash long option with an argument: %s", err.msg);
+	char *one2[] = {"prog", "x", "-c", "a.yaml", "op", "-dry-run=1", NULL};
+	gpt_opts_init(&o, t2, 6, one2);
+	ok(gpt_opts_next(&o, &err) == 'c', "a short option before it parses");
+	ok(gpt_opts_next(&o, &err) == -1 && strstr(err.msg, "unknown option -dry-run:") &&
+		   strstr(err.msg, "did you mean --dry_run?"),
+	   "one-dash long option past operands, '-' for '_': %s", err.msg);
+	char *cl[] = {"prog", "-dc", "x", "--", "-config", NULL};
+	gpt_opts_init(&o, t2, 5, cl);
+	ok(gpt_opts_next(&o, &err) == 'd' && gpt_opts_next(&o, &err) == 'c' && gpt_opts_next(&o, &err) == 0 &&
+		   o.index == 4,
+	   "short clusters and operands after -- stay as they were");
+	char *us[] = {"prog", "--dry-run", NULL};
+	gpt_opts_init(&o, t2, 2, us);
+	ok(gpt_opts_next(&o, &err) == -1 && strstr(err.msg, "unknown option --dry-run; did you mean --dry_run?"),
+	   "'-' for '_' in a long option: %s", err.msg);
 }
 
 /* A signal in a command that called gpt_cmd_remove_temps_on_signals: the
