@@ -309,7 +309,7 @@ static int resolve_batch(gpt_config *cfg, gpt_err *err)
 		if (gl && *l != *g / data)
 			return fail(cfg, kl, -1, err,
 				    "expected global_batch_size / (dp_degree x sharding_degree) = %lld / "
-				    "(%lld x %lld) = %lld, found %lld",
+				    "(%lld x %lld) = %lld, found %lld; leave it out to derive it",
 				    (long long)*g, (long long)dp, (long long)sh, (long long)(*g / data),
 				    (long long)*l);
 		*l = *g / data;
@@ -330,7 +330,7 @@ static int resolve_batch(gpt_config *cfg, gpt_err *err)
 			if (ga && *acc != *l / *m)
 				return fail(cfg, ka, -1, err,
 					    "expected local_batch_size / micro_batch_size = %lld / %lld = "
-					    "%lld, found %lld",
+					    "%lld, found %lld; leave it out to derive it, as FleetX does",
 					    (long long)*l, (long long)*m, (long long)(*l / *m),
 					    (long long)*acc);
 			*acc = *l / *m;

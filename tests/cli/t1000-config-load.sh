@@ -24,7 +24,15 @@ test_expect_success '345M single card: the documented shape and precision' '
 	grep -E "^    scale_loss: 32768.0$" out &&
 	grep -E "^  global_batch_size: 8$" out &&
 	grep -E "^  local_batch_size: 8$" out &&
-	grep -E "^  micro_batch_size: 8$" out
+	grep -E "^  micro_batch_size: 8$" out &&
+	grep -E "^  accumulate_steps: 1$" out
+'
+
+test_expect_success '345M single card: the batch sizes take -o as in FleetX (the rest derived)' '
+	gpt-train -c "$C/pretrain_gpt_345M_single_card.yaml" -o Global.micro_batch_size=2 --print-config >out &&
+	grep -E "^  micro_batch_size: 2$" out && grep -E "^  accumulate_steps: 4$" out &&
+	gpt-train -c "$C/pretrain_gpt_345M_single_card.yaml" -o Global.global_batch_size=16 --print-config >out &&
+	grep -E "^  local_batch_size: 16$" out && grep -E "^  accumulate_steps: 2$" out
 '
 
 test_expect_success 'FleetX examples/gpt: the Eval section of tools/eval.py loads, without effect' '
