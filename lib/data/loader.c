@@ -183,6 +183,9 @@ static int open_part(loader_part *p, const char *split, int which, int seq_len, 
 	*empty = n <= 0;
 	p->begin = b[which];
 	p->end = b[which + 1];
+	if (n <= 0 && w[which] <= 0) /* asked for: Megatron-LM's 100,0,0 */
+		return gpt_err_set(err, GPT_EDATA, "%s: the %s split of '%s' has weight 0%s", p->path,
+				   names[which], split, which ? "" : "; give it one in Data.Train.dataset.split");
 	if (n <= 0)
 		return gpt_err_set(err, GPT_EDATA,
 				   "%s: the %s split of '%s' over %lld documents is empty; give it more documents or change Data.*.dataset.split",

@@ -221,7 +221,8 @@ static int setup_data(trainer *tr, gpt_err *err)
 		gpt_err terr = {0};
 		if (open_split(&cfg->data.eval, 2, tr->T, cfg->engine.test_iters * tr->G, cfg->model.vocab_size, seed + 2,
 			       &tr->test, &terr) || !tr->test)
-			gpt_log_printf(&tr->log, GPT_LOG_WARNING, "no test evaluation after training: %s",
+			gpt_log_printf(&tr->log, GPT_LOG_WARNING,
+				       "no test evaluation after training: %s; Engine.test_iters=0 trains without one and without this warning",
 				       terr.msg);
 		if ((rc = apart_from_training(tr, tr->test, 2, err)))
 			return rc;

@@ -462,10 +462,26 @@ test_expect_success 'the test split is evaluated after training; without one, a 
 	test_grep "WARNING\] - no test evaluation after training: .*test split" t2.log
 '
 
+test_expect_success 'a test split of weight 0 (the README.s 15,2,0) says so, and Engine.test_iters=0 silences it' '
+	train -o Engine.max_steps=1 -o Engine.eval_freq=0 -o Engine.save_load.save_steps=0 \
+		-o Data.Train.dataset.split=15,2,0 -o Data.Eval.dataset.split=15,2,0 >w.log 2>&1 &&
+	test_grep "WARNING\] - no test evaluation after training: data/lic: the test split of .15,2,0. has weight 0; Engine.test_iters=0 trains without one and without this warning" w.log &&
+	! grep -q "give it more documents" w.log &&
+	train -o Engine.max_steps=1 -o Engine.eval_freq=0 -o Engine.save_load.save_steps=0 -o Engine.test_iters=0 \
+		-o Data.Train.dataset.split=15,2,0 -o Data.Eval.dataset.split=15,2,0 >w0.log 2>&1 &&
+	! grep -q "WARNING" w0.log &&
+	train -o Engine.max_steps=1 -o Engine.eval_freq=0 -o Engine.save_load.save_steps=0 \
+		-o Data.Train.dataset.split=949,50,1 -o Data.Eval.dataset.split=949,50,1 >w2.log 2>&1 &&
+	test_grep "test split of .949,50,1. over [0-9]+ documents is empty; give it more documents or change Data.\*.dataset.split; Engine.test_iters=0 trains without one" w2.log &&
+	test_expect_code 65 train -o Engine.max_steps=1 -o Engine.save_load.save_steps=0 \
+		-o Data.Train.dataset.split=0,1,0 >w1.log 2>&1 &&
+	test_grep "the training split of .0,1,0. has weight 0; give it one in Data.Train.dataset.split" w1.log
+'
+
 test_expect_success 'a split without validation documents (Megatron-LM.s 100,0,0) trains without evaluations, saying so' '
 	train -o Engine.max_steps=2 -o Engine.eval_freq=1 -o Engine.save_load.save_steps=0 \
 		-o Data.Train.dataset.split=100,0,0 -o Data.Eval.dataset.split=100,0,0 >v.log 2>&1 &&
-	test_grep "WARNING\] - no evaluation during training: data/lic: the validation split of .100,0,0. over [0-9]+ documents is empty; .*Engine.eval_freq=0 trains without one" v.log &&
+	test_grep "WARNING\] - no evaluation during training: data/lic: the validation split of .100,0,0. has weight 0; Engine.eval_freq=0 trains without one" v.log &&
 	test_grep "global step 2, epoch" v.log &&
 	! grep -q "\[eval\]" v.log &&
 	train -o Engine.max_steps=2 -o Engine.eval_freq=0 -o Engine.save_load.save_steps=0 \
