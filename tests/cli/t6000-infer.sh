@@ -202,7 +202,11 @@ test_expect_success 'a prompt that leaves no room: a clear error, or --truncate 
 	test_expect_code 64 greedy ck "$long" 2>err &&
 	test_grep "prompt 1: 60 tokens \+ max_dec_len 40 pass the model.s context of 64 positions" err &&
 	greedy ck --truncate "$long" >out &&
-	test_line_count = 1 out
+	test_line_count = 1 out &&
+	grep -F -- "$long" out &&
+	greedy ck --truncate --jsonl "$long" >out.json &&
+	python3 -c "import json,sys; r=json.loads(open(\"out.json\").read()); p=sys.argv[1].encode(); \
+assert r[\"prompt_text\"]==sys.argv[1] and len(r[\"prompt_ids\"])==24 and bytes(r[\"prompt_ids\"])==p[-24:], r" "$long"
 '
 
 test_expect_success 'num_beams without beam search, several greedy results: refused as gpt-train refuses them' '
