@@ -9,6 +9,7 @@
  * Ctrl-C on the terminal reaches the workers only through us, once. */
 #include "comm/comm.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -71,6 +72,44 @@ static const char *sig_name(int sig, char *buf, size_t size)
 static void log_path(const launch *L, int rank, char *buf, size_t size)
 {
 	snprintf(buf, size, "%s/workerlog.%d", L->log_dir, rank);
+}
+
+/* Worker logs of ranks this run does not have, left by an earlier run with
+ * more workers: gpt-logparse DIR would read them beside this run's, so the
+ * launcher says which (it leaves them: they are the user's to keep). */
+static void warn_stale_logs(const launch *L)
+{
+	DIR *d = L->o->log ? opendir(L->log_dir) : NULL;
+	if (!d)
+		return;
+	long lo = -1, hi = -1, n = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		const char *p = e->d_name;
+		if (strncmp(p, "workerlog.", 10) != 0 || p[10] < '0' || p[10] > '9')
+			continue;
+		char *end;
+		errno = 0;
+		long r = strtol(p + 10, &end, 10);
+		if (*end || errno || r < L->world || (p[10] == '0' && p[11]))
+			continue;
+		n++;
+		lo = lo < 0 || r < lo ? r : lo;
+		hi = r > hi ? r : hi;
+	}
+	closedir(d);
+	if (n == 0)
+		return;
+	char which[128];
+	if (n == 1)
+		snprintf(which, sizeof which, "workerlog.%ld, the log of a rank", lo);
+	else
+		snprintf(which, sizeof which, "%ld logs, workerlog.%ld to workerlog.%ld, of ranks", n, lo, hi);
+	const char *it = n == 1 ? "it" : "them";
+	gpt_log_printf(L->o->log, GPT_LOG_WARNING,
+		       "gpt-launch: the log directory %s holds %s that this run of %d workers does not have "
+		       "(an earlier run's); gpt-logparse %s would read %s with this run's logs: remove %s or give another --log-dir",
+		       L->log_dir, which, L->world, L->log_dir, it, it);
 }
 
 /* ---- options ----------------------------------------------------------- */
@@ -1019,6 +1058,8 @@ int gpt_launch_run(const gpt_launch_options *o, gpt_err *err)
 	/* Only now: a launch that cannot start leaves no empty log directory. */
 	if (!rc && gpt_mkdir_p(L.log_dir, err))
 		rc = gpt_err_prefix(err, "--log-dir (where the workerlog.RANK files go)");
+	if (!rc)
+		warn_stale_logs(&L);
 	for (int restart = 0; !rc; restart++) {
 		char fk[64];
 		if (L.st && (rc = nodes_meet(&L, restart, err))) {

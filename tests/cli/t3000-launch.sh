@@ -70,6 +70,21 @@ test_expect_success 'each worker logs to LOG_DIR/workerlog.RANK; only rank 0 sho
 	echo "err 0" >expect.err && test_cmp expect.err err
 '
 
+test_expect_success 'the logs of ranks an earlier, larger run left in LOG_DIR are named in a warning, and kept' '
+	mkdir -p stale &&
+	for r in 0 1 2 3 7 01 x; do echo "old $r" >stale/workerlog.$r || exit 1; done &&
+	gpt-launch --nproc-per-node 2 --log-dir stale -- sh -c "echo new \$GPT_RANK" >out 2>err &&
+	test_grep "WARNING\] - gpt-launch: the log directory stale holds 3 logs, workerlog.2 to workerlog.7, of ranks that this run of 2 workers does not have .an earlier run.s.; gpt-logparse stale would read them with this run.s logs: remove them or give another --log-dir$" err &&
+	test_line_count = 1 err &&
+	test_grep "^new 1$" stale/workerlog.1 && test_grep "^old 7$" stale/workerlog.7 &&
+	rm stale/workerlog.[37] &&
+	gpt-launch --nproc-per-node 2 --log-dir stale -- true 2>err &&
+	test_grep "holds workerlog.2, the log of a rank that this run of 2 workers does not have" err &&
+	rm stale/workerlog.2 &&
+	gpt-launch --nproc-per-node 2 --log-dir stale -- true 2>err &&
+	test_line_count = 0 err
+'
+
 test_expect_success 'a closed terminal pipe costs only the terminal copy' '
 	gpt-launch --log-dir piped -- sh -c "seq 1 50000; echo end" | head -n 1 >out &&
 	echo 1 >expect && test_cmp expect out &&
@@ -108,9 +123,9 @@ test_expect_success 'two nodes on one host: one world across both launchers' '
 
 test_expect_success 'node 0 keeps serving until the slower nodes are done' '
 	port=$("$worker" free-port) &&
-	{ gpt-launch --nnodes 2 --node-rank 1 --master 127.0.0.1:$port -- sh -c "sleep 1; echo late done" >node1.out 2>node1.err & } &&
+	{ gpt-launch --nnodes 2 --node-rank 1 --master 127.0.0.1:$port --log-dir serving -- sh -c "sleep 1; echo late done" >node1.out 2>node1.err & } &&
 	node1=$! &&
-	gpt-launch --nnodes 2 --master 127.0.0.1:$port -- true &&
+	gpt-launch --nnodes 2 --master 127.0.0.1:$port --log-dir serving -- true &&
 	wait $node1 &&
 	test_grep "^late done$" node1.out &&
 	test ! -s node1.err
