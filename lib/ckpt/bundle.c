@@ -192,18 +192,24 @@ static char *manifest(gpt_export_model *m, gpt_dtype dt, const member *f, int n)
 	return s;
 }
 
+int gpt_export_bundle_filter(const char *out)
+{
+	if (ends_with(out, ".tar.zst") || ends_with(out, ".tzst"))
+		return ARCHIVE_FILTER_ZSTD;
+	if (ends_with(out, ".tar.gz") || ends_with(out, ".tgz"))
+		return ARCHIVE_FILTER_GZIP;
+	if (ends_with(out, ".tar"))
+		return ARCHIVE_FILTER_NONE;
+	return -1;
+}
+
 int gpt_export_bundle(gpt_export_model *m, const gpt_export_opts *o, const char *out, gpt_err *err)
 {
-	int filter;
-	if (ends_with(out, ".tar.zst") || ends_with(out, ".tzst"))
-		filter = ARCHIVE_FILTER_ZSTD;
-	else if (ends_with(out, ".tar.gz") || ends_with(out, ".tgz"))
-		filter = ARCHIVE_FILTER_GZIP;
-	else if (ends_with(out, ".tar"))
-		filter = ARCHIVE_FILTER_NONE;
-	else
+	int filter = gpt_export_bundle_filter(out);
+	if (filter < 0)
 		return gpt_err_set(err, GPT_EUSAGE,
-				   "-o %s: expected a bundle name ending in .tar.zst, .tzst, .tar.gz, .tgz or .tar", out);
+				   "-o %s: expected a bundle name ending in .tar.zst, .tzst, .tar.gz, .tgz or .tar%s", out,
+				   ends_with(out, ".gguf") ? "; a GGUF file is written with --format gguf" : "");
 	gpt_buf w = GPT_BUF_INIT;
 	member f[5];
 	int nf = 0, rc = build_weights(m, o->dtype, &w, err);

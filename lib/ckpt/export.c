@@ -360,6 +360,14 @@ int gpt_export(const char *ckpt_path, const gpt_export_opts *o, char *out_path, 
 	if (o->format == GPT_EXPORT_GGUF && o->dtype == GPT_DTYPE_BF16)
 		return gpt_err_set(err, GPT_EUSAGE,
 				   "--dtype bf16: the GGUF writer writes f32, f16 or q8_0 (--dtype int8)");
+	/* a GGUF file or a directory under a bundle's name would be read as a
+	 * bundle (gpt-infer -m goes by the name) and fail there */
+	if (o->format != GPT_EXPORT_BUNDLE && gpt_export_bundle_filter(out) >= 0)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "-o %s: a bundle's name, but --format %s writes %s; name it otherwise (default %s), "
+				   "or leave --format out for a bundle",
+				   out, o->format == GPT_EXPORT_HF ? "hf" : "gguf",
+				   o->format == GPT_EXPORT_HF ? "a Hugging Face directory" : "a GGUF file", def[o->format]);
 	/* before the weights are converted, not at the rename */
 	if (o->format != GPT_EXPORT_HF && gpt_out_not_dir(out, err))
 		return GPT_EUSAGE;

@@ -53,6 +53,9 @@ int gpt_export_qat_weight(gpt_export_model *m, int64_t i, const float *w, int8_t
 int gpt_export_qat_value(gpt_export_model *m, int64_t l, gpt_qat_linear k, const char *field,
 			 float *v, gpt_err *err);
 
+/* The archive filter a bundle named OUT is written with (its extension:
+ * .tar.zst, .tzst, .tar.gz, .tgz or .tar), or -1 for another name. */
+int gpt_export_bundle_filter(const char *out);
 int gpt_export_bundle(gpt_export_model *m, const gpt_export_opts *o, const char *out, gpt_err *err);
 int gpt_export_hf(gpt_export_model *m, const gpt_export_opts *o, const char *out, gpt_err *err);
 int gpt_export_gguf(gpt_export_model *m, const gpt_export_opts *o, const char *out, gpt_err *err);

@@ -217,6 +217,14 @@ test_expect_success 'export errors: bad dtype, format, name, no checkpoint' '
 	test_grep "expected bundle, gguf or hf" err &&
 	test_expect_code 64 gpt-export -o m.zip ck 2>err &&
 	test_grep "expected a bundle name ending in .tar.zst" err &&
+	test_expect_code 64 gpt-export -o m.gguf ck 2>err &&
+	test_grep "^gpt-export: error: -o m.gguf: expected a bundle name ending in .tar.zst, .tzst, .tar.gz, .tgz or .tar; a GGUF file is written with --format gguf$" err &&
+	test_expect_code 64 gpt-export --format gguf -o gg.tar.zst ck 2>err &&
+	test_grep "^gpt-export: error: -o gg.tar.zst: a bundle.s name, but --format gguf writes a GGUF file; name it otherwise .default model.gguf., or leave --format out for a bundle$" err &&
+	! test -e gg.tar.zst &&
+	test_expect_code 64 gpt-export --format hf -o hh.tgz ck 2>err &&
+	test_grep "^gpt-export: error: -o hh.tgz: a bundle.s name, but --format hf writes a Hugging Face directory" err &&
+	! test -e hh.tgz &&
 	test_expect_code 64 gpt-export --format hf --dtype int8 -o h8 ck 2>err &&
 	test_grep "use --format bundle or gguf for int8" err &&
 	test_expect_code 66 gpt-export -o z.tar.zst nowhere 2>err &&
