@@ -43,7 +43,9 @@ twice () {
 	echo "exit $code after $(($(date +%s) - start)) s" &&
 	cat launch.err.$1 &&
 	{ test "$code" = 0 || test "$code" = 143; } &&
-	test $(($(date +%s) - start)) -le 2 &&
+	# at once: not after a collective's 300 s timeout; 15 s leaves room
+	# for a loaded machine (2 s failed once beside t3030)
+	test $(($(date +%s) - start)) -le 15 &&
 	# 143 is also gpt-launch itself ended by the second signal after every
 	# worker had saved and exited 0
 	if test "$code" = 143; then
