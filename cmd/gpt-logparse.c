@@ -132,7 +132,7 @@ int main(int argc, char **argv)
 	gpt_logs_counts c;
 	int rc = gpt_logs_run(&o, &c, &err);
 	if (c.unknown || c.too_long)
-		fprintf(stderr, "%s: %lld line%s skipped (unknown format), %lld too long\n", prog,
+		fprintf(stderr, "%s: %lld line%s skipped (no step, eval or checkpoint record: other output or an unknown format), %lld too long\n", prog,
 			(long long)c.unknown, c.unknown == 1 ? "" : "s", (long long)c.too_long);
 	if (c.unparsed)
 		fprintf(stderr, "%s: %lld line%s skipped (a record that other output ran into: several "

@@ -70,7 +70,7 @@ test_expect_success 'binary garbage, truncated lines, empty files: no crash, cou
 	truncated.log	7	11.04
 	EOT
 	test_cmp expect actual &&
-	test_grep "^gpt-logparse: [0-9]+ lines skipped \(unknown format\), 0 too long$" err
+	test_grep "^gpt-logparse: [0-9]+ lines skipped \(no step, eval or checkpoint record: other output or an unknown format\), 0 too long$" err
 '
 
 # Two processes on one log (tee, srun or mpirun output, a block-buffered
@@ -98,7 +98,7 @@ test_expect_success 'a record that another writer ran into is skipped and counte
 	EOT
 	test_cmp expect actual &&
 	test_grep "^gpt-logparse: 5 lines skipped \(a record that other output ran into" err &&
-	test_grep "^gpt-logparse: 1 line skipped \(unknown format\)" err &&
+	test_grep "^gpt-logparse: 1 line skipped \(no step, eval or checkpoint record: other output or an unknown format\)" err &&
 	gpt-logparse --summary mixed.log >sum 2>/dev/null &&
 	awk -F "\t" "NR == 1 { for (i = 1; i <= NF; i++) c[\$i] = i; next }
 		{ print \$c[\"steps\"], \$c[\"unparsed\"] }" sum >actual &&
@@ -116,7 +116,7 @@ test_expect_success 'long lines are skipped and counted, the next line still par
 	} >long.log &&
 	gpt-logparse long.log >out 2>err &&
 	test_line_count = 3 out &&
-	test_grep "^gpt-logparse: 0 lines skipped \(unknown format\), 2 too long$" err
+	test_grep "^gpt-logparse: 0 lines skipped \(no step, eval or checkpoint record: other output or an unknown format\), 2 too long$" err
 '
 
 # The bound is on the resident set (peak RSS from /usr/bin/time), not on
