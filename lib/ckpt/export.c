@@ -371,13 +371,12 @@ int gpt_export(const char *ckpt_path, const gpt_export_opts *o, char *out_path, 
 	/* before the weights are converted, not at the rename */
 	if (o->format != GPT_EXPORT_HF && gpt_out_not_dir(out, err))
 		return GPT_EUSAGE;
-	if (o->format == GPT_EXPORT_GGUF && gguf_replaceable(out, err))
-		return err->code;
 	gpt_export_model m;
 	int rc = gpt_export_model_open(&m, ckpt_path, o, err);
 	if (rc)
 		return rc;
-	if ((rc = gpt_ckpt_out_outside(m.ck, out, err))) {
+	if ((rc = gpt_ckpt_out_outside(m.ck, out, err)) ||
+	    (o->format == GPT_EXPORT_GGUF && (rc = gguf_replaceable(out, err)))) {
 		gpt_export_model_close(&m);
 		return rc;
 	}

@@ -178,9 +178,9 @@ static void test_errors(void)
 	/* settings the trainer cannot honour: refused by resolve itself */
 	expect_err("Engine:\n  mix_precision:\n    enable: True\n    level: O1\n", NULL, 0, GPT_EDATA,
 		   "t.yaml:4:12: Engine.mix_precision.level: O1", "set it to O2", "level O1");
-	expect_err("Model:\n  no_recompute_layers: [1]\n", NULL, 0, GPT_EDATA,
-		   "t.yaml:2:24: Model.no_recompute_layers", "leave the list empty",
-		   "no_recompute_layers");
+	expect_err("Model:\n  num_layers: 4\n  no_recompute_layers: [1, 4]\n", NULL, 0, GPT_EDATA,
+		   "t.yaml:3:24: Model.no_recompute_layers",
+		   "expected layer indices from 0 to num_layers - 1 = 3, found 4", "no_recompute_layers past the model");
 	expect_err("Global:\n  device: cpu\n", "Model.fused_linear=True", 0, GPT_EUSAGE,
 		   "-o Model.fused_linear=True: Model.fused_linear", "the CPU backend has none",
 		   "fused_linear on the CPU");
