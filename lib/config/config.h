@@ -39,6 +39,9 @@ extern "C" {
 #define GPT_VOCAB_PAD 128
 /* Model chunks per pipeline stage, at most (the model's GPT_MAX_CHUNKS). */
 #define GPT_MAX_VIRTUAL_PP 16
+/* The largest head size (hidden_size / num_attention_heads) that the CUDA
+ * attention kernels take; Global.device gpu refuses a larger one up front. */
+#define GPT_GPU_MAX_HEAD_SIZE 128
 
 typedef struct gpt_strlist {
 	int n;

@@ -158,6 +158,13 @@ static int resolve_model(gpt_config *cfg, gpt_err *err)
 			    "expected a divisor of hidden_size %lld, found %lld", (long long)h,
 			    (long long)a);
 	cfg->head_size = h / a;
+	if (cfg->global.device && !strcmp(cfg->global.device, "gpu") && cfg->head_size > GPT_GPU_MAX_HEAD_SIZE)
+		return fail(cfg, kid("Model.num_attention_heads"), kid("Model.hidden_size"), err,
+			    "head size hidden_size / num_attention_heads = %lld / %lld = %lld is above the "
+			    "CUDA attention kernels' %d on Global.device gpu; give at least %lld heads, or "
+			    "train with -o Global.device=cpu",
+			    (long long)h, (long long)a, (long long)cfg->head_size, GPT_GPU_MAX_HEAD_SIZE,
+			    (long long)((h + GPT_GPU_MAX_HEAD_SIZE - 1) / GPT_GPU_MAX_HEAD_SIZE));
 	if (!gpt_config_given(cfg, kffn)) {
 		cfg->model.ffn_hidden_size = 4 * h;
 		derived(cfg, kffn, "4 x hidden_size");

@@ -16,6 +16,7 @@
  * of the dropped probabilities), a second pass accumulates dq, and a kernel
  * per key row accumulates dk and dv; each output element has one writer, so
  * the results are the same bits on every run. */
+#include "config/config.h"
 #include "cuda/attention.cuh"
 
 #include <math.h>
@@ -23,7 +24,7 @@
 
 #define WARPS 8     /* rows per block */
 #define TILE 32     /* keys (or queries) per shared-memory tile */
-#define MAX_HS 128
+#define MAX_HS GPT_GPU_MAX_HEAD_SIZE /* the config refuses more on gpu */
 #define DPL (MAX_HS / 32) /* head dimensions per lane */
 
 /* Rows [j0, j0 + TILE) of a (T, HS) slice at base with row stride `stride`

@@ -1,12 +1,13 @@
 /* Causal attention for generation against a KV cache: the new tokens' keys
  * and values go into the cache, then a warp per (sample, head, new token)
  * attends to cache positions [0, t0 + i] with an online softmax. */
+#include "config/config.h"
 #include "cuda/ops.cuh"
 
 #include <math.h>
 
 #define KV_WARPS 8
-#define KV_MAX_HS 128
+#define KV_MAX_HS GPT_GPU_MAX_HEAD_SIZE
 
 template <class E>
 __global__ static void kv_store_kernel(E *kc, E *vc, const E *qkv, int64_t Tn, int64_t t0,

@@ -118,6 +118,14 @@ test_expect_success 'model shape that the layout cannot split' '
 		gpt-train -c bad.yaml --print-config
 '
 
+test_expect_success 'a head size above the CUDA kernels'"'"' 128 on gpu: refused up front, the CPU takes it' '
+	# MindFormers GPT2-52B: hidden 8192 over 32 heads
+	fails 64 "-o Model.num_attention_heads=32: Model.num_attention_heads: head size hidden_size / num_attention_heads = 8192 / 32 = 256 is above the CUDA attention kernels'"'"' 128 on Global.device gpu; give at least 64 heads" \
+		gpt-train -c "$C/gpt2_52b.yaml" -o Model.num_attention_heads=32 --dry-run &&
+	gpt-train -c "$C/gpt2_52b.yaml" -o Model.num_attention_heads=32 -o Global.device=cpu --dry-run >out &&
+	test_grep "32 heads \(head size 256\)" out
+'
+
 test_expect_success 'missing file (66), directory, empty file, syntax error' '
 	fails 66 "nope.yaml: No such file or directory" gpt-train -c nope.yaml --print-config &&
 	mkdir dir && fails 66 "dir: is a directory" gpt-train -c dir --print-config &&
