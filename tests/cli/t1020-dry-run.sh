@@ -31,7 +31,17 @@ test_expect_success 'parameter counts of the reference shapes' '
 	gpt-train -c "$C/gpt2_13b.yaml" --dry-run >out &&
 	test_grep "^parameters: 12,853,626,880 \(12.9B\)$" out &&
 	gpt-train -c "$C/gpt2_52b.yaml" --dry-run >out &&
-	test_grep "^parameters: 51,975,307,264 \(52.0B\)$" out
+	test_grep "^parameters: 51,966,918,656 \(52.0B\)$" out
+'
+
+test_expect_success 'GPT2-13B and 52B in the layouts of MindFormers (its 13B document, run_gpt2_52b.yaml)' '
+	gpt-train -c "$C/gpt2_13b.yaml" --dry-run >out &&
+	test_grep "^layout: world size 32 .* = dp 1 x mp 2 x pp 4 x sharding 4;" out &&
+	test_grep "^batch: global 96 = micro 1 x accumulate 24 x dp 1 x sharding 4" out &&
+	gpt-train -c "$C/gpt2_52b.yaml" --dry-run >out &&
+	test_grep "^model: 64 layers, hidden 8192, 64 heads \(head size 128\), .*, sequence 1024$" out &&
+	test_grep "^layout: world size 128 .* = dp 1 x mp 1 x pp 16 x sharding 8;" out &&
+	test_grep "^batch: global 512 = micro 1 x accumulate 64 x dp 1 x sharding 8" out
 '
 
 test_expect_success 'every reference configuration dry-runs' '
