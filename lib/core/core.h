@@ -408,7 +408,9 @@ void gpt_opts_help(const gpt_opt *table, FILE *fp);
 /* After gpt_opts_next said "unknown option --NAME" for arg (--NAME or
  * --NAME=VALUE): when NAME is one of another tool's options in tbl
  * (triples: NAME, whose it is, what to do here; ended by NULL), err becomes
- * "unknown option --NAME (WHOSE); WHAT". Otherwise err is left as it is. */
+ * "unknown option --NAME (WHOSE); WHAT". A NAME "-X" in tbl is the short
+ * option -X, matched when arg is "-X" and getopt refused X. Otherwise err is
+ * left as it is. */
 void gpt_opts_foreign_hint(const char *arg, const char *const *tbl, gpt_err *err);
 
 /* ---- temporaries removed on a signal ------------------------------------ */

@@ -140,12 +140,23 @@ void gpt_opts_help(const gpt_opt *table, FILE *fp)
 
 void gpt_opts_foreign_hint(const char *arg, const char *const *tbl, gpt_err *err)
 {
-	if (!arg || strncmp(arg, "--", 2) != 0 || strncmp(err->msg, "unknown option --", 17) != 0)
+	if (!arg || arg[0] != '-' || strncmp(err->msg, "unknown option -", 16) != 0)
 		return;
-	size_t n = strcspn(arg + 2, "=");
-	for (int i = 0; tbl[i]; i += 3)
-		if (strlen(tbl[i]) == n && strncmp(arg + 2, tbl[i], n) == 0) {
-			gpt_err_set(err, GPT_EUSAGE, "unknown option --%s (%s); %s", tbl[i], tbl[i + 1], tbl[i + 2]);
+	int lng = arg[1] == '-';
+	/* a short option only as the word getopt refused: "-b", not "-b4" */
+	if (!lng && (strlen(arg) != 2 || err->msg[16] != arg[1] || err->msg[17] != ';'))
+		return;
+	const char *name = arg + 1 + lng;
+	size_t n = lng ? strcspn(name, "=") : 1;
+	for (int i = 0; tbl[i]; i += 3) {
+		const char *t = tbl[i];
+		if ((t[0] == '-') == lng) /* "-b": llm.c's short flag; "fp16": --fp16 */
+			continue;
+		t += !lng;
+		if (strlen(t) == n && strncmp(name, t, n) == 0) {
+			gpt_err_set(err, GPT_EUSAGE, "unknown option %s%s (%s); %s", lng ? "--" : "-", t, tbl[i + 1],
+				    tbl[i + 2]);
 			return;
 		}
+	}
 }

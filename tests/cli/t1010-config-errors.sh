@@ -280,6 +280,25 @@ test_expect_success 'bad overrides, flags and world sizes are usage errors (64)'
 		gpt-train -c "$C/tiny_cpu.yaml" -o "Engine.save_load.output_dir=$(printf "a\351b")" --print-config
 '
 
+test_expect_success 'Megatron-LM and llm.c flags name the key to give instead' '
+	fails 64 "unknown option --num-layers (Megatron-LM'"'"'s); give -o Model.num_layers=N" \
+		gpt-train -c "$C/tiny_cpu.yaml" --num-layers 4 --print-config &&
+	fails 64 "unknown option --seq-length (Megatron-LM'"'"'s); give -o Data.Train.dataset.max_seq_len=N -o Data.Eval.dataset.max_seq_len=N" \
+		gpt-train -c "$C/tiny_cpu.yaml" --seq-length=64 --print-config &&
+	fails 64 "unknown option --tensor-model-parallel-size (Megatron-LM'"'"'s); give --tensor_parallel_degree N" \
+		gpt-train -c "$C/tiny_cpu.yaml" --tensor-model-parallel-size 2 --print-config &&
+	fails 64 "unknown option --data-path (Megatron-LM'"'"'s); give -o Data.Train.dataset.input_dir=PATH" \
+		gpt-train -c "$C/tiny_cpu.yaml" --data-path data/x_text_document --print-config &&
+	fails 64 "unknown option -b (llm.c'"'"'s); give -o Global.micro_batch_size=N" \
+		gpt-train -c "$C/tiny_cpu.yaml" -b 4 --print-config &&
+	fails 64 "unknown option -x (llm.c'"'"'s); give -o Engine.max_steps=N" \
+		gpt-train -x 10 -c "$C/tiny_cpu.yaml" &&
+	fails 64 "unknown option -e (llm.c'"'"'s); gpt-train does not read llm.c'"'"'s model files" \
+		gpt-train -c "$C/tiny_cpu.yaml" -e gpt2_124M.bin &&
+	# only the word getopt refused gets a hint: -b4 is not llm.c'"'"'s spelling
+	fails 64 "unknown option -b; see --help" gpt-train -c "$C/tiny_cpu.yaml" -b4
+'
+
 test_expect_success '"-o Key=value" as one word (getopt keeps the blank) sets the key' '
 	gpt-train -c "$C/tiny_cpu.yaml" "-o Model.hidden_size=128" --print-config >out &&
 	test_grep "^  hidden_size: 128" out &&
