@@ -88,6 +88,7 @@ int gpt_opts_next(gpt_opts *o, gpt_err *err)
 	shorts[ns] = '\0';
 	opterr = 0;
 	int longidx = -1;
+	int before = optind;
 	int c = getopt_long(o->argc, o->argv, shorts, longs, &longidx);
 	o->index = optind;
 	o->arg = optarg;
@@ -95,7 +96,10 @@ int gpt_opts_next(gpt_opts *o, gpt_err *err)
 		return 0;
 	if (c == '?' || c == ':') {
 		const char *bad = o->argv[optind - 1];
-		if (optopt && !(bad && bad[0] == '-' && bad[1] == '-'))
+		/* inside a cluster such as "-b4" getopt has not moved past it: the
+		 * word before it is not the one refused */
+		int in_cluster = optind == before && optind < o->argc;
+		if (optopt && (in_cluster || !(bad && bad[0] == '-' && bad[1] == '-')))
 			return gpt_err_set(err, GPT_EUSAGE, c == ':' ? "option -%c needs an argument"
 								      : "unknown option -%c; see --help",
 					   optopt),

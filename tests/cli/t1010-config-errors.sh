@@ -280,6 +280,13 @@ test_expect_success 'bad overrides, flags and world sizes are usage errors (64)'
 		gpt-train -c "$C/tiny_cpu.yaml" -o "Engine.save_load.output_dir=$(printf "a\351b")" --print-config
 '
 
+test_expect_success 'an unknown letter inside a cluster is named, not the long option before it' '
+	fails 64 "unknown option -b; see --help" gpt-train -c "$C/tiny_cpu.yaml" --print-config -b4 &&
+	fails 64 "unknown option -q; see --help" gpt-train --dry-run -c "$C/tiny_cpu.yaml" --print-config -qV &&
+	fails 64 "unknown option --dry-run=x; see --help" gpt-train -c "$C/tiny_cpu.yaml" --dry-run=x &&
+	fails 64 "option --config needs an argument" gpt-train --dry-run --config
+'
+
 test_expect_success 'Megatron-LM and llm.c flags name the key to give instead' '
 	fails 64 "unknown option --num-layers (Megatron-LM'"'"'s); give -o Model.num_layers=N" \
 		gpt-train -c "$C/tiny_cpu.yaml" --num-layers 4 --print-config &&
