@@ -26,8 +26,10 @@
 	E("Data." SEC ".dataset.name", f.dataset.name, "GPTDataset", "GPTDataset",                  \
 	  "dataset kind: GPTDataset, a Megatron indexed dataset"),                                   \
 	S("Data." SEC ".dataset.input_dir", f.dataset.input_dir, "./data",                          \
-	  "directory holding the .bin/.idx pairs written by gpt-preprocess (weighted by tokens), "    \
-	  "their path prefix, or a Megatron blend 'W1 PREFIX1 W2 PREFIX2 ...' or 'PREFIX1 PREFIX2 ...'"), \
+	  "directory holding the .bin/.idx pairs written by gpt-preprocess or llm.c .bin shards "     \
+	  "(weighted by tokens), a pair's path prefix, a shard's path, a pattern of them "            \
+	  "('fineweb_train_*.bin', as llm.c's -i), or a Megatron blend 'W1 PREFIX1 W2 PREFIX2 ...' "  \
+	  "or 'PREFIX1 PREFIX2 ...'"),                                                                \
 	K("Data." SEC ".dataset.split", GPT_CT_SPLIT, f.dataset.split, "949,50,1", NULL, 0, 0, 0,   \
 	  "train,valid,test shares of the documents, '949,50,1' or [949, 50, 1], "                   \
 	  "rounded to documents as Megatron-LM does"),                                               \

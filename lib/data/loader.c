@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <glob.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +58,52 @@ static int add_part(gpt_loader *l, const char *path, double weight, gpt_err *err
 	return 0;
 }
 
+/* The dataset a file in a listing belongs to, into out: PREFIX for
+ * PREFIX.idx and for the PREFIX.bin beside it, the file itself for an
+ * llm.c shard (a .bin alone); 0 for any other file. */
+static int dataset_of(const char *path, char *out, size_t cap)
+{
+	size_t len = strlen(path);
+	int idx = len > 4 && strcmp(path + len - 4, ".idx") == 0;
+	int bin = len > 4 && strcmp(path + len - 4, ".bin") == 0;
+	if (!idx && !bin)
+		return 0;
+	char other[4200];
+	snprintf(other, sizeof other, "%.*s.idx", (int)len - 4, path);
+	if (bin && !gpt_path_exists(other))
+		snprintf(out, cap, "%s", path); /* an llm.c shard */
+	else
+		snprintf(out, cap, "%.*s", (int)len - 4, path);
+	return 1;
+}
+
+/* Adds names[0..n) sorted, each once (a pair's .bin and .idx are one
+ * dataset), weighted later by tokens; frees them. */
+static int add_names(gpt_loader *l, char **names, int n, int rc, gpt_err *err)
+{
+	if (!rc)
+		qsort(names, (size_t)n, sizeof *names, cmp_str);
+	for (int i = 0; i < n && !rc; i++)
+		if (i == 0 || strcmp(names[i], names[i - 1]) != 0)
+			rc = add_part(l, names[i], -1.0, err);
+	for (int i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	return rc;
+}
+
+static int push_name(char ***names, int *n, const char *name, gpt_err *err)
+{
+	char **grown = realloc(*names, (size_t)(*n + 1) * sizeof **names);
+	if (!grown)
+		return gpt_err_nomem(err, 0, "dataset list");
+	*names = grown;
+	if (!(grown[*n] = strdup(name)))
+		return gpt_err_nomem(err, strlen(name), "dataset list");
+	(*n)++;
+	return 0;
+}
+
 /* Every dataset in a directory, sorted by name, weighted later by tokens. */
 static int add_dir(gpt_loader *l, const char *dir, gpt_err *err)
 {
@@ -68,29 +115,13 @@ static int add_dir(gpt_loader *l, const char *dir, gpt_err *err)
 	struct dirent *e;
 	while ((e = readdir(d)) && !rc) {
 		size_t len = strlen(e->d_name);
-		int idx = len > 4 && strcmp(e->d_name + len - 4, ".idx") == 0;
-		int bin = len > 4 && strcmp(e->d_name + len - 4, ".bin") == 0;
 		/* what FleetX's preprocess_data.py writes: PREFIX_ids.npy, PREFIX_idx.npz */
 		fleetx |= len > 8 && (strcmp(e->d_name + len - 8, "_idx.npz") == 0 ||
 				      strcmp(e->d_name + len - 8, "_ids.npy") == 0);
-		if (!idx && !bin)
-			continue;
-		char path[4096];
-		snprintf(path, sizeof path, "%s/%.*s", dir, (int)len - 4, e->d_name);
-		char other[4200];
-		snprintf(other, sizeof other, "%s.idx", path);
-		if (bin && gpt_path_exists(other))
-			continue; /* the .bin of a Megatron pair: counted by its .idx */
-		if (bin)
-			snprintf(path, sizeof path, "%s/%s", dir, e->d_name); /* an llm.c shard */
-		char **grown = realloc(names, (size_t)(n + 1) * sizeof *names);
-		if (!grown || !(grown[n] = strdup(path))) {
-			names = grown ? grown : names;
-			rc = gpt_err_nomem(err, 0, "dataset list");
-			break;
-		}
-		names = grown;
-		n++;
+		char path[4096], name[4096];
+		snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+		if (dataset_of(path, name, sizeof name))
+			rc = push_name(&names, &n, name, err);
 	}
 	closedir(d);
 	if (!rc && n == 0 && fleetx)
@@ -101,18 +132,34 @@ static int add_dir(gpt_loader *l, const char *dir, gpt_err *err)
 	else if (!rc && n == 0)
 		rc = gpt_err_set(err, GPT_ENOINPUT, "%s: no datasets (*.idx/*.bin) in this directory; make one with gpt-preprocess",
 				 dir);
-	if (!rc)
-		qsort(names, (size_t)n, sizeof *names, cmp_str);
-	for (int i = 0; i < n; i++) {
-		if (!rc)
-			rc = add_part(l, names[i], -1.0, err);
-		free(names[i]);
-	}
-	free(names);
-	return rc;
+	return add_names(l, names, n, rc, err);
 }
 
-/* "PREFIX", "DIR" or "W1 PREFIX1 W2 PREFIX2 ..." */
+static int is_pattern(const char *w) { return strpbrk(w, "*?") != NULL; }
+
+/* llm.c's -i pattern ("dev/data/fineweb_train_*.bin"): every dataset of
+ * the files it matches, as a directory's. */
+static int add_pattern(gpt_loader *l, const char *pat, gpt_err *err)
+{
+	glob_t g = {0};
+	char **names = NULL;
+	int n = 0, rc = glob(pat, 0, NULL, &g);
+	if (rc == GLOB_NOMATCH)
+		rc = gpt_err_set(err, GPT_ENOINPUT, "'%s' matches no file", pat);
+	else if (rc)
+		rc = gpt_err_set(err, rc == GLOB_NOSPACE ? GPT_EINTERNAL : GPT_EIO, "'%s': the pattern could not be read",
+				 pat);
+	for (size_t i = 0; !rc && i < g.gl_pathc; i++) {
+		char name[4096];
+		/* another file is passed on whole: opening it names what it is not */
+		rc = push_name(&names, &n, dataset_of(g.gl_pathv[i], name, sizeof name) ? name : g.gl_pathv[i], err);
+	}
+	globfree(&g);
+	return add_names(l, names, n, rc, err);
+}
+
+/* "PREFIX", "DIR", "PATTERN" (llm.c's: * and ? in a name) or
+ * "W1 PREFIX1 W2 PREFIX2 ..." */
 static int parse_spec(gpt_loader *l, const char *spec, gpt_err *err)
 {
 	char *copy = strdup(spec), *save = NULL;
@@ -140,21 +187,34 @@ static int parse_spec(gpt_loader *l, const char *spec, gpt_err *err)
 		struct stat st;
 		if (stat(words[0], &st) == 0 && S_ISDIR(st.st_mode))
 			rc = add_dir(l, words[0], err);
+		else if (is_pattern(words[0]) && stat(words[0], &st) != 0)
+			rc = add_pattern(l, words[0], err);
 		else
 			rc = add_part(l, words[0], 1.0, err);
 	} else if (weights == 0) {
 		/* Megatron-LM's blend without weights: each dataset by its size */
-		for (int i = 0; i < n && !rc; i++)
-			rc = add_part(l, words[i], -1.0, err);
+		for (int i = 0; i < n && !rc; i++) {
+			struct stat st;
+			if (is_pattern(words[i]) && stat(words[i], &st) != 0)
+				rc = add_pattern(l, words[i], err);
+			else
+				rc = add_part(l, words[i], -1.0, err);
+		}
 	} else if (n % 2) {
 		rc = gpt_err_set(err, GPT_EUSAGE,
 				 "dataset blend '%s': expected pairs of weight and prefix, or prefixes alone", spec);
 	} else {
 		for (int i = 0; i < n && !rc; i += 2) {
 			double w;
+			struct stat st;
 			if (gpt_parse_f64(words[i], &w) || !(w > 0))
 				rc = gpt_err_set(err, GPT_EUSAGE, "dataset blend '%s': '%s' is not a positive weight",
 						 spec, words[i]);
+			else if (is_pattern(words[i + 1]) && stat(words[i + 1], &st) != 0)
+				rc = gpt_err_set(err, GPT_EUSAGE,
+						 "dataset blend '%s': '%s' is a pattern, and a weight goes with one dataset; "
+						 "give the datasets it matches weights of their own, or leave the weights out",
+						 spec, words[i + 1]);
 			else
 				rc = add_part(l, words[i + 1], w, err);
 		}

@@ -127,6 +127,42 @@ int main(void)
 	   strstr(err.msg, "/a: the validation split"),
 	   "a blend whose split is empty in one dataset only is an error naming it: %s", err.msg);
 
+	/* llm.c's -i pattern: the shards it matches, not the rest of their
+	 * directory (its val shards); a pair's .bin and .idx are one dataset. */
+	{
+		static const char *shards[] = {"fw_train_000001.bin", "fw_train_000002.bin", "fw_val_000000.bin"};
+		int made = 1;
+		for (int i = 0; i < 3; i++) {
+			int32_t head[256] = {20240520, 1, 1000};
+			uint16_t tok[1000];
+			for (int k = 0; k < 1000; k++)
+				tok[k] = (uint16_t)(i < 2 ? 5 : 6);
+			char path[300];
+			snprintf(path, sizeof path, "%s/%s", dir, shards[i]);
+			FILE *f = fopen(path, "wb");
+			made &= f && fwrite(head, sizeof head, 1, f) == 1 && fwrite(tok, sizeof tok, 1, f) == 1;
+			made &= f && fclose(f) == 0;
+		}
+		ok(made, "three llm.c shards, two of them train");
+		snprintf(spec, sizeof spec, "%s/fw_train_*.bin", dir);
+		ok(gpt_loader_open(&l, spec, "1", 0, seq, 100, 1, 0, &err) == 0, "a pattern %s", err.msg);
+		is_int(l ? gpt_loader_epoch_samples(l) : 0, 2 * ((1000 - 1) / seq), "both train shards, once each");
+		ok(l && share(l, 100, seq, 5) == 1.0, "and nothing of the val shard");
+		gpt_loader_close(l);
+		snprintf(spec, sizeof spec, "%s/a* %s/fw_val_*", dir, dir);
+		ok(gpt_loader_open(&l, spec, "1", 0, seq, 100, 1, 0, &err) == 0, "patterns in a blend %s", err.msg);
+		is_int(l ? gpt_loader_epoch_samples(l) : 0, (2000 - 1) / seq + (1000 - 1) / seq,
+		       "a.bin and a.idx are one dataset");
+		gpt_loader_close(l);
+		snprintf(spec, sizeof spec, "%s/fw_test_*.bin", dir);
+		ok(gpt_loader_open(&l, spec, "1", 0, seq, 10, 1, 0, &err) == GPT_ENOINPUT && strstr(err.msg, "matches no file"),
+		   "a pattern that matches nothing: %s", err.msg);
+		snprintf(spec, sizeof spec, "1 %s/fw_train_*.bin 1 %s/a", dir, dir);
+		ok(gpt_loader_open(&l, spec, "1", 0, seq, 10, 1, 0, &err) == GPT_EUSAGE && strstr(err.msg, "is a pattern"),
+		   "a pattern with a weight is refused: %s", err.msg);
+		gpt_err_clear(&err);
+	}
+
 	/* The samples of an epoch come in a shuffled order, as Megatron-LM's and
 	 * FleetX's shuffle index gives them (FleetX's sampler shuffle flag does
 	 * not change that): one document of tokens 0, 1, ..., 1999 */
