@@ -85,6 +85,10 @@ typedef struct gpt_logs_rec {
 	int path_len;
 	int64_t bytes;          /* checkpoint size, -1 when not given */
 	double scale_from, scale_to; /* loss scale before and after an overflow */
+	int64_t overflows;      /* steps of a step record skipped for a loss-scale overflow:
+				 * MindFormers' "overflow cond: True", Megatron-LM's
+				 * "number of skipped iterations: K"; 0 where the line
+				 * does not say */
 } gpt_logs_rec;
 
 typedef struct gpt_logs_parser gpt_logs_parser;

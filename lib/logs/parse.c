@@ -85,7 +85,8 @@ static const char *const patterns[P_COUNT] = {
 	[P_MEGATRON_STEP] = "iteration\\s+" INT "/\\s*" INT "\\s*\\|"
 			    "(?:.*?elapsed time per iteration \\(ms\\):\\s*" NUM ")?"
 			    "(?:.*?learning rate:\\s*" NUM ")?"
-			    "(?:.*?\\blm loss:\\s*" NUM ")?",
+			    "(?:.*?\\blm loss:\\s*" NUM ")?"
+			    "(?:.*?\\| number of skipped iterations:\\s*" INT ")?",
 	[P_MEGATRON_EVAL] = "validation loss at iteration\\s+" INT ".*?\\| lm loss value:\\s*" NUM
 			    "(?:.*?\\| lm loss PPL:\\s*" NUM ")?",
 	[P_MEGATRON_CKPT] = "saved checkpoint (?:from |at )?iteration\\s+" INT " to (\\S+)",
@@ -115,7 +116,8 @@ static const char *const patterns[P_COUNT] = {
 	[P_MINDFORMERS] = "\\{ Epoch:\\[\\s*" INT "/\\s*" INT "\\], step:\\[\\s*" INT "/\\s*" INT "\\], "
 			  "loss:\\s*(?|" NUM "|\\[\\s*" NUM "/\\s*" NUM "\\])"
 			  "(?:.*?, per_step_time: " NUM "ms)?"
-			  "(?:.*?, lr: \\[?" NUM ")?",
+			  "(?:.*?, lr: \\[?" NUM ")?"
+			  "(?:.*?, overflow cond: (True|False))?",
 };
 
 struct gpt_logs_parser {
@@ -565,6 +567,9 @@ static int parse_megatron(gpt_logs_parser *p, const char *line, size_t len, cons
 		r->step_time = ms_to_s(num(p, at, rc, 3));
 		r->lr = num(p, at, rc, 4);
 		r->loss = num(p, at, rc, 5);
+		r->overflows = integer(p, at, rc, 6);
+		if (r->overflows < 0)
+			r->overflows = 0;
 		return 1;
 	}
 	return 0;
@@ -643,6 +648,9 @@ static int parse_mindformers(gpt_logs_parser *p, const char *at, size_t n, gpt_l
 	r->step_time = ms_to_s(num(p, at, rc, 7));
 	p->mixed = mixed;
 	r->lr = num(p, at, rc, 8);
+	const char *t;
+	int len;
+	r->overflows = group(p, at, rc, 9, &t, &len) && len == 4; /* True */
 	return 1;
 }
 

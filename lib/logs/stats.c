@@ -80,6 +80,7 @@ int gpt_logs_series_add(gpt_logs_series *s, const gpt_logs_rec *rec, gpt_err *er
 	}
 	if (rec->kind != GPT_LOGS_STEP)
 		return 0;
+	s->n_overflow += rec->overflows; /* those a step line reports: MindFormers, Megatron-LM */
 	if (rec->step >= 0 && s->n > 0 && s->step[s->n - 1] >= rec->step)
 		restart(s, rec->step);
 	if (s->n == s->cap) {

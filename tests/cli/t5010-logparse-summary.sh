@@ -68,6 +68,19 @@ test_expect_success 'PaddleNLP, Megatron-LM and llm.c summaries' '
 	printf "30:8.5\n4:9.4\n0:11.009589 4:7.151734\n" >expect && test_cmp expect actual
 '
 
+test_expect_success 'loss-scale overflows that step lines report count: MindFormers, Megatron-LM' '
+	cat >mf.log <<-\EOF &&
+	2024-03-01 10:00:00,123 - mindformers[mindformers/core/callback/callback.py:318] - INFO - { Epoch:[  1/  2], step:[    1/  125], loss: 10.789, per_step_time: 35312ms, lr: 0.0, overflow cond: True, loss_scale: 4294967296.0, global_norm: [13.345]
+	2024-03-01 10:00:01,123 - mindformers[mindformers/core/callback/callback.py:318] - INFO - { Epoch:[  1/  2], step:[    2/  125], loss:[10.700/10.744], per_step_time: 512ms, lr: [1e-06], overflow cond: True, loss_scale: 2147483648.0, global_norm: [inf]
+	2024-03-01 10:00:02,123 - mindformers[mindformers/core/callback/callback.py:318] - INFO - { Epoch:[  1/  2], step:[    3/  125], loss: 10.600, per_step_time: 512ms, lr: 2e-06, overflow cond: False, loss_scale: 1073741824.0, global_norm: [9.1]
+	EOF
+	sed -e "2s/skipped iterations:   0/skipped iterations:   3/" "$D/megatron.log" >mg.log &&
+	gpt-logparse --summary mf.log mg.log "$D/megatron.log" >out 2>/dev/null &&
+	col overflows out >actual &&
+	printf "2\n3\n0\n" >expect &&
+	test_cmp expect actual
+'
+
 test_expect_success 'steps whose loss is nan or inf are counted, not taken into the loss figures' '
 	sed -n 2,4p "$D/gptkit.log" >nan.log &&
 	sed -n 4p "$D/gptkit.log" | sed "s/step 3,/step 4,/; s/loss: [0-9.]*/loss: nan/" >>nan.log &&
