@@ -221,6 +221,44 @@ static int read_text(const char *dir, const char *name, char **out, gpt_err *err
 	return gpt_file_read_all(p, 64u << 20, out, NULL, err);
 }
 
+static int has_file(const char *dir, const char *name)
+{
+	char p[4096];
+	snprintf(p, sizeof p, "%s/%s", dir, name);
+	return gpt_path_exists(p);
+}
+
+const char *gpt_ckpt_foreign(const char *path)
+{
+	struct stat st;
+	if (stat(path, &st) != 0)
+		return NULL;
+	if (S_ISREG(st.st_mode)) {
+		unsigned char h[4] = {0};
+		FILE *fp = fopen(path, "rb");
+		size_t n = fp ? fread(h, 1, sizeof h, fp) : 0;
+		if (fp)
+			fclose(fp);
+		uint32_t magic = (uint32_t)h[0] | (uint32_t)h[1] << 8 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 24;
+		if (n == 4 && magic == 20240326) /* llm.c's gpt2_124M.bin, model_NNNNNNNN.bin */
+			return "an llm.c model file, which gptkit does not read; llm.c's train_gpt2.py writes "
+			       "gpt2_124M.bin from Hugging Face's gpt2, a directory that gpt-infer -m reads and "
+			       "gpt-ckpt-merge --from-hf makes a checkpoint of";
+		return NULL;
+	}
+	if (!S_ISDIR(st.st_mode))
+		return NULL;
+	/* FleetX's checkpoints (mp_00_sharding_00_pp_00/) */
+	if (has_file(path, "model.pdparams"))
+		return "a PaddlePaddle checkpoint (model.pdparams), which gptkit does not read";
+	/* Megatron-LM's --save directory, an iter_NNNNNNN of it (mp_rank_00/
+	 * model_optim_rng.pt, or torch_dist's common.pt and .metadata) */
+	if (has_file(path, "latest_checkpointed_iteration.txt") || has_file(path, "mp_rank_00") ||
+	    has_file(path, "mp_rank_00_000") || has_file(path, "common.pt"))
+		return "a Megatron-LM checkpoint, which gptkit does not read";
+	return NULL;
+}
+
 int gpt_ckpt_open(gpt_ckpt **out, const char *path, gpt_err *err)
 {
 	return gpt_ckpt_open_opts(out, path, 1, err);
@@ -240,13 +278,11 @@ int gpt_ckpt_open_opts(gpt_ckpt **out, const char *path, int checksums, gpt_err 
 		if (!gpt_path_exists(latest)) {
 			if (!gpt_path_exists(path))
 				return gpt_err_set(err, GPT_ENOINPUT, "%s: no such checkpoint directory", path);
-			/* FleetX's checkpoints (mp_00_sharding_00_pp_00/) */
-			snprintf(latest, sizeof latest, "%s/model.pdparams", path);
-			if (gpt_path_exists(latest))
+			const char *foreign = gpt_ckpt_foreign(path);
+			if (foreign)
 				return gpt_err_set(err, GPT_EDATA,
-						   "%s: a PaddlePaddle checkpoint (model.pdparams), which gptkit "
-						   "does not read; expected a gptkit checkpoint (a step directory "
-						   "with index.json, or an output directory with latest)", path);
+						   "%s: %s; expected a gptkit checkpoint (a step directory "
+						   "with index.json, or an output directory with latest)", path, foreign);
 			return gpt_err_set(err, GPT_EDATA, "%s: not a complete checkpoint: no index.json (and no 'latest' file)",
 					   path);
 		}

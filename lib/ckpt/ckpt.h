@@ -210,6 +210,12 @@ int gpt_ckpt_open(gpt_ckpt **out, const char *path, gpt_err *err);
  * verified the same directory, so a load hashes each byte once, not once
  * per rank. */
 int gpt_ckpt_open_opts(gpt_ckpt **out, const char *path, int checksums, gpt_err *err);
+/* Another trainer's checkpoint at path, for an error: what it is, that
+ * gptkit does not read it, and what to give instead where there is a way
+ * ("a Megatron-LM checkpoint ..."); NULL when path is none of those known:
+ * PaddlePaddle's model.pdparams, Megatron-LM's save directories, llm.c's
+ * model files. */
+const char *gpt_ckpt_foreign(const char *path);
 /* The directory actually opened (after following `latest`). */
 const char *gpt_ckpt_path(const gpt_ckpt *ck);
 int64_t gpt_ckpt_step(const gpt_ckpt *ck);

@@ -283,6 +283,9 @@ static int foreign_file(const gpt_source *src, gpt_err *err)
 	size_t n = fp ? fread(h, 1, sizeof h, fp) : 0;
 	if (fp)
 		fclose(fp);
+	const char *foreign = gpt_ckpt_foreign(src->path);
+	if (foreign)
+		return gpt_err_set(err, GPT_EDATA, "%s: %s", src->path, foreign);
 	if (n >= 4 && memcmp(h, "GGUF", 4) == 0)
 		return gpt_err_set(err, GPT_EDATA,
 				   "%s: a GGUF file, which llama.cpp runs and gpt-infer does not read; give "

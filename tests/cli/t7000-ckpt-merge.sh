@@ -77,6 +77,21 @@ test_expect_success 'an existing output is not replaced; a missing part is an in
 	test_grep "part/rank-00000.safetensors: checkpoint file listed in index.json: No such file" err
 '
 
+test_expect_success 'Megatron-LM and llm.c checkpoints are named as such, with what to give instead' '
+	mkdir -p mg/iter_0000010/mp_rank_00 && echo 10 >mg/latest_checkpointed_iteration.txt &&
+	: >mg/iter_0000010/mp_rank_00/model_optim_rng.pt &&
+	test_expect_code 65 gpt-ckpt-merge --info mg 2>err &&
+	test_grep "error: mg: a Megatron-LM checkpoint, which gptkit does not read; expected a gptkit checkpoint" err &&
+	test_expect_code 65 gpt-export -o mg.tar.zst mg/iter_0000010 2>err &&
+	test_grep "mg/iter_0000010: a Megatron-LM checkpoint" err &&
+	# llm.c'"'"'s gpt2_124M.bin: a header of 256 int32, magic 20240326, version 3
+	printf "\306\327\064\001\003\000\000\000" >gpt2_124M.bin && head -c 1016 /dev/zero >>gpt2_124M.bin &&
+	test_expect_code 65 gpt-ckpt-merge --verify gpt2_124M.bin 2>err &&
+	test_grep "gpt2_124M.bin: an llm.c model file, which gptkit does not read; .*gpt-ckpt-merge --from-hf" err &&
+	test_expect_code 65 gpt-infer -m gpt2_124M.bin "x" 2>err &&
+	test_grep "gpt2_124M.bin: an llm.c model file" err
+'
+
 test_expect_success 'options of another verb are refused, not ignored' '
 	test_expect_code 64 gpt-ckpt-merge --to-layout mp=2 --dtype bf16 output r16 2>err &&
 	test_grep "dtype applies to --consolidate and --to-hf only" err &&
