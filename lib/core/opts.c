@@ -107,9 +107,14 @@ int gpt_opts_next(gpt_opts *o, gpt_err *err)
 		const gpt_opt *t = NULL;
 		if (c == '?' && bad && bad[0] == '-' && bad[1] == '-')
 			t = long_like(o->table, bad + 2, strcspn(bad + 2, "="));
+		size_t n = bad ? strcspn(bad, "=") : 0;
+		if (t && strlen(t->lng) == n - 2 && strncmp(bad + 2, t->lng, n - 2) == 0)
+			return gpt_err_set(err, GPT_EUSAGE, "option --%s takes no argument; found '%s'", t->lng,
+					   bad),
+			       -1; /* "--dry-run=x": the name as spelt, a value it does not take */
 		if (t)
-			return gpt_err_set(err, GPT_EUSAGE, "unknown option %.*s; did you mean --%s?",
-					   (int)strcspn(bad, "="), bad, t->lng),
+			return gpt_err_set(err, GPT_EUSAGE, "unknown option %.*s; did you mean --%s?", (int)n, bad,
+					   t->lng),
 			       -1;
 		return gpt_err_set(err, GPT_EUSAGE, c == ':' ? "option %s needs an argument"
 							      : "unknown option %s; see --help",
