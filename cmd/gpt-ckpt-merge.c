@@ -15,6 +15,7 @@ enum {
 	OPT_TO_HF,
 	OPT_FROM_HF,
 	OPT_TO_LAYOUT,
+	OPT_MICRO,
 	OPT_HELP = 'h',
 	OPT_VERSION = 'V',
 };
@@ -31,6 +32,8 @@ static const gpt_opt options[] = {
 	 "convert the Hugging Face GPT-2 directory IN into a checkpoint in the output directory OUT"},
 	{"to-layout", 0, "SPEC", OPT_TO_LAYOUT,
 	 "write a copy into the output directory OUT cut for the layout SPEC, e.g. mp=2,pp=4,vpp=2,dp=1,sharding=2,stage=2"},
+	{"micro-batch-size", 0, "N", OPT_MICRO,
+	 "with --to-layout: the copy's config trains micro-batches of N samples (default: the checkpoint's)"},
 	{"help", 'h', NULL, OPT_HELP, "show this help and exit"},
 	{"version", 'V', NULL, OPT_VERSION, "show the version and exit"},
 	{NULL, 0, NULL, 0, NULL},
@@ -41,7 +44,7 @@ static void usage(FILE *fp)
 	fprintf(fp, "usage: gpt-ckpt-merge --info|--verify IN\n"
 		    "       gpt-ckpt-merge --consolidate [--weights-only] [--dtype fp32|bf16|fp16] IN OUT\n"
 		    "       gpt-ckpt-merge --to-hf [--dtype fp32|bf16|fp16] IN OUT\n"
-		    "       gpt-ckpt-merge --to-layout SPEC IN OUT\n"
+		    "       gpt-ckpt-merge --to-layout SPEC [--micro-batch-size N] IN OUT\n"
 		    "       gpt-ckpt-merge --from-hf HF_DIR OUT\n\n"
 		    "IN is a checkpoint (a step directory, or an output directory with `latest`); every\n"
 		    "file's size and checksum are verified whenever it is opened. --to-layout and\n"
@@ -57,6 +60,7 @@ int main(int argc, char **argv)
 	gpt_err err = {0};
 	gpt_opts o;
 	int id, verb = 0, weights_only = 0, dtype_given = 0;
+	int64_t micro = 0;
 	gpt_dtype dtype = GPT_DTYPE_F32;
 	gpt_ckpt_layout layout;
 	gpt_cmd_remove_temps_on_signals(); /* an interrupted run leaves no temporaries */
@@ -65,6 +69,10 @@ int main(int argc, char **argv)
 	while ((id = gpt_opts_next(&o, &err)) > 0) {
 		switch (id) {
 		case OPT_WEIGHTS_ONLY: weights_only = 1; break;
+		case OPT_MICRO:
+			if (gpt_parse_i64(o.arg, &micro) || micro < 1)
+				id = gpt_err_set(&err, GPT_EUSAGE, "--micro-batch-size %s: expected a number of samples >= 1", o.arg) ? -1 : -1;
+			break;
 		case OPT_DTYPE:
 			dtype_given = 1;
 			if (gpt_dtype_parse(o.arg, &dtype) || (dtype != GPT_DTYPE_F32 && dtype != GPT_DTYPE_BF16 &&
@@ -96,6 +104,8 @@ int main(int argc, char **argv)
 		id = gpt_err_set(&err, GPT_EUSAGE, "--dtype applies to --consolidate and --to-hf only; leave it out") ? -1 : -1;
 	if (id == 0 && weights_only && verb && verb != OPT_CONSOLIDATE)
 		id = gpt_err_set(&err, GPT_EUSAGE, "--weights-only applies to --consolidate only; leave it out") ? -1 : -1;
+	if (id == 0 && micro && verb && verb != OPT_TO_LAYOUT)
+		id = gpt_err_set(&err, GPT_EUSAGE, "--micro-batch-size applies to --to-layout only; leave it out") ? -1 : -1;
 	if (id == 0 && !verb)
 		id = gpt_err_set(&err, GPT_EUSAGE, "give one of --info, --verify, --consolidate, --to-hf, --from-hf, --to-layout; see --help") ? -1 : -1;
 	else if (id == 0 && argc - o.index != want)
@@ -134,6 +144,7 @@ int main(int argc, char **argv)
 		printf("%s: ok (step %lld, %d tensors)\n", gpt_ckpt_path(ck), (long long)gpt_ckpt_step(ck),
 		       gpt_ckpt_tensor_count(ck));
 	} else if (verb == OPT_TO_LAYOUT) {
+		layout.micro = micro;
 		rc = gpt_ckpt_reshard(ck, &layout, out, stderr, path, sizeof path, &bytes, &err);
 		if (!rc)
 			fprintf(stderr, "%s: wrote %s (%lld bytes)\n", prog, path, (long long)bytes);

@@ -263,7 +263,8 @@ int gpt_ckpt_consolidate(const gpt_ckpt *ck, const char *out_file, gpt_dtype dty
 /* A parallel layout as gpt-ckpt-merge --to-layout names it. */
 typedef struct gpt_ckpt_layout {
 	int64_t tp, pp, dp, sharding, stage;
-	int64_t vpp; /* virtual pipeline stages per rank */
+	int64_t vpp;   /* virtual pipeline stages per rank */
+	int64_t micro; /* Global.micro_batch_size of the copy's config; 0: the checkpoint's */
 } gpt_ckpt_layout;
 
 /* "mp=2,pp=4,vpp=2,dp=1,sharding=2,stage=2" (tp= is mp=); an item left out is 1,
@@ -280,7 +281,12 @@ int gpt_ckpt_out_free(const char *out_dir, gpt_err *err);
  * cut as the ranks of layout lo would have saved them (one part per rank,
  * the same owner rule and flat ranges as the trainer; pipeline stages take
  * contiguous runs of layers), in the stored dtypes; state.json gets the new
- * layout and keeps the old one as "resharded_from"; config.yaml is copied.
+ * layout and keeps the old one as "resharded_from"; config.yaml is ck's
+ * configuration for layout lo (its Distributed degrees; local_batch_size,
+ * accumulate_steps, pipeline_schedule and pp_layers derived again for the
+ * kept global_batch_size and micro_batch_size, or lo->micro; sequence
+ * parallelism off with mp 1), resolved for the new world size: GPT_EUSAGE
+ * before anything is written when lo cannot train that global batch.
  * One piece is in memory at a time. progress (may be NULL) gets a progress
  * line per rank written. out_dir is made when missing; a failure (or a
  * signal, with gpt_cmd_remove_temps_on_signals) leaves nothing it made,

@@ -11,7 +11,7 @@
 
 int gpt_ckpt_layout_parse(const char *spec, gpt_ckpt_layout *out, gpt_err *err)
 {
-	*out = (gpt_ckpt_layout){1, 1, 1, 1, 0, 1};
+	*out = (gpt_ckpt_layout){1, 1, 1, 1, 0, 1, 0};
 	int stage_given = 0;
 	const char *p = spec;
 	while (*p) {
@@ -275,6 +275,128 @@ int gpt_ckpt_out_free(const char *out_dir, gpt_err *err)
 	return 0;
 }
 
+/* Sets key (a full name) to v, as --to-layout (or --micro-batch-size) gave it. */
+static int set_int(gpt_config *cfg, const char *key, int64_t v, const gpt_config_origin *o, gpt_err *err)
+{
+	char t[32];
+	snprintf(t, sizeof t, "%lld", (long long)v);
+	return gpt_config_set_scalar(cfg, gpt_config_key_find(key), t, 0, o, err);
+}
+
+/* Makes key not given, so that resolving derives it for the new layout. */
+static int unset(gpt_config *cfg, const char *key, gpt_err *err)
+{
+	gpt_config_origin o = {GPT_SRC_DEFAULT, NULL, 0, 0};
+	return gpt_config_set_scalar(cfg, gpt_config_key_find(key), NULL, 1, &o, err);
+}
+
+/* The largest divisor of n that is at most m (1 at least). */
+static int64_t divisor_upto(int64_t n, int64_t m)
+{
+	for (int64_t d = m < n ? m : n; d > 1; d--)
+		if (n % d == 0)
+			return d;
+	return 1;
+}
+
+/* Whether the new layout trains the checkpoint's global batch G: G / (dp x
+ * sharding) samples per data replica, in micro-batches of m, a multiple of
+ * pp of them under the interleaved schedule. The message says what to
+ * change. */
+static int check_batch(const gpt_config *cfg, const gpt_ckpt_layout *lo, const char *yaml, gpt_err *err)
+{
+	int64_t G = cfg->global.global_batch_size, m = cfg->global.micro_batch_size;
+	int64_t data = lo->dp * lo->sharding, groups = lo->vpp > 1 ? lo->pp : 1;
+	const char *given = lo->micro ? "--micro-batch-size" : "the checkpoint's Global.micro_batch_size";
+	if (G % data)
+		return gpt_err_set(err, GPT_EUSAGE, "--to-layout: the global batch of %lld samples (Global.global_batch_size in %s) does not split over dp %lld x sharding %lld = %lld data replicas; choose dp and sharding whose product divides %lld, so that the copy trains as the run that saved it",
+				   (long long)G, yaml, (long long)lo->dp, (long long)lo->sharding, (long long)data,
+				   (long long)G);
+	int64_t l = G / data;
+	if (l % groups)
+		return gpt_err_set(err, GPT_EUSAGE, "--to-layout: the interleaved schedule (vpp %lld) takes micro-batches in groups of pp %lld, and a batch of %lld samples per data replica (global batch %lld / (dp %lld x sharding %lld)) makes no whole number of groups; choose fewer data replicas or vpp=1",
+				   (long long)lo->vpp, (long long)lo->pp, (long long)l, (long long)G, (long long)lo->dp,
+				   (long long)lo->sharding);
+	if ((l / groups) % m) {
+		int64_t d = divisor_upto(l / groups, m);
+		char other[96] = "", inter[96] = "";
+		if (groups > 1)
+			snprintf(inter, sizeof inter, " into a multiple of pp %lld micro-batches (the interleaved schedule)",
+				 (long long)groups);
+		if (d > 1)
+			snprintf(other, sizeof other, " (or another divisor of %lld)", (long long)(l / groups));
+		return gpt_err_set(err, GPT_EUSAGE, "--to-layout: micro-batches of %lld samples (%s) do not divide the batch of %lld samples of each of the %lld data replicas (global batch %lld / (dp %lld x sharding %lld))%s; give --micro-batch-size %lld%s, or choose fewer data replicas",
+				   (long long)m, given, (long long)l, (long long)data, (long long)G, (long long)lo->dp,
+				   (long long)lo->sharding, inter,
+				   (long long)d, other);
+	}
+	return 0;
+}
+
+/* The checkpoint's configuration for the layout lo: its degrees, the batch
+ * sizes derived again from the kept global and micro batch, the pipeline
+ * schedule and stage split derived again (the copy cuts layers evenly),
+ * sequence parallelism off without tensor parallelism; everything else as
+ * it was. Resolved for the new world size and printed as YAML. */
+static char *new_config(const gpt_ckpt *ck, const gpt_ckpt_layout *lo, gpt_err *err)
+{
+	gpt_config cfg;
+	char yaml[4200], flag[160], mflag[64];
+	snprintf(yaml, sizeof yaml, "%s/config.yaml", gpt_ckpt_path(ck));
+	int at = snprintf(flag, sizeof flag, "--to-layout mp=%lld,pp=%lld,vpp=%lld,dp=%lld,sharding=%lld",
+			  (long long)lo->tp, (long long)lo->pp, (long long)lo->vpp, (long long)lo->dp,
+			  (long long)lo->sharding);
+	if (lo->sharding > 1)
+		snprintf(flag + at, sizeof flag - (size_t)at, ",stage=%lld", (long long)lo->stage);
+	snprintf(mflag, sizeof mflag, "--micro-batch-size %lld", (long long)lo->micro);
+	gpt_config_origin o = {GPT_SRC_FLAG, flag, 0, 0}, om = {GPT_SRC_FLAG, mflag, 0, 0};
+	int rc = gpt_ckpt_read_config(ck, &cfg, err);
+	if (!rc && !gpt_config_given(&cfg, gpt_config_key_find("Global.global_batch_size")))
+		rc = gpt_err_set(err, GPT_EDATA, "%s: no Global.global_batch_size, the batch the copy must train; a checkpoint gpt-train saved has one",
+				 yaml);
+	if (!rc && lo->micro)
+		rc = set_int(&cfg, "Global.micro_batch_size", lo->micro, &om, err);
+	if (!rc)
+		rc = check_batch(&cfg, lo, yaml, err);
+	if (!rc)
+		rc = set_int(&cfg, "Distributed.mp_degree", lo->tp, &o, err);
+	if (!rc)
+		rc = set_int(&cfg, "Distributed.pp_degree", lo->pp, &o, err);
+	if (!rc)
+		rc = set_int(&cfg, "Distributed.virtual_pp_degree", lo->vpp, &o, err);
+	if (!rc)
+		rc = set_int(&cfg, "Distributed.dp_degree", lo->dp, &o, err);
+	if (!rc)
+		rc = set_int(&cfg, "Distributed.sharding.sharding_degree", lo->sharding, &o, err);
+	if (!rc && lo->sharding > 1) /* with sharding 1 the stage means nothing: kept */
+		rc = set_int(&cfg, "Distributed.sharding.sharding_stage", lo->stage, &o, err);
+	if (!rc && lo->tp == 1 && cfg.model.sequence_parallel)
+		rc = gpt_config_set_scalar(&cfg, gpt_config_key_find("Model.sequence_parallel"), "False", 0, &o, err);
+	static const char *const derive[] = {"Global.local_batch_size", "Engine.accumulate_steps",
+					     "Distributed.pp_layers"};
+	for (size_t i = 0; i < sizeof derive / sizeof *derive && !rc; i++)
+		rc = unset(&cfg, derive[i], err);
+	/* FThenB or 1F1B stays without virtual stages; interleaved follows vpp */
+	const char *sched = cfg.distributed.pipeline_schedule;
+	if (!rc && (lo->vpp > 1 || (sched && strcmp(sched, "interleaved") == 0)))
+		rc = unset(&cfg, "Distributed.pipeline_schedule", err);
+	if (!rc && gpt_config_resolve(&cfg, lo->tp * lo->pp * lo->dp * lo->sharding, err))
+		rc = gpt_err_prefix(err, "--to-layout: %s in the new layout", yaml);
+	char *text = NULL;
+	size_t len = 0;
+	FILE *mf = rc ? NULL : open_memstream(&text, &len);
+	if (!rc)
+		rc = mf ? gpt_config_write_yaml(&cfg, mf, err) : gpt_err_nomem(err, 0, "config.yaml");
+	if (mf && fclose(mf) && !rc)
+		rc = gpt_err_nomem(err, 0, "config.yaml");
+	gpt_config_free(&cfg);
+	if (rc) {
+		free(text);
+		return NULL;
+	}
+	return text;
+}
+
 typedef struct copy_ctx {
 	const gpt_ckpt *ck;
 	const gpt_ckpt_layout *lo;
@@ -282,6 +404,7 @@ typedef struct copy_ctx {
 	const gpt_param_info *t;
 	int64_t nt;
 	const char *out_dir;
+	const char *config; /* the copy's config.yaml */
 	FILE *progress;
 	char *path;
 	size_t path_size;
@@ -312,7 +435,7 @@ static int write_copy(void *ctx, gpt_err *err)
 	if (!rc && !state)
 		rc = err->code;
 	if (!rc)
-		rc = gpt_ckpt_publish(c->out_dir, step, world, state, gpt_ckpt_config_yaml(c->ck), 0, c->path,
+		rc = gpt_ckpt_publish(c->out_dir, step, world, state, c->config, 0, c->path,
 				      c->path_size, c->bytes, err);
 	free(state);
 	return rc;
@@ -329,11 +452,15 @@ int gpt_ckpt_reshard(const gpt_ckpt *ck, const gpt_ckpt_layout *lo, const char *
 		rc = gpt_ckpt_model_shape(ck, &s, err);
 	if (!rc)
 		rc = check_layout(&s, lo, err);
+	char *config = rc ? NULL : new_config(ck, lo, err);
+	if (!rc && !config)
+		rc = err->code;
 	if (!rc)
 		rc = gpt_param_table(&s, &t, &nt, err);
-	copy_ctx c = {ck, lo, &s, t, nt, out_dir, progress, path, path_size, bytes};
+	copy_ctx c = {ck, lo, &s, t, nt, out_dir, config, progress, path, path_size, bytes};
 	if (!rc)
 		rc = gpt_ckpt_write_new(out_dir, gpt_ckpt_step(ck), write_copy, &c, err);
+	free(config);
 	free(t);
 	return rc;
 }

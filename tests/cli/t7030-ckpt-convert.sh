@@ -177,6 +177,29 @@ test_expect_success 'bad layouts, bad HF files and used output directories are r
 	! test -e y/latest
 '
 
+test_expect_success '--to-layout writes the new layout into config.yaml, or nothing when it cannot train the global batch' '
+	gpt-ckpt-merge --to-layout dp=2 --micro-batch-size 4 run m4 &&
+	for kv in "global_batch_size: 8" "local_batch_size: 4" "micro_batch_size: 4" "accumulate_steps: 1" \
+		"dp_degree: 2" "sharding_degree: 1" "mp_degree: 1"; do
+		test_grep "^ +$kv$" m4/step_00000010/config.yaml || return 1
+	done &&
+	test_grep "^# world size 2 = dp_degree 2 x" m4/step_00000010/config.yaml &&
+	test_expect_code 64 gpt-ckpt-merge --to-layout dp=16 run gb 2>err &&
+	test_grep "error: --to-layout: the global batch of 8 samples \(Global.global_batch_size in run/step_00000010/config.yaml\) does not split over dp 16 x sharding 1 = 16 data replicas; choose dp and sharding whose product divides 8" err &&
+	test_expect_code 64 gpt-ckpt-merge --to-layout dp=2,sharding=2 m4 gb 2>err &&
+	test_grep "error: --to-layout: micro-batches of 4 samples \(the checkpoint.s Global.micro_batch_size\) do not divide the batch of 2 samples of each of the 4 data replicas \(global batch 8 / \(dp 2 x sharding 2\)\); give --micro-batch-size 2 \(or another divisor of 2\), or choose fewer data replicas$" err &&
+	test_expect_code 64 gpt-ckpt-merge --to-layout dp=2 --micro-batch-size 3 run gb 2>err &&
+	test_grep "micro-batches of 3 samples \(--micro-batch-size\) do not divide the batch of 4 samples" err &&
+	test_expect_code 64 gpt-ckpt-merge --to-layout pp=2,vpp=2,dp=8 l4 gb 2>err &&
+	test_grep "the interleaved schedule \(vpp 2\) takes micro-batches in groups of pp 2, and a batch of 1 samples per data replica \(global batch 8 / \(dp 8 x sharding 1\)\) makes no whole number of groups; choose fewer data replicas or vpp=1" err &&
+	! test -e gb &&
+	test_expect_code 64 gpt-ckpt-merge --to-layout dp=2 --micro-batch-size 0 run gb 2>err &&
+	test_grep "micro-batch-size 0: expected a number of samples >= 1" err &&
+	test_expect_code 64 gpt-ckpt-merge --consolidate --micro-batch-size 2 run gb 2>err &&
+	test_grep "micro-batch-size applies to --to-layout only" err &&
+	! test -e gb
+'
+
 test_expect_success 'a failed or interrupted --to-layout or --from-hf leaves nothing it made' '
 	. "$GPT_ROOT/tests/cli/lib-faultfs.sh" && build_faultfs &&
 	gpt-ckpt-merge --to-hf run hfrun &&

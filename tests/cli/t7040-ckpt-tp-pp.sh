@@ -2,7 +2,8 @@
 # Checkpoints across tensor and pipeline layouts: a run saved in one layout
 # resumes in another and continues as the unbroken single-process run does
 # (losses relative 1e-5, final weights absolute 1e-5), and gpt-ckpt-merge
-# --to-layout cuts a checkpoint for a tp/pp layout that then resumes.
+# --to-layout cuts a checkpoint for a tp/pp layout that then resumes (given
+# the new degrees as flags, or from the copy's own config.yaml).
 . "$(dirname "$0")/test-lib.sh"
 
 args="-o Data.Train.dataset.input_dir=data/lic -o Data.Eval.dataset.input_dir=data/lic \
@@ -69,6 +70,30 @@ test_expect_success 'gpt-ckpt-merge --to-layout cuts a single checkpoint for mp2
 	run 4 c-resumed 8 -o Engine.save_load.ckpt_dir=cut --tensor_parallel_degree 2 \
 		--pipeline_parallel_degree 2 -o Distributed.virtual_pp_degree=2 &&
 	continues unbroken.log c-resumed.w0
+'
+
+test_expect_success 'a --to-layout copy trains in its layout from its own config.yaml (pp2 x vpp2 x dp2)' '
+	gpt-ckpt-merge --to-layout pp=2,vpp=2,dp=2 unbroken/step_00000004 own 2>err &&
+	{ diff unbroken/step_00000004/config.yaml own/step_00000004/config.yaml >cdiff || :; } &&
+	sed -n "s/^[<>] *\([a-z_ #]*\):* .*/\1/p" cdiff | sort -u >changed &&
+	printf "%s\n" "# world size" accumulate_steps dp_degree local_batch_size pipeline_schedule pp_degree \
+		virtual_pp_degree >want && test_cmp want changed &&
+	test_grep "^  local_batch_size: 4$" own/step_00000004/config.yaml &&
+	test_grep "^  accumulate_steps: 4$" own/step_00000004/config.yaml &&
+	test_grep "^  pipeline_schedule: interleaved$" own/step_00000004/config.yaml &&
+	gpt-launch --nproc-per-node 4 --log-dir log-own -- gpt-train -c own/step_00000004/config.yaml \
+		-o Engine.save_load.output_dir=own -o Engine.max_steps=8 >own.log 2>&1 &&
+	test_grep "resumed from own/step_00000004 at global step 4" log-own/workerlog.0 &&
+	continues unbroken.log log-own/workerlog.0
+'
+
+test_expect_success 'a --to-layout copy without tensor parallelism turns sequence parallelism off' '
+	test_grep "^  sequence_parallel: True$" a-dp2-mp2-pp2-sp/step_00000004/config.yaml &&
+	gpt-ckpt-merge --to-layout dp=2 a-dp2-mp2-pp2-sp/step_00000004 nosp &&
+	test_grep "^  sequence_parallel: False$" nosp/step_00000004/config.yaml &&
+	test_grep "^  mp_degree: 1$" nosp/step_00000004/config.yaml &&
+	gpt-train -c nosp/step_00000004/config.yaml --print-config -o Engine.save_load.output_dir=nosp \
+		--world-size 2 >/dev/null
 '
 
 test_done
