@@ -336,9 +336,11 @@ static int check_batch(const gpt_config *cfg, const gpt_ckpt_layout *lo, const c
 /* The checkpoint's configuration for the layout lo: its degrees, the batch
  * sizes derived again from the kept global and micro batch, the pipeline
  * schedule and stage split derived again (the copy cuts layers evenly),
- * sequence parallelism off without tensor parallelism; everything else as
- * it was. Resolved for the new world size and printed as YAML. */
-static char *new_config(const gpt_ckpt *ck, const gpt_ckpt_layout *lo, gpt_err *err)
+ * sequence parallelism off without tensor parallelism; output_dir the
+ * copy's directory and no ckpt_dir, so that training resumes from the
+ * copy, not from the run it came from; everything else as it was. Resolved
+ * for the new world size and printed as YAML. */
+static char *new_config(const gpt_ckpt *ck, const gpt_ckpt_layout *lo, const char *out_dir, gpt_err *err)
 {
 	gpt_config cfg;
 	char yaml[4200], flag[160], mflag[64];
@@ -370,6 +372,12 @@ static char *new_config(const gpt_ckpt *ck, const gpt_ckpt_layout *lo, gpt_err *
 		rc = set_int(&cfg, "Distributed.sharding.sharding_degree", lo->sharding, &o, err);
 	if (!rc && lo->sharding > 1) /* with sharding 1 the stage means nothing: kept */
 		rc = set_int(&cfg, "Distributed.sharding.sharding_stage", lo->stage, &o, err);
+	gpt_config_origin od = {GPT_SRC_FLAG, "gpt-ckpt-merge's OUT", 0, 0};
+	if (!rc)
+		rc = gpt_config_set_scalar(&cfg, gpt_config_key_find("Engine.save_load.output_dir"), out_dir, 0, &od,
+					   err);
+	if (!rc)
+		rc = unset(&cfg, "Engine.save_load.ckpt_dir", err);
 	if (!rc && lo->tp == 1 && cfg.model.sequence_parallel)
 		rc = gpt_config_set_scalar(&cfg, gpt_config_key_find("Model.sequence_parallel"), "False", 0, &o, err);
 	static const char *const derive[] = {"Global.local_batch_size", "Engine.accumulate_steps",
@@ -452,7 +460,7 @@ int gpt_ckpt_reshard(const gpt_ckpt *ck, const gpt_ckpt_layout *lo, const char *
 		rc = gpt_ckpt_model_shape(ck, &s, err);
 	if (!rc)
 		rc = check_layout(&s, lo, err);
-	char *config = rc ? NULL : new_config(ck, lo, err);
+	char *config = rc ? NULL : new_config(ck, lo, out_dir, err);
 	if (!rc && !config)
 		rc = err->code;
 	if (!rc)

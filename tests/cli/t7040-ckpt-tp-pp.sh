@@ -76,13 +76,14 @@ test_expect_success 'a --to-layout copy trains in its layout from its own config
 	gpt-ckpt-merge --to-layout pp=2,vpp=2,dp=2 unbroken/step_00000004 own 2>err &&
 	{ diff unbroken/step_00000004/config.yaml own/step_00000004/config.yaml >cdiff || :; } &&
 	sed -n "s/^[<>] *\([a-z_ #]*\):* .*/\1/p" cdiff | sort -u >changed &&
-	printf "%s\n" "# world size" accumulate_steps dp_degree local_batch_size pipeline_schedule pp_degree \
-		virtual_pp_degree >want && test_cmp want changed &&
+	printf "%s\n" "# world size" accumulate_steps dp_degree local_batch_size output_dir pipeline_schedule \
+		pp_degree virtual_pp_degree >want && test_cmp want changed &&
+	test_grep "^    output_dir: \"own\"$" own/step_00000004/config.yaml &&
 	test_grep "^  local_batch_size: 4$" own/step_00000004/config.yaml &&
 	test_grep "^  accumulate_steps: 4$" own/step_00000004/config.yaml &&
 	test_grep "^  pipeline_schedule: interleaved$" own/step_00000004/config.yaml &&
 	gpt-launch --nproc-per-node 4 --log-dir log-own -- gpt-train -c own/step_00000004/config.yaml \
-		-o Engine.save_load.output_dir=own -o Engine.max_steps=8 >own.log 2>&1 &&
+		-o Engine.max_steps=8 >own.log 2>&1 &&
 	test_grep "resumed from own/step_00000004 at global step 4" log-own/workerlog.0 &&
 	continues unbroken.log log-own/workerlog.0
 '
