@@ -84,7 +84,8 @@ test_expect_success 'bash completion offers the --dtype values each program take
 
 test_expect_success 'bash completion offers no file names for a number or a string' '
 	for w in "gpt-train --tensor_parallel_degree" "gpt-train --virtual_pp_degree" "gpt-infer --batch" \
-		 "gpt-infer --threads" "gpt-infer --stop" "gpt-preprocess --json-key"; do
+		 "gpt-infer --threads" "gpt-infer --stop" "gpt-preprocess --json-key" \
+		 "gpt-ckpt-merge --micro-batch-size" "gpt-launch --rank"; do
 		bash -c ". \"$GPT_ROOT/contrib/gptkit.bash\" && COMP_WORDS=($w \"\") && COMP_CWORD=2 &&
 			_gptkit && printf \"%s\n\" \"\${COMPREPLY[@]}\"" >got &&
 		test_line_count = 1 got && test "$(cat got)" = "" || { echo "$w:"; cat got; exit 1; }
