@@ -319,7 +319,6 @@ int gpt_tr_ckpt_poll(trainer *tr, gpt_err *err)
  * the pieces' arrays, state and yaml either way. */
 static int save_async(trainer *tr, piece_list *l, char *state, char *yaml, double t0, gpt_err *err)
 {
-	gpt_backend *be = tr->model.be;
 	struct tr_async *a = gpt_calloc(1, sizeof *a, "background checkpoint", err);
 	int64_t total = 0;
 	for (int i = 0; i < l->n; i++)
@@ -329,9 +328,10 @@ static int save_async(trainer *tr, piece_list *l, char *state, char *yaml, doubl
 	int64_t at = 0;
 	for (int i = 0; i < l->n && !rc; i++) {
 		size_t n = (size_t)gpt_box_numel(&l->pc[i].box);
-		/* a copy even where backend memory is host memory: training changes it */
+		/* a copy even where backend memory is host memory: training changes
+		 * it; by the backend that holds it (offloaded state: the host's) */
 		if (l->src[i])
-			rc = be->ops->download(be, stg + at, l->src[i], n * 4, err);
+			rc = l->be[i]->ops->download(l->be[i], stg + at, l->src[i], n * 4, err);
 		else
 			memcpy(stg + at, l->pc[i].data, n * 4);
 		l->pc[i].data = stg + at;

@@ -8,9 +8,11 @@
 # unbroken run's losses and bytes exactly, on one rank and on two. The
 # optimizer state offloaded to host memory (ZeRO-Offload: AdamW on the CPU)
 # gives the same steps, on one rank and with sharding2 stage 2, and resumes
-# bit for bit. With two or more GPUs, dp2 over nccl (one GPU each) agrees
-# too. Gradient buckets overlapped with the backward give the bits of the
-# reduction after it, over shm and over nccl. Skips without a GPU.
+# bit for bit, its checkpoints written in the background too (async_save
+# copies the offloaded state as host memory, not as the device's). With two
+# or more GPUs, dp2 over nccl (one GPU each) agrees too. Gradient buckets
+# overlapped with the backward give the bits of the reduction after it, over
+# shm and over nccl. Skips without a GPU.
 #
 # GPT_EMU_BIN names a directory whose gpt-train runs lib/cuda under the CPU
 # emulation of tests/gpu/emu (train.sh sets it, with GPT_GPU_TEST_STEPS=2):
@@ -117,7 +119,7 @@ test_expect_success 'one rank: stop half way and resume: the same losses and the
 	cmp $(ckpt single $STEPS)/rank-00000.safetensors $(ckpt part $STEPS)/rank-00000.safetensors
 '
 
-test_expect_success 'optimizer state offloaded to the host: the same steps; resuming is bit for bit' '
+test_expect_success 'optimizer state offloaded to the host: the same steps; resuming (async_save) is bit for bit' '
 	OFF="-o Distributed.sharding.sharding_offload=True" &&
 	gpt-train $FLAGS $OFF -o Engine.max_steps=$STEPS -o Engine.save_load.save_steps=$HALF \
 		-o Engine.save_load.output_dir=off >off.log 2>&1 &&
@@ -127,9 +129,10 @@ test_expect_success 'optimizer state offloaded to the host: the same steps; resu
 	test-tool ckpt-diff $(ckpt single $STEPS) $(ckpt off $STEPS) >diff &&
 	awk "{ exit !(\$2 <= 1e-4) }" diff &&
 	gpt-train $FLAGS $OFF -o Engine.max_steps=$HALF -o Engine.save_load.save_steps=$HALF \
-		-o Engine.save_load.output_dir=off-part >off1.log 2>&1 &&
+		-o Engine.save_load.async_save=True -o Engine.save_load.output_dir=off-part >off1.log 2>&1 &&
+	test_grep "checkpoint of global step $HALF: state copied to host memory" off1.log &&
 	gpt-train $FLAGS $OFF -o Engine.max_steps=$STEPS -o Engine.save_load.save_steps=$HALF \
-		-o Engine.save_load.output_dir=off-part >off2.log 2>&1 &&
+		-o Engine.save_load.async_save=True -o Engine.save_load.output_dir=off-part >off2.log 2>&1 &&
 	train_losses off.log >a && { train_losses off1.log; train_losses off2.log; } >b &&
 	test_cmp a b &&
 	cmp $(ckpt off $STEPS)/rank-00000.safetensors $(ckpt off-part $STEPS)/rank-00000.safetensors

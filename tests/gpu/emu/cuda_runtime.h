@@ -91,11 +91,14 @@ namespace emu {
 void host_wait(const char *call);
 void host_waited(void);
 bool host_pinned(const void *p); /* inside gpt_cuda_host_alloc's memory */
+/* aborts, saying why, when d or s is not the memory the kind names */
+void copy_check(const char *call, void *d, const void *s, size_t n, int kind);
 } // namespace emu
 extern "C" void gpt_cuda_free(void *p);
 /* a copy into pageable host memory returns when it is done, as on a GPU */
 static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind k, cudaStream_t)
 {
+	emu::copy_check("cudaMemcpyAsync", d, s, n, k);
 	bool waits = k == cudaMemcpyDeviceToHost && !emu::host_pinned(d);
 	if (waits)
 		emu::host_wait("cudaMemcpyAsync to pageable host memory");

@@ -534,9 +534,30 @@ bool emu::host_pinned(const void *p)
 	auto it = host_blocks.upper_bound((uintptr_t)p);
 	return it != host_blocks.begin() && (uintptr_t)p < (--it)->first + it->second;
 }
+/* A copy whose pointers are not where its kind says (host memory read as
+ * the device's, or the reverse) is undefined behaviour on a GPU (the CUDA
+ * runtime's cudaMemcpy documentation): say so, then abort. kind: 0 host to
+ * device, 1 device to host, 2 device to device. */
+void emu::copy_check(const char *call, void *d, const void *s, size_t n, int kind)
+{
+	static const char *const kinds[] = {"HostToDevice", "DeviceToHost", "DeviceToDevice"};
+	if (!n)
+		return;
+	bool dd = gpt_cuda_ptr_is_device(d), sd = gpt_cuda_ptr_is_device(s);
+	bool want_dd = kind != 1, want_sd = kind != 0;
+	if (dd == want_dd && sd == want_sd)
+		return;
+	bool src_wrong = sd != want_sd;
+	fprintf(stderr, "emu: %s of %zu bytes with kind cudaMemcpy%s: its %s %p is %s memory; on a GPU "
+		"that is undefined behaviour: copy with the backend that holds the memory\n",
+		call, n, kinds[kind], src_wrong ? "source" : "destination", src_wrong ? s : (const void *)d,
+		(src_wrong ? sd : dd) ? "device" : "host");
+	abort();
+}
 /* cudaMemcpy: kind 2, device to device, does not wait */
 extern "C" int gpt_cuda_memcpy(void *d, const void *s, size_t n, int kind, gpt_err *)
 {
+	emu::copy_check("cudaMemcpy", d, s, n, kind);
 	if (kind != 2)
 		emu::host_wait("cudaMemcpy");
 	{
