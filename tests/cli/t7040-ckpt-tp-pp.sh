@@ -1,9 +1,10 @@
 #!/bin/sh
 # Checkpoints across tensor and pipeline layouts: a run saved in one layout
 # resumes in another and continues as the unbroken single-process run does
-# (losses relative 1e-5, final weights absolute 1e-5), and gpt-ckpt-merge
-# --to-layout cuts a checkpoint for a tp/pp layout that then resumes (given
-# the new degrees as flags, or from the copy's own config.yaml).
+# (losses relative 1e-5, final weights absolute 1e-5), float16 with its
+# loss scale too, and gpt-ckpt-merge --to-layout cuts a checkpoint for a
+# tp/pp layout that then resumes (given the new degrees as flags, or from
+# the copy's own config.yaml).
 . "$(dirname "$0")/test-lib.sh"
 
 args="-o Data.Train.dataset.input_dir=data/lic -o Data.Eval.dataset.input_dir=data/lic \
@@ -64,6 +65,31 @@ across pp4-virtual2 4 "--pipeline_parallel_degree 4 -o Distributed.virtual_pp_de
 	mp4 4 "--tensor_parallel_degree 4"
 across dp2-mp2-pp2-sp 8 "--tensor_parallel_degree 2 --pipeline_parallel_degree 2 -o Distributed.dp_degree=2 -o Model.sequence_parallel=True" \
 	mp2 2 "--tensor_parallel_degree 2"
+
+# float16: saved by mp2 x pp2 between two overflows (the loss scale's
+# hysteresis half way: bad_steps 1), resumed as sharding2 stage 2 with
+# another micro-batch split of the same global batch (2 x 2 for 1 x 8): the
+# next overflow halves the scale there as in the unbroken one-process run,
+# and the loss scale, the learning rate (held back by the skipped steps),
+# the losses and the state of the last checkpoint go on as that run's
+test_expect_success 'fp16: mp2 x pp2 -> sharding2 stage 2, micro 1 -> 2: loss scale, hysteresis and schedule go on' '
+	F16="-o Engine.mix_precision.enable=True -o Engine.mix_precision.dtype=float16 -o Engine.mix_precision.scale_loss=3e5" &&
+	run 1 f16 8 $F16 &&
+	run 4 f16a 3 $F16 -o Engine.save_load.save_steps=3 --tensor_parallel_degree 2 --pipeline_parallel_degree 2 &&
+	test_grep "\"bad_steps\": 1," f16a/step_00000003/state.json &&
+	run 2 f16b 8 $F16 -o Engine.save_load.ckpt_dir=f16a/step_00000003 --sharding_parallel_degree 2 \
+		--sharding stage2 -o Global.micro_batch_size=2 &&
+	test_grep "\[amp\] global step 4, found inf/nan in gradients: skipped the update, loss scale 150000 -> 75000" f16b.w0 &&
+	fields () { sed -n "s/.* - global step \([0-9]*\), .*loss: \([0-9.]*\),.*loss_scale: \([0-9.]*\), learning rate: \(.*\)/\1 \2 \3 \4/p" "$1"; } &&
+	fields f16.w0 | awk "\$1 > 3" >want && fields f16b.w0 >got &&
+	test_line_count = 5 want && cat got &&
+	paste want got | awk "{ d = (\$2 - \$6) / \$2; if (d < 0) d = -d;
+		if (\$1 != \$5 || \$3 != \$7 || \$4 != \$8 || d > 1e-4) bad = 1 } END { exit bad || NR != 5 }" &&
+	for k in lr_steps optimizer_steps consumed_samples loss_scale data; do
+		python3 -c "import json, sys; a, b = (json.load(open(d + \"/step_00000008/state.json\")) for d in sys.argv[2:])
+sys.exit(a[sys.argv[1]] != b[sys.argv[1]])" $k f16 f16b || { echo "state.json: $k differs"; return 1; }
+	done
+'
 
 test_expect_success 'gpt-ckpt-merge --to-layout cuts a single checkpoint for mp2 x pp2 x vpp2, which resumes' '
 	gpt-ckpt-merge --to-layout mp=2,pp=2,vpp=2 unbroken/step_00000004 cut &&
