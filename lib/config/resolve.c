@@ -296,6 +296,27 @@ static int resolve_interleave(gpt_config *cfg, gpt_err *err)
 		    (long long)pp, (long long)acc);
 }
 
+/* When dp_degree or sharding_degree took the rest of the world size, the
+ * number of data replicas came from how many ranks were started, not from
+ * the file: what to append to an error about a batch size `what` that they
+ * must divide, saying so; else "". */
+static void replicas_note(const gpt_config *cfg, const char *what, int64_t batch, char *out, size_t n)
+{
+	int kdp = kid("Distributed.dp_degree"), ksh = kid("Distributed.sharding.sharding_degree");
+	int64_t dp = cfg->distributed.dp_degree, sh = cfg->distributed.sharding.sharding_degree;
+	int64_t mp = cfg->distributed.mp_degree, pp = cfg->distributed.pp_degree;
+	int ddp = cfg->origin[kdp].src == GPT_SRC_DERIVED && dp > 1;
+	int dsh = cfg->origin[ksh].src == GPT_SRC_DERIVED && sh > 1;
+	*out = '\0';
+	if ((!ddp && !dsh) || !cfg->world_size_from)
+		return;
+	snprintf(out, n, "; %s %lld is the world size %lld (from %s) / (%s %lld x mp_degree %lld x pp_degree %lld): "
+		 "start a number of ranks, or give degrees, that make dp_degree x sharding_degree a divisor of %s %lld",
+		 ddp ? "dp_degree" : "sharding_degree", (long long)(ddp ? dp : sh), (long long)cfg->world_size,
+		 cfg->world_size_from, ddp ? "sharding_degree" : "dp_degree", (long long)(ddp ? sh : dp),
+		 (long long)mp, (long long)pp, what, (long long)batch);
+}
+
 static int resolve_batch(gpt_config *cfg, gpt_err *err)
 {
 	int kg = kid("Global.global_batch_size"), kl = kid("Global.local_batch_size");
@@ -307,12 +328,14 @@ static int resolve_batch(gpt_config *cfg, gpt_err *err)
 	int gg = gpt_config_given(cfg, kg), gl = gpt_config_given(cfg, kl);
 	int gm = gpt_config_given(cfg, km), ga = gpt_config_given(cfg, ka);
 
+	char note[512];
 	if (gg) {
+		replicas_note(cfg, "global_batch_size", *g, note, sizeof note);
 		if (*g % data)
 			return fail(cfg, kg, -1, err,
 				    "expected a multiple of dp_degree x sharding_degree = %lld x %lld = "
-				    "%lld (the data replicas), found %lld",
-				    (long long)dp, (long long)sh, (long long)data, (long long)*g);
+				    "%lld (the data replicas), found %lld%s",
+				    (long long)dp, (long long)sh, (long long)data, (long long)*g, note);
 		if (gl && *l != *g / data)
 			return fail(cfg, kl, -1, err,
 				    "expected global_batch_size / (dp_degree x sharding_degree) = %lld / "
@@ -328,12 +351,13 @@ static int resolve_batch(gpt_config *cfg, gpt_err *err)
 	}
 	if (gg || gl) {
 		if (gm) {
+			replicas_note(cfg, "global_batch_size / micro_batch_size", *g / *m, note, sizeof note);
 			if (*l % *m)
 				return fail(cfg, km, -1, err,
 					    "expected a divisor of local_batch_size %lld (global_batch_size "
-					    "%lld / (dp_degree %lld x sharding_degree %lld)), found %lld",
+					    "%lld / (dp_degree %lld x sharding_degree %lld)), found %lld%s",
 					    (long long)*l, (long long)*g, (long long)dp, (long long)sh,
-					    (long long)*m);
+					    (long long)*m, *g % *m ? "" : note);
 			if (ga && *acc != *l / *m)
 				return fail(cfg, ka, -1, err,
 					    "expected local_batch_size / micro_batch_size = %lld / %lld = "

@@ -108,6 +108,18 @@ test_expect_success 'batch sizes that do not divide' '
 		gpt-train -c "$C/tiny_cpu.yaml" -o Engine.accumulate_steps=3 --print-config
 '
 
+# dp_degree left out takes the rest of the world size: a run (a resume)
+# started on another number of ranks learns that this is what went wrong
+test_expect_success 'batch sizes that data replicas derived from the world size do not divide say so' '
+	fails 65 "tiny_cpu.yaml:6:22: Global.global_batch_size: expected a multiple of dp_degree x sharding_degree = 3 x 1 = 3 (the data replicas), found 8; dp_degree 3 is the world size 3 (from --world-size) / (sharding_degree 1 x mp_degree 1 x pp_degree 1): start a number of ranks, or give degrees, that make dp_degree x sharding_degree a divisor of global_batch_size 8" \
+		gpt-train -c "$C/tiny_cpu.yaml" --world-size 3 --print-config &&
+	fails 64 "found 2; sharding_degree 8 is the world size 8 (from GPT_WORLD_SIZE) / (dp_degree 1 x mp_degree 1 x pp_degree 1): start a number of ranks, or give degrees, that make dp_degree x sharding_degree a divisor of global_batch_size / micro_batch_size 4" \
+		env GPT_WORLD_SIZE=8 GPT_RANK=0 gpt-train -c "$C/tiny_cpu.yaml" --sharding stage2 -o Global.micro_batch_size=2 --print-config &&
+	fails 64 "(the data replicas), found 12" \
+		gpt-train -c "$C/tiny_cpu.yaml" -o Global.global_batch_size=12 -o Distributed.dp_degree=8 --print-config &&
+	! grep -q "is the world size" err
+'
+
 test_expect_success 'model shape that the layout cannot split' '
 	fails 64 "-o Distributed.mp_degree=3: Distributed.mp_degree: expected a divisor of Model.num_attention_heads 4" \
 		gpt-train -c "$C/tiny_cpu.yaml" -o Distributed.mp_degree=3 --print-config &&
