@@ -283,6 +283,13 @@ int gpt_ckpt_open_opts(gpt_ckpt **out, const char *path, int checksums, gpt_err 
 				return gpt_err_set(err, GPT_EDATA,
 						   "%s: %s; expected a gptkit checkpoint (a step directory "
 						   "with index.json, or an output directory with latest)", path, foreign);
+			/* a consolidated .safetensors, a bundle: one file */
+			struct stat st;
+			if (stat(path, &st) == 0 && !S_ISDIR(st.st_mode))
+				return gpt_err_set(err, GPT_EDATA,
+						   "%s: a file, not a checkpoint directory; expected a step directory "
+						   "with index.json (as output_dir/step_00000400), or an output "
+						   "directory with latest", path);
 			return gpt_err_set(err, GPT_EDATA, "%s: not a complete checkpoint: no index.json (and no 'latest' file)",
 					   path);
 		}

@@ -269,6 +269,14 @@ test_expect_success 'a FleetX checkpoint (model.pdparams) as ckpt_dir is named a
 	test_grep "a PaddlePaddle checkpoint" err
 '
 
+test_expect_success 'a single file as ckpt_dir (a consolidated checkpoint) is named a file, not a checkpoint directory' '
+	gpt-ckpt-merge --consolidate part/step_00000010 one.safetensors &&
+	test_expect_code 65 train -o Engine.max_steps=12 -o Engine.save_load.output_dir=o4 \
+		-o Engine.save_load.ckpt_dir=one.safetensors >out 2>err &&
+	test_grep "error: cannot resume: one.safetensors: a file, not a checkpoint directory; expected a step directory with index.json \(as output_dir/step_00000400\), or an output directory with latest$" err &&
+	test ! -e o4/latest
+'
+
 test_expect_success 'a checkpoint of another model shape is refused naming the key' '
 	test_expect_code 65 train -o Engine.max_steps=20 -o Engine.save_load.ckpt_dir=part \
 		-o Model.hidden_size=32 -o Model.ffn_hidden_size=128 -o Engine.save_load.output_dir=o2 >out 2>err &&
