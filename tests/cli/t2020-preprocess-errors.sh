@@ -232,8 +232,14 @@ test_expect_success 'a file size limit (ulimit -f) is an error naming the file, 
 	! ls -a | grep "\.tmp\."
 '
 
+# SIGHUP only where it was not ignored when the tests started (nohup make
+# test): gpt-preprocess leaves an ignored signal ignored, and would wait on
+# its input for ever
+hup=HUP:129
+test "$(( 0x$(sed -n "s/^SigIgn:[[:space:]]*//p" /proc/$$/status 2>/dev/null || echo 0) & 1 ))" = 0 || hup=
+
 test_expect_success 'SIGTERM or SIGHUP mid-run: no temporary left, the old pair kept' '
-	for s in TERM:143 HUP:129; do
+	for s in TERM:143 $hup; do
 		rm -f fifo && mkfifo fifo &&
 		{ gpt-preprocess -t bytes -o keep - <fifo 2>err & } &&
 		p=$! &&
