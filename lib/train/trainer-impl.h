@@ -128,6 +128,8 @@ void gpt_tr_prefetch_stop(prefetch *p);
 
 /* zero.c */
 int gpt_tr_setup_zero(trainer *tr, gpt_err *err);
+/* The elements of the widest layer unit: the size of a layer window. */
+int64_t gpt_tr_zero_layer_span(const gpt_model *m);
 void gpt_tr_free_zero(trainer *tr);
 int gpt_tr_setup_parallel(trainer *tr, gpt_err *err);
 int gpt_tr_sum_over_replicas(trainer *tr, double *sum, int64_t *n, gpt_err *err);

@@ -675,16 +675,15 @@ int gpt_train_run(const gpt_config *cfg, FILE *log, const volatile sig_atomic_t 
 		double es = (double)gpt_dtype_size(tr.dtype), n = (double)tr.model.n_alloc;
 		double wb = 0; /* stages 2 and 3: the three windows */
 		if (tr.stage >= 2) {
-			int64_t l = 0;
-			for (int u = 1; u < tr.model.n_units - 1; u++)
-				if (tr.model.unit_end[u] - tr.model.unit_begin[u] > l)
-					l = tr.model.unit_end[u] - tr.model.unit_begin[u];
+			int64_t l = gpt_tr_zero_layer_span(&tr.model);
 			int last = tr.model.n_units - 1;
 			wb = (double)(tr.model.unit_end[0] - tr.model.unit_begin[0] + l +
 				      tr.model.unit_end[last] - tr.model.unit_begin[last]) * es;
 		}
 		double shard = (double)tr.shard * es;
 		double pb = tr.stage >= 3 ? shard + wb : n * es, gb = tr.stage >= 2 ? shard + wb : n * es;
+		if (tr.zov) /* overlapped reductions: a second layer gradient window */
+			gb += (double)gpt_tr_zero_layer_span(&tr.model) * es;
 		double opt = (double)(tr.opt.end - tr.opt.begin) * (tr.opt.master ? 12.0 : 8.0);
 		double host = tr.opt.host ? opt : 0; /* offloaded: host memory, with its images */
 		if (tr.opt.host) {

@@ -132,13 +132,19 @@ int gpt_tr_zero_drain(trainer *tr, int rc, gpt_err *err)
 	}
 }
 
-int gpt_tr_zero_overlap_on(trainer *tr, gpt_err *err)
+int64_t gpt_tr_zero_layer_span(const gpt_model *m)
 {
-	gpt_model *m = &tr->model;
 	int64_t span = 0;
 	for (int u = 1; u < m->n_units - 1; u++)
 		if (m->unit_end[u] - m->unit_begin[u] > span)
 			span = m->unit_end[u] - m->unit_begin[u];
+	return span;
+}
+
+int gpt_tr_zero_overlap_on(trainer *tr, gpt_err *err)
+{
+	gpt_model *m = &tr->model;
+	int64_t span = gpt_tr_zero_layer_span(m);
 	tr->gw_layer2 = m->be->ops->alloc(m->be, (size_t)(span ? span : 1) * gpt_dtype_size(m->be->dtype),
 					  "gradient window", err);
 	if (!tr->gw_layer2)
@@ -202,11 +208,8 @@ int gpt_tr_setup_zero(trainer *tr, gpt_err *err)
 	gpt_model *m = &tr->model;
 	gpt_backend *be = m->be;
 	size_t es = gpt_dtype_size(be->dtype);
-	int64_t span[3] = {m->unit_end[0] - m->unit_begin[0], 0,
+	int64_t span[3] = {m->unit_end[0] - m->unit_begin[0], gpt_tr_zero_layer_span(m),
 			   m->unit_end[m->n_units - 1] - m->unit_begin[m->n_units - 1]};
-	for (int u = 1; u < m->n_units - 1; u++)
-		if (m->unit_end[u] - m->unit_begin[u] > span[1])
-			span[1] = m->unit_end[u] - m->unit_begin[u];
 	int rc = 0;
 	for (int k = 0; k < 3 && !rc; k++) {
 		tr->gw[k] = be->ops->alloc(be, (size_t)(span[k] ? span[k] : 1) * es, "gradient window", err);

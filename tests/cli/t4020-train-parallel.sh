@@ -84,6 +84,34 @@ test_expect_success 'per-rank memory falls stage by stage as --dry-run predicts 
 	done
 '
 
+# Each rank's "memory:" line against --dry-run's figure for its pipeline stage
+# (the per-stage table with pp > 1, else the busiest rank's total), within 5%:
+# both count the same buffers, the report rounds to 0.1 MiB.
+test_expect_success '--dry-run gives each rank of a sharded layout what it allocates (within 5%)' '
+	while IFS="|" read -r nproc lay; do
+		rm -rf log-plan &&
+		gpt-launch --nproc-per-node $nproc --log-dir log-plan -- \
+			gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" $lay -o Model.hidden_size=128 \
+			-o Data.Train.dataset.input_dir=data/lic -o Data.Train.dataset.split=15,2,0 \
+			-o Engine.eval_freq=0 -o Engine.save_load.save_steps=0 -o Engine.max_steps=1 >plan.log 2>&1 &&
+		gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" $lay -o Model.hidden_size=128 \
+			--world-size $nproc --dry-run >plan &&
+		r=0 && while [ $r -lt $nproc ]; do
+			st=$(sed -n "s/.*pipeline stage \([0-9]*\) of [0-9]*)$/\1/p" log-plan/workerlog.$r) &&
+			planned=$(awk -v s=$st "/^per stage:/ { on = 1; next } on && \$1 == s { print \$7 }
+				/^  total: / { t = \$2 } END { if (!on) print t }" plan) &&
+			used=$(sed -n "s/.*memory: .*total .* (\([0-9]*\) bytes)$/\1/p" log-plan/workerlog.$r) &&
+			echo "$lay: rank $r (stage $st) planned $planned MiB, allocated $used bytes" &&
+			awk -v p="$planned" -v u="$used" "BEGIN { u /= 1048576; d = (p - u) / u; if (d < 0) d = -d; exit !(d <= 0.05) }" &&
+			r=$((r + 1)) || return 1
+		done || return 1
+	done <<-LAYOUTS
+	4|--sharding_parallel_degree 4 --sharding stage3 -o Distributed.overlap_grad_reduce=True
+	4|--pipeline_parallel_degree 2 --sharding_parallel_degree 2 --sharding stage2 -o Distributed.overlap_grad_reduce=True -o Model.num_layers=4 -o Model.use_recompute=True -o Model.no_recompute_layers=[0]
+	2|--pipeline_parallel_degree 2 -o Model.num_layers=4 -o Distributed.virtual_pp_degree=2 -o Engine.mix_precision.enable=True -o Engine.mix_precision.dtype=bfloat16
+	LAYOUTS
+'
+
 # Stop at 5 and resume to 10 in every layout: the same bytes as an unbroken run.
 while IFS='|' read -r nproc lay; do
 test_expect_success "stop and resume is bit for bit ($nproc ranks: $lay)" '
