@@ -213,6 +213,7 @@ int gpt_train_memory_plan(const gpt_config *cfg, gpt_train_memory *m, gpt_err *e
 	}
 	free(tab);
 
+	int gpu = cfg->global.device && strcmp(cfg->global.device, "gpu") == 0;
 	act_shape x = {(double)cfg->data.train.dataset.max_seq_len,
 		       (double)cfg->global.micro_batch_size,
 		       (double)shape.hidden,
@@ -220,7 +221,7 @@ int gpt_train_memory_plan(const gpt_config *cfg, gpt_train_memory *m, gpt_err *e
 		       (double)tp,
 		       cfg->model.sequence_parallel ? (double)tp : 1.0,
 		       (double)m->act_bytes_each,
-		       cfg->global.device && strcmp(cfg->global.device, "gpu") == 0,
+		       gpu,
 		       0};
 	gpt_dtype storage = gpt_train_storage_dtype(cfg);
 	x.low = x.flash && gpt_attention_tensor_cores(storage, shape.hidden / shape.heads);
@@ -256,16 +257,18 @@ int gpt_train_memory_plan(const gpt_config *cfg, gpt_train_memory *m, gpt_err *e
 			st->grad_bytes += (window + (cfg->distributed.overlap_grad_reduce ? (double)layer_params : 0)) *
 					  m->grad_bytes_each; /* overlapped: a second layer window */
 		double opt = ceil_div(P, d) * m->optim_bytes_each;
-		if (cfg->distributed.sharding.sharding_offload) {
-			/* on a GPU also the pinned images the shard's gradients come
-			 * down into and its parameters go up from */
-			st->optim_host = opt + (x.flash ? 2 * ceil_div(P, d) * m->param_bytes_each : 0);
-		} else
+		/* offload moves the state of a GPU rank to the host, with the
+		 * pinned images the shard's gradients come down into and its
+		 * parameters go up from; a CPU rank's state is there already
+		 * (offload changes nothing), so it stays in the rank's total */
+		if (cfg->distributed.sharding.sharding_offload && gpu)
+			st->optim_host = opt + 2 * ceil_div(P, d) * m->param_bytes_each;
+		else
 			st->optim_device = opt;
 		st->device_total = st->param_bytes + st->grad_bytes + st->optim_device + st->act_config;
 		/* over shm, GPU ranks stage each bucket in pinned host memory of
 		 * its own while it is reduced: at most the gradients once */
-		if (overlapped(cfg) && cfg->global.device && strcmp(cfg->global.device, "gpu") == 0)
+		if (overlapped(cfg) && gpu)
 			st->overlap_host = st->grad_bytes;
 		if (st->device_total > m->stage[m->busiest].device_total)
 			m->busiest = (int)s;
@@ -409,7 +412,9 @@ int gpt_train_memory_write(const gpt_config *cfg, const gpt_train_memory *m, FIL
 		gib(w->optim_device, a, sizeof a), gib(w->optim_host, b, sizeof b),
 		m->optim_bytes_each == 12 ? "fp32 master + m + v" : "m + v", m->optim_bytes_each,
 		sh > 1 ? ", split over the sharding group" : "",
-		images ? "; on the host with pinned images of the parameters and gradients" : "");
+		images ? "; on the host with pinned images of the parameters and gradients"
+		: cfg->distributed.sharding.sharding_offload ? "; offload changes nothing on a CPU rank, whose state is in host memory already"
+							      : "");
 	fprintf(fp, "  activations:      %12s  without recompute, %s with full recompute, %s as "
 		    "configured\n",
 		gib(w->act_none, a, sizeof a), gib(w->act_full, b, sizeof b),
