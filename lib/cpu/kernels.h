@@ -122,6 +122,12 @@ int gpt_cpu_adamw(gpt_backend *be, void *param, float *master, const void *grad,
 int gpt_cpu_sum_squares(gpt_backend *be, float *acc, const void *x, int64_t n, gpt_err *err);
 int gpt_cpu_check_finite(gpt_backend *be, float *flag, const void *x, int64_t n,
 			 gpt_err *err);
+/* The same over elements of dtype dt (fp32, bf16 or fp16), 16-bit ones
+ * without an fp32 copy of them all; the sum has the fp32 path's bits. */
+int gpt_cpu_sum_squares_of(gpt_backend *be, float *acc, const void *x, gpt_dtype dt, int64_t n,
+			   gpt_err *err);
+int gpt_cpu_check_finite_of(gpt_backend *be, float *flag, const void *x, gpt_dtype dt, int64_t n,
+			    gpt_err *err);
 
 /* quant.c: the same functions serve fp32 and 16-bit storage. */
 int gpt_cpu_quant_absmax(gpt_backend *be, float *scale, const void *x, int64_t rows, int64_t cols,

@@ -553,6 +553,13 @@ static int lp_dropout_bwd(gpt_backend *be, void *dinp, const void *dout, int64_t
 	return lp_dropout(be, 1, dinp, dout, B, T, F, d, err);
 }
 
+/* The optimizer's ops go through the gradients without an fp32 copy of
+ * them all (4 bytes a parameter that no memory plan counts): AdamW a block
+ * at a time, a multiple of 256 elements, so that each block splits over the
+ * threads at the same 256-element boundaries as the whole and every element
+ * takes the same path; the reductions widen in place (reduce.c). */
+enum { LP_OPT_BLOCK = 1 << 20 };
+
 static int lp_adamw(gpt_backend *be, void *param, float *master, const void *grad, float *m,
 		    float *v, int64_t n, const gpt_adamw *h, gpt_err *err)
 {
@@ -564,37 +571,27 @@ static int lp_adamw(gpt_backend *be, void *param, float *master, const void *gra
 				   "adamw: %s parameters need fp32 master weights",
 				   gpt_dtype_name(be->dtype));
 	LP_BEGIN(be, err);
-	float *g = lp_in(t, grad, n);
-	if (!t->rc)
-		rc = gpt_cpu_adamw(be, master, NULL, g, m, v, n, h, err);
-	if (!rc)
-		lp_store(t, param, master, n);
+	size_t es = gpt_dtype_size(be->dtype);
+	float *g = lp_alloc(t, n < LP_OPT_BLOCK ? n : LP_OPT_BLOCK);
+	for (int64_t i = 0; i < n && !t->rc && !rc; i += LP_OPT_BLOCK) {
+		int64_t k = n - i < LP_OPT_BLOCK ? n - i : LP_OPT_BLOCK;
+		gpt_convert(g, GPT_DTYPE_F32, (const char *)grad + (size_t)i * es, be->dtype, (size_t)k, NULL);
+		rc = gpt_cpu_adamw(be, master + i, NULL, g, m + i, v + i, k, h, err);
+		if (!rc)
+			lp_store(t, (char *)param + (size_t)i * es, master + i, k);
+	}
 	return lp_done(t, rc);
 }
 
 static int lp_sum_squares(gpt_backend *be, float *acc, const void *x, int64_t n, gpt_err *err)
 {
-	int rc = gpt_cpu_check_sizes("sum_squares", err, 1, n);
-	if (rc)
-		return rc;
-	LP_BEGIN(be, err);
-	float *x32 = lp_in(t, x, n);
-	if (!t->rc)
-		rc = gpt_cpu_sum_squares(be, acc, x32, n, err);
-	return lp_done(t, rc);
+	return gpt_cpu_sum_squares_of(be, acc, x, be->dtype, n, err);
 }
 
 static int lp_check_finite(gpt_backend *be, float *flag, const void *x, int64_t n,
 			   gpt_err *err)
 {
-	int rc = gpt_cpu_check_sizes("check_finite", err, 1, n);
-	if (rc)
-		return rc;
-	LP_BEGIN(be, err);
-	float *x32 = lp_in(t, x, n);
-	if (!t->rc)
-		rc = gpt_cpu_check_finite(be, flag, x32, n, err);
-	return lp_done(t, rc);
+	return gpt_cpu_check_finite_of(be, flag, x, be->dtype, n, err);
 }
 
 const gpt_backend_ops gpt_cpu_lowp_ops = {

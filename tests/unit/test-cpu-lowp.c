@@ -220,6 +220,38 @@ static void ops(void)
 		ok(flag == 1.0f, "%s check_finite: flags inf", gpt_dtype_name(dt));
 		free(master), free(g), free(g16);
 	}
+	/* the same past one block of the optimizer's ops (2^20 elements) and
+	 * past the reductions' pieces: the fp32 path's bits on the widened
+	 * gradients, with no fp32 copy of them all */
+	{
+		const int64_t n = (1 << 20) + 4099;
+		float *master = chk_floats(n, 1), *g = rnd(n, 0.1), *g32 = malloc((size_t)n * 4);
+		float *m = calloc((size_t)n, 4), *v = calloc((size_t)n, 4), *m2 = calloc((size_t)n, 4);
+		float *v2 = calloc((size_t)n, 4), *mcopy = malloc((size_t)n * 4), *p32 = malloc((size_t)n * 4);
+		uint16_t *p16 = malloc((size_t)n * 2), *g16 = h16(g, n);
+		gpt_convert(g32, GPT_DTYPE_F32, g16, dt, (size_t)n, NULL);
+		memcpy(mcopy, master, (size_t)n * 4);
+		gpt_adamw h = {1e-2, 0.9, 0.999, 1e-8, 0.1, 1.0, 3};
+		CHK(f32.ops->adamw(&f32, p32, mcopy, g32, m2, v2, n, &h, &chk_err));
+		CHK(lp.ops->adamw(&lp, p16, master, g16, m, v, n, &h, &chk_err));
+		ok(memcmp(master, mcopy, (size_t)n * 4) == 0 && memcmp(m, m2, (size_t)n * 4) == 0 &&
+		   memcmp(v, v2, (size_t)n * 4) == 0, "%s adamw over %lld elements (blocks): as in fp32",
+		   gpt_dtype_name(dt), (long long)n);
+		same("adamw over blocks: the parameter is the rounded master", p16, master, n);
+		float s32 = 0.5f, s16 = 0.5f, flag = 0;
+		CHK(f32.ops->sum_squares(&f32, &s32, g32, n, &chk_err));
+		CHK(lp.ops->sum_squares(&lp, &s16, g16, n, &chk_err));
+		ok(s32 == s16, "%s sum_squares over %lld elements: the fp32 bits (%.9g)", gpt_dtype_name(dt),
+		   (long long)n, (double)s16);
+		g16[n - 1] = dt == GPT_DTYPE_BF16 ? 0x7f7f : 0x7bff; /* the largest finite */
+		CHK(lp.ops->check_finite(&lp, &flag, g16, n, &chk_err));
+		ok(flag == 0.0f, "%s check_finite: the largest finite value is finite", gpt_dtype_name(dt));
+		g16[n - 1] = dt == GPT_DTYPE_BF16 ? 0xffc1 : 0xfe01; /* a negative NaN, last */
+		CHK(lp.ops->check_finite(&lp, &flag, g16, n, &chk_err));
+		ok(flag == 1.0f, "%s check_finite: flags a NaN at the end", gpt_dtype_name(dt));
+		free(master), free(g), free(g32), free(m), free(v), free(m2), free(v2), free(mcopy);
+		free(p32), free(p16), free(g16);
+	}
 }
 
 int main(void)
