@@ -237,7 +237,7 @@ static const gpt_config_key keys[] = {
 	  "sampling|greedy_search|beam_search", "how the next token is chosen"),
 	I("Generation.num_beams", generation.num_beams, "1", 1, 1 << 16, "beams for beam_search"),
 	F("Generation.length_penalty", generation.length_penalty, "1.0", -1e6, 1e6,
-	  "beam scores are divided by length^length_penalty"),
+	  "beam scores are divided by ((n + 5) / 6)^length_penalty, n the tokens generated (PaddleNLP's)"),
 	F("Generation.repetition_penalty", generation.repetition_penalty, "1.0", 1e-6, 1e6,
 	  "logits of tokens already present are divided (positive) or multiplied by this"),
 	B("Generation.early_stopping", generation.early_stopping, "False",

@@ -27,16 +27,18 @@ typedef struct beams {
 	int64_t n_hyp;
 } beams;
 
+/* PaddleNLP's length normalisation (its BeamHypotheses, GNMT's): the
+ * summed log-probability over ((len + 5) / 6)^length_penalty, len the
+ * tokens generated without the end of text. */
 static double norm(const gpt_gen_opts *o, double sum, int64_t len)
 {
-	return sum / pow((double)len, o->length_penalty);
+	return sum / pow((double)(len + 5) / 6.0, o->length_penalty);
 }
 
 /* Adds a hypothesis if it is among the num_beams best so far. */
-static int add_hyp(beams *b, const int32_t *ids, int64_t n, int64_t len, double sum, int finished,
-		   gpt_err *err)
+static int add_hyp(beams *b, const int32_t *ids, int64_t n, double sum, int finished, gpt_err *err)
 {
-	double s = norm(b->o, sum, len);
+	double s = norm(b->o, sum, n);
 	int64_t nb = b->o->num_beams, at = b->n_hyp;
 	while (at > 0 && b->hyp[at - 1].score < s)
 		at--;
@@ -111,7 +113,7 @@ int gpt_beam_search(gpt_infer_model *m, const gpt_gen_opts *o, const int32_t *pr
 			const int32_t *src = ids + (cur * nb + c[i].beam) * W;
 			if (c[i].tok == o->eot) {
 				if (i < nb)
-					rc = add_hyp(&b, src + len, g, g + 1, c[i].score, 1, err);
+					rc = add_hyp(&b, src + len, g, c[i].score, 1, err);
 				continue;
 			}
 			int32_t *dst = ids + (nxt * nb + nnew) * W;
@@ -122,7 +124,7 @@ int gpt_beam_search(gpt_infer_model *m, const gpt_gen_opts *o, const int32_t *pr
 				 * does, its token kept (the text is cut at output);
 				 * not "finished", which the end of text alone is */
 				if (i < nb)
-					rc = add_hyp(&b, dst + len, g + 1, g + 1, c[i].score, 0, err);
+					rc = add_hyp(&b, dst + len, g + 1, c[i].score, 0, err);
 				continue;
 			}
 			score[nxt * nb + nnew] = c[i].score;
@@ -135,17 +137,18 @@ int gpt_beam_search(gpt_infer_model *m, const gpt_gen_opts *o, const int32_t *pr
 			break;
 		if (g + 1 == maxd) {
 			for (int64_t j = 0; j < nrun && !rc; j++)
-				rc = add_hyp(&b, ids + (cur * nb + j) * W + len, g + 1, g + 1,
+				rc = add_hyp(&b, ids + (cur * nb + j) * W + len, g + 1,
 					     score[cur * nb + j], 0, err);
 			break;
 		}
 		if (b.n_hyp >= nb) {
 			if (o->early_stopping)
 				break;
-			/* the best any running beam can still reach: its sum only falls */
+			/* the best any running beam can still reach: its sum only
+			 * falls, its length (g + 1 now) grows up to max_dec_len */
 			double best = -INFINITY;
 			for (int64_t j = 0; j < nrun; j++) {
-				int64_t L = o->length_penalty > 0 ? maxd : g + 2;
+				int64_t L = o->length_penalty > 0 ? maxd : g + 1;
 				double s = norm(o, score[cur * nb + j], L);
 				if (s > best)
 					best = s;

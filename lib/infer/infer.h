@@ -285,8 +285,9 @@ int gpt_generate(gpt_infer_model *m, const gpt_gen_opts *o, int64_t n,
 		 gpt_err *err);
 
 /* Beam search for one prompt: up to num_return_sequences best hypotheses,
- * best first, scored as sum of log-probabilities / (generated length ^
- * length_penalty), the generated length counting the end-of-text token.
+ * best first, scored as PaddleNLP's generate scores them: sum of
+ * log-probabilities / ((n + 5) / 6)^length_penalty, n the tokens generated
+ * without the end-of-text token.
  * With early_stopping the search ends once num_beams hypotheses are done;
  * otherwise only when no running beam can still beat the worst of them
  * (exact for any length_penalty). results[i].ids are malloc'd. */

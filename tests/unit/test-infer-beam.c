@@ -41,13 +41,16 @@ static void enumerate(ref_model *r, int32_t *seq, int64_t plen, int64_t g, doubl
 	for (int t = 0; t < 5; t++) {
 		double s = sum + lps[t];
 		if (t == EOT || g + 1 == MAXD) {
-			double norm = s / pow((double)(g + 1), lp);
+			/* PaddleNLP's BeamHypotheses: over ((n + 5) / 6)^lp, n the
+			 * tokens generated without the end of text */
+			int64_t n = t == EOT ? g : g + 1;
+			double norm = s / pow((double)(n + 5) / 6.0, lp);
 			if (norm > b->score) {
 				b->score = norm;
 				memcpy(b->ids, seq + plen, (size_t)g * sizeof(int32_t));
 				if (t != EOT)
 					b->ids[g] = t;
-				b->n = t == EOT ? g : g + 1;
+				b->n = n;
 			}
 			if (t == EOT)
 				continue;
