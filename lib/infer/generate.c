@@ -220,8 +220,12 @@ static int run_group(gpt_infer_model *m, const gpt_gen_opts *o, seq *sq, int64_t
 		}
 	}
 	for (int64_t i = 0; !rc && i < ns; i++) {
-		gpt_gen_result r = {sq[i].prompt, sq[i].index, sq[i].ids + sq[i].n_prompt,
-				    sq[i].n - sq[i].n_prompt, sq[i].finished, sq[i].score};
+		/* the mean log-probability of the tokens chosen, the end of text
+		 * included, as FleetX's and PaddleNLP's greedy and sampling
+		 * report it (their update_scores_for_generation) */
+		int64_t gen = sq[i].n - sq[i].n_prompt, scored = gen + sq[i].finished;
+		gpt_gen_result r = {sq[i].prompt, sq[i].index, sq[i].ids + sq[i].n_prompt, gen,
+				    sq[i].finished, scored ? sq[i].score / (double)scored : 0.0};
 		rc = emit(ctx, &r, err);
 	}
 	free(slot);

@@ -270,7 +270,8 @@ typedef struct gpt_gen_result {
 	int32_t *ids;        /* generated ids (end-of-text left out) */
 	int64_t n;
 	int finished;        /* 1: ended at end-of-text, 0: at max_dec_len */
-	double score;        /* sum of log-probabilities (beam: length-penalised) */
+	double score;        /* mean log-probability of the tokens chosen, the end
+			      * of text included (beam: the length-penalised sum) */
 } gpt_gen_result;
 
 /* Called with each result as soon as its prompt is done, in prompt order and

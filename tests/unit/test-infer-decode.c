@@ -16,6 +16,8 @@ typedef struct collected {
 	int32_t ids[16][64];
 	int64_t len[16];
 	int64_t prompt[16], index[16];
+	int finished[16];
+	double score[16];
 } collected;
 
 static int collect(void *ctx, const gpt_gen_result *r, gpt_err *err)
@@ -28,8 +30,33 @@ static int collect(void *ctx, const gpt_gen_result *r, gpt_err *err)
 	c->len[c->n] = r->n;
 	c->prompt[c->n] = r->prompt;
 	c->index[c->n] = r->index;
+	c->finished[c->n] = r->finished;
+	c->score[c->n] = r->score;
 	c->n++;
 	return 0;
+}
+
+/* The mean log-probability of ids[0..n) after the prompt, and of the end
+ * of text eot after them if finished, by one full forward pass. */
+static double mean_logp(ref_model *r, const int32_t *prompt, int64_t plen, const int32_t *ids,
+			int64_t n, int finished, int32_t eot)
+{
+	gpt_err err = {0};
+	int32_t full[64];
+	memcpy(full, prompt, (size_t)plen * sizeof(int32_t));
+	memcpy(full + plen, ids, (size_t)n * sizeof(int32_t));
+	ref_forward(r, full, plen + n, &err);
+	double sum = 0;
+	int64_t k = n + (finished != 0);
+	for (int64_t i = 0; i < k; i++) {
+		const float *row = r->logits + (plen - 1 + i) * r->s.padded_vocab;
+		int32_t t = i < n ? ids[i] : eot;
+		double mx = row[gpt_argmax(row, r->s.vocab_size)], z = 0;
+		for (int64_t v = 0; v < r->s.vocab_size; v++)
+			z += exp(row[v] - mx);
+		sum += row[t] - mx - log(z);
+	}
+	return k ? sum / (double)k : 0.0;
 }
 
 static gpt_gen_opts greedy_opts(int64_t max_dec)
@@ -114,6 +141,23 @@ int main(void)
 		ok(same && got.prompt[p] == p, "prompt %d: %lld greedy tokens equal full forward passes", p,
 		   (long long)nw);
 	}
+	/* the score: the mean log-probability of the tokens chosen (the end of
+	 * text included), as FleetX's and PaddleNLP's greedy search reports it */
+	for (int p = 0; p < 3; p++) {
+		double want = mean_logp(&r, prompts[p], lens[p], got.ids[p], got.len[p], got.finished[p], 256);
+		ok(!got.finished[p] && fabs(got.score[p] - want) < 1e-4,
+		   "prompt %d: score %.6f is the mean log-probability %.6f of its %lld tokens", p,
+		   got.score[p], want, (long long)got.len[p]);
+	}
+	/* the end of text counts: the 4th greedy token made the end of text */
+	o.eot = got.ids[0][3];
+	collected ge = {0};
+	rc = gpt_generate(&m, &o, 1, prompts, lens, collect, &ge, &err);
+	ok(rc == 0 && ge.n == 1 && ge.finished[0] && ge.len[0] <= 3 &&
+	   fabs(ge.score[0] - mean_logp(&r, p0, 5, ge.ids[0], ge.len[0], 1, o.eot)) < 1e-4,
+	   "finished after %lld tokens: the end of text is in the mean (score %.6f)",
+	   (long long)ge.len[0], ge.score[0]);
+	o.eot = 256;
 	/* the same one at a time */
 	collected alone = {0};
 	o.batch = 1;
