@@ -223,8 +223,8 @@ static const gpt_config_key keys[] = {
 
 	I("Generation.top_k", generation.top_k, "50", 0, 1 << 30,
 	  "sample from the k most likely tokens (0: no limit)"),
-	F("Generation.top_p", generation.top_p, "1.0", 1e-9, 1,
-	  "sample from the smallest set of tokens whose probability reaches top_p"),
+	F("Generation.top_p", generation.top_p, "1.0", 0, 1,
+	  "sample from the smallest set of tokens whose probability reaches top_p (0: the most likely one)"),
 	F("Generation.temperature", generation.temperature, "1.0", 1e-6, 1e6,
 	  "logits are divided by this"),
 	I("Generation.min_dec_len", generation.min_dec_len, "1", 0, 1 << 30,

@@ -88,6 +88,15 @@ test_expect_success 'top_k=1 sampling is greedy' '
 	test_cmp expect out
 '
 
+test_expect_success 'top_p=0 sampling is greedy: the most probable token is always kept, as in FleetX and PaddleNLP' '
+	gpt-infer -m ck -o Generation.top_p=0 -o Generation.top_k=0 -o Generation.temperature=3 \
+		-o Generation.max_dec_len=40 "Everyone is" >out &&
+	greedy ck "Everyone is" >expect &&
+	test_cmp expect out &&
+	test_expect_code 64 gpt-infer -m ck -o Generation.top_p=-0.1 "x" 2>err &&
+	test_grep "Generation.top_p: expected a number in \[0, 1\]" err
+'
+
 test_expect_success 'beam search: num_return_sequences best beams, the first the greedy recital' '
 	gpt-infer -m ck -o Generation.decode_strategy=beam_search -o Generation.num_beams=4 \
 		-o Generation.num_return_sequences=2 -o Generation.max_dec_len=40 "Everyone is" >out &&

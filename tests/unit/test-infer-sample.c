@@ -53,6 +53,9 @@ int main(void)
 	s.top_p = 1e-9;
 	k = gpt_sample_probs(l, 5, &s, probs, order);
 	ok(k == 1 && probs[3] == 1.0f, "a tiny top_p still keeps the most probable token");
+	s.top_p = 0;
+	k = gpt_sample_probs(l, 5, &s, probs, order);
+	ok(k == 1 && probs[3] == 1.0f, "top_p 0 keeps the most probable token alone");
 
 	s.top_p = 0.9;
 	s.top_k = 2;
