@@ -276,6 +276,9 @@ const gpt_config_key *gpt_config_keys(int *n);
 int gpt_config_key_find(const char *name);
 /* The nearest key or section name to an unknown `name`, for "did you mean". */
 const char *gpt_config_key_nearest(const char *name);
+/* For a key FleetX's or PaddleNLP's generation reads and gptkit does not
+ * ("Generation.eos_token_id"): why, and what to do instead; else NULL. */
+const char *gpt_config_unread_note(const char *name);
 /* 1 when name is a section ("Distributed.sharding") rather than a key. */
 int gpt_config_is_section(const char *name);
 /* Accepted spellings from older FleetX/PaddleNLP configs, NULL-terminated

@@ -459,6 +459,47 @@ int gpt_config_is_section(const char *name)
 	return 0;
 }
 
+const char *gpt_config_unread_note(const char *name)
+{
+	/* the keys of FleetX's GPTForGeneration (configs.get) and PaddleNLP's
+	 * generate() that gptkit has no key for */
+	static const char *const tok = "gpt-infer takes the end-of-text token from the model's "
+				       "tokenizer (50256 for GPT-2's, 256 for the byte tokenizer's) "
+				       "and pads nothing; leave it out";
+	static const char *const len = "PaddleNLP's generate() name; gptkit's key is "
+				       "Generation.max_dec_len (or min_dec_len), the tokens generated";
+	static const char *const grp = "diverse (group) beam search, which gptkit does not "
+				       "provide; leave it out for plain beam search";
+	static const char *const forced = "forced tokens, which gptkit does not provide; leave it out";
+	static const char *const notes[] = {
+		"Generation.eos_token_id", tok,
+		"Generation.bos_token_id", tok,
+		"Generation.pad_token_id", tok,
+		"Generation.use_topp_sampling",
+		"FleetX's switch to its fused top-p CUDA kernel (ppfleetx_ops); gpt-infer samples "
+		"from the same top_k and top_p distribution on every device; leave it out",
+		"Generation.num_beam_groups", grp,
+		"Generation.diversity_rate", grp,
+		"Generation.no_repeat_ngram_size",
+		"n-gram blocking, which gptkit does not provide; Generation.repetition_penalty "
+		"penalises the tokens already present",
+		"Generation.forced_bos_token_id", forced,
+		"Generation.forced_eos_token_id", forced,
+		"Generation.use_cache", "gpt-infer always decodes with a KV cache; leave it out",
+		"Generation.inference",
+		"FleetX's switch for exported models; gpt-infer reads bundles and checkpoints alike; "
+		"leave it out",
+		"Generation.max_length", len,
+		"Generation.min_length", len,
+		"Generation.max_new_tokens", len,
+		NULL,
+	};
+	for (int i = 0; notes[i]; i += 2)
+		if (strcmp(notes[i], name) == 0)
+			return notes[i + 1];
+	return NULL;
+}
+
 const char *gpt_config_key_nearest(const char *name)
 {
 	/* Compared at the same depth first, so "Modle" meets sections and

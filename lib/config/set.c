@@ -436,6 +436,9 @@ int gpt_config_override(gpt_config *cfg, const char *assignment, gpt_err *err)
 			return gpt_err_set(err, GPT_EUSAGE,
 					   "%s: %s is a section, not a key; name a key inside it", where,
 					   name);
+		const char *note = gpt_config_unread_note(name);
+		if (note)
+			return gpt_err_set(err, GPT_EUSAGE, "%s: unknown key %s: %s", where, name, note);
 		return gpt_err_set(err, GPT_EUSAGE, "%s: unknown key %s; did you mean %s?", where, name,
 				   near ? near : "?");
 	}

@@ -165,7 +165,9 @@ static int entry(reader *r, const char *prefix, const yaml_node_t *kn, const yam
 					      "which gptkit does not read; write its settings in FleetX's "
 					      "sections (Global, Engine, Model, Distributed, ...) as "
 					      "gpt-config(5) says under MindFormers", path);
-	const char *near = gpt_config_key_nearest(path);
+	const char *near = gpt_config_key_nearest(path), *note = gpt_config_unread_note(path);
+	if (note)
+		return at(r, kn, err, "unknown key %s: %s", path, note);
 	return at(r, kn, err, "unknown key %s; did you mean %s?", path, near ? near : "?");
 }
 

@@ -250,6 +250,19 @@ test_expect_success 'Generation and Inference values of a -c file that do not fi
 	test_grep "^perplexity: " out
 '
 
+test_expect_success 'FleetX and PaddleNLP generation keys gptkit has none for: refused saying why, not "did you mean"' '
+	test_expect_code 64 gpt-infer -m ck -o Generation.eos_token_id=50256 "x" 2>err &&
+	test_grep "^gpt-infer: error: -o Generation.eos_token_id=50256: unknown key Generation.eos_token_id: gpt-infer takes the end-of-text token from the model.s tokenizer" err &&
+	printf "Generation:\n  top_k: 5\n  use_topp_sampling: True\n" >topp.yaml &&
+	test_expect_code 65 gpt-infer -m ck -c topp.yaml "x" 2>err &&
+	test_grep "^gpt-infer: error: topp.yaml:3:3: unknown key Generation.use_topp_sampling: FleetX.s switch to its fused top-p CUDA kernel" err &&
+	for k in pad_token_id=0 num_beam_groups=2 diversity_rate=0.5 no_repeat_ngram_size=3 \
+		use_cache=False max_length=20 max_new_tokens=20; do
+		test_expect_code 64 gpt-infer -m ck -o Generation.$k "x" 2>err &&
+		! grep -q "did you mean" err || return 1
+	done
+'
+
 test_expect_success 'bad prompts and options are clear errors' '
 	printf "ok\n\377\376bad\n" >bad &&
 	test_expect_code 65 greedy ck <bad 2>err &&
