@@ -403,7 +403,8 @@ typedef struct gpt_opts {
  * Uses getopt_long, so only one gpt_opts may be in use at a time. */
 void gpt_opts_init(gpt_opts *o, const gpt_opt *table, int argc, char **argv);
 int gpt_opts_next(gpt_opts *o, gpt_err *err);
-/* Writes the OPTIONS part of --help, one option a line, aligned. */
+/* Writes the OPTIONS part of --help, one option a line, aligned (an option
+ * too wide for the column has its description on the next line). */
 void gpt_opts_help(const gpt_opt *table, FILE *fp);
 /* After gpt_opts_next said "unknown option --NAME" for arg (--NAME or
  * --NAME=VALUE): when NAME is one of another tool's options in tbl

@@ -143,7 +143,10 @@ void gpt_opts_help(const gpt_opt *table, FILE *fp)
 			n = snprintf(left, sizeof left, "    --%s", t->lng);
 		if (t->arg && n > 0 && (size_t)n < sizeof left)
 			snprintf(left + n, sizeof left - (size_t)n, " %s", t->arg);
-		fprintf(fp, "  %-28s %s\n", left, t->help);
+		if (strlen(left) > 28) /* too wide: the description starts the next line */
+			fprintf(fp, "  %s\n  %-28s %s\n", left, "", t->help);
+		else
+			fprintf(fp, "  %-28s %s\n", left, t->help);
 	}
 }
 
