@@ -132,6 +132,8 @@ static void foreign_flag_hint(const char *arg, gpt_err *err)
 		"split", mg, "give -o Data.Train.dataset.split=949,50,1 -o Data.Eval.dataset.split=949,50,1",
 		"save", mg, "give -o Engine.save_load.output_dir=DIR",
 		"load", mg, load,
+		"pretrained-checkpoint", mg,
+		"give -o Engine.save_load.ckpt_dir=DIR, the checkpoint a run starts from while output_dir holds none",
 		"save-interval", mg, "give -o Engine.save_load.save_steps=N",
 		"eval-interval", mg, "give -o Engine.eval_freq=N",
 		"eval-iters", mg, "give -o Engine.eval_iters=N",

@@ -308,6 +308,8 @@ test_expect_success 'Megatron-LM and llm.c flags name the key to give instead' '
 		gpt-train -c "$C/tiny_cpu.yaml" --tensor-model-parallel-size 2 --print-config &&
 	fails 64 "unknown option --data-path (Megatron-LM'"'"'s); give -o Data.Train.dataset.input_dir=PATH" \
 		gpt-train -c "$C/tiny_cpu.yaml" --data-path data/x_text_document --print-config &&
+	fails 64 "unknown option --pretrained-checkpoint (Megatron-LM'"'"'s); give -o Engine.save_load.ckpt_dir=DIR" \
+		gpt-train -c "$C/tiny_cpu.yaml" --pretrained-checkpoint ckpt/release --print-config &&
 	fails 64 "unknown option -b (llm.c'"'"'s); give -o Global.micro_batch_size=N" \
 		gpt-train -c "$C/tiny_cpu.yaml" -b 4 --print-config &&
 	fails 64 "unknown option -x (llm.c'"'"'s); give -o Engine.max_steps=N" \
