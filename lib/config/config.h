@@ -325,6 +325,12 @@ int gpt_config_load(gpt_config *cfg, const char *path, char *const *overrides, i
  * configuration (every key, derived values included). */
 int gpt_config_write_yaml(const gpt_config *cfg, FILE *fp, gpt_err *err);
 
+/* After gpt-train's option parsing refused arg with "unknown option -...":
+ * when it is an option of PaddleNLP's Trainer, Megatron-LM's pretrain_gpt.py
+ * or llm.c's train_gpt2 ("-X": llm.c's short flags), err says whose it is
+ * and what to give instead (gpt_opts_foreign_hint); otherwise err is kept. */
+void gpt_config_flag_hint(const char *arg, gpt_err *err);
+
 /* Writes the key table: name, type, default, one line of help. */
 void gpt_config_list_keys(FILE *fp);
 
