@@ -47,44 +47,6 @@ static void usage(FILE *fp)
 	gpt_opts_help(options, fp);
 }
 
-/* The options of Megatron-LM's and PaddleFleetX's preprocess_data.py,
- * which gpt-preprocess does not take: whose they are and what to give. */
-static void foreign_flag_hint(const char *arg, gpt_err *err)
-{
-	static const char mg[] = "Megatron-LM's", fx[] = "PaddleFleetX's", both[] = "Megatron-LM's and PaddleFleetX's";
-	static const char inputs[] = "give the input files, directories or - (stdin) as arguments";
-	static const char prefix[] = "give -o PREFIX, which writes PREFIX.bin and PREFIX.idx as named (Megatron-LM "
-				     "adds _KEY_document to the prefix: -o PREFIX_text_document makes the same names)";
-	static const char vocab[] = "give --vocab DIR, the directory that holds the vocabulary and merges files";
-	static const char split[] = "gpt-preprocess does not split documents into sentences: each document is one "
-				    "sequence; leave it out";
-	static const char progress[] = "progress goes to standard error when it is a terminal; leave it out";
-	static const char *const tbl[] = {
-		"input", mg, inputs,
-		"input_path", fx, inputs,
-		"output-prefix", mg, prefix,
-		"output_prefix", fx, prefix,
-		"workers", both, "give -j N (tokenizer threads; the output is the same for any N)",
-		"partitions", mg, "give -j N; the input is read once, in order, whatever N",
-		"json-keys", mg, "give --json-key KEY, repeated for several keys: the first a record has is its text, "
-				 "all into one dataset (Megatron-LM writes a dataset per key)",
-		"json_key", fx, "give --json-key KEY",
-		"tokenizer-type", mg, "give -t gpt2 (GPT2BPETokenizer) or -t bytes",
-		"tokenizer_name", fx, "give -t gpt2 (GPTTokenizer) or -t bytes",
-		"vocab-file", mg, vocab,
-		"merge-file", mg, vocab,
-		"append_eos", fx, "give --append-eod (the default)",
-		"dataset-impl", mg, "the output is always the mmap indexed dataset; leave it out",
-		"split-sentences", mg, split,
-		"split_sentences", fx, split,
-		"keep-newlines", mg, split,
-		"log-interval", mg, progress,
-		"log_interval", fx, progress,
-		NULL, NULL, NULL,
-	};
-	gpt_opts_foreign_hint(arg, tbl, err);
-}
-
 static int open_tokenizer(const char *name, const char *vocab, gpt_tokenizer **tok, gpt_err *err)
 {
 	if (strcmp(name, "bytes") == 0)
@@ -211,7 +173,7 @@ int main(int argc, char **argv)
 	}
 	if (id < 0) {
 		if (o.index > 0)
-			foreign_flag_hint(argv[o.index - 1], &err);
+			gpt_preprocess_flag_hint(argv[o.index - 1], &err);
 		return gpt_cmd_fail(prog, &err);
 	}
 	int n_in = argc - o.index;

@@ -204,6 +204,12 @@ typedef struct gpt_preprocess_stats {
 int gpt_preprocess(const gpt_preprocess_opts *o, const char *const *paths, int n_paths, gpt_preprocess_stats *st,
 		   gpt_err *err);
 
+/* After gpt-preprocess's option parsing refused arg with "unknown option
+ * --...": when it is an option of Megatron-LM's or PaddleFleetX's
+ * preprocess_data.py, err says whose it is and what to give instead
+ * (gpt_opts_foreign_hint); otherwise err is kept. */
+void gpt_preprocess_flag_hint(const char *arg, gpt_err *err);
+
 #ifdef __cplusplus
 }
 #endif
