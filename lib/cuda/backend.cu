@@ -100,11 +100,6 @@ int gpt_cuda_upload(gpt_backend *be, void *dst, const void *src, size_t bytes, g
 	return rc;
 }
 
-static int cu_upload(gpt_backend *be, void *dst, const void *src, size_t bytes, gpt_err *err)
-{
-	return gpt_cuda_upload(be, dst, src, bytes, err);
-}
-
 static int cu_download(gpt_backend *be, void *dst, const void *src, size_t bytes, gpt_err *err)
 {
 	cudaStream_t s = gpt_cuda_stream(be);
@@ -145,7 +140,7 @@ static int cu_convert(gpt_backend *be, void *dst, gpt_dtype dst_t, const void *s
 static const gpt_backend_ops cuda_ops = {
 	cu_alloc,
 	cu_free,
-	cu_upload,
+	gpt_cuda_upload,
 	cu_download,
 	cu_copy,
 	cu_zero,
