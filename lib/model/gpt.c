@@ -227,6 +227,7 @@ static int alloc_work(gpt_model *m, gpt_err *err)
 	int64_t C = m->shape.hidden, F = m->shape.ffn / m->layout.tp;
 	int64_t Vl = m->shape.padded_vocab / m->layout.tp;
 	size_t es = gpt_dtype_size(m->be->dtype);
+	m->loss_slots = m->opts.loss_slots > 1 ? m->opts.loss_slots : 1;
 	if (holds_last(m)) {
 		int64_t R = m->head_rows = gpt_model_head_rows(&m->opts, BT, Vl);
 		ALLOC_OR_FAIL(m->lnf, m->n_rows * C, es, "work buffer (ln_f)");
@@ -235,7 +236,7 @@ static int alloc_work(gpt_model *m, gpt_err *err)
 		m->xent_sumexp = m->xent_max + R;
 		m->xent_tlogit = m->xent_max + 2 * R;
 		m->xent_gmax = m->xent_max + 3 * R;
-		ALLOC_OR_FAIL(m->losses, BT, 4, "cross-entropy");
+		ALLOC_OR_FAIL(m->losses, m->loss_slots * BT, 4, "cross-entropy");
 		ALLOC_OR_FAIL(m->targets, BT, 4, "targets");
 		if (m->opts.no_full_grads) {
 			ALLOC_OR_FAIL(m->head_dw, Vl * C, es, "work buffer (the head's wte gradient)");
@@ -256,7 +257,7 @@ static int alloc_work(gpt_model *m, gpt_err *err)
 		ALLOC_OR_FAIL(m->d_s, m->n_rows * C, es, "work buffer");
 		ALLOC_OR_FAIL(m->ln_tmp, 2 * C, es, "work buffer");
 	}
-	m->host_losses = gpt_malloc((size_t)BT * 4, "losses", err);
+	m->host_losses = gpt_malloc((size_t)(m->loss_slots * BT) * 4, "losses", err);
 	return m->host_losses ? 0 : GPT_EINTERNAL;
 }
 
@@ -293,7 +294,8 @@ int64_t gpt_model_activation_bytes(const gpt_model_shape *s, const gpt_layout *l
 	int64_t R = gpt_model_head_rows(o, BT, Vl);
 	int64_t work = BT * (4 * C + F + 3 * C) * es;
 	if (last)
-		work += NR * C * es + R * Vl * es + 4 * R * 4 + 2 * BT * 4 + (o->no_full_grads ? Vl * C * es : 0);
+		work += NR * C * es + R * Vl * es + 4 * R * 4 + ((o->loss_slots > 1 ? o->loss_slots : 1) + 1) * BT * 4 +
+			(o->no_full_grads ? Vl * C * es : 0);
 	if (NR != BT)
 		work += (BT * C + 2 * NR * C + 2 * C) * es;
 	return slots * slot + shared + work;

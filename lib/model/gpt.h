@@ -92,6 +92,8 @@ typedef struct gpt_model_opts {
 	int fused_gelu;           /* 1: the MLP's GELU inside GEMMs (the backend's
 				     linear_gelu_fwd, linear_dgelu_bwd; Model.fused_linear);
 				     not with QAT, whose linears quantize their inputs */
+	int64_t loss_slots;       /* micro-batches whose losses can wait in backend
+				     memory for gpt_model_take_losses (a step's); <= 1: one */
 } gpt_model_opts;
 
 /* Units: the pieces of the flat buffers a pass uses one after another:
@@ -190,7 +192,9 @@ struct gpt_model {
 	int64_t head_rows;
 	void *logits;             /* (head_rows, Vp / tp) */
 	float *xent_max, *xent_sumexp, *xent_tlogit, *xent_gmax; /* (head_rows) each */
-	float *losses;            /* (B*T) */
+	float *losses;            /* (loss_slots, B*T): a micro-batch's losses each, the
+				     first loss_next of them waiting for gpt_model_take_losses */
+	int64_t loss_slots, loss_next;
 	void *head_dw;            /* (Vp / tp, C) or NULL */
 	int64_t n_rows;           /* token rows of the residual streams: B*T, or B*T/tp
 				     under sequence parallelism (rows [tp_rank x n_rows, +n_rows)) */
@@ -199,7 +203,7 @@ struct gpt_model {
 	void *tmp_c, *d_c, *d_c2, *d_res, *d_f, *d_qkv; /* work buffers, shared by the slots */
 	int32_t *tokens, *targets; /* (B*T), backend memory */
 	int32_t *host_tokens;      /* (B*T), host: the current slot's tokens */
-	float *host_losses;        /* (B*T), host */
+	float *host_losses;        /* (loss_slots, B*T), host */
 	int64_t act_bytes;         /* activation memory allocated */
 	int dropout_on;            /* set by forward: 1 in training */
 	uint32_t step;             /* the step forward ran for */
@@ -258,7 +262,11 @@ int gpt_model_zero_grad(gpt_model *m, gpt_err *err);
  * sample0 is the global index of the first sample in the step's global batch
  * and step the optimizer step (they key dropout); training = 0 turns dropout
  * off. On return *loss_sum is the sum of the per-token losses (targets < 0
- * are ignored) and *n_tokens the number of tokens that count.
+ * are ignored) and *n_tokens the number of tokens that count. With loss_sum
+ * NULL the losses stay in backend memory, in the next free one of
+ * opts.loss_slots slots, until gpt_model_take_losses sums them: a device then
+ * does not wait for each micro-batch (n_tokens is counted on the host either
+ * way).
  *
  * The classifier is fused: it runs over blocks of head_rows token rows, and
  * each block's logits become, in the same pass, the block's losses and, when
@@ -272,6 +280,13 @@ int gpt_model_zero_grad(gpt_model *m, gpt_err *err);
 int gpt_model_forward(gpt_model *m, const int32_t *tokens, const int32_t *targets, int training,
 		      uint32_t step, int64_t sample0, const float *dloss, double *loss_sum,
 		      int64_t *n_tokens, gpt_err *err);
+/* *loss_sum = the losses of the forwards since the last call that were
+ * given no loss_sum: each forward's sum of its tokens' losses (in double, in
+ * token order) added in the order they ran, the same bits as adding their
+ * loss_sums. One download, which waits for the backend's queued work: call
+ * it after something else that waits (the gradients' norm). Empties the
+ * slots; 0 with none waiting. */
+int gpt_model_take_losses(gpt_model *m, double *loss_sum, gpt_err *err);
 /* The backward of the last forward, which must have had a dloss; gradients
  * accumulate into m->grads. */
 int gpt_model_backward(gpt_model *m, gpt_err *err);

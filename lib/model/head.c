@@ -69,6 +69,12 @@ int gpt_model_head_fwd(gpt_model *m, int64_t chunk, const int32_t *targets, cons
 			return gpt_err_set(err, GPT_EDATA,
 					   "target token id %d at position %lld is outside the model's vocabulary of %lld; the data was made with a larger vocabulary than Model.vocab_size",
 					   targets[i], (long long)i, (long long)V);
+	if (m->loss_next >= m->loss_slots)
+		return gpt_err_set(err, GPT_EINTERNAL,
+				   "model: the losses of %lld micro-batches wait for gpt_model_take_losses, as many as opts.loss_slots",
+				   (long long)m->loss_next);
+	/* this micro-batch's losses: the next free slot (see gpt_model_forward) */
+	float *losses = m->losses + m->loss_next * BT;
 	OP(o->upload(be, m->targets, targets, (size_t)BT * 4, err));
 	const char *x = seqpar(m) ? m->gath : m->lnf;
 	const void *w = gpt_model_param(m, T_WTE);
@@ -80,14 +86,14 @@ int gpt_model_head_fwd(gpt_model *m, int64_t chunk, const int32_t *targets, cons
 		OP(o->linear_fwd(be, m->logits, x + r0 * C * (int64_t)es, w, NULL, n, C, Vl, err));
 		if (dloss && m->layout.tp == 1) {
 			/* the whole vocabulary here: loss and gradient in one op */
-			OP(o->xent_fused(be, m->losses + r0, m->xent_max, m->xent_sumexp, m->xent_tlogit, m->logits,
+			OP(o->xent_fused(be, losses + r0, m->xent_max, m->xent_sumexp, m->xent_tlogit, m->logits,
 					 m->logits, m->targets + r0, *dloss, n, Vl, Vl, V, err));
 			OP(o->linear_bwd(be, dx + r0 * C * (int64_t)es, dw, NULL, m->logits, x + r0 * C * (int64_t)es,
 					 w, n, C, Vl, err));
 			continue;
 		}
 		OP(xent_stats(m, m->targets + r0, n, Vl, err));
-		OP(o->xent_loss(be, m->losses + r0, m->xent_max, m->xent_sumexp, m->xent_tlogit, m->targets + r0, n,
+		OP(o->xent_loss(be, losses + r0, m->xent_max, m->xent_sumexp, m->xent_tlogit, m->targets + r0, n,
 				err));
 		if (!dloss)
 			continue;
@@ -100,18 +106,40 @@ int gpt_model_head_fwd(gpt_model *m, int64_t chunk, const int32_t *targets, cons
 		OP(seqpar(m) ? sp_scatter(m, m->dlnf, m->d_c, err) : tp_sum(m, m->dlnf, BT * C, err));
 		m->head_grad = 1;
 	}
-	OP(o->download(be, m->host_losses, m->losses, (size_t)BT * 4, err));
-	double sum = 0;
 	int64_t cnt = 0;
 	for (int64_t i = 0; i < BT; i++)
-		if (targets[i] >= 0) {
-			sum += m->host_losses[i];
-			cnt++;
-		}
-	if (loss_sum)
-		*loss_sum = sum;
+		cnt += targets[i] >= 0;
 	if (n_tokens)
 		*n_tokens = cnt;
+	if (!loss_sum) {
+		m->loss_next++;
+		return 0;
+	}
+	OP(o->download(be, m->host_losses, losses, (size_t)BT * 4, err));
+	*loss_sum = 0;
+	for (int64_t i = 0; i < BT; i++)
+		if (targets[i] >= 0)
+			*loss_sum += m->host_losses[i];
+	return 0;
+}
+
+int gpt_model_take_losses(gpt_model *m, double *loss_sum, gpt_err *err)
+{
+	int64_t BT = m->opts.batch * m->opts.seq_len, n = m->loss_next;
+	*loss_sum = 0;
+	if (n == 0)
+		return 0;
+	m->loss_next = 0;
+	int rc = m->be->ops->download(m->be, m->host_losses, m->losses, (size_t)(n * BT) * 4, err);
+	if (rc)
+		return rc;
+	/* an ignored target's loss is 0 (xent_loss), which leaves a sum as it is */
+	for (int64_t j = 0; j < n; j++) {
+		double s = 0;
+		for (int64_t i = 0; i < BT; i++)
+			s += m->host_losses[j * BT + i];
+		*loss_sum += s;
+	}
 	return 0;
 }
 

@@ -190,10 +190,11 @@ static int run_ops(trainer *tr, const gpt_pipe_op *ops, int64_t n, const int32_t
 				}
 			double s = 0;
 			int64_t k = 0;
+			/* training: the losses wait on the device (gpt_model_take_losses) */
 			if (!rc)
 				rc = gpt_model_forward_chunk(m, c, tr->inp, tr->tgt, training, step,
 							     sample_base + mb * tr->MB, training ? &dloss : NULL,
-							     &s, &k, err);
+							     training ? NULL : &s, &k, err);
 			*sum += s;
 			*ntok += k;
 			if (!rc && v < V - 1)
@@ -225,13 +226,12 @@ static int run_ops(trainer *tr, const gpt_pipe_op *ops, int64_t n, const int32_t
 	return rc;
 }
 
-int gpt_tr_pipeline_step(trainer *tr, const int32_t *rows, uint32_t step, float dloss, double *sum,
-			 int64_t *ntok, gpt_err *err)
+int gpt_tr_pipeline_step(trainer *tr, const int32_t *rows, uint32_t step, float dloss, int64_t *ntok,
+			 gpt_err *err)
 {
-	*sum = 0;
+	double sum = 0;
 	*ntok = 0;
-	int rc = run_ops(tr, tr->sched, tr->n_sched, rows, 1, step, tr->replica * tr->LB, dloss, sum, ntok, err);
-	return rc ? rc : gpt_tr_sum_over_stages(tr, sum, ntok, err);
+	return run_ops(tr, tr->sched, tr->n_sched, rows, 1, step, tr->replica * tr->LB, dloss, &sum, ntok, err);
 }
 
 int gpt_tr_pipeline_eval(trainer *tr, const int32_t *rows, uint32_t step, double *sum, int64_t *ntok,

@@ -125,6 +125,7 @@ static void model_activations(const gpt_config *cfg, const gpt_model_shape *shap
 		return; /* the resolved config divides the layers: not reached */
 	gpt_model_opts o = {.batch = cfg->global.micro_batch_size,
 			    .seq_len = cfg->data.train.dataset.max_seq_len, .slots = 1,
+			    .loss_slots = cfg->engine.accumulate_steps,
 			    .sequence_parallel = cfg->model.sequence_parallel,
 			    .head_rows = cfg->model.classifier_rows,
 			    .no_full_grads = cfg->distributed.sharding.sharding_degree > 1 &&

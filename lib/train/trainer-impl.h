@@ -160,8 +160,10 @@ void gpt_tr_overlap_begin(trainer *tr);
 int gpt_tr_overlap_end(trainer *tr, int rc, gpt_err *err);
 
 /* pipeline.c */
-int gpt_tr_pipeline_step(trainer *tr, const int32_t *rows, uint32_t step, float dloss, double *sum,
-			 int64_t *ntok, gpt_err *err);
+/* One step's forwards and backwards on this stage; the last stage's losses
+ * wait on the device (gpt_model_take_losses), *ntok counts its tokens. */
+int gpt_tr_pipeline_step(trainer *tr, const int32_t *rows, uint32_t step, float dloss, int64_t *ntok,
+			 gpt_err *err);
 int gpt_tr_pipeline_eval(trainer *tr, const int32_t *rows, uint32_t step, double *sum, int64_t *ntok,
 			 gpt_err *err);
 int gpt_tr_sum_over_stages(trainer *tr, double *sum, int64_t *n, gpt_err *err);

@@ -55,6 +55,7 @@ static int setup_model(trainer *tr, gpt_err *err)
 		.sequence_parallel = cfg->model.sequence_parallel,
 		.head_rows = cfg->model.classifier_rows,
 		.fused_gelu = cfg->model.fused_linear,
+		.loss_slots = tr->accum, /* a step's, taken once at its end */
 		.batch = tr->MB,
 		.seq_len = tr->T,
 		.hidden_dropout = (float)cfg->model.hidden_dropout_prob,
@@ -312,6 +313,7 @@ static int train_step(trainer *tr, const int32_t *rows, double *loss, int *skipp
 	gpt_model *m = &tr->model;
 	gpt_tr_overlap_begin(tr);
 	int rc = gpt_model_zero_grad(m, err);
+	m->loss_next = 0; /* what a failed step left */
 	if (!rc && tr->gshard)
 		rc = m->be->ops->zero(m->be, tr->gshard, (size_t)tr->shard * gpt_dtype_size(m->be->dtype), err);
 	double sum = 0;
@@ -324,23 +326,19 @@ static int train_step(trainer *tr, const int32_t *rows, double *loss, int *skipp
 		rc = m->be->ops->zero(m->be, tr->gw[0],
 				      (size_t)(m->unit_end[0] - m->unit_begin[0]) * gpt_dtype_size(m->be->dtype), err);
 	if (!rc && tr->pp > 1)
-		rc = gpt_tr_pipeline_step(tr, rows, step, dloss, &sum, &ntok, err);
+		rc = gpt_tr_pipeline_step(tr, rows, step, dloss, &ntok, err);
 	for (int64_t j = 0; tr->pp == 1 && j < tr->accum && !rc; j++) {
 		split_rows(tr, rows + j * tr->MB * (tr->T + 1));
-		double s = 0;
 		int64_t n = 0;
 		/* sample0: the global index of this micro-batch's first sample,
-		 * which keys dropout the same in every layout */
+		 * which keys dropout the same in every layout; the losses wait
+		 * on the device for the end of the step */
 		rc = gpt_model_forward(m, tr->inp, tr->tgt, 1, step, tr->replica * tr->LB + j * tr->MB,
-				       &dloss, &s, &n, err);
+				       &dloss, NULL, &n, err);
 		if (!rc)
 			rc = gpt_model_backward(m, err);
-		sum += s;
 		ntok += n;
 	}
-	sum *= fault;
-	if (!rc)
-		rc = gpt_tr_sum_over_replicas(tr, &sum, &ntok, err);
 	if (!rc)
 		rc = gpt_qat_step_end(m, err);
 	if (tr->ov.on) /* waits for the buckets even after a failure */
@@ -350,6 +348,15 @@ static int train_step(trainer *tr, const int32_t *rows, double *loss, int *skipp
 	double sumsq = 0, pact_sumsq = 0;
 	if (!rc)
 		rc = gpt_optimizer_grad_sumsq(&tr->opt, &sumsq, err);
+	/* after the norm's wait, so a step waits for its device once: the
+	 * losses, then their sums over the stages and the replicas */
+	if (!rc)
+		rc = gpt_model_take_losses(m, &sum, err);
+	sum *= fault;
+	if (!rc)
+		rc = gpt_tr_sum_over_stages(tr, &sum, &ntok, err);
+	if (!rc)
+		rc = gpt_tr_sum_over_replicas(tr, &sum, &ntok, err);
 	/* PACT's alphas: the same sums on every tp and sharding rank after
 	 * gpt_qat_step_end, so one of them counts them */
 	if (!rc)
