@@ -506,9 +506,27 @@ static int is_not_input(const file_id *not_input, const struct stat *st)
 	return 0;
 }
 
-static int read_path(in_ctx *c, const char *path, int depth);
+/* The directories being read, innermost first: a directory reached again
+ * below itself (through a symlink to . or to a parent) is a loop, which
+ * would be read for ever (two such links double the work at every level). */
+typedef struct dir_chain {
+	dev_t dev;
+	ino_t ino;
+	const char *path;
+	const struct dir_chain *up;
+} dir_chain;
 
-static int read_dir(in_ctx *c, const char *path, int depth)
+static const dir_chain *dir_seen(const dir_chain *up, const struct stat *st)
+{
+	for (; up; up = up->up)
+		if (up->dev == st->st_dev && up->ino == st->st_ino)
+			return up;
+	return NULL;
+}
+
+static int read_path(in_ctx *c, const char *path, int depth, const dir_chain *up);
+
+static int read_dir(in_ctx *c, const char *path, int depth, const dir_chain *here)
 {
 	struct dirent **list;
 	int n = scandir(path, &list, NULL, alphasort);
@@ -522,7 +540,7 @@ static int read_dir(in_ctx *c, const char *path, int depth)
 			rc = gpt_buf_printf(&sub, c->err, "%s%s%s", path, pl && path[pl - 1] == '/' ? "" : "/",
 					    list[i]->d_name);
 			if (!rc)
-				rc = read_path(c, sub.data, depth + 1);
+				rc = read_path(c, sub.data, depth + 1, here);
 			gpt_buf_free(&sub);
 		}
 		free(list[i]);
@@ -531,7 +549,7 @@ static int read_dir(in_ctx *c, const char *path, int depth)
 	return rc;
 }
 
-static int read_path(in_ctx *c, const char *path, int depth)
+static int read_path(in_ctx *c, const char *path, int depth, const dir_chain *up)
 {
 	if (strcmp(path, "-") == 0 && depth == 0)
 		return read_fd(c, 0, "-");
@@ -539,9 +557,16 @@ static int read_path(in_ctx *c, const char *path, int depth)
 	if (stat(path, &st) != 0)
 		return gpt_err_errno_read(c->err, errno, "%s", path);
 	if (S_ISDIR(st.st_mode)) {
+		const dir_chain *again = dir_seen(up, &st);
+		if (again)
+			return gpt_err_set(c->err, GPT_EDATA,
+					   "%s: a directory loop: this is %s again (a symbolic link to it or to a parent); "
+					   "remove the link or name the directories to read",
+					   path, again->path);
 		if (depth > 64)
-			return gpt_err_set(c->err, GPT_EDATA, "%s: directories nested more than 64 deep (a symlink loop?)", path);
-		return read_dir(c, path, depth);
+			return gpt_err_set(c->err, GPT_EDATA, "%s: directories nested more than 64 deep", path);
+		dir_chain here = {st.st_dev, st.st_ino, path, up};
+		return read_dir(c, path, depth, &here);
 	}
 	if (!S_ISREG(st.st_mode)) {
 		if (depth > 0)
@@ -560,7 +585,7 @@ static int read_path(in_ctx *c, const char *path, int depth)
 	return rc;
 }
 
-static int64_t size_of(const file_id *not_input, const char *path, int depth, int *unknown)
+static int64_t size_of(const file_id *not_input, const char *path, int depth, const dir_chain *up, int *unknown)
 {
 	if (strcmp(path, "-") == 0) {
 		*unknown = 1;
@@ -571,10 +596,11 @@ static int64_t size_of(const file_id *not_input, const char *path, int depth, in
 		return 0;
 	if (S_ISREG(st.st_mode))
 		return is_not_input(not_input, &st) ? 0 : st.st_size;
-	if (!S_ISDIR(st.st_mode) || depth > 64) {
+	if (!S_ISDIR(st.st_mode) || depth > 64 || dir_seen(up, &st)) {
 		*unknown = 1;
 		return 0;
 	}
+	dir_chain here = {st.st_dev, st.st_ino, path, up};
 	int64_t total = 0;
 	DIR *d = opendir(path);
 	if (!d)
@@ -588,7 +614,7 @@ static int64_t size_of(const file_id *not_input, const char *path, int depth, in
 		if (!sub)
 			break;
 		snprintf(sub, len, "%s/%s", path, e->d_name);
-		total += size_of(not_input, sub, depth + 1, unknown);
+		total += size_of(not_input, sub, depth + 1, &here, unknown);
 		free(sub);
 	}
 	closedir(d);
@@ -608,13 +634,13 @@ int gpt_input_read(const char *const *paths, int n_paths, const gpt_input_opts *
 	int unknown = 0;
 	int64_t total = 0;
 	for (int i = 0; i < n_paths; i++)
-		total += size_of(c.not_input, paths[i], 0, &unknown);
+		total += size_of(c.not_input, paths[i], 0, NULL, &unknown);
 	st->total_bytes = unknown ? 0 : total;
 	if (!c.block)
 		return gpt_err_nomem(err, BLOCK, "input buffer");
 	int rc = 0;
 	for (int i = 0; !rc && i < n_paths; i++)
-		rc = read_path(&c, paths[i], 0);
+		rc = read_path(&c, paths[i], 0, NULL);
 	gpt_buf_free(&c.doc);
 	free(c.block);
 	return rc;

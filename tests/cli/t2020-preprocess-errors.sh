@@ -40,6 +40,18 @@ test_expect_success 'a missing input file' '
 	no_pair out
 '
 
+test_expect_success 'a directory loop (links to . or a parent) is an error naming both, not a run for ever' '
+	mkdir -p loop/sub && cp good.txt loop/sub/a.txt &&
+	ln -s . loop/self && ln -s .. loop/sub/up &&
+	test_expect_code 65 timeout 60 gpt-preprocess -t bytes -o out loop 2>err &&
+	test_grep "^gpt-preprocess: error: loop/self: a directory loop: this is loop again \(a symbolic link to it or to a parent\); remove the link or name the directories to read$" err &&
+	no_pair out &&
+	rm loop/self &&
+	test_expect_code 65 timeout 60 gpt-preprocess -t bytes -o out loop 2>err &&
+	test_grep "error: loop/sub/up: a directory loop: this is loop again" err &&
+	no_pair out
+'
+
 test_expect_success NOT_ROOT 'an unreadable file' '
 	cp good.txt secret.txt && chmod 000 secret.txt &&
 	test_expect_code 74 gpt-preprocess -t bytes -o out good.txt secret.txt 2>err &&
