@@ -446,6 +446,24 @@ static int resolve_sizes(gpt_config *cfg, gpt_err *err)
 	return 0;
 }
 
+/* The tokens the training, each evaluation and the test read (steps x
+ * global batch x max_seq_len) below 2^53, so that the sample indices and
+ * the running counts of samples and tokens stay exact in int64 products
+ * and doubles; no run comes near (the largest read some 2^44 tokens). */
+static int resolve_run_length(gpt_config *cfg, gpt_err *err)
+{
+	static const char *const key[3] = {"Engine.max_steps", "Engine.eval_iters", "Engine.test_iters"};
+	const int64_t n[3] = {cfg->engine.max_steps, cfg->engine.eval_iters, cfg->engine.test_iters};
+	double G = (double)cfg->global.global_batch_size, T = (double)cfg->data.train.dataset.max_seq_len;
+	for (int i = 0; i < 3; i++)
+		if ((double)n[i] * G * T >= (double)LIMIT)
+			return fail(cfg, kid(key[i]), -1, err,
+				    "%lld global batches of %lld x %.0f tokens would be %.3g tokens, beyond "
+				    "2^53 (no run reads that many, and the counts would overflow); choose fewer",
+				    (long long)n[i], (long long)cfg->global.global_batch_size, T, (double)n[i] * G * T);
+	return 0;
+}
+
 static int resolve_precision(gpt_config *cfg, gpt_err *err)
 {
 	int kl = kid("Engine.mix_precision.level");
@@ -667,7 +685,7 @@ int gpt_config_resolve(gpt_config *cfg, int64_t world_size, gpt_err *err)
 	if ((rc = resolve_world(cfg, world_size, err)) || (rc = resolve_degrees(cfg, err)) ||
 	    (rc = resolve_pipeline(cfg, err)) || (rc = resolve_model(cfg, err)) ||
 	    (rc = resolve_batch(cfg, err)) || (rc = resolve_sequence_parallel(cfg, err)) ||
-	    (rc = resolve_sizes(cfg, err)) ||
+	    (rc = resolve_sizes(cfg, err)) || (rc = resolve_run_length(cfg, err)) ||
 	    (rc = resolve_interleave(cfg, err)) ||
 	    (rc = resolve_precision(cfg, err)) || (rc = resolve_overlap(cfg, err)) ||
 	    (rc = resolve_rest(cfg, err)) || (rc = resolve_unsupported(cfg, err)))

@@ -194,9 +194,9 @@ static int setup_data(trainer *tr, gpt_err *err)
 	 * never ends a run early; an epoch count given explicitly does. */
 	int k = gpt_config_key_find("Engine.num_train_epochs");
 	if (k >= 0 && gpt_config_given(cfg, k)) {
-		int64_t by_epochs = cfg->engine.num_train_epochs * (per_epoch / tr->G);
-		if (by_epochs < steps)
-			steps = by_epochs;
+		int64_t per = per_epoch / tr->G; /* >= 1, checked above */
+		if (cfg->engine.num_train_epochs < steps / per + 1 && cfg->engine.num_train_epochs * per < steps)
+			steps = cfg->engine.num_train_epochs * per;
 	}
 	tr->total_steps = steps;
 	/* A split without validation documents (Megatron-LM's '100,0,0', or a

@@ -415,6 +415,14 @@ int gpt_tr_save_checkpoint(trainer *tr, gpt_err *err)
 	return rc;
 }
 
+#define COUNT_LIMIT (INT64_C(1) << 53)
+
+/* A count of state.json in range: steps, samples, tokens. */
+static int count_ok(int64_t v)
+{
+	return v >= 0 && v < COUNT_LIMIT;
+}
+
 static int json_int(json_t *o, const char *k, int64_t *out)
 {
 	json_t *v = json_object_get(o, k);
@@ -542,11 +550,14 @@ static int load_consumed(trainer *tr, const gpt_ckpt *ck, json_t *st, int64_t st
 	for (int i = 0; i < 2; i++) {
 		if (!json_object_get(st, key[i]))
 			continue;
-		if (json_int(st, key[i], &v[i]) || v[i] < 0)
-			return gpt_err_set(err, GPT_EDATA, "%s/state.json: %s: expected an integer >= 0 (the %s trained on before the checkpoint); remove the key to count global step %lld x global batch %lld",
+		if (json_int(st, key[i], &v[i]) || !count_ok(v[i]))
+			return gpt_err_set(err, GPT_EDATA, "%s/state.json: %s: expected an integer in [0, 2^53) (the %s trained on before the checkpoint); remove the key to count global step %lld x global batch %lld",
 					   gpt_ckpt_path(ck), key[i], i ? "tokens" : "samples", (long long)step,
 					   (long long)gb);
 	}
+	if (v[1] < 0 && (double)v[0] * (double)sl >= (double)COUNT_LIMIT)
+		return gpt_err_set(err, GPT_EDATA, "%s/state.json: consumed_tokens: not given, and consumed_samples %lld x %lld tokens is beyond 2^53; give it, or remove consumed_samples too",
+				   gpt_ckpt_path(ck), (long long)v[0], (long long)sl);
 	tr->consumed_samples = v[0];
 	tr->consumed_tokens = v[1] >= 0 ? v[1] : v[0] * sl;
 	return 0;
@@ -658,14 +669,21 @@ int gpt_tr_load_checkpoint(trainer *tr, const char *path, gpt_err *err)
 
 	json_error_t je;
 	json_t *st = rc ? NULL : json_loads(gpt_ckpt_state_json(ck), 0, &je);
+	if (!rc && !json_is_object(st))
+		rc = st ? gpt_err_set(err, GPT_EDATA, "%s/state.json: expected a JSON object", gpt_ckpt_path(ck))
+			: gpt_err_set(err, GPT_EDATA, "%s/state.json:%d:%d: %s", gpt_ckpt_path(ck), je.line,
+				      je.column, je.text);
 	int64_t step = 0, t = 0, good = 0, bad = 0;
 	json_t *ls = json_object_get(st, "loss_scale");
 	double scale = ls ? json_number_value(json_object_get(ls, "scale")) : 1;
-	if (!rc && (!st || json_int(st, "step", &step) || json_int(st, "optimizer_steps", &t) || step < 0 ||
-		    t < 0 || (ls && (json_int(ls, "good_steps", &good) || json_int(ls, "bad_steps", &bad) ||
-				     good < 0 || bad < 0 || !json_is_number(json_object_get(ls, "scale")) ||
-				     !(scale > 0 && scale < INFINITY)))))
-		rc = gpt_err_set(err, GPT_EDATA, "%s/state.json: expected step and optimizer_steps >= 0 and (when present) loss_scale with a positive finite scale, good_steps and bad_steps >= 0",
+	/* counts below 2^53, as the configuration bounds a run's tokens, so
+	 * that nothing computed from them overflows */
+	if (!rc && (json_int(st, "step", &step) || json_int(st, "optimizer_steps", &t) || !count_ok(step) ||
+		    !count_ok(t) ||
+		    (ls && (json_int(ls, "good_steps", &good) || json_int(ls, "bad_steps", &bad) || !count_ok(good) ||
+			    !count_ok(bad) || !json_is_number(json_object_get(ls, "scale")) ||
+			    !(scale > 0 && scale < INFINITY)))))
+		rc = gpt_err_set(err, GPT_EDATA, "%s/state.json: expected step and optimizer_steps in [0, 2^53) and (when present) loss_scale with a positive finite scale, good_steps and bad_steps in [0, 2^53)",
 				 gpt_ckpt_path(ck));
 	/* the schedule's position; a state.json without it (an older gptkit,
 	 * another tool) counts every step */
@@ -677,9 +695,12 @@ int gpt_tr_load_checkpoint(trainer *tr, const char *path, gpt_err *err)
 	/* the data the saving run read: global batch, sequence length and
 	 * where its loader stopped */
 	json_t *data = json_object_get(st, "data");
-	int64_t gb = tr->G, sl = tr->T, next = step * tr->G;
+	int64_t gb = tr->G, sl = tr->T, next = 0; /* read where have_data */
 	int have_data = json_is_object(data) && !json_int(data, "global_batch", &gb) &&
 			!json_int(data, "seq_len", &sl) && !json_int(data, "next_sample", &next);
+	if (!rc && (gb < 1 || sl < 1 || (double)step * (double)gb * (double)sl >= (double)COUNT_LIMIT))
+		rc = gpt_err_set(err, GPT_EDATA, "%s/state.json: data: expected global_batch and seq_len >= 1 whose tokens over step %lld stay below 2^53, found %lld x %lld; remove data to count this run's",
+				 gpt_ckpt_path(ck), (long long)step, (long long)gb, (long long)sl);
 	if (!rc)
 		rc = load_consumed(tr, ck, st, step, gb, sl, err);
 	if (!rc) {
@@ -712,9 +733,9 @@ int gpt_tr_load_checkpoint(trainer *tr, const char *path, gpt_err *err)
 		 * on at the samples it consumed), which the log says. */
 		if (have_data && (gb != tr->G || sl != tr->T) && tr->rank == 0)
 			gpt_log_printf(&tr->log, GPT_LOG_WARNING,
-				       "%s was saved by a run of global batch %lld x %lld tokens, which stopped at sample %lld; this run's is %lld x %lld, so its data goes on at sample %lld (global step %lld x its global batch), not where that run stopped; keep Global.global_batch_size and max_seq_len to go on with the same data",
+				       "%s was saved by a run of global batch %lld x %lld tokens, which stopped at sample %lld; this run's is %lld x %lld, so its data goes on at sample %.0f (global step %lld x its global batch), not where that run stopped; keep Global.global_batch_size and max_seq_len to go on with the same data",
 				       gpt_ckpt_path(ck), (long long)gb, (long long)sl, (long long)next, (long long)tr->G,
-				       (long long)tr->T, (long long)(step * tr->G), (long long)step);
+				       (long long)tr->T, (double)step * (double)tr->G, (long long)step);
 		/* Another corpus or split (at the same sequence length) has another
 		 * number of samples an epoch, and other samples at every index. */
 		int64_t spe = gpt_loader_epoch_samples(tr->train), saved_spe = spe;

@@ -256,6 +256,10 @@ test_expect_success 'bad overrides, flags and world sizes are usage errors (64)'
 	fails 64 "Model.hidden_size: the model would have 2.59e+18 parameters, beyond 2^53" \
 		gpt-train -c "$C/tiny_cpu.yaml" -o Model.hidden_size=1048576 -o Model.num_attention_heads=1 \
 		-o Model.num_layers=65536 -o Model.ffn_hidden_size=16777216 --dry-run &&
+	for k in Engine.max_steps Engine.eval_iters Engine.test_iters; do
+		fails 64 "-o $k=9000000000000000000: $k: 9000000000000000000 global batches of 8 x 64 tokens would be 4.61e+21 tokens, beyond 2^53 (no run reads that many, and the counts would overflow); choose fewer" \
+			gpt-train -c "$C/tiny_cpu.yaml" -o $k=9000000000000000000 --print-config || return 1
+	done &&
 	fails 64 "Data.Eval.dataset.max_seq_len: expected Data.Train.dataset.max_seq_len 64 (evaluation runs at the training length), found 8; leave it out, or set it to 64 as well" \
 		gpt-train -c "$C/tiny_cpu.yaml" -o Data.Eval.dataset.max_seq_len=8 --print-config &&
 	fails 65 "tiny_cpu.yaml:65:20: Data.Eval.dataset.max_seq_len: expected Data.Train.dataset.max_seq_len 32 (evaluation runs at the training length), found 64; leave it out, or set it to 32 as well (-o Data.Eval.dataset.max_seq_len=32 beside" \

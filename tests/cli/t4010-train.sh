@@ -197,7 +197,7 @@ test_expect_success 'a state.json with impossible counts or loss scale is refuse
 		state_edit $kv &&
 		test_expect_code 65 train -o Engine.max_steps=20 -o Engine.save_load.ckpt_dir=st \
 			-o Engine.save_load.output_dir=never >out 2>err &&
-		test_grep "error: cannot resume: st/state.json: expected step and optimizer_steps >= 0" err || return 1
+		test_grep "error: cannot resume: st/state.json: expected step and optimizer_steps in \[0, 2\\^53\)" err || return 1
 	done &&
 	for v in 11 -1 "\"3\""; do
 		state_edit lr_steps "$v" &&
@@ -209,6 +209,40 @@ test_expect_success 'a state.json with impossible counts or loss scale is refuse
 	train -o Engine.max_steps=11 -o Engine.save_load.ckpt_dir=st -o Engine.eval_freq=0 \
 		-o Engine.save_load.output_dir=fine >out 2>&1 &&
 	lrs full.log >a && lrs out >b && test_grep "^11 " b && grep "^11 " a >a11 && grep "^11 " b | test_cmp a11 -
+'
+
+test_expect_success 'a state.json with counts past 2^53 or that is no JSON is refused, not overflowed' '
+	for kv in "step 4611686018427387904" "optimizer_steps 9223372036854775807" \
+		"loss_scale.bad_steps 9223372036854775807"; do
+		state_edit $kv &&
+		test_expect_code 65 train -o Engine.max_steps=20 -o Engine.save_load.ckpt_dir=st \
+			-o Engine.save_load.output_dir=never >out 2>err &&
+		test_grep "error: cannot resume: st/state.json: expected step and optimizer_steps in \[0, 2\\^53\)" err || return 1
+	done &&
+	for kv in "data.global_batch 9223372036854775807" "data.seq_len 0"; do
+		state_edit $kv &&
+		test_expect_code 65 train -o Engine.max_steps=20 -o Engine.save_load.ckpt_dir=st \
+			-o Engine.save_load.output_dir=never >out 2>err &&
+		test_grep "error: cannot resume: st/state.json: data: expected global_batch and seq_len >= 1 whose tokens over step 10 stay below 2\\^53, found" err || return 1
+	done &&
+	state_edit consumed_samples 9223372036854775807 &&
+	test_expect_code 65 train -o Engine.max_steps=20 -o Engine.save_load.ckpt_dir=st \
+		-o Engine.save_load.output_dir=never >out 2>err &&
+	test_grep "error: cannot resume: st/state.json: consumed_samples: expected an integer in \[0, 2\\^53\)" err &&
+	state_edit consumed_tokens - consumed_samples 9007199254740991 &&
+	test_expect_code 65 train -o Engine.max_steps=20 -o Engine.save_load.ckpt_dir=st \
+		-o Engine.save_load.output_dir=never >out 2>err &&
+	test_grep "error: cannot resume: st/state.json: consumed_tokens: not given, and consumed_samples 9007199254740991 x [0-9]+ tokens is beyond 2\\^53" err &&
+	state_edit seed 99999999999999999999 &&
+	test_expect_code 65 train -o Engine.max_steps=20 -o Engine.save_load.ckpt_dir=st \
+		-o Engine.save_load.output_dir=never >out 2>err &&
+	test_grep "error: cannot resume: st/state.json:1:[0-9]+: too big integer" err
+'
+
+test_expect_success 'Engine.num_train_epochs far beyond max_steps leaves max_steps in charge' '
+	train -o Engine.max_steps=2 -o Engine.num_train_epochs=9000000000000000000 -o Engine.eval_freq=0 \
+		-o Engine.save_load.save_steps=0 -o Engine.save_load.output_dir=epochs >out 2>&1 &&
+	test_grep "global step 2," out
 '
 
 # state_int KEY DIR: an integer of DIR/state.json ("data.seq_len" for a nested one)
@@ -243,7 +277,7 @@ test_expect_success 'a state.json without consumed samples counts its steps at i
 		state_edit $kv &&
 		test_expect_code 65 train -o Engine.max_steps=20 -o Engine.save_load.ckpt_dir=st \
 			-o Engine.save_load.output_dir=never >out 2>err &&
-		test_grep "error: cannot resume: st/state.json: ${kv% *}: expected an integer >= 0" err || return 1
+		test_grep "error: cannot resume: st/state.json: ${kv% *}: expected an integer in \[0, 2\\^53\)" err || return 1
 	done
 '
 
