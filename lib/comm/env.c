@@ -35,12 +35,20 @@ int gpt_parse_host_port(const char *s, const char *what, char *host, size_t host
 	const char *colon = strrchr(s, ':');
 	const char *h = s;
 	size_t hl = colon ? (size_t)(colon - s) : 0;
-	if (colon && s[0] == '[' && hl >= 2 && s[hl - 1] == ']')
+	int bracketed = colon && s[0] == '[' && hl >= 2 && s[hl - 1] == ']';
+	if (bracketed)
 		h = s + 1, hl -= 2;
 	int64_t p;
 	if (!colon || hl == 0 || hl >= host_size || gpt_parse_i64(colon + 1, &p) || p < 1 || p > 65535)
 		return gpt_err_set(err, GPT_EUSAGE, "%s '%s': expected HOST:PORT with a port in [1, 65535]",
 				   what, s);
+	/* an IPv6 address without its brackets ("::1:80", "[::1") would
+	 * otherwise split at its last colon into another host and port */
+	for (size_t i = 0; i < hl; i++)
+		if ((h[i] == ':' && !bracketed) || h[i] == '[' || h[i] == ']')
+			return gpt_err_set(err, GPT_EUSAGE,
+					   "%s '%s': expected HOST:PORT, an IPv6 address in brackets ([::1]:6170)",
+					   what, s);
 	memcpy(host, h, hl);
 	host[hl] = '\0';
 	*port = (int)p;

@@ -289,6 +289,7 @@ bad 'a word for a number' "--nnodes 'two': expected an integer" --nnodes two -- 
 bad 'a node rank outside the nodes' "--node-rank 2: expected 0 to 1 for --nnodes 2" --nnodes 2 --node-rank 2 --master h:1 -- true
 bad 'several nodes without --master' "--nnodes 2 needs --master HOST:PORT" --nnodes 2 -- true
 bad 'a master without a port' "--master 'node0': expected HOST:PORT" --master node0 -- true
+bad 'an IPv6 master without brackets' "--master '::1:6170': expected HOST:PORT, an IPv6 address in brackets" --master ::1:6170 -- true
 bad 'a bad device list' "--devices '0,x': 'x' is not a device number" --devices 0,x -- true
 bad 'devices and a different worker count' "--nproc-per-node 3 but --devices lists 2 devices" --nproc-per-node 3 --devices 0,1 -- true
 bad 'a negative restart count' "--max-restarts '-1'" --max-restarts -1 -- true

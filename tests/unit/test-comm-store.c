@@ -157,6 +157,13 @@ static void test_host_port(void)
 	is_int(gpt_parse_host_port("h:0", "--master", host, sizeof host, &port, &err), GPT_EUSAGE, "port 0");
 	is_int(gpt_parse_host_port("h:65536", "--master", host, sizeof host, &port, &err), GPT_EUSAGE, "port too big");
 	is_int(gpt_parse_host_port(":80", "--master", host, sizeof host, &port, &err), GPT_EUSAGE, "no host");
+	is_int(gpt_parse_host_port("::1:80", "--master", host, sizeof host, &port, &err), GPT_EUSAGE,
+	       "IPv6 without brackets");
+	ok(strstr(err.msg, "--master '::1:80': expected HOST:PORT, an IPv6 address in brackets") == err.msg,
+	   "message: %s", err.msg);
+	is_int(gpt_parse_host_port("[::1", "--master", host, sizeof host, &port, &err), GPT_EUSAGE, "no ]");
+	is_int(gpt_parse_host_port("[::1]x:80", "--master", host, sizeof host, &port, &err), GPT_EUSAGE,
+	       "text after ]");
 }
 
 static void test_env(void)
