@@ -135,6 +135,14 @@ static int parse_devices(launch *L, gpt_err *err)
 		tmp[len] = '\0';
 		if (gpt_parse_i64(tmp, &v) || v < 0 || v > 1023)
 			return gpt_err_set(err, GPT_EUSAGE, "--devices '%s': '%s' is not a device number", d, tmp);
+		/* two workers on one GPU: NCCL refuses them only once they meet */
+		for (int j = 0; j < i; j++) {
+			int64_t w;
+			if (!gpt_parse_i64(L->devices[j], &w) && w == v)
+				return gpt_err_set(err, GPT_EUSAGE,
+						   "--devices '%s': device %lld is listed twice; list each GPU once (one worker each)",
+						   d, (long long)v);
+		}
 		if (!(L->devices[i] = gpt_strdup(tmp, err)))
 			return err->code;
 		p += len + (p[len] == ',');

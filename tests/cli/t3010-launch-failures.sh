@@ -291,6 +291,7 @@ bad 'several nodes without --master' "--nnodes 2 needs --master HOST:PORT" --nno
 bad 'a master without a port' "--master 'node0': expected HOST:PORT" --master node0 -- true
 bad 'an IPv6 master without brackets' "--master '::1:6170': expected HOST:PORT, an IPv6 address in brackets" --master ::1:6170 -- true
 bad 'a bad device list' "--devices '0,x': 'x' is not a device number" --devices 0,x -- true
+bad 'a device listed twice' "--devices '0,1,01': device 1 is listed twice; list each GPU once" --devices 0,1,01 -- true
 bad 'devices and a different worker count' "--nproc-per-node 3 but --devices lists 2 devices" --nproc-per-node 3 --devices 0,1 -- true
 bad 'a negative restart count' "--max-restarts '-1'" --max-restarts -1 -- true
 bad 'a negative grace period' "--grace-period '-2'" --grace-period -2 -- true
