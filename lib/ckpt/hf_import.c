@@ -44,6 +44,29 @@ static int cfg_int(json_t *c, const char *k, const char *alt, int64_t *out)
 	return 0;
 }
 
+/* The sizes within the ranges of the Model keys they become (gpt-config(5)),
+ * so that no size computed from them overflows before the tensors are
+ * checked against them. */
+static int check_sizes(const char *path, const gpt_model_shape *s, gpt_err *err)
+{
+	const struct {
+		const char *hf, *ours;
+		int64_t v, max;
+	} f[] = {
+		{"vocab_size", "vocab_size", s->vocab_size, INT64_C(1) << 30},
+		{"n_positions", "max_position_embeddings", s->max_pos, INT64_C(1) << 20},
+		{"n_embd", "hidden_size", s->hidden, INT64_C(1) << 20},
+		{"n_layer", "num_layers", s->layers, INT64_C(1) << 16},
+		{"n_head", "num_attention_heads", s->heads, INT64_C(1) << 16},
+		{"n_inner", "ffn_hidden_size", s->ffn, INT64_C(1) << 24},
+	};
+	for (size_t i = 0; i < sizeof f / sizeof *f; i++)
+		if (f[i].v > f[i].max)
+			return gpt_err_set(err, GPT_EDATA, "%s: %s %lld: expected at most %lld (gptkit's Model.%s)", path,
+					   f[i].hf, (long long)f[i].v, (long long)f[i].max, f[i].ours);
+	return 0;
+}
+
 static int read_config(const char *dir, gpt_model_shape *s, gpt_err *err)
 {
 	char p[4096];
@@ -60,6 +83,10 @@ static int read_config(const char *dir, gpt_model_shape *s, gpt_err *err)
 		rc = gpt_err_set(err, GPT_EDATA, "%s: expected a GPT-2 config.json with vocab_size, n_embd, n_layer, n_head and n_positions",
 				 p);
 	if (!rc && cfg_int(c, "n_inner", NULL, &s->ffn))
+		s->ffn = 0;
+	if (!rc)
+		rc = check_sizes(p, s, err);
+	if (!rc && !s->ffn)
 		s->ffn = 4 * s->hidden; /* null: GPT-2's 4 x n_embd */
 	const char *act = json_string_value(json_object_get(c, "activation_function"));
 	json_t *eps = json_object_get(c, "layer_norm_epsilon"), *tie = json_object_get(c, "tie_word_embeddings");
@@ -88,7 +115,8 @@ static int read_config(const char *dir, gpt_model_shape *s, gpt_err *err)
 				 "%s: scale_attn_by_inverse_layer_idx true: gptkit's attention does not divide "
 				 "the scores of layer i by i + 1", p);
 	json_decref(c);
-	s->padded_vocab = (s->vocab_size + GPT_VOCAB_PAD - 1) / GPT_VOCAB_PAD * GPT_VOCAB_PAD;
+	if (!rc)
+		s->padded_vocab = (s->vocab_size + GPT_VOCAB_PAD - 1) / GPT_VOCAB_PAD * GPT_VOCAB_PAD;
 	return rc;
 }
 

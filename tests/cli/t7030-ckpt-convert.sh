@@ -279,7 +279,11 @@ test_expect_success 'gpt-infer takes no Hugging Face directory that --from-hf re
 	gpt-infer -m hfx -o Generation.max_dec_len=2 "GNU" >/dev/null &&
 	for kv in "n_layer 1:has no place" "activation_function \"relu\":activation_function .relu." \
 		"model_type \"llama\":model_type .llama." "tie_word_embeddings false:tie_word_embeddings false" \
-		"vocab_size 1000000000000:tensor .*wte.weight. has another shape" "n_head 0:expected a GPT-2 config.json" \
+		"vocab_size 1000000000:tensor .*wte.weight. has another shape" "n_head 0:expected a GPT-2 config.json" \
+		"vocab_size 9223372036854775807:hfx/config.json: vocab_size 9223372036854775807: expected at most 1073741824 \(gptkit.s Model.vocab_size\)" \
+		"n_embd 9223372036854775807:n_embd 9223372036854775807: expected at most 1048576 \(gptkit.s Model.hidden_size\)" \
+		"n_positions 9223372036854775807:n_positions 9223372036854775807: expected at most 1048576" \
+		"n_inner 4611686018427387904:n_inner 4611686018427387904: expected at most 16777216" \
 		"n_head 3:hfx/config.json: " \
 		"scale_attn_weights false:scale_attn_weights false: gptkit.s attention divides the scores by sqrt" \
 		"scale_attn_by_inverse_layer_idx true:scale_attn_by_inverse_layer_idx true: gptkit.s attention does not divide"; do
