@@ -29,6 +29,15 @@ int gpt_infer_model_to_cuda(gpt_infer_model *m, int device, gpt_err *err)
 		return gpt_err_set(err, GPT_EUSAGE,
 				   "--device cuda: %s weights have no CUDA kernels; use --device cpu or --dtype bf16",
 				   gpt_dtype_name(wt));
+	/* before anything goes up: the KV-cache attention kernel would refuse
+	 * such heads only at the first prompt */
+	int64_t hs = m->shape.heads > 0 ? m->shape.hidden / m->shape.heads : 0;
+	if (hs > GPT_GPU_MAX_HEAD_SIZE)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "--device cuda: the model's head size hidden / heads = %lld / %lld = %lld is above "
+				   "the CUDA attention kernels' %d; use --device cpu",
+				   (long long)m->shape.hidden, (long long)m->shape.heads, (long long)hs,
+				   GPT_GPU_MAX_HEAD_SIZE);
 	if (gpt_cuda_device_count() == 0)
 		return gpt_err_set(err, GPT_EUSAGE,
 				   "--device cuda: no CUDA device is visible (check nvidia-smi and CUDA_VISIBLE_DEVICES); use --device cpu");

@@ -6,8 +6,10 @@
 # weights (converted on loading, a post-training int8 bundle, and the int8
 # bundle of a QAT fine-tuning with activation PACT, whose linears' inputs
 # are clipped and fake-quantized) give the CPU's greedy tokens and its
-# perplexity within 1e-4. Skips without a GPU (GPT_EMU_BIN: see t4060;
-# tests/gpu/emu/train.sh t4061 runs it under the emulator).
+# perplexity within 1e-4; a model whose heads are above the CUDA kernels'
+# size is refused before it is loaded, naming --device cpu. Skips without a
+# GPU (GPT_EMU_BIN: see t4060; tests/gpu/emu/train.sh t4061 runs it under
+# the emulator).
 . "$(dirname "$0")/../cli/test-lib.sh"
 
 if [ -n "${GPT_EMU_BIN:-}" ]; then
@@ -62,6 +64,21 @@ test_expect_success 'sampling on the GPU repeats with its seed' '
 	gpt-infer -m ck --device cuda $s -o Generation.seed=7 "Every" >a &&
 	gpt-infer -m ck --device cuda $s -o Generation.seed=7 "Every" >b &&
 	test_cmp a b
+'
+
+test_expect_success 'heads above the CUDA kernels (160 = 160 / 1) are refused before loading, naming --device cpu' '
+	gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" \
+		-o Data.Train.dataset.input_dir=d/s -o Data.Eval.dataset.input_dir=d/s \
+		-o Data.Train.dataset.split=8,1,0 -o Data.Eval.dataset.split=8,1,0 \
+		-o Model.hidden_size=160 -o Model.num_attention_heads=1 -o Model.max_position_embeddings=16 \
+		-o Data.Train.dataset.max_seq_len=16 -o Data.Eval.dataset.max_seq_len=16 \
+		-o Engine.eval_freq=0 -o Engine.test_iters=0 -o Engine.max_steps=1 \
+		-o Engine.save_load.save_steps=1 -o Engine.save_load.output_dir=hs160 >hs160.log 2>&1 &&
+	gpt-infer -m hs160 -o Generation.max_dec_len=4 "Every" >out &&
+	test_expect_code 64 gpt-infer -m hs160 --device cuda -o Generation.max_dec_len=4 "Every" 2>err &&
+	test_grep "^gpt-infer: error: --device cuda: the model.s head size hidden / heads = 160 / 1 = 160 is above the CUDA attention kernels. 128; use --device cpu$" err &&
+	test_expect_code 64 gpt-infer -m hs160 --device cuda --ppl text 2>err &&
+	test_grep "head size .* use --device cpu$" err
 '
 
 gm () { # MODEL ARGS...: greedy decoding of MODEL as stored
