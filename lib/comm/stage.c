@@ -3,9 +3,12 @@
  * is (a device buffer for shm, a host one for nccl) gets a region of the
  * comm's staging area, of the kind the backend takes; inputs are copied in
  * before the backend runs and outputs copied out after. The copies are the
- * attached backend's upload and download, which run on its stream and
- * return when done, so they come after the kernels that wrote a buffer and
- * before those that read it. Buffers that alias (a sharding rank's part
+ * attached backend's upload and download, which run on its stream, so they
+ * come after the kernels that wrote a buffer and before those that read it;
+ * a download returns when done, an upload once its copy is queued there
+ * (gpt_cuda_upload), which a device backend's own stream does not wait for:
+ * for nccl the host waits for the attached stream after the copies in
+ * (stage_in). Buffers that alias (a sharding rank's part
  * inside the whole) get regions of their own, which the backends allow.
  * The staged collective computes the same bits as the plain one. */
 #include "comm/comm-impl.h"
@@ -85,12 +88,21 @@ int gpt_comm_stage_move(gpt_group *g, void *stage, void *user, size_t bytes, int
 }
 
 /* Device buffers a device backend takes as they are were written on the
- * attached backend's stream; the communicator's stream must not start
- * before that is done. */
+ * attached backend's stream, and so were its staged inputs (an upload
+ * returns once queued); the communicator's stream must not start before
+ * that is done. */
 static int settle(gpt_group *g, gpt_err *err)
 {
 	gpt_backend *be = g->comm->mem;
 	return g->be->device_memory ? be->ops->sync(be, err) : 0;
+}
+
+/* The input copied into its staging place (none when stage is user or
+ * bytes 0), then settled: after the copy in, not before it. */
+static int stage_in(gpt_group *g, void *stage, void *user, size_t bytes, gpt_err *err)
+{
+	int rc = stage != user ? gpt_comm_stage_move(g, stage, user, bytes, 1, err) : 0;
+	return rc ? rc : settle(g, err);
 }
 
 /* Up to three buffers of one call: where each one lives for the backend. */
@@ -119,7 +131,7 @@ static int place(gpt_group *g, staged *s, gpt_err *err)
 			s->use[i] = (char *)g->comm->stage + at;
 			at += round_up(s->bytes[i]);
 		}
-	return rc ? rc : settle(g, err);
+	return rc;
 }
 
 int gpt_comm_stage_all_reduce(gpt_group *g, const void *send, void *recv, int64_t count, gpt_dtype t,
@@ -129,8 +141,8 @@ int gpt_comm_stage_all_reduce(gpt_group *g, const void *send, void *recv, int64_
 	/* in place: one buffer, as the backend allows */
 	staged s = {{(void *)send, recv}, {b, b}, {NULL}, send == recv ? 1 : 2};
 	int rc = place(g, &s, err);
-	if (!rc && s.use[0] != s.user[0])
-		rc = gpt_comm_stage_move(g, s.use[0], s.user[0], b, 1, err);
+	if (!rc)
+		rc = stage_in(g, s.use[0], s.user[0], b, err);
 	void *out = s.n == 1 ? s.use[0] : s.use[1];
 	if (!rc)
 		rc = g->be->all_reduce(g, s.use[0], out, count, t, op, err);
@@ -145,8 +157,8 @@ int gpt_comm_stage_reduce_scatter(gpt_group *g, const void *send, void *recv, in
 	size_t b = (size_t)count * gpt_dtype_size(t);
 	staged s = {{(void *)send, recv}, {b * (size_t)g->size, b}, {NULL}, 2};
 	int rc = place(g, &s, err);
-	if (!rc && s.use[0] != s.user[0])
-		rc = gpt_comm_stage_move(g, s.use[0], s.user[0], s.bytes[0], 1, err);
+	if (!rc)
+		rc = stage_in(g, s.use[0], s.user[0], s.bytes[0], err);
 	if (!rc)
 		rc = g->be->reduce_scatter(g, s.use[0], s.use[1], count, t, op, err);
 	if (!rc && s.use[1] != recv)
@@ -160,8 +172,8 @@ int gpt_comm_stage_all_gather(gpt_group *g, const void *send, void *recv, int64_
 	size_t b = (size_t)count * gpt_dtype_size(t);
 	staged s = {{(void *)send, recv}, {b, b * (size_t)g->size}, {NULL}, 2};
 	int rc = place(g, &s, err);
-	if (!rc && s.use[0] != s.user[0])
-		rc = gpt_comm_stage_move(g, s.use[0], s.user[0], b, 1, err);
+	if (!rc)
+		rc = stage_in(g, s.use[0], s.user[0], b, err);
 	if (!rc)
 		rc = g->be->all_gather(g, s.use[0], s.use[1], count, t, err);
 	if (!rc && s.use[1] != recv)
@@ -175,8 +187,8 @@ int gpt_comm_stage_broadcast(gpt_group *g, void *buf, int64_t count, gpt_dtype t
 	size_t b = (size_t)count * gpt_dtype_size(t);
 	staged s = {{buf}, {b}, {NULL}, 1};
 	int rc = place(g, &s, err);
-	if (!rc && s.use[0] != buf && g->rank == root)
-		rc = gpt_comm_stage_move(g, s.use[0], buf, b, 1, err);
+	if (!rc) /* only the root's is an input */
+		rc = stage_in(g, s.use[0], buf, g->rank == root ? b : 0, err);
 	if (!rc)
 		rc = g->be->broadcast(g, s.use[0], count, t, root, err);
 	if (!rc && s.use[0] != buf && g->rank != root)
@@ -190,8 +202,8 @@ int gpt_comm_stage_reduce_scatter_v(gpt_group *g, void *buf, const int64_t *coun
 	size_t es = gpt_dtype_size(t), at = (size_t)gpt_comm_piece_at(counts, g->rank) * es;
 	staged s = {{buf}, {(size_t)total * es}, {NULL}, 1};
 	int rc = place(g, &s, err);
-	if (!rc && s.use[0] != buf)
-		rc = gpt_comm_stage_move(g, s.use[0], buf, s.bytes[0], 1, err);
+	if (!rc)
+		rc = stage_in(g, s.use[0], buf, s.bytes[0], err);
 	if (!rc)
 		rc = g->be->reduce_scatter_v(g, s.use[0], counts, t, op, err);
 	if (!rc && s.use[0] != buf) /* only this rank's piece is a result */
@@ -208,8 +220,8 @@ int gpt_comm_stage_all_gather_v(gpt_group *g, void *buf, const int64_t *counts, 
 	staged s = {{buf}, {(size_t)total * es}, {NULL}, 1};
 	int rc = place(g, &s, err);
 	char *use = s.use[0], *user = buf;
-	if (!rc && use != user)
-		rc = gpt_comm_stage_move(g, use + at, user + at, mine, 1, err);
+	if (!rc)
+		rc = stage_in(g, use + at, user + at, mine, err);
 	if (!rc)
 		rc = g->be->all_gather_v(g, use, counts, t, err);
 	/* the pieces before this rank's and after it */
@@ -237,8 +249,6 @@ int gpt_comm_stage_p2p(gpt_group *g, const gpt_p2p *ops, int n, gpt_dtype t, gpt
 	if (!x)
 		return err->code;
 	int rc = stage_reserve(g, total, err);
-	if (!rc)
-		rc = settle(g, err);
 	size_t at = 0;
 	for (int i = 0; !rc && i < n; i++) {
 		x[i] = ops[i];
@@ -249,6 +259,8 @@ int gpt_comm_stage_p2p(gpt_group *g, const gpt_p2p *ops, int n, gpt_dtype t, gpt
 		if (ops[i].is_send)
 			rc = gpt_comm_stage_move(g, x[i].buf, ops[i].buf, (size_t)ops[i].count * es, 1, err);
 	}
+	if (!rc) /* after the copies in, as stage_in */
+		rc = settle(g, err);
 	if (!rc)
 		rc = g->be->p2p(g, x, n, t, err);
 	for (int i = 0; !rc && i < n; i++)

@@ -5,8 +5,10 @@
  * buffers that alias (a sharding rank's part inside the whole), must give
  * the very bits the same collective gives on host buffers; a batch of
  * send/recv mixes device and host buffers; asynchronous requests on device
- * buffers, several in flight, give the same bits. Skips where there is no
- * GPU. */
+ * buffers, several in flight, give the same bits. Under the emulator
+ * (GPT_CUDA_EMU) also one rank whose backend takes device memory, as nccl's
+ * does on a stream of its own: host inputs staged into device memory must
+ * have landed when it starts. Skips where there is no GPU. */
 #include "comm/comm.h"
 #include "cuda/cuda.h"
 #include "../unit/ranks.h"
@@ -220,6 +222,30 @@ out:
 	free(h), free(ref), free(got), free(hb);
 }
 
+/* A rank's CUDA context on device 0 and its shm comm over the shared
+ * store, buffers in that device's memory allowed; NULL after saying why. */
+static gpt_comm *rank_open(rank_ctx *x, int port, gpt_store **st)
+{
+	gpt_comm *c = NULL;
+	gpt_comm_options o = {.backend = "shm", .timeout_s = 600};
+	if (gpt_backend_cuda_init(&x->be, GPT_DTYPE_F32, 0, &x->err) ||
+	    gpt_store_connect("127.0.0.1", port, 10, 600, st, &x->err) ||
+	    gpt_comm_open_store(&c, *st, x->rank, x->n, &o, &x->err)) {
+		fprintf(stderr, "rank %d: %s\n", x->rank, x->err.msg);
+		return NULL;
+	}
+	gpt_comm_set_memory(c, &x->be);
+	x->w = gpt_comm_world(c);
+	return c;
+}
+
+static void rank_close(rank_ctx *x, gpt_comm *c, gpt_store *st)
+{
+	gpt_comm_close(c);
+	gpt_store_close(st);
+	gpt_backend_cuda_free(&x->be);
+}
+
 /* One rank: its own CUDA context on device 0, over the shared store. */
 static int rank_main(int r, int n, int port, void *arg)
 {
@@ -227,22 +253,92 @@ static int rank_main(int r, int n, int port, void *arg)
 	alarm(1200); /* the emulated runtime is slow; a hang must not hang the suite */
 	rank_ctx x = {.rank = r, .n = n};
 	gpt_store *st = NULL;
-	gpt_comm *c = NULL;
-	gpt_comm_options o = {.backend = "shm", .timeout_s = 600};
-	if (gpt_backend_cuda_init(&x.be, GPT_DTYPE_F32, 0, &x.err) ||
-	    gpt_store_connect("127.0.0.1", port, 10, 600, &st, &x.err) ||
-	    gpt_comm_open_store(&c, st, r, n, &o, &x.err)) {
-		fprintf(stderr, "rank %d: %s\n", r, x.err.msg);
+	gpt_comm *c = rank_open(&x, port, &st);
+	if (!c)
 		return 1;
-	}
-	gpt_comm_set_memory(c, &x.be);
-	x.w = gpt_comm_world(c);
 	run_checks(&x);
-	gpt_comm_close(c);
-	gpt_store_close(st);
-	gpt_backend_cuda_free(&x.be);
+	rank_close(&x, c, st);
 	return x.fail;
 }
+
+#ifdef GPT_CUDA_EMU
+#include "comm/comm-impl.h"
+
+/* Under the emulator: a device-memory backend (nccl's part, for one rank)
+ * gets its buffers on a stream of its own, which waits for nothing queued
+ * on the compute stream: when it starts, no device work may be queued that
+ * the host has not waited for, such as the copy of a host input into device
+ * staging (gpt_cuda_upload returns once that is queued). */
+int gpt_emu_device_pending(void); /* tests/gpu/emu/emu.cpp */
+static gpt_backend *own_mem;
+
+static int own_stream_start(const char *op, gpt_err *err)
+{
+	if (gpt_emu_device_pending())
+		return gpt_err_set(err, GPT_EINTERNAL,
+				   "%s: handed to the device backend while work (a copy in) is still queued on the "
+				   "compute stream, which its own stream does not wait for", op);
+	return 0;
+}
+
+static int own_all_reduce(gpt_group *g, const void *send, void *recv, int64_t count, gpt_dtype t,
+			  gpt_reduce_op op, gpt_err *err)
+{
+	int rc = own_stream_start("all-reduce", err);
+	return rc ? rc : own_mem->ops->copy(own_mem, recv, send, (size_t)count * gpt_dtype_size(t), err);
+}
+
+static int own_broadcast(gpt_group *g, void *buf, int64_t count, gpt_dtype t, int root, gpt_err *err)
+{
+	return own_stream_start("broadcast", err);
+}
+
+static int own_p2p(gpt_group *g, const gpt_p2p *ops, int n, gpt_dtype t, gpt_err *err)
+{
+	return own_stream_start("send/recv", err);
+}
+
+/* One rank whose world group takes device memory: host values (a flag, a
+ * loss sum) staged into it, then a device buffer just written. */
+static int device_backend_main(int r, int n, int port, void *arg)
+{
+	(void)arg;
+	alarm(600);
+	rank_ctx x = {.rank = r, .n = n};
+	gpt_store *st = NULL;
+	gpt_comm *c = rank_open(&x, port, &st);
+	if (!c)
+		return 1;
+	gpt_group *w = x.w;
+	const gpt_comm_backend *shm = c->be;
+	gpt_comm_backend own = *shm;
+	own.device_memory = 1;
+	own.all_reduce = own_all_reduce;
+	own.broadcast = own_broadcast;
+	own.p2p = own_p2p;
+	own_mem = &x.be;
+	c->be = w->be = &own;
+	int32_t flag = 41, got = 0;
+	check(&x, gpt_comm_all_reduce(w, &flag, &got, 1, GPT_DTYPE_I32, GPT_REDUCE_MAX, &x.err),
+	      "a host flag's all-reduce");
+	if (!x.fail && got != 41)
+		FAIL(&x, "a host flag's all-reduce gave %d, want 41", got);
+	int64_t sum = 25;
+	check(&x, gpt_comm_broadcast(w, &sum, 1, GPT_DTYPE_I64, 0, &x.err), "a host sum's broadcast");
+	float h[3] = {1, 2, 3};
+	gpt_p2p send = {.peer = 0, .is_send = 1, .buf = h, .count = 3};
+	check(&x, gpt_comm_stage_p2p(w, &send, 1, GPT_DTYPE_F32, &x.err), "a host buffer's send");
+	float *d = dev(&x, h, sizeof h);
+	check(&x, d ? gpt_comm_all_reduce(w, d, d, 3, GPT_DTYPE_F32, GPT_REDUCE_SUM, &x.err) : 1,
+	      "a device buffer's all-reduce");
+	if (d)
+		x.be.ops->free(&x.be, d);
+	gpt_comm_stage_free(c); /* device staging, as its backend made it */
+	c->be = w->be = shm;
+	rank_close(&x, c, st);
+	return x.fail;
+}
+#endif
 
 int main(void)
 {
@@ -251,5 +347,9 @@ int main(void)
 	is_int(test_run_ranks(RANKS, 1300, rank_main, NULL), 0,
 	       "%d ranks on device 0 over shm: device, mixed and aliased buffers, synchronous and "
 	       "asynchronous, give the host bits", RANKS);
+#ifdef GPT_CUDA_EMU
+	is_int(test_run_ranks(1, 600, device_backend_main, NULL), 0,
+	       "a device-memory backend (nccl's part) starts after its staged host inputs have landed");
+#endif
 	return done_testing();
 }

@@ -367,6 +367,12 @@ void dev_open(void)
 	dev_pending.store(true, std::memory_order_relaxed);
 }
 void host_waited(void) { dev_pending.store(false); }
+} // namespace emu
+/* For tests (test-comm-stage): whether device work is queued that the host
+ * has not waited for since, which a stream of a library of its own (NCCL's)
+ * would not wait for either. */
+extern "C" int gpt_emu_device_pending(void) { return dev_pending.load(); }
+namespace emu {
 /* With EMU_HOST_SYNCS set, each call that blocks the host while device work
  * is queued (cudaStreamSynchronize, cudaEventSynchronize, cudaMemcpyAsync
  * into pageable host memory, cudaMemcpy but between device buffers,
