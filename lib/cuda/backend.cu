@@ -3,6 +3,7 @@
 #include "cuda/ops.cuh"
 
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -182,6 +183,31 @@ static const gpt_backend_ops cuda_ops = {
 	gpt_cuda_linear_dgelu_bwd,
 	gpt_cuda_xent_fused,
 };
+
+/* bytes as "N.NN GiB" or, below one, "N.N MiB" */
+static const char *mem_text(char *out, size_t size, double bytes)
+{
+	if (bytes >= 1024.0 * 1024 * 1024)
+		snprintf(out, size, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
+	else
+		snprintf(out, size, "%.1f MiB", bytes / (1024.0 * 1024));
+	return out;
+}
+
+extern "C" int gpt_cuda_oom(gpt_err *err, size_t bytes, const char *what)
+{
+	size_t free_b = 0, total_b = 0;
+	char a[32], f[32], t[32];
+	if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+		cudaGetLastError();
+		return gpt_err_set(err, GPT_EINTERNAL, GPT_CUDA_OOM ": %s asked for %s", mem_text(a, sizeof a, (double)bytes),
+				   what ? what : "data");
+	}
+	return gpt_err_set(err, GPT_EINTERNAL,
+			   GPT_CUDA_OOM ": %s asked for %s with %s of the device's %s free (nvidia-smi shows what holds the rest)",
+			   mem_text(a, sizeof a, (double)bytes), what ? what : "data", mem_text(f, sizeof f, (double)free_b),
+			   mem_text(t, sizeof t, (double)total_b));
+}
 
 extern "C" void gpt_backend_cuda_free(gpt_backend *be)
 {

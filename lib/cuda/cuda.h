@@ -36,7 +36,14 @@ void gpt_cuda_describe(char *out, size_t size);
 int gpt_cuda_device_id(int device, char out[48], gpt_err *err);
 
 int gpt_cuda_set_device(int device, gpt_err *err);
+/* Device memory; when the device has no room, err says so starting with
+ * GPT_CUDA_OOM (which gpt-train looks for to add its memory plan), with the
+ * bytes asked and what the device has free (gpt_cuda_oom). */
 void *gpt_cuda_malloc(size_t bytes, const char *what, gpt_err *err);
+#define GPT_CUDA_OOM "cuda: out of device memory"
+/* Sets err (GPT_EINTERNAL) to GPT_CUDA_OOM, the bytes asked for `what` and
+ * the current device's free and total memory (cudaMemGetInfo). */
+int gpt_cuda_oom(gpt_err *err, size_t bytes, const char *what);
 void gpt_cuda_free(void *p);
 /* kind: 0 host->device, 1 device->host, 2 device->device. */
 int gpt_cuda_memcpy(void *dst, const void *src, size_t bytes, int kind, gpt_err *err);

@@ -84,6 +84,11 @@ extern "C" void *gpt_cuda_malloc(size_t bytes, const char *what, gpt_err *err)
 {
 	void *p = NULL;
 	cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
+	if (e == cudaErrorMemoryAllocation) {
+		cudaGetLastError(); /* not sticky: clear it */
+		gpt_cuda_oom(err, bytes, what);
+		return NULL;
+	}
 	if (e != cudaSuccess) {
 		gpt_err_set(err, GPT_EINTERNAL, "cuda: allocating %zu bytes for %s: %s", bytes,
 			    what ? what : "data", cudaGetErrorString(e));

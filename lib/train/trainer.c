@@ -623,6 +623,28 @@ static int in_dir(const char *path, const char *dir)
 	return strcmp(a, b) == 0;
 }
 
+/* A GPU that ran out of memory: err gets what the plan of this rank's
+ * stage asks for (gpt-train --dry-run's figure) and what needs less. */
+static void oom_plan(const trainer *tr, gpt_err *err)
+{
+	gpt_train_memory mem;
+	gpt_err e = {0};
+	size_t n = strlen(err->msg);
+	char plan[128] = "";
+	if (gpt_train_memory_plan(tr->cfg, &mem, &e) == 0) {
+		int64_t s = tr->pp_rank < mem.pp ? tr->pp_rank : 0;
+		double b = mem.stage[s].device_total, gib = 1024.0 * 1024 * 1024;
+		snprintf(plan, sizeof plan, "; this rank's plan is %.*f %s of device memory", b < gib ? 1 : 2,
+			 b < gib ? b / (1024.0 * 1024) : b / gib, b < gib ? "MiB" : "GiB");
+		gpt_train_memory_free(&mem);
+	}
+	snprintf(err->msg + n, sizeof err->msg - n,
+		 "%s (gpt-train --dry-run prints it for every rank); a smaller Global.micro_batch_size, "
+		 "Model.use_recompute, Distributed.sharding (stage 1 to 3, sharding_offload) or more tensor or "
+		 "pipeline parallelism needs less",
+		 plan);
+}
+
 int gpt_train_run(const gpt_config *cfg, FILE *log, const volatile sig_atomic_t *stop,
 		  gpt_err *err)
 {
@@ -743,6 +765,8 @@ int gpt_train_run(const gpt_config *cfg, FILE *log, const volatile sig_atomic_t 
 		rc = run(&tr, err);
 	}
 	rc = gpt_tr_ckpt_finish(&tr, rc, 1, err);
+	if (rc && strstr(err->msg, GPT_CUDA_OOM))
+		oom_plan(&tr, err);
 	/* The run went on without its log (gpt_log said so when it began);
 	 * what it trained and saved stands, but a log file with holes in it
 	 * (a full disk, an I/O error) is no success either, so that "gpt-train

@@ -127,6 +127,21 @@ test_expect_success 'offloaded optimizer state never lies on the device: its byt
 	}"
 '
 
+# A GPU without room (EMU_MEM_LIMIT: the emulated device's size; here the
+# cuBLASLt workspace and 1000 bytes): the error says what was asked, what
+# the device had free and what this rank's plan needs, and what needs less.
+test_expect_success 'a full GPU: the error names the bytes asked and free and the plan (exit 70)' '
+	test_expect_code 70 env EMU_MEM_LIMIT=$((32 * 1048576 + 1000)) bin/gpt-train \
+		-c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" -o Global.device=gpu \
+		-o Data.Train.dataset.input_dir=mem/lic -o Data.Eval.dataset.input_dir=mem/lic \
+		-o Data.Train.dataset.split=15,2,0 -o Data.Eval.dataset.split=15,2,0 \
+		-o Engine.max_steps=2 -o Engine.save_load.output_dir=mem/out-oom 2>oom.err &&
+	cat oom.err &&
+	test_grep "cuda: out of device memory: [0-9.]* [KMG]*i*B asked for .* with [0-9.]* MiB of the device.s 32.0 MiB free" oom.err &&
+	test_grep "this rank.s plan is [0-9.]* MiB of device memory .gpt-train --dry-run" oom.err &&
+	test_grep "Model.use_recompute" oom.err
+'
+
 # Host syncs (EMU_HOST_SYNCS, tests/gpu/emu/syncs.sh): the calls of a bf16
 # training step that make the host wait for queued device work, each a
 # stall of the GPU's pipeline. One is needed: the gradients' sum of squares

@@ -65,7 +65,7 @@ struct dim3 {
 };
 typedef int cudaError_t;
 typedef void *cudaStream_t;
-enum { cudaSuccess = 0 };
+enum { cudaSuccess = 0, cudaErrorMemoryAllocation = 2 };
 enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice };
 enum { cudaStreamNonBlocking = 1 };
 static inline const char *cudaGetErrorString(cudaError_t) { return "emulated error"; }
@@ -125,6 +125,9 @@ static inline cudaError_t cudaEventSynchronize(cudaEvent_t) { emu::host_wait("cu
 static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, int) { *s = (void *)1; return 0; }
 static inline cudaError_t cudaStreamDestroy(cudaStream_t) { return 0; }
 static inline cudaError_t cudaFree(void *p) { gpt_cuda_free(p); return 0; }
+/* emu.cpp: the emulated device's size (EMU_MEM_LIMIT bytes, else 80 GiB)
+ * less what is allocated */
+extern "C" cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes);
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 namespace emu {
 enum : size_t { SHM_DEFAULT = 48 << 10, SHM_OPTIN = 227 << 10, SHM_EMU = 256 << 10 };

@@ -346,6 +346,24 @@ static int dev_peak_set = [] {
 	const char *e = getenv("EMU_MEM_PEAK");
 	return e && *e ? atexit(dev_peak_report) : 0;
 }();
+/* The emulated device's memory (EMU_MEM_LIMIT bytes, else 80 GiB): an
+ * allocation past it fails as cudaMalloc does when a GPU is full, so the
+ * out-of-memory message can be tested. */
+static size_t dev_limit(void)
+{
+	static const size_t limit = [] {
+		const char *e = getenv("EMU_MEM_LIMIT");
+		return e && *e ? (size_t)strtoull(e, nullptr, 10) : (size_t)80 << 30;
+	}();
+	return limit;
+}
+extern "C" cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
+{
+	std::lock_guard<std::mutex> l(dev_mu);
+	*total_bytes = dev_limit();
+	*free_bytes = dev_live < *total_bytes ? *total_bytes - dev_live : 0;
+	return cudaSuccess;
+}
 static int dev_depth;
 /* Host waits (EMU_HOST_SYNCS): device work queued since the host last
  * waited for the device. The emulated device runs each piece of work as it
@@ -455,8 +473,16 @@ static int dev_fault_set = [] {
 	return sigaction(SIGSEGV, &sa, nullptr);
 }();
 #endif
-extern "C" void *gpt_cuda_malloc(size_t bytes, const char *, gpt_err *)
+extern "C" void *gpt_cuda_malloc(size_t bytes, const char *what, gpt_err *err)
 {
+	{
+		std::unique_lock<std::mutex> l(dev_mu);
+		if (dev_live + (bytes ? bytes : 1) > dev_limit()) {
+			l.unlock();
+			gpt_cuda_oom(err, bytes, what);
+			return nullptr;
+		}
+	}
 #if EMU_PROTECT
 	size_t n = (bytes + page - 1) / page * page + page; /* one unreadable page past the end */
 	void *p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
