@@ -13,29 +13,6 @@ typedef struct outdir {
 	int lock;    /* gpt_ckpt_lock's, or -1 */
 } outdir;
 
-/* A name ends at i in path (n bytes): before a slash or at the end, not
- * at a repeated or trailing slash. */
-static int name_end(const char *path, size_t n, size_t i)
-{
-	return i > 0 && (i == n || path[i] == '/') && path[i - 1] != '/';
-}
-
-/* Calls f on each directory that open made, from the first (o->made bytes
- * of o->path) to o->path itself; the deepest first when down is 1. */
-static void each_made(const outdir *o, int down, void (*f)(const char *))
-{
-	size_t n = strlen(o->path);
-	char p[sizeof o->path];
-	for (size_t j = o->made; o->made && j <= n; j++) {
-		size_t i = down ? n - (j - o->made) : j;
-		if (!name_end(o->path, n, i))
-			continue;
-		memcpy(p, o->path, i);
-		p[i] = '\0';
-		f(p);
-	}
-}
-
 static void hold(const char *dir)
 {
 	gpt_temp_hold(dir, 1);
@@ -49,7 +26,7 @@ static void remove_made(const char *dir)
 
 static void outdir_close(outdir *o, int failed)
 {
-	each_made(o, 1, failed ? remove_made : gpt_temp_drop);
+	gpt_path_each_dir(o->path, o->made, 1, failed ? remove_made : gpt_temp_drop);
 	o->made = 0;
 	if (o->lock >= 0)
 		close(o->lock); /* last: nobody else wrote there while we removed */
@@ -65,17 +42,8 @@ static int outdir_open(outdir *o, const char *out_dir, gpt_err *err)
 		return gpt_err_set(err, GPT_EUSAGE, "output directory '%s': expected a name of 1 to %zu bytes", out_dir,
 				   sizeof o->path - 1);
 	memcpy(o->path, out_dir, n + 1);
-	/* the first missing directory, from which mkdir -p makes the rest */
-	char p[sizeof o->path];
-	for (size_t i = 1; i <= n && !o->made; i++) {
-		if (!name_end(out_dir, n, i))
-			continue;
-		memcpy(p, out_dir, i);
-		p[i] = '\0';
-		if (!gpt_path_exists(p))
-			o->made = i;
-	}
-	each_made(o, 0, hold); /* a signal from here on removes them (gpt_cmd_remove_temps_on_signals) */
+	o->made = gpt_path_first_missing(out_dir); /* from which mkdir -p makes the rest */
+	gpt_path_each_dir(o->path, o->made, 0, hold); /* a signal from here on removes them (gpt_cmd_remove_temps_on_signals) */
 	int rc = gpt_mkdir_p(out_dir, err);
 	if (!rc) /* then `latest`, which no one can write now */
 		rc = gpt_ckpt_lock(NULL, out_dir, &o->lock, err);

@@ -135,6 +135,19 @@ int gpt_write_all(int fd, const void *p, size_t n, const char *what, gpt_err *er
 int gpt_fsync_dir(const char *dir, gpt_err *err);
 /* mkdir -p with mode 0777 & ~umask. */
 int gpt_mkdir_p(const char *path, gpt_err *err);
+/* The bytes of path that name the first of its directories that does not
+ * exist, the first that gpt_mkdir_p(path) would make; 0 when all exist
+ * (or path is longer than PATH_MAX). */
+size_t gpt_path_first_missing(const char *path);
+/* Calls f on each directory that path names from its first `from` bytes (a
+ * gpt_path_first_missing) to path itself, the deepest first when down is 1;
+ * on none when from is 0. */
+void gpt_path_each_dir(const char *path, size_t from, int down, void (*f)(const char *));
+/* Removes, the deepest first, the directories gpt_path_each_dir names that
+ * are empty: those a gpt_mkdir_p made, from a gpt_path_first_missing taken
+ * before it, when what was to fill them failed. One that holds anything
+ * stays, and so do its parents. */
+void gpt_rmdir_made(const char *path, size_t from);
 /* 1 if path exists (any type), 0 if not. */
 int gpt_path_exists(const char *path);
 /* 1 when path, whether it exists or not, names the directory dir or

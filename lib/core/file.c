@@ -122,6 +122,56 @@ int gpt_mkdir_p(const char *path, gpt_err *err)
 	return rc;
 }
 
+/* A name ends at i in path (n bytes): before a slash or at the end, not
+ * at a repeated or trailing slash. */
+static int name_end(const char *path, size_t n, size_t i)
+{
+	return i > 0 && (i == n || path[i] == '/') && path[i - 1] != '/';
+}
+
+size_t gpt_path_first_missing(const char *path)
+{
+	size_t n = strlen(path);
+	char p[PATH_MAX];
+	if (n >= sizeof p)
+		return 0;
+	for (size_t i = 1; i <= n; i++) {
+		if (!name_end(path, n, i))
+			continue;
+		memcpy(p, path, i);
+		p[i] = '\0';
+		if (!gpt_path_exists(p))
+			return i;
+	}
+	return 0;
+}
+
+void gpt_path_each_dir(const char *path, size_t from, int down, void (*f)(const char *))
+{
+	size_t n = strlen(path);
+	char p[PATH_MAX];
+	if (n >= sizeof p)
+		return;
+	for (size_t j = from; from && j <= n; j++) {
+		size_t i = down ? n - (j - from) : j;
+		if (!name_end(path, n, i))
+			continue;
+		memcpy(p, path, i);
+		p[i] = '\0';
+		f(p);
+	}
+}
+
+static void rmdir_quiet(const char *dir)
+{
+	rmdir(dir);
+}
+
+void gpt_rmdir_made(const char *path, size_t from)
+{
+	gpt_path_each_dir(path, from, 1, rmdir_quiet);
+}
+
 int gpt_path_exists(const char *path)
 {
 	struct stat st;

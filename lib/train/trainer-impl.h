@@ -77,6 +77,7 @@ typedef struct trainer {
 	const volatile sig_atomic_t *stop; /* set by a signal handler of the command */
 	gpt_heartbeat *hb;   /* progress for gpt-launch's hang detection; NULL without */
 	int out_lock;        /* rank 0: output_dir opened and flock'ed for this run, or -1 */
+	size_t out_made;     /* rank 0: the bytes of output_dir naming the first directory this run made, 0: none */
 	/* data parallel and ZeRO sharding (single process: comm NULL, 1 and 1) */
 	gpt_comm *comm;
 	int device;                /* the CUDA device of Global.device gpu */

@@ -526,6 +526,8 @@ static int check_run(trainer *tr, gpt_err *err)
 {
 	const char *od = tr->cfg->engine.save_load.output_dir;
 	int rc = 0;
+	if (tr->rank == 0 && od && *od)
+		tr->out_made = gpt_path_first_missing(od);
 	if (tr->rank == 0 && od && *od && !(rc = gpt_mkdir_p(od, err))) {
 		rc = gpt_ckpt_lock("Engine.save_load.output_dir", od, &tr->out_lock, err);
 		/* held now, so no other run (nor gpt-ckpt-merge) is saving into it */
@@ -778,6 +780,14 @@ int gpt_train_run(const gpt_config *cfg, FILE *log, const volatile sig_atomic_t 
 				 "%s: %s: %lld log line%s could not be written (the training itself did not fail)",
 				 log == stdout ? "standard output" : "the log", strerror(tr.log.write_errno),
 				 (long long)tr.log.lost, tr.log.lost == 1 ? "" : "s");
+	/* A run that failed before it saved anything leaves no output_dir
+	 * behind that it made (a damaged checkpoint to resume from, a bad
+	 * dataset): only empty directories go, and only those it made. */
+	if (rc && tr.out_made && tr.out_lock >= 0) {
+		gpt_rmdir_made(od, tr.out_made);
+		close(tr.out_lock); /* after: no other run wrote there meanwhile */
+		tr.out_lock = -1;
+	}
 	trainer_free(&tr);
 	return rc;
 }

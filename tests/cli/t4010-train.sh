@@ -199,6 +199,7 @@ test_expect_success 'a state.json with impossible counts or loss scale is refuse
 			-o Engine.save_load.output_dir=never >out 2>err &&
 		test_grep "error: cannot resume: st/state.json: expected step and optimizer_steps in \[0, 2\\^53\)" err || return 1
 	done &&
+	test ! -e never &&
 	for v in 11 -1 "\"3\""; do
 		state_edit lr_steps "$v" &&
 		test_expect_code 65 train -o Engine.max_steps=20 -o Engine.save_load.ckpt_dir=st \
@@ -209,6 +210,22 @@ test_expect_success 'a state.json with impossible counts or loss scale is refuse
 	train -o Engine.max_steps=11 -o Engine.save_load.ckpt_dir=st -o Engine.eval_freq=0 \
 		-o Engine.save_load.output_dir=fine >out 2>&1 &&
 	lrs full.log >a && lrs out >b && test_grep "^11 " b && grep "^11 " a >a11 && grep "^11 " b | test_cmp a11 -
+'
+
+test_expect_success 'a failed resume removes the output_dir it made, and only that' '
+	state_edit step -1 &&
+	test_expect_code 65 train -o Engine.max_steps=20 -o Engine.save_load.ckpt_dir=st \
+		-o Engine.save_load.output_dir=made/a/b >out 2>err &&
+	test_grep "error: cannot resume: st/state.json:" err &&
+	test ! -e made &&
+	mkdir -p had/a &&
+	test_expect_code 65 train -o Engine.max_steps=20 -o Engine.save_load.ckpt_dir=st \
+		-o Engine.save_load.output_dir=had/a/b/c >out 2>err &&
+	test -d had/a && test ! -e had/a/b &&
+	mkdir had/a/b && >had/a/b/note &&
+	test_expect_code 65 train -o Engine.max_steps=20 -o Engine.save_load.ckpt_dir=st \
+		-o Engine.save_load.output_dir=had/a/b >out 2>err &&
+	test -f had/a/b/note
 '
 
 test_expect_success 'a state.json with counts past 2^53 or that is no JSON is refused, not overflowed' '

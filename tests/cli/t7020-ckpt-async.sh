@@ -98,7 +98,7 @@ test_expect_success PRLIMIT 'a rank that cannot write its part: every rank fails
 	test_grep "rank-00001.safetensors: write: File too large" log-fail1/workerlog.1 &&
 	test_grep "checkpoint of global step 100: another rank failed to write its part; .* nothing was published" \
 		log-fail1/workerlog.0 &&
-	ls -a fail1 >got && printf ".\n..\n" >want && test_cmp want got
+	test ! -e fail1 # made by the run, left empty: removed
 '
 
 test_expect_success PRLIMIT 'the same in the background: reported at the end, nothing published' '
@@ -108,7 +108,7 @@ test_expect_success PRLIMIT 'the same in the background: reported at the end, no
 		log-fail2/workerlog.1 &&
 	test_grep "\[checkpoint\] global step 100, saving failed: background checkpoint: .*another rank failed to write its part" \
 		log-fail2/workerlog.0 &&
-	ls -a fail2 >got && printf ".\n..\n" >want && test_cmp want got
+	test ! -e fail2 # made by the run, left empty: removed
 '
 
 test_expect_success 'a damaged part stops every rank of a resume; rank 0 names the file' '
