@@ -106,6 +106,11 @@ static void report(const gpt_preprocess_stats *st, const char *prefix, int skip_
 		fprintf(stderr, "%s: warning: read %lld file%s whose first line is a JSON object as text, one document "
 			"each (first: %s); --format jsonl (or --json-key KEY) reads a document per record\n", prog, (long long)in->json_like,
 			in->json_like == 1 ? "" : "s", in->first_json_like);
+	if (in->links)
+		fprintf(stderr, "%s: warning: skipped %lld archive member%s that %s symbolic or hard link%s (first: %s): "
+			"links inside an archive are not followed, those in a directory are; extract the archive and give "
+			"the directory to read what they name\n", prog, (long long)in->links, in->links == 1 ? "" : "s",
+			in->links == 1 ? "is a" : "are", in->links == 1 ? "" : "s", in->first_link);
 	if (in->bad_records)
 		fprintf(stderr, "%s: warning: skipped %lld bad JSON record%s (first: %s)\n", prog,
 			(long long)in->bad_records, in->bad_records == 1 ? "" : "s", in->first_bad);

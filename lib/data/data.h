@@ -154,9 +154,11 @@ typedef struct gpt_input_stats {
 	int64_t bad_records;   /* bad JSON records skipped (skip_bad) */
 	int64_t binary;        /* files that look binary (a NUL byte in the first 8000): skipped or encoded */
 	int64_t json_like;     /* files read as text (by their name) whose first line is a JSON object */
+	int64_t links;         /* archive members that are symbolic or hard links: not followed, skipped */
 	char first_bad[512];   /* where the first skipped bad record was */
 	char first_binary[512];
 	char first_json_like[512];
+	char first_link[1024]; /* ARCHIVE:MEMBER -> TARGET */
 } gpt_input_stats;
 
 /* How a part of a document ends (gpt_input_fn's `end`). */

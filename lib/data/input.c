@@ -445,11 +445,22 @@ static int read_archive(in_ctx *c, struct archive *a, const char *where, const c
 						   where, aext ? aext + 1 : "tar");
 			snprintf(sub, sizeof sub, "%s", where);
 		} else {
-			if (archive_entry_filetype(ent) != AE_IFREG)
-				continue;
 			const char *path = archive_entry_pathname(ent);
 			snprintf(inner, sizeof inner, "%s", path ? path : "?");
 			snprintf(sub, sizeof sub, "%s:%s", where, inner);
+			/* A link names another member, which a stream has passed or not
+			 * reached, or a file outside the archive, which is not ours to
+			 * read: skipped, and counted in a warning, as a directory's
+			 * links are followed (a hard link of a tar carries no data of
+			 * its own: its file is the member it names). */
+			const char *sym = archive_entry_symlink(ent), *hard = archive_entry_hardlink(ent);
+			if (sym || (hard && archive_entry_size(ent) == 0)) {
+				if (!c->st->links++)
+					snprintf(c->st->first_link, sizeof c->st->first_link, "%s -> %s", sub, sym ? sym : hard);
+				continue;
+			}
+			if (archive_entry_filetype(ent) != AE_IFREG)
+				continue;
 			if (archive_entry_is_encrypted(ent))
 				return gpt_err_set(c->err, GPT_EDATA, "%s: encrypted; decrypt the archive first (no passphrase is asked for)",
 						   sub);

@@ -373,8 +373,9 @@ int gpt_preprocess(const gpt_preprocess_opts *o, const char *const *paths, int n
 	st->docs = gpt_ds_writer_docs(pl.w);
 	st->tokens = gpt_ds_writer_tokens(pl.w);
 	if (!rc && st->docs == 0)
-		rc = gpt_err_set(err, GPT_EDATA, "no documents in the input (%lld empty%s); nothing written",
-				 (long long)st->input.empty, o->input.skip_binary && st->input.binary ? ", binary ones skipped" : "");
+		rc = gpt_err_set(err, GPT_EDATA, "no documents in the input (%lld empty%s%s); nothing written",
+				 (long long)st->input.empty, o->input.skip_binary && st->input.binary ? ", binary ones skipped" : "",
+				 st->input.links ? ", links inside archives skipped: extract them to read what the links name" : "");
 	if (rc)
 		gpt_ds_writer_abort(pl.w);
 	else

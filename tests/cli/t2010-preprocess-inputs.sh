@@ -178,6 +178,22 @@ test_expect_success 'tar, tar.gz and zip archives, one document per member' '
 	doc ar 8 >out && printf "json \303\251 two" >want && test_cmp want out
 '
 
+test_expect_success 'links: a directory follows them, an archive skips them with a warning naming the first' '
+	mkdir ln && cp a.txt ln/a.txt && ln -s a.txt ln/s.txt && ln ln/a.txt ln/h.txt &&
+	gpt-preprocess -t bytes -o lnd ln 2>err &&
+	test "$(docs lnd)" = 3 && test ! -s err &&
+	tar -cf ln.tar ln && (cd ln && zip -q -y ../ln.zip a.txt s.txt) &&
+	gpt-preprocess -t bytes -o lnt ln.tar 2>err &&
+	test "$(docs lnt)" = 1 &&
+	test_grep "warning: skipped 2 archive members that are symbolic or hard links \(first: ln.tar:ln/[ahs].txt -> (ln/)?[ah].txt\): links inside an archive are not followed, those in a directory are; extract the archive" err &&
+	gpt-preprocess -t bytes -o lnz ln.zip 2>err &&
+	test "$(docs lnz)" = 1 &&
+	test_grep "warning: skipped 1 archive member that is a symbolic or hard link \(first: ln.zip:s.txt -> a.txt\)" err &&
+	(cd ln && tar -cf ../lnonly.tar s.txt) &&
+	test_expect_code 65 gpt-preprocess -t bytes -o lno lnonly.tar 2>err &&
+	test_grep "error: no documents in the input \(0 empty, links inside archives skipped: extract them to read what the links name\)" err
+'
+
 test_expect_success 'archives nest: a tar.xz of zip and jsonl.gz members, and stdin' '
 	mkdir nest && cp t.zip c.jsonl.gz a.txt.zst nest/ &&
 	(cd nest && tar -cJf ../nest.tar.xz t.zip c.jsonl.gz a.txt.zst) &&
