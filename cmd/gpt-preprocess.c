@@ -204,6 +204,11 @@ int main(int argc, char **argv)
 		gpt_err_set(&err, GPT_EUSAGE, "no output: give -o PREFIX (see --help)");
 	else if (!info && !decode && n_in == 0)
 		gpt_err_set(&err, GPT_EUSAGE, "no input: give files, directories or '-' for stdin (see --help)");
+	int stdins = 0; /* a second read of stdin finds it at its end: nothing */
+	for (int i = o.index; !err.code && i < argc; i++)
+		if (strcmp(argv[i], "-") == 0 && ++stdins == 2)
+			gpt_err_set(&err, GPT_EUSAGE, "input '-' (standard input) given more than once: it can be read once; "
+				    "give it once (./- names a file called '-')");
 	if (err.code)
 		return gpt_cmd_fail(prog, &err);
 

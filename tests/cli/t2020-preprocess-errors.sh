@@ -40,6 +40,15 @@ test_expect_success 'a missing input file' '
 	no_pair out
 '
 
+test_expect_success 'standard input named twice is refused before anything is read, a file called - is not' '
+	test_expect_code 64 gpt-preprocess -t bytes -o out - good.txt - <good.txt 2>err &&
+	test_grep "^gpt-preprocess: error: input .-. \(standard input\) given more than once: it can be read once; give it once" err &&
+	no_pair out &&
+	cp good.txt ./- &&
+	gpt-preprocess -t bytes -o twice - ./- <good.txt &&
+	test "$(gpt-preprocess --info twice | sed -n "s/^documents: //p")" = 2
+'
+
 test_expect_success 'a directory loop (links to . or a parent) is an error naming both, not a run for ever' '
 	mkdir -p loop/sub && cp good.txt loop/sub/a.txt &&
 	ln -s . loop/self && ln -s .. loop/sub/up &&
