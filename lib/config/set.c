@@ -3,6 +3,7 @@
 #include "config/config.h"
 
 #include <ctype.h>
+#include <float.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -202,7 +203,16 @@ int gpt_config_set_scalar(gpt_config *cfg, int k, const char *text, int is_null,
 	}
 	case GPT_CT_FLOAT: {
 		double v;
-		int parsed = gpt_parse_f64(text, &v) == 0;
+		int prc = gpt_parse_f64(text, &v), parsed = prc == 0;
+		if (prc == GPT_PARSE_RANGE) {
+			char where[512], shown[160];
+			origin_text(o, where, sizeof where);
+			show(text, shown, sizeof shown);
+			return gpt_err_set(err, origin_code(o),
+					   "%s: %s: expected a number a double holds (0, or a magnitude from %g to %g), found %s, which %s",
+					   where, key->name, DBL_TRUE_MIN, DBL_MAX, shown,
+					   v == 0 ? "underflows to 0" : "overflows to infinity");
+		}
 		range_text(key, "a number", parsed ? &v : NULL, expected, sizeof expected);
 		if (!parsed || !range_ok(key, v))
 			return bad_value(key, o, expected, text, err);

@@ -355,6 +355,10 @@ int gpt_cpu_count(void);
 
 /* Strict number parsing: the whole string must be a number in range. */
 int gpt_parse_i64(const char *s, int64_t *out);
+/* gpt_parse_f64: GPT_PARSE_RANGE for a number beyond a double, one that
+ * overflows to infinity or a nonzero one that underflows to 0 (*out is set
+ * to that: +-HUGE_VAL or 0). */
+#define GPT_PARSE_RANGE (-2)
 int gpt_parse_f64(const char *s, double *out);
 /* true/false/yes/no/on/off/1/0 in any case, and Python's True/False. */
 int gpt_parse_bool(const char *s, int *out);

@@ -28,8 +28,14 @@ int gpt_parse_f64(const char *s, double *out)
 	char *end;
 	errno = 0;
 	double v = strtod(s, &end);
-	if (*end || (errno == ERANGE && (v == HUGE_VAL || v == -HUGE_VAL)))
+	if (*end)
 		return -1;
+	/* 1e400 overflows to infinity, 1e-400 underflows to 0: neither is the
+	 * number written (a denormal, though inexact, is kept) */
+	if (errno == ERANGE && (v == HUGE_VAL || v == -HUGE_VAL || v == 0)) {
+		*out = v;
+		return GPT_PARSE_RANGE;
+	}
 	/* "nan"/"inf" spellings are accepted by strtod but never mean a setting. */
 	if (!isfinite(v))
 		return -1;

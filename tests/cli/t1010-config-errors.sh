@@ -70,6 +70,17 @@ test_expect_success 'wrong type names the key, expected and found' '
 		gpt-train -c bad.yaml --dry-run
 '
 
+test_expect_success 'a number beyond a double is named with its key, not taken as 0 or infinity' '
+	printf "Optimizer:\n  lr:\n    max_lr: 1.0e-400\n" >bad.yaml &&
+	fails 65 "bad.yaml:3:13: Optimizer.lr.max_lr: expected a number a double holds (0, or a magnitude from 4.94066e-324 to 1.79769e+308), found '"'"'1.0e-400'"'"', which underflows to 0" \
+		gpt-train -c $C/tiny_cpu_bytes.yaml -c bad.yaml --dry-run &&
+	fails 64 "-o Optimizer.weight_decay=-1e999: Optimizer.weight_decay: expected a number a double holds (0, or a magnitude from 4.94066e-324 to 1.79769e+308), found '"'"'-1e999'"'"', which overflows to infinity" \
+		gpt-train -c $C/tiny_cpu_bytes.yaml -o Optimizer.weight_decay=-1e999 --dry-run &&
+	gpt-train -c $C/tiny_cpu_bytes.yaml -o Optimizer.weight_decay=0e-999 -o Optimizer.lr.min_lr=1e-310 --print-config >out &&
+	test_grep "^    min_lr: 1.0e-310$" out &&
+	gpt-train -c out --print-config >again && test_cmp out again
+'
+
 test_expect_success 'zero and negative degrees' '
 	printf "Distributed:\n  mp_degree: 0\n" >bad.yaml &&
 	fails 65 "Distributed.mp_degree: expected an integer >= 1, found '"'"'0'"'"'" \

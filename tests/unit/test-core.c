@@ -77,6 +77,10 @@ static void test_parsers(void)
 	ok(gpt_parse_i64("99999999999999999999", &i) != 0, "overflow refused");
 	ok(gpt_parse_f64("1e-4", &d) == 0 && d == 1e-4, "f64 parses exponents");
 	ok(gpt_parse_f64("nan", &d) != 0 && gpt_parse_f64("inf", &d) != 0, "nan/inf refused");
+	ok(gpt_parse_f64("1e-400", &d) == GPT_PARSE_RANGE && d == 0 && gpt_parse_f64("-1e400", &d) == GPT_PARSE_RANGE,
+	   "f64: underflow to 0 and overflow are out of range");
+	ok(gpt_parse_f64("0e-400", &d) == 0 && d == 0 && gpt_parse_f64("1e-310", &d) == 0 && d > 0,
+	   "f64: an exact 0 and a denormal are numbers");
 	ok(gpt_parse_bool("True", &b) == 0 && b == 1, "Python's True");
 	ok(gpt_parse_bool("off", &b) == 0 && b == 0, "off");
 	ok(gpt_parse_bool("maybe", &b) != 0, "maybe is not a bool");
