@@ -147,7 +147,7 @@ static void range_text(const gpt_config_key *k, const char *what, const double *
 {
 	if (!(k->min < k->max))
 		snprintf(out, size, "%s", what);
-	else if ((k->max >= 1e18 || (k->type == GPT_CT_INT && k->max >= (1 << 16))) && !(v && *v > k->max))
+	else if (k->max >= 1e18 && !(v && *v > k->max)) /* no limit but the type's */
 		snprintf(out, size, "%s >= %g", what, k->min);
 	else if (k->type == GPT_CT_INT)
 		snprintf(out, size, "%s in [%.0f, %.0f]", what, k->min, k->max);
@@ -181,7 +181,7 @@ int gpt_config_set_scalar(gpt_config *cfg, int k, const char *text, int is_null,
 	int n;
 	const gpt_config_key *key = &gpt_config_keys(&n)[k];
 	void *f = field(cfg, key);
-	char expected[128];
+	char expected[256];
 	if (is_null) {
 		int rc = store_default(cfg, k, err);
 		if (rc)
@@ -193,9 +193,13 @@ int gpt_config_set_scalar(gpt_config *cfg, int k, const char *text, int is_null,
 	switch (key->type) {
 	case GPT_CT_INT: {
 		int64_t v;
-		int parsed = gpt_parse_i64(text, &v) == 0;
+		int prc = gpt_parse_yaml_int(text, &v), parsed = prc == 0;
 		double dv = parsed ? (double)v : 0;
 		range_text(key, "an integer", parsed ? &dv : NULL, expected, sizeof expected);
+		if (prc == GPT_PARSE_RANGE)
+			strcat(expected, " (this one is beyond 64 bits)");
+		else if (!parsed && strncmp(text + (text[0] == '-' || text[0] == '+'), "0o", 2) == 0)
+			strcat(expected, " (0o17 is no integer to PyYAML, which FleetX reads configurations with: write 017 or 15)");
 		if (!parsed || !range_ok(key, dv))
 			return bad_value(key, o, expected, text, err);
 		*(int64_t *)f = v;
@@ -340,7 +344,7 @@ int gpt_config_set_list(gpt_config *cfg, int k, const char *const *items, int n,
 		if (n && !v)
 			return err->code;
 		for (int i = 0; i < n; i++)
-			if (gpt_parse_i64(items[i], &v[i]) || v[i] < 0)
+			if (gpt_parse_yaml_int(items[i], &v[i]) || v[i] < 0)
 				return bad_value(key, o, "a list of non-negative integers", items[i], err);
 		l->n = n;
 		l->v = v;

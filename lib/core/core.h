@@ -355,6 +355,13 @@ int gpt_cpu_count(void);
 
 /* Strict number parsing: the whole string must be a number in range. */
 int gpt_parse_i64(const char *s, int64_t *out);
+/* An integer as PyYAML (YAML 1.1, what FleetX and PaddleNLP read their
+ * configurations with) resolves one, underscores ignored: [-+]? then a
+ * decimal (0, or 1-9 first), 0b binary, 0x hexadecimal, an octal with a
+ * leading 0 (017 is 15), or base 60 (1:30 is 90). Not 0o17, 09 or 64.0
+ * (PyYAML's strings and floats). 0; -1 when it is none of those;
+ * GPT_PARSE_RANGE beyond int64. */
+int gpt_parse_yaml_int(const char *s, int64_t *out);
 /* gpt_parse_f64: GPT_PARSE_RANGE for a number beyond a double, one that
  * overflows to infinity or a nonzero one that underflows to 0 (*out is set
  * to that: +-HUGE_VAL or 0). */

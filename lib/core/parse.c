@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -18,6 +19,69 @@ int gpt_parse_i64(const char *s, int64_t *out)
 	if (errno || *end)
 		return -1;
 	*out = v;
+	return 0;
+}
+
+/* v = v * base + d within magnitude limit lim; -1 past it. */
+static int mul_add(uint64_t *v, unsigned base, unsigned d, uint64_t lim)
+{
+	if (*v > (lim - d) / base)
+		return -1;
+	*v = *v * base + d;
+	return 0;
+}
+
+static int digit_of(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : 99;
+}
+
+int gpt_parse_yaml_int(const char *s, int64_t *out)
+{
+	if (!s)
+		return -1;
+	const char *p = s;
+	int neg = *p == '-';
+	p += *p == '-' || *p == '+';
+	uint64_t lim = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX, v = 0;
+	unsigned base = 10;
+	if (p[0] == '0' && (p[1] == 'b' || p[1] == 'x')) {
+		base = p[1] == 'b' ? 2 : 16;
+		p += 2;
+	} else if (p[0] == '0' && p[1]) {
+		base = 8; /* 017 is 15, as PyYAML reads it */
+	} else if (!(p[0] >= '0' && p[0] <= '9')) {
+		return -1;
+	}
+	int digits = 0, range = 0;
+	for (; *p && *p != ':'; p++) {
+		if (*p == '_')
+			continue;
+		unsigned d = (unsigned)digit_of(*p);
+		if (d >= base)
+			return -1;
+		range |= mul_add(&v, base, d, lim);
+		digits++;
+	}
+	if (!digits)
+		return -1;
+	/* base 60, 1:30 for 90: after a decimal that starts with 1-9, groups
+	 * of one digit or two below 60 */
+	if (*p == ':' && (base != 10 || s[neg || *s == '+'] == '0'))
+		return -1;
+	while (*p == ':') {
+		const char *g = ++p;
+		while (*p >= '0' && *p <= '9')
+			p++;
+		if (p - g < 1 || p - g > 2 || (p - g == 2 && g[0] > '5'))
+			return -1;
+		range |= mul_add(&v, 60, (unsigned)atoi(g), lim);
+	}
+	if (*p)
+		return -1;
+	if (range)
+		return GPT_PARSE_RANGE;
+	*out = neg ? (int64_t)(0 - v) : (int64_t)v;
 	return 0;
 }
 

@@ -259,6 +259,31 @@ test_expect_success 'YAML merge keys (<<), as PyYAML reads them for FleetX' '
 	grep -E "^    reduce_overlap: True$" out
 '
 
+test_expect_success 'integers as PyYAML reads them for FleetX: 0x, 0b, a leading-0 octal, _, base 60' '
+	cat >ints.yaml <<-\EOT &&
+	Global:
+	  seed: 1_000_000
+	Model:
+	  hidden_size: 0x40
+	  num_layers: 0b10
+	  num_attention_heads: 04
+	  max_position_embeddings: 0_2000
+	  no_recompute_layers: [0x0, 0_1]
+	Engine:
+	  max_steps: 1:30
+	EOT
+	gpt-train -c ints.yaml --print-config >out &&
+	grep -E "^  seed: 1000000$" out &&
+	grep -E "^  hidden_size: 64$" out &&
+	grep -E "^  num_layers: 2$" out &&
+	grep -E "^  num_attention_heads: 4$" out &&
+	grep -E "^  max_position_embeddings: 1024$" out &&
+	grep -E "^  no_recompute_layers: \[0, 1\]$" out &&
+	grep -E "^  max_steps: 90$" out &&
+	gpt-train -c ints.yaml -o Model.hidden_size=0x80 --print-config >out &&
+	grep -E "^  hidden_size: 128$" out
+'
+
 test_expect_success 'PaddleNLP flags map onto the Distributed keys' '
 	gpt-train -c "$C/tiny_cpu.yaml" --world-size 8 --tensor_parallel_degree 2 \
 		--sharding "stage2 offload" --print-config >out &&

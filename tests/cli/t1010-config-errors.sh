@@ -57,7 +57,7 @@ test_expect_success 'a MindFormers configuration is named as such (seed: GPT2-13
 
 test_expect_success 'wrong type names the key, expected and found' '
 	printf "Model:\n  num_layers: two\n" >bad.yaml &&
-	fails 65 "bad.yaml:2:15: Model.num_layers: expected an integer >= 1, found '"'"'two'"'"'" \
+	fails 65 "bad.yaml:2:15: Model.num_layers: expected an integer in [1, 65536], found '"'"'two'"'"'" \
 		gpt-train -c bad.yaml --dry-run &&
 	printf "Model:\n  use_recompute: maybe\n" >bad.yaml &&
 	fails 65 "Model.use_recompute: expected True or False, found '"'"'maybe'"'"'" \
@@ -81,14 +81,29 @@ test_expect_success 'a number beyond a double is named with its key, not taken a
 	gpt-train -c out --print-config >again && test_cmp out again
 '
 
+test_expect_success 'what PyYAML reads as no integer is refused for an integer key, with the range it takes' '
+	printf "Model:\n  num_layers: 64.0\n" >bad.yaml &&
+	fails 65 "bad.yaml:2:15: Model.num_layers: expected an integer in [1, 65536], found '"'"'64.0'"'"'" \
+		gpt-train -c bad.yaml --dry-run &&
+	printf "Model:\n  num_layers: 09\n" >bad.yaml &&
+	fails 65 "bad.yaml:2:15: Model.num_layers: expected an integer in [1, 65536], found '"'"'09'"'"'" \
+		gpt-train -c bad.yaml --dry-run &&
+	fails 64 "-o Model.num_layers=0o17: Model.num_layers: expected an integer in [1, 65536] (0o17 is no integer to PyYAML, which FleetX reads configurations with: write 017 or 15), found '"'"'0o17'"'"'" \
+		gpt-train -o Model.num_layers=0o17 --dry-run &&
+	fails 64 "-o Engine.max_steps=0x8000000000000000: Engine.max_steps: expected an integer >= 1 (this one is beyond 64 bits), found" \
+		gpt-train -o Engine.max_steps=0x8000000000000000 --dry-run &&
+	fails 64 "-o Model.hidden_size=0x100001: Model.hidden_size: expected an integer in [1, 1048576], found '"'"'0x100001'"'"'" \
+		gpt-train -o Model.hidden_size=0x100001 --dry-run
+'
+
 test_expect_success 'zero and negative degrees' '
 	printf "Distributed:\n  mp_degree: 0\n" >bad.yaml &&
-	fails 65 "Distributed.mp_degree: expected an integer >= 1, found '"'"'0'"'"'" \
+	fails 65 "Distributed.mp_degree: expected an integer in [1, 1048576], found '"'"'0'"'"'" \
 		gpt-train -c bad.yaml --print-config &&
 	printf "Distributed:\n  sharding:\n    sharding_degree: -4\n" >bad.yaml &&
-	fails 65 "bad.yaml:3:22: Distributed.sharding.sharding_degree: expected an integer >= 1, found '"'"'-4'"'"'" \
+	fails 65 "bad.yaml:3:22: Distributed.sharding.sharding_degree: expected an integer in [1, 1048576], found '"'"'-4'"'"'" \
 		gpt-train -c bad.yaml --print-config &&
-	fails 64 "--tensor_parallel_degree 0: Distributed.mp_degree: expected an integer >= 1" \
+	fails 64 "--tensor_parallel_degree 0: Distributed.mp_degree: expected an integer in [1, 1048576]" \
 		gpt-train -c "$C/tiny_cpu.yaml" --tensor_parallel_degree 0 --print-config
 '
 
@@ -258,7 +273,7 @@ test_expect_success 'bad overrides, flags and world sizes are usage errors (64)'
 		gpt-train -c "$C/tiny_cpu.yaml" -o Model.hidden_dropout_prob=1.5 --print-config &&
 	fails 64 "-o Model.num_layers=65537: Model.num_layers: expected an integer in [1, 65536], found '"'"'65537'"'"'" \
 		gpt-train -c "$C/tiny_cpu.yaml" -o Model.num_layers=65537 --print-config &&
-	fails 64 "-o Model.num_layers=0: Model.num_layers: expected an integer >= 1, found '"'"'0'"'"'" \
+	fails 64 "-o Model.num_layers=0: Model.num_layers: expected an integer in [1, 65536], found '"'"'0'"'"'" \
 		gpt-train -c "$C/tiny_cpu.yaml" -o Model.num_layers=0 --print-config &&
 	fails 64 "Global.micro_batch_size: 1073741824 sequences of 1048576 tokens through 2 layers would hold 9.44e+21 activations, beyond 2^53" \
 		gpt-train -c "$C/tiny_cpu.yaml" -o Global.micro_batch_size=1073741824 -o Global.global_batch_size=1073741824 \

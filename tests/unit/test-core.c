@@ -81,6 +81,34 @@ static void test_parsers(void)
 	   "f64: underflow to 0 and overflow are out of range");
 	ok(gpt_parse_f64("0e-400", &d) == 0 && d == 0 && gpt_parse_f64("1e-310", &d) == 0 && d > 0,
 	   "f64: an exact 0 and a denormal are numbers");
+	{
+		/* what PyYAML 6 (yaml.safe_load) makes of each: an int, or a string
+		 * or float (-1 here) */
+		static const struct {
+			const char *s;
+			int rc;
+			int64_t v;
+		} yi[] = {
+			{"0x40", 0, 64}, {"1_000", 0, 1000}, {"017", 0, 15}, {"0_17", 0, 15}, {"0b1_0", 0, 2},
+			{"-0x10", 0, -16}, {"+12", 0, 12}, {"1:30", 0, 90}, {"1_0:3:04", 0, 36184}, {"-1:30", 0, -90},
+			{"1:5", 0, 65}, {"0", 0, 0}, {"00", 0, 0}, {"-0", 0, 0}, {"0xFF_ff", 0, 65535}, {"1__", 0, 1},
+			{"9223372036854775807", 0, INT64_MAX}, {"-9223372036854775808", 0, INT64_MIN},
+			{"9223372036854775808", GPT_PARSE_RANGE, 0}, {"0x8000000000000000", GPT_PARSE_RANGE, 0},
+			{"09", -1, 0}, {"0o17", -1, 0}, {"64.0", -1, 0}, {"1e3", -1, 0}, {"0X40", -1, 0},
+			{"0b", -1, 0}, {"0x_", -1, 0}, {"1:60", -1, 0}, {"0:30", -1, 0}, {"_1", -1, 0}, {"", -1, 0},
+			{" 1", -1, 0}, {"1 ", -1, 0}, {"0x1:30", -1, 0}, {"1:", -1, 0}, {"1:123", -1, 0},
+		};
+		int all = 1;
+		for (size_t k = 0; k < sizeof yi / sizeof *yi; k++) {
+			int64_t v = 0;
+			int rc = gpt_parse_yaml_int(yi[k].s, &v);
+			if (rc != yi[k].rc || (rc == 0 && v != yi[k].v)) {
+				diag("gpt_parse_yaml_int(\"%s\"): %d, %lld", yi[k].s, rc, (long long)v);
+				all = 0;
+			}
+		}
+		ok(all, "YAML 1.1 integers as PyYAML resolves them: hex, binary, octal, _, base 60; not 0o, 09, 64.0");
+	}
 	ok(gpt_parse_bool("True", &b) == 0 && b == 1, "Python's True");
 	ok(gpt_parse_bool("off", &b) == 0 && b == 0, "off");
 	ok(gpt_parse_bool("maybe", &b) != 0, "maybe is not a bool");
