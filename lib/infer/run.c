@@ -348,8 +348,9 @@ int gpt_infer_run(const gpt_infer_args *a, FILE *in, FILE *out, gpt_err *err)
 		const uint8_t *t = (const uint8_t *)r.text[i];
 		size_t ok = gpt_utf8_valid_prefix(t, r.text_len[i]);
 		if (ok != r.text_len[i]) {
-			rc = gpt_err_set(err, GPT_EDATA, "prompt %lld: not valid UTF-8 at byte %zu",
-					 (long long)i + 1, ok);
+			rc = gpt_err_set(err, GPT_EDATA,
+					 "prompt %lld: not valid UTF-8 at byte %zu of %zu (0x%02x), counting from 1; give UTF-8 text (iconv -t UTF-8 converts)",
+					 (long long)i + 1, ok + 1, r.text_len[i], t[ok]);
 			break;
 		}
 		gpt_ids v = GPT_IDS_INIT;
