@@ -131,16 +131,23 @@ int main(int argc, char **argv)
 
 	gpt_logs_counts c;
 	int rc = gpt_logs_run(&o, &c, &err);
-	if (c.unknown || c.too_long)
-		fprintf(stderr, "%s: %lld line%s skipped (no step, eval or checkpoint record: other output or an unknown format), %lld too long\n", prog,
-			(long long)c.unknown, c.unknown == 1 ? "" : "s", (long long)c.too_long);
+	/* Lines too long to read are lines of the log as well: every count
+	 * below takes them in. */
+	int64_t skipped = c.unknown + c.too_long, lines = c.lines + c.too_long;
+	const char *other = "no step, eval or checkpoint record (other output or an unknown format)";
+	if (c.unknown && c.too_long)
+		fprintf(stderr, "%s: %lld lines skipped: %lld with %s, %lld longer than 1 MiB\n", prog, (long long)skipped,
+			(long long)c.unknown, other, (long long)c.too_long);
+	else if (skipped)
+		fprintf(stderr, "%s: %lld line%s skipped: %s\n", prog, (long long)skipped, skipped == 1 ? "" : "s",
+			c.unknown ? other : "longer than 1 MiB");
 	if (c.unparsed)
-		fprintf(stderr, "%s: %lld line%s skipped (a record that other output ran into: several "
+		fprintf(stderr, "%s: %lld line%s skipped: a record that other output ran into (several "
 				"processes writing one log?)\n", prog,
 			(long long)c.unparsed, c.unparsed == 1 ? "" : "s");
 	if (!rc && c.records == 0)
-		fprintf(stderr, "%s: no training log lines found in %lld lines of %lld logs\n", prog,
-			(long long)c.lines, (long long)c.logs);
+		fprintf(stderr, "%s: warning: no training log line found in %lld line%s of %lld log%s\n",
+			prog, (long long)lines, lines == 1 ? "" : "s", (long long)c.logs, c.logs == 1 ? "" : "s");
 	if (rc)
 		return gpt_cmd_fail(prog, &err);
 	return 0;

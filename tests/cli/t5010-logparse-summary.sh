@@ -147,7 +147,22 @@ test_expect_success 'a log without steps gives an empty summary row' '
 	gpt-logparse --summary empty.log >out 2>err &&
 	test "$(col steps out)" = 0 &&
 	test "$(col tokens_per_s_median out)" = "" &&
-	test_grep "no training log lines found" err
+	test_grep "^gpt-logparse: warning: no training log line found in 0 lines of 1 log$" err
+'
+
+test_expect_success 'a log without steps: the same line counts for the rows, the summary and --plot, exit 0' '
+	{
+		echo "starting"
+		head -c 1048577 /dev/zero | tr "\0" b; echo
+		echo
+	} >nosteps.log &&
+	for mode in "" --summary "--plot nosteps.svg"; do
+		gpt-logparse $mode nosteps.log >out 2>err &&
+		test_grep "^gpt-logparse: 2 lines skipped: 1 with no step, eval or checkpoint record \(other output or an unknown format\), 1 longer than 1 MiB$" err &&
+		test_grep "^gpt-logparse: warning: no training log line found in 3 lines of 1 log$" err &&
+		test_line_count = 2 err || return 1
+	done &&
+	test_grep "no data" nosteps.svg
 '
 
 test_expect_success 'bad option values are usage errors' '
