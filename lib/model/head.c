@@ -39,6 +39,16 @@ static int xent_stats(gpt_model *m, const int32_t *targets, int64_t n, int64_t V
 				   GPT_REDUCE_SUM, err);
 }
 
+/* A micro-batch's losses summed in token order; an ignored target's loss
+ * is 0 (xent_loss), which leaves the sum as it is. */
+static double sum_of(const float *losses, int64_t n)
+{
+	double s = 0;
+	for (int64_t i = 0; i < n; i++)
+		s += losses[i];
+	return s;
+}
+
 /* The head, after the last chunk's layers: ln_f, then the fused classifier
  * (see gpt_model_forward) over blocks of head_rows rows of the whole (B*T, C)
  * hidden state x: a block's logits x wte^T, their statistics, the block's
@@ -116,10 +126,7 @@ int gpt_model_head_fwd(gpt_model *m, int64_t chunk, const int32_t *targets, cons
 		return 0;
 	}
 	OP(o->download(be, m->host_losses, losses, (size_t)BT * 4, err));
-	*loss_sum = 0;
-	for (int64_t i = 0; i < BT; i++)
-		if (targets[i] >= 0)
-			*loss_sum += m->host_losses[i];
+	*loss_sum = sum_of(m->host_losses, BT);
 	return 0;
 }
 
@@ -133,13 +140,8 @@ int gpt_model_take_losses(gpt_model *m, double *loss_sum, gpt_err *err)
 	int rc = m->be->ops->download(m->be, m->host_losses, m->losses, (size_t)(n * BT) * 4, err);
 	if (rc)
 		return rc;
-	/* an ignored target's loss is 0 (xent_loss), which leaves a sum as it is */
-	for (int64_t j = 0; j < n; j++) {
-		double s = 0;
-		for (int64_t i = 0; i < BT; i++)
-			s += m->host_losses[j * BT + i];
-		*loss_sum += s;
-	}
+	for (int64_t j = 0; j < n; j++)
+		*loss_sum += sum_of(m->host_losses + j * BT, BT);
 	return 0;
 }
 
