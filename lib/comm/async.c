@@ -221,6 +221,8 @@ static int start(gpt_group *g, gpt_comm_req_kind kind, const void *send, void *r
 	int rc = gpt_comm_check_args(g, have_op(g, kind), what, count, t, err);
 	if (!rc && counts)
 		rc = gpt_comm_check_counts(g, what, counts, &count, err);
+	if (!rc)
+		rc = gpt_comm_check_unstaged(g, what, send, recv, err);
 	if (rc)
 		return rc;
 	gpt_comm_engine *e = g->engine;

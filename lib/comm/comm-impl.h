@@ -124,6 +124,12 @@ void gpt_comm_stage_free(gpt_comm *c);
 /* 1 when g's backend cannot take p as it is (a backend is attached and p is
  * memory of the other kind). */
 int gpt_comm_stage_foreign(const gpt_group *g, const void *p);
+/* 1 when p is host memory that g's backend cannot take (nccl's device
+ * memory only) and no backend is attached to stage it through. */
+int gpt_comm_unstaged_host(const gpt_group *g, const void *p);
+/* GPT_EUSAGE naming the group and op when a or b (either may be NULL) is
+ * such host memory: NCCL would be handed a host pointer. */
+int gpt_comm_check_unstaged(const gpt_group *g, const char *op, const void *a, const void *b, gpt_err *err);
 /* Copies bytes between a user buffer and a staging place: in = 1 towards
  * the staging place, 0 back out, with the attached backend's upload or
  * download (which wait for its stream). */

@@ -400,6 +400,18 @@ int gpt_comm_check_args(const gpt_group *g, int have, const char *op, int64_t co
 	return 0;
 }
 
+int gpt_comm_check_unstaged(const gpt_group *g, const char *op, const void *a, const void *b, gpt_err *err)
+{
+	const void *p = gpt_comm_unstaged_host(g, a) ? a : gpt_comm_unstaged_host(g, b) ? b : NULL;
+	if (!p)
+		return 0;
+	return gpt_err_set(err, GPT_EUSAGE,
+			   "group %s: %s: buffer %p is host memory, which the %s backend cannot read, and no CUDA "
+			   "backend is attached to stage it through device memory; attach one first "
+			   "(gpt_comm_set_memory) or pass device buffers",
+			   g->name, op, p, g->be->name);
+}
+
 static int ready(gpt_group *g, int have, const char *op, int64_t count, gpt_dtype t, gpt_err *err)
 {
 	/* after the group's asynchronous requests, in every member's order */
@@ -423,6 +435,8 @@ int gpt_comm_all_reduce(gpt_group *g, const void *send, void *recv, int64_t coun
 			gpt_reduce_op op, gpt_err *err)
 {
 	int rc = ready(g, g->be->all_reduce != NULL, "all-reduce", count, t, err);
+	if (!rc)
+		rc = gpt_comm_check_unstaged(g, "all-reduce", send, recv, err);
 	if (rc)
 		return rc;
 	return after(g, g->comm->mem ? gpt_comm_stage_all_reduce(g, send, recv, count, t, op, err)
@@ -433,6 +447,8 @@ int gpt_comm_reduce_scatter(gpt_group *g, const void *send, void *recv, int64_t 
 			    gpt_dtype t, gpt_reduce_op op, gpt_err *err)
 {
 	int rc = ready(g, g->be->reduce_scatter != NULL, "reduce-scatter", count, t, err);
+	if (!rc)
+		rc = gpt_comm_check_unstaged(g, "reduce-scatter", send, recv, err);
 	if (rc)
 		return rc;
 	return after(g, g->comm->mem ? gpt_comm_stage_reduce_scatter(g, send, recv, count, t, op, err)
@@ -443,6 +459,8 @@ int gpt_comm_all_gather(gpt_group *g, const void *send, void *recv, int64_t coun
 			gpt_err *err)
 {
 	int rc = ready(g, g->be->all_gather != NULL, "all-gather", count, t, err);
+	if (!rc)
+		rc = gpt_comm_check_unstaged(g, "all-gather", send, recv, err);
 	if (rc)
 		return rc;
 	return after(g, g->comm->mem ? gpt_comm_stage_all_gather(g, send, recv, count, t, err)
@@ -452,6 +470,8 @@ int gpt_comm_all_gather(gpt_group *g, const void *send, void *recv, int64_t coun
 int gpt_comm_broadcast(gpt_group *g, void *buf, int64_t count, gpt_dtype t, int root, gpt_err *err)
 {
 	int rc = ready(g, g->be->broadcast != NULL, "broadcast", count, t, err);
+	if (!rc)
+		rc = gpt_comm_check_unstaged(g, "broadcast", buf, NULL, err);
 	if (!rc && (root < 0 || root >= g->size))
 		rc = gpt_err_set(err, GPT_EUSAGE, "group %s: broadcast from rank %d of %d", g->name, root, g->size);
 	if (rc)
@@ -488,6 +508,8 @@ int gpt_comm_reduce_scatter_v(gpt_group *g, void *buf, const int64_t *counts, gp
 	int rc = ready(g, g->be->reduce_scatter_v != NULL, "reduce-scatter", 0, t, err);
 	if (!rc)
 		rc = gpt_comm_check_counts(g, "reduce-scatter", counts, &total, err);
+	if (!rc)
+		rc = gpt_comm_check_unstaged(g, "reduce-scatter", buf, NULL, err);
 	if (rc)
 		return rc;
 	return after(g, g->comm->mem ? gpt_comm_stage_reduce_scatter_v(g, buf, counts, total, t, op, err)
@@ -500,6 +522,8 @@ int gpt_comm_all_gather_v(gpt_group *g, void *buf, const int64_t *counts, gpt_dt
 	int rc = ready(g, g->be->all_gather_v != NULL, "all-gather", 0, t, err);
 	if (!rc)
 		rc = gpt_comm_check_counts(g, "all-gather", counts, &total, err);
+	if (!rc)
+		rc = gpt_comm_check_unstaged(g, "all-gather", buf, NULL, err);
 	if (rc)
 		return rc;
 	return after(g, g->comm->mem ? gpt_comm_stage_all_gather_v(g, buf, counts, total, t, err)
@@ -514,6 +538,8 @@ int gpt_comm_p2p(gpt_group *g, const gpt_p2p *ops, int n, gpt_dtype t, gpt_err *
 			rc = gpt_err_set(err, GPT_EUSAGE, "group %s: %s %lld elements %s rank %d of %d (this is rank %d)",
 					 g->name, ops[i].is_send ? "send" : "recv", (long long)ops[i].count,
 					 ops[i].is_send ? "to" : "from", ops[i].peer, g->size, g->rank);
+	for (int i = 0; !rc && i < n; i++)
+		rc = gpt_comm_check_unstaged(g, ops[i].is_send ? "send" : "recv", ops[i].buf, NULL, err);
 	if (rc)
 		return rc;
 	return after(g, g->comm->mem ? gpt_comm_stage_p2p(g, ops, n, t, err) : g->be->p2p(g, ops, n, t, err));

@@ -32,6 +32,16 @@ int gpt_comm_stage_foreign(const gpt_group *g, const void *p)
 #endif
 }
 
+int gpt_comm_unstaged_host(const gpt_group *g, const void *p)
+{
+#if GPT_HAVE_CUDA
+	return p && !g->comm->mem && g->be->device_memory && !gpt_cuda_ptr_is_device(p);
+#else
+	(void)g, (void)p;
+	return 0;
+#endif
+}
+
 static size_t round_up(size_t n)
 {
 	return (n + STAGE_ALIGN - 1) / STAGE_ALIGN * STAGE_ALIGN;

@@ -333,6 +333,22 @@ static int device_backend_main(int r, int n, int port, void *arg)
 	      "a device buffer's all-reduce");
 	if (d)
 		x.be.ops->free(&x.be, d);
+	/* with no CUDA backend attached nothing can stage a host buffer: the
+	 * device backend must not be handed it (gpt-train's first collective
+	 * once ran before its backend was attached) */
+	gpt_comm_set_memory(c, NULL); /* frees the device staging */
+	int32_t lone = 7;
+	gpt_err e2 = {0};
+	int rc2 = gpt_comm_all_reduce(w, &lone, &lone, 1, GPT_DTYPE_I32, GPT_REDUCE_MAX, &e2);
+	if (rc2 != GPT_EUSAGE || !strstr(e2.msg, "host memory") || !strstr(e2.msg, "gpt_comm_set_memory"))
+		FAIL(&x, "a host flag's all-reduce with no backend attached: rc %d, '%s'; want a usage error "
+			 "naming the host buffer and gpt_comm_set_memory", rc2, e2.msg);
+	gpt_comm_req *req = NULL;
+	rc2 = gpt_comm_all_reduce_start(w, &lone, &lone, 1, GPT_DTYPE_I32, GPT_REDUCE_MAX, &req, &e2);
+	if (rc2 != GPT_EUSAGE || req)
+		FAIL(&x, "a host flag's asynchronous all-reduce with no backend attached: rc %d, '%s'", rc2, e2.msg);
+	gpt_comm_wait(req, &e2);
+	gpt_comm_set_memory(c, &x.be);
 	gpt_comm_stage_free(c); /* device staging, as its backend made it */
 	c->be = w->be = shm;
 	rank_close(&x, c, st);
