@@ -39,6 +39,32 @@ static int check_supported(const gpt_config *cfg, gpt_err *err)
 	return 0;
 }
 
+/* The compute backend, attached to the comm before its first collective
+ * (check_run's, on host values): nccl takes only device memory, and host
+ * buffers reach it staged through the attached backend's. */
+static int setup_backend(trainer *tr, gpt_err *err)
+{
+	const gpt_config *cfg = tr->cfg;
+	int rc = 0; /* a gpu device without CUDA: check_supported refused it */
+	if (cfg->global.device && strcmp(cfg->global.device, "gpu") == 0) {
+#if GPT_HAVE_CUDA
+		rc = gpt_backend_cuda_init(&tr->be, tr->dtype, tr->device, err);
+		if (rc)
+			return gpt_err_prefix(err, "Global.device: gpu");
+		if (tr->comm) { /* collectives get device buffers from now on */
+			gpt_comm_set_memory(tr->comm, &tr->be);
+			gpt_log_printf(&tr->log, GPT_LOG_INFO, "rank %d: GPU %d, collectives over %s%s", tr->rank,
+				       tr->device, gpt_comm_backend_name(tr->comm),
+				       strcmp(gpt_comm_backend_name(tr->comm), "shm") == 0
+					       ? " (device buffers staged through pinned host memory)" : "");
+		}
+#endif
+	} else {
+		rc = gpt_backend_cpu_init(&tr->be, tr->dtype, 0, err);
+	}
+	return rc;
+}
+
 static int setup_model(trainer *tr, gpt_err *err)
 {
 	const gpt_config *cfg = tr->cfg;
@@ -71,22 +97,6 @@ static int setup_model(trainer *tr, gpt_err *err)
 			return gpt_err_set(err, GPT_EUSAGE, "Model.recompute_granularity: '%s' is not full, only_attn or core_attn", g);
 		mo.no_recompute = cfg->model.no_recompute_layers.v;
 		mo.n_no_recompute = cfg->model.no_recompute_layers.n;
-	}
-	if (cfg->global.device && strcmp(cfg->global.device, "gpu") == 0) {
-#if GPT_HAVE_CUDA
-		rc = gpt_backend_cuda_init(&tr->be, tr->dtype, tr->device, err);
-		if (rc)
-			return gpt_err_prefix(err, "Global.device: gpu");
-		if (tr->comm) { /* collectives get device buffers from now on */
-			gpt_comm_set_memory(tr->comm, &tr->be);
-			gpt_log_printf(&tr->log, GPT_LOG_INFO, "rank %d: GPU %d, collectives over %s%s", tr->rank,
-				       tr->device, gpt_comm_backend_name(tr->comm),
-				       strcmp(gpt_comm_backend_name(tr->comm), "shm") == 0
-					       ? " (device buffers staged through pinned host memory)" : "");
-		}
-#endif
-	} else {
-		rc = gpt_backend_cpu_init(&tr->be, tr->dtype, 0, err);
 	}
 	if (!rc)
 		rc = gpt_model_init(&tr->model, &tr->be, &s, &lo, &mo, err);
@@ -667,6 +677,8 @@ int gpt_train_run(const gpt_config *cfg, FILE *log, const volatile sig_atomic_t 
 		rc = gpt_heartbeat_open(&tr.hb, environ, err);
 	if (!rc)
 		rc = gpt_tr_setup_parallel(&tr, err);
+	if (!rc)
+		rc = setup_backend(&tr, err);
 	if (!rc)
 		rc = check_run(&tr, err);
 	if (!rc && tr.MB * tr.accum * tr.replicas != tr.G)
