@@ -45,7 +45,9 @@ void *gpt_cuda_malloc(size_t bytes, const char *what, gpt_err *err);
  * the current device's free and total memory (cudaMemGetInfo). */
 int gpt_cuda_oom(gpt_err *err, size_t bytes, const char *what);
 void gpt_cuda_free(void *p);
-/* kind: 0 host->device, 1 device->host, 2 device->device. */
+/* kind: 0 host->device, 1 device->host, 2 device->device; on the legacy
+ * default stream, returning when the copy has landed (so work on any
+ * stream, NCCL's included, sees it). */
 int gpt_cuda_memcpy(void *dst, const void *src, size_t bytes, int kind, gpt_err *err);
 int gpt_cuda_sync(gpt_err *err);
 

@@ -109,7 +109,11 @@ extern "C" int gpt_cuda_memcpy(void *dst, const void *src, size_t bytes, int kin
 					       cudaMemcpyDeviceToDevice};
 	if (kind < 0 || kind > 2)
 		return gpt_err_set(err, GPT_EINTERNAL, "cuda: bad memcpy kind %d", kind);
-	return gpt_cuda_check(cudaMemcpy(dst, src, bytes, kinds[kind]), "memcpy", err);
+	int rc = gpt_cuda_check(cudaMemcpy(dst, src, bytes, kinds[kind]), "memcpy", err);
+	/* cudaMemcpy may return before a copy from pageable memory or between
+	 * device buffers has landed; work on other streams (NCCL's) does not
+	 * wait for the legacy stream it ran on */
+	return rc || kind == 1 ? rc : gpt_cuda_check(cudaStreamSynchronize(0), "memcpy", err);
 }
 
 extern "C" int gpt_cuda_sync(gpt_err *err)
