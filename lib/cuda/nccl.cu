@@ -167,12 +167,14 @@ extern "C" int gpt_nccl_split(gpt_nccl *parent, int color, int key, double timeo
 	ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
 	cfg.blocking = 0;
 	ncclResult_t r = ncclCommSplit(parent->comm, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &c->comm, &cfg);
-	int rc = 0;
-	if (r != ncclSuccess && r != ncclInProgress)
-		rc = nccl_fail(parent, "split", r, err);
-	else if (!c->comm) /* NOCOLOR: no communicator for this rank */
-		rc = wait_ready(parent, "split", err);
-	else
+	/* A non-blocking split runs on the parent's thread: the parent stays
+	 * "in progress" until it is over, and only then does NCCL write the
+	 * child (NULL for NOCOLOR) into c->comm. The parent first, so that
+	 * c->comm is read once it is final and the parent's next call (the
+	 * next split) does not find it still busy; then the child. */
+	int rc = r == ncclSuccess || r == ncclInProgress ? wait_ready(parent, "split", err)
+							  : nccl_fail(parent, "split", r, err);
+	if (!rc && c->comm)
 		rc = wait_ready(c, "split", err);
 	if (rc || !c->comm) {
 		gpt_nccl_free(c);
