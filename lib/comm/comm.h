@@ -252,8 +252,8 @@ typedef struct gpt_comm_backend {
 	int (*barrier)(gpt_group *g, gpt_err *err);
 	/* Asynchronous collectives done by the device (nccl): start enqueues
 	 * request r (comm-impl.h) behind the work already queued on the compute
-	 * stream and returns; finish makes the compute stream (the host, with no
-	 * backend attached) wait for it; drop releases what start kept when r is
+	 * stream and returns; finish waits for it on the host, with the group's
+	 * deadline (a stream cannot time out); drop releases what start kept when r is
 	 * never finished. NULL: a progress thread of lib/comm runs the
 	 * synchronous slots (see gpt_comm_all_reduce_start). */
 	int (*start)(gpt_group *g, gpt_comm_req *r, gpt_err *err);
@@ -392,9 +392,11 @@ int gpt_comm_barrier(gpt_group *g, gpt_err *err);
  *    for each, so a request's result is the synchronous call's bit for bit.
  *  - nccl: start enqueues the collective on the communicator's stream,
  *    behind an event recorded on the compute stream (the backend attached
- *    by gpt_comm_set_memory), and wait makes the compute stream wait for
- *    the collective's event: the host blocks in neither (with no backend
- *    attached, wait blocks the host until the collective is done).
+ *    by gpt_comm_set_memory); start does not block the host, wait does,
+ *    until the collective is done or the group's timeout passes (then the
+ *    communicator is aborted and the wait fails): a compute stream made to
+ *    wait instead would wait forever for a peer that died, and the host's
+ *    next wait for that stream with it.
  *  - staging (a backend attached and a buffer of the other kind): for shm,
  *    start copies device inputs into pinned host memory of the request's own
  *    (pooled) and the thread reduces there; wait copies the result back to

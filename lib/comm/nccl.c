@@ -141,7 +141,7 @@ static int nccl_finish(gpt_group *g, gpt_comm_req *r, gpt_err *err)
 	gpt_nccl_set_timeout(g->impl, g->timeout_s);
 	void *ev = r->dev;
 	r->dev = NULL; /* gpt_nccl_finish frees it */
-	return gpt_nccl_finish(g->impl, ev, g->comm->mem, err);
+	return gpt_nccl_finish(g->impl, ev, err);
 }
 
 static void nccl_drop(gpt_comm_req *r)

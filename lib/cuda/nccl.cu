@@ -384,43 +384,38 @@ extern "C" int gpt_nccl_reduce_scatter_v_start(gpt_nccl *c, void *buf, const int
 	return start_async(c, ASYNC_REDUCE_SCATTER_V, buf, buf, 0, counts, n, t, max, compute, event, err);
 }
 
-extern "C" int gpt_nccl_finish(gpt_nccl *c, void *event, gpt_backend *compute, gpt_err *err)
+/* The host waits for the event, with the deadline, even where a compute
+ * stream could wait for it instead: a stream waits without one, so a
+ * collective whose peer died would leave that stream, and the host's next
+ * wait for it (a download, the next synchronous collective), stuck forever. */
+extern "C" int gpt_nccl_finish(gpt_nccl *c, void *event, gpt_err *err)
 {
 	cudaEvent_t done = (cudaEvent_t)event;
 	int rc = 0;
-	ncclResult_t st = ncclSuccess;
-	ncclCommGetAsyncError(c->comm, &st);
-	if (st != ncclSuccess && st != ncclInProgress)
-		rc = nccl_fail(c, "asynchronous collective", st, err);
-	if (!rc && compute) {
-		rc = gpt_cuda_check(cudaStreamWaitEvent(gpt_cuda_stream(compute), done, 0), "waiting for a collective",
-				    err);
-	} else if (!rc) {
-		/* no stream to hand the wait to: the host waits, with the deadline */
-		double deadline = now_s() + c->timeout_s;
-		for (;;) {
-			cudaError_t q = cudaEventQuery(done);
-			if (q == cudaSuccess)
-				break;
-			if (q != cudaErrorNotReady) {
-				rc = gpt_cuda_check(q, "waiting for a collective", err);
-				break;
-			}
-			ncclCommGetAsyncError(c->comm, &st);
-			if (st != ncclSuccess && st != ncclInProgress) {
-				rc = nccl_fail(c, "asynchronous collective", st, err);
-				break;
-			}
-			if (now_s() > deadline) {
-				ncclCommAbort(c->comm);
-				c->comm = NULL;
-				rc = gpt_err_set(err, GPT_EIO,
-						 "nccl group %s: an asynchronous collective did not complete within %g s (a peer is missing or stuck); aborted",
-						 c->name, c->timeout_s);
-				break;
-			}
-			nap();
+	double deadline = now_s() + c->timeout_s;
+	for (;;) {
+		ncclResult_t st = ncclSuccess;
+		ncclCommGetAsyncError(c->comm, &st);
+		if (st != ncclSuccess && st != ncclInProgress) {
+			rc = nccl_fail(c, "asynchronous collective", st, err);
+			break;
 		}
+		cudaError_t q = cudaEventQuery(done);
+		if (q == cudaSuccess)
+			break;
+		if (q != cudaErrorNotReady) {
+			rc = gpt_cuda_check(q, "waiting for a collective", err);
+			break;
+		}
+		if (now_s() > deadline) {
+			ncclCommAbort(c->comm);
+			c->comm = NULL;
+			rc = gpt_err_set(err, GPT_EIO,
+					 "nccl group %s: an asynchronous collective did not complete within %g s (a peer is missing or stuck); aborted",
+					 c->name, c->timeout_s);
+			break;
+		}
+		nap();
 	}
 	cudaEventDestroy(done);
 	return rc;

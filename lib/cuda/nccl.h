@@ -66,9 +66,9 @@ int gpt_nccl_reduce_scatter_start(gpt_nccl *c, const void *send, void *recv, int
 				  gpt_dtype t, int max, gpt_backend *compute, void **event, gpt_err *err);
 int gpt_nccl_reduce_scatter_v_start(gpt_nccl *c, void *buf, const int64_t *counts, int n, gpt_dtype t,
 				    int max, gpt_backend *compute, void **event, gpt_err *err);
-/* Makes compute's stream wait for event (without compute: the host, with
- * c's deadline), reports an asynchronous NCCL failure, and frees event. */
-int gpt_nccl_finish(gpt_nccl *c, void *event, gpt_backend *compute, gpt_err *err);
+/* The host waits for event with c's deadline (aborting c when it passes),
+ * reports an asynchronous NCCL failure, and frees event. */
+int gpt_nccl_finish(gpt_nccl *c, void *event, gpt_err *err);
 /* Frees an event that is never finished. */
 void gpt_nccl_event_free(void *event);
 
