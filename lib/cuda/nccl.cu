@@ -188,8 +188,14 @@ extern "C" void gpt_nccl_free(gpt_nccl *c)
 {
 	if (!c)
 		return;
-	if (c->comm)
+	/* NCCL: a communicator in error is aborted, not destroyed (a destroy
+	 * returns the error and frees nothing, or waits for work that peers
+	 * will never complete): a failed init or split, an asynchronous error */
+	ncclResult_t st = ncclSuccess;
+	if (c->comm && ncclCommGetAsyncError(c->comm, &st) == ncclSuccess && st == ncclSuccess)
 		ncclCommDestroy(c->comm);
+	else if (c->comm)
+		ncclCommAbort(c->comm);
 	cudaFree(c->scratch);
 	cudaStreamDestroy(c->stream);
 	free(c);
