@@ -635,6 +635,7 @@ static int in_dir(const char *path, const char *dir)
 	return strcmp(a, b) == 0;
 }
 
+#if GPT_HAVE_CUDA
 /* A GPU that ran out of memory: err gets what the plan of this rank's
  * stage asks for (gpt-train --dry-run's figure) and what needs less. */
 static void oom_plan(const trainer *tr, gpt_err *err)
@@ -656,6 +657,7 @@ static void oom_plan(const trainer *tr, gpt_err *err)
 		 "pipeline parallelism needs less",
 		 plan);
 }
+#endif
 
 int gpt_train_run(const gpt_config *cfg, FILE *log, const volatile sig_atomic_t *stop,
 		  gpt_err *err)
@@ -779,8 +781,10 @@ int gpt_train_run(const gpt_config *cfg, FILE *log, const volatile sig_atomic_t 
 		rc = run(&tr, err);
 	}
 	rc = gpt_tr_ckpt_finish(&tr, rc, 1, err);
+#if GPT_HAVE_CUDA
 	if (rc && strstr(err->msg, GPT_CUDA_OOM))
 		oom_plan(&tr, err);
+#endif
 	/* The run went on without its log (gpt_log said so when it began);
 	 * what it trained and saved stands, but a log file with holes in it
 	 * (a full disk, an I/O error) is no success either, so that "gpt-train
