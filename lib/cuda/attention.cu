@@ -72,7 +72,7 @@ __global__ static void attn_fwd_kernel(E *out, float *lse, const E *qkv, attn_ar
 	float *ks = sh, *vs = ks + TILE * ld, *qs = vs + TILE * ld;
 	int64_t bh = blockIdx.x, b = bh / a.NH, h = bh % a.NH;
 	int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-	int64_t i0 = (int64_t)blockIdx.y * WARPS, i = i0 + warp;
+	int64_t i0 = (a.y0 + blockIdx.y) * WARPS, i = i0 + warp;
 	int64_t Cl = a.NH * a.HS, C3 = 3 * Cl;
 	const E *base = qkv + b * a.T * C3 + h * a.HS;
 	float *q = qs + warp * HS;
@@ -129,7 +129,7 @@ __global__ static void attn_bwd_dq_kernel(E *dqkv, float *Dv, const E *dout, con
 	float *ks = sh, *vs = ks + TILE * ld, *qs = vs + TILE * ld, *gs = qs + WARPS * HS;
 	int64_t bh = blockIdx.x, b = bh / a.NH, h = bh % a.NH;
 	int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-	int64_t i0 = (int64_t)blockIdx.y * WARPS, i = i0 + warp;
+	int64_t i0 = (a.y0 + blockIdx.y) * WARPS, i = i0 + warp;
 	int64_t Cl = a.NH * a.HS, C3 = 3 * Cl;
 	const E *base = qkv + b * a.T * C3 + h * a.HS;
 	float *q = qs + warp * HS, *g = gs + warp * HS;
@@ -197,7 +197,7 @@ __global__ static void attn_bwd_dkv_kernel(E *dqkv, const E *dout, const E *qkv,
 	float *Ls = vr + WARPS * HS, *Ds = Ls + TILE;
 	int64_t bh = blockIdx.x, b = bh / a.NH, h = bh % a.NH;
 	int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-	int64_t j0b = (int64_t)blockIdx.y * WARPS, j = j0b + warp;
+	int64_t j0b = (a.y0 + blockIdx.y) * WARPS, j = j0b + warp;
 	int64_t Cl = a.NH * a.HS, C3 = 3 * Cl;
 	const E *base = qkv + b * a.T * C3 + h * a.HS;
 	const E *gbase = dout + b * a.T * Cl + h * a.HS;
@@ -274,10 +274,11 @@ static int check(const char *op, int64_t B, int64_t T, int64_t NH, int64_t HS,
 		return gpt_err_set(err, GPT_EUSAGE,
 				   "%s: head size %lld is above the cuda kernel's %d; use more heads",
 				   op, (long long)HS, MAX_HS);
-	if (B * NH > INT32_MAX || (T + WARPS - 1) / WARPS > 65535)
-		return gpt_err_set(err, GPT_EINTERNAL, "%s: %lld sequences of %lld positions do not fit one grid",
-				   op, (long long)(B * NH), (long long)T);
+	if (B * NH > INT32_MAX)
+		return gpt_err_set(err, GPT_EINTERNAL, "%s: %lld sequences of heads do not fit one grid",
+				   op, (long long)(B * NH));
 	a->T = T;
+	a->y0 = 0;
 	a->NH = NH;
 	a->HS = HS;
 	a->sc = 1.0f / sqrtf((float)HS);
@@ -301,11 +302,15 @@ int gpt_cuda_attention_fwd(gpt_backend *be, void *out, float *saved, const void 
 		return rc;
 	if (gpt_cuda_attention_tensor_cores(be->dtype, HS))
 		return gpt_cuda_attention_tc_fwd(be, out, saved, qkv, B, &a, err);
-	dim3 grid((unsigned)(B * NH), (unsigned)((T + WARPS - 1) / WARPS));
+	/* grid.y: a block per WARPS rows, in slices (a million positions
+	 * are 131072 blocks) */
+	int64_t ny = (T + WARPS - 1) / WARPS;
 	size_t shm = (size_t)(2 * TILE * (HS + 1) + WARPS * HS) * sizeof(float);
-	GPT_CUDA_DISPATCH(be->dtype, E,
-		attn_fwd_kernel<E><<<grid, WARPS * 32, shm, gpt_cuda_stream(be)>>>(
-			(E *)out, saved, (const E *)qkv, a));
+	for (a.y0 = 0; a.y0 < ny; a.y0 += GPT_CUDA_GRID_Y) {
+		dim3 grid((unsigned)(B * NH), gpt_cuda_grid_y(a.y0, ny));
+		GPT_CUDA_DISPATCH(be->dtype, E,
+			attn_fwd_kernel<E><<<grid, WARPS * 32, shm, gpt_cuda_stream(be)>>>((E *)out, saved, (const E *)qkv, a));
+	}
 	return gpt_cuda_launched("attention_fwd", err);
 }
 
@@ -323,12 +328,18 @@ int gpt_cuda_attention_bwd(gpt_backend *be, void *dqkv, const void *dout, const 
 	if (gpt_cuda_attention_tensor_cores(be->dtype, HS))
 		return gpt_cuda_attention_tc_bwd(be, dqkv, Dv, dout, out, qkv, saved, B, &a, err);
 	cudaStream_t s = gpt_cuda_stream(be);
-	dim3 grid((unsigned)(B * NH), (unsigned)((T + WARPS - 1) / WARPS));
+	int64_t ny = (T + WARPS - 1) / WARPS;
 	size_t shm = (size_t)(2 * TILE * (HS + 1) + 2 * WARPS * HS + 2 * TILE) * sizeof(float);
-	GPT_CUDA_DISPATCH(be->dtype, E,
-		attn_bwd_dq_kernel<E><<<grid, WARPS * 32, shm, s>>>((E *)dqkv, Dv, (const E *)dout,
-								    (const E *)qkv, saved, a);
-		attn_bwd_dkv_kernel<E><<<grid, WARPS * 32, shm, s>>>((E *)dqkv, (const E *)dout,
-								     (const E *)qkv, saved, Dv, a));
+	/* every row's D before any key row reads the later rows' (one stream) */
+	for (a.y0 = 0; a.y0 < ny; a.y0 += GPT_CUDA_GRID_Y) {
+		dim3 grid((unsigned)(B * NH), gpt_cuda_grid_y(a.y0, ny));
+		GPT_CUDA_DISPATCH(be->dtype, E,
+			attn_bwd_dq_kernel<E><<<grid, WARPS * 32, shm, s>>>((E *)dqkv, Dv, (const E *)dout, (const E *)qkv, saved, a));
+	}
+	for (a.y0 = 0; a.y0 < ny; a.y0 += GPT_CUDA_GRID_Y) {
+		dim3 grid((unsigned)(B * NH), gpt_cuda_grid_y(a.y0, ny));
+		GPT_CUDA_DISPATCH(be->dtype, E,
+			attn_bwd_dkv_kernel<E><<<grid, WARPS * 32, shm, s>>>((E *)dqkv, (const E *)dout, (const E *)qkv, saved, Dv, a));
+	}
 	return gpt_cuda_launched("attention_bwd", err);
 }

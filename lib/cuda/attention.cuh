@@ -17,6 +17,7 @@ typedef struct attn_args {
 	float dscale;
 	gpt_dropout d;
 	uint32_t bhn, hg; /* tensor cores: B * NH heads, in groups of hg (tile_of) */
+	int64_t y0;       /* cuda cores: the launch's first row block (blockIdx.y 0) */
 } attn_args;
 
 /* 1 when dropout keeps probability (b, h, i, j), else 0, from the same

@@ -24,16 +24,16 @@ __global__ static void kv_store_kernel(E *kc, E *vc, const E *qkv, int64_t Tn, i
 	}
 }
 
-/* grid (B*NH, ceil(Tn/KV_WARPS)); warp w: new token i. */
+/* grid (B*NH, ceil(Tn/KV_WARPS)) from row block y0; warp w: new token i. */
 template <class E>
 __global__ static void kv_attend_kernel(E *out, const E *kc, const E *vc, const E *qkv,
 					int64_t Tn, int64_t t0, int64_t maxT, int64_t NH,
-					int64_t HS, float sc)
+					int64_t HS, float sc, int64_t y0)
 {
 	__shared__ float qs[KV_WARPS][KV_MAX_HS];
 	int64_t bh = blockIdx.x, b = bh / NH, h = bh % NH;
 	int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-	int64_t i = (int64_t)blockIdx.y * KV_WARPS + warp;
+	int64_t i = (y0 + blockIdx.y) * KV_WARPS + warp;
 	if (i >= Tn)
 		return;
 	int64_t Cl = NH * HS;
@@ -99,17 +99,20 @@ int gpt_cuda_attention_kv(gpt_backend *be, void *out, void *kcache, void *vcache
 	int64_t n = B * Tn * NH * HS;
 	if (n == 0)
 		return 0;
-	if ((Tn + KV_WARPS - 1) / KV_WARPS > 65535)
-		return gpt_err_set(err, GPT_EINTERNAL, "attention_kv: %lld new tokens do not fit one grid",
-				   (long long)Tn);
+	if (B * NH > INT32_MAX)
+		return gpt_err_set(err, GPT_EINTERNAL, "attention_kv: %lld sequences of heads do not fit one grid",
+				   (long long)(B * NH));
 	cudaStream_t s = gpt_cuda_stream(be);
 	float sc = 1.0f / sqrtf((float)HS);
-	dim3 grid((unsigned)(B * NH), (unsigned)((Tn + KV_WARPS - 1) / KV_WARPS));
+	/* a prompt of a million tokens is 131072 row blocks: grid.y in slices */
+	int64_t ny = (Tn + KV_WARPS - 1) / KV_WARPS;
 	GPT_CUDA_DISPATCH(be->dtype, E,
 		kv_store_kernel<E><<<gpt_cuda_blocks(n, 256), 256, 0, s>>>(
-			(E *)kcache, (E *)vcache, (const E *)qkv, Tn, t0, maxT, NH, HS, n);
-		kv_attend_kernel<E><<<grid, KV_WARPS * 32, 0, s>>>(
-			(E *)out, (const E *)kcache, (const E *)vcache, (const E *)qkv, Tn, t0, maxT,
-			NH, HS, sc));
+			(E *)kcache, (E *)vcache, (const E *)qkv, Tn, t0, maxT, NH, HS, n));
+	for (int64_t y0 = 0; y0 < ny; y0 += GPT_CUDA_GRID_Y) {
+		dim3 grid((unsigned)(B * NH), gpt_cuda_grid_y(y0, ny));
+		GPT_CUDA_DISPATCH(be->dtype, E,
+			kv_attend_kernel<E><<<grid, KV_WARPS * 32, 0, s>>>((E *)out, (const E *)kcache, (const E *)vcache, (const E *)qkv, Tn, t0, maxT, NH, HS, sc, y0));
+	}
 	return gpt_cuda_launched("attention_kv", err);
 }

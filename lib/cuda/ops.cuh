@@ -65,6 +65,17 @@ static inline int gpt_cuda_launched(const char *op, gpt_err *err)
 }
 
 /* Blocks for a grid-stride loop over n items. */
+/* The most blocks a grid has along y (and z) on every GPU. Kernels whose
+ * grid.y counts rows of a sequence (a block per WARPS positions: T up to
+ * Model.max_position_embeddings, 1048576) pass more than this; they launch
+ * the grid in slices of at most GPT_CUDA_GRID_Y rows of blocks, each told
+ * its first (gpt_cuda_grid_y). The emulation (tests/gpu/emu) makes the
+ * slice smaller so its small shapes take several. */
+#ifndef GPT_CUDA_GRID_Y
+#define GPT_CUDA_GRID_Y 65535
+#endif
+#define gpt_cuda_grid_y(y0, ny) ((unsigned)((ny) - (y0) < GPT_CUDA_GRID_Y ? (ny) - (y0) : GPT_CUDA_GRID_Y))
+
 static inline unsigned gpt_cuda_blocks(int64_t n, int threads)
 {
 	int64_t b = (n + threads - 1) / threads;

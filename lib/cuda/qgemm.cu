@@ -121,7 +121,8 @@ __global__ static void qgemv_kernel(T *out, const T *x, const signed char *w, co
 		}
 }
 
-/* Any shape: grid (ceil(N / QT_BN), ceil(M / QT_BM)), 256 threads. With
+/* Any shape: grid (ceil(N / QT_BN), ceil(M / QT_BM)) from row block y0
+ * (the launches slice grid.y: GPT_CUDA_GRID_Y), 256 threads. With
  * widen (more than QV_MAX_M rows) the codes are dequantized into the tile
  * (code * step, then the sum of x * that, as the CPU's sgemm path widens
  * its weights); else the step multiplies each sum (the decoding kernel's
@@ -132,12 +133,12 @@ __global__ static void qgemv_kernel(T *out, const T *x, const signed char *w, co
 template <class T>
 __global__ static void qgemm_tiled_kernel(T *out, const T *x, const signed char *w,
 					  const float *step, const T *bias, int64_t M, int64_t K,
-					  int64_t N, int widen)
+					  int64_t N, int widen, int64_t y0)
 {
 	__shared__ float xs[QT_BK][QT_BM + 1];
 	__shared__ float ws[QT_BK][QT_BN + 1];
 	int t = threadIdx.x, ty = t / 16, tx = t % 16;
-	int64_t m0 = (int64_t)blockIdx.y * QT_BM, n0 = (int64_t)blockIdx.x * QT_BN;
+	int64_t m0 = (y0 + blockIdx.y) * QT_BM, n0 = (int64_t)blockIdx.x * QT_BN;
 	float acc[4][4];
 	for (int i = 0; i < 4; i++)
 		for (int j = 0; j < 4; j++)
@@ -209,7 +210,7 @@ int gpt_cuda_linear_i8(gpt_backend *be, void *out, const void *x, const int8_t *
 	if (be->dtype != GPT_DTYPE_F32 && be->dtype != GPT_DTYPE_BF16 && be->dtype != GPT_DTYPE_F16)
 		return gpt_err_set(err, GPT_EINTERNAL, "linear_i8: storage dtype %s; expected fp32, bf16 or fp16",
 				   gpt_dtype_name(be->dtype));
-	if (M > 65535 * (int64_t)QT_BM || (N + QT_BN - 1) / QT_BN > 0x7fffffff)
+	if ((N + QT_BN - 1) / QT_BN > 0x7fffffff)
 		return gpt_err_set(err, GPT_EINTERNAL, "linear_i8: %lld x %lld outputs are more than one launch covers",
 				   (long long)M, (long long)N);
 	cudaStream_t s = gpt_cuda_stream(be);
@@ -219,9 +220,13 @@ int gpt_cuda_linear_i8(gpt_backend *be, void *out, const void *x, const int8_t *
 		GPT_CUDA_DISPATCH(be->dtype, T,
 			launch_gemv<T>(s, (T *)out, (const T *)x, wc, step, (const T *)bias, M, K, N));
 	} else {
-		dim3 grid((unsigned)((N + QT_BN - 1) / QT_BN), (unsigned)((M + QT_BM - 1) / QT_BM));
-		GPT_CUDA_DISPATCH(be->dtype, T,
-			qgemm_tiled_kernel<T><<<grid, 256, 0, s>>>((T *)out, (const T *)x, wc, step, (const T *)bias, M, K, N, M > QV_MAX_M));
+		/* a prefill of more than 65535 x QT_BM (4194240) tokens: slices of grid.y */
+		int64_t ny = (M + QT_BM - 1) / QT_BM;
+		for (int64_t y0 = 0; y0 < ny; y0 += GPT_CUDA_GRID_Y) {
+			dim3 grid((unsigned)((N + QT_BN - 1) / QT_BN), gpt_cuda_grid_y(y0, ny));
+			GPT_CUDA_DISPATCH(be->dtype, T,
+				qgemm_tiled_kernel<T><<<grid, 256, 0, s>>>((T *)out, (const T *)x, wc, step, (const T *)bias, M, K, N, M > QV_MAX_M, y0));
+		}
 	}
 	return gpt_cuda_launched("linear_i8", err);
 }

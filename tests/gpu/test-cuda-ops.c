@@ -1027,6 +1027,16 @@ static void test_attention_both(void)
 {
 	test_attention(0.0f);
 	test_attention(0.1f);
+	/* Model.max_position_embeddings' most, 1048576 positions, is 131072
+	 * row blocks on the cuda cores (fp32, head size 40): more than one
+	 * grid.y, which the launches take in slices of GPT_CUDA_GRID_Y (the
+	 * emulation's slices of 2 split every shape above). No batch: the
+	 * shape's checks and no work (a real one is 10^12 scores a head). */
+	int lrc = gpu.ops->attention_fwd(&gpu, NULL, NULL, NULL, 0, 1048576, 1, 40, NULL, &err);
+	if (!lrc)
+		lrc = gpu.ops->attention_bwd(&gpu, NULL, NULL, NULL, NULL, NULL, 0, 1048576, 1, 40, NULL, &err);
+	ok(lrc == 0, "%s attention takes sequences of 1048576 positions%s%s", gpt_dtype_name(DT),
+	   lrc ? ": " : "", lrc ? err.msg : "");
 }
 
 static void test_models(void)

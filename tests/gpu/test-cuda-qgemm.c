@@ -163,6 +163,8 @@ int main(void)
 		check(&gpu, 5, 32, 16, 1, 1, "decode, unaligned input");
 		check(&gpu, 2, 20, 9, 1, 0, "decode, K % 16 != 0");
 		check(&gpu, 70, 20, 66, 1, 0, "prompt");
+		/* 3 blocks of rows: two launches (the emulation's GPT_CUDA_GRID_Y) */
+		check(&gpu, 140, 20, 66, 1, 0, "prompt, grid.y in slices");
 #else
 		check(&gpu, 1, 768, 2304, 1, 0, "decode");
 		check(&gpu, 1, 3072, 768, 1, 0, "decode");

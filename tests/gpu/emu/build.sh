@@ -28,7 +28,10 @@ esac
 O=$B/obj
 [ -f build/lib/cuda/nccl.cu.o ] || { echo "emu: build with CUDA first (make CUDA=1)"; exit 1; }
 mkdir -p "$O"
-CXX="g++ -std=c++20 -O1 -g -pthread -w $SAN -I$E -Ilib -DGPT_HAVE_CUDA=1"
+# GPT_CUDA_GRID_Y=2: kernels with a block per few positions along grid.y
+# (attention) launch the small shapes in several slices, as a million
+# positions do on a GPU
+CXX="g++ -std=c++20 -O1 -g -pthread -w $SAN -I$E -Ilib -DGPT_HAVE_CUDA=1 -DGPT_CUDA_GRID_Y=2"
 # objects built with other flags are rebuilt
 [ "$(cat "$O/flags" 2>/dev/null)" = "$CXX" ] || { rm -f "$O"/*.o; echo "$CXX" >"$O/flags"; }
 kernel () { # name: translate the two CUDA-only forms and compile
