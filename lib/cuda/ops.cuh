@@ -64,7 +64,6 @@ static inline int gpt_cuda_launched(const char *op, gpt_err *err)
 	return gpt_cuda_check(cudaGetLastError(), op, err);
 }
 
-/* Blocks for a grid-stride loop over n items. */
 /* The most blocks a grid has along y (and z) on every GPU. Kernels whose
  * grid.y counts rows of a sequence (a block per WARPS positions: T up to
  * Model.max_position_embeddings, 1048576) pass more than this; they launch
@@ -76,6 +75,7 @@ static inline int gpt_cuda_launched(const char *op, gpt_err *err)
 #endif
 #define gpt_cuda_grid_y(y0, ny) ((unsigned)((ny) - (y0) < GPT_CUDA_GRID_Y ? (ny) - (y0) : GPT_CUDA_GRID_Y))
 
+/* Blocks for a grid-stride loop over n items. */
 static inline unsigned gpt_cuda_blocks(int64_t n, int threads)
 {
 	int64_t b = (n + threads - 1) / threads;
