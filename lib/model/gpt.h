@@ -10,7 +10,9 @@
  * lives in lib/train, at the same offsets.
  *
  * A step is: gpt_model_zero_grad; for each micro-batch gpt_model_forward then
- * gpt_model_backward (gradients accumulate); then the optimizer.
+ * gpt_model_backward (gradients accumulate); then the optimizer. A trainer
+ * that leaves the losses on the device (loss_sum NULL) takes them once with
+ * gpt_model_take_losses after its own wait for the device (the norm).
  */
 #ifndef GPT_MODEL_GPT_H
 #define GPT_MODEL_GPT_H
