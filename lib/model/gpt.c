@@ -643,7 +643,9 @@ int gpt_model_init_weights(gpt_model *m, uint64_t seed, double std, gpt_err *err
 int gpt_model_zero_grad(gpt_model *m, gpt_err *err)
 {
 	size_t es = gpt_dtype_size(m->be->dtype);
-	/* what a forward left for a backward that never came goes too */
+	/* what a forward left for a backward that never came goes too, and
+	 * losses a failed step left waiting (gpt_model_take_losses) */
+	m->loss_next = 0;
 	if (m->head_dw) {
 		int rc = m->be->ops->zero(m->be, m->head_dw,
 					  (size_t)(m->shape.padded_vocab / m->layout.tp * m->shape.hidden) * es, err);

@@ -257,6 +257,8 @@ int gpt_model_init_weights(gpt_model *m, uint64_t seed, double std, gpt_err *err
 int gpt_model_init_weights_range(gpt_model *m, uint64_t seed, double std, void *dst,
 				 int64_t begin, int64_t end, gpt_err *err);
 
+/* Starts a step: gradients to zero, and nothing of an earlier step (a
+ * head gradient, losses in the slots) waiting. */
 int gpt_model_zero_grad(gpt_model *m, gpt_err *err);
 
 /* One micro-batch forward. tokens and targets are host arrays (B x T,

@@ -323,7 +323,6 @@ static int train_step(trainer *tr, const int32_t *rows, double *loss, int *skipp
 	gpt_model *m = &tr->model;
 	gpt_tr_overlap_begin(tr);
 	int rc = gpt_model_zero_grad(m, err);
-	m->loss_next = 0; /* what a failed step left */
 	if (!rc && tr->gshard)
 		rc = m->be->ops->zero(m->be, tr->gshard, (size_t)tr->shard * gpt_dtype_size(m->be->dtype), err);
 	double sum = 0;
