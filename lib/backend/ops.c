@@ -83,3 +83,13 @@ int64_t gpt_attention_flash_saved(gpt_dtype storage, int64_t B, int64_t T, int64
 		return lse;
 	return lse + (B * T * NH * HS * (int64_t)gpt_dtype_size(storage) + 3) / 4;
 }
+
+int64_t gpt_cuda_work_bytes(int64_t C, int64_t N, int64_t B, int64_t T, int64_t NH)
+{
+	int64_t floats = GPT_CUDA_COLSUM_PARTS * N;
+	if (2 * GPT_CUDA_COLSUM_PARTS * C > floats)
+		floats = 2 * GPT_CUDA_COLSUM_PARTS * C;
+	if (B * NH * T > floats)
+		floats = B * NH * T;
+	return (int64_t)GPT_CUDA_BLAS_WORKSPACE + floats * (int64_t)sizeof(float);
+}

@@ -385,6 +385,18 @@ int64_t gpt_attention_flash_saved(gpt_dtype storage, int64_t B, int64_t T, int64
  * tensor cores (bf16 or fp16, HS a multiple of 16 up to 128). */
 int gpt_attention_tensor_cores(gpt_dtype dt, int64_t HS);
 
+/* The CUDA backend's memory besides the model's buffers, here so that
+ * gpt-train --dry-run plans a GPU run on any machine: cuBLASLt's workspace,
+ * allocated once a backend, and be->scratch, which grows to the largest of
+ * the ops' temporaries: a column sum's fp32 partial sums (bias gradients,
+ * at most GPT_CUDA_COLSUM_PARTS rows of the widest bias, N), LayerNorm's
+ * weight and bias gradient partials (twice that, of the hidden size C) and
+ * the attention backward's row sums D (B*NH*T floats, NH the heads of a
+ * tp rank). An upper bound. */
+#define GPT_CUDA_BLAS_WORKSPACE ((size_t)32 << 20)
+#define GPT_CUDA_COLSUM_PARTS 256
+int64_t gpt_cuda_work_bytes(int64_t C, int64_t N, int64_t B, int64_t T, int64_t NH);
+
 /* Makes be->scratch (backend memory, from be->ops->alloc; for the ops'
  * temporaries) at least `bytes` long. The old contents are lost. */
 int gpt_backend_scratch(gpt_backend *be, size_t bytes, gpt_err *err);

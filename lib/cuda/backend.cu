@@ -7,9 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* cuBLASLt's workspace: what its fastest Hopper kernels ask for. */
-#define WORKSPACE_BYTES ((size_t)32 << 20)
-
 int gpt_cuda_check_sizes(const char *op, gpt_err *err, int count, ...)
 {
 	va_list ap;
@@ -276,7 +273,7 @@ extern "C" int gpt_backend_cuda_init(gpt_backend *be, gpt_dtype dtype, int devic
 		    cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH) != CUBLAS_STATUS_SUCCESS))
 		rc = gpt_err_set(err, GPT_EINTERNAL, "cuda backend: configuring cuBLAS failed");
 	if (!rc) {
-		c->workspace_size = WORKSPACE_BYTES;
+		c->workspace_size = GPT_CUDA_BLAS_WORKSPACE; /* what its fastest Hopper kernels ask for */
 		c->workspace = gpt_cuda_malloc(c->workspace_size, "the cuBLASLt workspace", err);
 		rc = c->workspace ? 0 : GPT_EINTERNAL;
 	}

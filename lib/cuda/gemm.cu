@@ -329,8 +329,8 @@ static int colsum_add(gpt_backend *be, void *dst, const void *src, int64_t M, in
 	if (M == 0 || N == 0)
 		return 0;
 	int64_t parts = (M + 255) / 256;
-	if (parts > 256)
-		parts = 256;
+	if (parts > GPT_CUDA_COLSUM_PARTS)
+		parts = GPT_CUDA_COLSUM_PARTS;
 	int64_t rows = (M + parts - 1) / parts;
 	parts = (M + rows - 1) / rows;
 	int rc = gpt_backend_scratch(be, (size_t)(parts * N) * sizeof(float), err);

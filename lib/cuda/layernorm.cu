@@ -436,8 +436,8 @@ int gpt_cuda_layernorm_bwd(gpt_backend *be, void *dinp, void *dw, void *db, cons
 	if ((rc = gpt_cuda_launched("layernorm_bwd", err)) || (!dw && !db))
 		return rc;
 	int64_t parts = (N + 255) / 256;
-	if (parts > 256)
-		parts = 256;
+	if (parts > GPT_CUDA_COLSUM_PARTS)
+		parts = GPT_CUDA_COLSUM_PARTS;
 	int64_t rows = (N + parts - 1) / parts;
 	parts = (N + rows - 1) / rows;
 	if ((rc = gpt_backend_scratch(be, (size_t)(2 * parts * C) * sizeof(float), err)))

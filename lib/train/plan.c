@@ -266,7 +266,18 @@ int gpt_train_memory_plan(const gpt_config *cfg, gpt_train_memory *m, gpt_err *e
 			st->optim_host = opt + 2 * ceil_div(P, d) * m->param_bytes_each;
 		else
 			st->optim_device = opt;
-		st->device_total = st->param_bytes + st->grad_bytes + st->optim_device + st->act_config;
+		if (gpu) {
+			int64_t C = shape.hidden, N = shape.ffn / tp;
+			if (3 * C / tp > N)
+				N = 3 * C / tp;
+			if (C > N)
+				N = C;
+			st->work = (double)gpt_cuda_work_bytes(C, N, cfg->global.micro_batch_size,
+							       cfg->data.train.dataset.max_seq_len,
+							       shape.heads / tp);
+		}
+		st->device_total = st->param_bytes + st->grad_bytes + st->optim_device + st->act_config +
+				   st->work;
 		/* over shm, GPU ranks stage each bucket in pinned host memory of
 		 * its own while it is reduced: at most the gradients once */
 		if (overlapped(cfg) && gpu)
@@ -420,6 +431,9 @@ int gpt_train_memory_write(const gpt_config *cfg, const gpt_train_memory *m, FIL
 		    "configured\n",
 		gib(w->act_none, a, sizeof a), gib(w->act_full, b, sizeof b),
 		gib(w->act_config, c, sizeof c));
+	if (w->work > 0)
+		fprintf(fp, "  backend work:     %12s  (the cuBLASLt workspace and the largest temporary of an op)\n",
+			gib(w->work, a, sizeof a));
 	fprintf(fp, "  total:            %12s  device, %s host\n", gib(w->device_total, a, sizeof a),
 		gib(w->optim_host, d, sizeof d));
 	if (w->overlap_host > 0)

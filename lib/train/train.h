@@ -36,7 +36,8 @@ typedef struct gpt_train_stage_mem {
 	double act_none;         /* activations without recompute */
 	double act_full;         /* with full recompute of every layer */
 	double act_config;       /* with the configured recompute */
-	double device_total;     /* params + grads + optimizer on device + act_config */
+	double work;             /* the GPU backend's own memory (gpt_cuda_work_bytes); 0 on a CPU */
+	double device_total;     /* params + grads + optimizer on device + act_config + work */
 	double overlap_host;     /* pinned host memory staging overlapped gradient buckets
 				    (GPU ranks sharing a device over shm; 0 otherwise) */
 } gpt_train_stage_mem;
