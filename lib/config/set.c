@@ -481,12 +481,19 @@ int gpt_config_paddlenlp(gpt_config *cfg, const char *flag, const char *value, g
 	for (int i = 0; map[i]; i += 2) {
 		if (strcmp(map[i], flag) != 0)
 			continue;
+		/* decimal, as PaddleNLP's argparse (type=int) reads it: "010" is
+		 * ten there, where a YAML 1.1 value 010 is octal eight */
 		int64_t v;
+		if (gpt_parse_i64(value, &v))
+			return gpt_err_set(err, GPT_EUSAGE, "%s: expected a decimal integer, found '%.40s'",
+					   where, value);
 		/* PaddleNLP's -1 means "derive it", as leaving the flag out does. */
-		if (gpt_parse_i64(value, &v) == 0 && v == -1 && strcmp(flag, "virtual_pp_degree"))
+		if (v == -1 && strcmp(flag, "virtual_pp_degree"))
 			return gpt_config_set_scalar(cfg, gpt_config_key_find(map[i + 1]), NULL, 1, &o,
 						     err);
-		return gpt_config_set_scalar(cfg, gpt_config_key_find(map[i + 1]), value, 0, &o, err);
+		char dec[24];
+		snprintf(dec, sizeof dec, "%lld", (long long)v);
+		return gpt_config_set_scalar(cfg, gpt_config_key_find(map[i + 1]), dec, 0, &o, err);
 	}
 	if (strcmp(flag, "sharding") != 0)
 		return gpt_err_set(err, GPT_EUSAGE, "%s: unknown PaddleNLP flag", where);

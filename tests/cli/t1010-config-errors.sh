@@ -107,6 +107,17 @@ test_expect_success 'zero and negative degrees' '
 		gpt-train -c "$C/tiny_cpu.yaml" --tensor_parallel_degree 0 --print-config
 '
 
+test_expect_success 'PaddleNLP degree flags are decimal, as its argparse reads them' '
+	fails 64 "--tensor_parallel_degree 0x2: expected a decimal integer, found '"'"'0x2'"'"'" \
+		gpt-train -c "$C/tiny_cpu.yaml" --tensor_parallel_degree 0x2 --print-config &&
+	fails 64 "--pipeline_parallel_degree 1_0: expected a decimal integer" \
+		gpt-train -c "$C/tiny_cpu.yaml" --pipeline_parallel_degree 1_0 --print-config &&
+	# ten, where the YAML 1.1 value 010 would be octal eight
+	gpt-train -c "$C/tiny_cpu.yaml" --world-size 10 --sharding_parallel_degree 010 \
+		-o Global.global_batch_size=10 --print-config >out &&
+	test_grep "^    sharding_degree: 10$" out
+'
+
 test_expect_success 'degrees that do not divide the world size' '
 	printf "Model:\n  num_attention_heads: 4\n  hidden_size: 64\nDistributed:\n  mp_degree: 4\n" >bad.yaml &&
 	fails 65 "bad.yaml:5:14: Distributed.mp_degree: expected the other degrees (mp_degree 4 x pp_degree 1 x sharding_degree 1) to divide the world size 6 (from --world-size), found a product of 4" \
