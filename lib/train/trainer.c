@@ -590,6 +590,9 @@ static void trainer_free(trainer *tr)
 		tr->be.ops->free(&tr->be, tr->pp_grad_in);
 	free(tr->sched);
 	gpt_model_free(&tr->model);
+	/* the comm outlives the backend here: it must not stage through it */
+	if (tr->comm)
+		gpt_comm_set_memory(tr->comm, NULL);
 #if GPT_HAVE_CUDA
 	if (tr->be.ops && strcmp(tr->be.name, "cuda") == 0)
 		gpt_backend_cuda_free(&tr->be);
