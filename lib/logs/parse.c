@@ -87,7 +87,15 @@ static const char *const patterns[P_COUNT] = {
 			    "(?:.*?learning rate:\\s*" NUM ")?"
 			    "(?:.*?\\blm loss:\\s*" NUM ")?"
 			    "(?:.*?\\| number of skipped iterations:\\s*" INT ")?",
-	[P_MEGATRON_EVAL] = "validation loss at iteration\\s+" INT ".*?\\| lm loss value:\\s*" NUM
+	/* "validation loss at iteration N | lm loss value: ..." during
+	 * training; after it "... at iteration N on validation set | ..." and
+	 * "... on test set | ..." (the test split: no evaluation of the run),
+	 * in Megatron-LM before 2023 (and Megatron-DeepSpeed, GPT-NeoX) "...
+	 * at the end of training for val data | ..." (no step: the last) and
+	 * "... for test data | ...". */
+	[P_MEGATRON_EVAL] = "validation loss at (?:iteration\\s+" INT "(?![0-9]| on test set)"
+			    "|the end of training for val data)"
+			    ".*?\\| lm loss value:\\s*" NUM
 			    "(?:.*?\\| lm loss PPL:\\s*" NUM ")?",
 	[P_MEGATRON_CKPT] = "saved checkpoint (?:from |at )?iteration\\s+" INT " to (\\S+)",
 	/* train_gpt2.cu: "step    2/74 | loss 7.713380 (-0.72z)| norm 21.7020
@@ -540,11 +548,12 @@ static int parse_megatron(gpt_logs_parser *p, const char *line, size_t len, cons
 	const char *end = line + len, *v;
 	int rc;
 	r->dialect = GPT_LOGS_MEGATRON;
-	if ((v = memmem(line, len, "validation loss at iteration", 28)) &&
+	if ((v = memmem(line, len, "validation loss at ", 19)) &&
 	    (rc = run(p, P_MEGATRON_EVAL, v, (size_t)(end - v)))) {
-		p->body = v + 28;
 		r->kind = GPT_LOGS_EVAL;
 		r->step = integer(p, v, rc, 1);
+		/* past "iteration N" or "the end of training for val data" */
+		p->body = v + (r->step >= 0 ? 28 : 51);
 		r->loss = num(p, v, rc, 2);
 		r->ppl = num(p, v, rc, 3);
 		return 1;
@@ -731,7 +740,7 @@ int gpt_logs_parse_line(gpt_logs_parser *p, const char *line, size_t len, gpt_lo
 		rec_init(r);
 		return 0;
 	}
-	if ((at = memmem(line, len, "iteration", 9))) {
+	if ((at = memmem(line, len, "iteration", 9)) || memmem(line, len, "validation loss at the end of", 29)) {
 		if (parse_megatron(p, line, len, at, r))
 			return finish(p, line, len, 0, r);
 		rec_init(r);

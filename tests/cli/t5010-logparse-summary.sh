@@ -96,6 +96,21 @@ test_expect_success 'steps whose loss is nan or inf are counted, not taken into 
 	gpt-logparse --summary --format json nan.log | grep -q "\"loss_nonfinite\":2[,}]"
 '
 
+test_expect_success 'Megatron-LM: the evaluations after training are the validation split.s; the test split.s are skipped' '
+	sed -n 2,7p "$D/megatron.log" | grep -v "^---" >mg.log &&
+	cat >>mg.log <<-\EOF &&
+	 validation loss at iteration 4 on validation set | lm loss value: 9.300000E+00 | lm loss PPL: 1.095633E+04 | 
+	 validation loss at iteration 4 on test set | lm loss value: 9.700000E+00 | lm loss PPL: 1.633727E+04 | 
+	 validation loss at the end of training for val data | lm loss value: 9.200000E+00 | lm loss PPL: 9.897129E+03 | 
+	 validation loss at the end of training for test data | lm loss value: 9.800000E+00 | lm loss PPL: 1.803988E+04 | 
+	EOF
+	gpt-logparse --summary mg.log >out 2>err &&
+	test "$(col evals out)" = 3 &&
+	test "$(col eval_loss_last out)" = 9.2 &&
+	test "$(col eval_losses out)" = "4:9.4 4:9.3 4:9.2" &&
+	test_grep "^gpt-logparse: 2 lines skipped" err
+'
+
 # gpt-launch --max-restarts appends the resumed run to the same workerlog;
 # a resumed run logs the steps after its checkpoint again.
 test_expect_success 'steps that a resumed run logs again count once, as the later lines say' '
