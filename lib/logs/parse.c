@@ -86,7 +86,12 @@ static const char *const patterns[P_COUNT] = {
 			    "(?:.*?elapsed time per iteration \\(ms\\):\\s*" NUM ")?"
 			    "(?:.*?learning rate:\\s*" NUM ")?"
 			    "(?:.*?\\blm loss:\\s*" NUM ")?"
-			    "(?:.*?\\| number of skipped iterations:\\s*" INT ")?",
+			    "(?:.*?\\| actual seqlen:\\s*" INT ")?"
+			    "(?:.*?\\| number of skipped iterations:\\s*" INT ")?"
+			    /* Megatron-DeepSpeed's throughput: samples/s of all
+			     * GPUs, and their tokens/s over the world size */
+			    "(?:.*?\\| samples per second:\\s*" NUM ")?"
+			    "(?:.*?\\| tokens per gpu per second \\(tgs\\):\\s*" NUM ")?",
 	/* "validation loss at iteration N | lm loss value: ..." during
 	 * training; after it "... at iteration N on validation set | ..." and
 	 * "... on test set | ..." (the test split: no evaluation of the run),
@@ -576,9 +581,14 @@ static int parse_megatron(gpt_logs_parser *p, const char *line, size_t len, cons
 		r->step_time = ms_to_s(num(p, at, rc, 3));
 		r->lr = num(p, at, rc, 4);
 		r->loss = num(p, at, rc, 5);
-		r->overflows = integer(p, at, rc, 6);
+		int64_t seqlen = integer(p, at, rc, 6);
+		r->overflows = integer(p, at, rc, 7);
 		if (r->overflows < 0)
 			r->overflows = 0;
+		gpt_logs_num samples = num(p, at, rc, 8);
+		if (samples.txt && seqlen > 0)
+			r->tok_total = derived(samples.v * (double)seqlen);
+		r->tok_card = num(p, at, rc, 9);
 		return 1;
 	}
 	return 0;

@@ -186,6 +186,20 @@ test_expect_success 'PaddleNLP Trainer lines' '
 	test_cmp expect out
 '
 
+test_expect_success 'Megatron-DeepSpeed lines: tgs is tokens/s per card, samples/s x seqlen over all' '
+	cat >mds.log <<-\EOF &&
+	 iteration      199/  317892 | consumed samples:       152832 | consumed tokens:    625999872 | elapsed time per iteration (ms): 14287.5 | learning rate: 2.407E-04 | global batch size:   768 | lm loss: 5.905366E+00 | loss scale: 8192.0 | actual seqlen:  4096 | number of skipped iterations:   0 | number of nan iterations:   0 | samples per second: 53.750 | tokens per gpu per second (tgs): 1146.733 | TFLOPs: 69.85 |
+	 iteration      200/  317892 | consumed samples:       153600 | consumed tokens:    629145600 | elapsed time per iteration (ms): 14541.4 | learning rate: 2.407E-04 | global batch size:   768 | lm loss: 5.897035E+00 | loss scale: 8192.0 | number of skipped iterations:   1 | number of nan iterations:   0 |
+	EOF
+	gpt-logparse mds.log | cut -f 3- >out &&
+	cat >expect <<-\EOT &&
+	step	loss	lr	step_time	tokens_per_s	tokens_per_s_total
+	199	5.905366E+00	2.407E-04	14.2875	1146.733	220160
+	200	5.897035E+00	2.407E-04	14.5414		
+	EOT
+	test_cmp expect out
+'
+
 test_expect_success 'Megatron-LM lines: ms become seconds' '
 	gpt-logparse "$D/megatron.log" | cut -f 3- >out &&
 	cat >expect <<-\EOT &&
