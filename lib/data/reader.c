@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #define LLMC_MAGIC 20240520
+#define LLMC_MAGIC_LLAMA3 20240801
+#define LLMC_MAGIC_EVAL 20240522
 #define LLMC_HEADER_BYTES 1024
 #define LLMC_EOT 50256
 #define IDX_HEADER 34 /* magic 9 + version 8 + dtype 1 + two counts 16 */
@@ -270,7 +272,8 @@ size_t gpt_ds_prefix_len(const char *path)
 	return named && (ends_with(path, ".bin") || ends_with(path, ".idx")) ? n - 4 : n;
 }
 
-static int is_llmc_file(const char *path)
+/* The first int32 of a file (an llm.c magic), 0 when there is none. */
+static int32_t file_magic(const char *path)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -278,7 +281,24 @@ static int is_llmc_file(const char *path)
 	uint8_t h[4];
 	ssize_t n = read(fd, h, 4);
 	close(fd);
-	return n == 4 && rd32(h) == LLMC_MAGIC;
+	return n == 4 ? rd32(h) : 0;
+}
+
+static int is_llmc_file(const char *path) { return file_magic(path) == LLMC_MAGIC; }
+
+/* The other files of llm.c's dev/data scripts (data_common.py): what a
+ * .bin without its .idx is when its magic says so; else NULL. */
+static const char *llmc_other(const char *path)
+{
+	switch (file_magic(path)) {
+	case LLMC_MAGIC_LLAMA3:
+		return "an llm.c shard of Llama 3 tokens (magic 20240801, uint32 ids); gptkit trains GPT-2 and reads "
+		       "llm.c's GPT-2 shards (magic 20240520): tokenize with the script's default -m gpt-2";
+	case LLMC_MAGIC_EVAL:
+		return "an llm.c evaluation file (magic 20240522: HellaSwag or MMLU examples), no token shard to "
+		       "train on; give the *_train_*.bin or *_val_*.bin shards";
+	}
+	return NULL;
 }
 
 int gpt_dataset_open(gpt_dataset **out, const char *path, gpt_err *err)
@@ -298,8 +318,11 @@ int gpt_dataset_open(gpt_dataset **out, const char *path, gpt_err *err)
 	rc = gpt_buf_printf(&idx, err, "%s.idx", prefix);
 	if (!rc) {
 		struct stat st;
+		const char *other = NULL;
 		if (ends_with(path, ".bin") && is_llmc_file(path))
 			rc = open_llmc(ds, path, err);
+		else if (ends_with(path, ".bin") && stat(idx.data, &st) != 0 && (other = llmc_other(path)))
+			rc = gpt_err_set(err, GPT_EDATA, "%s: %s", path, other);
 		else if (stat(idx.data, &st) == 0 || !(stat(path, &st) == 0 && S_ISREG(st.st_mode)) ||
 			 ends_with(path, ".bin")) /* a .bin that is no llm.c shard wants its index */
 			rc = open_megatron(ds, prefix, err);

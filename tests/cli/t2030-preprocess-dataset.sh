@@ -152,6 +152,13 @@ test_expect_success 'damaged llm.c shards' '
 	info_fails short.bin "truncated llm.c shard"
 '
 
+test_expect_success 'llm.c.s Llama 3 shards and eval files are named as such, not as a missing .idx' '
+	perl -e "print pack(\"l<256\", 20240801, 7, 2, (0) x 253), pack(\"L<*\", 128000, 9)" >l3_train_000001.bin &&
+	info_fails l3_train_000001.bin "l3_train_000001.bin: an llm.c shard of Llama 3 tokens .magic 20240801, uint32 ids.; gptkit trains GPT-2" &&
+	perl -e "print pack(\"l<256\", 20240522, 1, 0, (0) x 253)" >hellaswag_val.bin &&
+	info_fails hellaswag_val.bin "hellaswag_val.bin: an llm.c evaluation file .magic 20240522"
+'
+
 test_expect_success 'an interrupted run leaves no pair behind' '
 	mkfifo fifo &&
 	{ gpt-preprocess -t bytes -o killed - <fifo & } && pid=$! &&
