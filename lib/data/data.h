@@ -96,7 +96,8 @@ int gpt_dataset_check_ids(const int32_t *t, int64_t n, int64_t vocab, int64_t do
 int gpt_dataset_describe(const gpt_dataset *ds, const char *path, gpt_buf *out, gpt_err *err);
 /* Decodes documents to fp: doc < 0 writes every document's tokens in order
  * (end-of-text tokens appear as "<|endoftext|>"); doc >= 0 writes that
- * document without its final end-of-text token. */
+ * document without its final end-of-text token (an llm.c shard's: the one
+ * that starts it). */
 int gpt_dataset_decode(const gpt_dataset *ds, const gpt_tokenizer *tok, int64_t doc, FILE *fp, gpt_err *err);
 
 /* ---- writing ------------------------------------------------------------ */

@@ -27,14 +27,19 @@ int gpt_dataset_describe(const gpt_dataset *ds, const char *path, gpt_buf *out, 
 static int decode_doc(const gpt_dataset *ds, const gpt_tokenizer *tok, int64_t doc, int strip_eot, FILE *fp,
 		      int32_t *ids, gpt_buf *text, gpt_err *err)
 {
-	int64_t len = gpt_dataset_doc_len(ds, doc);
+	int64_t len = gpt_dataset_doc_len(ds, doc), from = 0;
 	if (strip_eot && len > 0) {
-		int rc = gpt_dataset_read(ds, doc, len - 1, 1, ids, err);
+		/* Megatron's end-of-text ends a document, llm.c's starts it */
+		int llmc = gpt_dataset_format(ds) == GPT_DS_LLMC;
+		int rc = gpt_dataset_read(ds, doc, llmc ? 0 : len - 1, 1, ids, err);
 		if (rc)
 			return rc;
-		len -= ids[0] == gpt_tokenizer_eot(tok);
+		if (ids[0] == gpt_tokenizer_eot(tok) && llmc)
+			from = 1;
+		else if (ids[0] == gpt_tokenizer_eot(tok))
+			len--;
 	}
-	for (int64_t at = 0, k; at < len; at += k) {
+	for (int64_t at = from, k; at < len; at += k) {
 		k = len - at < 65536 ? len - at : 65536;
 		int rc = gpt_dataset_read(ds, doc, at, k, ids, err);
 		if (rc)

@@ -5,6 +5,7 @@
 . "$(dirname "$0")/test-lib.sh"
 
 command -v python3 >/dev/null 2>&1 && python3 -c "import array, struct" 2>/dev/null && test_set_prereq PYTHON3
+test -f "$GPT_ROOT/share/gpt2/encoder.json" && test -f "$GPT_ROOT/share/gpt2/vocab.bpe" && test_set_prereq VOCAB
 
 # patch FILE OFFSET HEXBYTES: overwrite bytes in place
 patch () { perl -e 'open(F, "+<", $ARGV[0]) or die; seek(F, $ARGV[1], 0); print F pack("H*", $ARGV[2])' "$@"; }
@@ -141,6 +142,16 @@ test_expect_success 'llm.c shards: documents start at end-of-text' '
 	test_grep "^format: llm.c shard$" info &&
 	test_grep "^documents: 2$" info &&
 	test_grep "^tokens: 5$" info
+'
+
+test_expect_success VOCAB 'llm.c shards: --decode --doc N leaves out the end-of-text that starts each document' '
+	llmc hi.bin 5 50256 39 72 50256 0 &&
+	gpt-preprocess --decode hi.bin >all &&
+	printf "<|endoftext|>Hi<|endoftext|>!" >expect && test_cmp expect all &&
+	gpt-preprocess --decode hi.bin --doc 0 >doc0 &&
+	printf "Hi" >expect && test_cmp expect doc0 &&
+	gpt-preprocess --decode hi.bin --doc 1 >doc1 &&
+	printf "!" >expect && test_cmp expect doc1
 '
 
 test_expect_success 'damaged llm.c shards' '
