@@ -268,6 +268,29 @@ static char *config_text(const gpt_model_shape *s, gpt_err *err)
 	return yaml;
 }
 
+/* model.safetensors is missing: say what the directory holds instead
+ * (transformers' save_pretrained writes shards with an index above its
+ * max_shard_size, and pytorch_model.bin without safe_serialization). */
+static int missing_weights(const char *hf_dir, gpt_err *err)
+{
+	static const struct {
+		const char *file, *what, *fix;
+	} other[] = {
+		{"model.safetensors.index.json", "in shards listed by", "max_shard_size=\"1000GB\""},
+		{"pytorch_model.bin", "a PyTorch pickle, in", "safe_serialization=True"},
+	};
+	for (size_t i = 0; i < sizeof other / sizeof *other; i++) {
+		char p[4096];
+		snprintf(p, sizeof p, "%s/%s", hf_dir, other[i].file);
+		if (gpt_path_exists(p))
+			return gpt_err_set(err, GPT_ENOINPUT,
+					   "%s/model.safetensors: missing; the weights are %s %s, which gptkit does not "
+					   "read: save the model again with save_pretrained(DIR, %s)",
+					   hf_dir, other[i].what, p, other[i].fix);
+	}
+	return GPT_ENOINPUT;
+}
+
 /* Opens and checks the directory (see gpt_hf_open); on failure h holds at
  * most the open file and the tables (hf_free_tables, gpt_st_close). */
 static int hf_open(hf_src *h, const char *hf_dir, gpt_err *err)
@@ -284,6 +307,8 @@ static int hf_open(hf_src *h, const char *hf_dir, gpt_err *err)
 	}
 	snprintf(p, sizeof p, "%s/model.safetensors", hf_dir);
 	rc = gpt_st_open(&h->st, p, err);
+	if (rc == GPT_ENOINPUT)
+		rc = missing_weights(hf_dir, err);
 	if (rc) {
 		free(h->table);
 		memset(h, 0, sizeof *h);

@@ -177,6 +177,19 @@ test_expect_success 'bad layouts, bad HF files and used output directories are r
 	! test -e y/latest
 '
 
+test_expect_success 'an HF directory whose weights are sharded or pickled says so and how to save them' '
+	mkdir hfsharded &&
+	echo "{\"vocab_size\": 257, \"n_embd\": 64, \"n_layer\": 2, \"n_head\": 4, \"n_positions\": 64}" >hfsharded/config.json &&
+	echo "{\"metadata\": {}, \"weight_map\": {}}" >hfsharded/model.safetensors.index.json &&
+	: >hfsharded/model-00001-of-00002.safetensors &&
+	test_expect_code 66 gpt-ckpt-merge --from-hf hfsharded y 2>err &&
+	test_grep "hfsharded/model.safetensors: missing; the weights are in shards listed by hfsharded/model.safetensors.index.json.*max_shard_size" err &&
+	mkdir hfpickle && cp hfsharded/config.json hfpickle/ && : >hfpickle/pytorch_model.bin &&
+	test_expect_code 66 gpt-ckpt-merge --from-hf hfpickle y 2>err &&
+	test_grep "hfpickle/model.safetensors: missing; the weights are a PyTorch pickle, in hfpickle/pytorch_model.bin.*safe_serialization=True" err &&
+	! test -e y
+'
+
 test_expect_success '--to-layout writes the new layout into config.yaml, or nothing when it cannot train the global batch' '
 	gpt-ckpt-merge --to-layout dp=2 --micro-batch-size 4 run m4 &&
 	for kv in "global_batch_size: 8" "local_batch_size: 4" "micro_batch_size: 4" "accumulate_steps: 1" \
