@@ -125,6 +125,12 @@ int gpt_export_model_open(gpt_export_model *m, const char *path, const gpt_expor
 	m->step = gpt_ckpt_step(m->ck);
 	m->byte_tokenizer = m->shape.vocab_size == 257;
 	m->eot = m->byte_tokenizer ? 256 : 50256;
+	/* a vocabulary named for a model that ships none would go unused */
+	if (!rc && m->byte_tokenizer && o->vocab)
+		rc = gpt_err_set(err, GPT_EUSAGE,
+				 "--vocab %s: the model in %s has the byte tokenizer's vocabulary of 257, which "
+				 "needs no vocabulary files and ships none; leave --vocab out",
+				 o->vocab, gpt_ckpt_path(m->ck));
 	if (!rc && !m->byte_tokenizer) {
 		if (o->vocab)
 			snprintf(m->vocab, sizeof m->vocab, "%s", o->vocab);

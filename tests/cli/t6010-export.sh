@@ -146,6 +146,13 @@ test_expect_success 'a vocabulary under Megatron-LM'"'"'s names (gpt2-vocab.json
 	cmp gm.gguf g.gguf
 '
 
+test_expect_success 'a byte model ships no vocabulary: --vocab is refused, not ignored' '
+	mkdir -p bytevocab &&
+	test_expect_code 64 gpt-export --vocab bytevocab -o bv.tar.zst ck 2>err &&
+	test_grep "^gpt-export: error: --vocab bytevocab: the model in ck/step_[0-9]+ has the byte tokenizer.s vocabulary of 257, which needs no vocabulary files and ships none; leave --vocab out" err &&
+	! test -e bv.tar.zst
+'
+
 test_expect_success 'a GPT-2 vocabulary model without its vocabulary: the error says what gpt-export can do' '
 	mkdir novocab &&
 	test_expect_code 66 gpt-export --vocab novocab -o nv.tar.zst ck2 2>err &&
