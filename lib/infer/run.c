@@ -242,6 +242,11 @@ static int setup(const gpt_infer_args *a, gpt_source *src, gpt_gen_opts *g, gpt_
 			return gpt_err_set(err, GPT_EUSAGE,
 					   "-o %s: only Generation keys apply to gpt-infer (the model "
 					   "fixes the rest)", a->overrides[i]);
+		if (a->ppl)
+			return gpt_err_set(err, GPT_EUSAGE,
+					   "-o %s: Generation keys apply to generation, not to --ppl "
+					   "(the perplexity depends on the model alone); leave it out",
+					   a->overrides[i]);
 		rc = gpt_config_override(cfg, a->overrides[i], err);
 	}
 	if (!rc && cfg->inference.mp_degree > 1)
@@ -257,6 +262,12 @@ static int setup(const gpt_infer_args *a, gpt_source *src, gpt_gen_opts *g, gpt_
 	/* a model wider than its tokenizer (FleetX's vocab_size 50304) never
 	 * generates the ids that have no text */
 	g->vocab = gpt_tokenizer_vocab_size(gpt_source_tokenizer(src));
+	/* beam search decodes one prompt at a time, its beams together */
+	if (a->batch > 0 && g->strategy == GPT_DECODE_BEAM)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "--batch %lld: beam_search decodes one prompt at a time, its "
+				   "Generation.num_beams beams together, and takes no batch; leave --batch out",
+				   (long long)a->batch);
 	g->batch = a->batch > 0 ? a->batch : 8;
 	return 0;
 }

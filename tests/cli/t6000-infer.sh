@@ -106,6 +106,13 @@ test_expect_success 'beam search: num_return_sequences best beams, the first the
 	test_cmp expect first
 '
 
+test_expect_success 'beam search takes no --batch: refused, not ignored' '
+	test_expect_code 64 gpt-infer -m ck -o Generation.decode_strategy=beam_search -o Generation.num_beams=4 \
+		--batch 16 "Everyone is" >out 2>err &&
+	test_grep "^gpt-infer: error: --batch 16: beam_search decodes one prompt at a time, its Generation.num_beams beams together, and takes no batch; leave --batch out$" err &&
+	! test -s out
+'
+
 test_expect_success '--stop ends a beam as the end of text does: ids, count and text agree' '
 	for n in 1 3; do
 		gpt-infer -m ck --jsonl --stop " copy" -o Generation.decode_strategy=beam_search \
@@ -198,6 +205,12 @@ assert open(\"plain\").read() == want, (open(\"plain\").read(), want)
 		test_grep "^gpt-infer: error: ${o%% *} applies to generation, not to --ppl; leave it out$" err ||
 			return 1
 	done
+'
+
+test_expect_success '--ppl takes no Generation keys: -o Generation.KEY is refused, not ignored' '
+	test_expect_code 64 gpt-infer -m ck --ppl d/doc.txt -o Generation.top_k=3 >out 2>err &&
+	test_grep "^gpt-infer: error: -o Generation.top_k=3: Generation keys apply to generation, not to --ppl \(the perplexity depends on the model alone\); leave it out$" err &&
+	! test -s out
 '
 
 test_expect_success '--ppl on a dataset of a larger vocabulary: bad data naming it' '
