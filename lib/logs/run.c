@@ -473,6 +473,12 @@ int gpt_logs_run(const gpt_logs_opts *o, gpt_logs_counts *counts, gpt_err *err)
 	if (!o->summary && (o->skip_steps >= 0 || o->params > 0 || o->peak_tflops > 0))
 		return gpt_err_set(err, GPT_EUSAGE, "--skip-steps, --params, --model and --peak-tflops shape "
 						    "the --summary figures; give --summary, or leave them out");
+	/* mfu needs both; one alone would shape nothing */
+	if ((o->params > 0) != (o->peak_tflops > 0))
+		return gpt_err_set(err, GPT_EUSAGE, "%s gives the mfu column only together with %s; give both, "
+						    "or leave it out",
+				   o->params > 0 ? "--params (or --model)" : "--peak-tflops",
+				   o->params > 0 ? "--peak-tflops" : "--params (or --model)");
 	int rc = expand_inputs(&c, err);
 	if (!rc && !(c.parser = gpt_logs_parser_new(err)))
 		rc = err->code;

@@ -197,6 +197,20 @@ test_expect_success 'bad option values are usage errors' '
 	done
 '
 
+test_expect_success 'MFU takes a parameter count and --peak-tflops together: one alone is refused, not ignored' '
+	cfg="$GPT_ROOT/configs/pretrain_gpt_345M_single_card.yaml" &&
+	test_expect_code 64 gpt-logparse --summary --params 345M "$D/fleetx.log" >out 2>err &&
+	test_grep "^gpt-logparse: error: --params \(or --model\) gives the mfu column only together with --peak-tflops; give both, or leave it out$" err &&
+	test_line_count = 0 out &&
+	test_expect_code 64 gpt-logparse --summary --model "$cfg" "$D/fleetx.log" >out 2>err &&
+	test_grep "only together with --peak-tflops" err &&
+	test_expect_code 64 gpt-logparse --summary --peak-tflops 312 "$D/fleetx.log" >out 2>err &&
+	test_grep "^gpt-logparse: error: --peak-tflops gives the mfu column only together with --params \(or --model\); give both, or leave it out$" err &&
+	test_expect_code 64 gpt-logparse --summary --model "$cfg" --params 345M --peak-tflops 312 "$D/fleetx.log" >out 2>err &&
+	test_grep "^gpt-logparse: error: --params and --model both give the parameter count; give one of them$" err &&
+	test_line_count = 0 out
+'
+
 test_expect_success '--model takes the parameter count from a gpt-train config' '
 	cfg="$GPT_ROOT/configs/pretrain_gpt_345M_single_card.yaml" &&
 	n=$(gpt-train -c "$cfg" --dry-run | sed -n "s/^parameters: \([0-9,]*\) .*/\1/p" | tr -d ,) &&
