@@ -497,17 +497,24 @@ int gpt_config_paddlenlp(gpt_config *cfg, const char *flag, const char *value, g
 	}
 	if (strcmp(flag, "sharding") != 0)
 		return gpt_err_set(err, GPT_EUSAGE, "%s: unknown PaddleNLP flag", where);
-	/* "stage2", "stage2 offload", "stage1 stage2" (the highest wins). */
+	/* "stage2" or "stage2 offload": one stage, as PaddleNLP's Trainer
+	 * refuses more ("--sharding recived too many arguments") */
 	int64_t stage = 0;
 	int offload = 0;
 	char buf[128];
 	snprintf(buf, sizeof buf, "%s", value);
 	char *save = NULL;
 	for (char *t = strtok_r(buf, " ,", &save); t; t = strtok_r(NULL, " ,", &save)) {
+		int st = strncasecmp(t, "stage", 5) == 0 && t[5] >= '1' && t[5] <= '3' && !t[6] ? t[5] - '0' : 0;
 		if (strcasecmp(t, "offload") == 0)
 			offload = 1;
-		else if (strncasecmp(t, "stage", 5) == 0 && t[5] >= '1' && t[5] <= '3' && !t[6])
-			stage = t[5] - '0' > stage ? t[5] - '0' : stage;
+		else if (st && stage)
+			return gpt_err_set(err, GPT_EUSAGE,
+					   "%s: expected one stage, found stage%d and %s; give the one to "
+					   "train with (stage1, stage2 or stage3), optionally followed by offload",
+					   where, (int)stage, t);
+		else if (st)
+			stage = st;
 		else
 			return gpt_err_set(err, GPT_EUSAGE,
 					   "%s: expected stage1, stage2 or stage3, optionally followed "

@@ -307,6 +307,10 @@ test_expect_success 'bad overrides, flags and world sizes are usage errors (64)'
 		gpt-train -c "$C/tiny_cpu.yaml" -o Optimizer.epsilon=0 --print-config &&
 	fails 64 "--sharding stage5: expected stage1, stage2 or stage3" \
 		gpt-train -c "$C/tiny_cpu.yaml" --sharding stage5 --print-config &&
+	fails 64 "--sharding stage1 stage2: expected one stage, found stage1 and stage2; give the one to train with" \
+		gpt-train -c "$C/tiny_cpu.yaml" --sharding "stage1 stage2" --print-config &&
+	fails 64 "--sharding stage3,stage2 offload: expected one stage, found stage3 and stage2" \
+		gpt-train -c "$C/tiny_cpu.yaml" --sharding "stage3,stage2 offload" --print-config &&
 	fails 64 "--world-size: expected a number of ranks >= 1, found '"'"'0'"'"'" \
 		gpt-train -c "$C/tiny_cpu.yaml" --world-size 0 --print-config &&
 	fails 64 "environment variable WORLD_SIZE: expected a world size >= 1, found '"'"'many'"'"'" \
