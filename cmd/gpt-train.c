@@ -81,6 +81,22 @@ static int apply(gpt_config *cfg, const setting *s, gpt_err *err)
 	}
 }
 
+/* A key accepted for compatibility only, given a value other than FleetX's
+ * default, changes nothing here: said on standard error, with why. */
+static int warn_ignored(const gpt_config *cfg, gpt_err *err)
+{
+	int n, ks[64];
+	const gpt_config_key *keys = gpt_config_keys(&n);
+	int found = gpt_config_ignored_keys(cfg, ks, (int)(sizeof ks / sizeof *ks), err);
+	for (int i = 0; i < found; i++) {
+		char where[512];
+		gpt_config_where(cfg, ks[i], where, sizeof where);
+		fprintf(stderr, "gpt-train: warning: %s: %s: accepted for compatibility, no effect in gptkit: %s\n",
+			where, keys[ks[i]].name, keys[ks[i]].help);
+	}
+	return found < 0 ? err->code : 0;
+}
+
 /* SIGTERM or SIGUSR1 asks the trainer to finish the step, save and stop
  * (Engine.save_load.save_on_signal); a second SIGTERM ends the process at
  * once, as the default action would have. */
@@ -172,6 +188,8 @@ int main(int argc, char **argv)
 		rc = apply(&cfg, &set[i], &err);
 	if (!rc)
 		rc = gpt_config_resolve(&cfg, world, &err);
+	if (!rc)
+		rc = warn_ignored(&cfg, &err);
 	if (!rc && print)
 		rc = gpt_config_write_yaml(&cfg, stdout, &err);
 	if (!rc && dry) {

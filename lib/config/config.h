@@ -257,6 +257,8 @@ typedef enum gpt_config_type {
 enum {
 	GPT_CK_COMPAT = 1,  /* accepted for compatibility with FleetX, no effect in gptkit */
 	GPT_CK_DERIVED = 2, /* derived from other keys when not given */
+	GPT_CK_CHECKED = 4, /* with COMPAT: resolving refuses the values gptkit cannot honour; the
+			     * rest ask for what it does anyway (no warning) */
 };
 
 typedef struct gpt_config_key {
@@ -380,6 +382,13 @@ int gpt_config_refuse(const gpt_config *cfg, const char *key, gpt_err *err, cons
 	GPT_PRINTF(4, 5);
 /* Whether key k was given (file, override or flag) rather than defaulted. */
 int gpt_config_given(const gpt_config *cfg, int k);
+/* The keys accepted for compatibility only (GPT_CK_COMPAT), which gptkit
+ * reads and does not use, that were given a value other than their default
+ * (FleetX's): their indices, in table order, at most max of them into out.
+ * Returns how many, or -1 (err set) when memory runs out. gpt-train warns
+ * of each, so that a value that would change a FleetX run is not taken in
+ * silence. */
+int gpt_config_ignored_keys(const gpt_config *cfg, int *out, int max, gpt_err *err);
 /* The learning-rate warm-up in steps: Optimizer.lr.warmup_steps when given,
  * else warmup_rate x decay_steps unrounded (FleetX's, 6.6 steps for 0.33 x
  * 20); the derived warmup_steps only shows it rounded. */

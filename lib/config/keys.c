@@ -88,11 +88,11 @@ static const gpt_config_key keys[] = {
 	F("Engine.mix_precision.scale_loss", engine.mix_precision.scale_loss, "32768.0", 1e-30, 1e38,
 	  "initial dynamic loss scale (float16 only)"),
 	K("Engine.mix_precision.custom_black_list", GPT_CT_STRLIST,
-	  engine.mix_precision.custom_black_list, NULL, NULL, 0, 0, GPT_CK_COMPAT,
+	  engine.mix_precision.custom_black_list, NULL, NULL, 0, 0, GPT_CK_COMPAT | GPT_CK_CHECKED,
 	  "Paddle op names kept in fp32; gptkit always keeps softmax, LayerNorm statistics, "
 	  "the loss and reductions in fp32 (a GEMM op here is refused under mixed precision)"),
 	K("Engine.mix_precision.custom_white_list", GPT_CT_STRLIST,
-	  engine.mix_precision.custom_white_list, NULL, NULL, 0, 0, GPT_CK_COMPAT,
+	  engine.mix_precision.custom_white_list, NULL, NULL, 0, 0, GPT_CK_COMPAT | GPT_CK_CHECKED,
 	  "Paddle op names run in 16 bits; gptkit runs GEMMs and embeddings in 16 bits"),
 	I("Engine.save_load.save_steps", engine.save_load.save_steps, "1000", 0, BIG,
 	  "steps between checkpoints, and one at the end (0: none by steps; save_epoch and a stop signal still save)"),

@@ -58,6 +58,48 @@ int gpt_config_given(const gpt_config *cfg, int k)
 	return s == GPT_SRC_FILE || s == GPT_SRC_OVERRIDE || s == GPT_SRC_FLAG;
 }
 
+static int same_str(const char *a, const char *b)
+{
+	return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+/* Whether key k holds the same value in a and b. */
+static int same_value(const gpt_config *a, const gpt_config *b, const gpt_config_key *k)
+{
+	const void *x = (const char *)a + k->offset, *y = (const char *)b + k->offset;
+	switch (k->type) {
+	case GPT_CT_INT: return *(const int64_t *)x == *(const int64_t *)y;
+	case GPT_CT_FLOAT: return *(const double *)x == *(const double *)y;
+	case GPT_CT_BOOL: return *(const int *)x == *(const int *)y;
+	case GPT_CT_STRLIST: {
+		const gpt_strlist *p = x, *q = y;
+		int same = p->n == q->n;
+		for (int i = 0; same && i < p->n; i++)
+			same = same_str(p->v[i], q->v[i]);
+		return same;
+	}
+	case GPT_CT_INTLIST: {
+		const gpt_intlist *p = x, *q = y;
+		return p->n == q->n && (!p->n || memcmp(p->v, q->v, (size_t)p->n * sizeof *p->v) == 0);
+	}
+	default: return same_str(*(char *const *)x, *(char *const *)y);
+	}
+}
+
+int gpt_config_ignored_keys(const gpt_config *cfg, int *out, int max, gpt_err *err)
+{
+	gpt_config def;
+	int n, found = 0;
+	const gpt_config_key *keys = gpt_config_keys(&n);
+	int rc = gpt_config_init(&def, err);
+	for (int k = 0; !rc && k < n && found < max; k++)
+		if ((keys[k].flags & (GPT_CK_COMPAT | GPT_CK_CHECKED)) == GPT_CK_COMPAT && gpt_config_given(cfg, k) &&
+		    !same_value(cfg, &def, &keys[k]))
+			out[found++] = k;
+	gpt_config_free(&def);
+	return rc ? -1 : found;
+}
+
 static int origin_code(const gpt_config_origin *o)
 {
 	return o->src == GPT_SRC_OVERRIDE || o->src == GPT_SRC_FLAG ? GPT_EUSAGE : GPT_EDATA;

@@ -284,6 +284,24 @@ test_expect_success 'integers as PyYAML reads them for FleetX: 0x, 0b, a leading
 	grep -E "^  hidden_size: 128$" out
 '
 
+test_expect_success 'a compatibility-only key given another value than FleetX'"'"'s: a warning naming it, and the run goes on' '
+	for f in "$C"/*.yaml; do
+		gpt-train -c "$f" --print-config >out 2>err &&
+		test_line_count = 0 err || { echo "warned: $f"; cat err; return 1; }
+	done &&
+	sed "s/num_workers: 1/num_workers: 4/; s/fuse_attn_qkv: True/fuse_attn_qkv: False/" "$C/tiny_cpu.yaml" >compat.yaml &&
+	gpt-train -c compat.yaml -o Optimizer.tensor_fusion=True -o Model.type_vocab_size=16 --print-config >out 2>err &&
+	test_grep "^gpt-train: warning: compat.yaml:[0-9]+:[0-9]+: Model.fuse_attn_qkv: accepted for compatibility, no effect in gptkit: Paddle.s fused QKV layer; gptkit always has one \[3, C, C\] qkv tensor and one GEMM$" err &&
+	test_grep "^gpt-train: warning: compat.yaml:[0-9]+:[0-9]+: Data.Train.loader.num_workers: accepted for compatibility, no effect in gptkit: " err &&
+	test_grep "^gpt-train: warning: compat.yaml:[0-9]+:[0-9]+: Data.Eval.loader.num_workers: " err &&
+	test_grep "^gpt-train: warning: -o Optimizer.tensor_fusion=True: Optimizer.tensor_fusion: accepted for compatibility, no effect in gptkit: " err &&
+	! grep -q type_vocab_size err &&
+	test_line_count = 4 err &&
+	test_grep "^  fuse_attn_qkv: False$" out &&
+	gpt-train -c "$C/tiny_cpu.yaml" -o Engine.mix_precision.custom_white_list=softmax --print-config >out 2>err &&
+	test_line_count = 0 err
+'
+
 test_expect_success 'PaddleNLP flags map onto the Distributed keys' '
 	gpt-train -c "$C/tiny_cpu.yaml" --world-size 8 --tensor_parallel_degree 2 \
 		--sharding "stage2 offload" --print-config >out &&
