@@ -115,7 +115,7 @@ int main(int argc, char **argv)
 		return gpt_cmd_fail(prog, &err);
 	const char *in = argv[o.index], *out = want == 2 ? argv[o.index + 1] : NULL;
 	if (verb == OPT_TO_HF) {
-		gpt_export_opts eo = {GPT_EXPORT_HF, dtype, out, NULL, argv[0]};
+		gpt_export_opts eo = {GPT_EXPORT_HF, dtype, out, NULL, argv[0], NULL};
 		char path[PATH_MAX];
 		if (gpt_export(in, &eo, path, sizeof path, &err))
 			return gpt_cmd_fail(prog, &err);

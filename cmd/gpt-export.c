@@ -1,13 +1,16 @@
 /* gpt-export: a training checkpoint as an inference bundle, a GGUF file for
  * llama.cpp, or a Hugging Face GPT-2 directory. */
 #include "ckpt/ckpt.h"
+#include "config/config.h"
 #include "core/core.h"
 
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum {
+	OPT_CONFIG = 'c',
 	OPT_DTYPE = 256,
 	OPT_FORMAT,
 	OPT_OUT = 'o',
@@ -17,12 +20,16 @@ enum {
 };
 
 static const gpt_opt options[] = {
+	{"config", 'c', "FILE", OPT_CONFIG,
+	 "a FleetX configuration (tools/export.py -c): its Engine.save_load.ckpt_dir is the checkpoint, "
+	 "its output_dir (default ./output) the directory to write into"},
 	{"dtype", 0, "DTYPE", OPT_DTYPE,
 	 "weights as fp32 (default), bf16, fp16 or int8 (bundle: per-row scales, the learned ones of a QAT checkpoint; gguf: q8_0)"},
 	{"format", 0, "FORMAT", OPT_FORMAT, "bundle (default), gguf or hf"},
 	{"output", 'o', "OUT", OPT_OUT,
 	 "output name (default model.tar.zst, model.gguf or model-hf; a bundle ends in .tar.zst, "
-	 ".tzst, .tar.gz, .tgz or .tar)"},
+	 ".tzst, .tar.gz, .tgz or .tar); -o Engine.save_load.ckpt_dir=DIR and "
+	 "-o Engine.save_load.output_dir=DIR (FleetX's) name the checkpoint and the directory to write into"},
 	{"vocab", 0, "DIR", OPT_VOCAB,
 	 "GPT-2 vocabulary (encoder.json + vocab.bpe) to ship (default: ../share/gpt2 or ../share/gptkit/gpt2 beside the program)"},
 	{"help", 'h', NULL, OPT_HELP, "show this help and exit"},
@@ -30,10 +37,24 @@ static const gpt_opt options[] = {
 	{NULL, 0, NULL, 0, NULL},
 };
 
+/* -o Section.key=VALUE, a configuration key (FleetX's -o), not a file name */
+static int is_key_assignment(const char *arg)
+{
+	const char *eq = strchr(arg, '=');
+	char name[128];
+	if (!eq || (size_t)(eq - arg) >= sizeof name)
+		return 0;
+	memcpy(name, arg, (size_t)(eq - arg));
+	name[eq - arg] = 0;
+	return gpt_config_key_find(name) >= 0;
+}
+
 static void usage(FILE *fp)
 {
 	fprintf(fp, "usage: gpt-export [--dtype fp32|bf16|fp16|int8] [--format bundle|gguf|hf] [-o OUT] "
-		    "CHECKPOINT\n\n"
+		    "CHECKPOINT\n"
+		    "       gpt-export [-c CONFIG] -o Engine.save_load.ckpt_dir=CHECKPOINT "
+		    "[-o Engine.save_load.output_dir=DIR] [OPTION]...\n\n"
 		    "Write the weights of a checkpoint (a step directory, or an output directory with\n"
 		    "`latest`) for inference: a bundle that gpt-infer reads in place, a GGUF file for\n"
 		    "llama.cpp, or a Hugging Face GPT-2 directory.\n\nOptions:\n");
@@ -45,8 +66,14 @@ int main(int argc, char **argv)
 	const char *prog = "gpt-export";
 	gpt_err err = {0};
 	gpt_opts o;
-	gpt_export_opts eo = {GPT_EXPORT_BUNDLE, GPT_DTYPE_F32, NULL, NULL, argv[0]};
-	int id;
+	gpt_export_opts eo = {GPT_EXPORT_BUNDLE, GPT_DTYPE_F32, NULL, NULL, argv[0], NULL};
+	const char *config = NULL;
+	const char **keys = calloc((size_t)argc, sizeof *keys); /* the -o KEY=VALUE, FleetX's */
+	int n_keys = 0, id;
+	if (!keys) {
+		gpt_err_set(&err, GPT_EINTERNAL, "out of memory");
+		return gpt_cmd_fail(prog, &err);
+	}
 	gpt_cmd_remove_temps_on_signals(); /* an interrupted run leaves no temporaries */
 	gpt_cmd_file_size_limit_as_error(); /* past ulimit -f: EFBIG, the file named, no temporary left */
 	gpt_opts_init(&o, options, argc, argv);
@@ -64,21 +91,47 @@ int main(int argc, char **argv)
 				id = gpt_err_set(&err, GPT_EUSAGE, "--format %s: expected bundle, gguf or hf",
 						 o.arg) ? -1 : -1;
 			break;
-		case OPT_OUT: eo.out = o.arg; break;
+		case OPT_CONFIG: config = o.arg; break;
+		case OPT_OUT:
+			if (is_key_assignment(o.arg))
+				keys[n_keys++] = o.arg;
+			else
+				eo.out = o.arg;
+			break;
 		case OPT_VOCAB: eo.vocab = o.arg; break;
-		case OPT_HELP: usage(stdout); return gpt_cmd_stdout_done(prog);
-		case OPT_VERSION: gpt_cmd_version(prog, stdout); return gpt_cmd_stdout_done(prog);
+		case OPT_HELP: free(keys); usage(stdout); return gpt_cmd_stdout_done(prog);
+		case OPT_VERSION: free(keys); gpt_cmd_version(prog, stdout); return gpt_cmd_stdout_done(prog);
 		}
 		if (id < 0)
 			break;
 	}
-	if (id == 0 && o.index != argc - 1)
-		id = gpt_err_set(&err, GPT_EUSAGE, "expected one CHECKPOINT, found %d operands; see "
-				 "gpt-export --help", argc - o.index) ? -1 : -1;
+	/* what the command line names wins over what the -c file does; the
+	 * same thing named twice on it is an error */
+	char ckpt[PATH_MAX] = "", dir[PATH_MAX] = "", out[PATH_MAX];
+	const char *ckpt_key = NULL, *dir_key = NULL;
+	for (int i = 0; i < n_keys; i++)
+		if (strncmp(keys[i], "Engine.save_load.ckpt_dir=", 26) == 0)
+			ckpt_key = keys[i];
+		else if (strncmp(keys[i], "Engine.save_load.output_dir=", 28) == 0)
+			dir_key = keys[i];
+	if (id == 0 && (config || n_keys) && gpt_export_fleetx_names(config, keys, n_keys, ckpt, dir, &err))
+		id = -1;
+	if (id == 0 && ckpt_key && o.index != argc)
+		id = gpt_err_set(&err, GPT_EUSAGE, "%s names the checkpoint, as -o %s does; give one of them",
+				 argv[o.index], ckpt_key) ? -1 : -1;
+	else if (id == 0 && o.index == argc - 1)
+		snprintf(ckpt, sizeof ckpt, "%s", argv[o.index]);
+	else if (id == 0 && (o.index != argc || !*ckpt))
+		id = gpt_err_set(&err, GPT_EUSAGE, "expected one CHECKPOINT (or -o Engine.save_load.ckpt_dir=DIR), "
+				 "found %d operands; see gpt-export --help", argc - o.index) ? -1 : -1;
+	if (id == 0 && dir_key && eo.out)
+		id = gpt_err_set(&err, GPT_EUSAGE, "-o %s names the output, and -o %s the directory for it; "
+				 "give one of them", eo.out, dir_key) ? -1 : -1;
+	free(keys);
 	if (id < 0)
 		return gpt_cmd_fail(prog, &err);
-	char out[PATH_MAX];
-	if (gpt_export(argv[o.index], &eo, out, sizeof out, &err))
+	eo.out_dir = *dir && !eo.out ? dir : NULL;
+	if (gpt_export(ckpt, &eo, out, sizeof out, &err))
 		return gpt_cmd_fail(prog, &err);
 	fprintf(stderr, "%s: wrote %s\n", prog, out);
 	return 0;

@@ -342,6 +342,9 @@ typedef struct gpt_export_opts {
 	const char *out;    /* NULL: model.tar.zst, model.gguf or model-hf */
 	const char *vocab;  /* GPT-2 vocabulary directory; NULL: found from exe */
 	const char *exe;    /* argv[0] */
+	const char *out_dir; /* with out NULL: the directory that name goes in, made
+			      * when missing (and removed again when the export
+			      * fails); NULL: the current one */
 } gpt_export_opts;
 
 /* "bundle", "gguf", "hf"; -1 when s names none. */
@@ -353,6 +356,18 @@ int gpt_export_format_parse(const char *s, gpt_export_format *out);
  * has an unknown extension (bundles: .tar.zst, .tar.gz, .tgz, .tar). */
 int gpt_export(const char *ckpt_path, const gpt_export_opts *o, char *out_path, size_t size,
 	       gpt_err *err);
+
+/* FleetX's tools/export.py names what it exports and where in its
+ * configuration: -c FILE (the YAML) and -o overrides of
+ * Engine.save_load.ckpt_dir (the checkpoint) and Engine.save_load.output_dir
+ * (the directory the export goes into; FleetX's default ./output when a
+ * file is given). config may be NULL; overrides are "KEY=VALUE". Sets
+ * ckpt (or "" when neither names it) and out_dir (or "" when there is
+ * none to use), each of PATH_MAX bytes. An override of any other key is
+ * GPT_EUSAGE, naming it: nothing else of a configuration applies to an
+ * export. */
+int gpt_export_fleetx_names(const char *config, const char *const *overrides, int n_overrides, char *ckpt,
+			    char *out_dir, gpt_err *err);
 
 #ifdef __cplusplus
 }

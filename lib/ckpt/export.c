@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -355,6 +356,12 @@ int gpt_export(const char *ckpt_path, const gpt_export_opts *o, char *out_path, 
 {
 	static const char *const def[] = {"model.tar.zst", "model.gguf", "model-hf"};
 	const char *out = o->out ? o->out : def[o->format];
+	char in_dir[PATH_MAX];
+	if (!o->out && o->out_dir) {
+		if ((size_t)snprintf(in_dir, sizeof in_dir, "%s/%s", o->out_dir, def[o->format]) >= sizeof in_dir)
+			return gpt_err_set(err, GPT_EUSAGE, "%s: the output directory's name is too long", o->out_dir);
+		out = in_dir;
+	}
 	if (o->dtype != GPT_DTYPE_F32 && o->dtype != GPT_DTYPE_BF16 && o->dtype != GPT_DTYPE_F16 &&
 	    o->dtype != GPT_DTYPE_I8)
 		return gpt_err_set(err, GPT_EUSAGE, "--dtype %s: expected fp32, bf16, fp16 or int8",
@@ -381,8 +388,12 @@ int gpt_export(const char *ckpt_path, const gpt_export_opts *o, char *out_path, 
 	int rc = gpt_export_model_open(&m, ckpt_path, o, err);
 	if (rc)
 		return rc;
+	size_t made = !o->out && o->out_dir ? gpt_path_first_missing(o->out_dir) : 0;
 	if ((rc = gpt_ckpt_out_outside(m.ck, out, err)) ||
-	    (o->format == GPT_EXPORT_GGUF && (rc = gguf_replaceable(out, err)))) {
+	    (o->format == GPT_EXPORT_GGUF && (rc = gguf_replaceable(out, err))) ||
+	    (made && (rc = gpt_mkdir_p(o->out_dir, err)))) {
+		if (made)
+			gpt_rmdir_made(o->out_dir, made);
 		gpt_export_model_close(&m);
 		return rc;
 	}
@@ -392,7 +403,41 @@ int gpt_export(const char *ckpt_path, const gpt_export_opts *o, char *out_path, 
 	default: rc = gpt_export_gguf(&m, o, out, err); break;
 	}
 	gpt_export_model_close(&m);
+	if (rc && made)
+		gpt_rmdir_made(o->out_dir, made);
 	if (!rc)
 		snprintf(out_path, size, "%s", out);
+	return rc;
+}
+
+int gpt_export_fleetx_names(const char *config, const char *const *overrides, int n_overrides, char *ckpt,
+			    char *out_dir, gpt_err *err)
+{
+	static const char *const names[] = {"Engine.save_load.ckpt_dir", "Engine.save_load.output_dir"};
+	ckpt[0] = out_dir[0] = 0;
+	gpt_config cfg;
+	int rc = gpt_config_init(&cfg, err);
+	if (!rc && config)
+		rc = gpt_config_read_file(&cfg, config, err);
+	for (int i = 0; !rc && i < n_overrides; i++) {
+		const char *a = overrides[i], *eq = strchr(a, '=');
+		size_t n = eq ? (size_t)(eq - a) : strlen(a);
+		if (!(n == strlen(names[0]) && strncmp(a, names[0], n) == 0) &&
+		    !(n == strlen(names[1]) && strncmp(a, names[1], n) == 0))
+			rc = gpt_err_set(err, GPT_EUSAGE,
+					 "-o %s: gpt-export takes Engine.save_load.ckpt_dir (the checkpoint) and "
+					 "Engine.save_load.output_dir (the directory to write into), as FleetX's "
+					 "tools/export.py does; the model's own config.yaml gives the rest", a);
+		else
+			rc = gpt_config_override(&cfg, a, err);
+	}
+	const char *c = cfg.engine.save_load.ckpt_dir, *d = cfg.engine.save_load.output_dir;
+	if (!rc && c && *c && gpt_config_given(&cfg, gpt_config_key_find(names[0])))
+		snprintf(ckpt, PATH_MAX, "%s", c);
+	/* FleetX writes into output_dir, ./output unless set: with a file
+	 * given, or the key itself */
+	if (!rc && d && *d && (config || gpt_config_given(&cfg, gpt_config_key_find(names[1]))))
+		snprintf(out_dir, PATH_MAX, "%s", d);
+	gpt_config_free(&cfg);
 	return rc;
 }

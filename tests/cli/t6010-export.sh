@@ -97,6 +97,36 @@ test_expect_success 'an output directory named with a trailing slash; a missing 
 	! test -e nodir
 '
 
+test_expect_success 'FleetX'"'"'s tools/export.py form: -c, -o Engine.save_load.ckpt_dir and output_dir' '
+	# the checkpoint by -o, the default output directory of -c (./output, made)
+	mkdir fx && (cd fx &&
+		printf "Engine:\n  save_load:\n    ckpt_dir:\n" >cfg.yaml &&
+		gpt-export -c cfg.yaml -o Engine.save_load.ckpt_dir=../ck 2>err &&
+		test_grep "wrote ./output/model.tar.zst" err &&
+		greedy output/model.tar.zst "Everyone is" >out &&
+		test_cmp ../expect out) &&
+	# both by -o, no file; a missing directory is made
+	gpt-export --format gguf -o Engine.save_load.ckpt_dir=ck -o Engine.save_load.output_dir=fxo/a 2>err &&
+	test_grep "wrote fxo/a/model.gguf" err && test -f fxo/a/model.gguf &&
+	# the -c file'"'"'s ckpt_dir and output_dir, and the command line over them
+	printf "Engine:\n  save_load:\n    ckpt_dir: ck\n    output_dir: fxc\n" >fx.yaml &&
+	gpt-export -c fx.yaml 2>err && test_grep "wrote fxc/model.tar.zst" err &&
+	test_expect_code 66 gpt-export -c fx.yaml -o fx2.tar.zst nowhere 2>err &&
+	gpt-export -c fx.yaml -o fx2.tar.zst 2>err && test_grep "wrote fx2.tar.zst" err &&
+	# errors: another key, a name given twice, nothing named
+	test_expect_code 64 gpt-export -o Model.hidden_size=8 ck 2>err &&
+	test_grep "^gpt-export: error: -o Model.hidden_size=8: gpt-export takes Engine.save_load.ckpt_dir .the checkpoint. and Engine.save_load.output_dir" err &&
+	test_expect_code 64 gpt-export -o Engine.save_load.ckpt_dir=ck ck 2>err &&
+	test_grep "error: ck names the checkpoint, as -o Engine.save_load.ckpt_dir=ck does; give one of them" err &&
+	test_expect_code 64 gpt-export -o Engine.save_load.output_dir=dd -o m.tar.zst ck 2>err &&
+	test_grep "give one of them" err && ! test -e dd &&
+	test_expect_code 64 gpt-export -o Engine.save_load.output_dir=dd 2>err &&
+	test_grep "expected one CHECKPOINT .or -o Engine.save_load.ckpt_dir=DIR." err &&
+	# a failed export removes the directory it made
+	test_expect_code 66 gpt-export -o Engine.save_load.ckpt_dir=nowhere -o Engine.save_load.output_dir=gone/x 2>err &&
+	! test -e gone
+'
+
 for dt in fp32 fp16 int8; do
 	test_expect_success "GGUF $dt: what llama.cpp's gpt2 loader reads, values equal the HF export" '
 		gpt-export --format gguf --dtype '$dt' -o m-'$dt'.gguf ck 2>/dev/null &&
