@@ -100,10 +100,17 @@ static int check_index(gpt_dataset *ds, const char *idx_path, const char *bin_pa
 {
 	const uint8_t *p = ds->idx.p;
 	size_t size = ds->idx.size;
+	/* Megatron-LM's lazy and cached datasets (--dataset-impl lazy/cached,
+	 * gone since 2023) wrote "TNTIDX\0\0" and another layout */
 	if (size < 9 || memcmp(p, "MMIDIDX\0\0", 9) != 0)
 		return gpt_err_set(err, GPT_EDATA,
 				   "%s: not a Megatron index (expected the magic \"MMIDIDX\\0\\0\" at the start)%s", idx_path,
-				   size >= 4 && rd32(p) == LLMC_MAGIC ? "; it is an llm.c shard, open it by its own name" : "");
+				   size >= 4 && rd32(p) == LLMC_MAGIC ? "; it is an llm.c shard, open it by its own name"
+				   : size >= 8 && memcmp(p, "TNTIDX\0\0", 8) == 0
+					   ? "; it is the index of Megatron-LM's old lazy or cached dataset "
+					     "(--dataset-impl lazy or cached), which gptkit does not read: make the data again "
+					     "with gpt-preprocess, or with Megatron's preprocess_data.py --dataset-impl mmap"
+					   : "");
 	if (size < IDX_HEADER)
 		return gpt_err_set(err, GPT_EDATA, "%s: truncated: %zu bytes, the header alone takes %d", idx_path, size,
 				   IDX_HEADER);

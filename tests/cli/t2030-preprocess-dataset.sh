@@ -103,6 +103,12 @@ test_expect_success 'swapped files' '
 	info_fails s "s.idx: not a Megatron index"
 '
 
+test_expect_success 'Megatron-LM'"'"'s old lazy/cached index (TNTIDX) is named, with what to do' '
+	cp ds.bin o.bin &&
+	cp ds.idx o.idx && patch o.idx 0 544e544944580000 &&
+	info_fails o "o.idx: not a Megatron index .*; it is the index of Megatron-LM.s old lazy or cached dataset .--dataset-impl lazy or cached., which gptkit does not read: make the data again with gpt-preprocess"
+'
+
 test_expect_success 'corrupted header fields' '
 	cp ds.bin c.bin &&
 	cp ds.idx c.idx && patch c.idx 0 58 && info_fails c "not a Megatron index" &&
