@@ -5,7 +5,10 @@
 # accepts are the ones the docs name; every other option OPTIONS mentions is
 # refused with a hint or belongs to the program it is written with. For
 # gpt-config(5): its KEYS are the keys of gpt-train --list-keys, and the
-# default each states is the one gpt-train applies to a key left out.
+# default each states is the one gpt-train applies to a key left out. Every
+# gpt-train command of the examples (README, the man pages' EXAMPLES and
+# other example blocks, the Slurm script's usage), under gpt-launch or not,
+# resolves for the ranks it would run on.
 . "$(dirname "$0")/test-lib.sh"
 
 programs=$(cd "$GPT_ROOT/bin" && ls gpt-*)
@@ -163,6 +166,102 @@ test_expect_success 'gpt-config(5): each default is what gpt-train gives a key l
 		  print k \": gpt-config(5) says \" d \", gpt-train gives \" r }" \
 		real types stated >bad &&
 	if [ -s bad ]; then cat bad; exit 1; fi
+'
+
+# doc_commands: the commands of the docs' examples, one a line as
+# "FILE<TAB>COMMAND": README's ```sh blocks and the .EX blocks of the man
+# pages, continuation lines joined, man escapes and comments undone
+doc_commands () {
+	for f in "$GPT_ROOT/README.md" "$GPT_ROOT"/man/man1/*.1 "$GPT_ROOT"/man/man5/*.5; do
+		case $f in
+		*.md) awk '/^```sh/ { on = 1; next } /^```/ { on = 0 } on' "$f" ;;
+		*) awk '/^\.EX/ { on = 1; next } /^\.EE/ { on = 0 } on' "$f" |
+			sed -e 's/\\-/-/g' -e 's/\\e$/\\/' -e 's/\\\\$/\\/' -e 's/\\f[BIRP]//g' ;;
+		esac | sed -e 's/[[:space:]]#.*//' | awk -v f="${f#$GPT_ROOT/}" '
+			{ line = line $0 }
+			line ~ /\\$/ { sub(/\\$/, " ", line); next }
+			{ print f "\t" line; line = "" }'
+	done
+}
+
+# check_train_example WHERE COMMAND...: COMMAND, a gpt-train command or a
+# gpt-launch of one, resolves (gpt-train --dry-run, or the --print-config it
+# asks for) for the world size it runs at: the launch's nodes x workers a
+# node, else its own --world-size, else the product of its degrees. Skipped when its -c file is not in
+# the source tree (configs/NAME is tried for a bare NAME): one made by an
+# earlier step of the example, such as a checkpoint's config.yaml.
+check_train_example () {
+	where=$1 world=
+	shift
+	case $1 in */gpt-launch | gpt-launch)
+		nodes=1 per=1
+		shift
+		while [ $# -gt 0 ]; do
+			case $1 in
+			--) shift; break ;;
+			--nnodes) nodes=$2; shift 2 ;;
+			--nproc-per-node | --nproc_per_node) per=$2; shift 2 ;;
+			--devices | --gpus) per=$(echo "$2" | tr ',' '\n' | grep -c .); shift 2 ;;
+			-*) shift 2 ;;
+			*) break ;;
+			esac
+		done
+		world=$((nodes * per)) ;;
+	esac
+	case $1 in */gpt-train | gpt-train) shift ;; *) return 0 ;; esac
+	args= mode=--dry-run
+	while [ $# -gt 0 ]; do
+		a=$1
+		shift
+		case $a in
+		"|"*) break ;;
+		-c | --config)
+			c=$1
+			shift
+			[ -f "$GPT_ROOT/$c" ] || c=configs/$(basename "$c")
+			[ -f "$GPT_ROOT/$c" ] || return 0
+			args="$args -c '$GPT_ROOT/$c'"
+			continue ;;
+		--world-size) world=$1; shift; continue ;;
+		--dry-run | --print-config) mode=$a; continue ;;
+		esac
+		args="$args $(printf "%s" "$a" | sed "s/'/'\\\\''/g; s/^/'/; s/\$/'/")"
+	done
+	eval "gpt-train $args ${world:+--world-size $world} $mode" >/dev/null 2>err ||
+		{ echo "$where: ${world:-the degrees'"'"'} ranks:" && cat err; return 1; }
+	! grep . err || { echo "$where: warns"; return 1; }
+}
+
+test_expect_success 'the examples of the docs were read' '
+	doc_commands >cmds &&
+	grep -F "README.md	bin/gpt-launch --nproc-per-node 8 -- bin/gpt-train -c configs/tiny_cpu_bytes.yaml " cmds &&
+	grep "^man/man1/gpt-launch.1	gpt-launch --devices 0,1,2,3,4,5,6,7 --nnodes 2 .* gpt-train -c configs/" cmds &&
+	grep -F "man/man1/gpt-train.1	gpt-train -c configs/tiny_cpu.yaml --world-size 4 --tensor_parallel_degree 2 --dry-run" cmds
+'
+
+test_expect_success 'every gpt-train example of the docs resolves for the ranks it runs on' '
+	doc_commands >cmds &&
+	n=0 bad=0 &&
+	while IFS="	" read -r where cmd; do
+		case $cmd in *gpt-train\ *) ;; *) continue ;; esac
+		eval "set -- $cmd" &&
+		{ check_train_example "$where" "$@" || bad=$((bad + 1)); } &&
+		n=$((n + 1))
+	done <cmds &&
+	test $n -ge 12 && test $bad = 0
+'
+
+test_expect_success 'the Slurm script'"'"'s usage example resolves for its nodes x GPUs' '
+	s="$GPT_ROOT/contrib/slurm-gptkit.sbatch" &&
+	nodes=$(sed -n "s/^#SBATCH --nodes=\([0-9]*\)\$/\1/p" "$s") &&
+	gpus=$(sed -n "s/^GPUS_PER_NODE=\${GPUS_PER_NODE:-\([0-9]*\)}\$/\1/p" "$s") &&
+	grep -x "#SBATCH --gpus-per-node=$gpus" "$s" &&
+	usage=$(sed -n "/^#   sbatch /,/[^\\\\]\$/p" "$s" | sed -e "s/^#   *//" -e "s/\\\\\$//" | tr "\n" " " |
+		sed -e "s|^sbatch contrib/slurm-gptkit.sbatch ||" -e "s/ *\[.*//") &&
+	test -n "$usage" && test "$nodes" -ge 2 &&
+	eval "set -- $usage" &&
+	check_train_example "contrib/slurm-gptkit.sbatch" gpt-launch --nnodes "$nodes" --nproc-per-node "$gpus" \
+		-- gpt-train -c "$@"
 '
 
 test_done
