@@ -232,7 +232,11 @@ static int check_head(hf_src *h, gpt_err *err)
 			   h->st.path);
 }
 
-static char *config_text(const gpt_model_shape *s, gpt_err *err)
+/* The configuration of the model for a run from the converted weights:
+ * output_dir the checkpoint's directory (as --to-layout's copy has it), so
+ * that gpt-train -c OUT/step_00000000/config.yaml trains from them and saves
+ * beside them, not from scratch into ./output. */
+static char *config_text(const gpt_model_shape *s, const char *out_dir, gpt_err *err)
 {
 	gpt_config cfg;
 	int rc = gpt_config_init(&cfg, err);
@@ -251,6 +255,10 @@ static char *config_text(const gpt_model_shape *s, gpt_err *err)
 	snprintf(a[8], sizeof a[8], "Global.device=cpu");
 	for (int i = 0; i < 9 && !rc; i++)
 		rc = gpt_config_override(&cfg, a[i], err);
+	gpt_config_origin od = {GPT_SRC_FLAG, "gpt-ckpt-merge's OUT", 0, 0};
+	if (!rc)
+		rc = gpt_config_set_scalar(&cfg, gpt_config_key_find("Engine.save_load.output_dir"), out_dir, 0, &od,
+					   err);
 	if (!rc)
 		rc = gpt_config_resolve(&cfg, 1, err);
 	char *yaml = NULL;
@@ -404,7 +412,7 @@ int gpt_ckpt_from_hf(const char *hf_dir, const char *out_dir, FILE *progress, ch
 					 .box = gpt_box_full(q->ndim, q->shape)};
 		memcpy(pc[i].shape, q->shape, sizeof q->shape);
 	}
-	char *yaml = rc ? NULL : config_text(&h.shape, err);
+	char *yaml = rc ? NULL : config_text(&h.shape, out_dir, err);
 	if (!rc && !yaml)
 		rc = err->code;
 	import_ctx c = {&h, pc, hf_dir, out_dir, yaml, progress, path, path_size, bytes};

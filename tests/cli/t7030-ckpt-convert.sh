@@ -277,6 +277,19 @@ test_expect_success '--to-layout and --from-hf refuse a directory gpt-train trai
 	gpt-ckpt-merge --verify paused
 '
 
+test_expect_success 'the config.yaml of --from-hf trains from the converted weights and saves beside them' '
+	{ test -d hfrun || gpt-ckpt-merge --to-hf run hfrun; } &&
+	mkdir ft && cd ft && mkdir output &&
+	gpt-ckpt-merge --from-hf ../hfrun imported &&
+	test_grep "^    output_dir: \"imported\"$" imported/step_00000000/config.yaml &&
+	gpt-train -c imported/step_00000000/config.yaml -o Data.Train.dataset.input_dir=../data/lic \
+		-o Data.Train.dataset.split=15,2,0 -o Engine.eval_freq=0 -o Engine.test_iters=0 \
+		-o Engine.max_steps=1 -o Engine.save_load.save_steps=1 >log 2>&1 &&
+	test_grep "resumed from imported/step_00000000 at global step 0 \(no optimizer state in it" log &&
+	gpt-ckpt-merge --verify imported >v && test_grep "^imported/step_00000001: ok" v &&
+	ls -A output >left && test_line_count = 0 left
+'
+
 # hfedit KEY VALUE [KEY VALUE]...: back1 with those keys of config.json set, as hfx/
 hfedit () {
 	rm -rf hfx && cp -r back1 hfx &&
