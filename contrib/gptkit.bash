@@ -67,7 +67,7 @@ _gptkit()
 		return ;;
 	--skip-steps|-j|--jobs|--doc|--world-size|--nproc-per-node|--nnodes|--node-rank|--max-restarts|--grace-period|--heartbeat-timeout|--devices|--master|\
 	--tensor_parallel_degree|--pipeline_parallel_degree|--sharding_parallel_degree|--virtual_pp_degree|\
-	-b|--batch|--threads|--stop|--json-key|--micro-batch-size|--rank|--nproc_per_node|--node_rank|--max_restarts)
+	-b|--batch|--threads|--stop|--json-key|--micro-batch-size|--rank|--nproc_per_node|--node_rank|--max_restarts|--gpus)
 		return ;;
 	--dtype)
 		# gpt-ckpt-merge writes safetensors: no int8
@@ -90,7 +90,7 @@ _gptkit()
 		COMPREPLY=($(compgen -W "mp= tp= pp= vpp= dp= sharding= stage=" -- "${cur##*,}"))
 		[[ "$cur" == *,* ]] && COMPREPLY=("${COMPREPLY[@]/#/${cur%,*},}")
 		return ;;
-	--vocab|--log-dir|--output)
+	--vocab|--log-dir|--log_dir|--output)
 		COMPREPLY=($(compgen -d -- "$cur"))
 		return ;;
 	esac

@@ -8,7 +8,8 @@
 # default each states is the one gpt-train applies to a key left out. Every
 # gpt-train command of the examples (README, the man pages' EXAMPLES and
 # other example blocks, the Slurm script's usage), under gpt-launch or not,
-# resolves for the ranks it would run on.
+# resolves for the ranks it would run on. Bash completion completes each
+# alias as the option it spells.
 . "$(dirname "$0")/test-lib.sh"
 
 programs=$(cd "$GPT_ROOT/bin" && ls gpt-*)
@@ -122,6 +123,18 @@ for p in $programs; do
 		done <others
 	'
 done
+
+test_expect_success 'bash completion completes each documented alias as the option it spells' '
+	mkdir comp && mkdir comp/sub && : >comp/file.txt && cd comp &&
+	complete_ () {
+		bash -c ". \"$GPT_ROOT/contrib/gptkit.bash\" && COMP_WORDS=($1 $2 \"\") && COMP_CWORD=2 &&
+			_gptkit && printf \"%s\n\" \"\${COMPREPLY[@]}\"" | sort
+	} &&
+	echo "$aliases" | while read -r p a o; do
+		complete_ $p $a >got && complete_ $p $o >want &&
+		test_cmp want got || { echo "$p $a is not completed as $o"; exit 1; }
+	done
+'
 
 # --print-config of a configuration that sets one key, as "Key<TAB>value"
 flat_config () {
