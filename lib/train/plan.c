@@ -320,7 +320,7 @@ static const char *human_count(double v, char *out, size_t size)
 	return out;
 }
 
-static const char *gib(double bytes, char *out, size_t size)
+const char *gpt_train_format_mem(double bytes, char *out, size_t size)
 {
 	if (bytes == 0)
 		snprintf(out, size, "0 B");
@@ -401,18 +401,18 @@ int gpt_train_memory_write(const gpt_config *cfg, const gpt_train_memory *m, FIL
 	int64_t R = gpt_model_head_rows(&ho, BT, Vl);
 	fprintf(fp, "classifier: blocks of %lld of a micro-batch's %lld token rows, %s of logits at a time "
 		    "(Model.classifier_rows)\n",
-		(long long)R, (long long)BT, gib((double)(R * Vl * m->act_bytes_each), a, sizeof a));
+		(long long)R, (long long)BT, gpt_train_format_mem((double)(R * Vl * m->act_bytes_each), a, sizeof a));
 	fprintf(fp, "gradient reduction: %s\n", grad_reduction(cfg, d, sizeof d));
 	fprintf(fp, "\nper-rank memory, busiest rank (pipeline stage %d of %lld: %lld layers, %s "
 		    "parameter elements, micro-batches in flight: %.4g):\n",
 		m->busiest, (long long)m->pp, (long long)w->layers,
 		(grouped(w->params, a, sizeof a), a), w->in_flight);
 	fprintf(fp, "  parameters:       %12s  (%d bytes each%s)\n",
-		gib(w->param_bytes, a, sizeof a), m->param_bytes_each,
+		gpt_train_format_mem(w->param_bytes, a, sizeof a), m->param_bytes_each,
 		sstage >= 3 && sh > 1
 			? ", split over the sharding group, plus a window for one layer, the embedding and ln_f"
 			: "");
-	fprintf(fp, "  gradients:        %12s  (%d bytes each%s)\n", gib(w->grad_bytes, a, sizeof a),
+	fprintf(fp, "  gradients:        %12s  (%d bytes each%s)\n", gpt_train_format_mem(w->grad_bytes, a, sizeof a),
 		m->grad_bytes_each,
 		sstage < 2 || sh == 1 ? ""
 		: cfg->distributed.overlap_grad_reduce
@@ -421,7 +421,7 @@ int gpt_train_memory_write(const gpt_config *cfg, const gpt_train_memory *m, FIL
 	int images = cfg->distributed.sharding.sharding_offload && cfg->global.device &&
 		     strcmp(cfg->global.device, "gpu") == 0;
 	fprintf(fp, "  optimizer state:  %12s  device, %s host  (%s, %d bytes each%s%s)\n",
-		gib(w->optim_device, a, sizeof a), gib(w->optim_host, b, sizeof b),
+		gpt_train_format_mem(w->optim_device, a, sizeof a), gpt_train_format_mem(w->optim_host, b, sizeof b),
 		m->optim_bytes_each == 12 ? "fp32 master + m + v" : "m + v", m->optim_bytes_each,
 		sh > 1 ? ", split over the sharding group" : "",
 		images ? "; on the host with pinned images of the parameters and gradients"
@@ -429,26 +429,26 @@ int gpt_train_memory_write(const gpt_config *cfg, const gpt_train_memory *m, FIL
 							      : "");
 	fprintf(fp, "  activations:      %12s  without recompute, %s with full recompute, %s as "
 		    "configured\n",
-		gib(w->act_none, a, sizeof a), gib(w->act_full, b, sizeof b),
-		gib(w->act_config, c, sizeof c));
+		gpt_train_format_mem(w->act_none, a, sizeof a), gpt_train_format_mem(w->act_full, b, sizeof b),
+		gpt_train_format_mem(w->act_config, c, sizeof c));
 	if (w->work > 0)
 		fprintf(fp, "  backend work:     %12s  (the cuBLASLt workspace and the largest temporary of an op)\n",
-			gib(w->work, a, sizeof a));
-	fprintf(fp, "  total:            %12s  device, %s host\n", gib(w->device_total, a, sizeof a),
-		gib(w->optim_host, d, sizeof d));
+			gpt_train_format_mem(w->work, a, sizeof a));
+	fprintf(fp, "  total:            %12s  device, %s host\n", gpt_train_format_mem(w->device_total, a, sizeof a),
+		gpt_train_format_mem(w->optim_host, d, sizeof d));
 	if (w->overlap_host > 0)
 		fprintf(fp, "  overlap staging:  %12s  pinned host, where GPU ranks share a device over shm "
-			    "(none over nccl)\n", gib(w->overlap_host, a, sizeof a));
+			    "(none over nccl)\n", gpt_train_format_mem(w->overlap_host, a, sizeof a));
 	fprintf(fp, "  one layer, one micro-batch: %s stored, %s kept under full recompute\n",
-		gib(m->layer_none, a, sizeof a), gib(m->layer_full, b, sizeof b));
+		gpt_train_format_mem(m->layer_none, a, sizeof a), gpt_train_format_mem(m->layer_full, b, sizeof b));
 	if (m->pp > 1) {
 		fprintf(fp, "\nper stage:\n  %5s %6s %14s %14s %14s\n", "stage", "layers",
 			"parameters", "activations", "device total");
 		for (int64_t s = 0; s < m->pp; s++)
 			fprintf(fp, "  %5lld %6lld %14s %14s %14s\n", (long long)s,
-				(long long)m->stage[s].layers, gib(m->stage[s].param_bytes, a, sizeof a),
-				gib(m->stage[s].act_config, b, sizeof b),
-				gib(m->stage[s].device_total, c, sizeof c));
+				(long long)m->stage[s].layers, gpt_train_format_mem(m->stage[s].param_bytes, a, sizeof a),
+				gpt_train_format_mem(m->stage[s].act_config, b, sizeof b),
+				gpt_train_format_mem(m->stage[s].device_total, c, sizeof c));
 	}
 	if (fflush(fp) || ferror(fp))
 		return gpt_err_set(err, GPT_EIO, "writing the dry-run report failed");

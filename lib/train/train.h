@@ -64,6 +64,10 @@ int gpt_train_memory_plan(const gpt_config *cfg, gpt_train_memory *m, gpt_err *e
 gpt_dtype gpt_train_storage_dtype(const gpt_config *cfg);
 void gpt_train_memory_free(gpt_train_memory *m);
 
+/* A memory figure as --dry-run writes it ("0 B", "12.7 MiB", "2.72 GiB"),
+ * for the run's own memory line to be read against it; returns out. */
+const char *gpt_train_format_mem(double bytes, char *out, size_t size);
+
 /* The --dry-run report: model, layout, batch, precision, parameter count and
  * the busiest rank's memory (plus one line per stage when pp > 1). */
 int gpt_train_memory_write(const gpt_config *cfg, const gpt_train_memory *m, FILE *fp,

@@ -648,9 +648,9 @@ static void oom_plan(const trainer *tr, gpt_err *err)
 	char plan[128] = "";
 	if (gpt_train_memory_plan(tr->cfg, &mem, &e) == 0) {
 		int64_t s = tr->pp_rank < mem.pp ? tr->pp_rank : 0;
-		double b = mem.stage[s].device_total, gib = 1024.0 * 1024 * 1024;
-		snprintf(plan, sizeof plan, "; this rank's plan is %.*f %s of device memory", b < gib ? 1 : 2,
-			 b < gib ? b / (1024.0 * 1024) : b / gib, b < gib ? "MiB" : "GiB");
+		char b[32];
+		snprintf(plan, sizeof plan, "; this rank's plan is %s of device memory",
+			 gpt_train_format_mem(mem.stage[s].device_total, b, sizeof b));
 		gpt_train_memory_free(&mem);
 	}
 	snprintf(err->msg + n, sizeof err->msg - n,
@@ -743,16 +743,17 @@ int gpt_train_run(const gpt_config *cfg, FILE *log, const volatile sig_atomic_t 
 		if (tr.model.qat) /* quantization-aware training's work buffers */
 			act += (double)tr.model.qat->bytes;
 		char a[32], b[32], c[32], d[32], e[32];
-		gpt_format_bytes(pb, a, sizeof a);
-		gpt_format_bytes(gb, b, sizeof b);
-		gpt_format_bytes(opt, c, sizeof c);
-		gpt_format_bytes(act, d, sizeof d);
-		gpt_format_bytes(pb + gb + opt + act, e, sizeof e);
+		/* in --dry-run's units, which predict these figures */
+		gpt_train_format_mem(pb, a, sizeof a);
+		gpt_train_format_mem(gb, b, sizeof b);
+		gpt_train_format_mem(opt, c, sizeof c);
+		gpt_train_format_mem(act, d, sizeof d);
+		gpt_train_format_mem(pb + gb + opt + act, e, sizeof e);
 		gpt_log_printf(&tr.log, GPT_LOG_INFO,
 			       "memory: parameters %s, gradients %s, optimizer state %s, activations %s, total %s (%.0f bytes)",
 			       a, b, c, d, e, pb + gb + opt + act);
 		if (host > 0) {
-			gpt_format_bytes(host, a, sizeof a);
+			gpt_train_format_mem(host, a, sizeof a);
 			gpt_log_printf(&tr.log, GPT_LOG_INFO,
 				       "memory: optimizer state offloaded to host memory: %s with the host images "
 				       "of the parameters and gradients (AdamW runs on the CPU)", a);

@@ -471,6 +471,18 @@ for rc in "" "-o Model.use_recompute=True -o Model.recompute_granularity=full" "
 	'
 done
 
+test_expect_success 'the memory line of a run reads as --dry-run does: the same units, the same figures' '
+	train -o Engine.max_steps=1 -o Engine.eval_freq=0 -o Engine.save_load.save_steps=0 \
+		-o Model.hidden_size=128 -o Model.ffn_hidden_size=512 >mem.log 2>&1 &&
+	train -o Model.hidden_size=128 -o Model.ffn_hidden_size=512 --dry-run >plan &&
+	for part in "parameters" "gradients" "optimizer state"; do
+		logged=$(sed -n "s/.* - memory: .*$part \([0-9.]* [KMG]*i*B\)[,(].*/\1/p" mem.log) &&
+		planned=$(sed -n "s/^  $part: *\([0-9.]* [KMG]*i*B\) .*/\1/p" plan) &&
+		echo "$part: logged $logged, planned $planned" &&
+		test -n "$planned" && test "$logged" = "$planned" || return 1
+	done
+'
+
 # 3 steps of a 4-layer model with dropout into rc-NAME, whose weights must be
 # rc-none's to the bit; rc-NAME.bytes: the total of the run's memory line
 recompute_run () { # name overrides...

@@ -59,10 +59,10 @@ layout sharding2-dp2-stage3 4 --sharding_parallel_degree 2 --sharding stage3 -o 
 layout sharding2-stage3-recompute 2 --sharding_parallel_degree 2 --sharding stage3 -o Model.use_recompute=True
 
 test_expect_success 'sharding cuts the optimizer state per rank' '
-	one=$(sed -n "s/.*optimizer state \([0-9.]* [KM]B\),.*/\1/p" single.log) &&
-	two=$(sed -n "s/.*optimizer state \([0-9.]* [KM]B\),.*/\1/p" log-sharding2-stage1/workerlog.0) &&
+	one=$(sed -n "s/.*optimizer state \([0-9.]* MiB\),.*/\1/p" single.log) &&
+	two=$(sed -n "s/.*optimizer state \([0-9.]* MiB\),.*/\1/p" log-sharding2-stage1/workerlog.0) &&
 	echo "one process: $one, sharding 2: $two" &&
-	test "$one" = "1.0 MB" && test "$two" = "515.1 KB"
+	test "$one" = "1.0 MiB" && test "$two" = "0.5 MiB"
 '
 
 test_expect_success 'per-rank memory falls stage by stage as --dry-run predicts (within 10%)' '
