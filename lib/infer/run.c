@@ -308,7 +308,7 @@ int gpt_infer_run(const gpt_infer_args *a, FILE *in, FILE *out, gpt_err *err)
 			model = ic.engine.save_load.ckpt_dir;
 	}
 	if (!rc && !model)
-		rc = gpt_err_set(err, GPT_EUSAGE, "-m MODEL is required (or Inference.model_dir in the -c file); see gpt-infer --help");
+		rc = gpt_err_set(err, GPT_EUSAGE, "-m MODEL is required (or -o Inference.model_dir=DIR, or Inference.model_dir or Engine.save_load.ckpt_dir in the -c file); see gpt-infer --help");
 	gpt_source *src = NULL;
 	if (!rc)
 		rc = gpt_source_open(&src, model, a->exe, err);

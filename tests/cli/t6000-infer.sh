@@ -147,7 +147,7 @@ test_expect_success 'Inference.model_dir of -c names the model; mp_degree above 
 	test_grep "^gpt-infer: error: mp.yaml:2:14: Inference.mp_degree: expected 1 \(gpt-infer runs a model in one process\), found 2" err &&
 	printf "Generation:\n  top_k: 3\n" >nomodel.yaml &&
 	test_expect_code 64 gpt-infer -c nomodel.yaml "x" 2>err &&
-	test_grep "MODEL is required \(or Inference.model_dir in the -c file\)" err
+	test_grep "MODEL is required \(or -o Inference.model_dir=DIR, or Inference.model_dir or Engine.save_load.ckpt_dir in the -c file\)" err
 '
 
 test_expect_success 'FleetX -o Inference.model_dir= and -o Engine.save_load.ckpt_dir= name the model (seed: GPT generation)' '
