@@ -16,7 +16,7 @@
 #                to interrupt the program there, STOP to pause it), and
 #                every call goes through
 # Under ASan the shim comes before the sanitizer's runtime, which ASan
-# accepts with verify_asan_link_order=0.
+# accepts with the verify_asan_link_order=0 that test-lib.sh sets.
 
 build_faultfs () {
 	cat >faultfs.c <<-'EOF'
@@ -263,6 +263,5 @@ with_faults () (
 		shift
 	done
 	shift
-	LD_PRELOAD="$PWD/faultfs.so${LD_PRELOAD:+:$LD_PRELOAD}" \
-	ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" "$@"
+	LD_PRELOAD="$PWD/faultfs.so${LD_PRELOAD:+:$LD_PRELOAD}" "$@"
 )

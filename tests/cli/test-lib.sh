@@ -24,6 +24,10 @@ export NO_COLOR=1 LC_ALL=C GPT_PROGRESS=0
 # barriers on an oversubscribed machine are an order of magnitude slower.
 # Results do not depend on the thread count (the unit tests check that).
 export OMP_NUM_THREADS="${GPT_TEST_THREADS:-1}"
+# Tests preload shims (faultfs.so, slowfsync.so) with LD_PRELOAD; in a
+# SANITIZE=1 build the shim then comes before ASan's runtime, which ASan
+# refuses to start with unless told verify_asan_link_order=0.
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
 
 GPT_TRASH=$(mktemp -d "${TMPDIR:-/tmp}/gptkit-$GPT_TEST_NAME.XXXXXX") || exit 1
 cd "$GPT_TRASH" || exit 1
