@@ -206,13 +206,16 @@ test_expect_success 'a worker killed with SIGKILL mid-run: restarted from the la
 			-o Engine.save_load.output_dir="$3" -o Engine.max_steps=300
 	} &&
 	launch 0 log-ref ref >/dev/null 2>&1 &&
+	{ (mkdir other && cd other && exec env GPT_RANK=1 python3 -c "import time; time.sleep(120)" \
+		-o Engine.save_load.output_dir=killed) & } &&
+	other=$! &&
 	{ launch 1 log-kill killed >kill.out 2>&1 & } &&
 	n=0 && while [ ! -e killed/latest ] && [ $n -lt 600 ]; do sleep 0.05; n=$((n + 1)); done &&
 	test -e killed/latest &&
-	victim=$(for p in $(pgrep -f "output_dir=killed"); do
-		grep -qz "^GPT_RANK=1$" /proc/$p/environ 2>/dev/null && echo $p; done | head -n 1) &&
+	victim=$(test_rank_pids "output_dir=killed" 1 | head -n 1) &&
 	test -n "$victim" &&
 	kill -9 "$victim" &&
+	kill "$other" && # rank 1 of the same test run from another checkout: left alone
 	wait &&
 	test_grep "rank 1 .* killed by signal 9" kill.out &&
 	test_grep "resumed from killed/step_" log-kill/workerlog.0 &&

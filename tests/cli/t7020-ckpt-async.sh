@@ -84,8 +84,8 @@ fail_rank1 () {
 		-o Engine.save_load.save_steps=100 "$@" >"$name.out" 2>&1; then echo 0; else echo $?; fi >"$name.rc"; } &
 	n=0 && while ! grep -q "global step 1," "log-$name/workerlog.0" 2>/dev/null && [ $n -lt 400 ]; do
 		sleep 0.05; n=$((n + 1)); done &&
-	for p in $(pgrep -f "output_dir=$name "); do
-		grep -qz "^GPT_RANK=1$" /proc/$p/environ 2>/dev/null && prlimit --pid $p --fsize=100000
+	for p in $(test_rank_pids "output_dir=$name " 1); do
+		prlimit --pid $p --fsize=100000
 	done
 	wait
 }

@@ -105,6 +105,19 @@ test_wait_line () {
 	done
 }
 
+# test_rank_pids PATTERN RANK: the processes of this test whose command line
+# matches PATTERN (pgrep -f) and whose GPT_RANK is RANK. Only those running
+# in the current directory count: the same test may be running at the same
+# time from another checkout, and its ranks are not this test's to kill.
+test_rank_pids () {
+	here=$(pwd -P)
+	for p in $(pgrep -f "$1"); do
+		[ "$(readlink "/proc/$p/cwd" 2>/dev/null)" = "$here" ] &&
+			grep -qz "^GPT_RANK=$2\$" "/proc/$p/environ" 2>/dev/null && echo "$p"
+	done
+	:
+}
+
 # test_line_count OP N FILE
 test_line_count () {
 	n=$(wc -l <"$3" | tr -d ' ')
