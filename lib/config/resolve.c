@@ -158,6 +158,13 @@ static int resolve_model(gpt_config *cfg, gpt_err *err)
 			    "expected a divisor of hidden_size %lld, found %lld", (long long)h,
 			    (long long)a);
 	cfg->head_size = h / a;
+	/* a probability of 1 drops everything and scales by 1 / (1 - p) */
+	static const char *const drop[] = {"Model.hidden_dropout_prob", "Model.attention_probs_dropout_prob"};
+	double p[2] = {cfg->model.hidden_dropout_prob, cfg->model.attention_probs_dropout_prob};
+	for (int i = 0; i < 2; i++)
+		if (!(p[i] < 1))
+			return fail(cfg, kid(drop[i]), -1, err,
+				    "expected a probability below 1 (1 would drop every element), found %.17g", p[i]);
 	if (cfg->global.device && !strcmp(cfg->global.device, "gpu") && cfg->head_size > GPT_GPU_MAX_HEAD_SIZE)
 		return fail(cfg, kid("Model.num_attention_heads"), kid("Model.hidden_size"), err,
 			    "head size hidden_size / num_attention_heads = %lld / %lld = %lld is above the "

@@ -107,6 +107,14 @@ test_expect_success 'zero and negative degrees' '
 		gpt-train -c "$C/tiny_cpu.yaml" --tensor_parallel_degree 0 --print-config
 '
 
+test_expect_success 'a dropout probability of 1 is refused up front, naming the key' '
+	fails 64 "-o Model.hidden_dropout_prob=1: Model.hidden_dropout_prob: expected a probability below 1 (1 would drop every element), found 1" \
+		gpt-train -c "$C/tiny_cpu.yaml" -o Model.hidden_dropout_prob=1 --dry-run &&
+	printf "_base_: $C/tiny_cpu.yaml\nModel:\n  attention_probs_dropout_prob: 1.0\n" >drop.yaml &&
+	fails 65 "drop.yaml:3:33: Model.attention_probs_dropout_prob: expected a probability below 1" \
+		gpt-train -c drop.yaml --print-config
+'
+
 test_expect_success 'PaddleNLP degree flags are decimal, as its argparse reads them' '
 	fails 64 "--tensor_parallel_degree 0x2: expected a decimal integer, found '"'"'0x2'"'"'" \
 		gpt-train -c "$C/tiny_cpu.yaml" --tensor_parallel_degree 0x2 --print-config &&
