@@ -392,8 +392,7 @@ int gpt_export(const char *ckpt_path, const gpt_export_opts *o, char *out_path, 
 	if ((rc = gpt_ckpt_out_outside(m.ck, out, err)) ||
 	    (o->format == GPT_EXPORT_GGUF && (rc = gguf_replaceable(out, err))) ||
 	    (made && (rc = gpt_mkdir_p(o->out_dir, err)))) {
-		if (made)
-			gpt_rmdir_made(o->out_dir, made);
+		gpt_rmdir_made(o->out_dir, made);
 		gpt_export_model_close(&m);
 		return rc;
 	}
@@ -403,7 +402,7 @@ int gpt_export(const char *ckpt_path, const gpt_export_opts *o, char *out_path, 
 	default: rc = gpt_export_gguf(&m, o, out, err); break;
 	}
 	gpt_export_model_close(&m);
-	if (rc && made)
+	if (rc)
 		gpt_rmdir_made(o->out_dir, made);
 	if (!rc)
 		snprintf(out_path, size, "%s", out);

@@ -141,7 +141,7 @@ int gpt_mkdir_p(const char *path, gpt_err *err);
 size_t gpt_path_first_missing(const char *path);
 /* Calls f on each directory that path names from its first `from` bytes (a
  * gpt_path_first_missing) to path itself, the deepest first when down is 1;
- * on none when from is 0. */
+ * on none when from is 0 (path may then be NULL). */
 void gpt_path_each_dir(const char *path, size_t from, int down, void (*f)(const char *));
 /* Removes, the deepest first, the directories gpt_path_each_dir names that
  * are empty: those a gpt_mkdir_p made, from a gpt_path_first_missing taken

@@ -148,6 +148,8 @@ size_t gpt_path_first_missing(const char *path)
 
 void gpt_path_each_dir(const char *path, size_t from, int down, void (*f)(const char *))
 {
+	if (!from) /* none: path may be NULL then */
+		return;
 	size_t n = strlen(path);
 	char p[PATH_MAX];
 	if (n >= sizeof p)

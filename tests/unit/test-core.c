@@ -150,6 +150,8 @@ static void test_files(void)
 	ok(system(cmd) == 0, "no temporary files left behind");
 	snprintf(tmpdir, sizeof tmpdir, "%s/a/b/c", dir);
 	ok(gpt_mkdir_p(tmpdir, &err) == 0 && gpt_path_exists(tmpdir), "mkdir -p");
+	gpt_rmdir_made(NULL, 0); /* nothing made: there may be no path at all */
+	ok(gpt_path_exists(tmpdir), "gpt_rmdir_made of nothing made, with no path, removes nothing");
 	ok(gpt_file_read_all("/nonexistent/x", 0, &got, &len, &err) == GPT_ENOINPUT,
 	   "missing file is GPT_ENOINPUT");
 	ok(gpt_file_read_all(dir, 0, &got, &len, &err) == GPT_ENOINPUT, "a directory is not a file");
