@@ -142,6 +142,10 @@ int main(int argc, char **argv)
 		case O_TOK: tok_name = o.arg; break;
 		case O_VOCAB: vocab = o.arg; break;
 		case O_KEY:
+			if (!*o.arg) { /* no record has it: every one would be bad */
+				gpt_err_set(&err, GPT_EUSAGE, "--json-key: expected a key name, found an empty one");
+				return gpt_cmd_fail(prog, &err);
+			}
 			if (po.input.n_keys == GPT_INPUT_MAX_KEYS) {
 				gpt_err_set(&err, GPT_EUSAGE, "--json-key: at most %d keys", GPT_INPUT_MAX_KEYS);
 				return gpt_cmd_fail(prog, &err);

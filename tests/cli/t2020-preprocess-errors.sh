@@ -299,6 +299,8 @@ test_expect_success 'usage errors' '
 	test_expect_code 64 gpt-preprocess -t bytes --vocab . -o out good.txt 2>err &&
 	test_grep "error: --vocab: -t bytes needs no vocabulary; leave one of them out$" err &&
 	test_expect_code 64 gpt-preprocess --vocab . --decode out -t bytes 2>err && test_grep "needs no vocabulary" err &&
+	test_expect_code 64 gpt-preprocess -t bytes --json-key "" -o out good.txt 2>err &&
+	test_grep "error: --json-key: expected a key name, found an empty one$" err && ! test -e out.idx &&
 	test_expect_code 64 gpt-preprocess -t bytes --json-key body --format text -o out good.txt 2>err &&
 	test_grep "error: --json-key: --format text reads no JSON; leave it out or use --format jsonl or auto$" err &&
 	test_expect_code 64 gpt-preprocess -t bytes --format lines --skip-bad -o out good.txt 2>err &&
