@@ -108,25 +108,23 @@ int main(int argc, char **argv)
 	/* what the command line names wins over what the -c file does; the
 	 * same thing named twice on it is an error */
 	char ckpt[PATH_MAX] = "", dir[PATH_MAX] = "", out[PATH_MAX];
-	const char *ckpt_key = NULL, *dir_key = NULL;
-	for (int i = 0; i < n_keys; i++)
-		if (strncmp(keys[i], "Engine.save_load.ckpt_dir=", 26) == 0)
-			ckpt_key = keys[i];
-		else if (strncmp(keys[i], "Engine.save_load.output_dir=", 28) == 0)
-			dir_key = keys[i];
-	if (id == 0 && (config || n_keys) && gpt_export_fleetx_names(config, keys, n_keys, ckpt, dir, &err))
+	int by_o = 0;
+	if (id == 0 && (config || n_keys) &&
+	    gpt_export_fleetx_names(config, keys, n_keys, ckpt, dir, &by_o, &err))
 		id = -1;
-	if (id == 0 && ckpt_key && o.index != argc)
-		id = gpt_err_set(&err, GPT_EUSAGE, "%s names the checkpoint, as -o %s does; give one of them",
-				 argv[o.index], ckpt_key) ? -1 : -1;
+	if (id == 0 && (by_o & GPT_EXPORT_CKPT_BY_O) && o.index != argc)
+		id = gpt_err_set(&err, GPT_EUSAGE,
+				 "%s names the checkpoint, as -o Engine.save_load.ckpt_dir=%s does; give one of them",
+				 argv[o.index], ckpt) ? -1 : -1;
 	else if (id == 0 && o.index == argc - 1)
 		snprintf(ckpt, sizeof ckpt, "%s", argv[o.index]);
 	else if (id == 0 && (o.index != argc || !*ckpt))
 		id = gpt_err_set(&err, GPT_EUSAGE, "expected one CHECKPOINT (or -o Engine.save_load.ckpt_dir=DIR), "
 				 "found %d operands; see gpt-export --help", argc - o.index) ? -1 : -1;
-	if (id == 0 && dir_key && eo.out)
-		id = gpt_err_set(&err, GPT_EUSAGE, "-o %s names the output, and -o %s the directory for it; "
-				 "give one of them", eo.out, dir_key) ? -1 : -1;
+	if (id == 0 && (by_o & GPT_EXPORT_DIR_BY_O) && eo.out)
+		id = gpt_err_set(&err, GPT_EUSAGE,
+				 "-o %s names the output, and -o Engine.save_load.output_dir=%s the directory for it; "
+				 "give one of them", eo.out, dir) ? -1 : -1;
 	free(keys);
 	if (id < 0)
 		return gpt_cmd_fail(prog, &err);

@@ -87,16 +87,17 @@ int main(int argc, char **argv)
 	gpt_cmd_file_size_limit_as_error(); /* past ulimit -f: EFBIG, the file named, no temporary left */
 	gpt_opts_init(&op, options, argc, argv);
 	int id;
-	const char *count_from = NULL; /* --params or --model, whichever came */
+	int count_from = 0; /* OPT_PARAMS or OPT_MODEL, whichever came */
 	while ((id = gpt_opts_next(&op, &err)) > 0) {
 		const char *a = op.arg;
-		if ((id == OPT_PARAMS || id == OPT_MODEL) && count_from &&
-		    strcmp(count_from, id == OPT_PARAMS ? "--params" : "--model") != 0) {
-			gpt_err_set(&err, GPT_EUSAGE, "--params and --model both give the parameter count; give one of them");
-			return gpt_cmd_fail(prog, &err);
+		if (id == OPT_PARAMS || id == OPT_MODEL) {
+			if (count_from && count_from != id) {
+				gpt_err_set(&err, GPT_EUSAGE,
+					    "--params and --model both give the parameter count; give one of them");
+				return gpt_cmd_fail(prog, &err);
+			}
+			count_from = id;
 		}
-		if (id == OPT_PARAMS || id == OPT_MODEL)
-			count_from = id == OPT_PARAMS ? "--params" : "--model";
 		switch (id) {
 		case OPT_FORMAT:
 			if (gpt_logs_format_parse(a, &o.format, &err))

@@ -363,11 +363,14 @@ int gpt_export(const char *ckpt_path, const gpt_export_opts *o, char *out_path, 
  * (the directory the export goes into; FleetX's default ./output when a
  * file is given). config may be NULL; overrides are "KEY=VALUE". Sets
  * ckpt (or "" when neither names it) and out_dir (or "" when there is
- * none to use), each of PATH_MAX bytes. An override of any other key is
- * GPT_EUSAGE, naming it: nothing else of a configuration applies to an
- * export. */
+ * none to use), each of PATH_MAX bytes, and *by_override to
+ * GPT_EXPORT_CKPT_BY_O and/or GPT_EXPORT_DIR_BY_O for those an override set
+ * (the command line, which wins over the file). An override of any other
+ * key is GPT_EUSAGE, naming it: nothing else of a configuration applies to
+ * an export. */
+enum { GPT_EXPORT_CKPT_BY_O = 1, GPT_EXPORT_DIR_BY_O = 2 };
 int gpt_export_fleetx_names(const char *config, const char *const *overrides, int n_overrides, char *ckpt,
-			    char *out_dir, gpt_err *err);
+			    char *out_dir, int *by_override, gpt_err *err);
 
 #ifdef __cplusplus
 }

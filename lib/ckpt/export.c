@@ -410,10 +410,11 @@ int gpt_export(const char *ckpt_path, const gpt_export_opts *o, char *out_path, 
 }
 
 int gpt_export_fleetx_names(const char *config, const char *const *overrides, int n_overrides, char *ckpt,
-			    char *out_dir, gpt_err *err)
+			    char *out_dir, int *by_override, gpt_err *err)
 {
 	static const char *const names[] = {"Engine.save_load.ckpt_dir", "Engine.save_load.output_dir"};
 	ckpt[0] = out_dir[0] = 0;
+	*by_override = 0;
 	gpt_config cfg;
 	int rc = gpt_config_init(&cfg, err);
 	if (!rc && config)
@@ -421,14 +422,17 @@ int gpt_export_fleetx_names(const char *config, const char *const *overrides, in
 	for (int i = 0; !rc && i < n_overrides; i++) {
 		const char *a = overrides[i], *eq = strchr(a, '=');
 		size_t n = eq ? (size_t)(eq - a) : strlen(a);
-		if (!(n == strlen(names[0]) && strncmp(a, names[0], n) == 0) &&
-		    !(n == strlen(names[1]) && strncmp(a, names[1], n) == 0))
+		int which = -1;
+		for (int j = 0; j < 2; j++)
+			if (n == strlen(names[j]) && strncmp(a, names[j], n) == 0)
+				which = j;
+		if (which < 0)
 			rc = gpt_err_set(err, GPT_EUSAGE,
 					 "-o %s: gpt-export takes Engine.save_load.ckpt_dir (the checkpoint) and "
 					 "Engine.save_load.output_dir (the directory to write into), as FleetX's "
 					 "tools/export.py does; the model's own config.yaml gives the rest", a);
-		else
-			rc = gpt_config_override(&cfg, a, err);
+		else if (!(rc = gpt_config_override(&cfg, a, err)))
+			*by_override |= which ? GPT_EXPORT_DIR_BY_O : GPT_EXPORT_CKPT_BY_O;
 	}
 	const char *c = cfg.engine.save_load.ckpt_dir, *d = cfg.engine.save_load.output_dir;
 	if (!rc && c && *c && gpt_config_given(&cfg, gpt_config_key_find(names[0])))
