@@ -47,6 +47,16 @@ float gpt_bf16_to_f32(uint16_t h);
 uint16_t gpt_f32_to_f16(float f);
 float gpt_f16_to_f32(uint16_t h);
 
+/* fp32 master weights of bfloat16 parameters kept in two halves
+ * (lib/train/optim.c): hi[i], the bf16 parameter itself, is src[i] rounded
+ * to nearest on its bits with ties away from zero (not to even: this is
+ * the one rounding whose carry the low half's top bit tells), lo[i] the low
+ * 16 bits of src[i]; gpt_bf16_join gives src back bit for bit, so the
+ * master costs 2 bytes an element beside the parameter, not 4. NaN splits
+ * to a quiet NaN hi (which joins to a NaN). lo may be NULL: hi alone. */
+void gpt_bf16_split(uint16_t *hi, uint16_t *lo, const float *src, size_t n);
+void gpt_bf16_join(float *dst, const uint16_t *hi, const uint16_t *lo, size_t n);
+
 /* Array conversions between any two of fp32/bf16/fp16 (same dtype: copy). */
 int gpt_convert(void *dst, gpt_dtype dst_t, const void *src, gpt_dtype src_t, size_t n,
 		gpt_err *err);

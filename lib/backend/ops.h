@@ -259,12 +259,14 @@ typedef struct gpt_backend_ops {
 			   int64_t F, const gpt_dropout *d, gpt_err *err);
 
 	/* ---- optimizer and reductions ------------------------------------- */
-	/* One AdamW step over n elements (see gpt_adamw). master (fp32) may be
-	 * NULL only when be->dtype is fp32: then param itself is the fp32 weight;
-	 * otherwise master is updated and param receives its rounded copy.
+	/* One AdamW step over n elements (see gpt_adamw). The fp32 weights are
+	 * param itself when be->dtype is fp32 (master and lo NULL); for 16-bit
+	 * parameters exactly one of: master, updated, param receiving its
+	 * rounded copy; or, for bf16 only, lo, the master's low halves, param
+	 * its high halves (gpt_bf16_split), both updated.
 	 * Element-wise, so any flat range (a sharding piece) can be updated alone. */
-	int (*adamw)(gpt_backend *be, void *param, float *master, const void *grad, float *m,
-		     float *v, int64_t n, const gpt_adamw *h, gpt_err *err);
+	int (*adamw)(gpt_backend *be, void *param, float *master, uint16_t *lo, const void *grad,
+		     float *m, float *v, int64_t n, const gpt_adamw *h, gpt_err *err);
 	/* *acc += sum of x^2 over n elements (x in the storage dtype), summed in
 	 * double on the CPU; acc is one float in backend memory, so partial
 	 * sums over ranges and ranks add up before the square root. */

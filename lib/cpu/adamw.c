@@ -84,12 +84,14 @@ static void adamw_range(const adamw_k *k, float *p, float *w, const float *g, fl
 	adamw_range_s(k, p, w, g, m, v, n);
 }
 
-int gpt_cpu_adamw(gpt_backend *be, void *param, float *master, const void *grad, float *m,
-		  float *v, int64_t n, const gpt_adamw *h, gpt_err *err)
+int gpt_cpu_adamw(gpt_backend *be, void *param, float *master, uint16_t *lo, const void *grad,
+		  float *m, float *v, int64_t n, const gpt_adamw *h, gpt_err *err)
 {
 	int rc = gpt_cpu_check_sizes("adamw", err, 1, n);
 	if (rc)
 		return rc;
+	if (lo)
+		return gpt_err_set(err, GPT_EINTERNAL, "adamw: fp32 parameters have no split master weights");
 	if (h->t < 1)
 		return gpt_err_set(err, GPT_EINTERNAL, "adamw: step %lld is not 1-based",
 				   (long long)h->t);

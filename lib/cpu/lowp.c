@@ -560,23 +560,31 @@ static int lp_dropout_bwd(gpt_backend *be, void *dinp, const void *dout, int64_t
  * takes the same path; the reductions widen in place (reduce.c). */
 enum { LP_OPT_BLOCK = 1 << 20 };
 
-static int lp_adamw(gpt_backend *be, void *param, float *master, const void *grad, float *m,
-		    float *v, int64_t n, const gpt_adamw *h, gpt_err *err)
+static int lp_adamw(gpt_backend *be, void *param, float *master, uint16_t *lo, const void *grad,
+		    float *m, float *v, int64_t n, const gpt_adamw *h, gpt_err *err)
 {
 	int rc = gpt_cpu_check_sizes("adamw", err, 1, n);
 	if (rc)
 		return rc;
-	if (!master)
+	if (!master == !lo || (lo && be->dtype != GPT_DTYPE_BF16))
 		return gpt_err_set(err, GPT_EINTERNAL,
-				   "adamw: %s parameters need fp32 master weights",
+				   "adamw: %s parameters need fp32 master weights, whole or (bf16 only) split",
 				   gpt_dtype_name(be->dtype));
 	LP_BEGIN(be, err);
 	size_t es = gpt_dtype_size(be->dtype);
-	float *g = lp_alloc(t, n < LP_OPT_BLOCK ? n : LP_OPT_BLOCK);
+	int64_t blk = n < LP_OPT_BLOCK ? n : LP_OPT_BLOCK;
+	float *g = lp_alloc(t, blk), *w = lo ? lp_alloc(t, blk) : NULL;
 	for (int64_t i = 0; i < n && !t->rc && !rc; i += LP_OPT_BLOCK) {
 		int64_t k = n - i < LP_OPT_BLOCK ? n - i : LP_OPT_BLOCK;
+		uint16_t *hi = (uint16_t *)param + i;
 		gpt_convert(g, GPT_DTYPE_F32, (const char *)grad + (size_t)i * es, be->dtype, (size_t)k, NULL);
-		rc = gpt_cpu_adamw(be, master + i, NULL, g, m + i, v + i, k, h, err);
+		if (lo) {
+			gpt_bf16_join(w, hi, lo + i, (size_t)k);
+			if (!(rc = gpt_cpu_adamw(be, w, NULL, NULL, g, m + i, v + i, k, h, err)))
+				gpt_bf16_split(hi, lo + i, w, (size_t)k);
+			continue;
+		}
+		rc = gpt_cpu_adamw(be, master + i, NULL, NULL, g, m + i, v + i, k, h, err);
 		if (!rc)
 			lp_store(t, (char *)param + (size_t)i * es, master + i, k);
 	}

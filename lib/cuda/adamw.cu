@@ -1,5 +1,7 @@
 /* Fused AdamW over a flat range: fp32 master weights and moments, the
- * parameter in the storage dtype receiving the master's rounded copy. */
+ * parameter in the storage dtype receiving the master's rounded copy; or
+ * for bf16 the master split (gpt_bf16_split): the parameter its high half,
+ * lo its low half, joined to fp32 for the update and split again. */
 #include "cuda/ops.cuh"
 
 #include <math.h>
@@ -8,35 +10,60 @@ typedef struct adamw_coef {
 	float b1, b2, a1, a2, c1, c2, lr, wd, eps, gs;
 } adamw_coef;
 
+__device__ __forceinline__ float adamw_update(const adamw_coef &k, float gi, float wi, float *m,
+					      float *v)
+{
+	gi *= k.gs;
+	float mi = k.b1 * *m + k.a1 * gi;
+	float vi = k.b2 * *v + k.a2 * gi * gi;
+	*m = mi;
+	*v = vi;
+	return wi - k.lr * (mi * k.c1 / (sqrtf(vi * k.c2) + k.eps) + k.wd * wi);
+}
+
 template <class T>
 __global__ static void adamw_kernel(T *param, float *master, const T *grad, float *m, float *v,
 				    int64_t n, adamw_coef k)
 {
 	for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
 	     i += (int64_t)gridDim.x * blockDim.x) {
-		float gi = gpt_ld(grad + i) * k.gs;
-		float mi = k.b1 * m[i] + k.a1 * gi;
-		float vi = k.b2 * v[i] + k.a2 * gi * gi;
-		m[i] = mi;
-		v[i] = vi;
-		float wi = master ? master[i] : gpt_ld(param + i);
-		wi -= k.lr * (mi * k.c1 / (sqrtf(vi * k.c2) + k.eps) + k.wd * wi);
+		float wi = adamw_update(k, gpt_ld(grad + i), master ? master[i] : gpt_ld(param + i),
+					m + i, v + i);
 		if (master)
 			master[i] = wi;
 		gpt_st(param + i, wi);
 	}
 }
 
-int gpt_cuda_adamw(gpt_backend *be, void *param, float *master, const void *grad, float *m,
-		   float *v, int64_t n, const gpt_adamw *h, gpt_err *err)
+/* The split master: the same join and split as the host's gpt_bf16_join
+ * and gpt_bf16_split, bit for bit. */
+__global__ static void adamw_split_kernel(uint16_t *hi, uint16_t *lo, const __nv_bfloat16 *grad,
+					  float *m, float *v, int64_t n, adamw_coef k)
+{
+	for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+	     i += (int64_t)gridDim.x * blockDim.x) {
+		unsigned l = lo[i];
+		unsigned up = (unsigned)(uint16_t)(hi[i] - (l >> 15));
+		float wi = adamw_update(k, gpt_ld(grad + i), __uint_as_float(up << 16 | l), m + i, v + i);
+		unsigned u = __float_as_uint(wi);
+		lo[i] = (uint16_t)u;
+		hi[i] = (u & 0x7fffffffu) > 0x7f800000u ? (uint16_t)((u >> 16) | 0x0040u)
+							 : (uint16_t)((u + 0x8000u) >> 16);
+	}
+}
+
+int gpt_cuda_adamw(gpt_backend *be, void *param, float *master, uint16_t *lo, const void *grad,
+		   float *m, float *v, int64_t n, const gpt_adamw *h, gpt_err *err)
 {
 	int rc = gpt_cuda_check_sizes("adamw", err, 1, n);
 	if (rc)
 		return rc;
 	if (h->t < 1)
 		return gpt_err_set(err, GPT_EINTERNAL, "adamw: step %lld is not 1-based", (long long)h->t);
-	if (!master && be->dtype != GPT_DTYPE_F32)
-		return gpt_err_set(err, GPT_EINTERNAL, "adamw: %s parameters need fp32 master weights",
+	if ((lo && (master || be->dtype != GPT_DTYPE_BF16)) ||
+	    (be->dtype != GPT_DTYPE_F32 && !master && !lo))
+		return gpt_err_set(err, GPT_EINTERNAL,
+				   "adamw: %s parameters need fp32 master weights, whole or (bf16 only) split",
 				   gpt_dtype_name(be->dtype));
 	if (n == 0)
 		return 0;
@@ -52,6 +79,11 @@ int gpt_cuda_adamw(gpt_backend *be, void *param, float *master, const void *grad
 	k.wd = (float)h->weight_decay;
 	k.eps = (float)h->eps;
 	k.gs = (float)h->grad_scale;
+	if (lo) {
+		adamw_split_kernel<<<gpt_cuda_blocks(n, 256), 256, 0, gpt_cuda_stream(be)>>>(
+			(uint16_t *)param, lo, (const __nv_bfloat16 *)grad, m, v, n, k);
+		return gpt_cuda_launched("adamw", err);
+	}
 	GPT_CUDA_DISPATCH(be->dtype, T,
 		adamw_kernel<T><<<gpt_cuda_blocks(n, 256), 256, 0, gpt_cuda_stream(be)>>>(
 			(T *)param, master, (const T *)grad, m, v, n, k));

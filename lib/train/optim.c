@@ -61,7 +61,14 @@ int gpt_optimizer_init(gpt_optimizer *op, gpt_model *m, int64_t begin, int64_t e
 								   : "optimizer state (exp_avg_sq)", err)
 				     : NULL;
 	rc = op->exp_avg_sq ? 0 : err->code;
-	if (!rc && be->dtype != GPT_DTYPE_F32) {
+	if (!rc && be->dtype == GPT_DTYPE_BF16) {
+		/* the parameters are the high halves already, exactly: low halves 0 */
+		op->master_lo = sb->ops->alloc(sb, (size_t)n * 2,
+					       off ? "offloaded optimizer state (fp32 master weights' low halves)"
+						   : "optimizer state (fp32 master weights' low halves)",
+					       err);
+		rc = op->master_lo ? sb->ops->zero(sb, op->master_lo, (size_t)n * 2, err) : err->code;
+	} else if (!rc && be->dtype != GPT_DTYPE_F32) {
 		op->master = sb->ops->alloc(sb, bytes, off ? "offloaded optimizer state (fp32 master weights)"
 							   : "optimizer state (fp32 master weights)", err);
 		if (!op->master)
@@ -103,7 +110,7 @@ void gpt_optimizer_free(gpt_optimizer *op)
 	if (!op->model)
 		return;
 	gpt_backend *be = op->model->be, *sb = op->sb ? op->sb : be;
-	float *st[] = {op->master, op->exp_avg, op->exp_avg_sq};
+	void *st[] = {op->master, op->master_lo, op->exp_avg, op->exp_avg_sq};
 	for (size_t i = 0; i < sizeof st / sizeof *st; i++)
 		if (st[i])
 			sb->ops->free(sb, st[i]);
@@ -243,8 +250,8 @@ int gpt_optimizer_step(gpt_optimizer *op, double lr, double grad_scale, gpt_err 
 		gpt_adamw h = {.lr = lr, .beta1 = op->beta1, .beta2 = op->beta2, .eps = op->eps,
 			       .weight_decay = decay ? op->weight_decay : 0.0, .grad_scale = grad_scale,
 			       .t = op->t};
-		rc = be->ops->adamw(be, (char *)params + k * (int64_t)es,
-				    op->master ? op->master + k : NULL, (char *)grads + k * (int64_t)es,
+		rc = be->ops->adamw(be, (char *)params + k * (int64_t)es, op->master ? op->master + k : NULL,
+				    op->master_lo ? op->master_lo + k : NULL, (char *)grads + k * (int64_t)es,
 				    op->exp_avg + k, op->exp_avg_sq + k, end - begin, &h, err);
 	}
 	if (!rc && op->host)

@@ -187,7 +187,9 @@ int gpt_train_memory_plan(const gpt_config *cfg, gpt_train_memory *m, gpt_err *e
 	m->pp = pp;
 	m->param_bytes_each = o2 ? 2 : 4;
 	m->grad_bytes_each = o2 ? 2 : 4;
-	m->optim_bytes_each = o2 ? 12 : 8;
+	/* the master weights: bf16's split (lib/train/optim.c), the parameters
+	 * their high halves, 2 bytes each beside them; fp16's a 4-byte copy */
+	m->optim_bytes_each = !o2 ? 8 : gpt_train_storage_dtype(cfg) == GPT_DTYPE_BF16 ? 10 : 12;
 	m->act_bytes_each = cfg->mixed ? 2 : 4;
 	int64_t layer_params = 0; /* one layer's elements on a tp rank */
 	int64_t embed_params = 0, final_params = 0;
@@ -379,7 +381,9 @@ int gpt_train_memory_write(const gpt_config *cfg, const gpt_train_memory *m, FIL
 		fprintf(fp, "precision: %s %s (%d-byte parameters and gradients, %d-byte activations%s)",
 			cfg->engine.mix_precision.level, cfg->engine.mix_precision.dtype,
 			m->param_bytes_each, m->act_bytes_each,
-			m->optim_bytes_each == 12 ? ", fp32 master weights" : "");
+			m->optim_bytes_each == 12 ? ", fp32 master weights"
+			: m->optim_bytes_each == 10 ? ", fp32 master weights: the parameters and their low halves"
+						    : "");
 		if (strcmp(cfg->engine.mix_precision.dtype, "float16") == 0)
 			fprintf(fp, ", loss scale %g", cfg->engine.mix_precision.scale_loss);
 		fputc('\n', fp);
@@ -422,7 +426,10 @@ int gpt_train_memory_write(const gpt_config *cfg, const gpt_train_memory *m, FIL
 		     strcmp(cfg->global.device, "gpu") == 0;
 	fprintf(fp, "  optimizer state:  %12s  device, %s host  (%s, %d bytes each%s%s)\n",
 		gpt_train_format_mem(w->optim_device, a, sizeof a), gpt_train_format_mem(w->optim_host, b, sizeof b),
-		m->optim_bytes_each == 12 ? "fp32 master + m + v" : "m + v", m->optim_bytes_each,
+		m->optim_bytes_each == 12   ? "fp32 master + m + v"
+		: m->optim_bytes_each == 10 ? "the fp32 master's low halves + m + v"
+					    : "m + v",
+		m->optim_bytes_each,
 		sh > 1 ? ", split over the sharding group" : "",
 		images ? "; on the host with pinned images of the parameters and gradients"
 		: cfg->distributed.sharding.sharding_offload ? "; offload changes nothing on a CPU rank, whose state is in host memory already"

@@ -76,18 +76,23 @@ int gpt_train_memory_write(const gpt_config *cfg, const gpt_train_memory *m, FIL
 /* AdamW over the model's flat buffers: the optimizer state (fp32 exp_avg,
  * exp_avg_sq and, for 16-bit parameters, the fp32 master weights) sits at the
  * same offsets as the parameters. Weight decay applies to the parameters the
- * table marks (not to biases and LayerNorm weights). */
+ * table marks (not to biases and LayerNorm weights). The master weights of
+ * fp16 parameters are an fp32 copy; those of bf16 parameters are split
+ * (gpt_bf16_split): the parameters are their high halves, master_lo holds
+ * the low ones, 2 bytes an element where a copy takes 4, and the same fp32
+ * values bit for bit. */
 typedef struct gpt_optimizer {
 	gpt_model *model;
 	int64_t begin, end; /* the range of the flat buffers this rank updates (a shard) */
 	void *params, *grads; /* where element `begin` of the parameters and gradients is */
-	float *master;      /* NULL when parameters are fp32; these three hold end - begin */
+	float *master;      /* fp16 parameters; these three hold end - begin */
+	uint16_t *master_lo; /* bf16 parameters: the master's low halves (end - begin) */
 	float *exp_avg;
 	float *exp_avg_sq;
 	float *acc;         /* one float of backend memory for reductions */
 	double beta1, beta2, eps, weight_decay;
 	int64_t t;          /* updates made */
-	/* Where master, exp_avg and exp_avg_sq live: the model's backend, or
+	/* Where the master, exp_avg and exp_avg_sq live: the model's backend, or
 	 * with offload a CPU backend in host memory, with host
 	 * images of the range's parameters and gradients (pinned on CUDA). */
 	gpt_backend *sb;

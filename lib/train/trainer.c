@@ -731,7 +731,8 @@ int gpt_train_run(const gpt_config *cfg, FILE *log, const volatile sig_atomic_t 
 		double pb = tr.stage >= 3 ? shard + wb : n * es, gb = tr.stage >= 2 ? shard + wb : n * es;
 		if (tr.zov) /* overlapped reductions: a second layer gradient window */
 			gb += (double)gpt_tr_zero_layer_span(&tr.model) * es;
-		double opt = (double)(tr.opt.end - tr.opt.begin) * (tr.opt.master ? 12.0 : 8.0);
+		double opt = (double)(tr.opt.end - tr.opt.begin) *
+			     (tr.opt.master ? 12.0 : tr.opt.master_lo ? 10.0 : 8.0);
 		double host = tr.opt.host ? opt : 0; /* offloaded: host memory, with its images */
 		if (tr.opt.host) {
 			host += 2 * (double)(tr.opt.end - tr.opt.begin) * es;

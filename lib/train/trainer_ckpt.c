@@ -125,14 +125,21 @@ int gpt_tr_check_saves(trainer *tr, gpt_err *err)
 }
 
 /* Where the fp32 values of family k (weights, exp_avg, exp_avg_sq) at flat
- * element e of this rank's buffers live (backend memory). */
-static const float *family_src(trainer *tr, int k, int64_t e)
+ * element e of this rank's buffers live (backend memory); split master
+ * weights: the high halves (the bf16 parameters, on the model's backend),
+ * *lo the low ones (where the optimizer keeps its state). */
+static const void *family_src(trainer *tr, int k, int64_t e, const uint16_t **lo)
 {
 	int64_t b = tr->opt.begin;
+	*lo = NULL;
 	if (k == 1)
 		return tr->opt.exp_avg + (e - b);
 	if (k == 2)
 		return tr->opt.exp_avg_sq + (e - b);
+	if (tr->opt.master_lo) {
+		*lo = tr->opt.master_lo + (e - b);
+		return (const uint16_t *)tr->opt.params + (e - b);
+	}
 	if (tr->opt.master)
 		return tr->opt.master + (e - b);
 	if (tr->pshard)
@@ -143,8 +150,10 @@ static const float *family_src(trainer *tr, int k, int64_t e)
 typedef struct piece_list {
 	gpt_ckpt_piece *pc;
 	char (*names)[96];
-	const float **src;    /* backend memory; NULL: the piece's data is on the host */
+	const void **src;     /* backend memory; NULL: the piece's data is on the host */
 	gpt_backend **be;     /* the backend of src: the model's, or the offloaded state's */
+	const uint16_t **lo;  /* split master weights: src the high halves, lo the low */
+	gpt_backend *model_be; /* which holds the high halves; be[i] the low */
 	int n;
 	gpt_qat_tensor *qat;  /* the host values of quantization-aware training's scales */
 	int64_t n_qat;
@@ -156,6 +165,7 @@ static void piece_list_free(piece_list *l)
 	free(l->names);
 	free(l->src);
 	free(l->be);
+	free(l->lo);
 	gpt_qat_tensors_free(l->qat);
 	memset(l, 0, sizeof *l);
 }
@@ -185,7 +195,9 @@ static int own_pieces(trainer *tr, piece_list *l, gpt_err *err)
 	l->names = l->pc ? gpt_calloc(cap, sizeof *l->names, "checkpoint pieces", err) : NULL;
 	l->src = l->names ? gpt_calloc(cap, sizeof *l->src, "checkpoint pieces", err) : NULL;
 	l->be = l->src ? gpt_calloc(cap, sizeof *l->be, "checkpoint pieces", err) : NULL;
-	if (!l->be) {
+	l->lo = l->be ? gpt_calloc(cap, sizeof *l->lo, "checkpoint pieces", err) : NULL;
+	l->model_be = m->be;
+	if (!l->lo) {
 		free(sl);
 		piece_list_free(l);
 		return GPT_EINTERNAL;
@@ -205,13 +217,41 @@ static int own_pieces(trainer *tr, piece_list *l, gpt_err *err)
 			l->pc[l->n] = (gpt_ckpt_piece){.tensor = l->names[l->n], .dtype = GPT_DTYPE_F32,
 						       .ndim = p->ndim, .box = sl[j].box};
 			memcpy(l->pc[l->n].shape, p->shape, sizeof p->shape);
-			l->src[l->n] = family_src(tr, k, sl[j].flat);
+			l->src[l->n] = family_src(tr, k, sl[j].flat, &l->lo[l->n]);
 			/* the moments and master weights are where the optimizer keeps them */
-			l->be[l->n] = k > 0 || tr->opt.master ? tr->opt.sb : m->be;
+			l->be[l->n] = k > 0 || tr->opt.master || tr->opt.master_lo ? tr->opt.sb : m->be;
 			l->n++;
 		}
 	free(sl);
 	return 0;
+}
+
+/* Piece i's fp32 values into buf (host memory); split master weights
+ * joined from their two halves a block at a time. */
+static int piece_fetch(const piece_list *l, int i, float *buf, gpt_err *err)
+{
+	size_t n = (size_t)gpt_box_numel(&l->pc[i].box);
+	if (!l->src[i]) {
+		memcpy(buf, l->pc[i].data, n * 4);
+		return 0;
+	}
+	gpt_backend *be = l->be[i];
+	if (!l->lo[i])
+		return be->ops->download(be, buf, l->src[i], n * 4, err);
+	enum { BLOCK = 1 << 20 };
+	size_t blk = n < BLOCK ? n : BLOCK;
+	uint16_t *h = gpt_malloc(4 * blk + 1, "checkpoint staging", err);
+	int rc = h ? 0 : GPT_EINTERNAL;
+	for (size_t at = 0; at < n && !rc; at += blk) {
+		size_t k = n - at < blk ? n - at : blk;
+		rc = l->model_be->ops->download(l->model_be, h, (const uint16_t *)l->src[i] + at, k * 2, err);
+		if (!rc)
+			rc = be->ops->download(be, h + blk, l->lo[i] + at, k * 2, err);
+		if (!rc)
+			gpt_bf16_join(buf + at, h, h + blk, k);
+	}
+	free(h);
+	return rc;
 }
 
 typedef struct fill_ctx {
@@ -221,12 +261,7 @@ typedef struct fill_ctx {
 static int fill_from_backend(void *ctx, int i, void *buf, gpt_err *err)
 {
 	fill_ctx *c = ctx;
-	if (!c->l->src[i]) {
-		memcpy(buf, c->l->pc[i].data, (size_t)gpt_box_numel(&c->l->pc[i].box) * 4);
-		return 0;
-	}
-	gpt_backend *be = c->l->be[i];
-	return be->ops->download(be, buf, c->l->src[i], (size_t)gpt_box_numel(&c->l->pc[i].box) * 4, err);
+	return piece_fetch(c->l, i, buf, err);
 }
 
 /* After every part is written: agree, publish on rank 0, agree again. */
@@ -330,10 +365,7 @@ static int save_async(trainer *tr, piece_list *l, char *state, char *yaml, doubl
 		size_t n = (size_t)gpt_box_numel(&l->pc[i].box);
 		/* a copy even where backend memory is host memory: training changes
 		 * it; by the backend that holds it (offloaded state: the host's) */
-		if (l->src[i])
-			rc = l->be[i]->ops->download(l->be[i], stg + at, l->src[i], n * 4, err);
-		else
-			memcpy(stg + at, l->pc[i].data, n * 4);
+		rc = piece_fetch(l, i, stg + at, err);
 		l->pc[i].data = stg + at;
 		at += (int64_t)n;
 	}
@@ -642,13 +674,27 @@ int gpt_tr_load_checkpoint(trainer *tr, const char *path, gpt_err *err)
 		if (!rc)
 			rc = sb->ops->upload(sb, k ? tr->opt.exp_avg_sq : tr->opt.exp_avg, mom, (size_t)cnt * 4, err);
 	}
-	/* the parameters: fp32, or the master weights rounded */
+	/* the parameters: fp32, or the master weights rounded; split master
+	 * weights: their high halves, rounded so on every rank, whichever
+	 * range its optimizer holds, and the low halves of the range */
 	size_t pes = gpt_dtype_size(be->dtype);
 	const void *img = w;
 	if (!rc && be->dtype != GPT_DTYPE_F32) {
 		lowp = gpt_malloc(n_w * pes + 1, "checkpoint staging", err);
-		rc = lowp ? gpt_convert(lowp, be->dtype, w, GPT_DTYPE_F32, n_w, err) : GPT_EINTERNAL;
+		rc = lowp ? 0 : GPT_EINTERNAL;
 		img = lowp;
+	}
+	if (!rc && tr->opt.master_lo) {
+		uint16_t *lo = gpt_malloc((size_t)cnt * 2 + 1, "checkpoint staging", err);
+		rc = lo ? 0 : GPT_EINTERNAL;
+		if (lo) {
+			gpt_bf16_split(lowp, NULL, w, n_w);
+			gpt_bf16_split((uint16_t *)lowp + (wr - w), lo, wr, (size_t)cnt);
+			rc = sb->ops->upload(sb, tr->opt.master_lo, lo, (size_t)cnt * 2, err);
+		}
+		free(lo);
+	} else if (!rc && lowp) {
+		rc = gpt_convert(lowp, be->dtype, w, GPT_DTYPE_F32, n_w, err);
 	}
 	if (!rc)
 		rc = tr->pshard ? be->ops->upload(be, tr->pshard, img, (size_t)cnt * pes, err)

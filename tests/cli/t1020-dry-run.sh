@@ -60,6 +60,14 @@ test_expect_success '345M single card: 2-byte parameters, 12-byte optimizer stat
 	test_grep "one layer, one micro-batch: 288.5 MiB stored, 16.0 MiB kept" out
 '
 
+test_expect_success 'bf16 keeps its fp32 master weights split: 10-byte optimizer state' '
+	gpt-train -c "$C/pretrain_gpt_345M_single_card.yaml" -o Engine.mix_precision.dtype=bfloat16 --dry-run >out &&
+	test_grep "^precision: O2 bfloat16 .*fp32 master weights: the parameters and their low halves\)$" out &&
+	test_grep "^  parameters: +676.9 MiB  \(2 bytes each\)$" out &&
+	# 10/12 of the float16 plan: 3.97 GiB
+	test_grep "^  optimizer state: +3.30 GiB  device, 0 B host  \(the fp32 master.s low halves \+ m \+ v, 10 bytes each\)$" out
+'
+
 test_expect_success 'the GPU plan keeps log-sum-exps (and the output.s low half), the CPU plan the T x T probabilities' '
 	gpt-train -c "$C/pretrain_gpt_345M_single_card.yaml" --dry-run >gpu &&
 	gpt-train -c "$C/pretrain_gpt_345M_single_card.yaml" -o Global.device=cpu --dry-run >cpu &&

@@ -144,6 +144,8 @@ done <<LAYOUTS
 2|--sharding_parallel_degree 2 --sharding stage3
 4|--sharding_parallel_degree 4 --sharding stage3\\ offload
 8|--sharding_parallel_degree 4 --sharding stage2 -o Distributed.dp_degree=2
+2|--sharding_parallel_degree 2 --sharding stage3 -o Engine.mix_precision.enable=True -o Engine.mix_precision.dtype=bfloat16
+2|--sharding_parallel_degree 2 --sharding stage1 -o Distributed.sharding.sharding_offload=True -o Engine.mix_precision.enable=True -o Engine.mix_precision.dtype=bfloat16
 LAYOUTS
 
 test_expect_success 'ranks started with different settings stop at once, saying so' '

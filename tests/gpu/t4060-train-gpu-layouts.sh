@@ -154,4 +154,52 @@ test_expect_success 'sharding2 stage 3 on one GPU: resuming is bit for bit too' 
 	done
 '
 
+# bf16 keeps its fp32 master weights split: the parameters are their high
+# halves, the optimizer holds the low ones; a checkpoint joins them, a
+# resumed run splits them again.
+bf () { # output_dir steps flags...
+	out=$1 steps=$2 && shift 2 &&
+	gpt-train $FLAGS -o Engine.mix_precision.enable=True -o Engine.mix_precision.dtype=bfloat16 \
+		-o Engine.max_steps=$steps -o Engine.save_load.save_steps=$HALF -o Engine.save_load.output_dir=$out "$@"
+}
+test_expect_success 'bf16 (split master weights), one rank: stop and resume is bit for bit' '
+	bf bf $STEPS >bf.log 2>&1 &&
+	bf bf-part $HALF >bf1.log 2>&1 && bf bf-part $STEPS >bf2.log 2>&1 &&
+	train_losses bf.log >a && { train_losses bf1.log; train_losses bf2.log; } >b &&
+	test_cmp a b &&
+	cmp $(ckpt bf $STEPS)/rank-00000.safetensors $(ckpt bf-part $STEPS)/rank-00000.safetensors
+'
+
+test_expect_success 'bf16 with the optimizer state offloaded: the same steps; resuming (async_save) is bit for bit' '
+	OFF="-o Distributed.sharding.sharding_offload=True -o Engine.save_load.async_save=True" &&
+	bf bf-off $STEPS $OFF >bfo.log 2>&1 &&
+	test_grep "optimizer state offloaded to host memory" bfo.log &&
+	same_train_losses bf.log bfo.log 1e-4 &&
+	test-tool ckpt-diff $(ckpt bf $STEPS) $(ckpt bf-off $STEPS) >diff &&
+	awk "{ exit !(\$2 <= 1e-4) }" diff &&
+	bf bf-off-part $HALF $OFF >bfo1.log 2>&1 && bf bf-off-part $STEPS $OFF >bfo2.log 2>&1 &&
+	train_losses bfo.log >a && { train_losses bfo1.log; train_losses bfo2.log; } >b &&
+	test_cmp a b &&
+	cmp $(ckpt bf-off $STEPS)/rank-00000.safetensors $(ckpt bf-off-part $STEPS)/rank-00000.safetensors
+'
+
+test_expect_success 'bf16, sharding2 stage 3 on one GPU: the same steps; resuming is bit for bit' '
+	runbf () {
+		GPT_COMM_BACKEND=shm gpt-launch --nproc-per-node 2 --log-dir "$1" -- \
+			gpt-train $FLAGS --sharding_parallel_degree 2 --sharding stage3 \
+			-o Engine.mix_precision.enable=True -o Engine.mix_precision.dtype=bfloat16 \
+			-o Engine.max_steps=$3 -o Engine.save_load.save_steps=$HALF \
+			-o Engine.save_load.output_dir=$2 >/dev/null 2>&1
+	} &&
+	runbf log-bfsh bf-sh $STEPS &&
+	same_train_losses bf.log log-bfsh/workerlog.0 1e-3 &&
+	runbf log-bfsh1 bf-sh-part $HALF && runbf log-bfsh2 bf-sh-part $STEPS &&
+	train_losses log-bfsh/workerlog.0 >a &&
+	{ train_losses log-bfsh1/workerlog.0; train_losses log-bfsh2/workerlog.0; } >b &&
+	test_cmp a b &&
+	for f in rank-00000.safetensors rank-00001.safetensors; do
+		cmp $(ckpt bf-sh $STEPS)/$f $(ckpt bf-sh-part $STEPS)/$f || exit 1
+	done
+'
+
 test_done

@@ -119,19 +119,18 @@ static double tol_of(gpt_dtype t)
 	return t == GPT_DTYPE_F32 ? 1e-5 : 1e-2;
 }
 
-/* Every element within tol (|cpu| + rms(cpu)); factor widens tol. */
-static void same(const char *what, const ten *v, double factor)
+/* Every one of n elements of g (the GPU's) within tol (|cpu| + rms(cpu)) of
+ * c (the CPU's), tol that of dtype t widened by factor. */
+static void same_f(const char *what, gpt_dtype t, const float *c, const float *g, int64_t n,
+		   double factor)
 {
-	float *c, *g;
-	if (fetch_for(what, v, &c, &g))
-		return;
 	double ss = 0;
-	for (int64_t i = 0; i < v->n; i++)
+	for (int64_t i = 0; i < n; i++)
 		ss += (double)c[i] * c[i];
-	double rms = v->n ? sqrt(ss / (double)v->n) : 0, tol = tol_of(v->t) * factor;
+	double rms = n ? sqrt(ss / (double)n) : 0, tol = tol_of(t) * factor;
 	double worst = 0;
 	int64_t wi = 0;
-	for (int64_t i = 0; i < v->n; i++) {
+	for (int64_t i = 0; i < n; i++) {
 		double d = fabs((double)g[i] - c[i]);
 		double e = d == 0 ? 0 : d / (fabs(c[i]) + rms + 1e-30);
 		if (!(e <= worst)) {
@@ -140,10 +139,19 @@ static void same(const char *what, const ten *v, double factor)
 		}
 	}
 	ok(worst <= tol, "%s %s: %lld elements within %g (worst %.3g)", gpt_dtype_name(DT), what,
-	   (long long)v->n, tol, worst);
+	   (long long)n, tol, worst);
 	if (worst > tol)
 		diag("element %lld: gpu %.9g cpu %.9g (rms %.3g)", (long long)wi, (double)g[wi],
 		     (double)c[wi], rms);
+}
+
+/* Every element of v within tol (|cpu| + rms(cpu)); factor widens tol. */
+static void same(const char *what, const ten *v, double factor)
+{
+	float *c, *g;
+	if (fetch_for(what, v, &c, &g))
+		return;
+	same_f(what, v->t, c, g, v->n, factor);
 	free(c);
 	free(g);
 }
@@ -881,8 +889,8 @@ static void test_optimizer(void)
 	for (int64_t t = 1; t <= 2; t++) {
 		gpt_adamw h = {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1,
 			       .grad_scale = 0.5, .t = t};
-		CALL2(adamw, (&cpu, H(p), H(master), H(g), H(m), H(v), n, &h, &err),
-		      (&gpu, D(p), D(master), D(g), D(m), D(v), n, &h, &err));
+		CALL2(adamw, (&cpu, H(p), H(master), NULL, H(g), H(m), H(v), n, &h, &err),
+		      (&gpu, D(p), D(master), NULL, D(g), D(m), D(v), n, &h, &err));
 	}
 	same("adamw param (two steps, master weights)", &p, 1);
 	same("adamw master", &master, 1);
@@ -890,9 +898,38 @@ static void test_optimizer(void)
 	same("adamw v", &v, 1);
 	if (DT == GPT_DTYPE_F32) {
 		gpt_adamw h = {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .grad_scale = 1, .t = 3};
-		CALL2(adamw, (&cpu, H(p), NULL, H(g), H(m), H(v), n, &h, &err),
-		      (&gpu, D(p), NULL, D(g), D(m), D(v), n, &h, &err));
+		CALL2(adamw, (&cpu, H(p), NULL, NULL, H(g), H(m), H(v), n, &h, &err),
+		      (&gpu, D(p), NULL, NULL, D(g), D(m), D(v), n, &h, &err));
 		same("adamw without master weights", &p, 1);
+	}
+	if (DT == GPT_DTYPE_BF16) {
+		/* the trainer's split master weights: the parameter is the high
+		 * half, lo the low half, both updated (lo starts at zero bits) */
+		ten q = st(n, 0.1), lo = ten_const(GPT_DTYPE_BF16, n, 0.0f), m2 = f32(n, 0.01);
+		ten v2 = ten_const(GPT_DTYPE_F32, n, 0.0004f);
+		for (int64_t t = 1; t <= 2; t++) {
+			gpt_adamw h = {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1,
+				       .grad_scale = 0.5, .t = t};
+			CALL2(adamw, (&cpu, H(q), NULL, H(lo), H(g), H(m2), H(v2), n, &h, &err),
+			      (&gpu, D(q), NULL, D(lo), D(g), D(m2), D(v2), n, &h, &err));
+		}
+		same("adamw param (two steps, split master weights)", &q, 1);
+		same("adamw m (split master weights)", &m2, 1);
+		same("adamw v (split master weights)", &v2, 1);
+		uint16_t *gh = xmalloc((size_t)n * 2), *gl = xmalloc((size_t)n * 2);
+		float *cw = xmalloc((size_t)n * 4), *gw = xmalloc((size_t)n * 4);
+		if (gpu.ops->download(&gpu, gh, D(q), (size_t)n * 2, &err) ||
+		    gpu.ops->download(&gpu, gl, D(lo), (size_t)n * 2, &err)) {
+			ok(0, "bf16 adamw split master: download: %s", err.msg);
+		} else {
+			gpt_bf16_join(cw, H(q), H(lo), (size_t)n);
+			gpt_bf16_join(gw, gh, gl, (size_t)n);
+			same_f("adamw master (split, joined)", GPT_DTYPE_F32, cw, gw, n, 1);
+		}
+		free(gh), free(gl), free(cw), free(gw);
+		ten *sp[] = {&q, &lo, &m2, &v2};
+		for (size_t i = 0; i < sizeof sp / sizeof *sp; i++)
+			ten_free(sp[i]);
 	}
 	ten acc = ten_const(GPT_DTYPE_F32, 1, 2.5f);
 	CALL2(sum_squares, (&cpu, H(acc), H(g), n, &err), (&gpu, D(acc), D(g), n, &err));

@@ -26,7 +26,7 @@ int main(void)
 	{
 		float w = 0.5f, g = 0.2f, m = 0.0f, v = 0.0f;
 		gpt_adamw h = {0.01, 0.9, 0.999, 1e-8, 0.1, 0.5, 1};
-		CHK(be.ops->adamw(&be, &w, NULL, &g, &m, &v, 1, &h, &chk_err));
+		CHK(be.ops->adamw(&be, &w, NULL, NULL, &g, &m, &v, 1, &h, &chk_err));
 		is_near(m, 0.01, 1e-9, "hand step: m = 0.01 (fp32: within 1e-9)");
 		is_near(v, 1e-5, 1e-12, "hand step: v = 1e-5 (fp32: within 1e-12)");
 		is_near(w, 0.489500001, 3e-8, "hand step: w = 0.489500001");
@@ -43,8 +43,8 @@ int main(void)
 		gpt_adamw hd = {1e-3, 0.9, 0.95, 1e-8, 0.1, 0.25, t};
 		gpt_adamw hn = hd;
 		hn.weight_decay = 0.0;
-		CHK(be.ops->adamw(&be, p, master, g, m, v, 600, &hd, &chk_err));
-		CHK(be.ops->adamw(&be, p + 600, master + 600, g + 600, m + 600, v + 600, n - 600,
+		CHK(be.ops->adamw(&be, p, master, NULL, g, m, v, 600, &hd, &chk_err));
+		CHK(be.ops->adamw(&be, p + 600, master + 600, NULL, g + 600, m + 600, v + 600, n - 600,
 				  &hn, &chk_err));
 		ref_step(wd, md, vd, g, 600, 1e-3, 0.9, 0.95, 1e-8, 0.1, 0.25, t);
 		ref_step(wd + 600, md + 600, vd + 600, g + 600, n - 600, 1e-3, 0.9, 0.95, 1e-8,
@@ -67,9 +67,9 @@ int main(void)
 			v1[i] = fabsf(v1[i]);
 		memcpy(w2, w1, nb * sizeof *w1), memcpy(m2, m1, nb * sizeof *m1), memcpy(v2, v1, nb * sizeof *v1);
 		gpt_adamw h = {1e-3, 0.9, 0.95, 1e-8, 0.1, 0.5, 7};
-		CHK(be.ops->adamw(&be, w1, NULL, g, m1, v1, nb, &h, &chk_err));
+		CHK(be.ops->adamw(&be, w1, NULL, NULL, g, m1, v1, nb, &h, &chk_err));
 		for (int i = 0; i < nb; i++)
-			CHK(be.ops->adamw(&be, w2 + i, NULL, g + i, m2 + i, v2 + i, 1, &h, &chk_err));
+			CHK(be.ops->adamw(&be, w2 + i, NULL, NULL, g + i, m2 + i, v2 + i, 1, &h, &chk_err));
 		ok(memcmp(w1, w2, nb * 4) == 0 && memcmp(m1, m2, nb * 4) == 0 && memcmp(v1, v2, nb * 4) == 0,
 		   "a whole range and element by element give the same bits");
 		free(w1), free(g), free(w2), free(m1), free(v1), free(m2), free(v2);
@@ -77,7 +77,7 @@ int main(void)
 
 	gpt_adamw h0 = {1e-3, 0.9, 0.95, 1e-8, 0.1, 1.0, 0};
 	gpt_err err = {0};
-	ok(be.ops->adamw(&be, p, master, p, m, v, n, &h0, &err) == GPT_EINTERNAL &&
+	ok(be.ops->adamw(&be, p, master, NULL, p, m, v, n, &h0, &err) == GPT_EINTERNAL &&
 	   strstr(err.msg, "1-based"), "step 0 is refused: %s", err.msg);
 	free(w), free(master), free(p), free(m), free(v), free(wd), free(md), free(vd);
 	gpt_backend_cpu_free(&be);

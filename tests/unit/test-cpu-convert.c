@@ -161,6 +161,43 @@ int main(void)
 		is_int(bad16, 0, "fp32 -> fp16 in blocks rounds as the scalar function");
 		is_int(badbf, 0, "fp32 -> bf16 in blocks rounds as the scalar function");
 	}
+	{
+		/* split master weights: every high half with low halves at and
+		 * around the rounding point, then a walk through every 4099th
+		 * pattern; the halves join to the same bits (NaN to a NaN), and
+		 * the high half is round to nearest, ties away from zero */
+		enum { NS = 65536 * 8 };
+		static const uint16_t lows[8] = {0, 1, 0x7fff, 0x8000, 0x8001, 0xfffe, 0xffff, 0x1234};
+		static float x[NS], y[NS];
+		static uint16_t hi[NS], lo[NS], hi2[NS];
+		long joined = 0, round = 0, nan_ok = 0, nans = 0, tot = 0;
+		for (uint64_t pass = 0; pass < 1 + (1ull << 32) / ((uint64_t)NS * 4099) + 1; pass++) {
+			for (int i = 0; i < NS; i++) {
+				uint32_t u = pass == 0 ? (uint32_t)(i / 8) << 16 | lows[i % 8]
+						       : (uint32_t)(((pass - 1) * NS + (uint64_t)i) * 4099);
+				x[i] = from_bits(u);
+			}
+			gpt_bf16_split(hi, lo, x, NS);
+			gpt_bf16_split(hi2, NULL, x, NS);
+			gpt_bf16_join(y, hi, lo, NS);
+			for (int i = 0; i < NS; i++, tot++) {
+				uint32_t u = bits(x[i]);
+				if (isnan(x[i])) {
+					nans++;
+					nan_ok += isnan(y[i]) && isnan(gpt_bf16_to_f32(hi[i])) && hi2[i] == hi[i];
+					continue;
+				}
+				joined += bits(y[i]) == u && lo[i] == (uint16_t)u;
+				uint16_t want = (u & 0xffff) == 0x8000 ? (uint16_t)((u >> 16) + 1)
+									: gpt_f32_to_bf16(x[i]);
+				round += hi[i] == want && hi2[i] == want;
+			}
+		}
+		is_int(joined, tot - nans, "bf16 split master: %ld patterns join back bit for bit", tot - nans);
+		is_int(round, tot - nans,
+		       "bf16 split master: the high half rounds to nearest as convert does, ties away from zero");
+		is_int(nan_ok, nans, "bf16 split master: %ld NaNs split to a NaN and join to a NaN", nans);
+	}
 	free(h), free(h2), free(f);
 	gpt_backend_cpu_free(&be);
 	return done_testing();

@@ -198,14 +198,14 @@ static void ops(void)
 		uint16_t p16[n], *g16 = h16(g, n);
 		memcpy(mcopy, master, sizeof mcopy);
 		gpt_adamw h = {1e-2, 0.9, 0.999, 1e-8, 0.1, 1.0, 1};
-		CHK(f32.ops->adamw(&f32, p32, mcopy, g, m2, v2, n, &h, &chk_err));
-		CHK(lp.ops->adamw(&lp, p16, master, g16, m, v, n, &h, &chk_err));
+		CHK(f32.ops->adamw(&f32, p32, mcopy, NULL, g, m2, v2, n, &h, &chk_err));
+		CHK(lp.ops->adamw(&lp, p16, master, NULL, g16, m, v, n, &h, &chk_err));
 		ok(memcmp(master, mcopy, sizeof mcopy) == 0 && memcmp(m, m2, sizeof m) == 0 &&
 		   memcmp(v, v2, sizeof v) == 0, "%s adamw: master and moments as in fp32",
 		   gpt_dtype_name(dt));
 		same("adamw: the parameter is the rounded master", p16, master, n);
 		gpt_err err = {0};
-		ok(lp.ops->adamw(&lp, p16, NULL, g16, m, v, n, &h, &err) == GPT_EINTERNAL &&
+		ok(lp.ops->adamw(&lp, p16, NULL, NULL, g16, m, v, n, &h, &err) == GPT_EINTERNAL &&
 		   strstr(err.msg, "master"), "%s adamw without master weights: %s",
 		   gpt_dtype_name(dt), err.msg);
 
@@ -232,8 +232,8 @@ static void ops(void)
 		gpt_convert(g32, GPT_DTYPE_F32, g16, dt, (size_t)n, NULL);
 		memcpy(mcopy, master, (size_t)n * 4);
 		gpt_adamw h = {1e-2, 0.9, 0.999, 1e-8, 0.1, 1.0, 3};
-		CHK(f32.ops->adamw(&f32, p32, mcopy, g32, m2, v2, n, &h, &chk_err));
-		CHK(lp.ops->adamw(&lp, p16, master, g16, m, v, n, &h, &chk_err));
+		CHK(f32.ops->adamw(&f32, p32, mcopy, NULL, g32, m2, v2, n, &h, &chk_err));
+		CHK(lp.ops->adamw(&lp, p16, master, NULL, g16, m, v, n, &h, &chk_err));
 		ok(memcmp(master, mcopy, (size_t)n * 4) == 0 && memcmp(m, m2, (size_t)n * 4) == 0 &&
 		   memcmp(v, v2, (size_t)n * 4) == 0, "%s adamw over %lld elements (blocks): as in fp32",
 		   gpt_dtype_name(dt), (long long)n);
@@ -251,6 +251,47 @@ static void ops(void)
 		ok(flag == 1.0f, "%s check_finite: flags a NaN at the end", gpt_dtype_name(dt));
 		free(master), free(g), free(g32), free(m), free(v), free(m2), free(v2), free(mcopy);
 		free(p32), free(p16), free(g16);
+	}
+	/* bf16's split master weights (the trainer's): two steps over more
+	 * than a block give the fp32 path's master and moments bit for bit */
+	{
+		const int64_t n = (1 << 20) + 4099;
+		float *master = chk_floats(n, 1), *g = rnd(n, 0.1), *g32 = malloc((size_t)n * 4);
+		float *m = calloc((size_t)n, 4), *v = calloc((size_t)n, 4), *m2 = calloc((size_t)n, 4);
+		float *v2 = calloc((size_t)n, 4), *p32 = malloc((size_t)n * 4), *w = malloc((size_t)n * 4);
+		uint16_t *hi = malloc((size_t)n * 2), *lo = malloc((size_t)n * 2), *g16 = h16(g, n);
+		gpt_convert(g32, GPT_DTYPE_F32, g16, dt, (size_t)n, NULL);
+		gpt_bf16_split(hi, lo, master, (size_t)n);
+		for (int64_t t = 1; t <= 2; t++) {
+			gpt_adamw h = {1e-2, 0.9, 0.999, 1e-8, 0.1, 1.0, t};
+			CHK(f32.ops->adamw(&f32, p32, master, NULL, g32, m2, v2, n, &h, &chk_err));
+			gpt_err err = {0};
+			int rc = lp.ops->adamw(&lp, hi, NULL, lo, g16, m, v, n, &h, &err);
+			if (dt != GPT_DTYPE_BF16) {
+				ok(rc == GPT_EINTERNAL && strstr(err.msg, "bf16 only"),
+				   "%s adamw: split master weights are refused: %s", gpt_dtype_name(dt), err.msg);
+				break;
+			}
+			CHK(rc);
+		}
+		if (dt == GPT_DTYPE_BF16) {
+			gpt_bf16_join(w, hi, lo, (size_t)n);
+			ok(memcmp(w, master, (size_t)n * 4) == 0 && memcmp(m, m2, (size_t)n * 4) == 0 &&
+			   memcmp(v, v2, (size_t)n * 4) == 0,
+			   "bf16 adamw, split master, two steps over %lld elements: master and moments as in fp32",
+			   (long long)n);
+			uint16_t *want = malloc((size_t)n * 2);
+			gpt_bf16_split(want, NULL, master, (size_t)n);
+			ok(memcmp(hi, want, (size_t)n * 2) == 0,
+			   "bf16 adamw, split master: the parameter is the master's high half, rounded");
+			free(want);
+			gpt_err err = {0};
+			ok(lp.ops->adamw(&lp, hi, master, lo, g16, m, v, n, &(gpt_adamw){.t = 1}, &err) ==
+				   GPT_EINTERNAL && strstr(err.msg, "whole or"),
+			   "bf16 adamw: master and its low halves at once are refused: %s", err.msg);
+		}
+		free(master), free(g), free(g32), free(m), free(v), free(m2), free(v2), free(p32), free(w);
+		free(hi), free(lo), free(g16);
 	}
 }
 

@@ -383,6 +383,19 @@ template <class T> static inline T __shfl_xor_sync(unsigned, T v, int o) { retur
 static inline float __fadd_rn(float a, float b) { return a + b; }
 static inline float __fmul_rn(float a, float b) { return a * b; }
 static inline float __fdiv_rn(float a, float b) { return a / b; }
+/* a float's bits and back */
+static inline unsigned __float_as_uint(float f)
+{
+	unsigned u;
+	memcpy(&u, &f, 4);
+	return u;
+}
+static inline float __uint_as_float(unsigned u)
+{
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
 /* the fast intrinsics as the GPU computes them, but for the last bits of
  * its approximate 2^x and reciprocal: __expf is 2^(x log2 e) with the
  * product rounded to fp32, __fdividef a times 1/b, 0 for |b| in (2^126,
