@@ -56,6 +56,17 @@ float gpt_f16_to_f32(uint16_t h);
  * to a quiet NaN hi (which joins to a NaN). lo may be NULL: hi alone. */
 void gpt_bf16_split(uint16_t *hi, uint16_t *lo, const float *src, size_t n);
 void gpt_bf16_join(float *dst, const uint16_t *hi, const uint16_t *lo, size_t n);
+/* The same for one element, on the fp32 bits u: the high half of the
+ * split (the low half is u's low 16 bits), and the bits hi and lo join to. */
+static inline uint16_t gpt_bf16_split_hi(uint32_t u)
+{
+	return (u & 0x7fffffffu) > 0x7f800000u ? (uint16_t)((u >> 16) | 0x0040u)
+					       : (uint16_t)((u + 0x8000u) >> 16);
+}
+static inline uint32_t gpt_bf16_join_bits(uint16_t hi, uint16_t lo)
+{
+	return (uint32_t)(uint16_t)(hi - (lo >> 15)) << 16 | lo;
+}
 
 /* Array conversions between any two of fp32/bf16/fp16 (same dtype: copy). */
 int gpt_convert(void *dst, gpt_dtype dst_t, const void *src, gpt_dtype src_t, size_t n,

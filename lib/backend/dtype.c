@@ -84,8 +84,7 @@ void gpt_bf16_split(uint16_t *hi, uint16_t *lo, const float *src, size_t n)
 		uint32_t u = f32_bits(src[i]);
 		if (lo)
 			lo[i] = (uint16_t)u;
-		hi[i] = (u & 0x7fffffffu) > 0x7f800000u ? (uint16_t)((u >> 16) | 0x0040u)
-							 : (uint16_t)((u + 0x8000u) >> 16);
+		hi[i] = gpt_bf16_split_hi(u);
 	}
 }
 
@@ -93,7 +92,7 @@ void gpt_bf16_join(float *dst, const uint16_t *hi, const uint16_t *lo, size_t n)
 {
 	#pragma omp parallel for schedule(static) if (n > (1 << 16))
 	for (size_t i = 0; i < n; i++)
-		dst[i] = bits_f32((uint32_t)(uint16_t)(hi[i] - (lo[i] >> 15)) << 16 | lo[i]);
+		dst[i] = bits_f32(gpt_bf16_join_bits(hi[i], lo[i]));
 }
 
 uint16_t gpt_f32_to_f16(float f)

@@ -119,6 +119,11 @@ static inline void gpt_cpu_dropout_row(float *out, const float *in, int64_t F,
 
 int gpt_cpu_adamw(gpt_backend *be, void *param, float *master, uint16_t *lo, const void *grad,
 		  float *m, float *v, int64_t n, const gpt_adamw *h, gpt_err *err);
+/* AdamW on bf16 parameters hi whose fp32 master weights are split
+ * (gpt_bf16_split: lo the low halves), from fp32 gradients: each element
+ * joined, updated as gpt_cpu_adamw updates an fp32 weight, and split. */
+int gpt_cpu_adamw_split(gpt_backend *be, uint16_t *hi, uint16_t *lo, const float *grad, float *m,
+			float *v, int64_t n, const gpt_adamw *h, gpt_err *err);
 int gpt_cpu_sum_squares(gpt_backend *be, float *acc, const void *x, int64_t n, gpt_err *err);
 int gpt_cpu_check_finite(gpt_backend *be, float *flag, const void *x, int64_t n,
 			 gpt_err *err);

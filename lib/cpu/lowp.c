@@ -572,16 +572,12 @@ static int lp_adamw(gpt_backend *be, void *param, float *master, uint16_t *lo, c
 				   gpt_dtype_name(be->dtype));
 	LP_BEGIN(be, err);
 	size_t es = gpt_dtype_size(be->dtype);
-	int64_t blk = n < LP_OPT_BLOCK ? n : LP_OPT_BLOCK;
-	float *g = lp_alloc(t, blk), *w = lo ? lp_alloc(t, blk) : NULL;
+	float *g = lp_alloc(t, n < LP_OPT_BLOCK ? n : LP_OPT_BLOCK);
 	for (int64_t i = 0; i < n && !t->rc && !rc; i += LP_OPT_BLOCK) {
 		int64_t k = n - i < LP_OPT_BLOCK ? n - i : LP_OPT_BLOCK;
-		uint16_t *hi = (uint16_t *)param + i;
 		gpt_convert(g, GPT_DTYPE_F32, (const char *)grad + (size_t)i * es, be->dtype, (size_t)k, NULL);
 		if (lo) {
-			gpt_bf16_join(w, hi, lo + i, (size_t)k);
-			if (!(rc = gpt_cpu_adamw(be, w, NULL, NULL, g, m + i, v + i, k, h, err)))
-				gpt_bf16_split(hi, lo + i, w, (size_t)k);
+			rc = gpt_cpu_adamw_split(be, (uint16_t *)param + i, lo + i, g, m + i, v + i, k, h, err);
 			continue;
 		}
 		rc = gpt_cpu_adamw(be, master + i, NULL, NULL, g, m + i, v + i, k, h, err);
