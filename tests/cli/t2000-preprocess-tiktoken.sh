@@ -7,7 +7,6 @@
 test_have_prereq NODE &&
 	GPT_ROOT="$GPT_ROOT" node -e "require(process.env.GPT_ROOT + \"/deps/node_modules/tiktoken\")" 2>/dev/null &&
 	test_set_prereq TIKTOKEN
-test -f "$GPT_ROOT/share/gpt2/encoder.json" && test -f "$GPT_ROOT/share/gpt2/vocab.bpe" && test_set_prereq VOCAB
 
 REF="node $GPT_ROOT/tests/cli/tiktoken-ids.js"
 

@@ -3,8 +3,6 @@
 # and archives/compressed streams in any mix (byte tokenizer: no vocabulary).
 . "$(dirname "$0")/test-lib.sh"
 
-test -f "$GPT_ROOT/share/gpt2/encoder.json" && test -f "$GPT_ROOT/share/gpt2/vocab.bpe" && test_set_prereq VOCAB
-
 # docs PREFIX: prints "N" documents of the dataset
 docs () { gpt-preprocess --info "$1" | sed -n 's/^documents: //p'; }
 # doc PREFIX N: document N as text

@@ -5,7 +5,6 @@
 . "$(dirname "$0")/test-lib.sh"
 
 command -v python3 >/dev/null 2>&1 && python3 -c "import array, struct" 2>/dev/null && test_set_prereq PYTHON3
-test -f "$GPT_ROOT/share/gpt2/encoder.json" && test -f "$GPT_ROOT/share/gpt2/vocab.bpe" && test_set_prereq VOCAB
 
 # patch FILE OFFSET HEXBYTES: overwrite bytes in place
 patch () { perl -e 'open(F, "+<", $ARGV[0]) or die; seek(F, $ARGV[1], 0); print F pack("H*", $ARGV[2])' "$@"; }

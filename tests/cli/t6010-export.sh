@@ -144,13 +144,16 @@ test_expect_success 'the GGUF check can fail: a changed byte in a tensor is caug
 	test_grep "values differ" out
 '
 
-test_expect_success 'a GPT-2 vocabulary model: the bundle carries the tokenizer, GGUF its merges' '
+test_expect_success 'set up: a model of the GPT-2 vocabulary (training needs no vocabulary files)' '
 	gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" -o Model.vocab_size=50257 \
 		-o Model.hidden_size=32 -o Model.num_attention_heads=2 -o Model.num_layers=1 \
 		-o Data.Train.dataset.input_dir=d/s -o Data.Eval.dataset.input_dir=d/s \
 		-o Data.Train.dataset.split=8,1,0 -o Data.Eval.dataset.split=8,1,0 \
 		-o Engine.max_steps=1 -o Engine.save_load.save_steps=1 -o Engine.eval_freq=0 \
-		-o Engine.save_load.output_dir=ck2 >train2.log 2>&1 &&
+		-o Engine.save_load.output_dir=ck2 >train2.log 2>&1
+'
+
+test_expect_success VOCAB 'a GPT-2 vocabulary model: the bundle carries the tokenizer, GGUF its merges' '
 	gpt-export -o g.tar.zst ck2 2>/dev/null &&
 	tar --zstd -tf g.tar.zst >list &&
 	test_grep "^encoder.json$" list && test_grep "^vocab.bpe$" list &&
@@ -163,7 +166,7 @@ test_expect_success 'a GPT-2 vocabulary model: the bundle carries the tokenizer,
 	test_grep "50257 tokens, 50000 merges" out
 '
 
-test_expect_success 'a vocabulary under Megatron-LM'"'"'s names (gpt2-vocab.json, gpt2-merges.txt): every format carries it' '
+test_expect_success VOCAB 'a vocabulary under Megatron-LM'"'"'s names (gpt2-vocab.json, gpt2-merges.txt): every format carries it' '
 	mkdir mvocab && cp "$GPT_ROOT/share/gpt2/encoder.json" mvocab/gpt2-vocab.json &&
 	cp "$GPT_ROOT/share/gpt2/vocab.bpe" mvocab/gpt2-merges.txt &&
 	gpt-export --vocab mvocab -o gm.tar.zst ck2 2>/dev/null &&
@@ -193,7 +196,10 @@ test_expect_success 'a GPT-2 vocabulary model without its vocabulary: the error 
 	cat err2 >>err &&
 	test_grep "run .make deps. in the gptkit source tree .*, or pass --vocab DIR with encoder.json \+ vocab.bpe" err &&
 	! grep -e "-t bytes" err &&
-	! test -e nv.tar.zst &&
+	! test -e nv.tar.zst
+'
+
+test_expect_success VOCAB 'a vocabulary larger than the model is refused' '
 	mkdir big && cp "$GPT_ROOT/share/gpt2/vocab.bpe" big/ &&
 	/usr/bin/python3 -c "import json, sys
 e = json.load(open(sys.argv[1])); e[\"gptkit_test_token\"] = len(e); json.dump(e, open(\"big/encoder.json\", \"w\"))" \

@@ -27,7 +27,7 @@ test_expect_success TORCH 'byte vocabulary, transformer. names, fp32' '
 	compare a "Hello, world" 256
 '
 
-test_expect_success TORCH 'GPT-2 vocabulary from share/gpt2, bare names, fp16 file' '
+test_expect_success TORCH,VOCAB 'GPT-2 vocabulary from share/gpt2, bare names, fp16 file' '
 	$REF make b 50257 1 32 2 128 2 - F16 &&
 	compare b "The quick brown fox" 50256
 '

@@ -9,8 +9,7 @@ if [ -n "${GPT_LLAMA_CPP_DIR:-}" ] && [ -d "$GPT_LLAMA_CPP_DIR/node_modules/node
 	test_set_prereq LLAMA_CPP
 fi
 
-test_expect_success LLAMA_CPP 'set up: a GPT-2-vocabulary model with varied predictions' '
-	test -f "$GPT_ROOT/share/gpt2/encoder.json" &&
+test_expect_success LLAMA_CPP,VOCAB 'set up: a GPT-2-vocabulary model with varied predictions' '
 	mkdir data &&
 	gpt-preprocess -o data/tiny /usr/share/common-licenses/* &&
 	gpt-train -c "$GPT_ROOT/configs/tiny_cpu.yaml" -o Data.Train.dataset.split=15,2,0 \
@@ -20,7 +19,7 @@ test_expect_success LLAMA_CPP 'set up: a GPT-2-vocabulary model with varied pred
 '
 
 for dt in fp32 fp16; do
-	test_expect_success LLAMA_CPP "llama.cpp runs the $dt GGUF to the same greedy tokens" '
+	test_expect_success LLAMA_CPP,VOCAB "llama.cpp runs the $dt GGUF to the same greedy tokens" '
 		gpt-export --format gguf --dtype '$dt' -o m.gguf output &&
 		for p in "GNU General Public" "Permission is hereby granted"; do
 			gpt-infer -m output --dtype '$dt' --jsonl -o Generation.decode_strategy=greedy_search \

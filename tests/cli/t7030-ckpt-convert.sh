@@ -39,7 +39,7 @@ test_expect_success TORCH 'HF -> gptkit -> HF is byte-identical (fp32, byte voca
 	/usr/bin/python3 same.py hf1 back1
 '
 
-test_expect_success TORCH 'the same for an fp16 file with the GPT-2 vocabulary and bare names' '
+test_expect_success TORCH,VOCAB 'the same for an fp16 file with the GPT-2 vocabulary and bare names' '
 	$REF make hf2 50257 1 32 2 128 2 - F16 &&
 	gpt-ckpt-merge --from-hf hf2 ck2 &&
 	gpt-ckpt-merge --info ck2 >info &&

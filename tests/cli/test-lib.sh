@@ -6,6 +6,7 @@
 #       grep hidden_size out
 #   '
 #   test_expect_success TORCH 'needs a prerequisite' '...'
+#   test_expect_success TORCH,VOCAB 'needs both' '...'
 #   test_done
 #
 # Each script runs in its own scratch directory (removed at the end unless a
@@ -44,6 +45,15 @@ command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && test_s
 /usr/bin/python3 -c 'import torch' >/dev/null 2>&1 && test_set_prereq TORCH
 command -v node >/dev/null 2>&1 && test_set_prereq NODE
 [ "$(id -u)" != 0 ] && test_set_prereq NOT_ROOT
+test -f "$GPT_ROOT/share/gpt2/encoder.json" && test -f "$GPT_ROOT/share/gpt2/vocab.bpe" &&
+	test_set_prereq VOCAB
+
+# test_prereq_hint_ P: how to get prerequisite P where the skip line should say
+test_prereq_hint_ () {
+	case "$1" in
+	VOCAB) echo ": no share/gpt2, the GPT-2 vocabulary that 'make deps' provides";;
+	esac
+}
 
 test_run_ () {
 	( set -e; eval "$1" ) >"$GPT_TRASH/.test-output" 2>&1 </dev/null
@@ -55,7 +65,7 @@ test_expect_success () {
 	test_count=$((test_count + 1))
 	for p in $(echo "$prereq" | tr ',' ' '); do
 		if ! test_have_prereq "$p"; then
-			echo "ok $test_count # skip $1 (missing $p)"
+			echo "ok $test_count # skip $1 (missing $p$(test_prereq_hint_ "$p"))"
 			return 0
 		fi
 	done
