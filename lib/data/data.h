@@ -156,6 +156,7 @@ typedef struct gpt_input_stats {
 	int64_t binary;        /* files that look binary (a NUL byte in the first 8000): skipped or encoded */
 	int64_t json_like;     /* files read as text (by their name) whose first line is a JSON object */
 	int64_t links;         /* archive members that are symbolic or hard links: not followed, skipped */
+	int corrupt;           /* 1: the reading stopped at a corrupt or truncated file (the error names it) */
 	char first_bad[512];   /* where the first skipped bad record was */
 	char first_binary[512];
 	char first_json_like[512];

@@ -252,8 +252,19 @@ static int one_line(in_ctx *c, gpt_input_format fmt, const char *where, int64_t 
 static int read_failed(in_ctx *c, struct archive *a, const char *where)
 {
 	const char *msg = archive_error_string(a);
-	return gpt_err_set(c->err, GPT_EDATA, "%s: cannot read: %s; the file is corrupt or truncated", where,
-			   msg ? msg : "unknown libarchive error");
+	char why[128];
+	/* libarchive's gzip reader fails with no message when the stream ends
+	 * inside its 8-byte trailer: a file cut short by 1 to 8 bytes. */
+	if (!msg || !*msg) {
+		const char *filter = archive_filter_count(a) > 1 ? archive_filter_name(a, 0) : NULL;
+		if (filter)
+			snprintf(why, sizeof why, "the %s stream ends early", filter);
+		else
+			snprintf(why, sizeof why, "libarchive gives no reason");
+		msg = why;
+	}
+	c->st->corrupt = 1;
+	return gpt_err_set(c->err, GPT_EDATA, "%s: cannot read: %s; the file is corrupt or truncated", where, msg);
 }
 
 /* 1 when the file whose first bytes are p[0..n) is to be left out: it

@@ -376,9 +376,15 @@ int gpt_preprocess(const gpt_preprocess_opts *o, const char *const *paths, int n
 		rc = gpt_err_set(err, GPT_EDATA, "no documents in the input (%lld empty%s%s); nothing written",
 				 (long long)st->input.empty, o->input.skip_binary && st->input.binary ? ", binary ones skipped" : "",
 				 st->input.links ? ", links inside archives skipped: extract them to read what the links name" : "");
-	if (rc)
+	if (rc) {
 		gpt_ds_writer_abort(pl.w);
-	else
+		/* a run that dies at its last input file is not a dataset short of that file */
+		if (st->input.corrupt) {
+			size_t used = strlen(err->msg);
+			snprintf(err->msg + used, sizeof err->msg - used, "; nothing was written to %s.bin and %s.idx",
+				 pl.prefix, pl.prefix);
+		}
+	} else
 		rc = gpt_ds_writer_commit(pl.w, err);
 	pipeline_free(&pl);
 	gpt_buf_free(&prefix);

@@ -133,6 +133,25 @@ test_expect_success 'a corrupt or truncated archive is an error' '
 	no_pair out
 '
 
+test_expect_success 'a gzip file cut inside its 8-byte trailer: named, said to end early, nothing written' '
+	seq 1 20000 | sed "s/.*/{\"text\": \"&\"}/" >recs.jsonl && gzip -c recs.jsonl >whole.jsonl.gz &&
+	gpt-preprocess -t bytes -o keep whole.jsonl.gz 2>/dev/null && cp keep.bin keep.bin.orig &&
+	size=$(wc -c <whole.jsonl.gz) &&
+	for cut in 1 4 8; do
+		head -c $((size - cut)) whole.jsonl.gz >cut.jsonl.gz &&
+		test_expect_code 65 gpt-preprocess -t bytes -o keep cut.jsonl.gz 2>err &&
+		test_grep "^gpt-preprocess: error: cut.jsonl.gz: cannot read: the gzip stream ends early; the file is corrupt or truncated; nothing was written to keep.bin and keep.idx$" err &&
+		cmp keep.bin keep.bin.orig || return 1
+	done &&
+	tar -cf cut.tar cut.jsonl.gz && tar -czf cutmember.tar.gz recs.jsonl &&
+	head -c $(($(wc -c <cutmember.tar.gz) - 2)) cutmember.tar.gz >cut.tar.gz &&
+	for f in cut.tar cut.tar.gz; do
+		test_expect_code 65 gpt-preprocess -t bytes -j 2 -o new $f 2>err &&
+		test_grep "^gpt-preprocess: error: $f:(cut|recs).jsonl(.gz)?: cannot read: the gzip stream ends early; the file is corrupt or truncated; nothing was written to new.bin and new.idx$" err &&
+		no_pair new || return 1
+	done
+'
+
 test_expect_success 'an encrypted zip member is named as such, not as corrupt' '
 	zip -q -P secret enc.zip good.txt &&
 	test_expect_code 65 gpt-preprocess -t bytes -o enc enc.zip 2>err &&
