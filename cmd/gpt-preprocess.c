@@ -90,6 +90,8 @@ static int show(const char *info, const char *decode, int64_t doc, gpt_tokenizer
 		gpt_buf_free(&out);
 	} else {
 		rc = gpt_dataset_decode(ds, tok, doc, stdout, err);
+		if (rc == GPT_EDATA) /* the tokens do not fit the tokenizer: which dataset */
+			gpt_err_prefix(err, "%s", decode);
 	}
 	gpt_dataset_close(ds);
 	return rc;

@@ -57,6 +57,56 @@ static int decode_doc(const gpt_dataset *ds, const gpt_tokenizer *tok, int64_t d
 	return 0;
 }
 
+#define BYTES_EOT 256 /* the byte tokenizer's end-of-text: its largest id (the messages say 256) */
+
+/* *yes = 1 when document doc holds no id above BYTES_EOT and ends with it:
+ * what the byte tokenizer (-t bytes, with --append-eod) writes. */
+static int made_by_bytes(const gpt_dataset *ds, int64_t doc, int32_t *ids, int *yes, gpt_err *err)
+{
+	*yes = 0;
+	int64_t len = gpt_dataset_doc_len(ds, doc), k = 0;
+	for (int64_t at = 0; at < len; at += k) {
+		k = len - at < 65536 ? len - at : 65536;
+		int rc = gpt_dataset_read(ds, doc, at, k, ids, err);
+		if (rc)
+			return rc;
+		for (int64_t i = 0; i < k; i++)
+			if (ids[i] > BYTES_EOT)
+				return 0;
+	}
+	*yes = len > 0 && ids[k - 1] == BYTES_EOT;
+	return 0;
+}
+
+/* A Megatron index records no tokenizer. Decoded as GPT-2, a dataset of
+ * the byte tokenizer gives text-like garbage without an error: its ids are
+ * GPT-2's single-byte tokens (in another order) and its end-of-text, 256,
+ * is GPT-2's " t". GPT-2 text ends a document with 50256 (--append-eod) or
+ * holds merged tokens, ids above 256, but for a document made only of
+ * single bytes and " t": so the dataset's first and last documents must
+ * both look like the byte tokenizer's for it to be refused, whichever
+ * document is to be printed (one tokenizer made them all). */
+static int check_not_bytes(const gpt_dataset *ds, const gpt_tokenizer *tok, int32_t *ids, gpt_err *err)
+{
+	int64_t n = gpt_dataset_num_docs(ds);
+	if (gpt_tokenizer_kind(tok) != GPT_TOK_GPT2 || gpt_dataset_format(ds) != GPT_DS_MEGATRON || n == 0)
+		return 0;
+	int first = 0, last = 0;
+	int rc = made_by_bytes(ds, 0, ids, &first, err);
+	if (!rc && first)
+		rc = made_by_bytes(ds, n - 1, ids, &last, err);
+	if (rc || !first || !last)
+		return rc;
+	char which[96] = "document 0 holds no id above 256 and ends";
+	if (n > 1)
+		snprintf(which, sizeof which, "documents 0 and %lld (the last) hold no id above 256 and end",
+			 (long long)n - 1);
+	return gpt_err_set(err, GPT_EDATA,
+			   "%s with 256, the end-of-text of the byte tokenizer: the dataset was made with -t bytes; "
+			   "decode it with -t bytes",
+			   which);
+}
+
 int gpt_dataset_decode(const gpt_dataset *ds, const gpt_tokenizer *tok, int64_t doc, FILE *fp, gpt_err *err)
 {
 	int64_t n = gpt_dataset_num_docs(ds);
@@ -67,7 +117,7 @@ int gpt_dataset_decode(const gpt_dataset *ds, const gpt_tokenizer *tok, int64_t 
 	if (!ids)
 		return GPT_EINTERNAL;
 	gpt_buf text = GPT_BUF_INIT;
-	int rc = 0;
+	int rc = check_not_bytes(ds, tok, ids, err);
 	for (int64_t i = doc < 0 ? 0 : doc; !rc && i < (doc < 0 ? n : doc + 1); i++)
 		rc = decode_doc(ds, tok, i, doc >= 0, fp, ids, &text, err);
 	if (!rc && fflush(fp) != 0)
