@@ -471,7 +471,20 @@ const char *gpt_config_unread_note(const char *name)
 	static const char *const grp = "diverse (group) beam search, which gptkit does not "
 				       "provide; leave it out for plain beam search";
 	static const char *const forced = "forced tokens, which gptkit does not provide; leave it out";
+	/* FleetX's GPT fine-tuning document: lr: {name: LinearDecayWithWarmup,
+	 * warmup: 0.1, learning_rate: 2e-5}, the keys of its own
+	 * LinearDecayWithWarmup class; "did you mean warmup_rate" would lead a
+	 * learning rate into the warm-up fraction. */
 	static const char *const notes[] = {
+		"Optimizer.lr.learning_rate",
+		"FleetX's key for the rate of its fine-tuning LinearDecayWithWarmup (or, with no "
+		"lr.name, a constant rate); gptkit's schedules rise to Optimizer.lr.max_lr and fall to "
+		"Optimizer.lr.min_lr at Optimizer.lr.decay_steps: give max_lr (and "
+		"Optimizer.lr.name=Constant for a constant rate)",
+		"Optimizer.lr.warmup",
+		"FleetX's warm-up of its fine-tuning LinearDecayWithWarmup (a fraction of all steps, "
+		"or a step count); give Optimizer.lr.warmup_rate (a fraction of "
+		"Optimizer.lr.decay_steps) or Optimizer.lr.warmup_steps",
 		"Generation.eos_token_id", tok,
 		"Generation.bos_token_id", tok,
 		"Generation.pad_token_id", tok,

@@ -418,6 +418,20 @@ test_expect_success 'min_lr above max_lr: where, both values, what to do; before
 		gpt-train -c low.yaml --print-config
 '
 
+test_expect_success 'FleetX'"'"'s fine-tuning LinearDecayWithWarmup keys say what to give, not "did you mean warmup_rate"; its vision schedules are refused naming those there are' '
+	printf "Optimizer:\n  lr:\n    name: LinearDecayWithWarmup\n    warmup: 0.1\n    learning_rate: 2e-5\n" >ft.yaml &&
+	fails 65 "ft.yaml:4:5: unknown key Optimizer.lr.warmup: FleetX'"'"'s warm-up of its fine-tuning LinearDecayWithWarmup (a fraction of all steps, or a step count); give Optimizer.lr.warmup_rate (a fraction of Optimizer.lr.decay_steps) or Optimizer.lr.warmup_steps" \
+		gpt-train -c ft.yaml --print-config &&
+	fails 64 "-o Optimizer.lr.learning_rate=2e-5: unknown key Optimizer.lr.learning_rate: FleetX'"'"'s key for the rate of its fine-tuning LinearDecayWithWarmup" \
+		gpt-train -c "$C/tiny_cpu.yaml" -o Optimizer.lr.learning_rate=2e-5 --print-config &&
+	test_grep "give max_lr \(and Optimizer.lr.name=Constant for a constant rate\)$" err &&
+	! grep -q "did you mean" err &&
+	for n in CosineDecay MultiStepDecay ViTLRScheduler; do
+		fails 64 "-o Optimizer.lr.name=$n: Optimizer.lr.name: expected one of CosineAnnealingWithWarmupDecay,LinearDecayWithWarmup,Constant, found '"'"'$n'"'"'" \
+			gpt-train -c "$C/tiny_cpu.yaml" -o Optimizer.lr.name=$n --print-config || return 1
+	done
+'
+
 test_expect_success 'Constant never uses min_lr: one above max_lr trains at max_lr' '
 	mkdir data &&
 	gpt-preprocess -t bytes -o data/lic /usr/share/common-licenses/* 2>/dev/null &&
