@@ -10,6 +10,9 @@
  *   test-tool model-ref IN OUT           the tests/ref/gpt_ref.py computation in gptkit
  *   test-tool sgemm N [REPEATS [bf16]]   GFLOP/s of an N x N x N GEMM on the CPU backend,
  *                                        fp32 or with bf16 storage (fp32 accumulation)
+ *   test-tool adamw N [REPEATS]          ms of one AdamW update of N elements on the CPU
+ *                                        backend, with the master weights the trainer
+ *                                        keeps: fp32, fp16 (an fp32 copy), bf16 (split)
  *   test-tool ckpt-diff A B              largest difference of any tensor of two checkpoints
  *   test-tool heartbeat N SECONDS        a gpt-launch worker that beats N times, SECONDS
  *                                        apart, then stalls without beating (a hang)
@@ -349,6 +352,42 @@ int main(int argc, char **argv)
 		free(b);
 		free(c);
 		gpt_backend_cpu_free(&be);
+		return 0;
+	}
+	if (strcmp(verb, "adamw") == 0 && argc >= 3 && argc <= 4) {
+		int64_t n, reps = 5;
+		if (gpt_parse_i64(argv[2], &n) || n < 1 || (argc == 4 && (gpt_parse_i64(argv[3], &reps) || reps < 1)))
+			return usage();
+		static const gpt_dtype dts[] = {GPT_DTYPE_F32, GPT_DTYPE_F16, GPT_DTYPE_BF16};
+		for (size_t d = 0; d < sizeof dts / sizeof *dts; d++) {
+			gpt_backend be;
+			if (gpt_backend_cpu_init(&be, dts[d], 0, &err))
+				return gpt_cmd_fail(prog, &err);
+			size_t es = gpt_dtype_size(dts[d]);
+			void *p = calloc((size_t)n, es), *g = calloc((size_t)n, es);
+			float *m = calloc((size_t)n, 4), *v = calloc((size_t)n, 4);
+			float *master = dts[d] == GPT_DTYPE_F16 ? calloc((size_t)n, 4) : NULL;
+			uint16_t *lo = dts[d] == GPT_DTYPE_BF16 ? calloc((size_t)n, 2) : NULL;
+			if (!p || !g || !m || !v || (dts[d] == GPT_DTYPE_F16 && !master) || (dts[d] == GPT_DTYPE_BF16 && !lo)) {
+				fprintf(stderr, "%s: adamw: out of memory for %lld elements\n", prog, (long long)n);
+				return GPT_EINTERNAL;
+			}
+			gpt_adamw h = {.lr = 1e-4, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1,
+				       .grad_scale = 1.0, .t = 1};
+			int rc = be.ops->adamw(&be, p, master, lo, g, m, v, n, &h, &err); /* warm up */
+			double t0 = gpt_now_s();
+			for (int64_t r = 0; r < reps && !rc; r++) {
+				h.t = r + 2;
+				rc = be.ops->adamw(&be, p, master, lo, g, m, v, n, &h, &err);
+			}
+			double el = gpt_now_s() - t0;
+			if (rc)
+				return gpt_cmd_fail(prog, &err);
+			printf("%s %s %.2f ms\n", gpt_dtype_name(dts[d]),
+			       master ? "fp32-copy" : lo ? "split" : "none", el / (double)reps * 1e3);
+			free(p), free(g), free(m), free(v), free(master), free(lo);
+			gpt_backend_cpu_free(&be);
+		}
 		return 0;
 	}
 	if (strcmp(verb, "heartbeat") == 0 && argc == 4) {
