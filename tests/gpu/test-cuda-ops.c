@@ -878,6 +878,60 @@ static void test_embedding(void)
 	free(tk);
 }
 
+/* One bf16 AdamW step at learning rate 0 leaves the split master weights as
+ * they were (w - 0 x update), so the kernel's join and split are seen
+ * alone, on the bits: every low half (those with the top bit set borrow
+ * from the high half, 0x8000 is the tie) beside high parts where the carry
+ * crosses a sign, the denormal-normal boundary, a power of two and the
+ * largest finite value (whose high half rounds to infinity). The device
+ * gives back its input, as the host (lib/cpu) does. */
+static void split_round_trip(void)
+{
+	static const uint16_t top[] = {0x0000, 0x8000, 0x007f, 0x807f, 0x3f7f, 0xbf80, 0x7f7f, 0xff7f};
+	int64_t n = (int64_t)(sizeof top / sizeof *top) << 16;
+	float *w = xmalloc((size_t)n * 4);
+	for (int64_t i = 0; i < n; i++) {
+		uint32_t u = (uint32_t)top[i >> 16] << 16 | (uint32_t)(i & 0xffff);
+		memcpy(&w[i], &u, 4);
+	}
+	ten hi = ten_const(GPT_DTYPE_BF16, n, 0.0f), lo = ten_const(GPT_DTYPE_BF16, n, 0.0f);
+	ten g = ten_const(GPT_DTYPE_BF16, n, 0.0f), m = ten_const(GPT_DTYPE_F32, n, 0.0f);
+	ten v = ten_const(GPT_DTYPE_F32, n, 0.0f);
+	uint16_t *want = xmalloc((size_t)n * 4), *got = xmalloc((size_t)n * 4);
+	gpt_bf16_split(want, want + n, w, (size_t)n);
+	memcpy(H(hi), want, (size_t)n * 2);
+	memcpy(H(lo), want + n, (size_t)n * 2);
+	gpt_adamw h = {.lr = 0, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1,
+		       .grad_scale = 1, .t = 1};
+	if (gpu.ops->upload(&gpu, D(hi), want, (size_t)n * 2, &err) ||
+	    gpu.ops->upload(&gpu, D(lo), want + n, (size_t)n * 2, &err)) {
+		ok(0, "bf16 adamw split round trip: upload: %s", err.msg);
+		goto out;
+	}
+	CALL2(adamw, (&cpu, H(hi), NULL, H(lo), H(g), H(m), H(v), n, &h, &err),
+	      (&gpu, D(hi), NULL, D(lo), D(g), D(m), D(v), n, &h, &err));
+	if (gpu.ops->download(&gpu, got, D(hi), (size_t)n * 2, &err) ||
+	    gpu.ops->download(&gpu, got + n, D(lo), (size_t)n * 2, &err)) {
+		ok(0, "bf16 adamw split round trip: download: %s", err.msg);
+		goto out;
+	}
+	int64_t bad = -1, cbad = -1;
+	for (int64_t i = 0; i < n && (bad < 0 || cbad < 0); i++) {
+		if (bad < 0 && (got[i] != want[i] || got[n + i] != want[n + i]))
+			bad = i;
+		if (cbad < 0 && (((uint16_t *)H(hi))[i] != want[i] || ((uint16_t *)H(lo))[i] != want[n + i]))
+			cbad = i;
+	}
+	ok(bad < 0 && cbad < 0,
+	   "bf16 adamw at lr 0 keeps %lld split master weights bit for bit (device: first change at %lld, host: at %lld)",
+	   (long long)n, (long long)bad, (long long)cbad);
+out:
+	free(w), free(want), free(got);
+	ten *all[] = {&hi, &lo, &g, &m, &v};
+	for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+		ten_free(all[i]);
+}
+
 static void test_optimizer(void)
 {
 	int64_t n = ADAMW_N;
@@ -930,6 +984,7 @@ static void test_optimizer(void)
 		ten *sp[] = {&q, &lo, &m2, &v2};
 		for (size_t i = 0; i < sizeof sp / sizeof *sp; i++)
 			ten_free(sp[i]);
+		split_round_trip();
 	}
 	ten acc = ten_const(GPT_DTYPE_F32, 1, 2.5f);
 	CALL2(sum_squares, (&cpu, H(acc), H(g), n, &err), (&gpu, D(acc), D(g), n, &err));
