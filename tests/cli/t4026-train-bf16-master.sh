@@ -2,13 +2,14 @@
 # bfloat16 training keeps its fp32 master weights split: the bf16 parameter
 # is the high half, the optimizer keeps the low 16 bits (lib/train/optim.c).
 # Whatever writes the parameters or the low halves besides the optimizer
-# step (a checkpoint's save and load, a resharded checkpoint, the tied wte
-# of the last pipeline stage, the copies tensor parallelism replicates,
-# quantization-aware training) must keep the two halves one fp32 value on
-# every rank: the checkpoints hold that value (not its bf16 rounding), and
-# a run stopped and resumed, or resumed from a checkpoint that
-# gpt-ckpt-merge --to-layout cut for another layout, is bit for bit the
-# unbroken run. A bf16 checkpoint resumes as float16 and the other way round.
+# step (a checkpoint's save and load, a resharded or a weights-only
+# checkpoint, the tied wte of the last pipeline stage, the copies tensor
+# parallelism replicates, quantization-aware training) must keep the two
+# halves one fp32 value on every rank: the checkpoints hold that value (not
+# its bf16 rounding), and a run stopped and resumed, or resumed from a
+# checkpoint that gpt-ckpt-merge --to-layout cut for another layout, is bit
+# for bit the unbroken run. A bf16 checkpoint resumes as float16 and the
+# other way round.
 . "$(dirname "$0")/test-lib.sh"
 
 BF="-o Engine.mix_precision.enable=True -o Engine.mix_precision.dtype=bfloat16"
@@ -175,6 +176,17 @@ test_expect_success 'resumed at learning rate 0, a step saves the master weights
 	4|pp/step_00000005|$BF --tensor_parallel_degree 2 --sharding_parallel_degree 2 --sharding stage3
 	2|pp/step_00000005|$FP --tensor_parallel_degree 2
 	EOF
+'
+
+test_expect_success 'a weights-only checkpoint (--to-hf, then --from-hf) resumes in bf16 with its fp32 weights whole' '
+	gpt-ckpt-merge --to-hf one/step_00000005 hf 2>err &&
+	gpt-ckpt-merge --from-hf hf hfck 2>err &&
+	rm -rf z &&
+	train z 2 $BF --tensor_parallel_degree 2 -o Optimizer.lr.max_lr=0 -o Optimizer.lr.min_lr=0 \
+		-o Engine.save_load.ckpt_dir=hfck -o Engine.save_load.output_dir=z \
+		-o Engine.max_steps=1 -o Engine.save_load.save_steps=1 >/dev/null 2>&1 &&
+	test_grep "resumed from hfck/step_00000000 at global step 0 \(no optimizer state in it" log-z/workerlog.0 &&
+	same_weights one/step_00000005 z/step_00000001
 '
 
 test_done
