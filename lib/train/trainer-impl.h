@@ -142,7 +142,6 @@ int gpt_tr_zero_overlap_on(trainer *tr, gpt_err *err);
  * the shard; with rc set (the step failed) only waits. Returns rc or the
  * first failure. Before gpt_tr_reduce_grads, and before the windows go. */
 int gpt_tr_zero_drain(trainer *tr, int rc, gpt_err *err);
-int gpt_tr_gather_f32(trainer *tr, const float *part, float **out, gpt_err *err);
 /* Sums the tied wte gradient at grads (the flat buffer's start, or a window
  * holding it) over the first and last pipeline stage; nothing elsewhere. */
 int gpt_tr_tied_reduce(trainer *tr, void *grads, gpt_err *err);

@@ -375,19 +375,3 @@ int gpt_tr_reduce_grads(trainer *tr, gpt_err *err)
 					 GPT_REDUCE_SUM, err);
 	return rc;
 }
-
-/* The whole flat fp32 optimizer buffer whose [begin, end) this rank holds:
- * gathered over the shard group under sharding, else just downloaded. */
-int gpt_tr_gather_f32(trainer *tr, const float *part, float **out, gpt_err *err)
-{
-	gpt_backend *be = tr->model.be;
-	size_t n = (size_t)tr->model.n_alloc;
-	*out = gpt_malloc(n * 4, "checkpoint staging", err);
-	if (!*out)
-		return GPT_EINTERNAL;
-	if (tr->sh == 1)
-		return be->ops->download(be, *out, part, n * 4, err);
-	/* part may be device memory and *out is host memory: the comm stages
-	 * each as its backend needs (gpt_comm_set_memory) */
-	return gpt_comm_all_gather(tr->groups.g[GPT_MESH_SHARDING], part, *out, tr->shard, GPT_DTYPE_F32, err);
-}
