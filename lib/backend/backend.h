@@ -57,13 +57,19 @@ float gpt_f16_to_f32(uint16_t h);
 void gpt_bf16_split(uint16_t *hi, uint16_t *lo, const float *src, size_t n);
 void gpt_bf16_join(float *dst, const uint16_t *hi, const uint16_t *lo, size_t n);
 /* The same for one element, on the fp32 bits u: the high half of the
- * split (the low half is u's low 16 bits), and the bits hi and lo join to. */
-static inline uint16_t gpt_bf16_split_hi(uint32_t u)
+ * split (the low half is u's low 16 bits), and the bits hi and lo join to;
+ * the CUDA kernels call them too (lib/cuda/adamw.cu). */
+#ifdef __CUDACC__
+#define GPT_BF16_SPLIT_FN static inline __host__ __device__
+#else
+#define GPT_BF16_SPLIT_FN static inline
+#endif
+GPT_BF16_SPLIT_FN uint16_t gpt_bf16_split_hi(uint32_t u)
 {
 	return (u & 0x7fffffffu) > 0x7f800000u ? (uint16_t)((u >> 16) | 0x0040u)
 					       : (uint16_t)((u + 0x8000u) >> 16);
 }
-static inline uint32_t gpt_bf16_join_bits(uint16_t hi, uint16_t lo)
+GPT_BF16_SPLIT_FN uint32_t gpt_bf16_join_bits(uint16_t hi, uint16_t lo)
 {
 	return (uint32_t)(uint16_t)(hi - (lo >> 15)) << 16 | lo;
 }

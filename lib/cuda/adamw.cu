@@ -35,20 +35,17 @@ __global__ static void adamw_kernel(T *param, float *master, const T *grad, floa
 	}
 }
 
-/* The split master: the same join and split as the host's gpt_bf16_join
- * and gpt_bf16_split, bit for bit. */
+/* The split master: joined and split again by the host's functions. */
 __global__ static void adamw_split_kernel(uint16_t *hi, uint16_t *lo, const __nv_bfloat16 *grad,
 					  float *m, float *v, int64_t n, adamw_coef k)
 {
 	for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
 	     i += (int64_t)gridDim.x * blockDim.x) {
-		unsigned l = lo[i];
-		unsigned up = (unsigned)(uint16_t)(hi[i] - (l >> 15));
-		float wi = adamw_update(k, gpt_ld(grad + i), __uint_as_float(up << 16 | l), m + i, v + i);
+		float wi = adamw_update(k, gpt_ld(grad + i), __uint_as_float(gpt_bf16_join_bits(hi[i], lo[i])),
+					m + i, v + i);
 		unsigned u = __float_as_uint(wi);
 		lo[i] = (uint16_t)u;
-		hi[i] = (u & 0x7fffffffu) > 0x7f800000u ? (uint16_t)((u >> 16) | 0x0040u)
-							 : (uint16_t)((u + 0x8000u) >> 16);
+		hi[i] = gpt_bf16_split_hi(u);
 	}
 }
 
