@@ -84,6 +84,9 @@ gptkit () {
 	tps=$(sed -n 's/.*global step \([0-9]*\),.*avg_batch_cost: \([0-9.]*\) sec.*/\1 \2/p' "$W/log" |
 		awk -v bt="$BT" '$1 > 2 { s += $2; n++ } END { if (n) printf "%.0f", bt * n / s }')
 	mem=$(sort -n "$W/mem" | tail -n 1)
+	# what gptkit allocated by its own count (what --dry-run plans): the
+	# peak's rest is the CUDA context and the allocators' rounding
+	own=$(sed -n 's/.* - memory: .*, total \([0-9.]* [KMG]*i*B\) (.*/\1/p' "$W/log" | tail -n 1)
 }
 
 # wanted NAME: ONLY is empty, or NAME contains one of its |-separated parts
@@ -139,6 +142,7 @@ row () {
 		if (tt == "-") { tmfu = "-"; r = "-"; tmm = "-" }
 		else { tmfu = sprintf("%.1f%%", 100 * f * tt / (p * 1e12)); r = sprintf("%.2f", a / tt); tmm = tm " MiB" }
 		printf "%-36s %10.0f %7s %6s MiB | %10s %7s %10s | %6s\n", name, a, mfu, m, tt, tmfu, tmm, r }'
+	[ -z "$own" ] || printf '    (of its peak, %s allocated by gptkit: its memory line)\n' "$own"
 }
 
 tiny=$ROOT/configs/tiny_cpu.yaml
