@@ -67,10 +67,23 @@ static int stage_room(gpt_cuda_ctx *c, size_t need, gpt_err *err)
 	c->stage_half ^= 1;
 	c->stage_at = (size_t)c->stage_half * half;
 	/* an event never recorded is done */
-	cudaError_t q = cudaEventQuery(c->stage_done[c->stage_half]);
+	cudaError_t q = gpt_cuda_query(cudaEventQuery(c->stage_done[c->stage_half]));
 	if (q == cudaErrorNotReady)
 		q = cudaEventSynchronize(c->stage_done[c->stage_half]);
 	return gpt_cuda_check(q, "upload", err);
+}
+
+/* The calling thread on the backend's device. The copies below are called
+ * from the comm's progress thread too (lib/comm/stage.c, async.c), whose
+ * current device is 0 until it sets one: on a rank of another GPU its copies
+ * would go through device 0 (a context there, hundreds of MiB) with a stream
+ * of another device. cudaGetDevice reads the thread's setting only. */
+static int on_device(const gpt_cuda_ctx *c, gpt_err *err)
+{
+	int cur = -1;
+	if (cudaGetDevice(&cur) == cudaSuccess && cur == c->device)
+		return 0;
+	return gpt_cuda_check(cudaSetDevice(c->device), "set device", err);
 }
 
 int gpt_cuda_upload(gpt_backend *be, void *dst, const void *src, size_t bytes, gpt_err *err)
@@ -79,6 +92,9 @@ int gpt_cuda_upload(gpt_backend *be, void *dst, const void *src, size_t bytes, g
 	size_t need = (bytes + 255) & ~(size_t)255; /* each copy 256-byte aligned */
 	if (!bytes)
 		return 0;
+	int rc = on_device(c, err);
+	if (rc)
+		return rc;
 	if (need > GPT_CUDA_STAGED) { /* from src itself: the host waits for the copy */
 		int rc = gpt_cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream),
 					"upload", err);
@@ -86,7 +102,7 @@ int gpt_cuda_upload(gpt_backend *be, void *dst, const void *src, size_t bytes, g
 	}
 	/* the comm progress thread may upload through the same backend */
 	pthread_mutex_lock(&c->stage_mu);
-	int rc = stage_room(c, need, err);
+	rc = stage_room(c, need, err);
 	if (!rc) {
 		char *at = c->stage + c->stage_at;
 		memcpy(at, src, bytes);
@@ -101,9 +117,9 @@ int gpt_cuda_upload(gpt_backend *be, void *dst, const void *src, size_t bytes, g
 static int cu_download(gpt_backend *be, void *dst, const void *src, size_t bytes, gpt_err *err)
 {
 	cudaStream_t s = gpt_cuda_stream(be);
-	int rc = bytes ? gpt_cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s),
-					"download", err)
-		       : 0;
+	int rc = on_device(gpt_cuda_ctx_of(be), err);
+	if (!rc && bytes)
+		rc = gpt_cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s), "download", err);
 	return rc ? rc : check_bad(be, err);
 }
 
@@ -111,20 +127,24 @@ static int cu_copy(gpt_backend *be, void *dst, const void *src, size_t bytes, gp
 {
 	if (!bytes || dst == src)
 		return 0;
-	return gpt_cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
-					      gpt_cuda_stream(be)), "copy", err);
+	int rc = on_device(gpt_cuda_ctx_of(be), err);
+	return rc ? rc
+		  : gpt_cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, gpt_cuda_stream(be)),
+				   "copy", err);
 }
 
 static int cu_zero(gpt_backend *be, void *dst, size_t bytes, gpt_err *err)
 {
 	if (!bytes)
 		return 0;
-	return gpt_cuda_check(cudaMemsetAsync(dst, 0, bytes, gpt_cuda_stream(be)), "zero", err);
+	int rc = on_device(gpt_cuda_ctx_of(be), err);
+	return rc ? rc : gpt_cuda_check(cudaMemsetAsync(dst, 0, bytes, gpt_cuda_stream(be)), "zero", err);
 }
 
 static int cu_sync(gpt_backend *be, gpt_err *err)
 {
-	return check_bad(be, err);
+	int rc = on_device(gpt_cuda_ctx_of(be), err);
+	return rc ? rc : check_bad(be, err);
 }
 
 static int cu_convert(gpt_backend *be, void *dst, gpt_dtype dst_t, const void *src,

@@ -75,7 +75,7 @@ static int wait_done(gpt_nccl *c, const char *op, ncclResult_t enq, gpt_err *err
 			return nccl_fail(c, op, st, err);
 		enqueued |= st == ncclSuccess;
 		if (enqueued) {
-			cudaError_t q = cudaStreamQuery(c->stream);
+			cudaError_t q = gpt_cuda_query(cudaStreamQuery(c->stream));
 			if (q == cudaSuccess)
 				return 0;
 			if (q != cudaErrorNotReady)
@@ -406,7 +406,7 @@ extern "C" int gpt_nccl_finish(gpt_nccl *c, void *event, gpt_err *err)
 			rc = nccl_fail(c, "asynchronous collective", st, err);
 			break;
 		}
-		cudaError_t q = cudaEventQuery(done);
+		cudaError_t q = gpt_cuda_query(cudaEventQuery(done));
 		if (q == cudaSuccess)
 			break;
 		if (q != cudaErrorNotReady) {

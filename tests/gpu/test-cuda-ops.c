@@ -932,6 +932,46 @@ out:
 		ten_free(all[i]);
 }
 
+/* Small uploads (staged through the two halves of the pinned staging
+ * memory) queued behind GEMMs that keep the device busy: at the second
+ * switch of halves the first half's copies are not done, so
+ * cudaEventQuery answers "not ready" and the host waits. The runtime may
+ * keep that answer as the thread's last error; the next op's launch check
+ * must not report it as its own failure (gpt_cuda_query clears it). */
+static void test_staging_busy(void)
+{
+#ifdef GPT_CUDA_EMU
+	enum { G = 64 };
+	const int reps = 2;
+#else
+	enum { G = 8192 }; /* 1.1 TFLOP a product: tens of ms in all */
+	const int reps = DT == GPT_DTYPE_F32 ? 4 : 40;
+#endif
+	enum { PIECE = 1 << 20, PIECES = 5 }; /* 5 MiB: both 2 MiB halves, and a switch back */
+	size_t es = gpt_dtype_size(DT), gb = (size_t)G * G * es;
+	void *a = gpt_cuda_malloc(gb, "test matrix", &err), *c = a ? gpt_cuda_malloc(gb, "test matrix", &err) : NULL;
+	void *d = c ? gpt_cuda_malloc((size_t)PIECE * PIECES, "test uploads", &err) : NULL;
+	char *h = calloc(PIECE, 1);
+	int rc = d && h ? gpu.ops->zero(&gpu, a, gb, &err) : GPT_EINTERNAL;
+	for (int r = 0; r < reps && !rc; r++)
+		rc = gpu.ops->gemm(&gpu, 0, 1, G, G, G, 1.0f, a, G, a, G, 0.0f, c, G, &err);
+	for (int k = 0; k < PIECES && !rc; k++)
+		rc = gpu.ops->upload(&gpu, (char *)d + (size_t)k * PIECE, h, PIECE, &err);
+	ten x = ten_const(DT, 1000, 0.5f), acc = ten_const(GPT_DTYPE_F32, 1, 0.0f);
+	if (!rc)
+		rc = gpu.ops->sum_squares(&gpu, D(acc), D(x), 1000, &err);
+	float got = 0;
+	if (!rc)
+		rc = gpu.ops->download(&gpu, &got, D(acc), 4, &err);
+	ok(!rc && got == 250.0f,
+	   "%s uploads that wait for the staging memory behind busy GEMMs: the op after them runs (%s, %g)",
+	   gpt_dtype_name(DT), rc ? err.msg : "ok", (double)got);
+	free(h);
+	gpt_cuda_free(a), gpt_cuda_free(c), gpt_cuda_free(d);
+	ten_free(&x);
+	ten_free(&acc);
+}
+
 static void test_optimizer(void)
 {
 	int64_t n = ADAMW_N;
@@ -1154,6 +1194,7 @@ static const struct {
 	{"xent_more", test_xent_more},
 	{"embedding", test_embedding},
 	{"optimizer", test_optimizer},
+	{"staging", test_staging_busy},
 	{"quant", test_quant},
 	{"convert", test_convert},
 	{"model", test_models},

@@ -70,6 +70,14 @@ enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpy
 enum { cudaStreamNonBlocking = 1 };
 static inline const char *cudaGetErrorString(cudaError_t) { return "emulated error"; }
 static inline cudaError_t cudaGetLastError(void) { return 0; }
+static inline cudaError_t cudaPeekAtLastError(void) { return 0; }
+/* one device */
+static inline cudaError_t cudaGetDevice(int *d)
+{
+	*d = 0;
+	return 0;
+}
+static inline cudaError_t cudaSetDevice(int) { return 0; }
 namespace emu {
 /* calls begin() where it is declared and end() where it goes out of scope */
 template <void (*begin)(void), void (*end)(void)> struct scope {
