@@ -638,26 +638,42 @@ static int in_dir(const char *path, const char *dir)
 }
 
 #if GPT_HAVE_CUDA
-/* A GPU that ran out of memory: err gets what the plan of this rank's
- * stage asks for (gpt-train --dry-run's figure) and what needs less. */
-static void oom_plan(const trainer *tr, gpt_err *err)
+/* This rank's stage's device memory in the plan of cfg (gpt-train
+ * --dry-run's figure) into out; 0 when there is none. */
+static int stage_plan(const trainer *tr, const gpt_config *cfg, char *out, size_t size)
 {
 	gpt_train_memory mem;
 	gpt_err e = {0};
+	if (gpt_train_memory_plan(cfg, &mem, &e) != 0)
+		return 0;
+	int64_t s = tr->pp_rank < mem.pp ? tr->pp_rank : 0;
+	gpt_train_format_mem(mem.stage[s].device_total, out, size);
+	gpt_train_memory_free(&mem);
+	return 1;
+}
+
+/* A GPU that ran out of memory: err gets what the plan of this rank's
+ * stage asks for (gpt-train --dry-run's figure) and what needs less; for a
+ * float16 run, what the same run asks for in bfloat16, whose master
+ * weights are kept split (2 bytes a parameter less). */
+static void oom_plan(const trainer *tr, gpt_err *err)
+{
 	size_t n = strlen(err->msg);
-	char plan[128] = "";
-	if (gpt_train_memory_plan(tr->cfg, &mem, &e) == 0) {
-		int64_t s = tr->pp_rank < mem.pp ? tr->pp_rank : 0;
-		char b[32];
-		snprintf(plan, sizeof plan, "; this rank's plan is %s of device memory",
-			 gpt_train_format_mem(mem.stage[s].device_total, b, sizeof b));
-		gpt_train_memory_free(&mem);
+	char plan[128] = "", bf[160] = "", b[32];
+	if (stage_plan(tr, tr->cfg, b, sizeof b))
+		snprintf(plan, sizeof plan, "; this rank's plan is %s of device memory", b);
+	if (tr->dtype == GPT_DTYPE_F16) {
+		gpt_config c = *tr->cfg; /* read only: the plan of the same run in bfloat16 */
+		c.engine.mix_precision.dtype = (char *)"bfloat16";
+		if (stage_plan(tr, &c, b, sizeof b))
+			snprintf(bf, sizeof bf, ", Engine.mix_precision.dtype=bfloat16 (%s: its master weights are kept split, 2 bytes a parameter less)",
+				 b);
 	}
 	snprintf(err->msg + n, sizeof err->msg - n,
 		 "%s (gpt-train --dry-run prints it for every rank); a smaller Global.micro_batch_size, "
-		 "Model.use_recompute, Distributed.sharding (stage 1 to 3, sharding_offload) or more tensor or "
+		 "Model.use_recompute%s, Distributed.sharding (stage 1 to 3, sharding_offload) or more tensor or "
 		 "pipeline parallelism needs less",
-		 plan);
+		 plan, bf);
 }
 #endif
 

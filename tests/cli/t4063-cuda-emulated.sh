@@ -139,7 +139,25 @@ test_expect_success 'a full GPU: the error names the bytes asked and free and th
 	cat oom.err &&
 	test_grep "cuda: out of device memory: [0-9.]* [KMG]*i*B asked for .* with [0-9.]* MiB of the device.s 32.0 MiB free" oom.err &&
 	test_grep "this rank.s plan is [0-9.]* MiB of device memory .gpt-train --dry-run" oom.err &&
-	test_grep "Model.use_recompute" oom.err
+	test_grep "Model.use_recompute" oom.err &&
+	! grep -q bfloat16 oom.err
+'
+
+test_expect_success 'a full GPU in float16: the error gives the plan in bfloat16 too, whose master weights are split' '
+	test_expect_code 70 env EMU_MEM_LIMIT=$((32 * 1048576 + 1000)) bin/gpt-train \
+		-c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" -o Global.device=gpu \
+		-o Engine.mix_precision.enable=True -o Engine.mix_precision.dtype=float16 \
+		-o Data.Train.dataset.input_dir=mem/lic -o Data.Eval.dataset.input_dir=mem/lic \
+		-o Data.Train.dataset.split=15,2,0 -o Data.Eval.dataset.split=15,2,0 \
+		-o Engine.max_steps=2 -o Engine.save_load.output_dir=mem/out-oom16 2>oom16.err &&
+	cat oom16.err &&
+	fp16=$(sed -n "s/.*this rank.s plan is \([0-9.]*\) MiB of device memory.*/\1/p" oom16.err) &&
+	bf16=$(sed -n "s/.*Engine.mix_precision.dtype=bfloat16 (\([0-9.]*\) MiB: its master weights are kept split, 2 bytes a parameter less).*/\1/p" oom16.err) &&
+	gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" -o Global.device=gpu -o Engine.mix_precision.enable=True \
+		-o Engine.mix_precision.dtype=bfloat16 --dry-run >plan16 &&
+	test_grep "^  total: +$bf16 MiB" plan16 &&
+	echo "float16 $fp16 MiB, bfloat16 $bf16 MiB" &&
+	test "$(echo "$bf16 < $fp16" | bc)" = 1
 '
 
 # Host syncs (EMU_HOST_SYNCS, tests/gpu/emu/syncs.sh): the calls of a bf16
