@@ -96,8 +96,8 @@ int gpt_cuda_upload(gpt_backend *be, void *dst, const void *src, size_t bytes, g
 	if (rc)
 		return rc;
 	if (need > GPT_CUDA_STAGED) { /* from src itself: the host waits for the copy */
-		int rc = gpt_cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream),
-					"upload", err);
+		rc = gpt_cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream), "upload",
+				    err);
 		return rc ? rc : gpt_cuda_check(cudaStreamSynchronize(c->stream), "upload", err);
 	}
 	/* the comm progress thread may upload through the same backend */
