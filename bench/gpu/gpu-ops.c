@@ -20,9 +20,11 @@
  * and writes it, and xent_fused (both, tp = 1) reads and writes it once; AdamW moves the 16-bit parameter (read, write) and
  * gradient, and the fp32 master and moments (read, write): 3 es + 24 bytes
  * a parameter. Attention runs without dropout and with the seed configs'
- * 0.1 (p=0.1), the mask drawn as in training; the tensor-core forward also
- * in 128-row tiles (r128: gpt_cuda_attention_rows, the forward's and dq's
- * rows, dkv's keys) where the head size allows. --small: shapes for checking
+ * 0.1 (p=0.1), the mask drawn as in training; the tensor-core kernels in
+ * 64-row tiles, and in 128-row ones (r128: gpt_cuda_attention_rows, the
+ * forward's and dq's rows, dkv's keys) where the head size allows, then a
+ * line saying which of the two each kernel takes by default (timed at its
+ * first call at the shape; not with --once). --small: shapes for checking
  * this program under the CPU emulation (tests/gpu/emu), whose figures mean
  * nothing. --shape NAME: that model's rows only (124M, 345M, 1.3B);
  * --only PREFIX: the ops whose names begin with PREFIX ("attention");
@@ -129,30 +131,43 @@ static void bench_shape(const shape *s, gpt_dtype dt)
 	double fwd = 2.0 * (double)B * (double)NH * (double)T * (double)T * (double)HS;
 	/* without dropout, and with the seed configs' attention_probs_dropout_prob */
 	gpt_dropout drop = {.p = 0.1f, .key = {.seed = 1234, .step = 7, .layer = 3, .site = 1}};
+	int tc = HS <= 64 && gpt_cuda_attention_tensor_cores(dt, HS);
 	for (int d = 0; d < 2; d++) {
 		const gpt_dropout *dp = d ? &drop : NULL;
 		const char *ps = d ? " p=0.1" : "";
+		gpt_cuda_attention_rows(&gpu, 64); /* the plain rows: 64-row tiles */
 		snprintf(fb, sizeof fb, "attention_fwd HS=%lld%s", (long long)HS, ps);
 		ROW(s->name, fb, fwd / TF, "TFLOP/s",
 		    o->attention_fwd(&gpu, out, saved, qkv, B, T, NH, HS, dp, &err));
 		/* the forward in 128-row tiles (gpt_cuda_attention_rows) */
-		if (HS <= 64 && gpt_cuda_attention_tensor_cores(dt, HS)) {
-			int was = gpt_cuda_attention_rows(&gpu, 128);
+		if (tc) {
+			gpt_cuda_attention_rows(&gpu, 128);
 			snprintf(fb, sizeof fb, "attention_fwd HS=%lld%s r128", (long long)HS, ps);
 			ROW(s->name, fb, fwd / TF, "TFLOP/s",
 			    o->attention_fwd(&gpu, out, saved, qkv, B, T, NH, HS, dp, &err));
-			gpt_cuda_attention_rows(&gpu, was);
+			gpt_cuda_attention_rows(&gpu, 64);
 		}
 		snprintf(fb, sizeof fb, "attention_bwd HS=%lld%s", (long long)HS, ps);
 		ROW(s->name, fb, 2.5 * fwd / TF, "TFLOP/s",
 		    o->attention_bwd(&gpu, dqkv, dout, out, qkv, saved, B, T, NH, HS, dp, &err));
 		/* dq in 128-row tiles, dkv in 128-key ones (without dropout) */
-		if (HS <= 64 && gpt_cuda_attention_tensor_cores(dt, HS)) {
-			int was = gpt_cuda_attention_rows(&gpu, 128);
+		if (tc) {
+			gpt_cuda_attention_rows(&gpu, 128);
 			snprintf(fb, sizeof fb, "attention_bwd HS=%lld%s r128", (long long)HS, ps);
 			ROW(s->name, fb, 2.5 * fwd / TF, "TFLOP/s",
 			    o->attention_bwd(&gpu, dqkv, dout, out, qkv, saved, B, T, NH, HS, dp, &err));
-			gpt_cuda_attention_rows(&gpu, was);
+		}
+		/* what training takes by default: each kernel's faster, timed at
+		 * its first call (not under --once, whose calls a profiler counts) */
+		gpt_cuda_attention_rows(&gpu, GPT_CUDA_ATTN_AUTO);
+		int used[3];
+		if (tc && REPS > 1 && strncmp("attention", only, strlen(only)) == 0) {
+			if (o->attention_fwd(&gpu, out, saved, qkv, B, T, NH, HS, dp, &err) ||
+			    o->attention_bwd(&gpu, dqkv, dout, out, qkv, saved, B, T, NH, HS, dp, &err))
+				fail("attention, auto rows");
+			gpt_cuda_attention_rows_used(&gpu, used);
+			printf("%-6s attention HS=%lld%s: by default the forward, dq and dkv take %d, %d and %d rows\n",
+			       s->name, (long long)HS, ps, used[0], used[1], used[2]);
 		}
 	}
 	gpt_cuda_free(qkv), gpt_cuda_free(out), gpt_cuda_free(dout), gpt_cuda_free(dqkv);

@@ -26,8 +26,9 @@
  * products skip the padding. The forward and dq can instead take 128
  * query rows a block, 32 a warp, and dkv (without dropout) 128 keys
  * (gpt_cuda_attention_rows; head sizes up to 64), each fragment of the
- * other side then serving two products: the same results, at a speed for
- * a GPU to compare.
+ * other side then serving two products: the same results, at another
+ * speed; by default each kernel times both at its first call at a shape
+ * and keeps the faster (run_rows).
  * A block per head and tile, in the order of backend/tiles.h: groups of
  * heads, for the L2 cache, each group's longest tiles first.
  *   forward   per query tile: S = Q K^T,
@@ -961,11 +962,18 @@ int gpt_cuda_attention_tensor_cores(gpt_dtype dt, int64_t HS)
 int gpt_cuda_attention_rows(gpt_backend *be, int rows)
 {
 	gpt_cuda_ctx *cx = gpt_cuda_ctx_of(be);
-	int was = cx->attn_rows ? cx->attn_rows : BQ;
-	if (rows != 64 && rows != 128)
+	int was = cx->attn_rows;
+	if (rows != 64 && rows != 128 && rows != GPT_CUDA_ATTN_AUTO)
 		return rows == 0 ? was : -1;
 	cx->attn_rows = rows;
 	return was;
+}
+
+int gpt_cuda_attention_rows_used(gpt_backend *be, int rows[3])
+{
+	gpt_cuda_ctx *cx = gpt_cuda_ctx_of(be);
+	memcpy(rows, cx->attn_last, sizeof cx->attn_last);
+	return cx->attn_npick;
 }
 
 /* the query tile of mw * 64 rows, the streamed tiles twice (the one
@@ -1023,7 +1031,6 @@ struct tc_io {
 	float *lse, *Dv;
 	void *olo;
 	int vec, vecd; /* qkv and dout 16-byte aligned; dout, out and olo */
-	int rows;      /* the forward's and dq's rows a block (gpt_cuda_attention_rows) */
 };
 
 template <class E, int W, int MW>
@@ -1040,43 +1047,162 @@ static int fwd_nf(cudaStream_t s, const tc_io &io, int64_t B, const attn_args &a
 }
 
 template <class E, int W, int MW>
-static int bwd_nf(cudaStream_t s, const tc_io &io, int64_t B, const attn_args &a, gpt_err *err)
+static int dq_nf(cudaStream_t s, const tc_io &io, int64_t B, const attn_args &a, gpt_err *err)
 {
-	/* dkv with dropout keeps 64-key tiles: in 128 it spills (204 bytes at W = 64) */
-	const int mkv = a.drop ? 1 : MW;
-	size_t shq = dq_shm(W, sizeof(E), MW), shk = dkv_shm(W, sizeof(E), mkv);
-	auto kq = a.drop ? tc_dq_kernel<E, W, true, MW> : tc_dq_kernel<E, W, false, MW>;
-	auto kkv = a.drop ? tc_dkv_kernel<E, W, true, 1> : tc_dkv_kernel<E, W, false, MW>;
-	int rc = allow_shm(kq, shq, "attention_bwd: shared memory", err);
-	if (!rc)
-		rc = allow_shm(kkv, shk, "attention_bwd: shared memory", err);
+	size_t shm = dq_shm(W, sizeof(E), MW);
+	auto kern = a.drop ? tc_dq_kernel<E, W, true, MW> : tc_dq_kernel<E, W, false, MW>;
+	int rc = allow_shm(kern, shm, "attention_bwd: shared memory", err);
 	if (rc)
 		return rc;
-	const E *dout = (const E *)io.dout, *qkv = (const E *)io.qkv;
-	kq<<<grid_size(a, BQ * MW), NTHR, shq, s>>>((E *)io.dqkv, io.Dv, dout, (const E *)io.cout, (const E *)io.olo, qkv, io.lse, a, io.vec, io.vecd);
-	kkv<<<grid_size(a, BK * mkv), NTHR, shk, s>>>((E *)io.dqkv, dout, qkv, io.lse, io.Dv, a, io.vec);
-	return gpt_cuda_launched("attention_bwd", err);
+	kern<<<grid_size(a, BQ * MW), NTHR, shm, s>>>((E *)io.dqkv, io.Dv, (const E *)io.dout, (const E *)io.cout,
+						     (const E *)io.olo, (const E *)io.qkv, io.lse, a, io.vec, io.vecd);
+	return gpt_cuda_launched("attention_bwd (dq)", err);
 }
 
-/* The smallest padded width W that holds the head. */
-template <class E>
-static int fwd_e(cudaStream_t s, const tc_io &io, int64_t B, const attn_args &a, gpt_err *err)
+/* dkv with dropout keeps 64-key tiles: in 128 it spills (204 bytes at W = 64) */
+template <class E, int W, int MW>
+static int dkv_nf(cudaStream_t s, const tc_io &io, int64_t B, const attn_args &a, gpt_err *err)
 {
-	if (a.HS <= 32)
-		return io.rows == 128 ? fwd_nf<E, 32, 2>(s, io, B, a, err) : fwd_nf<E, 32, 1>(s, io, B, a, err);
-	if (a.HS <= 64)
-		return io.rows == 128 ? fwd_nf<E, 64, 2>(s, io, B, a, err) : fwd_nf<E, 64, 1>(s, io, B, a, err);
-	return fwd_nf<E, 128, 1>(s, io, B, a, err); /* 32 rows a warp would spill */
+	const int mkv = a.drop ? 1 : MW;
+	size_t shm = dkv_shm(W, sizeof(E), mkv);
+	auto kern = a.drop ? tc_dkv_kernel<E, W, true, 1> : tc_dkv_kernel<E, W, false, MW>;
+	int rc = allow_shm(kern, shm, "attention_bwd: shared memory", err);
+	if (rc)
+		return rc;
+	kern<<<grid_size(a, BK * mkv), NTHR, shm, s>>>((E *)io.dqkv, (const E *)io.dout, (const E *)io.qkv, io.lse,
+						     io.Dv, a, io.vec);
+	return gpt_cuda_launched("attention_bwd (dkv)", err);
+}
+
+enum { K_FWD, K_DQ, K_DKV }; /* the kernels, as gpt_cuda_attention_rows_used orders them */
+
+static gpt_cuda_attn_pick *find_pick(gpt_cuda_ctx *cx, const gpt_cuda_attn_pick &k)
+{
+	for (int i = 0; i < cx->attn_npick; i++) {
+		gpt_cuda_attn_pick *p = &cx->attn_pick[i];
+		if (p->kind == k.kind && p->drop == k.drop && p->vec == k.vec && p->HS == k.HS && p->T == k.T &&
+		    p->bhn == k.bhn)
+			return p;
+	}
+	return nullptr;
+}
+
+/* Runs go(64) and go(128) once each, then twice more each between events
+ * on stream s, and sets *rows to the faster: 128 only when at least 3%
+ * faster, so that noise leaves the shorter tiles. The outputs are those
+ * of the last run, the same bits as any other. */
+template <class F> static int time_rows(cudaStream_t s, F go, int *rows, gpt_err *err)
+{
+	cudaEvent_t ev[2] = {};
+	int rc = gpt_cuda_check(cudaEventCreateWithFlags(&ev[0], cudaEventDefault), "attention: creating an event", err);
+	if (!rc)
+		rc = gpt_cuda_check(cudaEventCreateWithFlags(&ev[1], cudaEventDefault), "attention: creating an event",
+				    err);
+	float ms[2] = {0, 0};
+	for (int rep = 0; !rc && rep < 3; rep++)
+		for (int i = 0; !rc && i < 2; i++) {
+			if (rep)
+				rc = gpt_cuda_check(cudaEventRecord(ev[0], s), "attention: timing its tiles", err);
+			if (!rc)
+				rc = go(i ? 128 : 64);
+			if (rc || !rep)
+				continue;
+			float t = 0;
+			rc = gpt_cuda_check(cudaEventRecord(ev[1], s), "attention: timing its tiles", err);
+			if (!rc)
+				rc = gpt_cuda_check(cudaEventSynchronize(ev[1]), "attention: timing its tiles", err);
+			if (!rc)
+				rc = gpt_cuda_check(cudaEventElapsedTime(&t, ev[0], ev[1]), "attention: timing its tiles",
+						    err);
+			ms[i] += t;
+		}
+	for (int i = 0; i < 2; i++)
+		if (ev[i])
+			cudaEventDestroy(ev[i]);
+	if (!rc)
+		*rows = ms[1] < 0.97f * ms[0] ? 128 : 64;
+	return rc;
+}
+
+/* Kernel kind of a's shape, launched by go(rows) in the tile rows of the
+ * backend's setting (gpt_cuda_attention_rows): those it forces, or under
+ * GPT_CUDA_ATTN_AUTO the rows timed fastest for this shape, timing them
+ * on its first call. only64: the kernel has no 128-row form here. */
+template <class F>
+static int run_rows(gpt_cuda_ctx *cx, int kind, int only64, const tc_io &io, const attn_args &a, F go, gpt_err *err)
+{
+	int rows = only64 ? 64 : cx->attn_rows;
+	if (rows == GPT_CUDA_ATTN_AUTO) {
+		gpt_cuda_attn_pick k = {kind, a.drop, io.vec | io.vecd << 1, a.HS, a.T, a.bhn, 64};
+		const gpt_cuda_attn_pick *p = find_pick(cx, k);
+		if (!p && cx->attn_npick < GPT_CUDA_ATTN_PICKS) {
+			int rc = time_rows(cx->stream, go, &k.rows, err);
+			if (rc)
+				return rc;
+			cx->attn_pick[cx->attn_npick++] = k;
+			cx->attn_last[kind] = k.rows;
+			return 0;
+		}
+		rows = p ? p->rows : 64;
+	}
+	cx->attn_last[kind] = rows;
+	return go(rows);
+}
+
+/* The padded width W that holds the head: 32, 64 (either in 64- or
+ * 128-row tiles) or 128 (64 only: 32 rows a warp would spill). */
+template <class E, int W>
+static int fwd_w(gpt_cuda_ctx *cx, const tc_io &io, int64_t B, const attn_args &a, gpt_err *err)
+{
+	cudaStream_t s = cx->stream;
+	auto go = [&](int rows) {
+		if constexpr (W <= 64)
+			if (rows == 128)
+				return fwd_nf<E, W, 2>(s, io, B, a, err);
+		return fwd_nf<E, W, 1>(s, io, B, a, err);
+	};
+	return run_rows(cx, K_FWD, W > 64, io, a, go, err);
+}
+
+template <class E, int W>
+static int bwd_w(gpt_cuda_ctx *cx, const tc_io &io, int64_t B, const attn_args &a, gpt_err *err)
+{
+	cudaStream_t s = cx->stream;
+	auto dq = [&](int rows) {
+		if constexpr (W <= 64)
+			if (rows == 128)
+				return dq_nf<E, W, 2>(s, io, B, a, err);
+		return dq_nf<E, W, 1>(s, io, B, a, err);
+	};
+	auto dkv = [&](int rows) {
+		if constexpr (W <= 64)
+			if (rows == 128)
+				return dkv_nf<E, W, 2>(s, io, B, a, err);
+		return dkv_nf<E, W, 1>(s, io, B, a, err);
+	};
+	/* dkv reads the D that dq writes */
+	int rc = run_rows(cx, K_DQ, W > 64, io, a, dq, err);
+	return rc ? rc : run_rows(cx, K_DKV, W > 64 || a.drop, io, a, dkv, err);
 }
 
 template <class E>
-static int bwd_e(cudaStream_t s, const tc_io &io, int64_t B, const attn_args &a, gpt_err *err)
+static int fwd_e(gpt_cuda_ctx *cx, const tc_io &io, int64_t B, const attn_args &a, gpt_err *err)
 {
 	if (a.HS <= 32)
-		return io.rows == 128 ? bwd_nf<E, 32, 2>(s, io, B, a, err) : bwd_nf<E, 32, 1>(s, io, B, a, err);
+		return fwd_w<E, 32>(cx, io, B, a, err);
 	if (a.HS <= 64)
-		return io.rows == 128 ? bwd_nf<E, 64, 2>(s, io, B, a, err) : bwd_nf<E, 64, 1>(s, io, B, a, err);
-	return bwd_nf<E, 128, 1>(s, io, B, a, err); /* 32 rows a warp would spill */
+		return fwd_w<E, 64>(cx, io, B, a, err);
+	return fwd_w<E, 128>(cx, io, B, a, err);
+}
+
+template <class E>
+static int bwd_e(gpt_cuda_ctx *cx, const tc_io &io, int64_t B, const attn_args &a, gpt_err *err)
+{
+	if (a.HS <= 32)
+		return bwd_w<E, 32>(cx, io, B, a, err);
+	if (a.HS <= 64)
+		return bwd_w<E, 64>(cx, io, B, a, err);
+	return bwd_w<E, 128>(cx, io, B, a, err);
 }
 
 static int aligned16(const void *p)
@@ -1094,27 +1220,26 @@ static void saved_parts(tc_io *io, float *saved, int64_t B, const attn_args &a)
 int gpt_cuda_attention_tc_fwd(gpt_backend *be, void *out, float *saved, const void *qkv,
 			      int64_t B, const attn_args *a, gpt_err *err)
 {
-	cudaStream_t s = gpt_cuda_stream(be);
+	gpt_cuda_ctx *cx = gpt_cuda_ctx_of(be);
 	tc_io io = {};
 	io.out = out;
 	io.qkv = qkv;
 	saved_parts(&io, saved, B, *a);
 	io.vec = aligned16(qkv);
-	io.rows = gpt_cuda_ctx_of(be)->attn_rows;
 	attn_args g = *a;
 	int rc = grid_groups(&g, B, 2, "attention_fwd", err);
 	if (rc)
 		return rc;
 	if (be->dtype == GPT_DTYPE_BF16)
-		return fwd_e<__nv_bfloat16>(s, io, B, g, err);
-	return fwd_e<__half>(s, io, B, g, err);
+		return fwd_e<__nv_bfloat16>(cx, io, B, g, err);
+	return fwd_e<__half>(cx, io, B, g, err);
 }
 
 int gpt_cuda_attention_tc_bwd(gpt_backend *be, void *dqkv, float *Dv, const void *dout,
 			      const void *out, const void *qkv, const float *saved, int64_t B,
 			      const attn_args *a, gpt_err *err)
 {
-	cudaStream_t s = gpt_cuda_stream(be);
+	gpt_cuda_ctx *cx = gpt_cuda_ctx_of(be);
 	tc_io io = {};
 	io.dqkv = dqkv;
 	io.Dv = Dv;
@@ -1124,12 +1249,11 @@ int gpt_cuda_attention_tc_bwd(gpt_backend *be, void *dqkv, float *Dv, const void
 	saved_parts(&io, (float *)saved, B, *a);
 	io.vec = aligned16(qkv) && aligned16(dout);
 	io.vecd = aligned16(dout) && aligned16(out) && aligned16(io.olo);
-	io.rows = gpt_cuda_ctx_of(be)->attn_rows;
 	attn_args g = *a;
 	int rc = grid_groups(&g, B, 2, "attention_bwd", err);
 	if (rc)
 		return rc;
 	if (be->dtype == GPT_DTYPE_BF16)
-		return bwd_e<__nv_bfloat16>(s, io, B, g, err);
-	return bwd_e<__half>(s, io, B, g, err);
+		return bwd_e<__nv_bfloat16>(cx, io, B, g, err);
+	return bwd_e<__half>(cx, io, B, g, err);
 }

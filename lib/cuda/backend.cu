@@ -271,9 +271,19 @@ extern "C" int gpt_backend_cuda_init(gpt_backend *be, gpt_dtype dtype, int devic
 		return gpt_err_set(err, GPT_EUSAGE,
 				   "cuda backend: device %d does not exist (%d visible); check "
 				   "CUDA_VISIBLE_DEVICES", device, n);
+	int rows = GPT_CUDA_ATTN_AUTO;
+	const char *ev = getenv("GPT_CUDA_ATTN_ROWS");
+	if (ev && *ev) {
+		rows = !strcmp(ev, "64") ? 64 : !strcmp(ev, "128") ? 128 : !strcmp(ev, "auto") ? GPT_CUDA_ATTN_AUTO : 0;
+		if (!rows)
+			return gpt_err_set(err, GPT_EUSAGE,
+					   "cuda backend: GPT_CUDA_ATTN_ROWS is '%s'; expected 64, 128 or auto "
+					   "(the default: each shape's faster, timed)", ev);
+	}
 	gpt_cuda_ctx *c = (gpt_cuda_ctx *)calloc(1, sizeof *c);
 	if (!c)
 		return gpt_err_set(err, GPT_EINTERNAL, "cuda backend: out of host memory");
+	c->attn_rows = rows;
 	pthread_mutex_init(&c->stage_mu, NULL);
 	be->impl = c;
 	be->name = "cuda";

@@ -19,6 +19,16 @@
  * op itself returns before the kernel runs. */
 enum { GPT_CUDA_BAD_NONE = 0, GPT_CUDA_BAD_TARGET_FWD, GPT_CUDA_BAD_TARGET_BWD };
 
+/* An attention kernel's shape (attention_tc.cu: which kernel, dropout or
+ * not, the alignment path, head size, positions, heads) and the tile rows
+ * it ran fastest in; GPT_CUDA_ATTN_PICKS (cuda.h) of them are remembered. */
+typedef struct gpt_cuda_attn_pick {
+	int kind, drop, vec;
+	int64_t HS, T;
+	uint32_t bhn;
+	int rows;
+} gpt_cuda_attn_pick;
+
 typedef struct gpt_cuda_ctx {
 	int device;
 	cudaStream_t stream;
@@ -30,7 +40,12 @@ typedef struct gpt_cuda_ctx {
 	int32_t *host_idx;        /* host and device buffers of embedding_bwd's row order */
 	int32_t *dev_idx;
 	int64_t idx_cap;          /* elements of each */
-	int attn_rows;            /* gpt_cuda_attention_rows; 0: 64 */
+	int attn_rows;            /* gpt_cuda_attention_rows: 64, 128 or GPT_CUDA_ATTN_AUTO */
+	/* under GPT_CUDA_ATTN_AUTO, the rows each kernel and shape was timed
+	 * fastest in (attention_tc.cu's pick_rows), and the last call's */
+	gpt_cuda_attn_pick attn_pick[GPT_CUDA_ATTN_PICKS];
+	int attn_npick;
+	int attn_last[3];
 	/* gpt_cuda_upload's pinned staging memory: two halves used in turn, each
 	 * with the event of the copies from it (recorded when the other takes over) */
 	pthread_mutex_t stage_mu;

@@ -78,6 +78,8 @@ test_expect_success 'the shm collectives carry device buffers between 3 ranks' '
 test_expect_success 'the GPU op benchmark runs every op' '
 	"$EMU/gpu-ops" --small >ops.out 2>&1 || { cat ops.out; false; } &&
 	test "$(grep -c "^small .* \(TFLOP\|GB\)/s$" ops.out)" = 17 || { cat ops.out; false; }
+	test "$(grep -c "^small  attention HS=64\( p=0.1\)*: by default the forward, dq and dkv take \(64\|128\), \(64\|128\) and \(64\|128\) rows$" ops.out)" = 2 ||
+		{ cat ops.out; false; }
 '
 
 # the GPU test scripts with the emulated programs
@@ -125,6 +127,19 @@ test_expect_success 'offloaded optimizer state never lies on the device: its byt
 		if (p0 > t0 + ws + slack || p1 > t1 + ws + slack) { print \"a peak above its total\"; exit 1 }
 		if (p0 - p1 < t0 - t1) { print \"the peak fell by \" p0 - p1 \" bytes, not the state: \" t0 - t1; exit 1 }
 	}"
+'
+
+# GPT_CUDA_ATTN_ROWS: 64 or 128 force the attention's tiles, auto (the
+# default) times each kernel's at its first call; anything else is refused
+# before any work, naming what it takes.
+test_expect_success 'GPT_CUDA_ATTN_ROWS other than 64, 128 or auto is refused (exit 64)' '
+	test_expect_code 64 env GPT_CUDA_ATTN_ROWS=96 bin/gpt-train \
+		-c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" -o Global.device=gpu \
+		-o Data.Train.dataset.input_dir=mem/lic -o Data.Eval.dataset.input_dir=mem/lic \
+		-o Engine.max_steps=1 -o Engine.save_load.output_dir=mem/out-rows 2>rows.err &&
+	cat rows.err &&
+	test_grep "GPT_CUDA_ATTN_ROWS is .96.; expected 64, 128 or auto" rows.err &&
+	! test -e mem/out-rows
 '
 
 # A GPU without room (EMU_MEM_LIMIT: the emulated device's size; here the

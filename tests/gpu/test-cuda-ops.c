@@ -572,16 +572,19 @@ static void test_attention_at(int64_t b, int64_t t, int64_t nh, int64_t hs, floa
 		 mis ? " misaligned" : "", path);
 	same(what, &out, tc && DT == GPT_DTYPE_BF16 ? 2 : 1);
 	if (tc && hs <= 64) {
-		/* in 128-row tiles, 32 rows a warp: the same bits, saved state too */
+		/* in 64- and 128-row tiles (16 and 32 rows a warp) as in the
+		 * tiles auto timed faster above: the same bits, saved state too */
 		size_t ob = (size_t)(bt * c) * es, sb = (size_t)ngs * sizeof(float);
 		void *o2 = gpt_cuda_malloc(ob, "out", &err);
 		float *gs2 = gpt_cuda_malloc(sb, "saved", &err);
-		int was = gpt_cuda_attention_rows(&gpu, 128);
-		int rc = !o2 || !gs2 || gpu.ops->attention_fwd(&gpu, o2, gs2, qd, b, t, nh, hs, &d, &err);
-		gpt_cuda_attention_rows(&gpu, was);
-		ok(was == 64 && !rc && dev_equal(o2, D(out), ob) && dev_equal(gs2, gs, sb),
-		   "%s %s in 128-row tiles: the same output and saved state, bit for bit",
-		   gpt_dtype_name(DT), what);
+		for (int rows = 64; rows <= 128; rows += 64) {
+			int was = gpt_cuda_attention_rows(&gpu, rows);
+			int rc = !o2 || !gs2 || gpu.ops->attention_fwd(&gpu, o2, gs2, qd, b, t, nh, hs, &d, &err);
+			gpt_cuda_attention_rows(&gpu, was);
+			ok(was == GPT_CUDA_ATTN_AUTO && !rc && dev_equal(o2, D(out), ob) && dev_equal(gs2, gs, sb),
+			   "%s %s in %d-row tiles: the same output and saved state, bit for bit",
+			   gpt_dtype_name(DT), what, rows);
+		}
 		gpt_cuda_free(o2);
 		gpt_cuda_free(gs2);
 	}
@@ -592,14 +595,16 @@ static void test_attention_at(int64_t b, int64_t t, int64_t nh, int64_t hs, floa
 		 (long long)hs, (double)p, path);
 	same(what, &dqkv, tc && DT == GPT_DTYPE_BF16 ? 8 : 1);
 	if (tc && hs <= 64) {
-		/* dq in 128-row tiles: the same bits */
+		/* dq and dkv in 64- and 128-row tiles: the same bits */
 		size_t gb = (size_t)n3 * es;
 		void *d2 = gpt_cuda_malloc(gb, "dqkv", &err);
-		int was = gpt_cuda_attention_rows(&gpu, 128);
-		int rc = !d2 || gpu.ops->attention_bwd(&gpu, d2, D(g), D(out), qd, gs, b, t, nh, hs, &d, &err);
-		gpt_cuda_attention_rows(&gpu, was);
-		ok(!rc && dev_equal(d2, D(dqkv), gb), "%s %s in 128-row tiles: the same gradients, bit for bit",
-		   gpt_dtype_name(DT), what);
+		for (int rows = 64; rows <= 128; rows += 64) {
+			int was = gpt_cuda_attention_rows(&gpu, rows);
+			int rc = !d2 || gpu.ops->attention_bwd(&gpu, d2, D(g), D(out), qd, gs, b, t, nh, hs, &d, &err);
+			gpt_cuda_attention_rows(&gpu, was);
+			ok(!rc && dev_equal(d2, D(dqkv), gb), "%s %s in %d-row tiles: the same gradients, bit for bit",
+			   gpt_dtype_name(DT), what, rows);
+		}
 		gpt_cuda_free(d2);
 	}
 	static const char *const parts[] = {"dq", "dk", "dv"};
@@ -1171,6 +1176,83 @@ static void test_attention_both(void)
 	   lrc ? ": " : "", lrc ? err.msg : "");
 }
 
+/* calls attention_fwd (and _bwd) once at a shape of T=t, 2 heads of hs
+ * (qkv zeros, the output its own gradient; dropout p) and returns
+ * gpt_cuda_attention_rows_used's count, used[] the rows each kernel took, or -1 */
+static int rows_at(int64_t t, int64_t hs, float p, int bwd, int used[3])
+{
+	int64_t nh = 2, n3 = t * 3 * nh * hs;
+	size_t es = gpt_dtype_size(DT);
+	gpt_dropout d = {.p = p, .key = {.seed = 7, .site = GPT_RNG_SITE_ATTN_PROBS}};
+	int64_t ns = gpu.ops->attention_saved_size(&gpu, 1, t, nh, hs);
+	void *qkv = gpt_cuda_malloc((size_t)n3 * es, "qkv", &err), *dq = gpt_cuda_malloc((size_t)n3 * es, "dqkv", &err);
+	void *o = gpt_cuda_malloc((size_t)(t * nh * hs) * es, "out", &err);
+	float *sv = gpt_cuda_malloc((size_t)ns * sizeof(float), "saved", &err);
+	int rc = !qkv || !dq || !o || !sv || gpu.ops->zero(&gpu, qkv, (size_t)n3 * es, &err) ||
+		 gpu.ops->attention_fwd(&gpu, o, sv, qkv, 1, t, nh, hs, &d, &err) ||
+		 (bwd && gpu.ops->attention_bwd(&gpu, dq, o, o, qkv, sv, 1, t, nh, hs, &d, &err)) ||
+		 gpu.ops->sync(&gpu, &err);
+	if (rc)
+		diag("attention at T=%lld HS=%lld: %s", (long long)t, (long long)hs, err.msg);
+	gpt_cuda_free(qkv);
+	gpt_cuda_free(dq);
+	gpt_cuda_free(o);
+	gpt_cuda_free(sv);
+	int n = gpt_cuda_attention_rows_used(&gpu, used);
+	return rc ? -1 : n;
+}
+
+static int rows_ok(int r)
+{
+	return r == 64 || r == 128;
+}
+
+/* The tensor-core attention's tile rows (gpt_cuda_attention_rows): by
+ * default each kernel's first call at a shape times 64 and 128 and keeps
+ * the faster, a later call times nothing; dkv with dropout and heads above
+ * 64 have 64 only; a forced setting is taken as it is; past
+ * GPT_CUDA_ATTN_PICKS shapes, 64 untimed. (That each gives the same bits:
+ * test_attention_at.) */
+static void test_attention_rows(void)
+{
+	if (!gpt_cuda_attention_tensor_cores(DT, 64))
+		return;
+	int u[3], n0, n;
+	const char *dt = gpt_dtype_name(DT);
+	gpt_cuda_attention_rows(&gpu, GPT_CUDA_ATTN_AUTO);
+	n0 = gpt_cuda_attention_rows_used(&gpu, u);
+	n = rows_at(77, 64, 0, 0, u);
+	ok(n == n0 + 1 && rows_ok(u[0]), "%s attention_fwd's first call at a shape times its tiles (%d rows)", dt, u[0]);
+	int f = u[0];
+	n = rows_at(77, 64, 0, 1, u);
+	ok(n == n0 + 3 && u[0] == f && rows_ok(u[1]) && rows_ok(u[2]),
+	   "%s then the forward keeps them, and dq and dkv time theirs (%d and %d rows)", dt, u[1], u[2]);
+	int q = u[1], k = u[2];
+	n = rows_at(77, 64, 0, 1, u);
+	ok(n == n0 + 3 && u[0] == f && u[1] == q && u[2] == k, "%s a second call at the shape times nothing", dt);
+	n = rows_at(77, 64, 0.1f, 1, u);
+	ok(n == n0 + 5 && rows_ok(u[0]) && rows_ok(u[1]) && u[2] == 64,
+	   "%s with dropout the forward and dq time theirs, dkv keeps 64 keys untimed", dt);
+	n = rows_at(77, 128, 0, 1, u);
+	ok(n == n0 + 5 && u[0] == 64 && u[1] == 64 && u[2] == 64, "%s a head size of 128 takes 64 rows, untimed", dt);
+	int was = gpt_cuda_attention_rows(&gpu, 128);
+	n = rows_at(78, 64, 0, 1, u);
+	ok(was == GPT_CUDA_ATTN_AUTO && n == n0 + 5 && u[0] == 128 && u[1] == 128 && u[2] == 128,
+	   "%s forced 128-row tiles are taken untimed", dt);
+	n = rows_at(78, 64, 0.1f, 1, u);
+	ok(u[2] == 64, "%s forced 128, dkv with dropout still takes 64 keys", dt);
+	ok(gpt_cuda_attention_rows(&gpu, 96) == -1 && gpt_cuda_attention_rows(&gpu, 0) == 128,
+	   "%s 96 rows are refused, the setting unchanged", dt);
+	gpt_cuda_attention_rows(&gpu, GPT_CUDA_ATTN_AUTO);
+	/* the table full: later shapes take 64 untimed */
+	for (int64_t t = 16; n >= 0 && n < GPT_CUDA_ATTN_PICKS; t++)
+		n = rows_at(t, 32, 0, 0, u);
+	n0 = n;
+	n = rows_at(15, 32, 0, 0, u);
+	ok(n0 == GPT_CUDA_ATTN_PICKS && n == n0 && u[0] == 64, "%s past %d shapes, a new one takes 64 rows untimed", dt,
+	   GPT_CUDA_ATTN_PICKS);
+}
+
 static void test_models(void)
 {
 	test_model(0);
@@ -1189,6 +1271,7 @@ static const struct {
 	{"layernorm_more", test_layernorm_more},
 	{"elementwise", test_elementwise},
 	{"attention", test_attention_both},
+	{"attention_rows", test_attention_rows},
 	{"attention_kv", test_attention_kv},
 	{"xent", test_xent},
 	{"xent_more", test_xent_more},
@@ -1250,6 +1333,8 @@ int main(void)
 			printf("Bail out! %s\n", err.msg);
 			return 1;
 		}
+		/* the default, whatever GPT_CUDA_ATTN_ROWS says */
+		gpt_cuda_attention_rows(&gpu, GPT_CUDA_ATTN_AUTO);
 		for (size_t g = 0; g < N_GROUPS; g++)
 			if (!*ops || listed(ops, groups[g].name, strlen(groups[g].name)))
 				groups[g].run();

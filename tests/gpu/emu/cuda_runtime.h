@@ -39,6 +39,7 @@
  * step. */
 #pragma once
 #include <barrier>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -122,12 +123,20 @@ static inline cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t
 static inline cudaError_t cudaMemset(void *d, int v, size_t n) { emu::dev_scope o; memset(d, v, n); return 0; }
 static inline cudaError_t cudaStreamSynchronize(cudaStream_t) { emu::host_wait("cudaStreamSynchronize"); return 0; }
 /* Events: device work runs when it is queued here, so an event is done
- * when it is recorded. */
+ * when it is recorded, and the time between two is the host's. */
+struct emu_event {
+	std::chrono::steady_clock::time_point at;
+};
 typedef struct emu_event *cudaEvent_t;
-enum { cudaEventDisableTiming = 2, cudaErrorNotReady = 600 };
-static inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned) { *e = (cudaEvent_t)new char; return 0; }
-static inline cudaError_t cudaEventDestroy(cudaEvent_t e) { delete (char *)e; return 0; }
-static inline cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return 0; }
+enum { cudaEventDefault = 0, cudaEventDisableTiming = 2, cudaErrorNotReady = 600 };
+static inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned) { *e = new emu_event(); return 0; }
+static inline cudaError_t cudaEventDestroy(cudaEvent_t e) { delete e; return 0; }
+static inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) { e->at = std::chrono::steady_clock::now(); return 0; }
+static inline cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
+{
+	*ms = std::chrono::duration<float, std::milli>(b->at - a->at).count();
+	return 0;
+}
 static inline cudaError_t cudaEventQuery(cudaEvent_t) { return 0; }
 static inline cudaError_t cudaEventSynchronize(cudaEvent_t) { emu::host_wait("cudaEventSynchronize"); return 0; }
 static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, int) { *s = (void *)1; return 0; }
