@@ -293,15 +293,30 @@ int gpt_ckpt_out_free(const char *out_dir, gpt_err *err);
  * out_dir and its parents included when they were made here. */
 int gpt_ckpt_reshard(const gpt_ckpt *ck, const gpt_ckpt_layout *lo, const char *out_dir,
 		     FILE *progress, char *path, size_t path_size, int64_t *bytes, gpt_err *err);
+/* The weights of a Hugging Face directory: its model.safetensors (n 1,
+ * index NULL), or, without one, the n shards its
+ * model.safetensors.index.json (index, the path) lists, each tensor checked
+ * to be in the shard the index's weight_map names and in no other. */
+typedef struct gpt_hf_weights {
+	gpt_st_file *files;
+	int n;
+	char *index;
+} gpt_hf_weights;
+/* The tensor called name in any of the files (NULL if none), and *file
+ * (may be NULL) the file holding it. */
+const gpt_st_tensor *gpt_hf_find(const gpt_hf_weights *w, const char *name, const gpt_st_file **file);
+void gpt_hf_weights_close(gpt_hf_weights *w);
 /* The Hugging Face GPT-2 directory hf_dir checked as gpt_ckpt_from_hf
- * checks it (config.json, every tensor of model.safetensors in its place
- * with the shape config.json implies, none unknown, a tied head): on success
- * *shape is its model, *st its open model.safetensors (gpt_st_close it) and
+ * checks it (config.json, every tensor of the weights in its place with
+ * the shape config.json implies, none unknown, a tied head): on success
+ * *shape is its model, *w its open weights (gpt_hf_weights_close them) and
  * *prefix the tensor names' "transformer." or "". */
-int gpt_hf_open(const char *hf_dir, gpt_model_shape *shape, gpt_st_file *st, const char **prefix,
+int gpt_hf_open(const char *hf_dir, gpt_model_shape *shape, gpt_hf_weights *w, const char **prefix,
 		gpt_err *err);
 /* Converts a Hugging Face GPT-2 directory (config.json, model.safetensors
- * with or without the "transformer." prefix, fp32/fp16/bf16) into a gptkit
+ * or, without one, the shards of model.safetensors.index.json, as
+ * transformers' from_pretrained picks them; names with or without the
+ * "transformer." prefix, fp32/fp16/bf16) into a gptkit
  * checkpoint out_dir/step_00000000/ of the weights in fp32 (no optimizer
  * state: training from it starts the moments at zero): Conv1D weights [in,
  * out] transposed to [out, in], c_attn [C, 3C] to qkv [3, C, C], the

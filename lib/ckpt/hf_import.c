@@ -24,12 +24,14 @@ static const struct {
 };
 
 typedef struct hf_src {
-	gpt_st_file st;
+	gpt_hf_weights w;
+	int index_ignored;          /* model.safetensors.index.json beside model.safetensors */
 	const char *prefix;         /* "transformer." or "" */
 	gpt_model_shape shape;
 	gpt_param_info *table;
 	int64_t n_table;
 	const gpt_st_tensor **src;  /* per table entry */
+	const gpt_st_file **file;   /* per table entry: the file holding src */
 	int *conv;                  /* per table entry */
 } hf_src;
 
@@ -138,9 +140,15 @@ static int find_src(hf_src *h, int64_t i, gpt_err *err)
 				conv = layer_names[k].conv;
 			}
 	}
-	const gpt_st_tensor *t = gpt_st_find(&h->st, name);
+	const gpt_st_file *f;
+	const gpt_st_tensor *t = gpt_hf_find(&h->w, name, &f);
+	if (!t && h->w.index)
+		return gpt_err_set(err, GPT_EDATA,
+				   "%s: no tensor '%s' (gptkit's %s) in its weight_map: the shards lack a tensor "
+				   "of the model; save the model again with save_pretrained", h->w.index, name, p->name);
 	if (!t)
-		return gpt_err_set(err, GPT_EDATA, "%s: no tensor '%s' (gptkit's %s)", h->st.path, name, p->name);
+		return gpt_err_set(err, GPT_EDATA, "%s: no tensor '%s' (gptkit's %s)", h->w.files[0].path, name,
+				   p->name);
 	int64_t in = p->shape[p->ndim - 1], want[2];
 	int nd;
 	if (conv) {
@@ -151,41 +159,45 @@ static int find_src(hf_src *h, int64_t i, gpt_err *err)
 		nd = 1, want[0] = p->numel;
 	}
 	if (t->dtype != GPT_DTYPE_F32 && t->dtype != GPT_DTYPE_F16 && t->dtype != GPT_DTYPE_BF16)
-		return gpt_err_set(err, GPT_EDATA, "%s: tensor '%s' is %s; expected F32, F16 or BF16", h->st.path,
+		return gpt_err_set(err, GPT_EDATA, "%s: tensor '%s' is %s; expected F32, F16 or BF16", f->path,
 				   name, gpt_st_dtype_name(t->dtype));
 	if (t->ndim != nd || t->shape[0] != want[0] || (nd == 2 && t->shape[1] != want[1]))
 		return gpt_err_set(err, GPT_EDATA, "%s: tensor '%s' has another shape than config.json implies (expected [%lld%s%lld])",
-				   h->st.path, name, (long long)want[0], nd == 2 ? ", " : "",
+				   f->path, name, (long long)want[0], nd == 2 ? ", " : "",
 				   nd == 2 ? (long long)want[1] : 0LL);
 	h->src[i] = t;
+	h->file[i] = f;
 	h->conv[i] = conv;
 	return 0;
 }
 
-/* Every tensor of the file is one we convert or one we know to drop. */
+/* Every tensor of the files is one we convert or one we know to drop. */
 static int check_extra(hf_src *h, gpt_err *err)
 {
-	for (int k = 0; k < h->st.n; k++) {
-		const gpt_st_tensor *t = &h->st.tensors[k];
-		int used = 0;
-		for (int64_t i = 0; i < h->n_table && !used; i++)
-			used = h->src[i] == t;
-		const char *n = t->name, *dot = strrchr(n, '.');
-		if (used || strcmp(n, "lm_head.weight") == 0 ||
-		    (dot && (strcmp(dot, ".bias") == 0 || strcmp(dot, ".masked_bias") == 0) && dot >= n + 5 &&
-		     strncmp(dot - 5, ".attn", 5) == 0))
-			continue;
-		return gpt_err_set(err, GPT_EDATA, "%s: tensor '%s' has no place in a GPT-2 model; not converting",
-				   h->st.path, n);
+	for (int fi = 0; fi < h->w.n; fi++) {
+		const gpt_st_file *f = &h->w.files[fi];
+		for (int k = 0; k < f->n; k++) {
+			const gpt_st_tensor *t = &f->tensors[k];
+			int used = 0;
+			for (int64_t i = 0; i < h->n_table && !used; i++)
+				used = h->src[i] == t;
+			const char *n = t->name, *dot = strrchr(n, '.');
+			if (used || strcmp(n, "lm_head.weight") == 0 ||
+			    (dot && (strcmp(dot, ".bias") == 0 || strcmp(dot, ".masked_bias") == 0) &&
+			     dot >= n + 5 && strncmp(dot - 5, ".attn", 5) == 0))
+				continue;
+			return gpt_err_set(err, GPT_EDATA,
+					   "%s: tensor '%s' has no place in a GPT-2 model; not converting", f->path, n);
+		}
 	}
 	return 0;
 }
 
 /* The tensor as fp32 (the file's data is not aligned: copied first). */
-static int load_f32(const hf_src *h, const gpt_st_tensor *t, float *dst, gpt_err *err)
+static int load_f32(const gpt_st_file *f, const gpt_st_tensor *t, float *dst, gpt_err *err)
 {
 	size_t n = (size_t)((t->end - t->begin) / gpt_dtype_size(t->dtype));
-	const void *raw = gpt_st_data(&h->st, t);
+	const void *raw = gpt_st_data(f, t);
 	if (t->dtype == GPT_DTYPE_F32) {
 		memcpy(dst, raw, n * 4);
 		return 0;
@@ -207,11 +219,11 @@ static int fill(void *ctx, int i, void *buf, gpt_err *err)
 	float *out = buf;
 	if (!h->conv[i]) {
 		memset(out, 0, (size_t)p->numel * 4); /* wte's padding rows */
-		return load_f32(h, t, out, err);
+		return load_f32(h->file[i], t, out, err);
 	}
 	int64_t in = t->shape[0], o = t->shape[1];
 	float *w = gpt_malloc((size_t)(in * o) * 4, p->name, err);
-	int rc = w ? load_f32(h, t, w, err) : GPT_EINTERNAL;
+	int rc = w ? load_f32(h->file[i], t, w, err) : GPT_EINTERNAL;
 	for (int64_t r = 0; !rc && r < o; r++)
 		for (int64_t c = 0; c < in; c++)
 			out[r * in + c] = w[c * o + r];
@@ -222,14 +234,15 @@ static int fill(void *ctx, int i, void *buf, gpt_err *err)
 /* A tied head must be wte itself. */
 static int check_head(hf_src *h, gpt_err *err)
 {
-	const gpt_st_tensor *lm = gpt_st_find(&h->st, "lm_head.weight"), *wte = h->src[0];
+	const gpt_st_file *lf;
+	const gpt_st_tensor *lm = gpt_hf_find(&h->w, "lm_head.weight", &lf), *wte = h->src[0];
 	if (!lm)
 		return 0;
 	if (lm->dtype == wte->dtype && lm->end - lm->begin == wte->end - wte->begin &&
-	    memcmp(gpt_st_data(&h->st, lm), gpt_st_data(&h->st, wte), (size_t)(lm->end - lm->begin)) == 0)
+	    memcmp(gpt_st_data(lf, lm), gpt_st_data(h->file[0], wte), (size_t)(lm->end - lm->begin)) == 0)
 		return 0;
 	return gpt_err_set(err, GPT_EDATA, "%s: lm_head.weight differs from wte: an untied head; gptkit ties them",
-			   h->st.path);
+			   lf->path);
 }
 
 /* The configuration of the model for a run from the converted weights:
@@ -276,35 +289,194 @@ static char *config_text(const gpt_model_shape *s, const char *out_dir, gpt_err 
 	return yaml;
 }
 
-/* model.safetensors is missing: say what the directory holds instead
- * (transformers' save_pretrained writes shards with an index above its
- * max_shard_size, and pytorch_model.bin without safe_serialization). */
+/* ---- the weights: model.safetensors, or the shards an index lists ---- */
+
+const gpt_st_tensor *gpt_hf_find(const gpt_hf_weights *w, const char *name, const gpt_st_file **file)
+{
+	for (int i = 0; i < w->n; i++) {
+		const gpt_st_tensor *t = gpt_st_find(&w->files[i], name);
+		if (t) {
+			if (file)
+				*file = &w->files[i];
+			return t;
+		}
+	}
+	if (file)
+		*file = NULL;
+	return NULL;
+}
+
+void gpt_hf_weights_close(gpt_hf_weights *w)
+{
+	for (int i = 0; i < w->n; i++)
+		gpt_st_close(&w->files[i]); /* one never opened is zero: nothing to do */
+	free(w->files);
+	free(w->index);
+	memset(w, 0, sizeof *w);
+}
+
+#define NOT_ONE_SAVE "the index and the shards are not of one save; save the model again with save_pretrained"
+
+/* A shard the index names and the first tensor it puts there. */
+typedef struct shard_ref {
+	const char *file, *tensor;
+} shard_ref;
+
+static int shard_of(const shard_ref *sh, int n, const char *file)
+{
+	int k = 0;
+	while (k < n && strcmp(sh[k].file, file) != 0)
+		k++;
+	return k;
+}
+
+/* The shard files the weight_map of index names, each once (file names
+ * only: the shards lie in the directory beside the index). */
+static int shard_names(json_t *map, const char *index, const char *dir, shard_ref *sh, int *n,
+		       gpt_err *err)
+{
+	const char *key;
+	json_t *v;
+	json_object_foreach(map, key, v)
+	{
+		const char *f = json_string_value(v);
+		if (!f)
+			return gpt_err_set(err, GPT_EDATA, "%s: weight_map entry '%s': expected the name of a shard file",
+					   index, key);
+		if (!*f || strchr(f, '/') || strcmp(f, ".") == 0 || strcmp(f, "..") == 0)
+			return gpt_err_set(err, GPT_EDATA,
+					   "%s: weight_map entry '%s' names shard '%s', which is not a file name: the "
+					   "shards must lie in %s beside the index; not reading another path",
+					   index, key, f, dir);
+		if (shard_of(sh, *n, f) == *n)
+			sh[(*n)++] = (shard_ref){f, key};
+	}
+	return 0;
+}
+
+/* Every tensor in the shard the weight_map gives it, and no shard holding
+ * a tensor the map gives another shard or none. */
+static int check_shards(json_t *map, const char *index, const gpt_hf_weights *w, const shard_ref *sh,
+			gpt_err *err)
+{
+	const char *key;
+	json_t *v;
+	json_object_foreach(map, key, v)
+	{
+		const gpt_st_file *f = &w->files[shard_of(sh, w->n, json_string_value(v))];
+		if (!gpt_st_find(f, key))
+			return gpt_err_set(err, GPT_EDATA, "%s: weight_map puts tensor '%s' in %s, which does not hold it; "
+					   NOT_ONE_SAVE, index, key, f->path);
+	}
+	for (int k = 0; k < w->n; k++)
+		for (int i = 0; i < w->files[k].n; i++) {
+			const char *name = w->files[k].tensors[i].name;
+			const char *f = json_string_value(json_object_get(map, name));
+			if (!f)
+				return gpt_err_set(err, GPT_EDATA, "%s: holds tensor '%s', which %s does not list; "
+						   NOT_ONE_SAVE, w->files[k].path, name, index);
+			if (strcmp(f, sh[k].file) != 0)
+				return gpt_err_set(err, GPT_EDATA, "%s: holds tensor '%s' too, which %s puts in %s; "
+						   NOT_ONE_SAVE, w->files[k].path, name, index, f);
+		}
+	return 0;
+}
+
+/* The shards that index (DIR/model.safetensors.index.json, as
+ * save_pretrained writes it above max_shard_size) lists, all mapped: each
+ * tensor is read from the shard its weight_map names. */
+static int open_shards(gpt_hf_weights *w, const char *dir, const char *index, gpt_err *err)
+{
+	json_error_t je;
+	json_t *root = json_load_file(index, JSON_REJECT_DUPLICATES, &je);
+	if (!root)
+		return gpt_err_set(err, GPT_EDATA, "%s:%d: bad JSON: %s%s", index, je.line, je.text,
+				   strstr(je.text, "duplicate") ? " (a tensor or key given twice); save the model again" : "");
+	json_t *map = json_object_get(root, "weight_map");
+	size_t n_map = json_object_size(map);
+	int rc = 0, n = 0;
+	if (!json_is_object(map) || n_map == 0)
+		rc = gpt_err_set(err, GPT_EDATA,
+				 "%s: expected an object \"weight_map\" naming the shard file of each tensor, as "
+				 "save_pretrained writes it", index);
+	shard_ref *sh = rc ? NULL : gpt_calloc(n_map, sizeof *sh, "shards", err);
+	if (!rc && !sh)
+		rc = GPT_EINTERNAL;
+	if (!rc)
+		rc = shard_names(map, index, dir, sh, &n, err);
+	w->files = rc ? NULL : gpt_calloc((size_t)n, sizeof *w->files, "shards", err);
+	if (!rc && !w->files)
+		rc = GPT_EINTERNAL;
+	if (!rc)
+		w->n = n;
+	for (int k = 0; k < n && !rc; k++) {
+		char p[4096];
+		snprintf(p, sizeof p, "%s/%s", dir, sh[k].file);
+		rc = gpt_st_open(&w->files[k], p, err);
+		if (rc == GPT_ENOINPUT)
+			rc = gpt_err_set(err, GPT_ENOINPUT,
+					 "%s: tensor '%s' is in shard %s, which is missing; copy every shard the "
+					 "index lists into %s", index, sh[k].tensor, p, dir);
+		else if (rc)
+			gpt_err_prefix(err, "%s lists a shard gptkit cannot read (fetch or save it again)", index);
+	}
+	if (!rc)
+		rc = check_shards(map, index, w, sh, err);
+	if (!rc) {
+		w->index = strdup(index);
+		if (!w->index)
+			rc = gpt_err_nomem(err, strlen(index), "path");
+	}
+	free(sh);
+	json_decref(root);
+	return rc;
+}
+
+/* model.safetensors and an index are missing: say what the directory holds
+ * instead (transformers' save_pretrained writes pickles without
+ * safe_serialization). */
 static int missing_weights(const char *hf_dir, gpt_err *err)
 {
-	static const struct {
-		const char *file, *what, *fix;
-	} other[] = {
-		{"model.safetensors.index.json", "in shards listed by", "max_shard_size=\"1000GB\""},
-		{"pytorch_model.bin", "a PyTorch pickle, in", "safe_serialization=True"},
-	};
+	static const char *const other[] = {"pytorch_model.bin.index.json", "pytorch_model.bin"};
 	for (size_t i = 0; i < sizeof other / sizeof *other; i++) {
 		char p[4096];
-		snprintf(p, sizeof p, "%s/%s", hf_dir, other[i].file);
+		snprintf(p, sizeof p, "%s/%s", hf_dir, other[i]);
 		if (gpt_path_exists(p))
 			return gpt_err_set(err, GPT_ENOINPUT,
-					   "%s/model.safetensors: missing; the weights are %s %s, which gptkit does not "
-					   "read: save the model again with save_pretrained(DIR, %s)",
-					   hf_dir, other[i].what, p, other[i].fix);
+					   "%s/model.safetensors: missing; the weights are PyTorch pickles (%s), which "
+					   "gptkit does not read: save the model again with save_pretrained(DIR, "
+					   "safe_serialization=True)", hf_dir, p);
 	}
 	return GPT_ENOINPUT;
 }
 
+/* The weights as transformers' from_pretrained picks them: model.safetensors
+ * when there is one, else the shards of model.safetensors.index.json. */
+static int open_weights(hf_src *h, const char *hf_dir, gpt_err *err)
+{
+	char p[4096], index[4096];
+	snprintf(p, sizeof p, "%s/model.safetensors", hf_dir);
+	snprintf(index, sizeof index, "%s/model.safetensors.index.json", hf_dir);
+	h->w.files = gpt_calloc(1, sizeof *h->w.files, "weights", err);
+	if (!h->w.files)
+		return GPT_EINTERNAL;
+	h->w.n = 1;
+	int rc = gpt_st_open(&h->w.files[0], p, err);
+	if (!rc)
+		h->index_ignored = gpt_path_exists(index);
+	if (rc != GPT_ENOINPUT)
+		return rc;
+	gpt_hf_weights_close(&h->w);
+	if (gpt_path_exists(index))
+		return open_shards(&h->w, hf_dir, index, err);
+	return missing_weights(hf_dir, err);
+}
+
 /* Opens and checks the directory (see gpt_hf_open); on failure h holds at
- * most the open file and the tables (hf_free_tables, gpt_st_close). */
+ * most the weights and the tables (hf_free_tables, gpt_hf_weights_close). */
 static int hf_open(hf_src *h, const char *hf_dir, gpt_err *err)
 {
 	memset(h, 0, sizeof *h);
-	char p[4096];
 	int rc = read_config(hf_dir, &h->shape, err);
 	if (rc)
 		return rc;
@@ -313,18 +485,13 @@ static int hf_open(hf_src *h, const char *hf_dir, gpt_err *err)
 			err->code = GPT_EDATA; /* a model no GPT-2 can be: the file is bad */
 		return gpt_err_prefix(err, "%s/config.json", hf_dir);
 	}
-	snprintf(p, sizeof p, "%s/model.safetensors", hf_dir);
-	rc = gpt_st_open(&h->st, p, err);
-	if (rc == GPT_ENOINPUT)
-		rc = missing_weights(hf_dir, err);
-	if (rc) {
-		free(h->table);
-		memset(h, 0, sizeof *h);
+	rc = open_weights(h, hf_dir, err);
+	if (rc)
 		return rc;
-	}
-	h->prefix = gpt_st_find(&h->st, "transformer.wte.weight") ? "transformer." : "";
+	h->prefix = gpt_hf_find(&h->w, "transformer.wte.weight", NULL) ? "transformer." : "";
 	h->src = gpt_calloc((size_t)h->n_table, sizeof *h->src, "tensors", err);
-	h->conv = h->src ? gpt_calloc((size_t)h->n_table, sizeof *h->conv, "tensors", err) : NULL;
+	h->file = h->src ? gpt_calloc((size_t)h->n_table, sizeof *h->file, "tensors", err) : NULL;
+	h->conv = h->file ? gpt_calloc((size_t)h->n_table, sizeof *h->conv, "tensors", err) : NULL;
 	rc = h->conv ? 0 : GPT_EINTERNAL;
 	for (int64_t i = 0; i < h->n_table && !rc; i++)
 		rc = find_src(h, i, err);
@@ -335,28 +502,28 @@ static int hf_open(hf_src *h, const char *hf_dir, gpt_err *err)
 	return rc;
 }
 
-/* Frees what hf_open made but the open file. */
+/* Frees what hf_open made but the weights. */
 static void hf_free_tables(hf_src *h)
 {
 	free(h->src);
+	free(h->file);
 	free(h->conv);
 	free(h->table);
-	h->src = NULL, h->conv = NULL, h->table = NULL;
+	h->src = NULL, h->file = NULL, h->conv = NULL, h->table = NULL;
 }
 
-int gpt_hf_open(const char *hf_dir, gpt_model_shape *shape, gpt_st_file *st, const char **prefix,
+int gpt_hf_open(const char *hf_dir, gpt_model_shape *shape, gpt_hf_weights *w, const char **prefix,
 		gpt_err *err)
 {
 	hf_src h;
 	int rc = hf_open(&h, hf_dir, err);
 	hf_free_tables(&h);
 	if (rc) {
-		if (h.st.path)
-			gpt_st_close(&h.st);
+		gpt_hf_weights_close(&h.w);
 		return rc;
 	}
 	*shape = h.shape;
-	*st = h.st;
+	*w = h.w;
 	*prefix = h.prefix;
 	return 0;
 }
@@ -378,9 +545,16 @@ static int write_import(void *ctx, gpt_err *err)
 	char stage[4096];
 	gpt_ckpt_stage_dir(c->out_dir, 0, stage, sizeof stage);
 	int rc = gpt_ckpt_prepare(c->out_dir, 0, err);
-	if (!rc && c->progress)
-		fprintf(c->progress, "gpt-ckpt-merge: converting %lld tensors of %s\n", (long long)c->h->n_table,
-			c->h->st.path);
+	const gpt_hf_weights *w = &c->h->w;
+	if (!rc && c->progress && w->index)
+		fprintf(c->progress, "gpt-ckpt-merge: converting %lld tensors of the %d shards %s lists\n",
+			(long long)c->h->n_table, w->n, w->index);
+	else if (!rc && c->progress)
+		fprintf(c->progress, "gpt-ckpt-merge: converting %lld tensors of %s%s\n", (long long)c->h->n_table,
+			w->files[0].path,
+			c->h->index_ignored ? " (model.safetensors.index.json beside it and its shards left "
+					      "unread: the one file comes first, as in transformers' from_pretrained)"
+					    : "");
 	if (!rc)
 		rc = gpt_ckpt_write_part(stage, 0, c->pc, (int)c->h->n_table, fill, c->h, err);
 	json_t *st = json_pack("{s:i, s:i, s:i, s:i, s:{s:s}, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i}, s:s}", "step", 0,
@@ -402,7 +576,6 @@ int gpt_ckpt_from_hf(const char *hf_dir, const char *out_dir, FILE *progress, ch
 {
 	hf_src h;
 	int rc = hf_open(&h, hf_dir, err);
-	int st_ok = h.st.path != NULL;
 	gpt_ckpt_piece *pc = rc ? NULL : gpt_calloc((size_t)h.n_table, sizeof *pc, "pieces", err);
 	if (!rc && !pc)
 		rc = GPT_EINTERNAL;
@@ -421,7 +594,6 @@ int gpt_ckpt_from_hf(const char *hf_dir, const char *out_dir, FILE *progress, ch
 	free(yaml);
 	free(pc);
 	hf_free_tables(&h);
-	if (st_ok)
-		gpt_st_close(&h.st);
+	gpt_hf_weights_close(&h.w);
 	return rc;
 }

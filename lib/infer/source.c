@@ -30,6 +30,7 @@ struct gpt_source {
 	gpt_ckpt *ck;
 	gpt_st_file st;
 	int st_ok;
+	gpt_hf_weights hf;     /* a Hugging Face directory's */
 	const char *hf_prefix; /* "transformer." or "" */
 	gpt_dtype dtype;       /* of the stored weights */
 };
@@ -48,6 +49,7 @@ void gpt_source_free(gpt_source *src)
 		gpt_ckpt_close(src->ck);
 	if (src->st_ok)
 		gpt_st_close(&src->st);
+	gpt_hf_weights_close(&src->hf);
 	if (src->cfg_ok)
 		gpt_config_free(&src->cfg);
 	gpt_tokenizer_free(src->tok);
@@ -418,10 +420,9 @@ static int open_dir(gpt_source *src, const char *exe, gpt_err *err)
  * checks it. */
 static int open_hf(gpt_source *src, const char *exe, gpt_err *err)
 {
-	int rc = gpt_hf_open(src->path, &src->shape, &src->st, &src->hf_prefix, err);
+	int rc = gpt_hf_open(src->path, &src->shape, &src->hf, &src->hf_prefix, err);
 	if (rc)
 		return rc;
-	src->st_ok = 1;
 	src->cfg.model.vocab_size = src->shape.vocab_size;
 	char p[PATH_MAX];
 	snprintf(p, sizeof p, "%s/vocab.json", src->path);
@@ -510,16 +511,19 @@ static int read_hf(gpt_source *src, const gpt_param_info *p, float *dst, gpt_err
 	int conv;
 	if (hf_name(src, p, name, sizeof name, &conv))
 		return gpt_err_set(err, GPT_EINTERNAL, "%s: no Hugging Face name", p->name);
+	const gpt_st_file *f; /* the shard holding it (gpt_hf_open checked there is one) */
+	if (!gpt_hf_find(&src->hf, name, &f))
+		return gpt_err_set(err, GPT_EINTERNAL, "%s: no tensor '%s'", src->path, name);
 	const gpt_model_shape *s = &src->shape;
 	if (strcmp(p->name, "wte") == 0) {
 		/* the padding rows past the vocabulary are zero */
 		int64_t sh[2] = {s->vocab_size, s->hidden};
 		memset(dst, 0, (size_t)p->numel * sizeof *dst);
-		return gpt_st_read_f32(&src->st, name, 2, sh, dst, err);
+		return gpt_st_read_f32(f, name, 2, sh, dst, err);
 	}
 	if (!conv) {
 		int64_t n = p->numel;
-		return gpt_st_read_f32(&src->st, name, p->ndim == 2 && strcmp(p->name, "wpe") ? 1 : p->ndim,
+		return gpt_st_read_f32(f, name, p->ndim == 2 && strcmp(p->name, "wpe") ? 1 : p->ndim,
 				       p->ndim == 2 && strcmp(p->name, "wpe") ? &n : p->shape, dst, err);
 	}
 	/* Conv1D: [in, out]; ours is [out, in] (qkv: [3, C, C] = [3C, C]) */
@@ -528,7 +532,7 @@ static int read_hf(gpt_source *src, const gpt_param_info *p, float *dst, gpt_err
 	float *tmp = gpt_malloc((size_t)p->numel * sizeof *tmp, "weight transpose", err);
 	if (!tmp)
 		return GPT_EINTERNAL;
-	int rc = gpt_st_read_f32(&src->st, name, 2, sh, tmp, err);
+	int rc = gpt_st_read_f32(f, name, 2, sh, tmp, err);
 	for (int64_t i = 0; !rc && i < in; i++)
 		for (int64_t o = 0; o < out; o++)
 			dst[o * in + i] = tmp[i * out + o];

@@ -39,6 +39,96 @@ test_expect_success TORCH 'HF -> gptkit -> HF is byte-identical (fp32, byte voca
 	/usr/bin/python3 same.py hf1 back1
 '
 
+# stedit DIR OP TENSOR [SHARD]: DIR's sharded weights with one thing wrong:
+#   set    the index puts TENSOR in SHARD (any string)
+#   drop   the index lists TENSOR no more
+#   move   the index puts TENSOR in another of its shards
+#   copy   another shard holds a copy of TENSOR too
+cat >stedit.py <<'PY'
+import json, struct, sys
+d, op, t = sys.argv[1:4]
+ip = d + "/model.safetensors.index.json"
+idx = json.load(open(ip)); wm = idx["weight_map"]
+files = sorted(set(wm.values())); other = [f for f in files if f != wm[t]][0]
+def rd(p):
+    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]
+    return json.loads(b[8:8 + n]), b[8 + n:]
+if op == "set": wm[t] = sys.argv[4]
+elif op == "drop": del wm[t]
+elif op == "move": wm[t] = other
+elif op == "copy":
+    (sh, sd), (h, data) = rd(d + "/" + wm[t]), rd(d + "/" + other)
+    b, e = sh[t]["data_offsets"]
+    h[t] = dict(sh[t], data_offsets=[len(data), len(data) + e - b])
+    hb = json.dumps(h).encode(); hb += b" " * ((8 - len(hb) % 8) % 8)
+    open(d + "/" + other, "wb").write(struct.pack("<Q", len(hb)) + hb + data + sd[b:e])
+json.dump(idx, open(ip, "w"), indent=2)
+PY
+
+test_expect_success TORCH 'weights in 2 or 3 shards convert to the checkpoint one model.safetensors gives' '
+	$REF shard hf1 hf1s2 2 &&
+	$REF shard hf1 hf1s3 3 &&
+	! test -e hf1s3/model.safetensors &&
+	gpt-ckpt-merge --from-hf hf1s2 cks2 2>err &&
+	test_grep "converting 28 tensors of the 2 shards hf1s2/model.safetensors.index.json lists" err &&
+	gpt-ckpt-merge --from-hf hf1s3 cks3 2>err &&
+	test_grep "converting 28 tensors of the 3 shards hf1s3/model.safetensors.index.json lists" err &&
+	cmp ck1/step_00000000/rank-00000.safetensors cks2/step_00000000/rank-00000.safetensors &&
+	cmp ck1/step_00000000/rank-00000.safetensors cks3/step_00000000/rank-00000.safetensors &&
+	gpt-ckpt-merge --verify cks3 &&
+	$REF make hf3 257 1 32 2 64 3 - F16 &&
+	$REF shard hf3 hf3s 3 &&
+	gpt-ckpt-merge --from-hf hf3 ck3 && gpt-ckpt-merge --from-hf hf3s ck3s &&
+	cmp ck3/step_00000000/rank-00000.safetensors ck3s/step_00000000/rank-00000.safetensors &&
+	gpt-infer -m hf1 -o Generation.max_dec_len=4 "GNU" >one &&
+	gpt-infer -m hf1s3 -o Generation.max_dec_len=4 "GNU" >three &&
+	test_cmp one three
+'
+
+test_expect_success TORCH 'beside model.safetensors, an index and its shards are left unread, as transformers does' '
+	$REF make hfo 257 2 64 4 64 9 &&
+	$REF shard hfo hfos 2 &&
+	mkdir hfboth && cp hf1/* hfboth/ && cp hfos/model* hfboth/ &&
+	gpt-ckpt-merge --from-hf hfboth ckboth 2>err &&
+	test_grep "converting 28 tensors of hfboth/model.safetensors \(model.safetensors.index.json beside it and its shards left unread: the one file comes first, as in transformers. from_pretrained\)" err &&
+	cmp ck1/step_00000000/rank-00000.safetensors ckboth/step_00000000/rank-00000.safetensors
+'
+
+test_expect_success TORCH 'a damaged or mismatched sharded directory is an error naming the file (gpt-infer too), and nothing is written' '
+	T=transformer.h.1.mlp.c_fc.weight S="hfe/model-0000[1-3]-of-00003.safetensors" I=hfe/model.safetensors.index.json &&
+	for c in "set $T ../hf1/model.safetensors:$I: weight_map entry .$T. names shard .\.\./hf1/model.safetensors., which is not a file name: the shards must lie in hfe beside the index; not reading another path" \
+		"set $T sub/model-00001-of-00003.safetensors:$I: weight_map entry .$T. names shard .sub/model-00001-of-00003.safetensors., which is not a file name" \
+		"set $T ..:$I: weight_map entry .$T. names shard .\.\.., which is not a file name" \
+		"move $T:$I: weight_map puts tensor .$T. in $S, which does not hold it; the index and the shards are not of one save; save the model again with save_pretrained" \
+		"drop $T:$S: holds tensor .$T., which $I does not list; the index and the shards are not of one save" \
+		"copy $T:$S: holds tensor .$T. too, which $I puts in model-0000[1-3]-of-00003.safetensors; the index and the shards are not of one save"; do
+		rm -rf hfe && cp -r hf1s3 hfe && mkdir hfe/sub && cp hfe/model-00001-of-00003.safetensors hfe/sub/ &&
+		/usr/bin/python3 stedit.py hfe ${c%%:*} &&
+		test_expect_code 65 gpt-ckpt-merge --from-hf hfe no 2>err &&
+		test_grep "^gpt-ckpt-merge: error: ${c#*:}" err && ! test -e no &&
+		test_expect_code 65 gpt-infer -m hfe -o Generation.max_dec_len=2 "GNU" >out 2>err &&
+		test_grep "^gpt-infer: error: ${c#*:}" err && test_line_count = 0 out || return 1
+	done &&
+	rm -rf hfe && $REF shard hf1 hfe 3 transformer.h.1.mlp.c_fc.bias &&
+	test_expect_code 65 gpt-ckpt-merge --from-hf hfe no 2>err &&
+	test_grep "error: $I: no tensor .transformer.h.1.mlp.c_fc.bias. \(gptkit.s h.1.mlp.fc.bias\) in its weight_map: the shards lack a tensor of the model; save the model again" err &&
+	rm -rf hfe && cp -r hf1s3 hfe && rm hfe/model-00002-of-00003.safetensors &&
+	test_expect_code 66 gpt-ckpt-merge --from-hf hfe no 2>err &&
+	test_grep "error: $I: tensor .transformer\..*. is in shard hfe/model-00002-of-00003.safetensors, which is missing; copy every shard the index lists into hfe$" err &&
+	rm -rf hfe && cp -r hf1s3 hfe &&
+	printf "{\"bad\"" | dd of=hfe/model-00002-of-00003.safetensors bs=1 seek=8 conv=notrunc 2>/dev/null &&
+	test_expect_code 65 gpt-ckpt-merge --from-hf hfe no 2>err &&
+	test_grep "error: $I lists a shard gptkit cannot read \(fetch or save it again\): hfe/model-00002-of-00003.safetensors: not a valid safetensors file: bad JSON header" err &&
+	rm -rf hfe && cp -r hf1s3 hfe && sed -i "/\"transformer.h.0.ln_1.bias\"/p" $I &&
+	test_expect_code 65 gpt-ckpt-merge --from-hf hfe no 2>err &&
+	test_grep "error: $I:[0-9]+: bad JSON: duplicate object key.* \(a tensor or key given twice\); save the model again" err &&
+	echo "{\"metadata\": {\"total_size\": 0}}" >$I &&
+	test_expect_code 65 gpt-ckpt-merge --from-hf hfe no 2>err &&
+	test_grep "error: $I: expected an object \"weight_map\" naming the shard file of each tensor" err &&
+	! test -e no &&
+	mkdir no && test_expect_code 65 gpt-ckpt-merge --from-hf hfe no && ls -A no >left && test_line_count = 0 left
+'
+
 test_expect_success TORCH,VOCAB 'the same for an fp16 file with the GPT-2 vocabulary and bare names' '
 	$REF make hf2 50257 1 32 2 128 2 - F16 &&
 	gpt-ckpt-merge --from-hf hf2 ck2 &&
@@ -177,16 +267,15 @@ test_expect_success 'bad layouts, bad HF files and used output directories are r
 	! test -e y/latest
 '
 
-test_expect_success 'an HF directory whose weights are sharded or pickled says so and how to save them' '
-	mkdir hfsharded &&
-	echo "{\"vocab_size\": 257, \"n_embd\": 64, \"n_layer\": 2, \"n_head\": 4, \"n_positions\": 64}" >hfsharded/config.json &&
-	echo "{\"metadata\": {}, \"weight_map\": {}}" >hfsharded/model.safetensors.index.json &&
-	: >hfsharded/model-00001-of-00002.safetensors &&
-	test_expect_code 66 gpt-ckpt-merge --from-hf hfsharded y 2>err &&
-	test_grep "hfsharded/model.safetensors: missing; the weights are in shards listed by hfsharded/model.safetensors.index.json.*max_shard_size" err &&
-	mkdir hfpickle && cp hfsharded/config.json hfpickle/ && : >hfpickle/pytorch_model.bin &&
+test_expect_success 'an HF directory whose weights are pickled says so and how to save them' '
+	mkdir hfpickle &&
+	echo "{\"vocab_size\": 257, \"n_embd\": 64, \"n_layer\": 2, \"n_head\": 4, \"n_positions\": 64}" >hfpickle/config.json &&
+	: >hfpickle/pytorch_model.bin &&
 	test_expect_code 66 gpt-ckpt-merge --from-hf hfpickle y 2>err &&
-	test_grep "hfpickle/model.safetensors: missing; the weights are a PyTorch pickle, in hfpickle/pytorch_model.bin.*safe_serialization=True" err &&
+	test_grep "hfpickle/model.safetensors: missing; the weights are PyTorch pickles \(hfpickle/pytorch_model.bin\), which gptkit does not read: save the model again with save_pretrained\(DIR, safe_serialization=True\)" err &&
+	: >hfpickle/pytorch_model.bin.index.json &&
+	test_expect_code 66 gpt-ckpt-merge --from-hf hfpickle y 2>err &&
+	test_grep "hfpickle/model.safetensors: missing; the weights are PyTorch pickles \(hfpickle/pytorch_model.bin.index.json\)" err &&
 	! test -e y
 '
 

@@ -8,6 +8,12 @@ torch (the transformers package is not needed).
         q, k, v projections side by side [C, 3C], the "attn.bias" causal mask
         buffers HF files carry, names under PREFIX ("transformer." by
         default, "-" for none), fp32 or F16 storage.
+    gpt2_hf.py shard DIR OUT N [LEAVE-OUT...]
+        writes OUT as save_pretrained shards DIR's weights: config.json, N
+        files model-0000K-of-0000N.safetensors holding DIR/model.safetensors'
+        tensors byte for byte, in a shuffled order (not the model's), less
+        the tensors named LEAVE-OUT, and model.safetensors.index.json
+        mapping each tensor to its file (with metadata.total_size).
     gpt2_hf.py greedy DIR IDS STEPS EOS
         prints the ids greedy decoding appends to the comma-separated prompt
         IDS (at most STEPS, ending before EOS), computed in float64 with a
@@ -28,10 +34,11 @@ ST = {"F32": np.float32, "F16": np.float16, "BF16": None}
 
 
 def write_safetensors(path, tensors, meta):
+    """tensors: name -> (dtype, numpy array) or (dtype, shape, bytes)"""
     header, off, blobs = {"__metadata__": meta}, 0, []
-    for name, (dtype, arr) in tensors.items():
-        b = np.ascontiguousarray(arr).tobytes()
-        header[name] = {"dtype": dtype, "shape": list(arr.shape), "data_offsets": [off, off + len(b)]}
+    for name, t in tensors.items():
+        dtype, shape, b = t if len(t) == 3 else (t[0], list(t[1].shape), np.ascontiguousarray(t[1]).tobytes())
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [off, off + len(b)]}
         off += len(b)
         blobs.append(b)
     h = json.dumps(header).encode()
@@ -43,22 +50,25 @@ def write_safetensors(path, tensors, meta):
             f.write(b)
 
 
-def read_safetensors(path):
+def read_raw(path):
+    """name -> (dtype, shape, bytes) of a safetensors file, and its metadata"""
     raw = open(path, "rb").read()
     n = struct.unpack("<Q", raw[:8])[0]
     header = json.loads(raw[8:8 + n])
+    meta = header.pop("__metadata__", {})
+    return {k: (v["dtype"], v["shape"], raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
+            for k, v in header.items()}, meta
+
+
+def read_safetensors(path):
     out = {}
-    for name, v in header.items():
-        if name == "__metadata__":
-            continue
-        b, e = v["data_offsets"]
-        buf = raw[8 + n + b:8 + n + e]
-        if v["dtype"] == "BF16":
+    for name, (dtype, shape, buf) in read_raw(path)[0].items():
+        if dtype == "BF16":
             u = np.frombuffer(buf, np.uint16).astype(np.uint32) << 16
             a = u.view(np.float32)
         else:
-            a = np.frombuffer(buf, ST[v["dtype"]])
-        out[name] = torch.from_numpy(a.astype(np.float64).reshape(v["shape"]))
+            a = np.frombuffer(buf, ST[dtype])
+        out[name] = torch.from_numpy(a.astype(np.float64).reshape(shape))
     return out
 
 
@@ -96,6 +106,27 @@ def make(d, V, L, C, H, P, seed, prefix="transformer.", f16=False):
            "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5,
            "bos_token_id": V - 1, "eos_token_id": V - 1}
     json.dump(cfg, open(d + "/config.json", "w"), indent=2)
+
+
+def shard(src, d, n, leave_out):
+    import os
+    import random
+    import shutil
+    os.makedirs(d, exist_ok=True)
+    tensors, meta = read_raw(src + "/model.safetensors")
+    names = [k for k in tensors if k not in leave_out]
+    random.Random(n).shuffle(names)
+    weight_map, total = {}, 0
+    for i in range(n):
+        f = "model-%05d-of-%05d.safetensors" % (i + 1, n)
+        part = names[i * len(names) // n:(i + 1) * len(names) // n]
+        write_safetensors(d + "/" + f, {k: tensors[k] for k in part}, meta)
+        for k in part:
+            weight_map[k] = f
+            total += len(tensors[k][2])
+    index = {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}
+    json.dump(index, open(d + "/model.safetensors.index.json", "w"), indent=2)
+    shutil.copy(src + "/config.json", d)
 
 
 def gelu(x):
@@ -151,10 +182,12 @@ def main():
         prefix = a[9] if len(a) > 9 else "transformer."
         make(a[2], *[int(x) for x in a[3:9]], prefix="" if prefix == "-" else prefix,
              f16=len(a) > 10 and a[10] == "F16")
+    elif a[1] == "shard":
+        shard(a[2], a[3], int(a[4]), set(a[5:]))
     elif a[1] == "greedy":
         greedy(a[2], [int(x) for x in a[3].split(",")], int(a[4]), int(a[5]))
     else:
-        sys.exit("usage: gpt2_hf.py make|greedy ...")
+        sys.exit("usage: gpt2_hf.py make|shard|greedy ...")
 
 
 main()
