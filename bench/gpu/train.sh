@@ -26,7 +26,10 @@
 # NCU=1: each row trains NCU_STEPS (default 3) steps under Nsight Compute
 # (ncu: kernel durations only, the clocks and caches left as they are) and
 # prints, in place of its timing, where the GPU time of a step goes, kernel
-# by kernel (bench/gpu/kernel_table.py); PyTorch does not run.
+# by kernel (bench/gpu/kernel_table.py); PyTorch does not run. The first
+# step's attention times its 64- and 128-row tiles under ncu too, whose
+# overhead can pick others than a plain run (its "attention tiles" line
+# under the row); GPT_CUDA_ATTN_ROWS=64 or 128 profiles those.
 #   NCU=1 ONLY="124M bf16 (12x768, B32" sh bench/gpu/train.sh
 set -u
 cd "$(dirname "$0")/../.."
@@ -87,6 +90,8 @@ gptkit () {
 	# what gptkit allocated by its own count (what --dry-run plans): the
 	# peak's rest is the CUDA context and the allocators' rounding
 	own=$(sed -n 's/.* - memory: .*, total \([0-9.]* [KMG]*i*B\) (.*/\1/p' "$W/log" | tail -n 1)
+	# the attention's tiles as timed at the first step (GPT_CUDA_ATTN_ROWS)
+	tiles=$(sed -n 's/.* - attention tiles: \(forward [0-9]*, dq [0-9]*, dkv [0-9]*\) rows.*/\1/p' "$W/log" | head -n 1)
 }
 
 # wanted NAME: ONLY is empty, or NAME contains one of its |-separated parts
@@ -143,6 +148,7 @@ row () {
 		else { tmfu = sprintf("%.1f%%", 100 * f * tt / (p * 1e12)); r = sprintf("%.2f", a / tt); tmm = tm " MiB" }
 		printf "%-36s %10.0f %7s %6s MiB | %10s %7s %10s | %6s\n", name, a, mfu, m, tt, tmfu, tmm, r }'
 	[ -z "$own" ] || printf '    (of its peak, %s allocated by gptkit: its memory line)\n' "$own"
+	[ -z "$tiles" ] || printf '    (attention tiles: %s rows)\n' "$tiles"
 }
 
 tiny=$ROOT/configs/tiny_cpu.yaml

@@ -434,6 +434,29 @@ int gpt_tr_saves_at(const trainer *tr, int64_t step)
 	return by_steps || by_epoch;
 }
 
+#if GPT_HAVE_CUDA
+/* Which tiles the GPU's attention took at the first step (the forward,
+ * dq and dkv kernels each time 64 and 128 rows at their first call and
+ * keep the faster, unless GPT_CUDA_ATTN_ROWS says), where it has the
+ * choice: a head size up to 64 on the tensor cores. */
+static void log_attention_tiles(trainer *tr)
+{
+	const gpt_config *cfg = tr->cfg;
+	int64_t hs = cfg->model.hidden_size / cfg->model.num_attention_heads;
+	int used[3];
+	if (strcmp(tr->be.name, "cuda") != 0 || hs > 64 || !gpt_cuda_attention_tensor_cores(tr->dtype, hs))
+		return;
+	gpt_cuda_attention_rows_used(&tr->be, used);
+	if (!used[0])
+		return;
+	int timed = gpt_cuda_attention_rows(&tr->be, 0) == GPT_CUDA_ATTN_AUTO;
+	gpt_log_printf(&tr->log, GPT_LOG_INFO,
+		       "attention tiles: forward %d, dq %d, dkv %d rows (%s)", used[0], used[1], used[2],
+		       timed ? "each the faster of 64 and 128, timed at its first call; GPT_CUDA_ATTN_ROWS=64 or 128 sets them"
+			     : "GPT_CUDA_ATTN_ROWS");
+}
+#endif
+
 static int run(trainer *tr, gpt_err *err)
 {
 	const gpt_config *cfg = tr->cfg;
@@ -443,6 +466,9 @@ static int run(trainer *tr, gpt_err *err)
 	double t_int = gpt_now_s(), reader = 0, loss_int = 0;
 	int64_t steps_in_int = 0;
 	int rc = 0;
+#if GPT_HAVE_CUDA
+	int tiles_logged = 0;
+#endif
 	if (tr->step < tr->total_steps)
 		gpt_tr_prefetch_request(&tr->pf, tr->step * tr->G + tr->replica * tr->LB, tr->LB);
 	while (tr->step < tr->total_steps && !rc) {
@@ -458,6 +484,10 @@ static int run(trainer *tr, gpt_err *err)
 		rc = train_step(tr, rows, &loss, &skipped, err);
 		if (rc)
 			return gpt_err_prefix(err, "global step %lld", (long long)tr->step + 1);
+#if GPT_HAVE_CUDA
+		if (!tiles_logged++)
+			log_attention_tiles(tr);
+#endif
 		tr->step++;
 		tr->consumed_samples += tr->G;
 		tr->consumed_tokens += tr->G * tr->T;

@@ -120,6 +120,7 @@ test_expect_success 'offloaded optimizer state never lies on the device: its byt
 		test -s mem/$off.total && test -s mem/$off.peak || exit 1
 	done &&
 	test_grep "optimizer state offloaded to host memory" mem/True.log &&
+	test_grep "attention tiles: forward (64|128), dq (64|128), dkv (64|128) rows \\(each the faster of 64 and 128, timed" mem/True.log &&
 	awk -v t0="$(cat mem/False.total)" -v p0="$(cat mem/False.peak)" \
 		-v t1="$(cat mem/True.total)" -v p1="$(cat mem/True.peak)" "BEGIN {
 		ws = 32 * 1048576; slack = 65536
