@@ -24,7 +24,9 @@
  * 64-row tiles, and in 128-row ones (r128: gpt_cuda_attention_rows, the
  * forward's and dq's rows, dkv's keys) where the head size allows, then a
  * line saying which of the two each kernel takes by default (timed at its
- * first call at the shape; not with --once). --small: shapes for checking
+ * first call at the shape; not with --once); generation's attention
+ * (attention_kv: one new token a sequence against a full cache, its keys
+ * and values the bytes). --small: shapes for checking
  * this program under the CPU emulation (tests/gpu/emu), whose figures mean
  * nothing. --shape NAME: that model's rows only (124M, 345M, 1.3B);
  * --only PREFIX: the ops whose names begin with PREFIX ("attention");
@@ -172,6 +174,19 @@ static void bench_shape(const shape *s, gpt_dtype dt)
 	}
 	gpt_cuda_free(qkv), gpt_cuda_free(out), gpt_cuda_free(dout), gpt_cuda_free(dqkv);
 	gpt_cuda_free(saved);
+
+	/* generation: one new token a sequence against a cache of T - 1
+	 * (gpt-infer's attention), 1 and 8 sequences; the rate is the cache's
+	 * keys and values read */
+	for (int64_t gb = 1; gb <= 8; gb += 7) {
+		size_t cb = (size_t)(gb * NH * T * HS) * (size_t)es;
+		void *kc = dev_zero(cb), *vc = dev_zero(cb), *q1 = dev_rand(dt, gb * 3 * C, 1.0f);
+		void *o1 = dev_zero((size_t)(gb * C) * (size_t)es);
+		snprintf(fb, sizeof fb, "attention_kv B=%lld ctx=%lld", (long long)gb, (long long)T);
+		ROW(s->name, fb, 2.0 * (double)cb / GB, "GB/s",
+		    o->attention_kv(&gpu, o1, kc, vc, q1, gb, 1, T - 1, T, NH, HS, &err));
+		gpt_cuda_free(kc), gpt_cuda_free(vc), gpt_cuda_free(q1), gpt_cuda_free(o1);
+	}
 
 	/* the MLP's fc: a GEMM with its bias, then the GELU */
 	void *x = dev_rand(dt, BT * C, 1.0f), *w = dev_rand(dt, F * C, 0.05f), *bias = dev_rand(dt, F, 0.5f);

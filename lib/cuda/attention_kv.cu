@@ -1,13 +1,17 @@
 /* Causal attention for generation against a KV cache: the new tokens' keys
- * and values go into the cache, then a warp per (sample, head, new token)
- * attends to cache positions [0, t0 + i] with an online softmax. */
+ * and values go into the cache, then each (sample, head, new token) attends
+ * to cache positions [0, t0 + i] with an online softmax, in chunks of keys
+ * spread over blocks when the rows alone would leave the GPU idle (one new
+ * token a step), merged by a second kernel. */
 #include "config/config.h"
 #include "cuda/ops.cuh"
 
 #include <math.h>
 
-#define KV_WARPS 8
+#define KV_WARPS 4          /* a block's warps, each a share of a chunk's keys */
 #define KV_MAX_HS GPT_GPU_MAX_HEAD_SIZE
+#define KV_BLOCKS 1024      /* blocks to aim for when rows are few */
+#define KV_MIN_CHUNK 64     /* the fewest keys a block takes */
 
 template <class E>
 __global__ static void kv_store_kernel(E *kc, E *vc, const E *qkv, int64_t Tn, int64_t t0,
@@ -24,57 +28,102 @@ __global__ static void kv_store_kernel(E *kc, E *vc, const E *qkv, int64_t Tn, i
 	}
 }
 
-/* grid (B*NH, ceil(Tn/KV_WARPS)) from row block y0; warp w: new token i. */
+/* Split attention ("flash decoding"): each query row (b, h, new token i)
+ * attends to its n = t0 + i + 1 cached keys in chunks of `chunk` keys, a
+ * block of KV_WARPS warps per (row, chunk) on grid (B*NH, rows from y0,
+ * chunk); warp w takes the chunk's keys w, w + KV_WARPS, ..., its lanes
+ * the head's features (lane + 32 r), so that each key and value row is
+ * read by one warp in whole (coalesced), the dot product summed across the
+ * warp. Online softmax per warp in fp32, then the block's warps merged.
+ * One chunk (part NULL): the row's output. Several: the chunk's maximum
+ * m, sum l and unnormalised output acc (HS floats) into part, row-major
+ * (row, chunk) records of HS + 2 floats, for kv_merge_kernel. */
 template <class E>
-__global__ static void kv_attend_kernel(E *out, const E *kc, const E *vc, const E *qkv,
-					int64_t Tn, int64_t t0, int64_t maxT, int64_t NH,
-					int64_t HS, float sc, int64_t y0)
+__global__ static void __launch_bounds__(KV_WARPS * 32)
+kv_attend_kernel(E *out, float *part, const E *kc, const E *vc, const E *qkv, int64_t Tn, int64_t t0,
+		 int64_t maxT, int64_t NH, int64_t HS, float sc, int64_t chunk, int64_t y0)
 {
-	__shared__ float qs[KV_WARPS][KV_MAX_HS];
-	int64_t bh = blockIdx.x, b = bh / NH, h = bh % NH;
+	__shared__ float qs[KV_MAX_HS];
+	__shared__ float wm[KV_WARPS], wl[KV_WARPS], wacc[KV_WARPS][KV_MAX_HS];
+	int64_t bh = blockIdx.x, b = bh / NH, h = bh % NH, i = y0 + blockIdx.y;
 	int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-	int64_t i = (y0 + blockIdx.y) * KV_WARPS + warp;
-	if (i >= Tn)
+	int64_t n = t0 + i + 1, c0 = (int64_t)blockIdx.z * chunk;
+	if (c0 >= n) /* a chunk past this row's keys: the merge does not read it */
 		return;
-	int64_t Cl = NH * HS;
+	int64_t c1 = c0 + chunk < n ? c0 + chunk : n, Cl = NH * HS;
 	const E *q = qkv + (b * Tn + i) * 3 * Cl + h * HS;
-	for (int64_t d = lane; d < HS; d += 32)
-		qs[warp][d] = gpt_ld(q + d);
-	__syncwarp();
+	for (int64_t d = threadIdx.x; d < HS; d += blockDim.x)
+		qs[d] = gpt_ld(q + d) * sc;
+	__syncthreads();
 	const E *kh = kc + bh * maxT * HS, *vh = vc + bh * maxT * HS;
-	int64_t n = t0 + i + 1;
 	float m = -INFINITY, l = 0.0f, acc[KV_MAX_HS / 32] = {0.0f, 0.0f, 0.0f, 0.0f};
-	for (int64_t j0 = 0; j0 < n; j0 += 32) {
-		int64_t j = j0 + lane;
-		float s = -INFINITY;
-		if (j < n) {
-			float dot = 0.0f;
-			for (int64_t d = 0; d < HS; d++)
-				dot += qs[warp][d] * gpt_ld(kh + j * HS + d);
-			s = dot * sc;
+	for (int64_t j = c0 + warp; j < c1; j += KV_WARPS) {
+		float dot = 0.0f;
+#pragma unroll
+		for (int r = 0; r < KV_MAX_HS / 32; r++) {
+			int64_t d = lane + 32 * r;
+			if (d < HS)
+				dot += qs[d] * gpt_ld(kh + j * HS + d);
 		}
-		float mn = fmaxf(m, gpt_warp_max(s));
-		float p = j < n ? expf(s - mn) : 0.0f;
-		float corr = expf(m - mn);
-		l = l * corr + gpt_warp_sum(p);
-		int nj = n - j0 < 32 ? (int)(n - j0) : 32;
-		for (int r = 0; r < KV_MAX_HS / 32; r++)
-			acc[r] *= corr;
-		for (int jj = 0; jj < nj; jj++) {
-			float pj = __shfl_sync(0xffffffffu, p, jj);
-			for (int r = 0; r < KV_MAX_HS / 32; r++) {
-				int64_t d = lane + 32 * r;
-				if (d < HS)
-					acc[r] += pj * gpt_ld(vh + (j0 + jj) * HS + d);
-			}
+		float s = gpt_warp_sum(dot);
+		float mn = fmaxf(m, s), corr = expf(m - mn), p = expf(s - mn);
+		l = l * corr + p;
+#pragma unroll
+		for (int r = 0; r < KV_MAX_HS / 32; r++) {
+			int64_t d = lane + 32 * r;
+			acc[r] = acc[r] * corr + (d < HS ? p * gpt_ld(vh + j * HS + d) : 0.0f);
 		}
 		m = mn;
 	}
-	E *o = out + (b * Tn + i) * Cl + h * HS;
-	for (int r = 0; r < KV_MAX_HS / 32; r++) {
-		int64_t d = lane + 32 * r;
-		if (d < HS)
-			gpt_st(o + d, acc[r] / l);
+	/* the warps' parts merged: a warp without keys has l 0, m -inf */
+	if (lane == 0)
+		wm[warp] = m, wl[warp] = l;
+#pragma unroll
+	for (int r = 0; r < KV_MAX_HS / 32; r++)
+		if (lane + 32 * r < HS)
+			wacc[warp][lane + 32 * r] = acc[r];
+	__syncthreads();
+	float M = -INFINITY, L = 0.0f;
+	for (int w = 0; w < KV_WARPS; w++)
+		M = fmaxf(M, wm[w]);
+	float f[KV_WARPS];
+	for (int w = 0; w < KV_WARPS; w++) {
+		f[w] = wl[w] > 0.0f ? expf(wm[w] - M) : 0.0f;
+		L += wl[w] * f[w];
+	}
+	float *rec = part ? part + ((bh * Tn + i) * gridDim.z + blockIdx.z) * (HS + 2) : nullptr;
+	for (int64_t d = threadIdx.x; d < HS; d += blockDim.x) {
+		float a = 0.0f;
+		for (int w = 0; w < KV_WARPS; w++)
+			a += wacc[w][d] * f[w];
+		if (rec)
+			rec[2 + d] = a;
+		else
+			gpt_st(out + (b * Tn + i) * Cl + h * HS + d, a / L);
+	}
+	if (rec && threadIdx.x == 0)
+		rec[0] = M, rec[1] = L;
+}
+
+/* The chunks of each row merged into its output: a warp per row (grid
+ * (B*NH, rows from y0)), its lanes the features. */
+template <class E>
+__global__ static void kv_merge_kernel(E *out, const float *part, int64_t Tn, int64_t t0, int64_t NH,
+				       int64_t HS, int64_t chunk, int64_t nch, int64_t y0)
+{
+	int64_t bh = blockIdx.x, b = bh / NH, h = bh % NH, i = y0 + blockIdx.y;
+	int64_t n = t0 + i + 1, used = (n + chunk - 1) / chunk;
+	const float *rec = part + (bh * Tn + i) * nch * (HS + 2);
+	float M = -INFINITY, L = 0.0f;
+	for (int64_t c = 0; c < used; c++)
+		M = fmaxf(M, rec[c * (HS + 2)]);
+	for (int64_t c = 0; c < used; c++)
+		L += rec[c * (HS + 2) + 1] * expf(rec[c * (HS + 2)] - M);
+	for (int64_t d = threadIdx.x; d < HS; d += blockDim.x) {
+		float a = 0.0f;
+		for (int64_t c = 0; c < used; c++)
+			a += rec[c * (HS + 2) + 2 + d] * expf(rec[c * (HS + 2)] - M);
+		gpt_st(out + (b * Tn + i) * NH * HS + h * HS + d, a / L);
 	}
 }
 
@@ -104,15 +153,36 @@ int gpt_cuda_attention_kv(gpt_backend *be, void *out, void *kcache, void *vcache
 				   (long long)(B * NH));
 	cudaStream_t s = gpt_cuda_stream(be);
 	float sc = 1.0f / sqrtf((float)HS);
-	/* a prompt of a million tokens is 131072 row blocks: grid.y in slices */
-	int64_t ny = (Tn + KV_WARPS - 1) / KV_WARPS;
+	/* Rows enough to fill the GPU (a prompt) take their keys in one chunk;
+	 * fewer (generation: one new token a sequence) split them, in chunks
+	 * of a multiple of 32 keys, at least KV_MIN_CHUNK, into about
+	 * KV_BLOCKS blocks in all, merged after. */
+	int64_t rows = B * NH * Tn, nmax = t0 + Tn, chunk = nmax, nch = 1;
+	if (rows < KV_BLOCKS) {
+		int64_t want = (KV_BLOCKS + rows - 1) / rows;
+		chunk = (nmax + want - 1) / want;
+		chunk = (chunk + 31) / 32 * 32;
+		if (chunk < KV_MIN_CHUNK)
+			chunk = KV_MIN_CHUNK;
+		nch = (nmax + chunk - 1) / chunk;
+	}
+	float *part = NULL;
+	if (nch > 1) {
+		if ((rc = gpt_backend_scratch(be, (size_t)(rows * nch * (HS + 2)) * sizeof(float), err)))
+			return rc;
+		part = (float *)be->scratch;
+	}
 	GPT_CUDA_DISPATCH(be->dtype, E,
 		kv_store_kernel<E><<<gpt_cuda_blocks(n, 256), 256, 0, s>>>(
 			(E *)kcache, (E *)vcache, (const E *)qkv, Tn, t0, maxT, NH, HS, n));
-	for (int64_t y0 = 0; y0 < ny; y0 += GPT_CUDA_GRID_Y) {
-		dim3 grid((unsigned)(B * NH), gpt_cuda_grid_y(y0, ny));
+	/* a prompt of a million tokens is a million rows: grid.y in slices */
+	for (int64_t y0 = 0; y0 < Tn; y0 += GPT_CUDA_GRID_Y) {
+		dim3 grid((unsigned)(B * NH), gpt_cuda_grid_y(y0, Tn), (unsigned)nch);
 		GPT_CUDA_DISPATCH(be->dtype, E,
-			kv_attend_kernel<E><<<grid, KV_WARPS * 32, 0, s>>>((E *)out, (const E *)kcache, (const E *)vcache, (const E *)qkv, Tn, t0, maxT, NH, HS, sc, y0));
+			kv_attend_kernel<E><<<grid, KV_WARPS * 32, 0, s>>>((E *)out, part, (const E *)kcache, (const E *)vcache, (const E *)qkv, Tn, t0, maxT, NH, HS, sc, chunk, y0));
+		if (part)
+			GPT_CUDA_DISPATCH(be->dtype, E,
+				kv_merge_kernel<E><<<dim3((unsigned)(B * NH), gpt_cuda_grid_y(y0, Tn)), 32, 0, s>>>((E *)out, part, Tn, t0, NH, HS, chunk, nch, y0));
 	}
 	return gpt_cuda_launched("attention_kv", err);
 }

@@ -663,23 +663,45 @@ static void test_attention(float p)
 		   gpt_dtype_name(DT));
 }
 
-static void test_attention_kv(void)
+/* A prompt of t0 tokens into a cache of maxT positions (b sequences, nh
+ * heads of hs), then `more` generated tokens one at a time: each output
+ * and the caches against the CPU. A prompt of many rows takes each row's
+ * keys in one chunk; a new token's keys are split into chunks over blocks
+ * and merged (attention_kv.cu), at caches long enough for several. */
+static void test_attention_kv_at(int64_t b, int64_t maxT, int64_t t0, int64_t more, int64_t nh, int64_t hs)
 {
-	int64_t b = 2, maxT = 64, t0 = 20, Cl = NH * HS;
-	ten kc = ten_const(DT, b * NH * maxT * HS, 0), vc = ten_const(DT, b * NH * maxT * HS, 0);
+	int64_t Cl = nh * hs;
+	char what[96];
+	ten kc = ten_const(DT, b * nh * maxT * hs, 0), vc = ten_const(DT, b * nh * maxT * hs, 0);
 	ten q1 = st(b * t0 * 3 * Cl, 1.5), o1 = st(b * t0 * Cl, 1);
-	CALL2(attention_kv, (&cpu, H(o1), H(kc), H(vc), H(q1), b, t0, 0, maxT, NH, HS, &err),
-	      (&gpu, D(o1), D(kc), D(vc), D(q1), b, t0, 0, maxT, NH, HS, &err));
-	same("attention_kv prompt of 20", &o1, 1);
+	CALL2(attention_kv, (&cpu, H(o1), H(kc), H(vc), H(q1), b, t0, 0, maxT, nh, hs, &err),
+	      (&gpu, D(o1), D(kc), D(vc), D(q1), b, t0, 0, maxT, nh, hs, &err));
+	snprintf(what, sizeof what, "attention_kv prompt of %lld (B=%lld heads=%lld HS=%lld)", (long long)t0,
+		 (long long)b, (long long)nh, (long long)hs);
+	same(what, &o1, 1);
 	ten q2 = st(b * 3 * Cl, 1.5), o2 = st(b * Cl, 1);
-	CALL2(attention_kv, (&cpu, H(o2), H(kc), H(vc), H(q2), b, 1, t0, maxT, NH, HS, &err),
-	      (&gpu, D(o2), D(kc), D(vc), D(q2), b, 1, t0, maxT, NH, HS, &err));
-	same("attention_kv next token", &o2, 1);
+	for (int64_t k = 0; k < more; k++) {
+		CALL2(attention_kv, (&cpu, H(o2), H(kc), H(vc), H(q2), b, 1, t0 + k, maxT, nh, hs, &err),
+		      (&gpu, D(o2), D(kc), D(vc), D(q2), b, 1, t0 + k, maxT, nh, hs, &err));
+		snprintf(what, sizeof what, "attention_kv token %lld after a prompt of %lld (HS=%lld)",
+			 (long long)(t0 + k + 1), (long long)t0, (long long)hs);
+		same(what, &o2, 1);
+	}
 	same("attention_kv key cache", &kc, 1);
 	same("attention_kv value cache", &vc, 1);
 	ten *all[] = {&kc, &vc, &q1, &o1, &q2, &o2};
 	for (size_t i = 0; i < sizeof all / sizeof *all; i++)
 		ten_free(all[i]);
+}
+
+static void test_attention_kv(void)
+{
+	test_attention_kv_at(2, 64, 20, 1, NH, HS);
+	/* caches of several chunks of keys for a new token: 64 keys or more
+	 * each, a chunk's last partly used; head sizes 128 and 48 */
+	test_attention_kv_at(1, 400, 300, 3, 2, 64);
+	test_attention_kv_at(2, 200, 130, 2, 1, 128);
+	test_attention_kv_at(1, 220, 195, 2, 3, 48);
 }
 
 static ten tokens_of(const int32_t *t, int64_t n)

@@ -302,7 +302,7 @@ struct grid {
 		}
 		unsigned long long i = rev ? count - 1 - next : next;
 		next++;
-		at = dim3((unsigned)(i % g.x), (unsigned)(i / g.x));
+		at = dim3((unsigned)(i % g.x), (unsigned)(i / g.x % g.y), (unsigned)(i / g.x / g.y));
 		memset(dyn, 0xff, SHM_EMU);
 		cp_async_reset();
 		shm_fill_static();
@@ -336,7 +336,7 @@ struct launcher {
 			s.k = k, s.g = gg, s.b = bb, s.sh = sh;
 			s.n = bb.x * bb.y;
 			s.nw = (s.n + 31) / 32;
-			s.count = (unsigned long long)gg.x * gg.y;
+			s.count = (unsigned long long)gg.x * gg.y * gg.z;
 			s.rev = blocks_reversed();
 			s.dyn = (float *)aligned_alloc(256, SHM_EMU);
 			s.slots.resize(s.nw * WARP_SLOT);
