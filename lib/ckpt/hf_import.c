@@ -9,6 +9,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* HF's name after "h.N." -> ours, and whether it is a Conv1D weight. */
 static const struct {
@@ -434,12 +436,14 @@ static int open_shards(gpt_hf_weights *w, const char *dir, const char *index, gp
 
 /* model.safetensors and an index are missing: say what the directory holds
  * instead (transformers' save_pretrained writes pickles without
- * safe_serialization). */
+ * safe_serialization), or, holding no weights at all, what was looked for.
+ * err holds why model.safetensors did not open: a link to nowhere (as a
+ * copied Hugging Face cache snapshot holds) keeps that message. */
 static int missing_weights(const char *hf_dir, gpt_err *err)
 {
 	static const char *const other[] = {"pytorch_model.bin.index.json", "pytorch_model.bin"};
+	char p[4096];
 	for (size_t i = 0; i < sizeof other / sizeof *other; i++) {
-		char p[4096];
 		snprintf(p, sizeof p, "%s/%s", hf_dir, other[i]);
 		if (gpt_path_exists(p))
 			return gpt_err_set(err, GPT_ENOINPUT,
@@ -447,7 +451,23 @@ static int missing_weights(const char *hf_dir, gpt_err *err)
 					   "gptkit does not read: save the model again with save_pretrained(DIR, "
 					   "safe_serialization=True)", hf_dir, p);
 	}
-	return GPT_ENOINPUT;
+	struct stat st;
+	char to[4096];
+	snprintf(p, sizeof p, "%s/model.safetensors", hf_dir);
+	ssize_t n = lstat(p, &st) == 0 && S_ISLNK(st.st_mode) ? readlink(p, to, sizeof to - 1) : -1;
+	if (n >= 0) {
+		to[n] = '\0';
+		return gpt_err_set(err, GPT_ENOINPUT,
+				   "%s: a symbolic link to %s, which does not exist (a Hugging Face cache snapshot "
+				   "links to the cache's blobs); copy the snapshot with cp -L, or name it in the cache",
+				   p, to);
+	}
+	return gpt_err_set(err, GPT_ENOINPUT,
+			   "%s: holds config.json but no weights: found none of model.safetensors, "
+			   "model.safetensors.index.json (with its shards), pytorch_model.bin and "
+			   "pytorch_model.bin.index.json; copy the model's weights beside config.json (save_pretrained(DIR, "
+			   "safe_serialization=True) writes model.safetensors), or name the directory that holds them",
+			   hf_dir);
 }
 
 /* The weights as transformers' from_pretrained picks them: model.safetensors

@@ -410,4 +410,19 @@ test_expect_success 'gpt-infer takes no Hugging Face directory that --from-hf re
 	done
 '
 
+
+test_expect_success 'a directory without weights lists what it looked for, a link to a missing blob says so (gpt-infer too)' '
+	{ test -d hfrun || gpt-ckpt-merge --to-hf run hfrun; } &&
+	mkdir hfnone && cp hfrun/config.json hfnone/ &&
+	for c in "gpt-ckpt-merge --from-hf hfnone y" "gpt-infer -m hfnone x"; do
+		test_expect_code 66 $c >out 2>err &&
+		test_grep "error: hfnone: holds config.json but no weights: found none of model.safetensors, model.safetensors.index.json \(with its shards\), pytorch_model.bin and pytorch_model.bin.index.json; copy the model.s weights beside config.json \(save_pretrained\(DIR, safe_serialization=True\) writes model.safetensors\), or name the directory that holds them$" err &&
+		test_line_count = 0 out || return 1
+	done &&
+	ln -s ../../blobs/gone hfnone/model.safetensors &&
+	test_expect_code 66 gpt-ckpt-merge --from-hf hfnone y 2>err &&
+	test_grep "error: hfnone/model.safetensors: a symbolic link to ../../blobs/gone, which does not exist \(a Hugging Face cache snapshot links to the cache.s blobs\); copy the snapshot with cp -L, or name it in the cache$" err &&
+	! test -e y
+'
+
 test_done
