@@ -124,6 +124,62 @@ static int read_config(const char *dir, gpt_model_shape *s, gpt_err *err)
 	return rc;
 }
 
+/* One past the highest N of the tensors "<prefix>h.N." of f (0: none). */
+static int64_t layers_held(const gpt_st_file *f, const char *prefix)
+{
+	int64_t top = 0;
+	size_t n = strlen(prefix);
+	for (int i = 0; i < f->n; i++) {
+		const char *s = f->tensors[i].name;
+		char *end;
+		if (strncmp(s, prefix, n) != 0 || strncmp(s + n, "h.", 2) != 0 || s[n + 2] < '0' || s[n + 2] > '9')
+			continue;
+		long long k = strtoll(s + n + 2, &end, 10);
+		if (*end == '.' && k >= top)
+			top = k + 1;
+	}
+	return top;
+}
+
+/* The single file lacks tensor name (gptkit's p->name): say whether its
+ * layers end before config.json's n_layer, its names lie under another
+ * prefix (a wrapping module's state_dict), or it is no GPT-2 at all. */
+static int no_tensor(const hf_src *h, const gpt_param_info *p, const char *name, gpt_err *err)
+{
+	const gpt_st_file *f = &h->w.files[0];
+	int64_t top = layers_held(f, h->prefix);
+	char wte[128];
+	snprintf(wte, sizeof wte, "%swte.weight", h->prefix);
+	const char *other = NULL; /* a "...wte.weight" under another prefix */
+	for (int i = 0; i < f->n && !other; i++) {
+		size_t n = strlen(f->tensors[i].name);
+		if (n > 10 && strcmp(f->tensors[i].name + n - 10, "wte.weight") == 0)
+			other = f->tensors[i].name;
+	}
+	char why[512];
+	if (gpt_st_find(f, wte) && top > 0 && p->layer >= top)
+		snprintf(why, sizeof why,
+			 "; the file's layers end at h.%lld but its config.json says n_layer %lld: the config.json "
+			 "is not the one saved with these weights; copy in the model's own, or set n_layer to %lld",
+			 (long long)top - 1, (long long)h->shape.layers, (long long)top);
+	else if (gpt_st_find(f, wte))
+		snprintf(why, sizeof why,
+			 "; the file holds GPT-2's names but not this one, which GPT2LMHeadModel of its config.json "
+			 "has: it was saved from another model or is damaged; save the model again with save_pretrained");
+	else if (other)
+		snprintf(why, sizeof why,
+			 "; it holds '%.128s': its names lie under another prefix than 'transformer.' (or none), as "
+			 "the state_dict of a module wrapping the GPT-2 has them; save the GPT-2 itself with save_pretrained",
+			 other);
+	else
+		snprintf(why, sizeof why,
+			 "; its %d tensors%s%.128s%s are not named as Hugging Face's GPT-2 names them "
+			 "([transformer.]wte.weight, wpe.weight, h.N.attn.c_attn.weight, ...): it is another "
+			 "architecture's, which gptkit does not read; convert a GPT-2 (model_type gpt2)",
+			 f->n, f->n ? " (the first '" : "", f->n ? f->tensors[0].name : "", f->n ? "')" : "");
+	return gpt_err_set(err, GPT_EDATA, "%s: no tensor '%s' (gptkit's %s)%s", f->path, name, p->name, why);
+}
+
 /* The HF tensor for table entry p, checked against the shape it must have. */
 static int find_src(hf_src *h, int64_t i, gpt_err *err)
 {
@@ -149,8 +205,7 @@ static int find_src(hf_src *h, int64_t i, gpt_err *err)
 				   "%s: no tensor '%s' (gptkit's %s) in its weight_map: the shards lack a tensor "
 				   "of the model; save the model again with save_pretrained", h->w.index, name, p->name);
 	if (!t)
-		return gpt_err_set(err, GPT_EDATA, "%s: no tensor '%s' (gptkit's %s)", h->w.files[0].path, name,
-				   p->name);
+		return no_tensor(h, p, name, err);
 	int64_t in = p->shape[p->ndim - 1], want[2];
 	int nd;
 	if (conv) {

@@ -411,6 +411,19 @@ test_expect_success 'gpt-infer takes no Hugging Face directory that --from-hf re
 '
 
 
+# strename FILE OLD NEW: every tensor of the safetensors FILE whose name
+# starts with OLD starts with NEW instead ("-": the tensor is dropped)
+cat >strename.py <<'PY'
+import json, struct, sys
+p, old, new = sys.argv[1:4]
+b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+h = {(k if k == "__metadata__" or not k.startswith(old) else new + k[len(old):]): v
+     for k, v in h.items() if new != "-" or k == "__metadata__" or not k.startswith(old)}
+hb = json.dumps(h).encode(); hb += b" " * ((8 - len(hb) % 8) % 8)
+open(p, "wb").write(struct.pack("<Q", len(hb)) + hb + b[8 + n:])
+PY
+
 test_expect_success 'a directory without weights lists what it looked for, a link to a missing blob says so (gpt-infer too)' '
 	{ test -d hfrun || gpt-ckpt-merge --to-hf run hfrun; } &&
 	mkdir hfnone && cp hfrun/config.json hfnone/ &&
@@ -422,6 +435,26 @@ test_expect_success 'a directory without weights lists what it looked for, a lin
 	ln -s ../../blobs/gone hfnone/model.safetensors &&
 	test_expect_code 66 gpt-ckpt-merge --from-hf hfnone y 2>err &&
 	test_grep "error: hfnone/model.safetensors: a symbolic link to ../../blobs/gone, which does not exist \(a Hugging Face cache snapshot links to the cache.s blobs\); copy the snapshot with cp -L, or name it in the cache$" err &&
+	! test -e y
+'
+
+test_expect_success 'a file that lacks a tensor says why: fewer layers, another prefix, another architecture' '
+	{ test -d hfrun || gpt-ckpt-merge --to-hf run hfrun; } &&
+	for kv in "transformer.h.1. -:no tensor .transformer.h.1.ln_1.weight. \(gptkit.s h.1.ln_1.weight\); the file.s layers end at h.0 but its config.json says n_layer 2: the config.json is not the one saved with these weights; copy in the model.s own, or set n_layer to 1$" \
+		"transformer.h.0.ln_2.bias -:no tensor .transformer.h.0.ln_2.bias. \(gptkit.s h.0.ln_2.bias\); the file holds GPT-2.s names but not this one, which GPT2LMHeadModel of its config.json has: it was saved from another model or is damaged; save the model again with save_pretrained$" \
+		"transformer. gpt2.:no tensor .wte.weight. \(gptkit.s wte\); it holds .gpt2.wte.weight.: its names lie under another prefix than .transformer.. \(or none\), as the state_dict of a module wrapping the GPT-2 has them; save the GPT-2 itself with save_pretrained$" \
+		"transformer.wte model.embed_tokens:no tensor .wte.weight. \(gptkit.s wte\); its 28 tensors \(the first .model.embed_tokens.weight.\) are not named as Hugging Face.s GPT-2 names them \(\[transformer.\]wte.weight, wpe.weight, h.N.attn.c_attn.weight, ...\): it is another architecture.s, which gptkit does not read; convert a GPT-2 \(model_type gpt2\)$"; do
+		rm -rf hfx && cp -r hfrun hfx &&
+		/usr/bin/python3 strename.py hfx/model.safetensors ${kv%%:*} &&
+		test_expect_code 65 gpt-ckpt-merge --from-hf hfx y 2>err &&
+		test_grep "error: hfx/model.safetensors: ${kv#*:}" err &&
+		test_expect_code 65 gpt-infer -m hfx x >out 2>err &&
+		test_grep "error: hfx/model.safetensors: ${kv#*:}" err && test_line_count = 0 out || return 1
+	done &&
+	rm -rf hfx && cp -r hfrun hfx &&
+	/usr/bin/python3 -c "import json; c = json.load(open(\"hfx/config.json\")); c[\"n_layer\"] = 3; json.dump(c, open(\"hfx/config.json\", \"w\"))" &&
+	test_expect_code 65 gpt-ckpt-merge --from-hf hfx y 2>err &&
+	test_grep "error: hfx/model.safetensors: no tensor .transformer.h.2.ln_1.weight. \(gptkit.s h.2.ln_1.weight\); the file.s layers end at h.1 but its config.json says n_layer 3" err &&
 	! test -e y
 '
 
