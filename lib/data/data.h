@@ -91,6 +91,14 @@ int gpt_dataset_read(const gpt_dataset *ds, int64_t i, int64_t start, int64_t n,
  * the dataset's name). */
 int gpt_dataset_check_ids(const int32_t *t, int64_t n, int64_t vocab, int64_t doc, int64_t start,
 			  gpt_err *err);
+/* *yes = 1 when ds looks made by the byte tokenizer (gpt-preprocess -t bytes
+ * with its end-of-text): a Megatron dataset whose first and last documents
+ * hold only bytes (0 to 255) and end with 256, which GPT-2's tokenizer
+ * (ending a document with 50256, or merging bytes into ids above 255)
+ * hardly writes.
+ * why, when not NULL, then gets the words that say so, to which a caller
+ * adds what to do. */
+int gpt_dataset_looks_bytes(const gpt_dataset *ds, int *yes, char *why, size_t why_size, gpt_err *err);
 
 /* Writes the summary --info prints (format, documents, tokens, dtype, sizes). */
 int gpt_dataset_describe(const gpt_dataset *ds, const char *path, gpt_buf *out, gpt_err *err);

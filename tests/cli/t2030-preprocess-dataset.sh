@@ -67,22 +67,24 @@ test_expect_success '--decode of a document out of range' '
 
 test_expect_success VOCAB '--decode of a -t bytes dataset without -t bytes: refused, not GPT-2 garbage' '
 	test_expect_code 65 gpt-preprocess --decode ds >out 2>err &&
-	test_grep "^gpt-preprocess: error: ds: documents 0 and 2 \(the last\) hold no id above 256 and end with 256, the end-of-text of the byte tokenizer: the dataset was made with -t bytes; decode it with -t bytes$" err &&
+	test_grep "^gpt-preprocess: error: ds: documents 0 and 2 \(the last\) hold only bytes \(ids 0 to 255\) and end with 256, the end-of-text of the byte tokenizer: the dataset was made with -t bytes; decode it with -t bytes$" err &&
 	! test -s out &&
 	test_expect_code 65 gpt-preprocess --decode ds --doc 1 >out 2>err &&
-	test_grep "error: ds: documents 0 and 2 .the last. hold no id above 256" err && ! test -s out &&
+	test_grep "error: ds: documents 0 and 2 .the last. hold only bytes .ids 0 to 255. and end with 256" err && ! test -s out &&
 	gpt-preprocess -t bytes -o one c.txt &&
 	test_expect_code 65 gpt-preprocess --decode one >out 2>err &&
-	test_grep "error: one: document 0 holds no id above 256 and ends with 256, the end-of-text" err && ! test -s out &&
+	test_grep "error: one: document 0 holds only bytes .ids 0 to 255. and ends with 256, the end-of-text" err && ! test -s out &&
 	gpt-preprocess -t bytes --decode ds --doc 2 >out && printf hello >want && test_cmp want out
 '
 
-test_expect_success VOCAB 'GPT-2 datasets decode as before, a document of single bytes ending in " t" among them' '
+test_expect_success VOCAB 'GPT-2 datasets decode as before, a document of single bytes ending in " t" among them, or holding " t" before its end' '
 	printf "{\"text\": \"Hello world\"}\n{\"text\": \"a t\"}\n" >g.jsonl &&
 	gpt-preprocess --no-append-eod -o g g.jsonl &&
 	gpt-preprocess --decode g --doc 1 >out && printf "a t" >want && test_cmp want out &&
 	gpt-preprocess --decode g >out && printf "Hello worlda t" >want && test_cmp want out &&
 	gpt-preprocess -o g2 g.jsonl && gpt-preprocess --decode g2 --doc 1 >out && printf "a t" >want && test_cmp want out &&
+	printf "x t,y t" >xt.txt && gpt-preprocess --no-append-eod -o xt xt.txt &&
+	gpt-preprocess --decode xt >out && printf "x t,y t" >want && test_cmp want out &&
 	test_expect_code 65 gpt-preprocess -t bytes --decode g2 >out 2>err &&
 	test_grep "^gpt-preprocess: error: g2: document 0: token 0: id 15496 is outside the vocabulary \[0, 257\); was the dataset made with another tokenizer \(-t\)\?$" err
 '
