@@ -91,6 +91,13 @@ int gpt_dataset_read(const gpt_dataset *ds, int64_t i, int64_t start, int64_t n,
  * the dataset's name). */
 int gpt_dataset_check_ids(const int32_t *t, int64_t n, int64_t vocab, int64_t doc, int64_t start,
 			  gpt_err *err);
+/* The index in t of the first of the n ids outside [0, vocab), or -1. */
+int64_t gpt_ids_outside(const int32_t *t, int64_t n, int64_t vocab);
+/* The first id of the dataset outside [0, vocab): its document, its token
+ * within and the id (*doc = -1 when every id is inside). */
+int gpt_dataset_find_outside(const gpt_dataset *ds, int64_t vocab, int64_t *doc, int64_t *token, int32_t *id,
+			     gpt_err *err);
+
 /* *yes = 1 when ds looks made by the byte tokenizer (gpt-preprocess -t bytes
  * with its end-of-text): a Megatron dataset whose first and last documents
  * hold only bytes (0 to 255) and end with 256, which GPT-2's tokenizer

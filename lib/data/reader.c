@@ -367,14 +367,45 @@ const void *gpt_dataset_doc_data(const gpt_dataset *ds, int64_t i, int64_t *ntok
 	return ds->tokens + (size_t)ds->doc_start[i] * (size_t)ds->item;
 }
 
-int gpt_dataset_check_ids(const int32_t *t, int64_t n, int64_t vocab, int64_t doc, int64_t start,
-			  gpt_err *err)
+int64_t gpt_ids_outside(const int32_t *t, int64_t n, int64_t vocab)
 {
 	for (int64_t k = 0; k < n; k++)
 		if (t[k] < 0 || t[k] >= vocab)
-			return gpt_err_set(err, GPT_EDATA,
-					   "document %lld, token %lld: id %d is outside the model's vocabulary of %lld; the data was made with a larger vocabulary than Model.vocab_size",
-					   (long long)doc, (long long)(start + k), t[k], (long long)vocab);
+			return k;
+	return -1;
+}
+
+int gpt_dataset_find_outside(const gpt_dataset *ds, int64_t vocab, int64_t *doc, int64_t *token, int32_t *id,
+			     gpt_err *err)
+{
+	*doc = *token = -1;
+	*id = 0;
+	int32_t *ids = gpt_malloc(65536 * sizeof *ids, "token buffer", err);
+	if (!ids)
+		return GPT_EINTERNAL;
+	int rc = 0;
+	for (int64_t d = 0; !rc && *doc < 0 && d < ds->n_docs; d++) {
+		int64_t len = gpt_dataset_doc_len(ds, d), k;
+		for (int64_t at = 0; !rc && *doc < 0 && at < len; at += k) {
+			k = len - at < 65536 ? len - at : 65536;
+			rc = gpt_dataset_read(ds, d, at, k, ids, err);
+			int64_t bad = rc ? -1 : gpt_ids_outside(ids, k, vocab);
+			if (bad >= 0)
+				*doc = d, *token = at + bad, *id = ids[bad];
+		}
+	}
+	free(ids);
+	return rc;
+}
+
+int gpt_dataset_check_ids(const int32_t *t, int64_t n, int64_t vocab, int64_t doc, int64_t start,
+			  gpt_err *err)
+{
+	int64_t k = gpt_ids_outside(t, n, vocab);
+	if (k >= 0)
+		return gpt_err_set(err, GPT_EDATA,
+				   "document %lld, token %lld: id %d is outside the model's vocabulary of %lld; the data was made with a larger vocabulary than Model.vocab_size",
+				   (long long)doc, (long long)(start + k), t[k], (long long)vocab);
 	return 0;
 }
 

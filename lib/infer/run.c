@@ -141,6 +141,42 @@ static int read_prompts(run *r, FILE *in, int64_t *n, gpt_err *err)
 	return 0;
 }
 
+/* Before any of it runs through the model, the dataset is checked to be
+ * the model's tokenizer's: one the byte tokenizer made holds, for a model
+ * of GPT-2's BPE, ids within its vocabulary that stand for other tokens (a
+ * perplexity that means nothing); one made by a larger vocabulary (GPT-2's
+ * for a byte model) ids outside the model's. Either is GPT_EDATA saying
+ * what to do. */
+static int check_ppl_dataset(const gpt_dataset *ds, const gpt_infer_model *m, const gpt_tokenizer *tok,
+			     gpt_err *err)
+{
+	int64_t V = m->shape.vocab_size;
+	int bytes = gpt_tokenizer_kind(tok) == GPT_TOK_BYTES, yes = 0;
+	char why[256];
+	/* a vocabulary whose end-of-text is 256 writes what the test looks for */
+	int rc = bytes || gpt_tokenizer_eot(tok) == 256 ? 0 : gpt_dataset_looks_bytes(ds, &yes, why, sizeof why, err);
+	if (!rc && yes)
+		return gpt_err_set(err, GPT_EDATA,
+				   "%s, but the model's vocabulary is GPT-2's (%lld tokens), in which these ids are "
+				   "other tokens: its perplexity would mean nothing; make the dataset with the model's "
+				   "tokenizer (gpt-preprocess -t gpt2, the default)",
+				   why, (long long)V);
+	int64_t doc = -1, token;
+	int32_t id;
+	if (!rc)
+		rc = gpt_dataset_find_outside(ds, V, &doc, &token, &id, err);
+	if (!rc && doc >= 0)
+		rc = gpt_err_set(err, GPT_EDATA,
+				 "document %lld, token %lld: id %d is outside the model's vocabulary of %lld%s; make "
+				 "the dataset with the model's tokenizer (gpt-preprocess -t %s)",
+				 (long long)doc, (long long)token, (int)id, (long long)V,
+				 bytes ? " (the byte tokenizer's, ids 0 to 256): the dataset was made with another "
+					 "tokenizer, such as GPT-2's (gpt-preprocess's default)"
+				       : ": the dataset was made with a larger vocabulary",
+				 bytes ? "bytes" : "gpt2");
+	return rc;
+}
+
 static int perplexity(const gpt_infer_args *a, gpt_infer_model *m, const gpt_tokenizer *tok,
 		      FILE *out, gpt_err *err)
 {
@@ -154,6 +190,7 @@ static int perplexity(const gpt_infer_args *a, gpt_infer_model *m, const gpt_tok
 		rc = gpt_dataset_open(&ds, a->ppl, err);
 		if (rc)
 			return rc;
+		rc = check_ppl_dataset(ds, m, tok, err);
 		int32_t *buf = NULL;
 		docs = gpt_dataset_num_docs(ds);
 		for (int64_t d = 0; !rc && d < docs; d++) {
@@ -165,8 +202,6 @@ static int perplexity(const gpt_infer_args *a, gpt_infer_model *m, const gpt_tok
 			}
 			buf = b;
 			rc = gpt_dataset_read(ds, d, 0, n, buf, err);
-			if (!rc)
-				rc = gpt_dataset_check_ids(buf, n, m->shape.vocab_size, d, 0, err);
 			if (!rc)
 				rc = gpt_perplexity(m, buf, n, &nll, &count, err);
 		}

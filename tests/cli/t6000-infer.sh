@@ -213,10 +213,11 @@ test_expect_success '--ppl takes no Generation keys: -o Generation.KEY is refuse
 	! test -s out
 '
 
-test_expect_success VOCAB '--ppl on a dataset of a larger vocabulary: bad data naming it' '
+test_expect_success VOCAB '--ppl of a byte model on a GPT-2 dataset: bad data naming it and the tokenizer to use' '
 	gpt-preprocess -o d/bpe other 2>/dev/null &&
 	test_expect_code 65 gpt-infer -m ck --ppl d/bpe >out 2>err &&
-	test_grep "error: d/bpe: document 0, token [0-9]+: id [0-9]+ is outside the model.s vocabulary of 257" err
+	test_grep "^gpt-infer: error: d/bpe: document 0, token [0-9]+: id [0-9]+ is outside the model.s vocabulary of 257 \(the byte tokenizer.s, ids 0 to 256\): the dataset was made with another tokenizer, such as GPT-2.s \(gpt-preprocess.s default\); make the dataset with the model.s tokenizer \(gpt-preprocess -t bytes\)$" err &&
+	test_line_count = 0 out
 '
 
 test_expect_success 'a prompt that leaves no room: a clear error, or --truncate keeps its end' '
@@ -317,6 +318,35 @@ import json, sys
 ids = [i for line in open(\"out\") for i in json.loads(line)[\"ids\"]]
 assert len(ids) > 5000 and max(ids) < 50257, (len(ids), max(ids))
 "
+'
+
+test_expect_success VOCAB '--ppl of a GPT-2 model on a -t bytes dataset: refused saying so, not a number that means nothing' '
+	test_expect_code 65 gpt-infer -m ck50304 --ppl d/s >out 2>err &&
+	test_grep "^gpt-infer: error: d/s: documents 0 and 31 \(the last\) hold only bytes \(ids 0 to 255\) and end with 256, the end-of-text of the byte tokenizer: the dataset was made with -t bytes, but the model.s vocabulary is GPT-2.s \(50304 tokens\), in which these ids are other tokens: its perplexity would mean nothing; make the dataset with the model.s tokenizer \(gpt-preprocess -t gpt2, the default\)$" err &&
+	test_line_count = 0 out &&
+	gpt-preprocess -t bytes -o d/b1 d/doc1.txt 2>/dev/null &&
+	test_expect_code 65 gpt-infer -m ck50304 --ppl d/b1 2>err &&
+	test_grep "^gpt-infer: error: d/b1: document 0 holds only bytes \(ids 0 to 255\) and ends with 256, the end-of-text of the byte tokenizer" err
+'
+
+test_expect_success VOCAB '--ppl of a GPT-2 model on GPT-2 datasets of short ASCII text, all ids below 257: read' '
+	printf "x,y" >small.txt && printf "x t,y t" >small2.txt &&
+	for f in small small2; do
+		gpt-preprocess -o d/e-$f $f.txt 2>/dev/null &&
+		gpt-preprocess --no-append-eod -o d/n-$f $f.txt 2>/dev/null || return 1
+	done &&
+	/usr/bin/python3 -c "
+import array
+def ids(p):
+    a = array.array(\"H\"); a.frombytes(open(p + \".bin\", \"rb\").read()); return list(a)
+assert ids(\"d/n-small\") == [87, 11, 88], ids(\"d/n-small\")
+assert ids(\"d/e-small\") == [87, 11, 88, 50256], ids(\"d/e-small\")
+assert ids(\"d/n-small2\") == [87, 256, 11, 88, 256], ids(\"d/n-small2\")
+" &&
+	for ds in e-small n-small e-small2 n-small2; do
+		gpt-infer -m ck50304 --ppl d/$ds >out &&
+		test_grep "^perplexity: [0-9.]+, loss: [0-9.]+, tokens: [2-5], documents: 1$" out || return 1
+	done
 '
 
 test_expect_success VOCAB '<|endoftext|> in a prompt is the end-of-text token for GPT-2' '
