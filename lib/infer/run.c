@@ -177,15 +177,25 @@ static int check_ppl_dataset(const gpt_dataset *ds, const gpt_infer_model *m, co
 	return rc;
 }
 
+/* --ppl names a dataset when gpt_dataset_open takes it for one by its name
+ * (PREFIX.bin, PREFIX.idx, an llm.c shard) or PREFIX.idx exists; anything
+ * else is a text file (a .bin read as text gave a perplexity of its bytes). */
+static int ppl_dataset(const char *path)
+{
+	char idx[PATH_MAX];
+	if (gpt_ds_prefix_len(path) != strlen(path))
+		return 1;
+	snprintf(idx, sizeof idx, "%s.idx", path);
+	return gpt_path_exists(idx);
+}
+
 static int perplexity(const gpt_infer_args *a, gpt_infer_model *m, const gpt_tokenizer *tok,
 		      FILE *out, gpt_err *err)
 {
 	double nll = 0, t0 = gpt_now_s();
 	int64_t count = 0, docs = 0;
-	char idx[PATH_MAX];
-	snprintf(idx, sizeof idx, "%s.idx", a->ppl);
 	int rc = 0;
-	if (gpt_path_exists(idx)) {
+	if (ppl_dataset(a->ppl)) {
 		gpt_dataset *ds;
 		rc = gpt_dataset_open(&ds, a->ppl, err);
 		if (rc)

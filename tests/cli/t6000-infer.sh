@@ -207,6 +207,20 @@ assert open(\"plain\").read() == want, (open(\"plain\").read(), want)
 	done
 '
 
+test_expect_success '--ppl of PREFIX.bin, PREFIX.idx or an llm.c shard reads the dataset, not the file as text' '
+	gpt-infer -m ck --ppl d/one >a &&
+	gpt-infer -m ck --ppl d/one.bin >b && test_cmp a b &&
+	gpt-infer -m ck --ppl d/one.idx >c && test_cmp a c &&
+	cp d/one.bin lonely.bin &&
+	test_expect_code 66 gpt-infer -m ck --ppl lonely.bin >out 2>err &&
+	test_grep "^gpt-infer: error: dataset lonely.bin \(expects lonely.bin and lonely.idx\): lonely.idx: open: No such file or directory$" err &&
+	test_line_count = 0 out &&
+	perl -e "print pack(\"l<256\", 20240520, 1, 5, (0) x 253); print pack(\"S<*\", 50256, 72, 105, 50256, 33)" >shard.bin &&
+	test_expect_code 65 gpt-infer -m ck --ppl shard.bin >out 2>err &&
+	test_grep "^gpt-infer: error: shard.bin: document 0, token 0: id 50256 is outside the model.s vocabulary of 257 " err &&
+	test_line_count = 0 out
+'
+
 test_expect_success '--ppl takes no Generation keys: -o Generation.KEY is refused, not ignored' '
 	test_expect_code 64 gpt-infer -m ck --ppl d/doc.txt -o Generation.top_k=3 >out 2>err &&
 	test_grep "^gpt-infer: error: -o Generation.top_k=3: Generation keys apply to generation, not to --ppl \(the perplexity depends on the model alone\); leave it out$" err &&
@@ -347,6 +361,11 @@ assert ids(\"d/n-small2\") == [87, 256, 11, 88, 256], ids(\"d/n-small2\")
 		gpt-infer -m ck50304 --ppl d/$ds >out &&
 		test_grep "^perplexity: [0-9.]+, loss: [0-9.]+, tokens: [2-5], documents: 1$" out || return 1
 	done
+'
+
+test_expect_success VOCAB '--ppl of a GPT-2 model on an llm.c shard: each document starts at end-of-text' '
+	gpt-infer -m ck50304 --ppl shard.bin >out &&
+	test_grep "^perplexity: [0-9.]+, loss: [0-9.]+, tokens: 3, documents: 2$" out
 '
 
 test_expect_success VOCAB '<|endoftext|> in a prompt is the end-of-text token for GPT-2' '
