@@ -406,6 +406,13 @@ int gpt_loader_open(gpt_loader **out, const char *spec, const char *split, int w
 
 int64_t gpt_loader_epoch_samples(const gpt_loader *l) { return l->per_epoch; }
 int64_t gpt_loader_size(const gpt_loader *l) { return l->n; }
+int gpt_loader_num_datasets(const gpt_loader *l) { return l->n_parts; }
+
+const gpt_dataset *gpt_loader_dataset(const gpt_loader *l, int i, const char **path)
+{
+	*path = l->parts[i].path;
+	return l->parts[i].ds;
+}
 
 int gpt_loader_sample(const gpt_loader *l, int64_t k, int32_t *out, gpt_err *err)
 {

@@ -14,6 +14,7 @@
 #define GPT_DATA_SAMPLE_H
 
 #include "core/core.h"
+#include "data/data.h"
 
 #include <stdint.h>
 
@@ -103,6 +104,10 @@ int gpt_loader_open(gpt_loader **out, const char *spec, const char *split, int w
 int64_t gpt_loader_epoch_samples(const gpt_loader *l);
 /* Samples the index covers. */
 int64_t gpt_loader_size(const gpt_loader *l);
+/* The datasets the loader reads (one, or those of a blend): dataset i and
+ * its path as the spec names it. */
+int gpt_loader_num_datasets(const gpt_loader *l);
+const gpt_dataset *gpt_loader_dataset(const gpt_loader *l, int i, const char **path);
 /* The seq_len + 1 tokens of sample k into out. */
 int gpt_loader_sample(const gpt_loader *l, int64_t k, int32_t *out, gpt_err *err);
 /* GPT_EUSAGE naming the dataset and the documents when a and b read some

@@ -186,6 +186,30 @@ static int apart_from_training(const trainer *tr, const gpt_loader *l, int which
 			   t->dataset.split ? t->dataset.split : "949,50,1", o.msg);
 }
 
+/* A model of any vocabulary but the byte tokenizer's 257 is, to gpt-infer
+ * and gpt-export, one of GPT-2's BPE: trained on a -t bytes dataset, it
+ * learns byte ids that they would feed GPT-2 ids (and its --ppl refuses the
+ * dataset). The run goes on, but says so. */
+static void warn_byte_data(trainer *tr)
+{
+	int64_t V = tr->cfg->model.vocab_size;
+	for (int i = 0; V != 257 && i < gpt_loader_num_datasets(tr->train); i++) {
+		const char *path;
+		const gpt_dataset *ds = gpt_loader_dataset(tr->train, i, &path);
+		int yes = 0;
+		char why[256];
+		gpt_err e = {0};
+		if (gpt_dataset_looks_bytes(ds, &yes, why, sizeof why, &e) == 0 && yes) {
+			gpt_log_printf(&tr->log, GPT_LOG_WARNING,
+				       "%s: %s, but Model.vocab_size is %lld, which gpt-infer and gpt-export take for "
+				       "GPT-2's BPE: the model would be given GPT-2 ids for the bytes it learnt; set "
+				       "Model.vocab_size to 257 for byte data, or make the dataset with gpt-preprocess -t gpt2",
+				       path, why, (long long)V);
+			return;
+		}
+	}
+}
+
 static int setup_data(trainer *tr, gpt_err *err)
 {
 	const gpt_config *cfg = tr->cfg;
@@ -194,6 +218,7 @@ static int setup_data(trainer *tr, gpt_err *err)
 	int rc = open_split(&cfg->data.train, 0, tr->T, steps * tr->G, cfg->model.vocab_size, seed, &tr->train, err);
 	if (rc)
 		return rc;
+	warn_byte_data(tr);
 	int64_t per_epoch = gpt_loader_epoch_samples(tr->train);
 	if (per_epoch < tr->G)
 		return gpt_err_set(err, GPT_EDATA,

@@ -683,6 +683,23 @@ test_expect_success 'data from a larger vocabulary than the model is refused, na
 	test_grep "error: reading the batch of global step 1: data/hi: document 0, token [0-9]+: id [0-9]+ is outside the model.s vocabulary of 100" err
 '
 
+test_expect_success 'a -t bytes dataset under a vocabulary other than 257 trains, warning what gpt-infer will make of it' '
+	one="-o Data.Train.dataset.split=1 -o Engine.eval_freq=0 -o Engine.test_iters=0 -o Engine.max_steps=1 -o Engine.logging_freq=1 -o Engine.save_load.save_steps=0" &&
+	train -o Model.vocab_size=50304 -o Model.hidden_size=32 -o Model.num_attention_heads=2 $one >out 2>&1 &&
+	test_grep "\[ WARNING\] - data/lic: documents 0 and [0-9]+ \(the last\) hold only bytes \(ids 0 to 255\) and end with 256, the end-of-text of the byte tokenizer: the dataset was made with -t bytes, but Model.vocab_size is 50304, which gpt-infer and gpt-export take for GPT-2.s BPE: the model would be given GPT-2 ids for the bytes it learnt; set Model.vocab_size to 257 for byte data, or make the dataset with gpt-preprocess -t gpt2$" out &&
+	test_grep " - global step 1, epoch" out &&
+	train $one >out 2>&1 &&
+	test_grep " - global step 1, epoch" out && ! grep "made with -t bytes" out
+'
+
+test_expect_success VOCAB 'a GPT-2 dataset under a GPT-2 vocabulary trains without that warning' '
+	gpt-preprocess -o data/g2 /usr/share/common-licenses/GPL-3 2>/dev/null &&
+	train -o Model.vocab_size=50304 -o Model.hidden_size=32 -o Model.num_attention_heads=2 \
+		-o Data.Train.dataset.input_dir=data/g2 -o Data.Train.dataset.split=1 -o Engine.eval_freq=0 \
+		-o Engine.test_iters=0 -o Engine.max_steps=1 -o Engine.logging_freq=1 -o Engine.save_load.save_steps=0 >out 2>&1 &&
+	test_grep " - global step 1, epoch" out && ! grep "WARNING" out
+'
+
 test_expect_success 'Global.device=gpu without a GPU is a clear error' '
 	if test_have_prereq GPU; then
 		echo "a GPU is here: the next test trains on it" >out
