@@ -297,6 +297,11 @@ int gpt_ckpt_reshard(const gpt_ckpt *ck, const gpt_ckpt_layout *lo, const char *
  * index NULL), or, without one, the n shards its
  * model.safetensors.index.json (index, the path) lists, each tensor checked
  * to be in the shard the index's weight_map names and in no other. */
+/* The Hugging Face GPT-2 name of parameter p under prefix ("transformer."
+ * or ""), into out; *conv 1 for a Conv1D weight, which HF stores [in, out]
+ * where ours is [out, in]. -1 (out empty) for a parameter GPT-2 has no
+ * name for. */
+int gpt_hf_param_name(const gpt_param_info *p, const char *prefix, char *out, size_t size, int *conv);
 typedef struct gpt_hf_weights {
 	gpt_st_file *files;
 	int n;

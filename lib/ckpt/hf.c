@@ -10,8 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Our name -> HF's (after "transformer.h.N."), and whether it is a Conv1D
- * weight (ours [out, in] -> HF [in, out]). */
+/* Our name -> HF's (after "h.N."), and whether it is a Conv1D weight
+ * (ours [out, in] -> HF [in, out]). */
 static const struct {
 	const char *ours, *hf;
 	int conv;
@@ -23,6 +23,25 @@ static const struct {
 	{"mlp.fc.weight", "mlp.c_fc.weight", 1}, {"mlp.fc.bias", "mlp.c_fc.bias", 0},
 	{"mlp.proj.weight", "mlp.c_proj.weight", 1}, {"mlp.proj.bias", "mlp.c_proj.bias", 0},
 };
+
+int gpt_hf_param_name(const gpt_param_info *p, const char *prefix, char *out, size_t size, int *conv)
+{
+	*conv = 0;
+	if (p->layer < 0) {
+		snprintf(out, size, "%s%s%s", prefix, p->name,
+			 strcmp(p->name, "wte") == 0 || strcmp(p->name, "wpe") == 0 ? ".weight" : "");
+		return 0;
+	}
+	const char *rest = strchr(p->name + 2, '.');
+	for (size_t k = 0; rest && k < sizeof names / sizeof *names; k++)
+		if (strcmp(rest + 1, names[k].ours) == 0) {
+			snprintf(out, size, "%sh.%d.%s", prefix, p->layer, names[k].hf);
+			*conv = names[k].conv;
+			return 0;
+		}
+	out[0] = '\0';
+	return -1;
+}
 
 static int write_weights(gpt_export_model *m, gpt_dtype dt, const char *path, gpt_err *err)
 {
@@ -39,20 +58,13 @@ static int write_weights(gpt_export_model *m, gpt_dtype dt, const char *path, gp
 		int conv = 0;
 		gpt_st_entry *t = &e[i];
 		t->name = nm[i];
+		gpt_hf_param_name(p, "transformer.", nm[i], sizeof nm[i], &conv);
 		if (p->layer < 0) {
-			snprintf(nm[i], sizeof nm[i], "transformer.%s%s", p->name,
-				 strcmp(p->name, "wte") == 0 || strcmp(p->name, "wpe") == 0 ? ".weight" : "");
 			t->ndim = p->ndim;
 			memcpy(t->shape, p->shape, sizeof t->shape);
 			if (strcmp(p->name, "wte") == 0)
 				t->shape[0] = s->vocab_size; /* padding rows left out */
 		} else {
-			const char *rest = strchr(p->name + 2, '.') + 1;
-			for (size_t k = 0; k < sizeof names / sizeof *names; k++)
-				if (strcmp(rest, names[k].ours) == 0) {
-					snprintf(nm[i], sizeof nm[i], "transformer.h.%d.%s", p->layer, names[k].hf);
-					conv = names[k].conv;
-				}
 			int64_t in = p->shape[p->ndim - 1], out = p->numel / in;
 			if (conv) {
 				t->ndim = 2;

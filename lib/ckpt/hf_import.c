@@ -12,19 +12,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* HF's name after "h.N." -> ours, and whether it is a Conv1D weight. */
-static const struct {
-	const char *hf, *ours;
-	int conv;
-} layer_names[] = {
-	{"ln_1.weight", "ln_1.weight", 0}, {"ln_1.bias", "ln_1.bias", 0},
-	{"attn.c_attn.weight", "attn.qkv.weight", 1}, {"attn.c_attn.bias", "attn.qkv.bias", 0},
-	{"attn.c_proj.weight", "attn.proj.weight", 1}, {"attn.c_proj.bias", "attn.proj.bias", 0},
-	{"ln_2.weight", "ln_2.weight", 0}, {"ln_2.bias", "ln_2.bias", 0},
-	{"mlp.c_fc.weight", "mlp.fc.weight", 1}, {"mlp.c_fc.bias", "mlp.fc.bias", 0},
-	{"mlp.c_proj.weight", "mlp.proj.weight", 1}, {"mlp.c_proj.bias", "mlp.proj.bias", 0},
-};
-
 typedef struct hf_src {
 	gpt_hf_weights w;
 	int index_ignored;          /* model.safetensors.index.json beside model.safetensors */
@@ -185,19 +172,8 @@ static int find_src(hf_src *h, int64_t i, gpt_err *err)
 {
 	const gpt_param_info *p = &h->table[i];
 	char name[128];
-	int conv = 0;
-	if (p->layer < 0) {
-		snprintf(name, sizeof name, "%s%s%s", h->prefix, p->name,
-			 strcmp(p->name, "wte") == 0 || strcmp(p->name, "wpe") == 0 ? ".weight" : "");
-	} else {
-		const char *rest = strchr(p->name + 2, '.') + 1;
-		name[0] = '\0';
-		for (size_t k = 0; k < sizeof layer_names / sizeof *layer_names; k++)
-			if (strcmp(rest, layer_names[k].ours) == 0) {
-				snprintf(name, sizeof name, "%sh.%d.%s", h->prefix, p->layer, layer_names[k].hf);
-				conv = layer_names[k].conv;
-			}
-	}
+	int conv;
+	gpt_hf_param_name(p, h->prefix, name, sizeof name, &conv);
 	const gpt_st_file *f;
 	const gpt_st_tensor *t = gpt_hf_find(&h->w, name, &f);
 	if (!t && h->w.index)

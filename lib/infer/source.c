@@ -475,41 +475,11 @@ int gpt_source_open(gpt_source **out, const char *path, const char *exe, gpt_err
 
 /* ---- weights ----------------------------------------------------------------- */
 
-/* HF GPT-2 name of our parameter, and whether it is a Conv1D weight stored
- * [in, out] (transposed against ours). */
-static int hf_name(const gpt_source *src, const gpt_param_info *p, char *out, size_t size,
-		   int *conv)
-{
-	static const struct { const char *ours, *hf; int conv; } map[] = {
-		{"ln_1.weight", "ln_1.weight", 0}, {"ln_1.bias", "ln_1.bias", 0},
-		{"attn.qkv.weight", "attn.c_attn.weight", 1}, {"attn.qkv.bias", "attn.c_attn.bias", 0},
-		{"attn.proj.weight", "attn.c_proj.weight", 1}, {"attn.proj.bias", "attn.c_proj.bias", 0},
-		{"ln_2.weight", "ln_2.weight", 0}, {"ln_2.bias", "ln_2.bias", 0},
-		{"mlp.fc.weight", "mlp.c_fc.weight", 1}, {"mlp.fc.bias", "mlp.c_fc.bias", 0},
-		{"mlp.proj.weight", "mlp.c_proj.weight", 1}, {"mlp.proj.bias", "mlp.c_proj.bias", 0},
-	};
-	*conv = 0;
-	if (p->layer < 0) {
-		const char *n = strcmp(p->name, "wte") == 0 ? "wte.weight"
-				: strcmp(p->name, "wpe") == 0 ? "wpe.weight" : p->name;
-		snprintf(out, size, "%s%s", src->hf_prefix, n);
-		return 0;
-	}
-	const char *rest = strchr(p->name + 2, '.') + 1;
-	for (size_t i = 0; i < sizeof map / sizeof *map; i++)
-		if (strcmp(rest, map[i].ours) == 0) {
-			snprintf(out, size, "%sh.%d.%s", src->hf_prefix, p->layer, map[i].hf);
-			*conv = map[i].conv;
-			return 0;
-		}
-	return -1;
-}
-
 static int read_hf(gpt_source *src, const gpt_param_info *p, float *dst, gpt_err *err)
 {
 	char name[128];
 	int conv;
-	if (hf_name(src, p, name, sizeof name, &conv))
+	if (gpt_hf_param_name(p, src->hf_prefix, name, sizeof name, &conv))
 		return gpt_err_set(err, GPT_EINTERNAL, "%s: no Hugging Face name", p->name);
 	const gpt_st_file *f; /* the shard holding it (gpt_hf_open checked there is one) */
 	if (!gpt_hf_find(&src->hf, name, &f))
