@@ -6,14 +6,19 @@
 # --dtype: that dtype on the device, activations and KV cache included) and
 # int8 (a gpt-export --dtype int8 bundle: weight-only int8 kernels, fp32
 # activations). Prints gpt-infer --stats' prompt and generation tokens/s
-# and the device's peak memory. The weights are those of a checkpoint after
-# one training step: speed does not depend on them. No PyTorch peer yet
-# (bench/torch_infer.py runs on the CPU). Record each run in
-# bench/RESULTS.md with the date, device and command.
+# and the device's peak memory, next to PyTorch's (bench/torch_infer.py:
+# the same shapes, prompt and generated tokens, eager, on the GPU, in the
+# same dtype; none for int8, whose dynamic quantization is CPU-only; "-"
+# where PyTorch or its GPU is missing). The weights are those of a
+# checkpoint after one training step: speed does not depend on them.
+# Record each run in bench/RESULTS.md with the date, device and command.
 set -u
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
 GEN=${GEN:-128}
+PY=${PYTHON:-python3}
+TORCH=0
+$PY -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null && TORCH=1
 [ -f share/gpt2/encoder.json ] || { echo "infer-gpu: skipped: no GPT-2 vocabulary (make deps)"; exit 0; }
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
@@ -22,9 +27,10 @@ trap 'rm -rf "$W"' EXIT
 infer_model_setup || { echo "infer-gpu: the model could not be made"; exit 1; }
 
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
-echo "GPT-2 124M shapes, $GEN generated tokens; tokens/s"
-printf '%-6s %5s %9s %12s %12s %10s\n' weights batch prompt "prompt tok/s" "gen tok/s" "peak mem"
-run () { # label model extra-args batch
+echo "GPT-2 124M shapes, $GEN generated tokens; tokens/s (gptkit / PyTorch)"
+printf '%-6s %5s %9s %12s %12s %10s | %12s %12s | %6s\n' weights batch prompt "prompt tok/s" "gen tok/s" \
+	"peak mem" "torch prompt" "torch gen" "gen ratio"
+run () { # label model extra-args batch torch-dtype ("" for none)
 	prompts=$W/p1
 	[ "$4" = 8 ] && prompts=$W/p8
 	nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$W/mem" 2>/dev/null &
@@ -39,13 +45,27 @@ run () { # label model extra-args batch
 		echo "$1 batch $4: gpt-infer failed (exit $rc):"; tail -n 3 "$W/stats"; return
 	fi
 	set -- "$@" $(sed -n 's/^prompt: \([0-9]*\) tokens in [0-9.]* s, \([0-9.]*\) tokens\/s; generation: [0-9]* tokens in [0-9.]* s, \([0-9.]*\) tokens\/s$/\1 \2 \3/p' "$W/stats")
-	[ $# = 7 ] || { echo "$1 batch $4: no --stats line:"; tail -n 3 "$W/stats"; return; }
-	printf '%-6s %5s %9s %12s %12s %6s MiB\n' "$1" "$4" "$(($5 / $4)) tok" "$6" "$7" \
-		"$(sort -n "$W/mem" | tail -n 1)"
+	# $1 label, $4 batch, $5 torch dtype ("" for none); then tokens, rates
+	[ $# = 8 ] || { echo "$1 batch $4: no --stats line:"; tail -n 3 "$W/stats"; return; }
+	tpp=- tpg=- ratio=-
+	if [ $TORCH = 1 ] && [ -n "$5" ]; then
+		theirs=$($PY bench/torch_infer.py 12 768 12 50257 1024 "$4" "$(($6 / $4))" "$GEN" 1 "$5" cuda 2>"$W/torch.err" |
+			tail -n 1)
+		case "$theirs" in
+		prompt_tok_s*)
+			tpp=$(echo "$theirs" | cut -d" " -f2)
+			tpg=$(echo "$theirs" | cut -d" " -f4)
+			ratio=$(awk -v a="$8" -v b="$tpg" 'BEGIN { printf "%.2f", a / b }')
+			;;
+		*) echo "torch failed: $(tail -n 1 "$W/torch.err")" ;;
+		esac
+	fi
+	printf '%-6s %5s %9s %12s %12s %6s MiB | %12s %12s | %6s\n' "$1" "$4" "$(($6 / $4)) tok" "$7" "$8" \
+		"$(sort -n "$W/mem" | tail -n 1)" "$tpp" "$tpg" "$ratio"
 }
 for b in 1 8; do
-	run fp32 "$W/ck" "" $b
-	run bf16 "$W/ck" "--dtype bf16" $b
-	run fp16 "$W/ck" "--dtype fp16" $b
-	run int8 "$W/m8.tar" "" $b
+	run fp32 "$W/ck" "" $b fp32
+	run bf16 "$W/ck" "--dtype bf16" $b bf16
+	run fp16 "$W/ck" "--dtype fp16" $b fp16
+	run int8 "$W/m8.tar" "" $b ""
 done

@@ -25,6 +25,9 @@
 #   layouts    t4060: dp2, mp2, pp2, sharding2 stage 3, offload, overlapped
 #              buckets and resume on one GPU, against one rank
 #   infer      t4061: gpt-infer --device cuda against the CPU
+#   generate   bench/gpu/infer.sh: gpt-infer's generation speed on the GPU
+#              (GPT-2 124M shapes, batch 1 and 8; fp32, bf16, fp16, int8)
+#              next to PyTorch's on the same GPU
 #   bench      bench/gpu/train.sh's rows named by CHECK_BENCH, its ONLY
 #              (default "124M bf16 (12x768, B32": GPT-2 124M, bf16, B=32,
 #              T=1024), next to PyTorch on the same GPU
@@ -67,7 +70,7 @@ if [ "${1:-}" = --digest ]; then
 	exit 0
 fi
 
-ALL="probe ops kernels attnprof comm layouts infer bench llmc memory profile sanitizer"
+ALL="probe ops kernels attnprof comm layouts infer generate bench llmc memory profile sanitizer"
 STAGES=${*:-$ALL}
 for s in $STAGES; do
 	case " $ALL " in *" $s "*) ;; *)
@@ -279,6 +282,7 @@ if [ $gpu = 1 ]; then
 	fi
 	want layouts && run t4060 40 sh tests/gpu/t4060-train-gpu-layouts.sh
 	want infer && run t4061 30 sh tests/gpu/t4061-infer-cuda.sh
+	want generate && table generate 40 sh bench/gpu/infer.sh
 	BENCH=${CHECK_BENCH:-124M bf16 (12x768, B32}
 	want bench && bench bench 120 "$BENCH"
 	if want llmc; then
