@@ -1,5 +1,6 @@
 /* Checkpoint directories: open, verify, read boxes (save.c writes them). */
 #include "ckpt/ckpt-impl.h"
+#include "ckpt/export.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -259,6 +260,29 @@ const char *gpt_ckpt_foreign(const char *path)
 	return NULL;
 }
 
+/* What gptkit's other programs write, named where a checkpoint is
+ * expected: a Hugging Face GPT-2 directory (gpt-export --format hf,
+ * gpt-ckpt-merge --to-hf, or downloaded) or an inference bundle, packed or
+ * unpacked (gpt-export). Neither holds a training state; the error says
+ * what reads it and what to give instead. 0 for anything else. */
+static int own_other_kind(const char *path, gpt_err *err)
+{
+	struct stat st;
+	if (stat(path, &st) != 0)
+		return 0;
+	if (S_ISDIR(st.st_mode) && has_file(path, "config.json"))
+		return gpt_err_set(err, GPT_EDATA,
+				   "%s: a Hugging Face GPT-2 directory, not a gptkit checkpoint; "
+				   "gpt-ckpt-merge --from-hf %s OUT converts it into one, to name here instead "
+				   "(gpt-infer -m reads the directory as it is)", path, path);
+	if ((S_ISDIR(st.st_mode) && has_file(path, "manifest.json")) ||
+	    (S_ISREG(st.st_mode) && gpt_export_bundle_filter(path) >= 0))
+		return gpt_err_set(err, GPT_EDATA,
+				   "%s: an inference bundle (gpt-export's), the weights alone for gpt-infer -m, "
+				   "not a checkpoint; give the checkpoint it was exported from", path);
+	return 0;
+}
+
 int gpt_ckpt_open(gpt_ckpt **out, const char *path, gpt_err *err)
 {
 	return gpt_ckpt_open_opts(out, path, 1, err);
@@ -283,7 +307,9 @@ int gpt_ckpt_open_opts(gpt_ckpt **out, const char *path, int checksums, gpt_err 
 				return gpt_err_set(err, GPT_EDATA,
 						   "%s: %s; expected a gptkit checkpoint (a step directory "
 						   "with index.json, or an output directory with latest)", path, foreign);
-			/* a consolidated .safetensors, a bundle: one file */
+			if ((rc = own_other_kind(path, err)))
+				return rc;
+			/* a consolidated .safetensors: one file */
 			struct stat st;
 			if (stat(path, &st) == 0 && !S_ISDIR(st.st_mode))
 				return gpt_err_set(err, GPT_EDATA,

@@ -92,6 +92,21 @@ test_expect_success 'Megatron-LM and llm.c checkpoints are named as such, with w
 	test_grep "gpt2_124M.bin: an llm.c model file" err
 '
 
+test_expect_success 'a Hugging Face directory or an inference bundle given as a checkpoint is named, with what to do' '
+	gpt-ckpt-merge --to-hf output hf2 &&
+	gpt-export -o b.tar.zst output && mkdir ub && tar -C ub -xf b.tar.zst &&
+	test_expect_code 65 gpt-ckpt-merge --info hf2 2>err &&
+	test_grep "error: hf2: a Hugging Face GPT-2 directory, not a gptkit checkpoint; gpt-ckpt-merge --from-hf hf2 OUT converts it" err &&
+	test_expect_code 65 gpt-export -o x.tar.zst hf2 2>err &&
+	test_grep "error: hf2: a Hugging Face GPT-2 directory" err &&
+	for b in b.tar.zst ub; do
+		test_expect_code 65 gpt-ckpt-merge --to-layout mp=2 $b r 2>err &&
+		test_grep "error: $b: an inference bundle \(gpt-export.s\), the weights alone for gpt-infer -m, not a checkpoint; give the checkpoint it was exported from" err ||
+		return 1
+	done &&
+	test ! -e r && test ! -e x.tar.zst
+'
+
 test_expect_success 'options of another verb are refused, not ignored' '
 	test_expect_code 64 gpt-ckpt-merge --to-layout mp=2 --dtype bf16 output r16 2>err &&
 	test_grep "dtype applies to --consolidate and --to-hf only" err &&
