@@ -2,6 +2,7 @@
 #include "ckpt/ckpt.h"
 #include "core/core.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -137,12 +138,13 @@ int main(int argc, char **argv)
 	if (verb == OPT_INFO) {
 		gpt_buf b = GPT_BUF_INIT;
 		rc = gpt_ckpt_describe(ck, &b, &err);
-		if (!rc)
-			fputs(b.data, stdout);
+		if (!rc && fputs(b.data, stdout) == EOF)
+			rc = gpt_err_errno(&err, GPT_EIO, errno, "standard output");
 		gpt_buf_free(&b);
 	} else if (verb == OPT_VERIFY) {
-		printf("%s: ok (step %lld, %d tensors)\n", gpt_ckpt_path(ck), (long long)gpt_ckpt_step(ck),
-		       gpt_ckpt_tensor_count(ck));
+		if (printf("%s: ok (step %lld, %d tensors)\n", gpt_ckpt_path(ck), (long long)gpt_ckpt_step(ck),
+			   gpt_ckpt_tensor_count(ck)) < 0)
+			rc = gpt_err_errno(&err, GPT_EIO, errno, "standard output");
 	} else if (verb == OPT_TO_LAYOUT) {
 		layout.micro = micro;
 		rc = gpt_ckpt_reshard(ck, &layout, out, stderr, path, sizeof path, &bytes, &err);
@@ -154,5 +156,8 @@ int main(int argc, char **argv)
 			fprintf(stderr, "%s: wrote %s (%lld bytes)\n", prog, out, (long long)bytes);
 	}
 	gpt_ckpt_close(ck);
-	return rc ? gpt_cmd_fail(prog, &err) : 0;
+	if (rc)
+		return gpt_cmd_fail(prog, &err);
+	/* what --info and --verify printed must have gone out */
+	return verb == OPT_INFO || verb == OPT_VERIFY ? gpt_cmd_stdout_done(prog) : 0;
 }

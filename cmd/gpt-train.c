@@ -202,6 +202,8 @@ int main(int argc, char **argv)
 			gpt_train_memory_free(&m);
 		}
 	}
+	if (rc == GPT_EIO && (print || dry)) /* the stream the report went to */
+		gpt_err_prefix(&err, "standard output");
 	if (!rc && !print && !dry) {
 		if (cfg.engine.save_load.save_on_signal)
 			catch_stop_signals();

@@ -2,6 +2,7 @@
  * the same configuration: every key, in table order, nested by section. */
 #include "config/config.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -124,6 +125,7 @@ static int common(const char *a, const char *b)
 
 int gpt_config_write_yaml(const gpt_config *cfg, FILE *fp, gpt_err *err)
 {
+	errno = 0; /* what a failed write sets, named in the error */
 	int n;
 	const gpt_config_key *keys = gpt_config_keys(&n);
 	if (!cfg->resolved)
@@ -165,6 +167,6 @@ int gpt_config_write_yaml(const gpt_config *cfg, FILE *fp, gpt_err *err)
 		prev = name;
 	}
 	if (fflush(fp) || ferror(fp))
-		return gpt_err_set(err, GPT_EIO, "writing the configuration failed");
+		return gpt_err_errno(err, GPT_EIO, errno ? errno : EIO, "writing the configuration");
 	return 0;
 }

@@ -21,6 +21,7 @@
  */
 #include "train/train.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -354,6 +355,7 @@ static const char *grad_reduction(const gpt_config *cfg, char *out, size_t size)
 int gpt_train_memory_write(const gpt_config *cfg, const gpt_train_memory *m, FILE *fp,
 			   gpt_err *err)
 {
+	errno = 0; /* what a failed write sets, named in the error */
 	char a[64], b[64], c[64], d[160];
 	const gpt_train_stage_mem *w = &m->stage[m->busiest];
 	int64_t sh = cfg->distributed.sharding.sharding_degree;
@@ -458,6 +460,6 @@ int gpt_train_memory_write(const gpt_config *cfg, const gpt_train_memory *m, FIL
 				gpt_train_format_mem(m->stage[s].device_total, c, sizeof c));
 	}
 	if (fflush(fp) || ferror(fp))
-		return gpt_err_set(err, GPT_EIO, "writing the dry-run report failed");
+		return gpt_err_errno(err, GPT_EIO, errno ? errno : EIO, "writing the dry-run report");
 	return 0;
 }

@@ -44,7 +44,11 @@ test_expect_success 'every section and key appears in the printed file' '
 	k=$(grep -cE "^ +[a-z_0-9]+: [^ ]" out) &&
 	test "$n" = "$k" &&
 	test_expect_code 74 gpt-train --list-keys >/dev/full 2>err &&
-	test_grep "^gpt-train: error: standard output: No space left on device$" err
+	test_grep "^gpt-train: error: standard output: No space left on device$" err &&
+	test_expect_code 74 gpt-train -c "$C/tiny_cpu.yaml" --print-config >/dev/full 2>err &&
+	test_grep "^gpt-train: error: standard output: writing the configuration: No space left on device$" err &&
+	test_expect_code 74 gpt-train -c "$C/tiny_cpu.yaml" --dry-run >/dev/full 2>err &&
+	test_grep "^gpt-train: error: standard output: writing the dry-run report: No space left on device$" err
 '
 
 test_expect_success 'plain training without the dataset names it (66)' '

@@ -31,6 +31,13 @@ test_expect_success '--verify passes a good checkpoint and names the file of a d
 	test_expect_code 66 gpt-ckpt-merge --verify nothing 2>err
 '
 
+test_expect_success '--info and --verify into a full disk fail (74), naming standard output' '
+	test_expect_code 74 gpt-ckpt-merge --info output >/dev/full 2>err &&
+	test_grep "^gpt-ckpt-merge: error: standard output: No space left on device$" err &&
+	test_expect_code 74 gpt-ckpt-merge --verify output >/dev/full 2>err &&
+	test_grep "^gpt-ckpt-merge: error: standard output: No space left on device$" err
+'
+
 test_expect_success '--consolidate writes every tensor, or the weights only in bf16' '
 	gpt-ckpt-merge --consolidate output all.safetensors &&
 	gpt-ckpt-merge --consolidate --weights-only --dtype bf16 output w.safetensors &&
