@@ -382,7 +382,7 @@ int gpt_export(const char *ckpt_path, const gpt_export_opts *o, char *out_path, 
 				   out, o->format == GPT_EXPORT_HF ? "hf" : "gguf",
 				   o->format == GPT_EXPORT_HF ? "a Hugging Face directory" : "a GGUF file", def[o->format]);
 	/* before the weights are converted, not at the rename */
-	if (o->format != GPT_EXPORT_HF && gpt_out_not_dir(out, err))
+	if (o->format != GPT_EXPORT_HF && gpt_out_replaceable(out, err))
 		return GPT_EUSAGE;
 	gpt_export_model m;
 	int rc = gpt_export_model_open(&m, ckpt_path, o, err);

@@ -165,10 +165,13 @@ typedef struct gpt_afile {
 	char *tmp_path;  /* temporary name */
 } gpt_afile;
 
-/* An existing directory (or a link to one) named as a file to write is an
- * error (GPT_EUSAGE): writers check before the work, not at the rename. */
-int gpt_out_not_dir(const char *path, gpt_err *err);
-/* Opens the temporary of path; a path that is a directory is refused. */
+/* Whether an atomic file may be renamed over path: an existing directory
+ * (or a link to one), a symbolic link, a device, a FIFO or a socket named
+ * as a file to write is an error (GPT_EUSAGE), as the rename would replace
+ * it (/dev/null, /dev/stdout, a link to the file meant) rather than write
+ * into it; writers check before the work, not at the rename. */
+int gpt_out_replaceable(const char *path, gpt_err *err);
+/* Opens the temporary of path; a path gpt_out_replaceable refuses is refused. */
 int gpt_afile_open(gpt_afile *af, const char *path, gpt_err *err);
 /* Flushes, fsyncs and closes the temporary file, NAME still untouched: what
  * can fail for want of space or a bad disk has then failed (the temporary

@@ -235,12 +235,29 @@ static char *dir_of(const char *path, gpt_err *err)
 	return d;
 }
 
-int gpt_out_not_dir(const char *path, gpt_err *err)
+int gpt_out_replaceable(const char *path, gpt_err *err)
 {
-	struct stat st;
+	struct stat st, lst;
 	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
 		return gpt_err_set(err, GPT_EUSAGE, "%s: is a directory; name a file to write, or remove the directory",
 				   path);
+	/* The output is renamed over the name: what the name is goes, and
+	 * nothing is written into it (a device, a pipe, a link's target). */
+	if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)) {
+		char to[4096];
+		ssize_t n = readlink(path, to, sizeof to - 1);
+		to[n > 0 ? n : 0] = 0;
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "%s: is a symbolic link (to %s); the output would be renamed over the link, "
+				   "replacing it, not written into what it names: name a regular file (or what "
+				   "the link names, when that is one)", path, to);
+	}
+	if (lstat(path, &lst) == 0 && !S_ISREG(lst.st_mode))
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "%s: is a %s, not a regular file; the output would be renamed over it, "
+				   "replacing it, not written into it: name a regular file", path,
+				   S_ISCHR(lst.st_mode) ? "character device" : S_ISBLK(lst.st_mode) ? "block device" :
+				   S_ISFIFO(lst.st_mode) ? "FIFO" : S_ISSOCK(lst.st_mode) ? "socket" : "special file");
 	return 0;
 }
 
@@ -275,7 +292,7 @@ static int hidden_create(const char *path, const char *tag, gpt_buf *name, gpt_e
 int gpt_afile_open(gpt_afile *af, const char *path, gpt_err *err)
 {
 	memset(af, 0, sizeof *af);
-	if (gpt_out_not_dir(path, err))
+	if (gpt_out_replaceable(path, err))
 		return err ? err->code : GPT_EUSAGE;
 	gpt_buf tmp = GPT_BUF_INIT;
 	int fd = hidden_create(path, "tmp", &tmp, err);

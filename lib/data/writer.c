@@ -92,7 +92,7 @@ int gpt_ds_writer_open(gpt_ds_writer **out, const char *prefix, gpt_ds_dtype dty
 	}
 	/* the .idx is opened at commit: a directory in its way is said now */
 	if (!rc)
-		rc = gpt_out_not_dir(w->idx_path, err);
+		rc = gpt_out_replaceable(w->idx_path, err);
 	if (!rc)
 		rc = gpt_afile_open(&w->bin, b.data, err);
 	gpt_buf_free(&b);

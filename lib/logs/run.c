@@ -479,6 +479,9 @@ int gpt_logs_run(const gpt_logs_opts *o, gpt_logs_counts *counts, gpt_err *err)
 						    "or leave it out",
 				   o->params > 0 ? "--params (or --model)" : "--peak-tflops",
 				   o->params > 0 ? "--peak-tflops" : "--params (or --model)");
+	/* a --plot name the SVG cannot be renamed over, before any log is read */
+	if (o->plot && gpt_out_replaceable(o->plot, err))
+		return err->code;
 	int rc = expand_inputs(&c, err);
 	if (!rc && !(c.parser = gpt_logs_parser_new(err)))
 		rc = err->code;

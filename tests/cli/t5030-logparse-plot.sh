@@ -36,4 +36,16 @@ test_expect_success 'an unwritable plot path is an I/O error and leaves no file'
 	! test -e no-such-dir
 '
 
+test_expect_success 'a FIFO, a symbolic link or a directory as the plot is refused before any log is read' '
+	mkfifo fifo.svg && ln -s real.svg link.svg && mkdir dir.svg &&
+	test_expect_code 64 gpt-logparse --plot fifo.svg "$D/gptkit.log" >rows 2>err &&
+	test_grep "^gpt-logparse: error: fifo.svg: is a FIFO, not a regular file; the output would be renamed over it" err &&
+	test_expect_code 64 gpt-logparse --plot link.svg "$D/gptkit.log" >>rows 2>err &&
+	test_grep "^gpt-logparse: error: link.svg: is a symbolic link \(to real.svg\)" err &&
+	test_expect_code 64 gpt-logparse --plot dir.svg "$D/gptkit.log" >>rows 2>err &&
+	test_grep "^gpt-logparse: error: dir.svg: is a directory" err &&
+	! test -s rows &&
+	test -p fifo.svg && test -L link.svg && ! test -e real.svg
+'
+
 test_done

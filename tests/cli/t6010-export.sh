@@ -306,6 +306,20 @@ test_expect_success 'a GGUF replaces an earlier GGUF or an empty file, never ano
 	cmp again.gguf empty.gguf
 '
 
+test_expect_success 'a FIFO or a symbolic link named as the output is refused, not replaced by the rename' '
+	mkfifo fifo.gguf fifo.tar.zst && ln -s real.gguf link.gguf && ln -s real.tar.zst link.tar.zst &&
+	for o in fifo.gguf link.gguf; do
+		test_expect_code 64 gpt-export --format gguf -o $o ck 2>err || return 1
+	done &&
+	test_grep "^gpt-export: error: link.gguf: is a symbolic link \(to real.gguf\); the output would be renamed over the link, replacing it" err &&
+	test_expect_code 64 gpt-export -o fifo.tar.zst ck 2>err &&
+	test_grep "^gpt-export: error: fifo.tar.zst: is a FIFO, not a regular file; the output would be renamed over it, replacing it, not written into it: name a regular file$" err &&
+	test_expect_code 64 gpt-export -o link.tar.zst ck 2>err &&
+	test -p fifo.gguf && test -p fifo.tar.zst && test -L link.gguf && test -L link.tar.zst &&
+	! test -e real.gguf && ! test -e real.tar.zst &&
+	! ls -a | grep "^\.\(fifo\|link\)"
+'
+
 test_expect_success 'a directory that cannot be synced after the rename: the error names the output, which is whole' '
 	. "$GPT_ROOT/tests/cli/lib-faultfs.sh" &&
 	mkdir ed &&
