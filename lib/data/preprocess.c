@@ -404,7 +404,12 @@ void gpt_preprocess_flag_hint(const char *arg, gpt_err *err)
 	static const char split[] = "gpt-preprocess does not split documents into sentences: each document is one "
 				    "sequence; leave it out";
 	static const char progress[] = "progress goes to standard error when it is a terminal; leave it out";
+	static const char chinese[] = "gpt-preprocess does no Chinese word segmentation (FleetX's serves ERNIE's "
+				      "whole-word masking; GPT-2's BPE takes the text as it is); leave it out";
 	static const char *const tbl[] = {
+		"model_name", fx, "the tokenizer is -t gpt2 (GPT-2's vocabulary, from --vocab DIR where it "
+				  "is not installed) or -t bytes",
+		"data_format", fx, "JSON lines are read by name (*.jsonl, *.json) or with --format jsonl",
 		"input", mg, inputs,
 		"input_path", fx, inputs,
 		"output-prefix", mg, prefix,
@@ -425,6 +430,11 @@ void gpt_preprocess_flag_hint(const char *arg, gpt_err *err)
 		"keep-newlines", mg, split,
 		"log-interval", mg, progress,
 		"log_interval", fx, progress,
+		"chinese", fx, chinese,
+		"cn_whole_word_segment", fx, chinese,
+		"cn_seg_func", fx, chinese,
+		"cn_splited", fx, chinese,
+		"cn_split_dimer", fx, chinese,
 		NULL, NULL, NULL,
 	};
 	gpt_opts_foreign_hint(arg, tbl, err);

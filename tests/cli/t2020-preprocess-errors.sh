@@ -349,6 +349,14 @@ test_expect_success 'the options of Megatron-LM and FleetX preprocess_data.py sa
 	test_grep "error: unknown option --json_key \(PaddleFleetX.s\); give --json-key KEY$" err &&
 	test_expect_code 64 gpt-preprocess --vocab-file gpt2-vocab.json -o out good.txt 2>err &&
 	test_grep "error: unknown option --vocab-file \(Megatron-LM.s\); give --vocab DIR" err &&
+	# the command of FleetX (ppfleetx/data/data_tools/gpt/README) starts so
+	test_expect_code 64 gpt-preprocess --model_name gpt2 --tokenizer_name GPTTokenizer --data_format JSON \
+		--input_path good.jsonl --append_eos --output_prefix out --workers 4 --log_interval 1000 2>err &&
+	test_grep "error: unknown option --model_name \(PaddleFleetX.s\); the tokenizer is -t gpt2" err &&
+	test_expect_code 64 gpt-preprocess -t bytes --data_format JSON -o out good.txt 2>err &&
+	test_grep "error: unknown option --data_format \(PaddleFleetX.s\); JSON lines are read by name" err &&
+	test_expect_code 64 gpt-preprocess -t bytes --chinese -o out good.txt 2>err &&
+	test_grep "error: unknown option --chinese \(PaddleFleetX.s\); gpt-preprocess does no Chinese word segmentation" err &&
 	test_expect_code 64 gpt-preprocess -t bytes --workersx 4 -o out good.txt 2>err &&
 	test_grep "error: unknown option --workersx; see --help$" err &&
 	no_pair out
