@@ -830,10 +830,23 @@ int gpt_train_run(const gpt_config *cfg, FILE *log, const volatile sig_atomic_t 
 				       "memory: optimizer state offloaded to host memory: %s with the host images "
 				       "of the parameters and gradients (AdamW runs on the CPU)", a);
 		}
+		/* Why the steps differ from Engine.max_steps, when they do: an
+		 * explicit epoch count that ends the run first, a resumed run. */
+		char why[256] = "";
+		if (tr.step > 0 && tr.step < tr.total_steps)
+			snprintf(why, sizeof why, "%lld left after global step %lld", (long long)(tr.total_steps - tr.step),
+				 (long long)tr.step);
+		if (tr.total_steps < cfg->engine.max_steps) {
+			size_t l = strlen(why);
+			snprintf(why + l, sizeof why - l,
+				 "%sEngine.num_train_epochs %lld, of %lld steps each, ends it before Engine.max_steps %lld",
+				 l ? "; " : "", (long long)cfg->engine.num_train_epochs,
+				 (long long)(tr.total_steps / cfg->engine.num_train_epochs), (long long)cfg->engine.max_steps);
+		}
 		gpt_log_printf(&tr.log, GPT_LOG_INFO,
-			       "training %lld parameters for %lld steps: global batch %lld x %lld tokens, micro-batch %lld, %lld accumulation steps, rank %d of %lld (data replica %lld of %lld, sharding stage %lld over %lld, tp rank %lld of %lld, pipeline stage %lld of %lld)",
+			       "training %lld parameters for %lld steps%s%s%s: global batch %lld x %lld tokens, micro-batch %lld, %lld accumulation steps, rank %d of %lld (data replica %lld of %lld, sharding stage %lld over %lld, tp rank %lld of %lld, pipeline stage %lld of %lld)",
 			       (long long)gpt_param_count(&tr.model.shape), (long long)tr.total_steps,
-			       (long long)tr.G, (long long)tr.T, (long long)tr.MB, (long long)tr.accum,
+			       why[0] ? " (" : "", why, why[0] ? ")" : "", (long long)tr.G, (long long)tr.T, (long long)tr.MB, (long long)tr.accum,
 			       tr.rank, (long long)cfg->world_size, (long long)tr.replica,
 			       (long long)tr.replicas, tr.sh > 1 ? (long long)cfg->distributed.sharding.sharding_stage : 0LL,
 			       (long long)tr.sh, (long long)tr.tp_rank, (long long)tr.tp, (long long)tr.pp_rank,

@@ -585,6 +585,18 @@ test_expect_success 'save_epoch writes a checkpoint at the end of an epoch' '
 	test_cmp expect dirs
 '
 
+test_expect_success 'the startup line says why it trains fewer steps than max_steps: the epochs, a resume' '
+	train -o Data.Train.dataset.input_dir=data/short -o Data.Train.dataset.split=1 -o Engine.eval_freq=0 \
+		-o Engine.test_iters=0 -o Engine.num_train_epochs=2 -o Engine.max_steps=1000 \
+		-o Engine.save_load.output_dir=why >why.log 2>&1 &&
+	per=$(sed -n "s/.* - global step \([0-9]*\), epoch: 1, batch: 0,.*/\1/p" why.log) && per=$((per - 1)) &&
+	test_grep " - training 128768 parameters for $((2 * per)) steps \(Engine.num_train_epochs 2, of $per steps each, ends it before Engine.max_steps 1000\): global batch" why.log &&
+	train -o Data.Train.dataset.input_dir=data/short -o Data.Train.dataset.split=1 -o Engine.eval_freq=0 \
+		-o Engine.test_iters=0 -o Engine.num_train_epochs=3 -o Engine.max_steps=1000 \
+		-o Engine.save_load.output_dir=why >why2.log 2>&1 &&
+	test_grep " - training 128768 parameters for $((3 * per)) steps \($per left after global step $((2 * per)); Engine.num_train_epochs 3, of $per steps each, ends it before Engine.max_steps 1000\)" why2.log
+'
+
 test_expect_success 'settings the trainer cannot honour are refused, not ignored' '
 	for o in Engine.mix_precision.level=O1 \
 		 Model.fused_linear=True Data.Train.sampler.drop_last=False \
