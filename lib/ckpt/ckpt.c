@@ -280,6 +280,12 @@ static int own_other_kind(const char *path, gpt_err *err)
 		return gpt_err_set(err, GPT_EDATA,
 				   "%s: an inference bundle (gpt-export's), the weights alone for gpt-infer -m, "
 				   "not a checkpoint; give the checkpoint it was exported from", path);
+	/* what gpt-export -o Engine.save_load.output_dir=DIR (FleetX's form) makes */
+	if (S_ISDIR(st.st_mode) && has_file(path, GPT_EXPORT_BUNDLE_NAME))
+		return gpt_err_set(err, GPT_EDATA,
+				   "%s: no checkpoint, only an inference bundle (%s/%s, gpt-export's), which "
+				   "gpt-infer -m reads (or -o Inference.model_dir=%s); training and exports want "
+				   "the checkpoint it was exported from", path, path, GPT_EXPORT_BUNDLE_NAME, path);
 	return 0;
 }
 

@@ -356,6 +356,11 @@ typedef enum gpt_export_format {
 	GPT_EXPORT_HF,
 } gpt_export_format;
 
+/* The name of a bundle gpt-export writes into a directory (FleetX's
+ * -o Engine.save_load.output_dir), and gpt-infer reads from FleetX's
+ * Inference.model_dir. */
+#define GPT_EXPORT_BUNDLE_NAME "model.tar.zst"
+
 typedef struct gpt_export_opts {
 	gpt_export_format format;
 	gpt_dtype dtype;    /* F32, BF16, F16 or I8 */

@@ -354,7 +354,7 @@ static int gguf_replaceable(const char *out, gpt_err *err)
 int gpt_export(const char *ckpt_path, const gpt_export_opts *o, char *out_path, size_t size,
 	       gpt_err *err)
 {
-	static const char *const def[] = {"model.tar.zst", "model.gguf", "model-hf"};
+	static const char *const def[] = {GPT_EXPORT_BUNDLE_NAME, "model.gguf", "model-hf"};
 	const char *out = o->out ? o->out : def[o->format];
 	char in_dir[PATH_MAX];
 	if (!o->out && o->out_dir) {

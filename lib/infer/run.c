@@ -2,6 +2,7 @@
  * text or dataset. (Part of lib/infer.) */
 #include "infer/infer.h"
 
+#include "ckpt/ckpt.h"
 #include "data/data.h"
 
 #include <errno.h>
@@ -10,6 +11,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 typedef struct run {
 	const gpt_infer_args *a;
@@ -327,7 +329,7 @@ int gpt_infer_run(const gpt_infer_args *a, FILE *in, FILE *out, gpt_err *err)
 	 * its Engine.save_load.ckpt_dir */
 	const char *model = a->model;
 	gpt_config ic;
-	int rc = 0, have_ic = 0;
+	int rc = 0, have_ic = 0, by_model_dir = 0;
 	for (int i = 0; i < a->n_overrides; i++) {
 		const char *v = model_override(a->overrides[i]);
 		if (!v)
@@ -340,6 +342,7 @@ int gpt_infer_run(const gpt_infer_args *a, FILE *in, FILE *out, gpt_err *err)
 			return gpt_err_set(err, GPT_EUSAGE, "-o %s: expected a model directory or file",
 					   a->overrides[i]);
 		model = v;
+		by_model_dir = strncmp(a->overrides[i], "Inference.", 10) == 0;
 	}
 	if (!model && a->config) {
 		rc = gpt_config_init(&ic, err);
@@ -347,13 +350,31 @@ int gpt_infer_run(const gpt_infer_args *a, FILE *in, FILE *out, gpt_err *err)
 		if (!rc)
 			rc = gpt_config_read_file(&ic, a->config, err);
 		if (!rc && gpt_config_given(&ic, gpt_config_key_find("Inference.model_dir")) &&
-		    ic.inference.model_dir)
+		    ic.inference.model_dir) {
 			model = ic.inference.model_dir;
-		else if (!rc && gpt_config_given(&ic, gpt_config_key_find("Engine.save_load.ckpt_dir")))
+			by_model_dir = 1;
+		} else if (!rc && gpt_config_given(&ic, gpt_config_key_find("Engine.save_load.ckpt_dir")))
 			model = ic.engine.save_load.ckpt_dir;
 	}
 	if (!rc && !model)
 		rc = gpt_err_set(err, GPT_EUSAGE, "-m MODEL is required (or -o Inference.model_dir=DIR, or Inference.model_dir or Engine.save_load.ckpt_dir in the -c file); see gpt-infer --help");
+	/* FleetX's tools/inference.py reads the model that its tools/export.py
+	 * wrote into Engine.save_load.output_dir from Inference.model_dir; the
+	 * bundle gpt-export writes there (beside the run's checkpoint when that
+	 * is the run's output_dir) is the model that key names. */
+	char bundle[PATH_MAX];
+	struct stat dst;
+	if (!rc && by_model_dir && stat(model, &dst) == 0 && S_ISDIR(dst.st_mode) &&
+	    (size_t)snprintf(bundle, sizeof bundle, "%s/%s", model, GPT_EXPORT_BUNDLE_NAME) < sizeof bundle &&
+	    gpt_path_exists(bundle)) {
+		char ck[PATH_MAX];
+		snprintf(ck, sizeof ck, "%s/latest", model);
+		if (a->err_out && gpt_path_exists(ck))
+			fprintf(a->err_out,
+				"gpt-infer: Inference.model_dir %s: reading the bundle %s, not the checkpoint "
+				"beside it (-m %s reads that)\n", model, bundle, model);
+		model = bundle;
+	}
 	gpt_source *src = NULL;
 	if (!rc)
 		rc = gpt_source_open(&src, model, a->exe, err);

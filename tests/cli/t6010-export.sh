@@ -127,6 +127,26 @@ test_expect_success 'FleetX'"'"'s tools/export.py form: -c, -o Engine.save_load.
 	! test -e gone
 '
 
+test_expect_success 'FleetX'"'"'s tools/inference.py form: Inference.model_dir reads the bundle gpt-export put there' '
+	# the export alone in its directory, as gpt-export -o Engine.save_load.output_dir leaves it
+	gpt-export --dtype int8 -o Engine.save_load.ckpt_dir=ck -o Engine.save_load.output_dir=fxi 2>err &&
+	test_grep "wrote fxi/model.tar.zst" err &&
+	gpt-infer -m fxi/model.tar.zst --ppl d/doc.txt >want &&
+	gpt-infer -o Inference.model_dir=fxi --ppl d/doc.txt >got 2>err &&
+	test_cmp want got && ! test -s err &&
+	printf "Inference:\n  model_dir: fxi\n" >inf.yaml &&
+	gpt-infer -c inf.yaml --ppl d/doc.txt >got && test_cmp want got &&
+	# the export beside the run'"'"'s checkpoint, FleetX'"'"'s default ./output of both
+	cp -r ck run && gpt-export --dtype int8 -o Engine.save_load.ckpt_dir=run -o Engine.save_load.output_dir=run 2>err &&
+	gpt-infer -o Inference.model_dir=run --ppl d/doc.txt >got 2>err &&
+	test_cmp want got &&
+	test_grep "^gpt-infer: Inference.model_dir run: reading the bundle run/model.tar.zst, not the checkpoint beside it \(-m run reads that\)$" err &&
+	gpt-infer -m run --ppl d/doc.txt >ckpt && ! cmp -s want ckpt &&
+	# a checkpoint key naming a directory of the bundle alone says where the model is
+	test_expect_code 65 gpt-infer -o Engine.save_load.ckpt_dir=fxi "x" 2>err &&
+	test_grep "error: fxi: no checkpoint, only an inference bundle \(fxi/model.tar.zst, gpt-export.s\)" err
+'
+
 for dt in fp32 fp16 int8; do
 	test_expect_success "GGUF $dt: what llama.cpp's gpt2 loader reads, values equal the HF export" '
 		gpt-export --format gguf --dtype '$dt' -o m-'$dt'.gguf ck 2>/dev/null &&
