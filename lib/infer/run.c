@@ -424,10 +424,14 @@ int gpt_infer_run(const gpt_infer_args *a, FILE *in, FILE *out, gpt_err *err)
 	for (int64_t i = 0; !rc && i < n; i++) {
 		const uint8_t *t = (const uint8_t *)r.text[i];
 		size_t ok = gpt_utf8_valid_prefix(t, r.text_len[i]);
+		/* prompts from standard input are its lines, one each */
+		char where[64];
+		snprintf(where, sizeof where, a->n_prompts ? "prompt %lld" : "standard input, line %lld (prompt %lld)",
+			 (long long)i + 1, (long long)i + 1);
 		if (ok != r.text_len[i]) {
 			rc = gpt_err_set(err, GPT_EDATA,
-					 "prompt %lld: not valid UTF-8 at byte %zu of %zu (0x%02x), counting from 1; give UTF-8 text (iconv -t UTF-8 converts)",
-					 (long long)i + 1, ok + 1, r.text_len[i], t[ok]);
+					 "%s: not valid UTF-8 at byte %zu of %zu (0x%02x), counting from 1; give UTF-8 text (iconv -t UTF-8 converts)",
+					 where, ok + 1, r.text_len[i], t[ok]);
 			break;
 		}
 		gpt_ids v = GPT_IDS_INIT;
@@ -435,7 +439,8 @@ int gpt_infer_run(const gpt_infer_args *a, FILE *in, FILE *out, gpt_err *err)
 		ids[i] = v.data;
 		len[i] = v.len;
 		if (!rc && len[i] == 0)
-			rc = gpt_err_set(err, GPT_EUSAGE, "prompt %lld: empty; give some text", (long long)i + 1);
+			rc = gpt_err_set(err, GPT_EUSAGE, "%s: empty; give some text%s", where,
+					 a->n_prompts ? "" : ", or remove the blank line (every line is a prompt)");
 		if (!rc && a->truncate && room > 0 && len[i] > room) {
 			memmove(ids[i], ids[i] + (len[i] - room), (size_t)room * sizeof(int32_t));
 			len[i] = room;

@@ -294,10 +294,15 @@ test_expect_success 'FleetX and PaddleNLP generation keys gptkit has none for: r
 test_expect_success 'bad prompts and options are clear errors' '
 	printf "ok\n\377\376bad\n" >bad &&
 	test_expect_code 65 greedy ck <bad 2>err &&
-	test_grep "prompt 2: not valid UTF-8 at byte 1 of 5 \(0xff\), counting from 1; give UTF-8 text" err &&
+	test_grep "standard input, line 2 \(prompt 2\): not valid UTF-8 at byte 1 of 5 \(0xff\), counting from 1; give UTF-8 text" err &&
 	printf "caf\303\251 \351t\351\n" >bad &&
 	test_expect_code 65 greedy ck <bad 2>err &&
-	test_grep "prompt 1: not valid UTF-8 at byte 7 of 9 \(0xe9\), counting from 1" err &&
+	test_grep "standard input, line 1 \(prompt 1\): not valid UTF-8 at byte 7 of 9 \(0xe9\), counting from 1" err &&
+	printf "one\n\ntwo\n" >bad &&
+	test_expect_code 64 greedy ck <bad 2>err &&
+	test_grep "standard input, line 2 \(prompt 2\): empty; give some text, or remove the blank line \(every line is a prompt\)" err &&
+	test_expect_code 64 gpt-infer -m ck "x" "" 2>err &&
+	test_grep "error: prompt 2: empty; give some text$" err &&
 	test_expect_code 64 gpt-infer -m ck -o Generation.max_dec_len=64 "x" 2>err &&
 	test_grep "^gpt-infer: error: -o Generation.max_dec_len=64: Generation.max_dec_len: expected 1 to 63, below the model.s context of 64 positions, found 64$" err &&
 	if ! test_have_prereq GPU; then
