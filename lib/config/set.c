@@ -499,7 +499,19 @@ int gpt_config_override(gpt_config *cfg, const char *assignment, gpt_err *err)
 				   near ? near : "?");
 	}
 	gpt_config_origin o = {GPT_SRC_OVERRIDE, where, 0, 0};
-	const char *val = eq + 1, *means = is_null_text(val) ? gpt_config_null_means(name) : NULL;
+	const char *val = eq + 1;
+	/* A value in quotes is the text inside them, as the same value in the
+	 * YAML file and FleetX's -o (which evaluates it as Python) read it:
+	 * -o Data.Train.dataset.split='949,50,1' ('null' in quotes is text). */
+	size_t vn = strlen(val);
+	if (vn >= 2 && (val[0] == '\'' || val[0] == '"') && val[vn - 1] == val[0] &&
+	    !memchr(val + 1, val[0], vn - 2)) {
+		char *in = gpt_arena_strndup(&cfg->arena, val + 1, vn - 2, err);
+		if (!in)
+			return err->code;
+		return gpt_config_set_scalar(cfg, k, in, 0, &o, err);
+	}
+	const char *means = is_null_text(val) ? gpt_config_null_means(name) : NULL;
 	return gpt_config_set_scalar(cfg, k, means ? means : val, is_null_text(val) && !means, &o, err);
 }
 

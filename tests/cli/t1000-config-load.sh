@@ -84,6 +84,16 @@ test_expect_success '-o sets nested keys, typed, in order' '
 	grep -F "custom_white_list: [\"lookup_table\", \"matmul\"]" out
 '
 
+test_expect_success '-o takes a value in quotes as the text inside, as YAML and FleetX'"'"'s -o do' '
+	gpt-train -c "$C/tiny_cpu.yaml" -o "Data.Train.dataset.split='"'"'15,2,0'"'"'" \
+		-o Model.hidden_size=\"96\" -o "Engine.save_load.ckpt_dir='"'"'null'"'"'" --print-config >out &&
+	grep -E "^      split: .15,2,0.$" out &&
+	grep -E "^  hidden_size: 96$" out &&
+	grep -E "^    ckpt_dir: \"null\"$" out &&
+	test_expect_code 64 gpt-train -c "$C/tiny_cpu.yaml" -o "Model.hidden_size='"'"''"'"'" --print-config 2>err &&
+	test_grep "expected an integer in \[1, 1048576\], found .." err
+'
+
 test_expect_success 'Engine.mix_precision.enable False is the switch: the level beside it goes unread, as in FleetX' '
 	cat >amp-off.yaml <<-\EOT &&
 	_base_: '"$C"'/tiny_cpu_bytes.yaml
