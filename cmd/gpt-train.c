@@ -29,7 +29,7 @@ static const gpt_opt options[] = {
 	{"config", 'c', "FILE", OPT_CONFIG, "the YAML configuration (FleetX layout, see gpt-config(5))"},
 	{"override", 'o', "KEY=VALUE", OPT_OVERRIDE,
 	 "set one key, e.g. -o Model.hidden_size=1024 (repeatable)"},
-	{"print-config", 0, NULL, OPT_PRINT, "print the resolved configuration as YAML and exit"},
+	{"print-config", 0, NULL, OPT_PRINT, "print the resolved configuration as YAML and exit (without -c: the defaults)"},
 	{"dry-run", 0, NULL, OPT_DRY_RUN,
 	 "print the parameter count and per-rank memory of the layout and exit"},
 	{"world-size", 0, "N", OPT_WORLD,
