@@ -185,7 +185,7 @@ int main(int argc, char **argv)
 	if (id < 0) {
 		if (o.index > 0)
 			gpt_preprocess_flag_hint(argv[o.index - 1], &err);
-		return gpt_cmd_fail(prog, &err);
+		return gpt_cmd_fail_options(prog, &err, argv + o.index, argc - o.index, gpt_preprocess_flag_hint);
 	}
 	int n_in = argc - o.index;
 	if (info && decode)

@@ -168,7 +168,9 @@ int main(int argc, char **argv)
 		else if (o.index > 0)
 			gpt_config_flag_hint(argv[o.index - 1], &err);
 		free(set);
-		return gpt_cmd_fail(prog, &err);
+		if (id >= 0)
+			return gpt_cmd_fail(prog, &err);
+		return gpt_cmd_fail_options(prog, &err, argv + o.index, argc - o.index, gpt_config_flag_hint);
 	}
 	if (list) {
 		gpt_config_list_keys(stdout);

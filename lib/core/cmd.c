@@ -12,6 +12,25 @@ int gpt_cmd_fail(const char *prog, const gpt_err *err)
 	return code;
 }
 
+int gpt_cmd_fail_options(const char *prog, const gpt_err *err, char **rest, int nrest,
+			 void (*hint)(const char *arg, gpt_err *err))
+{
+	int code = gpt_cmd_fail(prog, err);
+	for (int i = 0; i < nrest; i++) {
+		const char *a = rest[i];
+		if (strncmp(a, "--", 2) != 0 || !a[2])
+			continue;
+		gpt_err e = {0};
+		gpt_err_set(&e, GPT_EUSAGE, "unknown option %.*s", (int)strcspn(a, "="), a);
+		char plain[sizeof e.msg];
+		memcpy(plain, e.msg, sizeof plain);
+		hint(a, &e);
+		if (strcmp(e.msg, plain) != 0)
+			fprintf(stderr, "%s: error: also %s\n", prog, e.msg);
+	}
+	return code;
+}
+
 int gpt_cmd_stdout_done(const char *prog)
 {
 	errno = 0;

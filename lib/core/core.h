@@ -455,6 +455,13 @@ void gpt_temp_drop(const char *path);
 /* Prints "prog: error: MSG" to stderr and returns err->code (70 if unset),
  * for `return gpt_cmd_fail(prog, &err);` in main(). */
 int gpt_cmd_fail(const char *prog, const gpt_err *err);
+/* gpt_cmd_fail for an unknown option, then, so that a command pasted from
+ * another tool is mended in one go, "prog: error: also unknown option
+ * --NAME (WHOSE); WHAT" for each later word of the command line (rest,
+ * nrest: what the option parser left unread) that hint (a
+ * gpt_opts_foreign_hint user) knows as another tool's option. */
+int gpt_cmd_fail_options(const char *prog, const gpt_err *err, char **rest, int nrest,
+			 void (*hint)(const char *arg, gpt_err *err));
 /* After a command printed what it was asked for (--help, --version,
  * --list-keys) to standard output: 0 when it all went out, else
  * "prog: error: standard output: ERROR" on stderr and GPT_EIO, so that a

@@ -373,6 +373,17 @@ test_expect_success 'Megatron-LM and llm.c flags name the key to give instead' '
 	fails 64 "unknown option -b; see --help" gpt-train -c "$C/tiny_cpu.yaml" -b4
 '
 
+test_expect_success 'a Megatron-LM command line pasted whole: every flag of it says what to give, at once' '
+	test_expect_code 64 gpt-train --num-layers 4 --hidden-size 64 --micro-batch-size 2 --lr 1e-4 \
+		-c "$C/tiny_cpu.yaml" --print-config >out 2>err &&
+	test_line_count = 0 out &&
+	test_line_count = 4 err &&
+	test_grep "^gpt-train: error: unknown option --num-layers \(Megatron-LM.s\); give -o Model.num_layers=N$" err &&
+	test_grep "^gpt-train: error: also unknown option --hidden-size \(Megatron-LM.s\); give -o Model.hidden_size=N" err &&
+	test_grep "^gpt-train: error: also unknown option --micro-batch-size \(Megatron-LM.s\)" err &&
+	test_grep "^gpt-train: error: also unknown option --lr \(Megatron-LM.s\)" err
+'
+
 test_expect_success '"-o Key=value" as one word (getopt keeps the blank) sets the key' '
 	gpt-train -c "$C/tiny_cpu.yaml" "-o Model.hidden_size=128" --print-config >out &&
 	test_grep "^  hidden_size: 128" out &&

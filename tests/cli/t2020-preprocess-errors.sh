@@ -353,6 +353,10 @@ test_expect_success 'the options of Megatron-LM and FleetX preprocess_data.py sa
 	test_expect_code 64 gpt-preprocess --model_name gpt2 --tokenizer_name GPTTokenizer --data_format JSON \
 		--input_path good.jsonl --append_eos --output_prefix out --workers 4 --log_interval 1000 2>err &&
 	test_grep "error: unknown option --model_name \(PaddleFleetX.s\); the tokenizer is -t gpt2" err &&
+	# and every other option of it at once, so that it is mended in one go
+	test_grep "^gpt-preprocess: error: also unknown option --input_path \(PaddleFleetX.s\); give the input files" err &&
+	test_grep "^gpt-preprocess: error: also unknown option --log_interval \(PaddleFleetX.s\)" err &&
+	test "$(grep -c "^gpt-preprocess: error: also unknown option --" err)" = 7 &&
 	test_expect_code 64 gpt-preprocess -t bytes --data_format JSON -o out good.txt 2>err &&
 	test_grep "error: unknown option --data_format \(PaddleFleetX.s\); JSON lines are read by name" err &&
 	test_expect_code 64 gpt-preprocess -t bytes --chinese -o out good.txt 2>err &&
