@@ -28,7 +28,7 @@
  * (gpt_cuda_attention_rows; head sizes up to 64), each fragment of the
  * other side then serving two products: the same results, at another
  * speed; by default each kernel times both at its first call at a shape
- * and keeps the faster (run_rows).
+ * and keeps the faster (attention_rows.cuh).
  * A block per head and tile, in the order of backend/tiles.h: groups of
  * heads, for the L2 cache, each group's longest tiles first.
  *   forward   per query tile: S = Q K^T,
@@ -75,6 +75,7 @@
  * tests/gpu/emu carries mma.sync, ldmatrix (mma.h) and cp.async
  * (cuda_runtime.h: copies land at the wait) for the CPU emulation. */
 #include "cuda/attention.cuh"
+#include "cuda/attention_rows.cuh"
 
 #include "backend/tiles.h"
 
@@ -959,23 +960,6 @@ int gpt_cuda_attention_tensor_cores(gpt_dtype dt, int64_t HS)
 	return gpt_attention_tensor_cores(dt, HS);
 }
 
-int gpt_cuda_attention_rows(gpt_backend *be, int rows)
-{
-	gpt_cuda_ctx *cx = gpt_cuda_ctx_of(be);
-	int was = cx->attn_rows;
-	if (rows != 64 && rows != 128 && rows != GPT_CUDA_ATTN_AUTO)
-		return rows == 0 ? was : -1;
-	cx->attn_rows = rows;
-	return was;
-}
-
-int gpt_cuda_attention_rows_used(gpt_backend *be, int rows[3])
-{
-	gpt_cuda_ctx *cx = gpt_cuda_ctx_of(be);
-	memcpy(rows, cx->attn_last, sizeof cx->attn_last);
-	return cx->attn_npick;
-}
-
 /* the query tile of mw * 64 rows, the streamed tiles twice (the one
  * worked on, the next one landing) */
 static size_t fwd_shm(int W, size_t es, int mw)
@@ -1074,79 +1058,10 @@ static int dkv_nf(cudaStream_t s, const tc_io &io, int64_t B, const attn_args &a
 	return gpt_cuda_launched("attention_bwd (dkv)", err);
 }
 
-enum { K_FWD, K_DQ, K_DKV }; /* the kernels, as gpt_cuda_attention_rows_used orders them */
-
-static gpt_cuda_attn_pick *find_pick(gpt_cuda_ctx *cx, const gpt_cuda_attn_pick &k)
+/* What tells kernel kind's shapes apart for its pick of tile rows. */
+static gpt_cuda_attn_pick pick_key(int kind, const tc_io &io, const attn_args &a)
 {
-	for (int i = 0; i < cx->attn_npick; i++) {
-		gpt_cuda_attn_pick *p = &cx->attn_pick[i];
-		if (p->kind == k.kind && p->drop == k.drop && p->vec == k.vec && p->HS == k.HS && p->T == k.T &&
-		    p->bhn == k.bhn)
-			return p;
-	}
-	return nullptr;
-}
-
-/* Runs go(64) and go(128) once each, then twice more each between events
- * on stream s, and sets *rows to the faster: 128 only when at least 3%
- * faster, so that noise leaves the shorter tiles. The outputs are those
- * of the last run, the same bits as any other. */
-template <class F> static int time_rows(cudaStream_t s, F go, int *rows, gpt_err *err)
-{
-	cudaEvent_t ev[2] = {};
-	int rc = gpt_cuda_check(cudaEventCreateWithFlags(&ev[0], cudaEventDefault), "attention: creating an event", err);
-	if (!rc)
-		rc = gpt_cuda_check(cudaEventCreateWithFlags(&ev[1], cudaEventDefault), "attention: creating an event",
-				    err);
-	float ms[2] = {0, 0};
-	for (int rep = 0; !rc && rep < 3; rep++)
-		for (int i = 0; !rc && i < 2; i++) {
-			if (rep)
-				rc = gpt_cuda_check(cudaEventRecord(ev[0], s), "attention: timing its tiles", err);
-			if (!rc)
-				rc = go(i ? 128 : 64);
-			if (rc || !rep)
-				continue;
-			float t = 0;
-			rc = gpt_cuda_check(cudaEventRecord(ev[1], s), "attention: timing its tiles", err);
-			if (!rc)
-				rc = gpt_cuda_check(cudaEventSynchronize(ev[1]), "attention: timing its tiles", err);
-			if (!rc)
-				rc = gpt_cuda_check(cudaEventElapsedTime(&t, ev[0], ev[1]), "attention: timing its tiles",
-						    err);
-			ms[i] += t;
-		}
-	for (int i = 0; i < 2; i++)
-		if (ev[i])
-			cudaEventDestroy(ev[i]);
-	if (!rc)
-		*rows = ms[1] < 0.97f * ms[0] ? 128 : 64;
-	return rc;
-}
-
-/* Kernel kind of a's shape, launched by go(rows) in the tile rows of the
- * backend's setting (gpt_cuda_attention_rows): those it forces, or under
- * GPT_CUDA_ATTN_AUTO the rows timed fastest for this shape, timing them
- * on its first call. only64: the kernel has no 128-row form here. */
-template <class F>
-static int run_rows(gpt_cuda_ctx *cx, int kind, int only64, const tc_io &io, const attn_args &a, F go, gpt_err *err)
-{
-	int rows = only64 ? 64 : cx->attn_rows;
-	if (rows == GPT_CUDA_ATTN_AUTO) {
-		gpt_cuda_attn_pick k = {kind, a.drop, io.vec | io.vecd << 1, a.HS, a.T, a.bhn, 64};
-		const gpt_cuda_attn_pick *p = find_pick(cx, k);
-		if (!p && cx->attn_npick < GPT_CUDA_ATTN_PICKS) {
-			int rc = time_rows(cx->stream, go, &k.rows, err);
-			if (rc)
-				return rc;
-			cx->attn_pick[cx->attn_npick++] = k;
-			cx->attn_last[kind] = k.rows;
-			return 0;
-		}
-		rows = p ? p->rows : 64;
-	}
-	cx->attn_last[kind] = rows;
-	return go(rows);
+	return gpt_cuda_attn_pick{kind, a.drop, io.vec | io.vecd << 1, a.HS, a.T, a.bhn, 64};
 }
 
 /* The padded width W that holds the head: 32, 64 (either in 64- or
@@ -1161,7 +1076,7 @@ static int fwd_w(gpt_cuda_ctx *cx, const tc_io &io, int64_t B, const attn_args &
 				return fwd_nf<E, W, 2>(s, io, B, a, err);
 		return fwd_nf<E, W, 1>(s, io, B, a, err);
 	};
-	return run_rows(cx, K_FWD, W > 64, io, a, go, err);
+	return gpt_attn_run_rows(cx, pick_key(GPT_ATTN_K_FWD, io, a), W > 64, go, err);
 }
 
 template <class E, int W>
@@ -1181,8 +1096,8 @@ static int bwd_w(gpt_cuda_ctx *cx, const tc_io &io, int64_t B, const attn_args &
 		return dkv_nf<E, W, 1>(s, io, B, a, err);
 	};
 	/* dkv reads the D that dq writes */
-	int rc = run_rows(cx, K_DQ, W > 64, io, a, dq, err);
-	return rc ? rc : run_rows(cx, K_DKV, W > 64 || a.drop, io, a, dkv, err);
+	int rc = gpt_attn_run_rows(cx, pick_key(GPT_ATTN_K_DQ, io, a), W > 64, dq, err);
+	return rc ? rc : gpt_attn_run_rows(cx, pick_key(GPT_ATTN_K_DKV, io, a), W > 64 || a.drop, dkv, err);
 }
 
 template <class E>

@@ -19,7 +19,7 @@
  * op itself returns before the kernel runs. */
 enum { GPT_CUDA_BAD_NONE = 0, GPT_CUDA_BAD_TARGET_FWD, GPT_CUDA_BAD_TARGET_BWD };
 
-/* An attention kernel's shape (attention_tc.cu: which kernel, dropout or
+/* An attention kernel's shape (attention_rows.cuh: which kernel, dropout or
  * not, the alignment path, head size, positions, heads) and the tile rows
  * it ran fastest in; GPT_CUDA_ATTN_PICKS (cuda.h) of them are remembered. */
 typedef struct gpt_cuda_attn_pick {

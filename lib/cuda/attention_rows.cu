@@ -1,0 +1,33 @@
+/* The tensor-core attention's tile rows: the setting and what was picked
+ * (attention_rows.cuh). */
+#include "cuda/attention_rows.cuh"
+
+#include <string.h>
+
+int gpt_cuda_attention_rows(gpt_backend *be, int rows)
+{
+	gpt_cuda_ctx *cx = gpt_cuda_ctx_of(be);
+	int was = cx->attn_rows;
+	if (rows != 64 && rows != 128 && rows != GPT_CUDA_ATTN_AUTO)
+		return rows == 0 ? was : -1;
+	cx->attn_rows = rows;
+	return was;
+}
+
+int gpt_cuda_attention_rows_used(gpt_backend *be, int rows[3])
+{
+	gpt_cuda_ctx *cx = gpt_cuda_ctx_of(be);
+	memcpy(rows, cx->attn_last, sizeof cx->attn_last);
+	return cx->attn_npick;
+}
+
+const gpt_cuda_attn_pick *gpt_cuda_attn_find(const gpt_cuda_ctx *cx, const gpt_cuda_attn_pick *k)
+{
+	for (int i = 0; i < cx->attn_npick; i++) {
+		const gpt_cuda_attn_pick *p = &cx->attn_pick[i];
+		if (p->kind == k->kind && p->drop == k->drop && p->vec == k->vec && p->HS == k->HS && p->T == k->T &&
+		    p->bhn == k->bhn)
+			return p;
+	}
+	return NULL;
+}
