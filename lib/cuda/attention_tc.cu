@@ -13,7 +13,11 @@
  * are rounded to the storage dtype and repacked, register to register, as
  * the A operand of the next product, as in FlashAttention. Softmax
  * statistics, the output and the gradients accumulate in fp32; scores are
- * scaled by 1/sqrt(HS) log2(e) in fp32 and exponentiated with exp2.
+ * scaled by 1/sqrt(HS) log2(e) in fp32 (fused into the FFMA that takes
+ * off the row's maximum) and exponentiated by ex2.approx.ftz. A tile clear
+ * of the diagonal and of T, at an unpadded head size (most of them), runs
+ * a second form of the tile's code, with no branch and no mask
+ * (scores_m's FULL): the same arithmetic, so the same bits.
  * Dropout is a template argument: without it no element's code carries
  * the Philox rounds (nor their registers).
  *
@@ -57,11 +61,13 @@
  * The backward kernels work a tile in two halves of 32 columns, so that
  * half the score registers (S and dP, 32 floats each at full width) are
  * live at a time; the products' order per output element is unchanged.
- * Registers (ptxas 13.0, sm_90a, bf16, W = 64): forward 118, dq 124, dkv
- * 156 without dropout (4, 4 and 3 blocks an SM as the registers go), 126,
- * 168 and 228 with it (4, 3, 2); in 128-row tiles, forward 213, dq 216
- * and dkv 255 (4 bytes spilled; 2 blocks), 254 and 246 with dropout (2;
- * dkv with dropout would spill 204 bytes, so it keeps 64 keys).
+ * Registers (ptxas 13.0, sm_90a, bf16, W = 64): forward 128, dq 128, dkv
+ * 168 (16 bytes spilled) without dropout (4, 4 and 3 blocks an SM as the
+ * registers go), 128, 168 (4 spilled) and 246 with it (4, 3, 2); in
+ * 128-row tiles, forward 248, dq 244 and dkv 255 (12 spilled; 2 blocks),
+ * 252 and 255 (12 spilled) with dropout (2; dkv with dropout would spill
+ * 204 bytes, so it keeps 64 keys; the forward with dropout has only the
+ * general form there, the second would spill 260 bytes).
  * The backward's pairs of tile buffers are a pointer and a step (buf2),
  * not arrays indexed by a variable, which would sit in local memory.
  *
@@ -81,6 +87,7 @@
 
 #include <math.h>
 #include <string.h>
+#include <type_traits>
 #ifdef GPT_CUDA_EMULATED
 #include <mma.h> /* emu::mma_m16n8k16 */
 #endif
@@ -196,6 +203,20 @@ __device__ __forceinline__ void repack(u32 (&pa)[N / 2][4], const float (&s)[N][
 		pa[kk][2] = pack2<E>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
 		pa[kk][3] = pack2<E>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
 	}
+}
+
+/* 2^x on the special-function unit, results below 2^-126 flushed to 0
+ * (ex2.approx.ftz, as FlashAttention): exp2f wraps the same instruction in
+ * three more that keep denormal results, which no probability here needs */
+__device__ __forceinline__ float ex2(float x)
+{
+#ifdef GPT_CUDA_EMULATED
+	return exp2f(x);
+#else
+	float y;
+	asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+	return y;
+#endif
 }
 
 /* the maximum (or sum) over the 4 lanes of a row's quad */
@@ -364,8 +385,11 @@ __device__ __forceinline__ int pairs_to(int last, int j0)
  * (row stride ld, the others 16 rows apart each), and the column tiles of
  * pairs [p0, p1) of the rows of y (8N of them: a 64-wide tile or half of
  * one), over kf 16-wide steps of the head (the other tiles are left at 0).
- * Each fragment of y read from shared memory serves the MW blocks. */
-template <class E, int W, int N, int MW>
+ * Each fragment of y read from shared memory serves the MW blocks. FULL:
+ * the caller knows that every pair is wanted and kf is W / 16, so the
+ * code has no branch (a tile clear of the diagonal and of T, the head
+ * unpadded), and the compiler can schedule its loads and products freely. */
+template <class E, int W, int N, int MW, bool FULL = false>
 __device__ __forceinline__ void scores_m(float (&s)[MW][N][4], const E *x, const E *y, int ld, int p0,
 					 int p1, int kf)
 {
@@ -377,14 +401,14 @@ __device__ __forceinline__ void scores_m(float (&s)[MW][N][4], const E *x, const
 			s[mi][n][0] = s[mi][n][1] = s[mi][n][2] = s[mi][n][3] = 0.0f;
 #pragma unroll
 	for (int kk = 0; kk < W / 16; kk++)
-		if (kk < kf) {
+		if (FULL || kk < kf) {
 			u32 xa[MW][4];
 #pragma unroll
 			for (int mi = 0; mi < MW; mi++)
 				lda(xa[mi], x + mi * 16 * ld, ld, kk);
 #pragma unroll
 			for (int np = 0; np < N / 2; np++)
-				if (np >= p0 && np < p1) {
+				if (FULL || (np >= p0 && np < p1)) {
 					u32 bb[4];
 					ldsm4(bb, y + (np * 16 + l % 8 + (l & 16) / 2) * ld + kk * 16 + (l & 8));
 #pragma unroll
@@ -399,18 +423,19 @@ __device__ __forceinline__ void scores_m(float (&s)[MW][N][4], const E *x, const
 /* acc[mi][d] += P M for the warp's MW blocks of 16 rows: P in registers
  * (k steps [k0, k1) of 16 keys or queries), M the rows of m (row stride
  * ld) they index; the head's column tiles below HS. Each fragment of m
- * read from shared memory serves the MW blocks. */
-template <class E, int W, int K, int MW>
+ * read from shared memory serves the MW blocks. FULL: all K steps, and HS
+ * is W (scores_m). */
+template <class E, int W, int K, int MW, bool FULL = false>
 __device__ __forceinline__ void accumulate_m(float (&acc)[MW][W / 8][4], const u32 (&pa)[MW][K][4], int k0,
 					     int k1, const E *m, int ld, int64_t HS)
 {
 	int l = threadIdx.x % 32;
 #pragma unroll
 	for (int kk = 0; kk < K; kk++)
-		if (kk >= k0 && kk < k1)
+		if (FULL || (kk >= k0 && kk < k1))
 #pragma unroll
 			for (int dp = 0; dp < W / 16; dp++)
-				if (dp * 16 < HS) {
+				if (FULL || dp * 16 < HS) {
 					u32 bb[4];
 					ldsm4<true>(bb, m + (kk * 16 + l % 8 + (l & 8)) * ld + dp * 16 + (l & 16) / 2);
 #pragma unroll
@@ -590,8 +615,8 @@ __device__ __forceinline__ void mask_scores(float (&s)[N][4], int np, const int 
  * twice the independent products in flight, for twice the registers.
  * (With dropout and MW = 1, ptxas is held to 4 blocks an SM, 128
  * registers, which it fits without spilling up to W = 64; elsewhere, 0:
- * no bound, which leaves it 118 registers without dropout at W = 64,
- * where a bound of 1 block gives 143.) */
+ * no bound, which leaves it 128 registers without dropout at W = 64:
+ * 4 blocks as well.) */
 template <class E, int W, bool DROP, int MW>
 __global__ static void __launch_bounds__(NTHR, DROP && MW == 1 && W <= 64 ? 4 : 0)
 	tc_fwd_kernel(E *out, float *lse, E *olo, const E *qkv, attn_args a, int vec)
@@ -600,7 +625,11 @@ __global__ static void __launch_bounds__(NTHR, DROP && MW == 1 && W <= 64 ? 4 : 
 	const int LE = W + 8, BQF = BQ * MW, RW = 16 * MW;
 	E *qs = (E *)sh, *ks[2] = {qs + BQF * LE, qs + (BQF + BK) * LE};
 	E *vs[2] = {qs + (BQF + 2 * BK) * LE, qs + (BQF + 3 * BK) * LE};
-	const auto [bh, b, h, Cl, C3, i0, r0, rl, jend, t, kf] = q_place_of(a, MW);
+	/* (plain variables, not a structured binding: the tile's lambda
+	 * captures them, which C++17 does not allow of a binding) */
+	const q_place P = q_place_of(a, MW);
+	const int64_t bh = P.bh, b = P.b, h = P.h, Cl = P.Cl, C3 = P.C3;
+	const int i0 = P.i0, r0 = P.r0, jend = P.jend, t = P.t, kf = P.kf, rl[2] = {P.ri[0], P.ri[1]};
 	int ri[MW][2]; /* this lane's rows in each block of 16 */
 #pragma unroll
 	for (int mi = 0; mi < MW; mi++)
@@ -631,55 +660,76 @@ __global__ static void __launch_bounds__(NTHR, DROP && MW == 1 && W <= 64 ? 4 : 
 		/* (with MW > 1 the block's last key tile may come after all of
 		 * a warp's rows) */
 		if (r0 < a.T && j0 <= r0 + RW - 1) {
-			int np = pairs_to(r0 + RW - 1, j0);
-			float s[MW][NT][4];
-			scores_m<E, W, NT, MW>(s, qw, ks[cur], LE, 0, np, kf);
 			const int edge = j0 + BK - 1 > r0 || r0 + RW - 1 >= a.T;
+			/* the tile, as general code or (full: clear of the diagonal
+			 * and of T, the head unpadded) without a branch */
+			auto work = [&](auto full) {
+				constexpr bool F = decltype(full)::value;
+				int np = F ? KT : pairs_to(r0 + RW - 1, j0);
+				float s[MW][NT][4];
+				scores_m<E, W, NT, MW, F>(s, qw, ks[cur], LE, 0, np, kf);
 #pragma unroll
-			for (int mi = 0; mi < MW; mi++) {
+				for (int mi = 0; mi < MW; mi++) {
+					if (!F)
+						mask_scores(s[mi], np, ri[mi], j0, t, edge, a);
+					/* the rows' maxima of the unscaled scores (a tree):
+					 * scaling by scl > 0, rounded, keeps their order, so
+					 * the scaled maximum is the maximum scaled */
+					float mx[NT][2];
 #pragma unroll
-				for (int n = 0; n < NT; n++)
+					for (int n = 0; n < NT; n++) {
+						mx[n][0] = fmaxf(s[mi][n][0], s[mi][n][1]);
+						mx[n][1] = fmaxf(s[mi][n][2], s[mi][n][3]);
+					}
 #pragma unroll
-					for (int q = 0; q < 4; q++)
-						s[mi][n][q] *= scl;
-				mask_scores(s[mi], np, ri[mi], j0, t, edge, a);
-				float mx[2] = {-INFINITY, -INFINITY};
+					for (int w = 1; w < NT; w *= 2)
 #pragma unroll
-				for (int n = 0; n < NT; n++)
+						for (int n = 0; n + w < NT; n += 2 * w) {
+							mx[n][0] = fmaxf(mx[n][0], mx[n + w][0]);
+							mx[n][1] = fmaxf(mx[n][1], mx[n + w][1]);
+						}
+					float mu[2], corr[2];
 #pragma unroll
-					for (int q = 0; q < 4; q++)
-						mx[q >> 1] = fmaxf(mx[q >> 1], s[mi][n][q]);
-				float mu[2];
+					for (int hr = 0; hr < 2; hr++) {
+						float mn = fmaxf(m[mi][hr], quad_max(mx[0][hr]) * scl);
+						mu[hr] = mn == -INFINITY ? 0.0f : mn; /* a row with no key yet */
+						corr[hr] = ex2(m[mi][hr] - mu[hr]);
+						m[mi][hr] = mn;
 #pragma unroll
-				for (int hr = 0; hr < 2; hr++) {
-					float mn = fmaxf(m[mi][hr], quad_max(mx[hr]));
-					mu[hr] = mn == -INFINITY ? 0.0f : mn; /* a row with no key yet */
-					float corr = exp2f(m[mi][hr] - mu[hr]);
-					m[mi][hr] = mn;
-					l[mi][hr] *= corr;
+						for (int d = 0; d < W / 8; d++) {
+							o[mi][d][2 * hr] *= corr[hr];
+							o[mi][d][2 * hr + 1] *= corr[hr];
+						}
+					}
+					/* p = 2^(s scl - mu), one FFMA and one MUFU an element */
+					l[mi][0] *= corr[0];
+					l[mi][1] *= corr[1];
 #pragma unroll
-					for (int d = 0; d < W / 8; d++) {
-						o[mi][d][2 * hr] *= corr;
-						o[mi][d][2 * hr + 1] *= corr;
+					for (int n = 0; n < NT; n++) {
+						float k[4];
+						kept_lane<DROP>(k, a, b, h, ri[mi], j0 + n * 8 + 2 * t, al);
+#pragma unroll
+						for (int q = 0; q < 4; q++) {
+							float p = ex2(fmaf(s[mi][n][q], scl, -mu[q >> 1]));
+							l[mi][q >> 1] += p;
+							s[mi][n][q] = p * k[q];
+						}
 					}
 				}
+				u32 pa[MW][KT][4];
 #pragma unroll
-				for (int n = 0; n < NT; n++) {
-					float k[4];
-					kept_lane<DROP>(k, a, b, h, ri[mi], j0 + n * 8 + 2 * t, al);
-#pragma unroll
-					for (int q = 0; q < 4; q++) {
-						float p = exp2f(s[mi][n][q] - mu[q >> 1]);
-						l[mi][q >> 1] += p;
-						s[mi][n][q] = p * k[q];
-					}
-				}
-			}
-			u32 pa[MW][KT][4];
-#pragma unroll
-			for (int mi = 0; mi < MW; mi++)
-				repack<E>(pa[mi], s[mi]);
-			accumulate_m<E, W, KT, MW>(o, pa, 0, np, vs[cur], LE, a.HS);
+				for (int mi = 0; mi < MW; mi++)
+					repack<E>(pa[mi], s[mi]);
+				accumulate_m<E, W, KT, MW, F>(o, pa, 0, np, vs[cur], LE, a.HS);
+			};
+			/* (with dropout in 128-row tiles the second form would
+			 * spill 260 bytes: one form only there) */
+			if constexpr (DROP && MW > 1)
+				work(std::false_type());
+			else if (edge || kf != W / 16)
+				work(std::false_type());
+			else
+				work(std::true_type());
 		}
 		__syncthreads(); /* the tile's readers are done before it is refilled */
 	}
@@ -758,7 +808,11 @@ __global__ static void __launch_bounds__(NTHR)
 	E *qs = (E *)sh, *gs = qs + BQF * LE;
 	const buf2<E *> ks = {gs + BQF * LE, BK * LE}, vs = {gs + (BQF + 2 * BK) * LE, BK * LE};
 	float *Ds = (float *)(gs + (BQF + 4 * BK) * LE);
-	const auto [bh, b, h, Cl, C3, i0, r0, rl, jend, t, kf] = q_place_of(a, MW);
+	/* (plain variables, not a structured binding: the tile's lambda
+	 * captures them, which C++17 does not allow of a binding) */
+	const q_place P = q_place_of(a, MW);
+	const int64_t bh = P.bh, b = P.b, h = P.h, Cl = P.Cl, C3 = P.C3;
+	const int i0 = P.i0, r0 = P.r0, jend = P.jend, t = P.t, kf = P.kf, rl[2] = {P.ri[0], P.ri[1]};
 	int ri[MW][2]; /* this lane's rows in each block of 16 */
 #pragma unroll
 	for (int mi = 0; mi < MW; mi++)
@@ -795,40 +849,50 @@ __global__ static void __launch_bounds__(NTHR)
 		 * a warp's rows) */
 		if (r0 < a.T && j0 <= r0 + RW - 1) {
 			int np = pairs_to(r0 + RW - 1, j0), edge = j0 + BK - 1 > r0 || r0 + RW - 1 >= a.T;
-			/* the tile's two halves of 32 keys one after the other: half
-			 * the score registers live */
+			/* the tile, as general code or (full: clear of the diagonal
+			 * and of T, the head unpadded) without a branch (forward) */
+			auto work = [&](auto full) {
+				constexpr bool F = decltype(full)::value;
+				/* the tile's two halves of 32 keys one after the other:
+				 * half the score registers live */
 #pragma unroll 1
-			for (int hf = 0; hf < 2; hf++) {
-				int q1 = np - 2 * hf < 2 ? np - 2 * hf : 2, jh = j0 + hf * 32;
-				if (q1 <= 0)
-					continue;
-				const E *kh = ks[cur] + hf * 32 * LE, *vh = vs[cur] + hf * 32 * LE;
-				float s[MW][NT / 2][4], dp[MW][NT / 2][4];
-				scores_m<E, W, NT / 2, MW>(s, qw, kh, LE, 0, q1, kf);
-				scores_m<E, W, NT / 2, MW>(dp, gw, vh, LE, 0, q1, kf);
-				u32 da[MW][KT / 2][4];
+				for (int hf = 0; hf < 2; hf++) {
+					int q1 = F ? 2 : np - 2 * hf < 2 ? np - 2 * hf : 2, jh = j0 + hf * 32;
+					if (q1 <= 0)
+						continue;
+					const E *kh = ks[cur] + hf * 32 * LE, *vh = vs[cur] + hf * 32 * LE;
+					float s[MW][NT / 2][4], dp[MW][NT / 2][4];
+					scores_m<E, W, NT / 2, MW, F>(s, qw, kh, LE, 0, q1, kf);
+					scores_m<E, W, NT / 2, MW, F>(dp, gw, vh, LE, 0, q1, kf);
+					u32 da[MW][KT / 2][4];
 #pragma unroll
-				for (int mi = 0; mi < MW; mi++) {
+					for (int mi = 0; mi < MW; mi++) {
 #pragma unroll
-					for (int n = 0; n < NT / 2; n++)
+						for (int n = 0; n < NT / 2; n++)
 #pragma unroll
-						for (int q = 0; q < 4; q++)
-							s[mi][n][q] = s[mi][n][q] * scl - L[mi][q >> 1];
-					mask_scores(s[mi], q1, ri[mi], jh, t, edge, a);
+							for (int q = 0; q < 4; q++)
+								s[mi][n][q] = s[mi][n][q] * scl - L[mi][q >> 1];
+						if (!F)
+							mask_scores(s[mi], q1, ri[mi], jh, t, edge, a);
 #pragma unroll
-					for (int n = 0; n < NT / 2; n++) {
-						float k[4];
-						kept_lane<DROP>(k, a, b, h, ri[mi], jh + n * 8 + 2 * t, al);
+						for (int n = 0; n < NT / 2; n++) {
+							float k[4];
+							kept_lane<DROP>(k, a, b, h, ri[mi], jh + n * 8 + 2 * t, al);
 #pragma unroll
-						for (int q = 0; q < 4; q++) {
-							float g = DROP ? dp[mi][n][q] * k[q] * a.dscale : dp[mi][n][q];
-							s[mi][n][q] = exp2f(s[mi][n][q]) * (g - D[mi][q >> 1]);
+							for (int q = 0; q < 4; q++) {
+								float g = DROP ? dp[mi][n][q] * k[q] * a.dscale : dp[mi][n][q];
+								s[mi][n][q] = ex2(s[mi][n][q]) * (g - D[mi][q >> 1]);
+							}
 						}
+						repack<E>(da[mi], s[mi]);
 					}
-					repack<E>(da[mi], s[mi]);
+					accumulate_m<E, W, KT / 2, MW, F>(dq, da, 0, q1, kh, LE, a.HS);
 				}
-				accumulate_m<E, W, KT / 2, MW>(dq, da, 0, q1, kh, LE, a.HS);
-			}
+			};
+			if (edge || kf != W / 16)
+				work(std::false_type());
+			else
+				work(std::true_type());
 		}
 		__syncthreads(); /* the tile's readers are done before it is refilled */
 	}
@@ -905,44 +969,58 @@ __global__ static void __launch_bounds__(NTHR)
 			/* the 16-query column pairs at or after this warp's first key, below T */
 			int p0 = jw0 > i0 ? (jw0 - i0) / 16 : 0, p1 = pairs_to(T - 1, i0);
 			int edge = i0 < jw0 + RW - 1 || i0 + BQ > T;
-			/* the tile's two halves of 32 queries one after the other: half
-			 * the score registers live (3 blocks an SM where they fit) */
+			/* the tile, as general code or (full: clear of the diagonal
+			 * and of T, the head unpadded) without a branch (forward) */
+			auto work = [&](auto full) {
+				constexpr bool F = decltype(full)::value;
+				/* the tile's two halves of 32 queries one after the
+				 * other: half the score registers live (3 blocks an SM
+				 * where they fit) */
 #pragma unroll 1
-			for (int hf = 0; hf < 2; hf++) {
-				int q0 = p0 > 2 * hf ? p0 - 2 * hf : 0, q1 = p1 - 2 * hf < 2 ? p1 - 2 * hf : 2;
-				if (q0 >= q1)
-					continue;
-				const E *qh = qs[cur] + hf * 32 * LE, *gh = gs[cur] + hf * 32 * LE;
-				const float *lc = Ls[cur] + hf * 32, *dc = Ds[cur] + hf * 32;
-				float s[MW][NT / 2][4], dp[MW][NT / 2][4];
-				scores_m<E, W, NT / 2, MW>(s, kw, qh, LE, q0, q1, kf);
-				scores_m<E, W, NT / 2, MW>(dp, vw, gh, LE, q0, q1, kf);
+				for (int hf = 0; hf < 2; hf++) {
+					int q0 = F ? 0 : p0 > 2 * hf ? p0 - 2 * hf : 0;
+					int q1 = F ? 2 : p1 - 2 * hf < 2 ? p1 - 2 * hf : 2;
+					if (q0 >= q1)
+						continue;
+					const E *qh = qs[cur] + hf * 32 * LE, *gh = gs[cur] + hf * 32 * LE;
+					const float *lc = Ls[cur] + hf * 32, *dc = Ds[cur] + hf * 32;
+					float s[MW][NT / 2][4], dp[MW][NT / 2][4];
+					scores_m<E, W, NT / 2, MW, F>(s, kw, qh, LE, q0, q1, kf);
+					scores_m<E, W, NT / 2, MW, F>(dp, vw, gh, LE, q0, q1, kf);
 #pragma unroll
-				for (int mi = 0; mi < MW; mi++)
+					for (int mi = 0; mi < MW; mi++)
 #pragma unroll
-					for (int n = 0; n < NT / 2; n++) {
-						float k[4];
-						kept_keys<DROP>(k, a, b, h, rj[mi], i0 + hf * 32 + n * 8 + 2 * t, al);
+						for (int n = 0; n < NT / 2; n++) {
+							float k[4];
+							kept_keys<DROP>(k, a, b, h, rj[mi], i0 + hf * 32 + n * 8 + 2 * t, al);
 #pragma unroll
-						for (int q = 0; q < 4; q++) {
-							int c = n * 8 + 2 * t + (q & 1), i = i0 + hf * 32 + c, j = rj[mi][q >> 1];
-							float p = exp2f(s[mi][n][q] * scl - lc[c] * L2E);
-							if (edge && (n < 2 * q0 || n >= 2 * q1 || i < j || i >= T))
-								p = 0.0f;
-							s[mi][n][q] = p * k[q];
-							dp[mi][n][q] = p * (dp[mi][n][q] * k[q] * a.dscale - dc[c]);
+							for (int q = 0; q < 4; q++) {
+								int c = n * 8 + 2 * t + (q & 1), i = i0 + hf * 32 + c;
+								int j = rj[mi][q >> 1];
+								float p = ex2(s[mi][n][q] * scl - lc[c] * L2E);
+								if (!F && edge && (n < 2 * q0 || n >= 2 * q1 || i < j || i >= T))
+									p = 0.0f;
+								/* (without dropout, dscale is 1) */
+								float g = DROP ? dp[mi][n][q] * k[q] * a.dscale : dp[mi][n][q];
+								s[mi][n][q] = p * k[q];
+								dp[mi][n][q] = p * (g - dc[c]);
+							}
 						}
-					}
-				u32 pa[MW][KT / 2][4];
+					u32 pa[MW][KT / 2][4];
 #pragma unroll
-				for (int mi = 0; mi < MW; mi++)
-					repack<E>(pa[mi], s[mi]);
-				accumulate_m<E, W, KT / 2, MW>(dv, pa, q0, q1, gh, LE, a.HS);
+					for (int mi = 0; mi < MW; mi++)
+						repack<E>(pa[mi], s[mi]);
+					accumulate_m<E, W, KT / 2, MW, F>(dv, pa, q0, q1, gh, LE, a.HS);
 #pragma unroll
-				for (int mi = 0; mi < MW; mi++)
-					repack<E>(pa[mi], dp[mi]);
-				accumulate_m<E, W, KT / 2, MW>(dk, pa, q0, q1, qh, LE, a.HS);
-			}
+					for (int mi = 0; mi < MW; mi++)
+						repack<E>(pa[mi], dp[mi]);
+					accumulate_m<E, W, KT / 2, MW, F>(dk, pa, q0, q1, qh, LE, a.HS);
+				}
+			};
+			if (edge || kf != W / 16)
+				work(std::false_type());
+			else
+				work(std::true_type());
 		}
 		__syncthreads(); /* the tile's readers are done before it is refilled */
 	}
