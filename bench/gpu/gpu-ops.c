@@ -26,7 +26,8 @@
  * line saying which of the two each kernel takes by default (timed at its
  * first call at the shape; not with --once); generation's attention
  * (attention_kv: one new token a sequence against a full cache, its keys
- * and values the bytes). --small: shapes for checking
+ * and values the bytes; attention_kv_rows: the 8 sequences' step in one
+ * call, as gpt-infer runs it). --small: shapes for checking
  * this program under the CPU emulation (tests/gpu/emu), whose figures mean
  * nothing. --shape NAME: that model's rows only (124M, 345M, 1.3B);
  * --only PREFIX: the ops whose names begin with PREFIX ("attention");
@@ -185,6 +186,14 @@ static void bench_shape(const shape *s, gpt_dtype dt)
 		snprintf(fb, sizeof fb, "attention_kv B=%lld ctx=%lld", (long long)gb, (long long)T);
 		ROW(s->name, fb, 2.0 * (double)cb / GB, "GB/s",
 		    o->attention_kv(&gpu, o1, kc, vc, q1, gb, 1, T - 1, T, NH, HS, &err));
+		/* the 8 sequences' step in one call, as gpt-infer runs it */
+		int64_t slot[8] = {0, 1, 2, 3, 4, 5, 6, 7}, pos[8] = {T - 1, T - 1, T - 1, T - 1,
+								     T - 1, T - 1, T - 1, T - 1};
+		if (gb == 8) {
+			snprintf(fb, sizeof fb, "attention_kv_rows B=8 ctx=%lld", (long long)T);
+			ROW(s->name, fb, 2.0 * (double)cb / GB, "GB/s",
+			    o->attention_kv_rows(&gpu, o1, kc, vc, q1, 8, slot, pos, T, NH, HS, &err));
+		}
 		gpt_cuda_free(kc), gpt_cuda_free(vc), gpt_cuda_free(q1), gpt_cuda_free(o1);
 	}
 

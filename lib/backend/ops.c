@@ -15,13 +15,46 @@ static const struct {
 	SLOT(sync), SLOT(convert), SLOT(gemm), SLOT(gemm_batched), SLOT(linear_fwd),
 	SLOT(linear_bwd), SLOT(bias_add), SLOT(layernorm_fwd), SLOT(layernorm_bwd),
 	SLOT(gelu_fwd), SLOT(gelu_bwd), SLOT(attention_fwd), SLOT(attention_bwd),
-	SLOT(attention_saved_size), SLOT(attention_kv), SLOT(xent_fwd), SLOT(xent_rescale), SLOT(xent_loss),
-	SLOT(xent_bwd), SLOT(embedding_fwd), SLOT(embedding_bwd), SLOT(residual_fwd),
+	SLOT(attention_saved_size), SLOT(attention_kv), SLOT(attention_kv_rows), SLOT(xent_fwd), SLOT(xent_rescale), SLOT(xent_loss),
+	SLOT(xent_bwd), SLOT(embedding_fwd), SLOT(embedding_rows_fwd), SLOT(embedding_bwd), SLOT(residual_fwd),
 	SLOT(residual_bwd), SLOT(dropout_fwd), SLOT(dropout_bwd), SLOT(adamw),
 	SLOT(sum_squares), SLOT(check_finite), SLOT(quant_absmax), SLOT(fake_quant),
 	SLOT(quant_moving_avg), SLOT(pact_fwd), SLOT(pact_bwd), SLOT(residual_layernorm_fwd),
 	SLOT(linear_gelu_fwd), SLOT(linear_dgelu_bwd), SLOT(xent_fused),
 };
+
+int gpt_attention_kv_rows_each(gpt_backend *be, void *out, void *kcache, void *vcache,
+			       const void *qkv, int64_t n, const int64_t *slot, const int64_t *pos,
+			       int64_t maxT, int64_t NH, int64_t HS, gpt_err *err)
+{
+	int64_t es = (int64_t)gpt_dtype_size(be->dtype), Cl = NH * HS;
+	for (int64_t i = 0; i < n; i++) {
+		if (slot[i] < 0)
+			return gpt_err_set(err, GPT_EINTERNAL, "attention_kv_rows: row %lld has slot %lld",
+					   (long long)i, (long long)slot[i]);
+		int64_t at = slot[i] * Cl * maxT * es;
+		int rc = be->ops->attention_kv(be, (char *)out + i * Cl * es, (char *)kcache + at,
+					       (char *)vcache + at, (const char *)qkv + i * 3 * Cl * es, 1,
+					       1, pos[i], maxT, NH, HS, err);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int gpt_embedding_rows_each(gpt_backend *be, void *out, const int32_t *tokens, const int32_t *pos,
+			    const void *wte, const void *wpe, int64_t N, int64_t C, int64_t v0,
+			    int64_t Vl, gpt_err *err)
+{
+	int64_t es = (int64_t)gpt_dtype_size(be->dtype);
+	for (int64_t r = 0; r < N; r++) {
+		int rc = be->ops->embedding_fwd(be, (char *)out + r * C * es, tokens + r, wte, wpe, 1, 1,
+						C, v0, Vl, pos[r], err);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
 
 int gpt_xent_fused_parts(gpt_backend *be, float *loss, float *max, float *sumexp, float *tlogit,
 			 void *dlogits, const void *logits, const int32_t *targets, float dloss,

@@ -193,6 +193,19 @@ typedef struct gpt_backend_ops {
 	int (*attention_kv)(gpt_backend *be, void *out, void *kcache, void *vcache,
 			    const void *qkv, int64_t B, int64_t Tn, int64_t t0, int64_t maxT,
 			    int64_t NH, int64_t HS, gpt_err *err);
+	/* A generation step of n sequences, one new token each, in one call
+	 * (attention_kv would take one a sequence). kcache and vcache hold a
+	 * layer's caches of every sequence, (slots, NH, maxT, HS): sequence s
+	 * at s * NH * maxT * HS elements from their start. Row i of qkv
+	 * (n, 3, Cl) is the new token of the sequence slot[i], at its position
+	 * pos[i] (the number of positions its cache holds); its k and v are
+	 * stored there, then it attends to that sequence's positions
+	 * [0, pos[i]]. out (n, Cl) is written. slot and pos are host memory;
+	 * the slots distinct. Row i's output and cache are attention_kv's with
+	 * B = 1, Tn = 1, t0 = pos[i] on sequence slot[i]'s caches, bit for bit. */
+	int (*attention_kv_rows)(gpt_backend *be, void *out, void *kcache, void *vcache,
+				 const void *qkv, int64_t n, const int64_t *slot, const int64_t *pos,
+				 int64_t maxT, int64_t NH, int64_t HS, gpt_err *err);
 
 	/* ---- vocabulary-parallel softmax cross-entropy ---------------------- */
 	/* logits is (N, Vl) with row stride ld, holding global vocabulary
@@ -236,6 +249,14 @@ typedef struct gpt_backend_ops {
 	int (*embedding_fwd)(gpt_backend *be, void *out, const int32_t *tokens, const void *wte,
 			     const void *wpe, int64_t B, int64_t T, int64_t C, int64_t v0,
 			     int64_t Vl, int64_t t0, gpt_err *err);
+	/* embedding_fwd of N rows, each at a position of its own: out (N, C) =
+	 * wte[tokens[r] - v0] + wpe[pos[r]] (one new token of each of N
+	 * sequences of different lengths). pos, like tokens, is backend
+	 * memory. Row r is embedding_fwd's with B = T = 1, t0 = pos[r], bit for
+	 * bit. */
+	int (*embedding_rows_fwd)(gpt_backend *be, void *out, const int32_t *tokens,
+				  const int32_t *pos, const void *wte, const void *wpe, int64_t N,
+				  int64_t C, int64_t v0, int64_t Vl, gpt_err *err);
 	/* Adds dout into the rows of dwte (Vl, C) and dwpe (maxT, C) the forward
 	 * read; either may be NULL. Deterministic: the sums are taken in token
 	 * order whatever the thread count. tokens may also be host memory: a
@@ -353,6 +374,14 @@ typedef struct gpt_backend_ops {
 			  int64_t N, int64_t Vl, int64_t ld, int64_t V, gpt_err *err);
 } gpt_backend_ops;
 
+/* attention_kv_rows and embedding_rows_fwd a row at a time, by be's
+ * attention_kv and embedding_fwd (the CPU backends' ops) */
+int gpt_attention_kv_rows_each(gpt_backend *be, void *out, void *kcache, void *vcache,
+			       const void *qkv, int64_t n, const int64_t *slot, const int64_t *pos,
+			       int64_t maxT, int64_t NH, int64_t HS, gpt_err *err);
+int gpt_embedding_rows_each(gpt_backend *be, void *out, const int32_t *tokens, const int32_t *pos,
+			    const void *wte, const void *wpe, int64_t N, int64_t C, int64_t v0,
+			    int64_t Vl, gpt_err *err);
 /* xent_fused by be's xent_fwd, xent_loss and xent_bwd (the CPU backends' op) */
 int gpt_xent_fused_parts(gpt_backend *be, float *loss, float *max, float *sumexp, float *tlogit,
 			 void *dlogits, const void *logits, const int32_t *targets, float dloss,

@@ -11,10 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Row r at position t0 + r % T_, or pos[r] (embedding_rows_fwd). */
 template <class T>
-__global__ static void embedding_fwd_kernel(T *out, const int32_t *tokens, const T *wte,
-					    const T *wpe, int64_t T_, int64_t C, int64_t v0,
-					    int64_t Vl, int64_t t0, int64_t n)
+__global__ static void embedding_fwd_kernel(T *out, const int32_t *tokens, const int32_t *pos,
+					    const T *wte, const T *wpe, int64_t T_, int64_t C,
+					    int64_t v0, int64_t Vl, int64_t t0, int64_t n)
 {
 	for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
 	     i += (int64_t)gridDim.x * blockDim.x) {
@@ -22,7 +23,7 @@ __global__ static void embedding_fwd_kernel(T *out, const int32_t *tokens, const
 		int64_t id = (int64_t)tokens[r] - v0;
 		float v = wte && id >= 0 && id < Vl ? gpt_ld(wte + id * C + c) : 0.0f;
 		if (wpe)
-			v += gpt_ld(wpe + (t0 + r % T_) * C + c);
+			v += gpt_ld(wpe + (pos ? (int64_t)pos[r] : t0 + r % T_) * C + c);
 		gpt_st(out + i, v);
 	}
 }
@@ -37,8 +38,22 @@ int gpt_cuda_embedding_fwd(gpt_backend *be, void *out, const int32_t *tokens, co
 		return rc;
 	GPT_CUDA_DISPATCH(be->dtype, E,
 		embedding_fwd_kernel<E><<<gpt_cuda_blocks(n, 256), 256, 0, gpt_cuda_stream(be)>>>(
-			(E *)out, tokens, (const E *)wte, (const E *)wpe, T, C, v0, Vl, t0, n));
+			(E *)out, tokens, nullptr, (const E *)wte, (const E *)wpe, T, C, v0, Vl, t0, n));
 	return gpt_cuda_launched("embedding_fwd", err);
+}
+
+int gpt_cuda_embedding_rows_fwd(gpt_backend *be, void *out, const int32_t *tokens, const int32_t *pos,
+				const void *wte, const void *wpe, int64_t N, int64_t C, int64_t v0,
+				int64_t Vl, gpt_err *err)
+{
+	int rc = gpt_cuda_check_sizes("embedding_rows_fwd", err, 4, N, C, v0, Vl);
+	int64_t n = N * C;
+	if (rc || n == 0)
+		return rc;
+	GPT_CUDA_DISPATCH(be->dtype, E,
+		embedding_fwd_kernel<E><<<gpt_cuda_blocks(n, 256), 256, 0, gpt_cuda_stream(be)>>>(
+			(E *)out, tokens, pos, (const E *)wte, (const E *)wpe, 1, C, v0, Vl, 0, n));
+	return gpt_cuda_launched("embedding_rows_fwd", err);
 }
 
 /* Block (u, y): id uid[u]'s channels [y*256, +256); its rows are

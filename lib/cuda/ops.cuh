@@ -242,6 +242,9 @@ int64_t gpt_cuda_attention_saved_size(gpt_backend *be, int64_t B, int64_t T, int
 int gpt_cuda_attention_kv(gpt_backend *be, void *out, void *kcache, void *vcache,
 			  const void *qkv, int64_t B, int64_t Tn, int64_t t0, int64_t maxT,
 			  int64_t NH, int64_t HS, gpt_err *err);
+int gpt_cuda_attention_kv_rows(gpt_backend *be, void *out, void *kcache, void *vcache,
+			       const void *qkv, int64_t n, const int64_t *slot, const int64_t *pos,
+			       int64_t maxT, int64_t NH, int64_t HS, gpt_err *err);
 
 int gpt_cuda_xent_fwd(gpt_backend *be, float *max, float *sumexp, float *tlogit,
 		      const void *logits, const int32_t *targets, int64_t N, int64_t Vl,
@@ -260,6 +263,9 @@ int gpt_cuda_xent_fused(gpt_backend *be, float *loss, float *max, float *sumexp,
 int gpt_cuda_embedding_fwd(gpt_backend *be, void *out, const int32_t *tokens, const void *wte,
 			   const void *wpe, int64_t B, int64_t T, int64_t C, int64_t v0,
 			   int64_t Vl, int64_t t0, gpt_err *err);
+int gpt_cuda_embedding_rows_fwd(gpt_backend *be, void *out, const int32_t *tokens, const int32_t *pos,
+				const void *wte, const void *wpe, int64_t N, int64_t C, int64_t v0,
+				int64_t Vl, gpt_err *err);
 int gpt_cuda_embedding_bwd(gpt_backend *be, void *dwte, void *dwpe, const void *dout,
 			   const int32_t *tokens, int64_t B, int64_t T, int64_t C, int64_t v0,
 			   int64_t Vl, int64_t t0, gpt_err *err);

@@ -77,7 +77,7 @@ test_expect_success 'the shm collectives carry device buffers between 3 ranks' '
 # every op, so that the program a GPU run relies on is not found broken there
 test_expect_success 'the GPU op benchmark runs every op' '
 	"$EMU/gpu-ops" --small >ops.out 2>&1 || { cat ops.out; false; } &&
-	test "$(grep -c "^small .* \(TFLOP\|GB\)/s$" ops.out)" = 19 || { cat ops.out; false; }
+	test "$(grep -c "^small .* \(TFLOP\|GB\)/s$" ops.out)" = 20 || { cat ops.out; false; }
 	test "$(grep -c "^small  attention HS=64\( p=0.1\)*: by default the forward, dq and dkv take \(64\|128\), \(64\|128\) and \(64\|128\) rows$" ops.out)" = 2 ||
 		{ cat ops.out; false; }
 '

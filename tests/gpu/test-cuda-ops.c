@@ -704,6 +704,54 @@ static void test_attention_kv(void)
 	test_attention_kv_at(1, 220, 195, 2, 3, 48);
 }
 
+/* A generation step of n sequences in one call (attention_kv_rows): row i
+ * the new token of the sequence in slot slot[i] of S caches of maxT
+ * positions (random, beyond the positions too), at position pos[i]; its
+ * output and the caches against the CPU, and bit for bit against
+ * attention_kv a sequence at a time on the device. */
+static void test_attention_kv_rows_at(int64_t S, int64_t maxT, int64_t nh, int64_t hs, int64_t n,
+				      const int64_t *slot, const int64_t *pos)
+{
+	int64_t Cl = nh * hs, per = nh * maxT * hs, es = (int64_t)gpt_dtype_size(DT);
+	ten kc = st(S * per, 1), vc = st(S * per, 1), q = st(n * 3 * Cl, 1.5), o = st(n * Cl, 1);
+	ten kc1 = st(S * per, 1), vc1 = st(S * per, 1), o1 = st(n * Cl, 1);
+	ten *all[] = {&kc, &vc, &q, &o, &kc1, &vc1, &o1};
+	char what[96];
+	int rc = gpu.ops->copy(&gpu, kc1.d, kc.d, (size_t)(S * per * es), &err) ||
+		 gpu.ops->copy(&gpu, vc1.d, vc.d, (size_t)(S * per * es), &err);
+	for (int64_t i = 0; !rc && i < n; i++)
+		rc = gpu.ops->attention_kv(&gpu, (char *)o1.d + i * Cl * es, (char *)kc1.d + slot[i] * per * es,
+					   (char *)vc1.d + slot[i] * per * es, (char *)q.d + i * 3 * Cl * es, 1, 1,
+					   pos[i], maxT, nh, hs, &err);
+	ok(!rc, "%s attention_kv a sequence at a time: %s", gpt_dtype_name(DT), rc ? err.msg : "ran");
+	CALL2(attention_kv_rows, (&cpu, H(o), H(kc), H(vc), H(q), n, slot, pos, maxT, nh, hs, &err),
+	      (&gpu, D(o), D(kc), D(vc), D(q), n, slot, pos, maxT, nh, hs, &err));
+	snprintf(what, sizeof what, "attention_kv_rows of %lld sequences (heads=%lld HS=%lld)", (long long)n,
+		 (long long)nh, (long long)hs);
+	same(what, &o, 1);
+	same("attention_kv_rows key cache", &kc, 1);
+	same("attention_kv_rows value cache", &vc, 1);
+	ok(same_bits(&o, &o1) && same_bits(&kc, &kc1) && same_bits(&vc, &vc1),
+	   "%s %s: output and caches attention_kv's a sequence at a time, bit for bit", gpt_dtype_name(DT), what);
+	for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+		ten_free(all[i]);
+}
+
+static void test_attention_kv_rows(void)
+{
+	/* slots out of order, one sequence empty so far; rows of 1 to 5
+	 * chunks of 64 keys, one a chunk and a key long */
+	static const int64_t slot[] = {3, 0, 4, 1}, pos[] = {300, 0, 130, 64};
+	test_attention_kv_rows_at(5, 320, 2, 64, 4, slot, pos);
+	test_attention_kv_rows_at(5, 320, 1, 128, 4, slot, pos);
+	/* every row one chunk: no merge */
+	static const int64_t pos1[] = {20, 3};
+	test_attention_kv_rows_at(5, 64, NH, HS, 2, slot, pos1);
+	/* 64 heads: rows of chunks of 96 keys (11) and of 64 (2) */
+	static const int64_t slot2[] = {1, 0}, pos2[] = {1050, 100};
+	test_attention_kv_rows_at(2, 1100, 64, 16, 2, slot2, pos2);
+}
+
 static ten tokens_of(const int32_t *t, int64_t n)
 {
 	ten v = {GPT_DTYPE_I32, n, xmalloc((size_t)n * 4), NULL};
@@ -925,6 +973,17 @@ static void test_embedding(void)
 			for (size_t i = 0; i < sizeof bwd / sizeof *bwd; i++)
 				ten_free(bwd[i]);
 		}
+	}
+	/* a position of each row's own (embedding_rows_fwd) */
+	{
+		int32_t ps[] = {5, 0, 1000, 7, 3};
+		ten pos = tokens_of(ps, 5), wte = st(VPAD * C, 1), wpe = st(maxT * C, 1), out = st(5 * C, 1);
+		CALL2(embedding_rows_fwd, (&cpu, H(out), H(tok), H(pos), H(wte), H(wpe), 5, C, 0, VPAD, &err),
+		      (&gpu, D(out), D(tok), D(pos), D(wte), D(wpe), 5, C, 0, VPAD, &err));
+		same("embedding_rows_fwd", &out, 1);
+		ten *all[] = {&pos, &wte, &wpe, &out};
+		for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+			ten_free(all[i]);
 	}
 	ten_free(&tok);
 	free(tk);
@@ -1320,6 +1379,7 @@ static const struct {
 	{"attention", test_attention_both},
 	{"attention_rows", test_attention_rows},
 	{"attention_kv", test_attention_kv},
+	{"attention_kv_rows", test_attention_kv_rows},
 	{"xent", test_xent},
 	{"xent_more", test_xent_more},
 	{"embedding", test_embedding},

@@ -168,6 +168,36 @@ int main(void)
 		   "attention_kv past the cache is an error: %s", err.msg);
 		free(x), free(saved), free(kc), free(vc);
 	}
+	/* a generation step of 3 sequences in caches of 4 (slots 2, 0 and 3,
+	 * holding 5, 0 and 6 of 7 positions): attention_kv_rows is
+	 * attention_kv on each one's cache, bit for bit, outputs and caches */
+	{
+		enum { MAXT = 7, S = 4, N = 3, SLOT = NH * MAXT * HS };
+		int64_t slot[N] = {2, 0, 3}, pos[N] = {5, 0, 6};
+		float *kc = chk_floats(S * SLOT, 1.0), *vc = chk_floats(S * SLOT, 1.0);
+		float *x = chk_floats(N * C3, 1.5), kc1[S * SLOT], vc1[S * SLOT], o[N * CL], o1[N * CL];
+		memcpy(kc1, kc, sizeof kc1);
+		memcpy(vc1, vc, sizeof vc1);
+		CHK(be.ops->attention_kv_rows(&be, o, kc, vc, x, N, slot, pos, MAXT, NH, HS, &chk_err));
+		for (int i = 0; i < N; i++)
+			CHK(be.ops->attention_kv(&be, o1 + i * CL, kc1 + slot[i] * SLOT, vc1 + slot[i] * SLOT,
+						 x + i * C3, 1, 1, pos[i], MAXT, NH, HS, &chk_err));
+		ok(memcmp(o, o1, sizeof o) == 0 && memcmp(kc, kc1, sizeof kc1) == 0 &&
+			   memcmp(vc, vc1, sizeof vc1) == 0,
+		   "attention_kv_rows: each row attention_kv's on its slot's cache, bit for bit");
+		int at = 1;
+		for (int i = 0; i < N; i++)
+			for (int h = 0; h < NH; h++)
+				at &= memcmp(kc + slot[i] * SLOT + (h * MAXT + pos[i]) * HS,
+					     x + i * C3 + CL + h * HS, HS * sizeof *kc) == 0;
+		ok(at, "attention_kv_rows: row i's keys at position pos[i] of slot slot[i]");
+		gpt_err err = {0};
+		pos[1] = MAXT;
+		int rc = be.ops->attention_kv_rows(&be, o, kc, vc, x, N, slot, pos, MAXT, NH, HS, &err);
+		ok(rc == GPT_EUSAGE && strstr(err.msg, "do not fit the cache of 7"),
+		   "attention_kv_rows past the cache is an error: %s", err.msg);
+		free(kc), free(vc), free(x);
+	}
 	gpt_backend_cpu_free(&be);
 	return done_testing();
 }

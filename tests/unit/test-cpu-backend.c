@@ -13,11 +13,11 @@ int main(void)
 		"alloc", "free", "upload", "download", "copy", "zero", "sync", "convert", "gemm",
 		"gemm_batched", "linear_fwd", "linear_bwd", "bias_add", "layernorm_fwd",
 		"layernorm_bwd", "gelu_fwd", "gelu_bwd", "attention_fwd", "attention_bwd",
-		"attention_saved_size", "attention_kv", "xent_fwd", "xent_rescale", "xent_loss", "xent_bwd",
-		"embedding_fwd", "embedding_bwd", "residual_fwd", "residual_bwd", "dropout_fwd",
-		"dropout_bwd", "adamw", "sum_squares", "check_finite", "quant_absmax", "fake_quant",
-		"quant_moving_avg", "pact_fwd", "pact_bwd", "residual_layernorm_fwd", "linear_gelu_fwd",
-		"linear_dgelu_bwd", "xent_fused", NULL};
+		"attention_saved_size", "attention_kv", "attention_kv_rows", "xent_fwd", "xent_rescale",
+		"xent_loss", "xent_bwd", "embedding_fwd", "embedding_rows_fwd", "embedding_bwd",
+		"residual_fwd", "residual_bwd", "dropout_fwd", "dropout_bwd", "adamw", "sum_squares",
+		"check_finite", "quant_absmax", "fake_quant", "quant_moving_avg", "pact_fwd", "pact_bwd",
+		"residual_layernorm_fwd", "linear_gelu_fwd", "linear_dgelu_bwd", "xent_fused", NULL};
 	gpt_err err = {0};
 	is_int(gpt_backend_require(&be, all, &err), 0, "the cpu backend provides every op");
 	is_int(sizeof(gpt_backend_ops) / sizeof(void (*)(void)), sizeof all / sizeof *all - 1,

@@ -1,5 +1,6 @@
 /* Token + position embedding: forward against a direct lookup, vocabulary
- * slices summing to the full lookup, the t0 offset; backward against the
+ * slices summing to the full lookup, the t0 offset, rows at positions of
+ * their own (embedding_rows_fwd); backward against the
  * direct sums (it is linear, so this is exact analytically), accumulation,
  * and identical bits for any thread count. */
 #include "cpu-check.h"
@@ -30,6 +31,24 @@ int main(void)
 		for (int i = 0; i < B * T * C; i++)
 			same &= a[i] + b[i] == out[i];
 		ok(same, "vocabulary slices sum to the full embedding bit for bit");
+	}
+
+	/* rows at positions of their own (a generation step of sequences of
+	 * different lengths): each row embedding_fwd's at its position */
+	{
+		int32_t pos[4] = {5, 0, 7, 2};
+		float rows[4 * C], one[4 * C];
+		CHK(be.ops->embedding_rows_fwd(&be, rows, tok, pos, wte, wpe, 4, C, 0, VL, &chk_err));
+		for (int r = 0; r < 4; r++)
+			CHK(be.ops->embedding_fwd(&be, one + r * C, tok + r, wte, wpe, 1, 1, C, 0, VL,
+						  pos[r], &chk_err));
+		ok(memcmp(rows, one, sizeof rows) == 0,
+		   "embedding_rows_fwd: row r is embedding_fwd's at position pos[r], bit for bit");
+		double wr[4 * C];
+		for (int r = 0; r < 4; r++)
+			for (int j = 0; j < C; j++)
+				wr[r * C + j] = (double)wte[tok[r] * C + j] + wpe[pos[r] * C + j];
+		chk_close("embedding_rows_fwd against a direct lookup", rows, wr, 4 * C, 0, 1e-7);
 	}
 
 	float *g = chk_floats(B * T * C, 1.0);
