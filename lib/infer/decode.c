@@ -72,7 +72,8 @@ int gpt_infer_model_init(gpt_infer_model *m, const gpt_model_shape *s, gpt_dtype
 		return rc;
 	static const char *const need[] = {"alloc", "free", "upload", "download", "copy",
 					   "linear_fwd", "layernorm_fwd", "gelu_fwd",
-					   "attention_kv", "embedding_fwd", "residual_fwd", NULL};
+					   "attention_kv", "attention_kv_rows", "embedding_fwd",
+					   "embedding_rows_fwd", "residual_fwd", NULL};
 	rc = gpt_backend_require(&m->be, need, err);
 	m->shape = *s;
 	m->ln_eps = 1e-5f;
@@ -122,8 +123,10 @@ static void free_work(gpt_infer_model *m)
 		*p[i] = NULL;
 	}
 	free(m->tokens);
+	free(m->pos);
 	free(m->hlogits);
 	m->tokens = NULL;
+	m->pos = NULL;
 	m->hlogits = NULL;
 	m->cap_rows = 0;
 }
@@ -175,11 +178,13 @@ static int grow_work(gpt_infer_model *m, int64_t rows, gpt_err *err)
 			return GPT_EINTERNAL;
 		}
 	}
-	m->tokens = gpt_malloc(R * sizeof(int32_t), "tokens", err);
-	int ok = m->tokens != NULL;
+	/* tokens: a step's tokens, then their positions */
+	m->tokens = gpt_malloc(2 * R * sizeof(int32_t), "tokens", err);
+	m->pos = m->tokens ? gpt_malloc(R * sizeof(int64_t), "positions", err) : NULL;
+	int ok = m->pos != NULL;
 	if (ok && m->cuda) {
 		size_t lb = R * (size_t)s->vocab_size * es;
-		m->dtokens = m->be.ops->alloc(&m->be, R * sizeof(int32_t), "tokens", err);
+		m->dtokens = m->be.ops->alloc(&m->be, 2 * R * sizeof(int32_t), "tokens", err);
 		m->dlogits = m->dtokens ? m->be.ops->alloc(&m->be, lb, "logits", err) : NULL;
 		m->hlogits = m->dlogits && es != 4 ? gpt_malloc(lb, "logits", err) : NULL;
 		ok = m->dlogits && (es == 4 || m->hlogits);
@@ -303,8 +308,10 @@ static int lin(gpt_infer_model *m, int64_t q, int64_t bias, const void *x, void 
 				     b, R, w->K, w->N, err);
 }
 
+/* pos: NULL, or for a step of one new token a sequence, each one's
+ * position (attention_kv_rows) */
 static int layer_fwd(gpt_infer_model *m, gpt_kv *kv, int64_t l, int64_t n, const int64_t *slot,
-		     const int64_t *n_tok, int64_t R, gpt_err *err)
+		     const int64_t *n_tok, const int64_t *pos, int64_t R, gpt_err *err)
 {
 	gpt_backend *be = &m->be;
 	const gpt_backend_ops *o = be->ops;
@@ -315,9 +322,13 @@ static int layer_fwd(gpt_infer_model *m, gpt_kv *kv, int64_t l, int64_t n, const
 			    param(m, T_LAYER(l, P_LN1_B)), R, C, m->ln_eps, err));
 	OP(act_quant(m, l, 0, m->ln, R * C, err));
 	OP(lin(m, 4 * l, T_LAYER(l, P_QKV_B), m->ln, m->qkv, R, err));
-	int64_t row = 0;
-	for (int64_t i = 0; i < n; i++) {
-		int64_t at = kv_at(kv, l, slot[i]);
+	int64_t row = 0, at = kv_at(kv, l, 0);
+	if (pos)
+		OP(o->attention_kv_rows(be, m->att, (char *)kv->k + at * (int64_t)es,
+					(char *)kv->v + at * (int64_t)es, m->qkv, n, slot, pos, kv->maxT, NH,
+					HS, err));
+	for (int64_t i = 0; !pos && i < n; i++) {
+		at = kv_at(kv, l, slot[i]);
 		OP(o->attention_kv(be, (char *)m->att + row * C * (int64_t)es,
 				   (char *)kv->k + at * (int64_t)es, (char *)kv->v + at * (int64_t)es,
 				   (char *)m->qkv + row * 3 * C * (int64_t)es, 1, n_tok[i],
@@ -366,25 +377,36 @@ int gpt_infer_forward(gpt_infer_model *m, gpt_kv *kv, int64_t n, const int64_t *
 	gpt_backend *be = &m->be;
 	const gpt_backend_ops *o = be->ops;
 	size_t es = gpt_dtype_size(be->dtype);
+	/* a generation step of several sequences, one new token each: the
+	 * embedding and each layer's attention one call for all of them, each
+	 * row at its own position (the tokens' buffers hold them after the
+	 * tokens); a prompt a call per sequence */
+	const int64_t *pos = n > 1 && R == n ? m->pos : NULL;
 	int64_t row = 0;
 	for (int64_t i = 0; i < n; i++) {
 		memcpy(m->tokens + row, tokens[i], (size_t)n_tok[i] * sizeof(int32_t));
 		row += n_tok[i];
+		m->pos[i] = kv->len[slot[i]];
+		m->tokens[R + i] = (int32_t)m->pos[i];
 	}
 	/* tokens are host memory on the CPU backend */
 	int32_t *tok = m->tokens;
 	if (m->cuda) {
-		OP(o->upload(be, m->dtokens, m->tokens, (size_t)R * sizeof(int32_t), err));
+		size_t nt = (size_t)(pos ? 2 * R : R);
+		OP(o->upload(be, m->dtokens, m->tokens, nt * sizeof(int32_t), err));
 		tok = m->dtokens;
 	}
+	if (pos)
+		OP(o->embedding_rows_fwd(be, m->x, tok, tok + R, param(m, T_WTE), param(m, T_WPE), n, C, 0,
+					 Vp, err));
 	row = 0;
-	for (int64_t i = 0; i < n; i++) {
+	for (int64_t i = 0; !pos && i < n; i++) {
 		OP(o->embedding_fwd(be, (char *)m->x + row * C * (int64_t)es, tok + row, param(m, T_WTE),
 				    param(m, T_WPE), 1, n_tok[i], C, 0, Vp, kv->len[slot[i]], err));
 		row += n_tok[i];
 	}
 	for (int64_t l = 0; l < s->layers; l++)
-		OP(layer_fwd(m, kv, l, n, slot, n_tok, R, err));
+		OP(layer_fwd(m, kv, l, n, slot, n_tok, pos, R, err));
 	for (int64_t i = 0; i < n; i++)
 		kv->len[slot[i]] += n_tok[i];
 	/* the final LayerNorm and the head only for the rows wanted */

@@ -6,7 +6,9 @@
  *    a KV cache, so each new token costs one pass over the context, not a
  *    full forward of the sequence. Linears run over the rows of every
  *    sequence at once; attention runs per sequence (backend attention_kv),
- *    so sequences of different lengths share one batch;
+ *    so sequences of different lengths share one batch, and a generation
+ *    step (one new token a sequence) runs it, and the embedding, for all
+ *    of them in one call (attention_kv_rows, embedding_rows_fwd);
  *  - samplers: temperature, top-k, top-p, repetition penalty and greedy
  *    choice on one row of logits, with draws keyed by (seed, sequence, step)
  *    so a seeded run gives the same text whatever the batch;
@@ -100,7 +102,8 @@ typedef struct gpt_infer_model {
 	/* work buffers for up to cap_rows rows */
 	int64_t cap_rows;
 	void *x, *ln, *qkv, *att, *tmp, *fch;
-	int32_t *tokens;
+	int32_t *tokens;        /* 2 cap_rows: a call's tokens, then their positions */
+	int64_t *pos;           /* a call's sequences' positions */
 	/* CUDA (gpt_infer_model_to_cuda): be is the CUDA backend, params and
 	 * the work buffers device memory in be's dtype; the tokens go up and
 	 * the logits come down (hlogits: host, in that dtype). With int8
