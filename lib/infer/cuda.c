@@ -65,7 +65,7 @@ int gpt_infer_model_to_cuda(gpt_infer_model *m, int device, gpt_err *err)
 	}
 	static const char *const need[] = {"alloc", "free", "upload", "download", "copy", "linear_fwd",
 					   "layernorm_fwd", "gelu_fwd", "attention_kv", "attention_kv_rows",
-					   "embedding_fwd", "embedding_rows_fwd", "residual_fwd", NULL};
+					   "embedding_fwd", "embedding_rows_fwd", "residual_layernorm_fwd", NULL};
 	static const char *const need_qat[] = {"pact_fwd", "fake_quant", NULL};
 	rc = gpt_backend_require(&dev, need, err);
 	if (!rc && m->act_scale)

@@ -73,7 +73,7 @@ int gpt_infer_model_init(gpt_infer_model *m, const gpt_model_shape *s, gpt_dtype
 	static const char *const need[] = {"alloc", "free", "upload", "download", "copy",
 					   "linear_fwd", "layernorm_fwd", "gelu_fwd",
 					   "attention_kv", "attention_kv_rows", "embedding_fwd",
-					   "embedding_rows_fwd", "residual_fwd", NULL};
+					   "embedding_rows_fwd", "residual_layernorm_fwd", NULL};
 	rc = gpt_backend_require(&m->be, need, err);
 	m->shape = *s;
 	m->ln_eps = 1e-5f;
@@ -308,8 +308,14 @@ static int lin(gpt_infer_model *m, int64_t q, int64_t bias, const void *x, void 
 				     b, R, w->K, w->N, err);
 }
 
-/* pos: NULL, or for a step of one new token a sequence, each one's
- * position (attention_kv_rows) */
+/* Layer l on the R rows of m->x, whose ln1 output m->ln already holds (the
+ * fused residual add of layer l - 1, or gpt_infer_forward's first
+ * LayerNorm); each residual add is one call with the LayerNorm after it
+ * (residual_layernorm_fwd, the bits of residual_fwd then layernorm_fwd):
+ * the attention's with ln2, the MLP's with the next layer's ln1, or after
+ * the last layer the final LayerNorm (its table entry follows the layers':
+ * T_LAYER(layers, 0)). pos: NULL, or for a step of one new token a
+ * sequence, each one's position (attention_kv_rows) */
 static int layer_fwd(gpt_infer_model *m, gpt_kv *kv, int64_t l, int64_t n, const int64_t *slot,
 		     const int64_t *n_tok, const int64_t *pos, int64_t R, gpt_err *err)
 {
@@ -318,8 +324,6 @@ static int layer_fwd(gpt_infer_model *m, gpt_kv *kv, int64_t l, int64_t n, const
 	const gpt_model_shape *s = &m->shape;
 	int64_t C = s->hidden, F = s->ffn, NH = s->heads, HS = C / NH;
 	size_t es = gpt_dtype_size(be->dtype);
-	OP(o->layernorm_fwd(be, m->ln, NULL, NULL, m->x, param(m, T_LAYER(l, P_LN1_W)),
-			    param(m, T_LAYER(l, P_LN1_B)), R, C, m->ln_eps, err));
 	OP(act_quant(m, l, 0, m->ln, R * C, err));
 	OP(lin(m, 4 * l, T_LAYER(l, P_QKV_B), m->ln, m->qkv, R, err));
 	int64_t row = 0, at = kv_at(kv, l, 0);
@@ -337,16 +341,17 @@ static int layer_fwd(gpt_infer_model *m, gpt_kv *kv, int64_t l, int64_t n, const
 	}
 	OP(act_quant(m, l, 1, m->att, R * C, err));
 	OP(lin(m, 4 * l + 1, T_LAYER(l, P_PROJ_B), m->att, m->tmp, R, err));
-	OP(o->residual_fwd(be, m->x, m->x, m->tmp, R * C, err));
-	OP(o->layernorm_fwd(be, m->ln, NULL, NULL, m->x, param(m, T_LAYER(l, P_LN2_W)),
-			    param(m, T_LAYER(l, P_LN2_B)), R, C, m->ln_eps, err));
+	OP(o->residual_layernorm_fwd(be, m->x, m->ln, NULL, NULL, m->x, m->tmp,
+				     param(m, T_LAYER(l, P_LN2_W)), param(m, T_LAYER(l, P_LN2_B)), R,
+				     C, m->ln_eps, err));
 	OP(act_quant(m, l, 2, m->ln, R * C, err));
 	OP(lin(m, 4 * l + 2, T_LAYER(l, P_FC_B), m->ln, m->fch, R, err));
 	OP(o->gelu_fwd(be, m->fch, m->fch, R * F, err));
 	OP(act_quant(m, l, 3, m->fch, R * F, err));
 	OP(lin(m, 4 * l + 3, T_LAYER(l, P_MPROJ_B), m->fch, m->tmp, R, err));
-	OP(o->residual_fwd(be, m->x, m->x, m->tmp, R * C, err));
-	return 0;
+	return o->residual_layernorm_fwd(be, m->x, m->ln, NULL, NULL, m->x, m->tmp,
+					 param(m, T_LAYER(l + 1, P_LN1_W)),
+					 param(m, T_LAYER(l + 1, P_LN1_B)), R, C, m->ln_eps, err);
 }
 
 int gpt_infer_forward(gpt_infer_model *m, gpt_kv *kv, int64_t n, const int64_t *slot,
@@ -405,25 +410,26 @@ int gpt_infer_forward(gpt_infer_model *m, gpt_kv *kv, int64_t n, const int64_t *
 				    param(m, T_WPE), 1, n_tok[i], C, 0, Vp, kv->len[slot[i]], err));
 		row += n_tok[i];
 	}
+	OP(o->layernorm_fwd(be, m->ln, NULL, NULL, m->x, param(m, T_LAYER(0, P_LN1_W)),
+			    param(m, T_LAYER(0, P_LN1_B)), R, C, m->ln_eps, err));
 	for (int64_t l = 0; l < s->layers; l++)
 		OP(layer_fwd(m, kv, l, n, slot, n_tok, pos, R, err));
 	for (int64_t i = 0; i < n; i++)
 		kv->len[slot[i]] += n_tok[i];
-	/* the final LayerNorm and the head only for the rows wanted */
+	/* the last layer left the final LayerNorm of every row in m->ln (a
+	 * LayerNorm is row by row: the same bits as of the rows alone); the
+	 * head only for the rows wanted */
 	int64_t rows = R;
 	if (!all) {
 		row = 0;
 		for (int64_t i = 0; i < n; i++) {
 			row += n_tok[i];
 			if (row - 1 != i)
-				OP(o->copy(be, (char *)m->x + i * C * (int64_t)es,
-					   (char *)m->x + (row - 1) * C * (int64_t)es, (size_t)C * es, err));
+				OP(o->copy(be, (char *)m->ln + i * C * (int64_t)es,
+					   (char *)m->ln + (row - 1) * C * (int64_t)es, (size_t)C * es, err));
 		}
 		rows = n;
 	}
-	int64_t lnf = 2 + s->layers * P_PER_LAYER;
-	OP(o->layernorm_fwd(be, m->ln, NULL, NULL, m->x, param(m, lnf), param(m, lnf + 1), rows, C,
-			    m->ln_eps, err));
 	/* the head over the true vocabulary only, straight into the caller's
 	 * rows (on the device: through the logits buffers, as fp32) */
 	if (!m->cuda)

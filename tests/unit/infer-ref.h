@@ -19,7 +19,7 @@ typedef struct ref_model {
 } ref_model;
 
 /* One sequence of maxT tokens per forward (B = 1). std: weight scale. */
-static int ref_init(ref_model *r, const gpt_model_shape *s, uint64_t seed, double std, gpt_err *err)
+static inline int ref_init(ref_model *r, const gpt_model_shape *s, uint64_t seed, double std, gpt_err *err)
 {
 	memset(r, 0, sizeof *r);
 	r->s = *s;
@@ -35,7 +35,7 @@ static int ref_init(ref_model *r, const gpt_model_shape *s, uint64_t seed, doubl
 	return rc;
 }
 
-static void ref_free(ref_model *r)
+static inline void ref_free(ref_model *r)
 {
 	gpt_model_free(&r->m);
 	gpt_backend_cpu_free(&r->be);
@@ -44,7 +44,7 @@ static void ref_free(ref_model *r)
 
 /* Full forward over tokens[0..n) (padded with zeros to maxT): the logits of
  * every position land in r->logits. */
-static int ref_forward(ref_model *r, const int32_t *tokens, int64_t n, gpt_err *err)
+static inline int ref_forward(ref_model *r, const int32_t *tokens, int64_t n, gpt_err *err)
 {
 	int64_t T = r->s.max_pos;
 	int32_t *in = calloc((size_t)T, sizeof *in);
@@ -69,7 +69,7 @@ static int ref_forward(ref_model *r, const int32_t *tokens, int64_t n, gpt_err *
 }
 
 /* gpt_weight_read_fn over a ref_model */
-static int ref_read(void *ctx, const gpt_param_info *p, float *dst, gpt_err *err)
+static inline int ref_read(void *ctx, const gpt_param_info *p, float *dst, gpt_err *err)
 {
 	ref_model *r = ctx;
 	int64_t i = gpt_model_find(&r->m, p->name);
@@ -80,7 +80,7 @@ static int ref_read(void *ctx, const gpt_param_info *p, float *dst, gpt_err *err
 }
 
 /* Greedy decoding by full forward passes: the reference for the KV cache. */
-static int ref_greedy(ref_model *r, const int32_t *prompt, int64_t n, int64_t steps, int32_t eot,
+static inline int ref_greedy(ref_model *r, const int32_t *prompt, int64_t n, int64_t steps, int32_t eot,
 		      int32_t *out, int64_t *n_out, gpt_err *err)
 {
 	int32_t seq[1024];
