@@ -1,0 +1,537 @@
+/* The tensor-core attention's building blocks (attention_tc.cu's kernels
+ * are made of them): the warp's products and their operands (mma.sync,
+ * ldmatrix, the repacking of scores as A operands), tile loads by
+ * cp.async, where a block works (tiles.h's order), the scores' products
+ * and masks, the accumulators' stores, and dropout's masks shared by the
+ * lanes. Included by attention_tc.cu alone. */
+#ifndef GPT_CUDA_ATTENTION_TC_CUH
+#define GPT_CUDA_ATTENTION_TC_CUH
+
+#include "cuda/attention.cuh"
+
+#include "backend/tiles.h"
+
+#include <math.h>
+#include <string.h>
+#ifdef GPT_CUDA_EMULATED
+#include <mma.h> /* emu::mma_m16n8k16 */
+#endif
+
+#define BQ 64             /* query rows per tile */
+#define BK 64             /* keys per tile */
+#define NTHR 128          /* 4 warps, 16 rows each */
+#define NT (BK / 8)       /* 8-wide column tiles of a score tile */
+#define KT (BK / 16)      /* 16-wide steps over a score tile's columns */
+#define L2E 1.4426950408889634f /* log2(e) */
+
+typedef uint32_t u32;
+
+/* d += A B for a warp: A 16x16 (a[0..3]), B 16x8 (b0, b1), fp32 d[0..3].
+ * Lane l, g = l / 4, t = l % 4 holds a[0] = A(g, 2t..2t+1), a[1] =
+ * A(g+8, 2t..), a[2] = A(g, 2t+8..), a[3] = A(g+8, 2t+8..); b0 =
+ * B(2t..2t+1, g), b1 = B(2t+8.., g); d = D(g, 2t), D(g, 2t+1), D(g+8, 2t),
+ * D(g+8, 2t+1). The lower half of a register is the lower index. */
+template <class E> __device__ __forceinline__ void mma(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1);
+#ifdef GPT_CUDA_EMULATED
+template <> __device__ __forceinline__ void mma<__nv_bfloat16>(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1)
+{
+	u32 b[2] = {b0, b1};
+	emu::mma_m16n8k16<__nv_bfloat16>(d, a, b);
+}
+template <> __device__ __forceinline__ void mma<__half>(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1)
+{
+	u32 b[2] = {b0, b1};
+	emu::mma_m16n8k16<__half>(d, a, b);
+}
+#else
+template <> __device__ __forceinline__ void mma<__nv_bfloat16>(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1)
+{
+	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+		     "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+		     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+		     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <> __device__ __forceinline__ void mma<__half>(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1)
+{
+	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+		     "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+		     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+		     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+#endif
+
+/* lo and hi rounded to E, lo in the lower half */
+template <class E> __device__ __forceinline__ u32 pack2(float lo, float hi);
+#ifdef GPT_CUDA_EMULATED
+template <class E> __device__ __forceinline__ u32 pack2(float lo, float hi)
+{
+	E v[2];
+	gpt_st(v, lo);
+	gpt_st(v + 1, hi);
+	u32 r;
+	memcpy(&r, v, sizeof r);
+	return r;
+}
+#else
+template <> __device__ __forceinline__ u32 pack2<__nv_bfloat16>(float lo, float hi)
+{
+	__nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+	return *(u32 *)&v;
+}
+template <> __device__ __forceinline__ u32 pack2<__half>(float lo, float hi)
+{
+	__half2 v = __floats2half2_rn(lo, hi);
+	return *(u32 *)&v;
+}
+#endif
+
+/* PTX ldmatrix .x4 from shared memory: four 8x8 matrices of 16-bit
+ * elements, lane l giving the address of row l % 8 of matrix l / 8 (16
+ * bytes, 16-byte aligned); r[i] is lane l's part of matrix i: its row
+ * l / 4, columns 2(l % 4) and 2(l % 4) + 1 (trans: rows 2(l % 4) and
+ * 2(l % 4) + 1 of column l / 4), the lower index in the lower half. */
+template <bool TRANS = false> __device__ __forceinline__ void ldsm4(u32 (&r)[4], const void *p)
+{
+#ifdef GPT_CUDA_EMULATED
+	emu::ldmatrix_x4(r, p, TRANS);
+#else
+	unsigned a = (unsigned)__cvta_generic_to_shared(p);
+	if constexpr (TRANS)
+		asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+			     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+			     : "r"(a));
+	else
+		asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+			     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+			     : "r"(a));
+#endif
+}
+
+/* The A operand of k step kk from a row-major tile x (the warp's 16 rows,
+ * row stride ld): matrices rows 0-7 and 8-15 of columns 16kk..+7, then of
+ * 16kk+8..+15. */
+template <class E> __device__ __forceinline__ void lda(u32 (&a)[4], const E *x, int ld, int kk)
+{
+	int l = threadIdx.x % 32;
+	ldsm4(a, x + (l % 8 + (l & 8)) * ld + kk * 16 + (l & 16) / 2);
+}
+
+/* A operands of a 16 x 8N tile in accumulator layout (s[n]: columns
+ * [8n, 8n + 8)), rounded to E: k step kk is column tiles 2kk and 2kk + 1 */
+template <class E, int N>
+__device__ __forceinline__ void repack(u32 (&pa)[N / 2][4], const float (&s)[N][4])
+{
+#pragma unroll
+	for (int kk = 0; kk < N / 2; kk++) {
+		pa[kk][0] = pack2<E>(s[2 * kk][0], s[2 * kk][1]);
+		pa[kk][1] = pack2<E>(s[2 * kk][2], s[2 * kk][3]);
+		pa[kk][2] = pack2<E>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+		pa[kk][3] = pack2<E>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+	}
+}
+
+/* 2^x on the special-function unit, results below 2^-126 flushed to 0
+ * (ex2.approx.ftz, as FlashAttention): exp2f wraps the same instruction in
+ * three more that keep denormal results, which no probability here needs */
+__device__ __forceinline__ float ex2(float x)
+{
+#ifdef GPT_CUDA_EMULATED
+	return exp2f(x);
+#else
+	float y;
+	asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+	return y;
+#endif
+}
+
+/* the maximum (or sum) over the 4 lanes of a row's quad */
+__device__ __forceinline__ float quad_max(float v)
+{
+	v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+	return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+
+__device__ __forceinline__ float quad_sum(float v)
+{
+	v += __shfl_xor_sync(0xffffffffu, v, 1);
+	return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+/* PTX cp.async: 16 bytes (or 4) from global src to shared dst without
+ * the registers, zeros in place of them where !ok (src is then not read);
+ * cp_commit closes a group of them, cp_wait<n> waits until at most the
+ * newest n groups are in flight (sm_80 and later). */
+template <int N> __device__ __forceinline__ void cp_async(void *dst, const void *src, bool ok)
+{
+	static_assert(N == 4 || N == 16, "cp.async copies 4 or 16 bytes here");
+#ifdef GPT_CUDA_EMULATED
+	emu::cp_async(dst, src, ok ? N : 0, N);
+#else
+	unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+	if constexpr (N == 16) /* past L1 */
+		asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(ok ? 16 : 0)
+			     : "memory");
+	else
+		asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(d), "l"(src), "r"(ok ? 4 : 0)
+			     : "memory");
+#endif
+}
+
+__device__ __forceinline__ void cp_commit(void)
+{
+#ifdef GPT_CUDA_EMULATED
+	emu::cp_async_commit();
+#else
+	asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+
+template <int N> __device__ __forceinline__ void cp_wait(void)
+{
+#ifdef GPT_CUDA_EMULATED
+	emu::cp_async_wait(N);
+#else
+	asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
+}
+
+/* Rows [r0, r0 + ROWS) of a (T, HS) slice at base with row stride `stride`
+ * into a (ROWS, W) tile of row stride W + 8 (16 bytes of padding, which
+ * spreads the rows over the banks), zeros past T and past HS: with vec
+ * (base and stride 16-byte aligned) by cp.async, landing by the next
+ * cp_wait that covers it, else element by element, there at once. */
+template <class E, int W, int ROWS = 64>
+__device__ static void load_tile(E *tile, const E *base, int64_t stride, int r0, const attn_args &a,
+				 int vec)
+{
+	const int ld = W + 8;
+	if (vec) {
+		for (int e = threadIdx.x; e < ROWS * (W / 8); e += NTHR) {
+			int rr = e / (W / 8), d = e % (W / 8) * 8, r = r0 + rr;
+			bool ok = r < a.T && d < a.HS;
+			cp_async<16>(tile + rr * ld + d, ok ? base + r * stride + d : base, ok);
+		}
+		return;
+	}
+	for (int e = threadIdx.x; e < ROWS * W; e += NTHR) {
+		int rr = e / W, d = e % W, r = r0 + rr;
+		if (r < a.T && d < a.HS)
+			tile[rr * ld + d] = base[r * stride + d];
+		else
+			gpt_st(tile + rr * ld + d, 0.0f);
+	}
+}
+
+/* Two buffers, step elements apart: b[c] is buffer c by arithmetic, so a
+ * pair stays in registers (an array of two pointers indexed by a variable
+ * would live in a thread's local memory). */
+template <class P> struct buf2 {
+	P p;
+	int step;
+	__device__ __forceinline__ P operator[](int c) const { return p + c * step; }
+};
+
+/* The key and value tiles at j0 of a head (base: its q in qkv) into ks
+ * and vs, as one cp.async group. */
+template <class E, int W>
+__device__ static void load_kv(E *ks, E *vs, const E *base, int j0, const attn_args &a, int vec)
+{
+	int64_t Cl = a.NH * a.HS;
+	load_tile<E, W>(ks, base + Cl, 3 * Cl, j0, a, vec);
+	load_tile<E, W>(vs, base + 2 * Cl, 3 * Cl, j0, a, vec);
+	cp_commit();
+}
+
+/* Before work on a tile loaded earlier: waits for it (with a later tile's
+ * group, when more is set, still in flight) and for every thread's part. */
+__device__ __forceinline__ void tile_ready(bool more)
+{
+	if (more)
+		cp_wait<1>();
+	else
+		cp_wait<0>();
+	__syncthreads();
+}
+
+/* Where a query-tile kernel (forward, dq) works, in tiles of mw * 64 rows
+ * (mw * 16 a warp): head bh = b * NH + h; the tile's first row i0, the
+ * longest tiles first; the warp's first row r0 and this lane's two rows
+ * ri[0], ri[1] of the warp's first 16 (g and g + 8);
+ * jend the last key any row of the tile sees; kf the 16-wide steps of the
+ * head; Cl and C3 the row strides of the output and of qkv. Row and key
+ * indices fit an int (T is below 2^31: attention.cu). */
+struct q_place {
+	int64_t bh, b, h, Cl, C3;
+	int i0, r0, ri[2], jend, t, kf;
+};
+
+/* This block's head and tile rank (0 the head's longest): tiles.h. */
+struct tile_place {
+	int64_t bh;
+	int rank;
+};
+
+__device__ __forceinline__ tile_place tile_of(const attn_args &a, int rows = BQ)
+{
+	uint32_t bh, rank;
+	gpt_attention_tile(blockIdx.x, (uint32_t)((a.T + rows - 1) / rows), a.bhn, a.hg, &bh, &rank);
+	return {(int64_t)bh, (int)rank};
+}
+
+__device__ static q_place q_place_of(const attn_args &a, int mw = 1)
+{
+	q_place p;
+	int lane = threadIdx.x % 32, rows = BQ * mw;
+	tile_place tp = tile_of(a, rows);
+	p.bh = tp.bh;
+	p.b = p.bh / a.NH;
+	p.h = p.bh % a.NH;
+	p.i0 = ((int)((a.T + rows - 1) / rows) - 1 - tp.rank) * rows;
+	p.r0 = p.i0 + threadIdx.x / 32 * 16 * mw;
+	p.ri[0] = p.r0 + (lane >> 2);
+	p.ri[1] = p.ri[0] + 8;
+	p.t = lane & 3;
+	p.kf = (int)(a.HS / 16);
+	p.Cl = a.NH * a.HS;
+	p.C3 = 3 * p.Cl;
+	p.jend = p.i0 + rows - 1 < (int)a.T - 1 ? p.i0 + rows - 1 : (int)a.T - 1;
+	return p;
+}
+
+/* The 8-wide column tiles of the key tile at j0 that reach rows up to
+ * last, as a count of 16-wide pairs */
+__device__ __forceinline__ int pairs_to(int last, int j0)
+{
+	int n = (last - j0) / 16 + 1;
+	return n < KT ? n : KT;
+}
+
+/* s[mi][n] = X Y^T for the warp's MW blocks of 16 rows, x the first
+ * (row stride ld, the others 16 rows apart each), and the column tiles of
+ * pairs [p0, p1) of the rows of y (8N of them: a 64-wide tile or half of
+ * one), over kf 16-wide steps of the head (the other tiles are left at 0).
+ * Each fragment of y read from shared memory serves the MW blocks. FULL:
+ * the caller knows that every pair is wanted and kf is W / 16, so the
+ * code has no branch (a tile clear of the diagonal and of T, the head
+ * unpadded), and the compiler can schedule its loads and products freely. */
+template <class E, int W, int N, int MW, bool FULL = false>
+__device__ __forceinline__ void scores_m(float (&s)[MW][N][4], const E *x, const E *y, int ld, int p0,
+					 int p1, int kf)
+{
+	int l = threadIdx.x % 32;
+#pragma unroll
+	for (int mi = 0; mi < MW; mi++)
+#pragma unroll
+		for (int n = 0; n < N; n++)
+			s[mi][n][0] = s[mi][n][1] = s[mi][n][2] = s[mi][n][3] = 0.0f;
+#pragma unroll
+	for (int kk = 0; kk < W / 16; kk++)
+		if (FULL || kk < kf) {
+			u32 xa[MW][4];
+#pragma unroll
+			for (int mi = 0; mi < MW; mi++)
+				lda(xa[mi], x + mi * 16 * ld, ld, kk);
+#pragma unroll
+			for (int np = 0; np < N / 2; np++)
+				if (FULL || (np >= p0 && np < p1)) {
+					u32 bb[4];
+					ldsm4(bb, y + (np * 16 + l % 8 + (l & 16) / 2) * ld + kk * 16 + (l & 8));
+#pragma unroll
+					for (int mi = 0; mi < MW; mi++) {
+						mma<E>(s[mi][2 * np], xa[mi], bb[0], bb[1]);
+						mma<E>(s[mi][2 * np + 1], xa[mi], bb[2], bb[3]);
+					}
+				}
+		}
+}
+
+/* acc[mi][d] += P M for the warp's MW blocks of 16 rows: P in registers
+ * (k steps [k0, k1) of 16 keys or queries), M the rows of m (row stride
+ * ld) they index; the head's column tiles below HS. Each fragment of m
+ * read from shared memory serves the MW blocks. FULL: all K steps, and HS
+ * is W (scores_m). */
+template <class E, int W, int K, int MW, bool FULL = false>
+__device__ __forceinline__ void accumulate_m(float (&acc)[MW][W / 8][4], const u32 (&pa)[MW][K][4], int k0,
+					     int k1, const E *m, int ld, int64_t HS)
+{
+	int l = threadIdx.x % 32;
+#pragma unroll
+	for (int kk = 0; kk < K; kk++)
+		if (FULL || (kk >= k0 && kk < k1))
+#pragma unroll
+			for (int dp = 0; dp < W / 16; dp++)
+				if (FULL || dp * 16 < HS) {
+					u32 bb[4];
+					ldsm4<true>(bb, m + (kk * 16 + l % 8 + (l & 8)) * ld + dp * 16 + (l & 16) / 2);
+#pragma unroll
+					for (int mi = 0; mi < MW; mi++) {
+						mma<E>(acc[mi][2 * dp], pa[mi][kk], bb[0], bb[1]);
+						mma<E>(acc[mi][2 * dp + 1], pa[mi][kk], bb[2], bb[3]);
+					}
+				}
+}
+
+/* Writes the warp's accumulated rows (two a lane: rows[0], rows[1]) to dst
+ * (row rr at dst + rr * stride, the lane's columns 8d + 2t, 8d + 2t + 1)
+ * for rows below T, each times its factor f; with lo, what rounding to E
+ * left of each value (v - E(v), rounded to E) at the same place in lo. */
+template <class E, int W>
+__device__ __forceinline__ void write_acc(E *dst, E *lo, int64_t stride, const float (&acc)[W / 8][4],
+					  const int (&rows)[2], const float (&f)[2], int t,
+					  const attn_args &a)
+{
+#pragma unroll
+	for (int hr = 0; hr < 2; hr++)
+		if (rows[hr] < a.T)
+#pragma unroll
+			for (int d = 0; d < W / 8; d++)
+				if (d * 8 < a.HS)
+#pragma unroll
+					for (int c = 0; c < 2; c++) {
+						int64_t at = rows[hr] * stride + d * 8 + 2 * t + c;
+						float v = acc[d][2 * hr + c] * f[hr];
+						E e;
+						gpt_st(&e, v);
+						dst[at] = e;
+						if (lo)
+							gpt_st(lo + at, v - gpt_ld(&e));
+					}
+}
+
+/* Dropout's Philox blocks, shared by the lanes of a warp. A block holds
+ * the bits of four keys (features) at one query (position); the four
+ * keys (feature0 + h) * T + 4m .. + 3 share one where 4 divides
+ * (feature0 + h) * T (aligned(): T a multiple of 4 does it), and the lanes
+ * that need a block's words then compute it once between them and pass
+ * the words by shuffles. The words, hence the masks, are the same bits
+ * as kept()'s. All 32 lanes of the warp call these together. */
+__device__ __forceinline__ bool aligned(const attn_args &a, int64_t h)
+{
+	return (a.d.feature0 + h) * a.T % 4 == 0;
+}
+
+__device__ __forceinline__ void block_of(uint32_t (&r)[4], const attn_args &a, int64_t b, int64_t h,
+					 int64_t i, int64_t j)
+{
+	gpt_rng_block(r, a.d.key.seed, a.d.key.step, a.d.key.layer, a.d.key.site,
+		      (uint64_t)(a.d.sample0 + b), (uint64_t)i, (uint64_t)((a.d.feature0 + h) * a.T + j));
+}
+
+__device__ __forceinline__ uint32_t word(const uint32_t (&r)[4], int w)
+{
+	return w == 0 ? r[0] : w == 1 ? r[1] : w == 2 ? r[2] : r[3];
+}
+
+/* kept() of probabilities (b, h, i, j) and (b, h, i, j + 1), in k[0] and
+ * k[1]: their features are adjacent, so one block holds both unless the
+ * first is the last of its block. */
+__device__ __forceinline__ void kept2(float (&k)[2], const attn_args &a, int64_t b, int64_t h,
+				      int64_t i, int64_t j)
+{
+	int e = (int)((uint64_t)((a.d.feature0 + h) * a.T + j) & 3u);
+	uint32_t r[4], lo, hi;
+	block_of(r, a, b, h, i, j);
+	lo = word(r, e);
+	if (e < 3) {
+		hi = word(r, e + 1);
+	} else {
+		block_of(r, a, b, h, i, j + 1);
+		hi = r[0];
+	}
+	k[0] = lo >= a.thr ? 1.0f : 0.0f;
+	k[1] = hi >= a.thr ? 1.0f : 0.0f;
+}
+
+/* kept() of a lane's four elements of a column tile in a query-tile
+ * kernel, k[q] as the accumulator's d[q]: rows ri[0], ri[1], keys j and
+ * j + 1 (j = the tile's 8n + 2t); all 1 without dropout. Lanes t and t ^ 1
+ * need the same two blocks (rows ri[0] and ri[1], the keys of their group
+ * of four): where aligned, the even lane computes row ri[0]'s, the odd
+ * ri[1]'s, and each passes the other the two words it needs; else kept2
+ * (a block a row). */
+template <bool DROP>
+__device__ __forceinline__ void kept_lane(float (&k)[4], const attn_args &a, int64_t b, int64_t h,
+					  const int (&ri)[2], int j, bool al)
+{
+	k[0] = k[1] = k[2] = k[3] = 1.0f;
+	if (!DROP)
+		return;
+	if (al) {
+		int odd = threadIdx.x & 1; /* t & 1: keys j % 4 = 2 and 3 of the group */
+		uint32_t r[4], m[4];
+		block_of(r, a, b, h, odd ? ri[1] : ri[0], j & ~3);
+		uint32_t y0 = __shfl_xor_sync(0xffffffffu, odd ? r[0] : r[2], 1);
+		uint32_t y1 = __shfl_xor_sync(0xffffffffu, odd ? r[1] : r[3], 1);
+		m[0] = odd ? y0 : r[0], m[1] = odd ? y1 : r[1];
+		m[2] = odd ? r[2] : y0, m[3] = odd ? r[3] : y1;
+#pragma unroll
+		for (int q = 0; q < 4; q++)
+			k[q] = m[q] >= a.thr ? 1.0f : 0.0f;
+		return;
+	}
+	float k0[2], k1[2];
+	kept2(k0, a, b, h, ri[0], j);
+	kept2(k1, a, b, h, ri[1], j);
+	k[0] = k0[0], k[1] = k0[1], k[2] = k1[0], k[3] = k1[1];
+}
+
+/* kept() of a lane's four elements of a column tile in dkv, k[q] as the
+ * accumulator's d[q]: keys (rows) rj[0], rj[1], queries (positions) i and
+ * i + 1. The four lanes u = 0..3 of a key group (g = 4m + u, one t) need
+ * the same four blocks, (query i + (q & 1), the group of rj[q >> 1]) for
+ * q = 0..3, and each word u of every one: where aligned, lane u computes
+ * block u and four shuffles pass the words round (in round s lane u reads
+ * block (u + s) & 3 from its lane, which sends its own word u); else a
+ * block an element (kept). */
+template <bool DROP>
+__device__ __forceinline__ void kept_keys(float (&k)[4], const attn_args &a, int64_t b, int64_t h,
+					  const int (&rj)[2], int i, bool al)
+{
+	k[0] = k[1] = k[2] = k[3] = 1.0f;
+	if (!DROP)
+		return;
+	if (al) {
+		int lane = threadIdx.x % 32, u = (lane >> 2) & 3;
+		uint32_t r[4], w[4];
+		block_of(r, a, b, h, i + (u & 1), ((u >> 1) ? rj[1] : rj[0]) & ~3);
+#pragma unroll
+		for (int s = 0; s < 4; s++) {
+			int from = (u + s) & 3; /* the block this lane takes in this round */
+			uint32_t v = __shfl_sync(0xffffffffu, word(r, (u - s) & 3), lane + 4 * (from - u));
+#pragma unroll
+			for (int q = 0; q < 4; q++)
+				if (q == from)
+					w[q] = v;
+		}
+#pragma unroll
+		for (int q = 0; q < 4; q++)
+			k[q] = w[q] >= a.thr ? 1.0f : 0.0f;
+		return;
+	}
+#pragma unroll
+	for (int q = 0; q < 4; q++)
+		k[q] = kept(a, b, h, i + (q & 1), rj[q >> 1]);
+}
+
+/* The query-tile kernels' scores for the key tile at j0, in log2 units
+ * (times sc log2 e): s = Q K^T or dP = dO V^T over the key pairs reaching
+ * the warp's rows (np of them); masked (-inf) where a key comes after the
+ * row or the row is past T, which only tiles that cross the diagonal or T
+ * (edge) need looked at. */
+template <int N>
+__device__ __forceinline__ void mask_scores(float (&s)[N][4], int np, const int (&ri)[2], int j0,
+					    int t, int edge, const attn_args &a)
+{
+	if (!edge)
+		return;
+#pragma unroll
+	for (int n = 0; n < N; n++)
+#pragma unroll
+		for (int q = 0; q < 4; q++) {
+			int i = ri[q >> 1], j = j0 + n * 8 + 2 * t + (q & 1);
+			if (n >= 2 * np || j > i || i >= a.T)
+				s[n][q] = -INFINITY;
+		}
+}
+
+#endif
