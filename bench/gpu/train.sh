@@ -9,7 +9,8 @@
 # config (configs/pretrain_gpt_345M_single_card.yaml: fp16, batch 8, seq
 # 1024; issue target: under 25 GB); the 1.3B seed config with recompute
 # (configs/pretrain_gpt_1.3B_single_card.yaml; target: under 20 GB), also
-# with the optimizer state offloaded to the host (sharding_offload).
+# with the optimizer state offloaded to the host (sharding_offload), in bf16,
+# and at sharding_stage 3 (fp16 parameters kept only as the fp32 master).
 #
 # Prints tokens/s (mean step time after two warm-up steps, from gpt-train's
 # log lines), MFU: (6N + 6LCT) FLOPs per token over the device's dense bf16
@@ -186,4 +187,9 @@ row "1.3B seed, recompute, offload (fp16)" 24 2048 16 8 1024 - 1 \
 # (--dry-run: 18.98 GiB in all, against the fp16 row's 21.42)
 row "1.3B seed, recompute, bf16" 24 2048 16 8 1024 - 1 \
 	"$ROOT/configs/pretrain_gpt_1.3B_single_card.yaml" -o Engine.mix_precision.dtype=bfloat16
+# fp16 at sharding_stage 3 on one card: the fp32 master weights are the only
+# copy of the parameters, each layer's fp16 weights cast into a window when
+# it runs, 14 bytes per parameter (--dry-run: 19.27 GiB in all)
+row "1.3B seed, recompute, stage 3 (fp16)" 24 2048 16 8 1024 - 1 \
+	"$ROOT/configs/pretrain_gpt_1.3B_single_card.yaml" -o Distributed.sharding.sharding_stage=3
 exit $status

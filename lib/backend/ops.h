@@ -283,8 +283,10 @@ typedef struct gpt_backend_ops {
 	/* One AdamW step over n elements (see gpt_adamw). The fp32 weights are
 	 * param itself when be->dtype is fp32 (master and lo NULL); for 16-bit
 	 * parameters exactly one of: master, updated, param receiving its
-	 * rounded copy; or, for bf16 only, lo, the master's low halves, param
-	 * its high halves (gpt_bf16_split), both updated.
+	 * rounded copy (param NULL: the master is the only copy, kept for
+	 * fp16 at ZeRO stage 3, whose windows are cast from it); or, for bf16
+	 * only, lo, the master's low halves, param its high halves
+	 * (gpt_bf16_split), both updated.
 	 * Element-wise, so any flat range (a sharding piece) can be updated alone. */
 	int (*adamw)(gpt_backend *be, void *param, float *master, uint16_t *lo, const void *grad,
 		     float *m, float *v, int64_t n, const gpt_adamw *h, gpt_err *err);

@@ -213,7 +213,7 @@ static const gpt_config_key keys[] = {
 	ID("Distributed.sharding.sharding_degree", distributed.sharding.sharding_degree, 1, 1 << 20,
 	   "ZeRO sharding group size (default 1)"),
 	I("Distributed.sharding.sharding_stage", distributed.sharding.sharding_stage, "1", 1, 3,
-	  "1: optimizer state split; 2: also gradients; 3: also parameters"),
+	  "1: optimizer state split; 2: also gradients; 3: also parameters (float16 at any degree, 1 too: kept only as the fp32 master weights, each layer's cast when it runs)"),
 	B("Distributed.sharding.sharding_offload", distributed.sharding.sharding_offload, "False",
 	  "keep fp32 master weights and optimizer state in host memory, AdamW on the CPU"),
 	B("Distributed.sharding.reduce_overlap", distributed.sharding.reduce_overlap, "False",

@@ -163,6 +163,8 @@ static int adamw_run(gpt_backend *be, void *param, float *master, uint16_t *lo, 
 	if (h->t < 1)
 		return gpt_err_set(err, GPT_EINTERNAL, "adamw: step %lld is not 1-based",
 				   (long long)h->t);
+	if (!param && !master)
+		return gpt_err_set(err, GPT_EINTERNAL, "adamw: no weights to update");
 	size_t ps = lo ? 2 : 4;
 	float *w = master ? master : param;
 	adamw_k k = {

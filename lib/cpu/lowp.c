@@ -566,7 +566,7 @@ static int lp_adamw(gpt_backend *be, void *param, float *master, uint16_t *lo, c
 	int rc = gpt_cpu_check_sizes("adamw", err, 1, n);
 	if (rc)
 		return rc;
-	if (!master == !lo || (lo && be->dtype != GPT_DTYPE_BF16))
+	if (!master == !lo || (lo && be->dtype != GPT_DTYPE_BF16) || (lo && !param))
 		return gpt_err_set(err, GPT_EINTERNAL,
 				   "adamw: %s parameters need fp32 master weights, whole or (bf16 only) split",
 				   gpt_dtype_name(be->dtype));
@@ -581,7 +581,7 @@ static int lp_adamw(gpt_backend *be, void *param, float *master, uint16_t *lo, c
 			continue;
 		}
 		rc = gpt_cpu_adamw(be, master + i, NULL, NULL, g, m + i, v + i, k, h, err);
-		if (!rc)
+		if (!rc && param) /* NULL: the master weights are the only copy */
 			lp_store(t, (char *)param + (size_t)i * es, master + i, k);
 	}
 	return lp_done(t, rc);

@@ -1,5 +1,6 @@
 /* Fused AdamW over a flat range: fp32 master weights and moments, the
- * parameter in the storage dtype receiving the master's rounded copy; or
+ * parameter in the storage dtype receiving the master's rounded copy (none
+ * where the master is the only copy); or
  * for bf16 the master split (gpt_bf16_split): the parameter its high half,
  * lo its low half, joined to fp32 for the update and split again. */
 #include "cuda/ops.cuh"
@@ -31,7 +32,8 @@ __global__ static void adamw_kernel(T *param, float *master, const T *grad, floa
 					m + i, v + i);
 		if (master)
 			master[i] = wi;
-		gpt_st(param + i, wi);
+		if (param) /* NULL: the master weights are the only copy */
+			gpt_st(param + i, wi);
 	}
 }
 
@@ -58,7 +60,7 @@ int gpt_cuda_adamw(gpt_backend *be, void *param, float *master, uint16_t *lo, co
 	if (h->t < 1)
 		return gpt_err_set(err, GPT_EINTERNAL, "adamw: step %lld is not 1-based", (long long)h->t);
 	if ((lo && (master || be->dtype != GPT_DTYPE_BF16)) ||
-	    (be->dtype != GPT_DTYPE_F32 && !master && !lo))
+	    (be->dtype != GPT_DTYPE_F32 && !master && !lo) || (!param && !master))
 		return gpt_err_set(err, GPT_EINTERNAL,
 				   "adamw: %s parameters need fp32 master weights, whole or (bf16 only) split",
 				   gpt_dtype_name(be->dtype));

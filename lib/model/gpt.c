@@ -573,8 +573,10 @@ static uint64_t global_index(const gpt_box *b, const int64_t *shape, int64_t k)
 	return g;
 }
 
-int gpt_model_init_weights_range(gpt_model *m, uint64_t seed, double std, void *dst,
-				 int64_t begin, int64_t end, gpt_err *err)
+/* The initial weights of [begin, end) into dst: in the storage dtype, or
+ * with master as fp32 values rounded through it. */
+static int init_range(gpt_model *m, uint64_t seed, double std, void *dst, int master, int64_t begin,
+		      int64_t end, gpt_err *err)
 {
 	float *host = NULL;
 	int rc = 0;
@@ -617,20 +619,35 @@ int gpt_model_init_weights_range(gpt_model *m, uint64_t seed, double std, void *
 				v = (float)(sd * init_normal(seed, (uint32_t)i, g));
 			h[k - k0] = v;
 		}
-		void *to = (char *)dst + (m->offset[i] + k0 - begin) * (int64_t)es;
+		size_t ds = master ? 4 : es;
+		void *to = (char *)dst + (m->offset[i] + k0 - begin) * (int64_t)ds;
 		if (m->be->dtype == GPT_DTYPE_F32) {
 			rc = m->be->ops->upload(m->be, to, h, (size_t)n * 4, err);
 		} else {
 			void *conv = gpt_malloc((size_t)n * es, "initial weights", err);
 			rc = conv ? gpt_convert(conv, m->be->dtype, h, GPT_DTYPE_F32, (size_t)n, err)
 				  : GPT_EINTERNAL;
+			if (!rc && master)
+				rc = gpt_convert(h, GPT_DTYPE_F32, conv, m->be->dtype, (size_t)n, err);
 			if (!rc)
-				rc = m->be->ops->upload(m->be, to, conv, (size_t)n * es, err);
+				rc = m->be->ops->upload(m->be, to, master ? (void *)h : conv, (size_t)n * ds, err);
 			free(conv);
 		}
 	}
 	free(host);
 	return rc;
+}
+
+int gpt_model_init_weights_range(gpt_model *m, uint64_t seed, double std, void *dst,
+				 int64_t begin, int64_t end, gpt_err *err)
+{
+	return init_range(m, seed, std, dst, 0, begin, end, err);
+}
+
+int gpt_model_init_master_range(gpt_model *m, uint64_t seed, double std, float *master,
+				int64_t begin, int64_t end, gpt_err *err)
+{
+	return init_range(m, seed, std, master, 1, begin, end, err);
 }
 
 int gpt_model_init_weights(gpt_model *m, uint64_t seed, double std, gpt_err *err)

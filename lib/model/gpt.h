@@ -256,6 +256,11 @@ int gpt_model_init_weights(gpt_model *m, uint64_t seed, double std, gpt_err *err
  * memory holding that range): a shard under ZeRO stage 3. */
 int gpt_model_init_weights_range(gpt_model *m, uint64_t seed, double std, void *dst,
 				 int64_t begin, int64_t end, gpt_err *err);
+/* The same as fp32 values (the initial weights rounded to the storage dtype
+ * and widened back) into master, backend memory holding [begin, end): the
+ * fp32 master weights of 16-bit parameters kept nowhere else. */
+int gpt_model_init_master_range(gpt_model *m, uint64_t seed, double std, float *master,
+				int64_t begin, int64_t end, gpt_err *err);
 
 /* Starts a step: gradients to zero, and nothing of an earlier step (a
  * head gradient, losses in the slots) waiting. */

@@ -15,9 +15,13 @@ static int host_side(gpt_optimizer *op, gpt_err *err);
 
 int gpt_optimizer_init(gpt_optimizer *op, gpt_model *m, int64_t begin, int64_t end, void *params,
 		       void *grads, double beta1, double beta2, double eps, double weight_decay,
-		       int offload, gpt_err *err)
+		       unsigned flags, gpt_err *err)
 {
 	memset(op, 0, sizeof *op);
+	int offload = (flags & GPT_OPTIM_OFFLOAD) && strcmp(m->be->name, "cpu") != 0;
+	int master_only = (flags & GPT_OPTIM_MASTER_ONLY) != 0;
+	if (master_only && (offload || m->be->dtype != GPT_DTYPE_F16))
+		return gpt_err_set(err, GPT_EINTERNAL, "optimizer: master weights alone are for fp16 parameters on the device");
 	if (begin < 0 || end > m->n_alloc || begin > end)
 		return gpt_err_set(err, GPT_EINTERNAL, "optimizer: range [%lld, %lld) outside the %lld-element buffers",
 				   (long long)begin, (long long)end, (long long)m->n_alloc);
@@ -25,9 +29,9 @@ int gpt_optimizer_init(gpt_optimizer *op, gpt_model *m, int64_t begin, int64_t e
 	op->begin = begin;
 	op->end = end;
 	int64_t es0 = (int64_t)gpt_dtype_size(m->be->dtype);
-	op->params = params ? params : m->params ? (char *)m->params + begin * es0 : NULL;
+	op->params = master_only ? NULL : params ? params : m->params ? (char *)m->params + begin * es0 : NULL;
 	op->grads = grads ? grads : m->grads ? (char *)m->grads + begin * es0 : NULL;
-	if (!op->params || !op->grads) {
+	if ((!op->params && !master_only) || !op->grads) {
 		memset(op, 0, sizeof *op);
 		return gpt_err_set(err, GPT_EINTERNAL, "optimizer: no parameters or gradients for its range");
 	}
@@ -45,7 +49,7 @@ int gpt_optimizer_init(gpt_optimizer *op, gpt_model *m, int64_t begin, int64_t e
 	 * the device first and moved, it would hold the device's memory at its
 	 * highest (parameters, gradients, activations and the whole state)
 	 * while it is copied. */
-	if (offload && strcmp(be->name, "cpu") != 0 && (rc = host_side(op, err))) {
+	if (offload && (rc = host_side(op, err))) {
 		gpt_optimizer_free(op);
 		return rc;
 	}
@@ -73,6 +77,8 @@ int gpt_optimizer_init(gpt_optimizer *op, gpt_model *m, int64_t begin, int64_t e
 							   : "optimizer state (fp32 master weights)", err);
 		if (!op->master)
 			rc = err->code;
+		else if (master_only)
+			rc = sb->ops->zero(sb, op->master, bytes, err);
 		else if (!off)
 			rc = be->ops->convert(be, op->master, GPT_DTYPE_F32, op->params, be->dtype, n, err);
 		else if (!(rc = be->ops->download(be, op->hparams, op->params, (size_t)n * (size_t)es0, err)))
@@ -250,7 +256,8 @@ int gpt_optimizer_step(gpt_optimizer *op, double lr, double grad_scale, gpt_err 
 		gpt_adamw h = {.lr = lr, .beta1 = op->beta1, .beta2 = op->beta2, .eps = op->eps,
 			       .weight_decay = decay ? op->weight_decay : 0.0, .grad_scale = grad_scale,
 			       .t = op->t};
-		rc = be->ops->adamw(be, (char *)params + k * (int64_t)es, op->master ? op->master + k : NULL,
+		rc = be->ops->adamw(be, params ? (char *)params + k * (int64_t)es : NULL,
+				    op->master ? op->master + k : NULL,
 				    op->master_lo ? op->master_lo + k : NULL, (char *)grads + k * (int64_t)es,
 				    op->exp_avg + k, op->exp_avg_sq + k, end - begin, &h, err);
 	}

@@ -180,6 +180,7 @@ int gpt_train_memory_plan(const gpt_config *cfg, gpt_train_memory *m, gpt_err *e
 	int64_t d = cfg->distributed.sharding.sharding_degree;
 	int64_t stage = cfg->distributed.sharding.sharding_stage;
 	int o2 = cfg->mixed && strcmp(cfg->engine.mix_precision.level, "O2") == 0;
+	int from_master = gpt_train_params_from_master(cfg);
 	m->stage = gpt_calloc((size_t)pp, sizeof *m->stage, "the memory plan", err);
 	if (!m->stage) {
 		free(tab);
@@ -253,8 +254,9 @@ int gpt_train_memory_plan(const gpt_config *cfg, gpt_train_memory *m, gpt_err *e
 		 * the step (wte is used at both ends of the model). */
 		double window = (double)layer_params + (s == 0 || s == pp - 1 ? (double)embed_params : 0) +
 				(s == pp - 1 ? (double)final_params : 0);
-		st->param_bytes = ceil_div(P, stage >= 3 ? d : 1) * m->param_bytes_each;
-		if (stage >= 3 && d > 1)
+		/* fp16 at stage 3: no shard, the master weights are the parameters */
+		st->param_bytes = from_master ? 0 : ceil_div(P, stage >= 3 ? d : 1) * m->param_bytes_each;
+		if (stage >= 3 && (d > 1 || from_master))
 			st->param_bytes += window * m->param_bytes_each;
 		st->grad_bytes = ceil_div(P, stage >= 2 ? d : 1) * m->grad_bytes_each;
 		if (stage >= 2 && d > 1)
@@ -415,7 +417,9 @@ int gpt_train_memory_write(const gpt_config *cfg, const gpt_train_memory *m, FIL
 		(grouped(w->params, a, sizeof a), a), w->in_flight);
 	fprintf(fp, "  parameters:       %12s  (%d bytes each%s)\n",
 		gpt_train_format_mem(w->param_bytes, a, sizeof a), m->param_bytes_each,
-		sstage >= 3 && sh > 1
+		gpt_train_params_from_master(cfg)
+			? ", none kept: a window for one layer, the embedding and ln_f, cast from the fp32 master weights when used (sharding_stage 3 in float16)"
+		: sstage >= 3 && sh > 1
 			? ", split over the sharding group, plus a window for one layer, the embedding and ln_f"
 			: "");
 	fprintf(fp, "  gradients:        %12s  (%d bytes each%s)\n", gpt_train_format_mem(w->grad_bytes, a, sizeof a),

@@ -62,6 +62,12 @@ int gpt_train_memory_plan(const gpt_config *cfg, gpt_train_memory *m, gpt_err *e
 /* The storage dtype a resolved config trains in: fp32, or with mixed
  * precision Engine.mix_precision.dtype's (bfloat16, else float16). */
 gpt_dtype gpt_train_storage_dtype(const gpt_config *cfg);
+/* 1 when the config trains fp16 parameters at Distributed.sharding
+ * sharding_stage 3 with the optimizer state on the device: the fp32 master
+ * weights are then the only copy of the parameters (2 bytes an element
+ * less), and each unit's fp16 weights are cast from them into a window when
+ * it runs, at any sharding degree, 1 included. */
+int gpt_train_params_from_master(const gpt_config *cfg);
 void gpt_train_memory_free(gpt_train_memory *m);
 
 /* A memory figure as --dry-run writes it ("0 B", "12.7 MiB", "2.72 GiB"),
@@ -84,7 +90,8 @@ int gpt_train_memory_write(const gpt_config *cfg, const gpt_train_memory *m, FIL
 typedef struct gpt_optimizer {
 	gpt_model *model;
 	int64_t begin, end; /* the range of the flat buffers this rank updates (a shard) */
-	void *params, *grads; /* where element `begin` of the parameters and gradients is */
+	void *params, *grads; /* where element `begin` of the parameters and gradients is
+			       * (params NULL: GPT_OPTIM_MASTER_ONLY) */
 	float *master;      /* fp16 parameters; these three hold end - begin */
 	uint16_t *master_lo; /* bf16 parameters: the master's low halves (end - begin) */
 	float *exp_avg;
@@ -111,10 +118,16 @@ typedef struct gpt_optimizer {
  * made there (never on the device), and every step runs AdamW on a CPU
  * backend: the range's gradients come down, the updated parameters go back
  * up. The device keeps only the parameters and gradients. Ignored for a
- * model on the CPU backend, whose memory is host memory already. */
+ * model on the CPU backend, whose memory is host memory already.
+ * GPT_OPTIM_MASTER_ONLY (fp16 parameters, not offloaded): there are no
+ * parameters for the range; the master weights start at zero for the caller
+ * to fill (gpt_model_init_master_range, a checkpoint), are the only copy,
+ * and the 16-bit parameters are cast from them where they are used (ZeRO
+ * stage 3's windows, lib/train/zero.c). */
+enum { GPT_OPTIM_OFFLOAD = 1, GPT_OPTIM_MASTER_ONLY = 2 };
 int gpt_optimizer_init(gpt_optimizer *op, gpt_model *m, int64_t begin, int64_t end, void *params,
 		       void *grads, double beta1, double beta2, double eps, double weight_decay,
-		       int offload, gpt_err *err);
+		       unsigned flags, gpt_err *err);
 void gpt_optimizer_free(gpt_optimizer *op);
 /* The sum of squares of the gradients in [begin, end) (a shard's part of
  * the global norm: the caller adds the parts of the shards and scales);

@@ -89,14 +89,18 @@ typedef struct trainer {
 	int64_t sh, sh_rank;       /* sharding degree and this rank's place in it */
 	int64_t shard;             /* elements per shard of the flat buffers */
 	int64_t stage;             /* ZeRO stage when sh > 1, else 0 */
+	/* fp16 at sharding_stage 3, any degree (gpt_train_params_from_master):
+	 * no fp16 parameters kept, the windows are cast from the fp32 master */
+	int pmaster;
 	/* tensor and pipeline parallelism (1 and 1 without) */
 	int64_t tp, tp_rank, pp, pp_rank, chunks;
 	gpt_pipe_op *sched;        /* this rank's passes of one step (pp > 1) */
 	int64_t n_sched, slots;
 	void *pp_grad_in;          /* a received activation gradient (B, T, C) */
 	int wte_held_back;         /* pp > 1 at stage >= 2: wte/wpe gradients kept for the step end */
-	/* stages 2 and 3: the shard of the gradients (and at 3 of the parameters)
-	 * and windows for one unit at a time: 0 embedding, 1 a layer, 2 final */
+	/* stages 2 and 3: the shard of the gradients (and at 3 of the parameters,
+	 * but for pmaster) and windows for one unit at a time: 0 embedding, 1 a
+	 * layer, 2 final (with pmaster at one rank only the parameter windows) */
 	void *gshard, *pshard;
 	void *gw[3], *pw[3];
 	int pw_valid[3];           /* embedding/final parameter windows are current */

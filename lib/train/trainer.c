@@ -89,7 +89,7 @@ static int setup_model(trainer *tr, gpt_err *err)
 		.seed = (uint32_t)cfg->global.seed,
 		.flat_multiple = tr->sh,
 		.no_full_grads = tr->stage >= 2,
-		.no_full_params = tr->stage >= 3,
+		.no_full_params = tr->stage >= 3 || tr->pmaster,
 	};
 	if (cfg->model.use_recompute) {
 		const char *g = cfg->model.recompute_granularity ? cfg->model.recompute_granularity : "full";
@@ -113,22 +113,27 @@ static int setup_model(trainer *tr, gpt_err *err)
 	tr->shard = tr->model.n_alloc / tr->sh;
 	tr->opt.begin = tr->sh_rank * tr->shard; /* for setup_zero, before the optimizer */
 	tr->opt.end = tr->opt.begin + tr->shard;
-	if (!rc && tr->stage >= 2)
+	if (!rc && (tr->stage >= 2 || tr->pmaster))
 		rc = gpt_tr_setup_zero(tr, err);
-	if (!rc) {
-		int64_t end = tr->opt.end < tr->model.n_flat ? tr->opt.end : tr->model.n_flat;
-		rc = tr->stage >= 3
-			? gpt_model_init_weights_range(&tr->model, (uint64_t)cfg->global.seed,
-						       cfg->model.initializer_range, tr->pshard,
-						       tr->opt.begin, end > tr->opt.begin ? end : tr->opt.begin, err)
-			: gpt_model_init_weights(&tr->model, (uint64_t)cfg->global.seed,
-						 cfg->model.initializer_range, err);
-	}
+	int64_t end = tr->opt.end < tr->model.n_flat ? tr->opt.end : tr->model.n_flat;
+	if (end < tr->opt.begin)
+		end = tr->opt.begin;
+	uint64_t seed = (uint64_t)cfg->global.seed;
+	double std = cfg->model.initializer_range;
+	/* the weights, then the optimizer's state made from them; with pmaster
+	 * the master weights are made first and the weights written there */
+	if (!rc && !tr->pmaster)
+		rc = tr->stage >= 3 ? gpt_model_init_weights_range(&tr->model, seed, std, tr->pshard, tr->opt.begin, end, err)
+				    : gpt_model_init_weights(&tr->model, seed, std, err);
 	if (!rc)
-		rc = gpt_optimizer_init(&tr->opt, &tr->model, tr->sh_rank * tr->shard,
-					(tr->sh_rank + 1) * tr->shard, tr->pshard, tr->gshard, cfg->optimizer.beta1,
-					cfg->optimizer.beta2, cfg->optimizer.epsilon,
-					cfg->optimizer.weight_decay, cfg->distributed.sharding.sharding_offload, err);
+		rc = gpt_optimizer_init(&tr->opt, &tr->model, tr->opt.begin, tr->opt.end, tr->pshard, tr->gshard,
+					cfg->optimizer.beta1, cfg->optimizer.beta2, cfg->optimizer.epsilon,
+					cfg->optimizer.weight_decay,
+					(cfg->distributed.sharding.sharding_offload ? GPT_OPTIM_OFFLOAD : 0u) |
+						(tr->pmaster ? GPT_OPTIM_MASTER_ONLY : 0u),
+					err);
+	if (!rc && tr->pmaster)
+		rc = gpt_model_init_master_range(&tr->model, seed, std, tr->opt.master, tr->opt.begin, end, err);
 	return rc;
 }
 
@@ -677,6 +682,13 @@ gpt_dtype gpt_train_storage_dtype(const gpt_config *cfg)
 	return d && strcmp(d, "bfloat16") == 0 ? GPT_DTYPE_BF16 : GPT_DTYPE_F16;
 }
 
+int gpt_train_params_from_master(const gpt_config *cfg)
+{
+	int gpu = cfg->global.device && strcmp(cfg->global.device, "gpu") == 0;
+	return cfg->distributed.sharding.sharding_stage >= 3 && gpt_train_storage_dtype(cfg) == GPT_DTYPE_F16 &&
+	       !(cfg->distributed.sharding.sharding_offload && gpu);
+}
+
 /* 1 when path is dir itself or an entry of it (a checkpoint of its own). */
 static int in_dir(const char *path, const char *dir)
 {
@@ -710,11 +722,12 @@ static int stage_plan(const trainer *tr, const gpt_config *cfg, char *out, size_
 /* A GPU that ran out of memory: err gets what the plan of this rank's
  * stage asks for (gpt-train --dry-run's figure) and what needs less; for a
  * float16 run, what the same run asks for in bfloat16, whose master
- * weights are kept split (2 bytes a parameter less). */
+ * weights are kept split, and at sharding_stage 3, where the master
+ * weights are the only copy (each 2 bytes a parameter less). */
 static void oom_plan(const trainer *tr, gpt_err *err)
 {
 	size_t n = strlen(err->msg);
-	char plan[128] = "", bf[160] = "", b[32];
+	char plan[128] = "", bf[320] = "", b[32];
 	if (stage_plan(tr, tr->cfg, b, sizeof b))
 		snprintf(plan, sizeof plan, "; this rank's plan is %s of device memory", b);
 	if (tr->dtype == GPT_DTYPE_F16) {
@@ -722,6 +735,12 @@ static void oom_plan(const trainer *tr, gpt_err *err)
 		c.engine.mix_precision.dtype = (char *)"bfloat16";
 		if (stage_plan(tr, &c, b, sizeof b))
 			snprintf(bf, sizeof bf, ", Engine.mix_precision.dtype=bfloat16 (%s: its master weights are kept split, 2 bytes a parameter less)",
+				 b);
+		c = *tr->cfg;
+		c.distributed.sharding.sharding_stage = 3;
+		size_t k = strlen(bf);
+		if (tr->sh == 1 && !tr->pmaster && gpt_train_params_from_master(&c) && stage_plan(tr, &c, b, sizeof b))
+			snprintf(bf + k, sizeof bf - k, ", Distributed.sharding.sharding_stage=3 (%s: the float16 parameters kept only as the fp32 master weights)",
 				 b);
 	}
 	snprintf(err->msg + n, sizeof err->msg - n,
@@ -791,15 +810,16 @@ int gpt_train_run(const gpt_config *cfg, FILE *log, const volatile sig_atomic_t 
 	if (!rc) {
 		/* What this run allocated, to hold against gpt-train --dry-run. */
 		double es = (double)gpt_dtype_size(tr.dtype), n = (double)tr.model.n_alloc;
-		double wb = 0; /* stages 2 and 3: the three windows */
-		if (tr.stage >= 2) {
+		double wb = 0; /* stages 2 and 3 (and pmaster): the three windows */
+		if (tr.stage >= 2 || tr.pmaster) {
 			int64_t l = gpt_tr_zero_layer_span(&tr.model);
 			int last = tr.model.n_units - 1;
 			wb = (double)(tr.model.unit_end[0] - tr.model.unit_begin[0] + l +
 				      tr.model.unit_end[last] - tr.model.unit_begin[last]) * es;
 		}
 		double shard = (double)tr.shard * es;
-		double pb = tr.stage >= 3 ? shard + wb : n * es, gb = tr.stage >= 2 ? shard + wb : n * es;
+		double pb = tr.pmaster ? wb : tr.stage >= 3 ? shard + wb : n * es;
+		double gb = tr.stage >= 2 ? shard + wb : n * es;
 		if (tr.zov) /* overlapped reductions: a second layer gradient window */
 			gb += (double)gpt_tr_zero_layer_span(&tr.model) * es;
 		double opt = (double)(tr.opt.end - tr.opt.begin) *
@@ -824,6 +844,9 @@ int gpt_train_run(const gpt_config *cfg, FILE *log, const volatile sig_atomic_t 
 		gpt_log_printf(&tr.log, GPT_LOG_INFO,
 			       "memory: parameters %s, gradients %s, optimizer state %s, activations %s, total %s (%.0f bytes)",
 			       a, b, c, d, e, pb + gb + opt + act);
+		if (tr.pmaster && tr.rank == 0)
+			gpt_log_printf(&tr.log, GPT_LOG_INFO,
+				       "memory: the float16 parameters are kept only as the fp32 master weights (Distributed.sharding.sharding_stage 3): each layer's are cast into a window when it runs, 2 bytes a parameter less");
 		if (host > 0) {
 			gpt_train_format_mem(host, a, sizeof a);
 			gpt_log_printf(&tr.log, GPT_LOG_INFO,
@@ -848,7 +871,8 @@ int gpt_train_run(const gpt_config *cfg, FILE *log, const volatile sig_atomic_t 
 			       (long long)gpt_param_count(&tr.model.shape), (long long)tr.total_steps,
 			       why[0] ? " (" : "", why, why[0] ? ")" : "", (long long)tr.G, (long long)tr.T, (long long)tr.MB, (long long)tr.accum,
 			       tr.rank, (long long)cfg->world_size, (long long)tr.replica,
-			       (long long)tr.replicas, tr.sh > 1 ? (long long)cfg->distributed.sharding.sharding_stage : 0LL,
+			       (long long)tr.replicas,
+			       tr.sh > 1 || tr.pmaster ? (long long)cfg->distributed.sharding.sharding_stage : 0LL,
 			       (long long)tr.sh, (long long)tr.tp_rank, (long long)tr.tp, (long long)tr.pp_rank,
 			       (long long)tr.pp);
 		/* A restarted job whose checkpoint already holds every step ends

@@ -644,13 +644,13 @@ int gpt_tr_load_checkpoint(trainer *tr, const char *path, gpt_err *err)
 	int64_t b0 = tr->opt.begin, cnt = tr->opt.end - tr->opt.begin;
 	/* Weights: the whole held image when the rank keeps whole parameters,
 	 * else (stage 3) its shard; the moments: the optimizer's range. */
-	size_t n_w = tr->pshard ? (size_t)cnt : (size_t)m->n_alloc;
+	size_t n_w = m->params ? (size_t)m->n_alloc : (size_t)cnt;
 	float *w = gpt_calloc(n_w ? n_w : 1, 4, "checkpoint staging", err);
 	float *mom = w ? gpt_calloc((size_t)(cnt ? cnt : 1), 4, "checkpoint staging", err) : NULL;
 	void *lowp = NULL;
 	if (!mom)
 		rc = GPT_EINTERNAL;
-	if (!rc && tr->pshard) {
+	if (!rc && !m->params) {
 		rc = read_range(tr, ck, "", w, err);
 	} else {
 		for (int64_t i = 0; !rc && i < m->n_table; i++) {
@@ -662,7 +662,7 @@ int gpt_tr_load_checkpoint(trainer *tr, const char *path, gpt_err *err)
 			gpt_heartbeat_beat(tr->hb, tr->step);
 		}
 	}
-	const float *wr = tr->pshard ? w : w + b0; /* the optimizer's range of the weights */
+	const float *wr = m->params ? w + b0 : w; /* the optimizer's range of the weights */
 	gpt_backend *sb = tr->opt.sb; /* the model's backend, or the host's with offload */
 	if (!rc && tr->opt.master)
 		rc = sb->ops->upload(sb, tr->opt.master, wr, (size_t)cnt * 4, err);
@@ -676,10 +676,11 @@ int gpt_tr_load_checkpoint(trainer *tr, const char *path, gpt_err *err)
 	}
 	/* the parameters: fp32, or the master weights rounded; split master
 	 * weights: their high halves, rounded so on every rank, whichever
-	 * range its optimizer holds, and the low halves of the range */
+	 * range its optimizer holds, and the low halves of the range; none
+	 * where the master weights are the only copy (pmaster) */
 	size_t pes = gpt_dtype_size(be->dtype);
 	const void *img = w;
-	if (!rc && be->dtype != GPT_DTYPE_F32) {
+	if (!rc && be->dtype != GPT_DTYPE_F32 && !tr->pmaster) {
 		lowp = gpt_malloc(n_w * pes + 1, "checkpoint staging", err);
 		rc = lowp ? 0 : GPT_EINTERNAL;
 		img = lowp;
@@ -696,7 +697,7 @@ int gpt_tr_load_checkpoint(trainer *tr, const char *path, gpt_err *err)
 	} else if (!rc && lowp) {
 		rc = gpt_convert(lowp, be->dtype, w, GPT_DTYPE_F32, n_w, err);
 	}
-	if (!rc)
+	if (!rc && !tr->pmaster)
 		rc = tr->pshard ? be->ops->upload(be, tr->pshard, img, (size_t)cnt * pes, err)
 				: be->ops->upload(be, m->params, img, (size_t)m->n_alloc * pes, err);
 	free(w);

@@ -35,9 +35,16 @@ static void window_pieces(const trainer *tr, int64_t a, int64_t b, int64_t *coun
 	}
 }
 
+/* Whether the parameters live in windows a unit at a time: stage 3, or
+ * fp16 parameters kept only as the master weights at one rank. */
+static int param_windows(const trainer *tr)
+{
+	return tr->stage >= 3 || tr->pmaster;
+}
+
 /* Stage 3: the whole of unit u's parameters in window w: each rank puts in
- * its shard's part, and an all-gather over the sharding group brings the
- * other ranks' parts. */
+ * its shard's part (with pmaster cast from its master weights), and an
+ * all-gather over the sharding group brings the other ranks' parts. */
 static int gather_unit(trainer *tr, int u, void *w, gpt_err *err)
 {
 	gpt_model *m = &tr->model;
@@ -46,10 +53,14 @@ static int gather_unit(trainer *tr, int u, void *w, gpt_err *err)
 	int64_t counts[tr->sh];
 	int rc = 0;
 	if (shard_overlap(tr, a, b, &x0, &x1))
-		rc = be->ops->copy(be, (char *)w + (x0 - a) * es, (char *)tr->pshard + (x0 - tr->opt.begin) * es,
-				   (size_t)((x1 - x0) * es), err);
+		rc = tr->pmaster ? be->ops->convert(be, (char *)w + (x0 - a) * es, be->dtype,
+						    tr->opt.master + (x0 - tr->opt.begin), GPT_DTYPE_F32, x1 - x0, err)
+				 : be->ops->copy(be, (char *)w + (x0 - a) * es,
+						 (char *)tr->pshard + (x0 - tr->opt.begin) * es, (size_t)((x1 - x0) * es), err);
+	if (rc || tr->sh == 1)
+		return rc;
 	window_pieces(tr, a, b, counts);
-	return rc ? rc : gpt_comm_all_gather_v(tr->groups.g[GPT_MESH_SHARDING], w, counts, be->dtype, err);
+	return gpt_comm_all_gather_v(tr->groups.g[GPT_MESH_SHARDING], w, counts, be->dtype, err);
 }
 
 /* Adds this rank's part of unit u's gradient window w, summed over the
@@ -158,12 +169,12 @@ static int zero_acquire(void *ctx, gpt_model *m, int u, int backward, gpt_err *e
 	trainer *tr = ctx;
 	gpt_backend *be = m->be;
 	int k = win_slot(m, u), rc = 0;
-	if (tr->stage >= 3 && (k == 1 || !tr->pw_valid[k])) {
+	if (param_windows(tr) && (k == 1 || !tr->pw_valid[k])) {
 		rc = gather_unit(tr, u, tr->pw[k], err);
 		tr->pw_valid[k] = k != 1;
 		m->pwin[u] = tr->pw[k];
 	}
-	if (!rc && backward) {
+	if (!rc && backward && tr->stage >= 2) {
 		int j = k == 0 ? ZW_EMB : k == 2 ? ZW_FINAL : tr->zov && (tr->zflip ^= 1) ? ZW_LAYER2 : ZW_LAYER;
 		rc = zero_finish(tr, j, err); /* its last reduction, if still in flight */
 		m->gwin[u] = zwin(tr, j);
@@ -182,9 +193,9 @@ static int zero_release(void *ctx, gpt_model *m, int u, int backward, gpt_err *e
 {
 	trainer *tr = ctx;
 	int k = win_slot(m, u);
-	if (tr->stage >= 3 && k == 1)
+	if (param_windows(tr) && k == 1)
 		m->pwin[u] = NULL;
-	if (!backward)
+	if (!backward || tr->stage < 2)
 		return 0;
 	void *w = m->gwin[u];
 	m->gwin[u] = NULL;
@@ -202,7 +213,8 @@ static int zero_release(void *ctx, gpt_model *m, int u, int backward, gpt_err *e
 	return rc ? gpt_err_prefix(err, "gradient window of unit %d", u) : 0;
 }
 
-/* The shard buffers and windows of stages 2 and 3, and the hooks. */
+/* The shard buffers and windows of stages 2 and 3 (with pmaster at one
+ * rank only the parameter windows), and the hooks. */
 int gpt_tr_setup_zero(trainer *tr, gpt_err *err)
 {
 	gpt_model *m = &tr->model;
@@ -212,16 +224,17 @@ int gpt_tr_setup_zero(trainer *tr, gpt_err *err)
 			   m->unit_end[m->n_units - 1] - m->unit_begin[m->n_units - 1]};
 	int rc = 0;
 	for (int k = 0; k < 3 && !rc; k++) {
-		tr->gw[k] = be->ops->alloc(be, (size_t)(span[k] ? span[k] : 1) * es, "gradient window", err);
-		if (tr->gw[k] && tr->stage >= 3)
-			tr->pw[k] = be->ops->alloc(be, (size_t)(span[k] ? span[k] : 1) * es, "parameter window", err);
-		rc = tr->gw[k] && (tr->stage < 3 || tr->pw[k]) ? 0 : err->code;
+		size_t bytes = (size_t)(span[k] ? span[k] : 1) * es;
+		if (tr->stage >= 2 && !(tr->gw[k] = be->ops->alloc(be, bytes, "gradient window", err)))
+			rc = err->code;
+		if (!rc && param_windows(tr) && !(tr->pw[k] = be->ops->alloc(be, bytes, "parameter window", err)))
+			rc = err->code;
 	}
-	if (!rc) {
+	if (!rc && tr->stage >= 2) {
 		tr->gshard = be->ops->alloc(be, (size_t)tr->shard * es, "gradient shard", err);
 		rc = tr->gshard ? be->ops->zero(be, tr->gshard, (size_t)tr->shard * es, err) : err->code;
 	}
-	if (!rc && tr->stage >= 3) {
+	if (!rc && tr->stage >= 3 && !tr->pmaster) {
 		tr->pshard = be->ops->alloc(be, (size_t)tr->shard * es, "parameter shard", err);
 		rc = tr->pshard ? be->ops->zero(be, tr->pshard, (size_t)tr->shard * es, err) : err->code;
 	}
@@ -254,6 +267,7 @@ int gpt_tr_setup_parallel(trainer *tr, gpt_err *err)
 	tr->tp = cfg->distributed.mp_degree;
 	tr->pp = cfg->distributed.pp_degree;
 	tr->chunks = tr->pp > 1 ? cfg->distributed.virtual_pp_degree : 1;
+	tr->pmaster = gpt_train_params_from_master(cfg);
 	int rc = 0;
 	if (cfg->world_size == 1) {
 		/* A launcher's rank without its world size (RANK=3 alone) would

@@ -110,6 +110,8 @@ test_expect_success '--dry-run gives each rank of a sharded layout what it alloc
 	2|--sharding_parallel_degree 2 --sharding stage2 -o Distributed.sharding.sharding_offload=True
 	4|--pipeline_parallel_degree 2 --sharding_parallel_degree 2 --sharding stage2 -o Distributed.overlap_grad_reduce=True -o Model.num_layers=4 -o Model.use_recompute=True -o Model.no_recompute_layers=[0]
 	2|--pipeline_parallel_degree 2 -o Model.num_layers=4 -o Distributed.virtual_pp_degree=2 -o Engine.mix_precision.enable=True -o Engine.mix_precision.dtype=bfloat16
+	1|--sharding stage3 -o Model.num_layers=8 -o Engine.mix_precision.enable=True -o Engine.mix_precision.dtype=float16
+	2|--sharding_parallel_degree 2 --sharding stage3 -o Distributed.overlap_grad_reduce=True -o Engine.mix_precision.enable=True -o Engine.mix_precision.dtype=float16
 	LAYOUTS
 '
 

@@ -11,7 +11,8 @@
 # sharding2 stage 3, offload, overlapped buckets, resume; 2 steps) and
 # gpt-infer --device cuda (t4061) with the emulated programs; the peak
 # device memory of gpt-train with and without the optimizer state
-# offloaded against its memory line (EMU_MEM_PEAK); the host syncs of a
+# offloaded, and in float16 at sharding_stage 3 (no fp16 parameter copy),
+# against its memory line (EMU_MEM_PEAK); the host syncs of a
 # bf16 training step (EMU_HOST_SYNCS: one). So the
 # kernels' indexing, tiling, barriers and launch configurations, and the
 # host code's handling of device memory, are checked by every `make test`;
@@ -130,6 +131,38 @@ test_expect_success 'offloaded optimizer state never lies on the device: its byt
 	}"
 '
 
+# float16 at sharding_stage 3 on one rank: the parameters live only as the
+# fp32 master weights, each unit's fp16 weights cast into a window when it
+# runs; the peak falls by what the memory line says the parameters fell by
+# (8 layers: the windows hold the embedding, one layer and ln_f).
+test_expect_success 'float16 at sharding_stage 3: the fp16 copy of the parameters leaves the peak' '
+	for st in 1 3; do
+		EMU_MEM_PEAK=1 bin/gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" -o Global.device=gpu \
+			-o Data.Train.dataset.input_dir=mem/lic -o Data.Eval.dataset.input_dir=mem/lic \
+			-o Data.Train.dataset.split=15,2,0 -o Data.Eval.dataset.split=15,2,0 -o Model.num_layers=8 \
+			-o Model.hidden_size=64 -o Model.num_attention_heads=2 -o Model.max_position_embeddings=16 \
+			-o Data.Train.dataset.max_seq_len=16 -o Data.Eval.dataset.max_seq_len=16 \
+			-o Global.global_batch_size=2 -o Global.micro_batch_size=2 -o Engine.eval_freq=0 \
+			-o Engine.test_iters=0 -o Engine.max_steps=2 -o Engine.save_load.save_steps=0 \
+			-o Engine.save_load.save_epoch=0 -o Engine.save_load.output_dir=mem/out-st$st \
+			-o Engine.mix_precision.use_pure_fp16=True -o Model.use_recompute=True \
+			-o Distributed.sharding.sharding_stage=$st >mem/st$st.log 2>&1 ||
+			{ cat mem/st$st.log; exit 1; }
+		sed -n "s/.*memory: parameters.* total .* (\([0-9]*\) bytes).*/\1/p" mem/st$st.log >mem/st$st.total &&
+		sed -n "s/^emu: device memory peak \([0-9]*\) bytes$/\1/p" mem/st$st.log >mem/st$st.peak &&
+		echo "stage $st: device total $(cat mem/st$st.total), emulated peak $(cat mem/st$st.peak)" &&
+		test -s mem/st$st.total && test -s mem/st$st.peak || exit 1
+	done &&
+	test_grep "kept only as the fp32 master weights" mem/st3.log &&
+	awk -v t0="$(cat mem/st1.total)" -v p0="$(cat mem/st1.peak)" \
+		-v t1="$(cat mem/st3.total)" -v p1="$(cat mem/st3.peak)" "BEGIN {
+		ws = 32 * 1048576; slack = 65536
+		if (t0 - t1 < 100000) { print \"the parameters fell by only \" t0 - t1 \" bytes\"; exit 1 }
+		if (p0 > t0 + ws + slack || p1 > t1 + ws + slack) { print \"a peak above its total\"; exit 1 }
+		if (p0 - p1 < t0 - t1) { print \"the peak fell by \" p0 - p1 \" bytes, not the parameters: \" t0 - t1; exit 1 }
+	}"
+'
+
 # GPT_CUDA_ATTN_ROWS: 64 or 128 force the attention's tiles, auto (the
 # default) times each kernel's at its first call; anything else is refused
 # before any work, naming what it takes.
@@ -159,7 +192,7 @@ test_expect_success 'a full GPU: the error names the bytes asked and free and th
 	! grep -q bfloat16 oom.err
 '
 
-test_expect_success 'a full GPU in float16: the error gives the plan in bfloat16 too, whose master weights are split' '
+test_expect_success 'a full GPU in float16: the error gives the plans in bfloat16 (split master weights) and at sharding_stage 3 too' '
 	test_expect_code 70 env EMU_MEM_LIMIT=$((32 * 1048576 + 1000)) bin/gpt-train \
 		-c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" -o Global.device=gpu \
 		-o Engine.mix_precision.enable=True -o Engine.mix_precision.dtype=float16 \
@@ -172,6 +205,7 @@ test_expect_success 'a full GPU in float16: the error gives the plan in bfloat16
 	gpt-train -c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" -o Global.device=gpu -o Engine.mix_precision.enable=True \
 		-o Engine.mix_precision.dtype=bfloat16 --dry-run >plan16 &&
 	test_grep "^  total: +$bf16 MiB" plan16 &&
+	test_grep "Distributed.sharding.sharding_stage=3 \([0-9.]* MiB: the float16 parameters kept only as the fp32 master weights\)" oom16.err &&
 	echo "float16 $fp16 MiB, bfloat16 $bf16 MiB" &&
 	test "$(echo "$bf16 < $fp16" | bc)" = 1
 '

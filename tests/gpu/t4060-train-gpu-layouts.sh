@@ -12,7 +12,9 @@
 # copies the offloaded state as host memory, not as the device's). With two
 # or more GPUs, dp2 over nccl (one GPU each) agrees too. Gradient buckets
 # overlapped with the backward give the bits of the reduction after it, over
-# shm and over nccl. Skips without a GPU.
+# shm and over nccl. float16 at sharding_stage 3, whose parameters live only
+# as the fp32 master weights, gives the bits of the layouts that keep an fp16
+# copy. Skips without a GPU.
 #
 # GPT_EMU_BIN names a directory whose gpt-train runs lib/cuda under the CPU
 # emulation of tests/gpu/emu (train.sh sets it, with GPT_GPU_TEST_STEPS=2):
@@ -199,6 +201,32 @@ test_expect_success 'bf16, sharding2 stage 3 on one GPU: the same steps; resumin
 	test_cmp a b &&
 	for f in rank-00000.safetensors rank-00001.safetensors; do
 		cmp $(ckpt bf-sh $STEPS)/$f $(ckpt bf-sh-part $STEPS)/$f || exit 1
+	done
+'
+
+# float16 at sharding_stage 3 keeps no fp16 copy of the parameters: each
+# unit's are cast from the fp32 master weights into a window when it runs
+# (lib/train/zero.c), and AdamW writes the master alone. The cast rounds as
+# AdamW's copy did: one rank gives stage 1's bytes, sharding2 stage 2's.
+test_expect_success 'float16 at sharding_stage 3: stage 1 bytes on one rank, stage 2 bytes on two; resuming is bit for bit' '
+	FP="-o Engine.mix_precision.enable=True -o Engine.mix_precision.dtype=float16" &&
+	f16 () { # nproc out steps flags...
+		np=$1 out=$2 steps=$3 &&
+		shift 3 &&
+		GPT_COMM_BACKEND=shm gpt-launch --nproc-per-node $np --log-dir log-$out -- \
+			gpt-train $FLAGS $FP "$@" -o Engine.max_steps=$steps -o Engine.save_load.save_steps=$HALF \
+			-o Engine.save_load.output_dir=$out >/dev/null 2>&1
+	} &&
+	f16 1 f16-s1 $STEPS && f16 1 f16-s3 $STEPS -o Distributed.sharding.sharding_stage=3 &&
+	test_grep "kept only as the fp32 master weights" log-f16-s3/workerlog.0 &&
+	cmp $(ckpt f16-s1 $STEPS)/rank-00000.safetensors $(ckpt f16-s3 $STEPS)/rank-00000.safetensors &&
+	f16 1 f16-part $HALF -o Distributed.sharding.sharding_stage=3 &&
+	f16 1 f16-part $STEPS -o Distributed.sharding.sharding_stage=3 &&
+	cmp $(ckpt f16-s1 $STEPS)/rank-00000.safetensors $(ckpt f16-part $STEPS)/rank-00000.safetensors &&
+	f16 2 f16-sh2 $STEPS --sharding_parallel_degree 2 --sharding stage2 &&
+	f16 2 f16-sh3 $STEPS --sharding_parallel_degree 2 --sharding stage3 &&
+	for f in rank-00000.safetensors rank-00001.safetensors; do
+		cmp $(ckpt f16-sh2 $STEPS)/$f $(ckpt f16-sh3 $STEPS)/$f || exit 1
 	done
 '
 
