@@ -130,7 +130,7 @@ static void bench_shape(const shape *s, gpt_dtype dt)
 	/* attention */
 	void *qkv = dev_rand(dt, BT * 3 * C, 1.5f), *out = dev_rand(dt, BT * C, 1.0f);
 	void *dout = dev_rand(dt, BT * C, 1.0f), *dqkv = dev_zero((size_t)(BT * 3 * C) * (size_t)es);
-	float *saved = dev_zero((size_t)o->attention_saved_size(&gpu, B, T, NH, HS) * sizeof(float));
+	float *saved = dev_zero((size_t)o->attention_saved_size(&gpu, B, T, NH, HS, 1) * sizeof(float)); /* dropout or not */
 	double fwd = 2.0 * (double)B * (double)NH * (double)T * (double)T * (double)HS;
 	/* without dropout, and with the seed configs' attention_probs_dropout_prob */
 	gpt_dropout drop = {.p = 0.1f, .key = {.seed = 1234, .step = 7, .layer = 3, .site = 1}};

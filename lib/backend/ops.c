@@ -110,12 +110,20 @@ int gpt_attention_tensor_cores(gpt_dtype dt, int64_t HS)
 	return (dt == GPT_DTYPE_BF16 || dt == GPT_DTYPE_F16) && HS > 0 && HS % 16 == 0 && HS <= 128;
 }
 
-int64_t gpt_attention_flash_saved(gpt_dtype storage, int64_t B, int64_t T, int64_t NH, int64_t HS)
+int64_t gpt_attention_mask_words(int64_t T)
+{
+	int64_t nb = (T + 7) / 8;
+	return nb * (nb + 1) / 2;
+}
+
+int64_t gpt_attention_flash_saved(gpt_dtype storage, int64_t B, int64_t T, int64_t NH, int64_t HS,
+				  int dropout)
 {
 	int64_t lse = (B * NH * T + 3) / 4 * 4;
 	if (!gpt_attention_tensor_cores(storage, HS))
 		return lse;
-	return lse + (B * T * NH * HS * (int64_t)gpt_dtype_size(storage) + 3) / 4;
+	int64_t low = (B * T * NH * HS * (int64_t)gpt_dtype_size(storage) + 15) / 16 * 4;
+	return lse + low + (dropout ? 2 * B * NH * gpt_attention_mask_words(T) : 0);
 }
 
 int64_t gpt_cuda_work_bytes(int64_t C, int64_t N, int64_t B, int64_t T, int64_t NH)

@@ -179,11 +179,11 @@ typedef struct gpt_backend_ops {
 	int (*attention_bwd)(gpt_backend *be, void *dqkv, const void *dout, const void *out,
 			     const void *qkv, const float *saved, int64_t B, int64_t T, int64_t NH,
 			     int64_t HS, const gpt_dropout *d, gpt_err *err);
-	/* Number of floats attention_fwd saves for these sizes (CPU: the
-	 * probabilities, B*NH*T*T; CUDA: gpt_attention_flash_saved). Cannot
-	 * fail. */
+	/* Number of floats attention_fwd saves for these sizes, dropout 1
+	 * where it will run with dropout (CPU: the probabilities, B*NH*T*T;
+	 * CUDA: gpt_attention_flash_saved). Cannot fail. */
 	int64_t (*attention_saved_size)(gpt_backend *be, int64_t B, int64_t T, int64_t NH,
-					int64_t HS);
+					int64_t HS, int dropout);
 	/* Generation with a KV cache. qkv (B, Tn, 3, Cl) holds the projections
 	 * of Tn new tokens at positions [t0, t0 + Tn). Their k and v are first
 	 * stored into kcache and vcache, each (B, NH, maxT, HS) in the storage
@@ -412,8 +412,16 @@ int gpt_backend_require(const gpt_backend *be, const char *const *names, gpt_err
  * B*NH*T fp32 log-sum-exps, rounded up to a multiple of 4, and where the
  * tensor-core kernels run (gpt_attention_tensor_cores) the output's low
  * half, O - round(O), B*T*NH*HS elements of the storage dtype, from which
- * the backward's row sums D = dO . O come to fp32 precision. */
-int64_t gpt_attention_flash_saved(gpt_dtype storage, int64_t B, int64_t T, int64_t NH, int64_t HS);
+ * the backward's row sums D = dO . O come to fp32 precision, rounded up to
+ * a multiple of 4 floats; with dropout there, then the forward's dropout
+ * mask for the backward, a bit a probability: B*NH heads of
+ * gpt_attention_mask_words(T) 64-bit words. */
+int64_t gpt_attention_flash_saved(gpt_dtype storage, int64_t B, int64_t T, int64_t NH, int64_t HS,
+				  int dropout);
+/* The 64-bit words of one head's dropout mask in the flash-style saved
+ * state: a word an 8 x 8 block (queries 8qb.., keys 8kb..) of the causal
+ * triangle, kb <= qb, nb = ceil(T / 8) blocks a side: nb (nb + 1) / 2. */
+int64_t gpt_attention_mask_words(int64_t T);
 /* 1 when CUDA attention with storage dtype dt and head size HS runs on the
  * tensor cores (bf16 or fp16, HS a multiple of 16 up to 128). */
 int gpt_attention_tensor_cores(gpt_dtype dt, int64_t HS);

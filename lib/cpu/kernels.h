@@ -67,7 +67,7 @@ int gpt_cpu_attention_bwd(gpt_backend *be, void *dqkv, const void *dout, const v
 			  const void *qkv, const float *saved, int64_t B, int64_t T, int64_t NH,
 			  int64_t HS, const gpt_dropout *d, gpt_err *err);
 int64_t gpt_cpu_attention_saved_size(gpt_backend *be, int64_t B, int64_t T, int64_t NH,
-				     int64_t HS);
+				     int64_t HS, int dropout);
 int gpt_cpu_attention_kv(gpt_backend *be, void *out, void *kcache, void *vcache,
 			 const void *qkv, int64_t B, int64_t Tn, int64_t t0, int64_t maxT,
 			 int64_t NH, int64_t HS, gpt_err *err);

@@ -255,9 +255,9 @@ __global__ static void attn_bwd_dkv_kernel(E *dqkv, const E *dout, const E *qkv,
 }
 
 int64_t gpt_cuda_attention_saved_size(gpt_backend *be, int64_t B, int64_t T, int64_t NH,
-				      int64_t HS)
+				      int64_t HS, int dropout)
 {
-	return gpt_attention_flash_saved(be->dtype, B, T, NH, HS);
+	return gpt_attention_flash_saved(be->dtype, B, T, NH, HS, dropout);
 }
 
 static int check(const char *op, int64_t B, int64_t T, int64_t NH, int64_t HS,

@@ -17,6 +17,10 @@ typedef struct attn_args {
 	float dscale;
 	gpt_dropout d;
 	uint32_t bhn, hg; /* tensor cores: B * NH heads, in groups of hg (tile_of) */
+	/* tensor cores with dropout: the forward's mask, mwords 64-bit words a
+	 * head (gpt_attention_mask_words; attention_tc.cuh, mask_word) */
+	uint64_t *mask;
+	int64_t mwords;
 	int64_t y0;       /* cuda cores: the launch's first row block (blockIdx.y 0) */
 } attn_args;
 

@@ -56,18 +56,22 @@
  *             dK += dS^T Q.
  * Every output element has one writer and no atomics are used, so the
  * results are the same bits on every run. Dropout factors come from kept()
- * (attention.cuh), the CPU's Philox coordinates. Nothing T x T is stored.
+ * (attention.cuh), the CPU's Philox coordinates, drawn by the forward,
+ * which stores them in saved as a bit a probability (the causal triangle,
+ * T^2/16 bytes a head: 24 MiB a layer at 124M, B = 32); dq and dkv read
+ * the bits back (mask_word in attention_tc.cuh) rather than run Philox's
+ * rounds again. Nothing else T x T is stored.
  *
  * The backward kernels work a tile in two halves of 32 columns, so that
  * half the score registers (S and dP, 32 floats each at full width) are
  * live at a time; the products' order per output element is unchanged.
  * Registers (ptxas 13.0, sm_90a, bf16, W = 64): forward 128, dq 128, dkv
  * 168 (16 bytes spilled) without dropout (4, 4 and 3 blocks an SM as the
- * registers go), 128, 168 (4 spilled) and 246 with it (4, 3, 2); in
- * 128-row tiles, forward 248, dq 244 and dkv 255 (12 spilled; 2 blocks),
- * 252 and 255 (12 spilled) with dropout (2; dkv with dropout would spill
- * 204 bytes, so it keeps 64 keys; the forward with dropout has only the
- * general form there, the second would spill 260 bytes).
+ * registers go), 125, 127 and 168 with it (4, 4, 3; with Philox in the
+ * backward they were 128, 168 and 246: 4, 3, 2); in 128-row tiles,
+ * forward 248, dq 244 and dkv 255 (12 spilled; 2 blocks), 246 and 255 with
+ * dropout (2; dkv with dropout keeps 64 keys; the forward with dropout has
+ * only the general form there, the second would spill 260 bytes).
  * The backward's pairs of tile buffers are a pointer and a step (buf2),
  * not arrays indexed by a variable, which would sit in local memory.
  *
@@ -186,6 +190,8 @@ __global__ static void __launch_bounds__(NTHR, DROP && MW == 1 && W <= 64 ? 4 : 
 					for (int n = 0; n < NT; n++) {
 						float k[4];
 						kept_lane<DROP>(k, a, b, h, ri[mi], j0 + n * 8 + 2 * t, al);
+						if constexpr (DROP) /* for the backward */
+							mask_store(a, bh, ri[mi], j0 + n * 8 + 2 * t, k);
 #pragma unroll
 						for (int q = 0; q < 4; q++) {
 							float p = ex2(fmaf(s[mi][n][q], scl, -mu[q >> 1]));
@@ -295,7 +301,6 @@ __global__ static void __launch_bounds__(NTHR)
 #pragma unroll
 	for (int mi = 0; mi < MW; mi++)
 		ri[mi][0] = rl[0] + 16 * mi, ri[mi][1] = rl[1] + 16 * mi;
-	const bool al = aligned(a, h);
 	const E *base = qkv + b * a.T * C3 + h * a.HS;
 	const E *qw = qs + (r0 - i0) * LE, *gw = gs + (r0 - i0) * LE;
 	const float scl = a.sc * L2E;
@@ -339,6 +344,10 @@ __global__ static void __launch_bounds__(NTHR)
 					if (q1 <= 0)
 						continue;
 					const E *kh = ks[cur] + hf * 32 * LE, *vh = vs[cur] + hf * 32 * LE;
+					/* the forward's dropout bits, on their way during the products */
+					[[maybe_unused]] uint32_t mw[MW][NT / 2][2];
+					if constexpr (DROP)
+						mask_prefetch<false>(mw, a, bh, ri, jh);
 					float s[MW][NT / 2][4], dp[MW][NT / 2][4];
 					scores_m<E, W, NT / 2, MW, F>(s, qw, kh, LE, 0, q1, kf);
 					scores_m<E, W, NT / 2, MW, F>(dp, gw, vh, LE, 0, q1, kf);
@@ -354,8 +363,9 @@ __global__ static void __launch_bounds__(NTHR)
 							mask_scores(s[mi], q1, ri[mi], jh, t, edge, a);
 #pragma unroll
 						for (int n = 0; n < NT / 2; n++) {
-							float k[4];
-							kept_lane<DROP>(k, a, b, h, ri[mi], jh + n * 8 + 2 * t, al);
+							float k[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+							if constexpr (DROP)
+								mask_lane(k, mw[mi][n]);
 #pragma unroll
 							for (int q = 0; q < 4; q++) {
 								float g = DROP ? dp[mi][n][q] * k[q] * a.dscale : dp[mi][n][q];
@@ -414,7 +424,6 @@ __global__ static void __launch_bounds__(NTHR)
 	const tile_place tp = tile_of(a, BKF);
 	int64_t bh = tp.bh, b = bh / a.NH, h = bh % a.NH;
 	int j0 = tp.rank * BKF, T = (int)a.T;
-	const bool al = aligned(a, h);
 	int lane = threadIdx.x % 32, t = lane & 3, kf = (int)(a.HS / 16);
 	int64_t Cl = a.NH * a.HS, C3 = 3 * Cl;
 	int jw0 = j0 + threadIdx.x / 32 * RW;
@@ -462,6 +471,10 @@ __global__ static void __launch_bounds__(NTHR)
 						continue;
 					const E *qh = qs[cur] + hf * 32 * LE, *gh = gs[cur] + hf * 32 * LE;
 					const float *lc = Ls[cur] + hf * 32, *dc = Ds[cur] + hf * 32;
+					/* the forward's dropout bits, on their way during the products */
+					[[maybe_unused]] uint32_t mw[MW][NT / 2][2];
+					if constexpr (DROP)
+						mask_prefetch<true>(mw, a, bh, rj, i0 + hf * 32);
 					float s[MW][NT / 2][4], dp[MW][NT / 2][4];
 					scores_m<E, W, NT / 2, MW, F>(s, kw, qh, LE, q0, q1, kf);
 					scores_m<E, W, NT / 2, MW, F>(dp, vw, gh, LE, q0, q1, kf);
@@ -469,8 +482,9 @@ __global__ static void __launch_bounds__(NTHR)
 					for (int mi = 0; mi < MW; mi++)
 #pragma unroll
 						for (int n = 0; n < NT / 2; n++) {
-							float k[4];
-							kept_keys<DROP>(k, a, b, h, rj[mi], i0 + hf * 32 + n * 8 + 2 * t, al);
+							float k[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+							if constexpr (DROP)
+								mask_keys(k, mw[mi][n]);
 #pragma unroll
 							for (int q = 0; q < 4; q++) {
 								int c = n * 8 + 2 * t + (q & 1), i = i0 + hf * 32 + c;
@@ -599,7 +613,8 @@ static int dq_nf(cudaStream_t s, const tc_io &io, int64_t B, const attn_args &a,
 	return gpt_cuda_launched("attention_bwd (dq)", err);
 }
 
-/* dkv with dropout keeps 64-key tiles: in 128 it spills (204 bytes at W = 64) */
+/* dkv with dropout keeps 64-key tiles (in 128 it spilled 204 bytes at W = 64
+ * while it ran Philox; 20 now, as without dropout, but untimed) */
 template <class E, int W, int MW>
 static int dkv_nf(cudaStream_t s, const tc_io &io, int64_t B, const attn_args &a, gpt_err *err)
 {
@@ -681,11 +696,16 @@ static int aligned16(const void *p)
 	return ((uintptr_t)p & 15u) == 0;
 }
 
-/* The saved floats' parts for B sequences of a's shape. */
-static void saved_parts(tc_io *io, float *saved, int64_t B, const attn_args &a)
+/* The saved floats' parts for B sequences of a's shape
+ * (gpt_attention_flash_saved): the statistics, the low half and, with
+ * dropout, its mask (into a). */
+static void saved_parts(tc_io *io, attn_args *a, float *saved, int64_t B)
 {
+	int64_t low = (B * a->T * a->NH * a->HS * 2 + 15) / 16 * 4;
 	io->lse = saved;
-	io->olo = saved + (B * a.NH * a.T + 3) / 4 * 4;
+	io->olo = saved + (B * a->NH * a->T + 3) / 4 * 4;
+	a->mask = a->drop ? (uint64_t *)((float *)io->olo + low) : nullptr;
+	a->mwords = gpt_attention_mask_words(a->T);
 }
 
 int gpt_cuda_attention_tc_fwd(gpt_backend *be, void *out, float *saved, const void *qkv,
@@ -695,9 +715,9 @@ int gpt_cuda_attention_tc_fwd(gpt_backend *be, void *out, float *saved, const vo
 	tc_io io = {};
 	io.out = out;
 	io.qkv = qkv;
-	saved_parts(&io, saved, B, *a);
-	io.vec = aligned16(qkv);
 	attn_args g = *a;
+	saved_parts(&io, &g, saved, B);
+	io.vec = aligned16(qkv);
 	int rc = grid_groups(&g, B, 2, "attention_fwd", err);
 	if (rc)
 		return rc;
@@ -717,10 +737,10 @@ int gpt_cuda_attention_tc_bwd(gpt_backend *be, void *dqkv, float *Dv, const void
 	io.dout = dout;
 	io.cout = out;
 	io.qkv = qkv;
-	saved_parts(&io, (float *)saved, B, *a);
+	attn_args g = *a;
+	saved_parts(&io, &g, (float *)saved, B);
 	io.vec = aligned16(qkv) && aligned16(dout);
 	io.vecd = aligned16(dout) && aligned16(out) && aligned16(io.olo);
-	attn_args g = *a;
 	int rc = grid_groups(&g, B, 2, "attention_bwd", err);
 	if (rc)
 		return rc;

@@ -475,42 +475,128 @@ __device__ __forceinline__ void kept_lane(float (&k)[4], const attn_args &a, int
 	k[0] = k0[0], k[1] = k0[1], k[2] = k1[0], k[3] = k1[1];
 }
 
-/* kept() of a lane's four elements of a column tile in dkv, k[q] as the
- * accumulator's d[q]: keys (rows) rj[0], rj[1], queries (positions) i and
- * i + 1. The four lanes u = 0..3 of a key group (g = 4m + u, one t) need
- * the same four blocks, (query i + (q & 1), the group of rj[q >> 1]) for
- * q = 0..3, and each word u of every one: where aligned, lane u computes
- * block u and four shuffles pass the words round (in round s lane u reads
- * block (u + s) & 3 from its lane, which sends its own word u); else a
- * block an element (kept). */
-template <bool DROP>
-__device__ __forceinline__ void kept_keys(float (&k)[4], const attn_args &a, int64_t b, int64_t h,
-					  const int (&rj)[2], int i, bool al)
+/* ---- the forward's dropout mask, which the backward reads ----
+ * A bit a probability (1: kept), in 64-bit words of 8 x 8 blocks (queries
+ * 8qb .. 8qb + 7, keys 8kb .. 8kb + 7) of a head's causal triangle,
+ * kb <= qb < nb = ceil(T / 8): block (qb, kb) is word qb (qb + 1) / 2 + kb
+ * of the head's a.mwords (gpt_attention_mask_words), after the saved
+ * statistics and low half. Element (query r, key c) of a block is bit
+ * 8r + c. A lane of the query-tile kernels (4g + t) holds elements
+ * (g, 2t + e) of a block, e = 0, 1: bits 8g + 2t + e, in the word's 32-bit
+ * half g >> 2; a lane of dkv holds (2t + e, g): bits 16t + 8e + g, in half
+ * t >> 1. So each kernel loads one 32-bit half a block. The forward's
+ * warp writes each half from two ballots (bit 4g + t of each), spread to
+ * the even and odd bits. The forward draws the bits from Philox
+ * (kept_lane), the backward reads them: the same masks, for a load where
+ * dq's and dkv's every element carried Philox's rounds again. */
+
+/* Block (qb, kb)'s word of head bh; NULL outside the triangle (a tile's
+ * blocks above the diagonal or past T, whose elements are masked). */
+__device__ __forceinline__ uint64_t *mask_word(const attn_args &a, int64_t bh, int qb, int kb)
 {
-	k[0] = k[1] = k[2] = k[3] = 1.0f;
-	if (!DROP)
-		return;
-	if (al) {
-		int lane = threadIdx.x % 32, u = (lane >> 2) & 3;
-		uint32_t r[4], w[4];
-		block_of(r, a, b, h, i + (u & 1), ((u >> 1) ? rj[1] : rj[0]) & ~3);
-#pragma unroll
-		for (int s = 0; s < 4; s++) {
-			int from = (u + s) & 3; /* the block this lane takes in this round */
-			uint32_t v = __shfl_sync(0xffffffffu, word(r, (u - s) & 3), lane + 4 * (from - u));
-#pragma unroll
-			for (int q = 0; q < 4; q++)
-				if (q == from)
-					w[q] = v;
-		}
-#pragma unroll
-		for (int q = 0; q < 4; q++)
-			k[q] = w[q] >= a.thr ? 1.0f : 0.0f;
-		return;
-	}
+	if (kb > qb || qb >= (int)((a.T + 7) / 8))
+		return nullptr;
+	return a.mask + bh * a.mwords + (int64_t)qb * (qb + 1) / 2 + kb;
+}
+
+/* x's bits 0..15, bit i to bit 2i */
+__device__ __forceinline__ uint32_t spread_bits(uint32_t x)
+{
+	x &= 0xffffu;
+	x = (x | x << 8) & 0x00ff00ffu;
+	x = (x | x << 4) & 0x0f0f0f0fu;
+	x = (x | x << 2) & 0x33333333u;
+	return (x | x << 1) & 0x55555555u;
+}
+
+/* The forward's store of kept_lane's k (rows ri[0], ri[1], keys j, j + 1
+ * of a column tile, j = its 8n + 2t): the words of the two row blocks'
+ * blocks, a 32-bit half from each of lanes 0 to 3 (lanes 0 and 1 the
+ * first row block's, whose first row they hold). All 32 lanes call it
+ * together. */
+__device__ __forceinline__ void mask_store(const attn_args &a, int64_t bh, const int (&ri)[2], int j,
+					   const float (&k)[4])
+{
+	uint32_t w[4];
 #pragma unroll
 	for (int q = 0; q < 4; q++)
-		k[q] = kept(a, b, h, i + (q & 1), rj[q >> 1]);
+		w[q] = __ballot_sync(0xffffffffu, k[q] != 0.0f);
+	int lane = threadIdx.x % 32, blk = lane >> 1, half = lane & 1;
+	if (lane < 4) {
+		uint64_t *p = mask_word(a, bh, ri[blk] >> 3, j >> 3);
+		if (p) {
+			/* rows 4 half .. 4 half + 3: lanes 16 half .. 16 half + 15 */
+			int sh = 16 * half;
+			((uint32_t *)p)[half] = spread_bits((blk ? w[2] : w[0]) >> sh) |
+						spread_bits((blk ? w[3] : w[1]) >> sh) << 1;
+		}
+	}
+}
+
+/* Half `half` of block (qb, kb)'s word, 0 outside the triangle. */
+__device__ __forceinline__ uint32_t mask_half(const attn_args &a, int64_t bh, int qb, int kb, int half)
+{
+	const uint64_t *p = mask_word(a, bh, qb, kb);
+	return p ? ((const uint32_t *)p)[half] : 0u;
+}
+
+/* A query-tile lane's halves of a column tile's two blocks (rows ri[0]
+ * and ri[1], keys from j), loaded ahead of their use; mask_lane reads them. */
+__device__ __forceinline__ void mask_load_rows(uint32_t (&w)[2], const attn_args &a, int64_t bh,
+					       const int (&ri)[2], int j)
+{
+	int half = (threadIdx.x % 32) >> 4; /* g >> 2 */
+	w[0] = mask_half(a, bh, ri[0] >> 3, j >> 3, half);
+	w[1] = mask_half(a, bh, ri[1] >> 3, j >> 3, half);
+}
+
+/* kept_lane's k from mask_load_rows' halves */
+__device__ __forceinline__ void mask_lane(float (&k)[4], const uint32_t (&w)[2])
+{
+	int lane = threadIdx.x % 32, s = 8 * ((lane >> 2) & 3) + 2 * (lane & 3);
+	k[0] = (float)((w[0] >> s) & 1u);
+	k[1] = (float)((w[0] >> (s + 1)) & 1u);
+	k[2] = (float)((w[1] >> s) & 1u);
+	k[3] = (float)((w[1] >> (s + 1)) & 1u);
+}
+
+/* A dkv lane's halves of a column tile's two blocks (queries from i, keys
+ * rj[0] and rj[1]); mask_keys reads them. */
+__device__ __forceinline__ void mask_load_keys(uint32_t (&w)[2], const attn_args &a, int64_t bh,
+					       const int (&rj)[2], int i)
+{
+	int half = (threadIdx.x % 4) >> 1; /* t >> 1 */
+	w[0] = mask_half(a, bh, i >> 3, rj[0] >> 3, half);
+	w[1] = mask_half(a, bh, i >> 3, rj[1] >> 3, half);
+}
+
+/* kept_keys' k (queries i, i + 1 at keys rj[0], rj[1]) from
+ * mask_load_keys' halves */
+__device__ __forceinline__ void mask_keys(float (&k)[4], const uint32_t (&w)[2])
+{
+	int lane = threadIdx.x % 32, s = 16 * (lane & 1) + (lane >> 2); /* (query 2t, key g) */
+	k[0] = (float)((w[0] >> s) & 1u);
+	k[1] = (float)((w[0] >> (s + 8)) & 1u);
+	k[2] = (float)((w[1] >> s) & 1u);
+	k[3] = (float)((w[1] >> (s + 8)) & 1u);
+}
+
+/* The halves of N column tiles from j0 (keys, or with KEYS dkv's queries)
+ * for each of MW blocks of 16 (rows r, or with KEYS dkv's keys): a half
+ * tile's, loaded before the products that precede their use. */
+template <bool KEYS, int MW, int N>
+__device__ __forceinline__ void mask_prefetch(uint32_t (&w)[MW][N][2], const attn_args &a, int64_t bh,
+					      const int (&r)[MW][2], int j0)
+{
+#pragma unroll
+	for (int mi = 0; mi < MW; mi++)
+#pragma unroll
+		for (int n = 0; n < N; n++) {
+			if constexpr (KEYS)
+				mask_load_keys(w[mi][n], a, bh, r[mi], j0 + n * 8);
+			else
+				mask_load_rows(w[mi][n], a, bh, r[mi], j0 + n * 8);
+		}
 }
 
 /* The query-tile kernels' scores for the key tile at j0, in log2 units

@@ -99,7 +99,7 @@ static int alloc_layer(gpt_model *m, gpt_layer_acts *a, int attn_part, int mlp_p
 			ALLOC_OR_FAIL(a->res_mid, NR * C, es, "activations (residual)");
 	}
 	if (saved) {
-		int64_t n = m->be->ops->attention_saved_size(m->be, B, T, NH, HS);
+		int64_t n = m->be->ops->attention_saved_size(m->be, B, T, NH, HS, m->opts.attn_dropout > 0);
 		ALLOC_OR_FAIL(a->att_saved, n > 0 ? n : 1, 4, "activations (attention probabilities)");
 	}
 	if (mlp_part) {

@@ -5,8 +5,8 @@
  * buffers the model allocates for the device (model_activations): lib/model
  * counts its own buffers given the attention's saved state (the CPU
  * attention's B*NH*T*T fp32 probabilities, the GPU flash-style kernel's
- * B*NH*T log-sum-exps and, on the tensor cores, the output's low half:
- * gpt_attention_flash_saved), times the micro-batches the stage's pipeline
+ * B*NH*T log-sum-exps and, on the tensor cores, the output's low half and
+ * the dropout mask: gpt_attention_flash_saved), times the micro-batches the stage's pipeline
  * schedule keeps in flight.
  *
  * The "one layer, one micro-batch" line is the textbook figure of
@@ -17,7 +17,8 @@
  * sequence parallelism; we split the terms by width so that fp32 training
  * is covered, and on the GPU replace the score term 5as^2b/t by the 4asb/t
  * bytes of the log-sum-exps (and with 16-bit activations and a head size
- * the tensor-core kernels take, the 2sbh/t bytes of the output's low half).
+ * the tensor-core kernels take, the 2sbh/t bytes of the output's low half
+ * and with dropout the as^2b/16t bytes of its mask).
  */
 #include "train/train.h"
 
@@ -30,17 +31,21 @@ typedef struct act_shape {
 	double e;                /* bytes per 16-bit-or-fp32 activation */
 	int flash;               /* the attention keeps a row statistic, not the scores */
 	int low;                 /* and the output's low half (tensor cores) */
+	int mask;                /* and there with dropout its mask, a bit a probability */
 } act_shape;
 
 /* The attention's saved state: the paper's 5as^2b/t (scores and softmax at
  * 16 bits, the dropout mask in bytes), or with the GPU's flash-style
  * kernel one fp32 log-sum-exp per row and head (the backward recomputes
- * the probabilities and regenerates the mask), and on the tensor cores the
- * 16-bit low half of the output, s*b*h/t elements. */
+ * the probabilities), and on the tensor cores the 16-bit low half of the
+ * output, s*b*h/t elements, and with dropout its mask, a bit for each
+ * probability of the causal triangle, as^2b/16t bytes (the CUDA cores'
+ * kernel regenerates it). */
 static double score_bytes(const act_shape *x)
 {
 	if (x->flash)
-		return 4 * x->a * x->s * x->b / x->t + (x->low ? 2 * x->s * x->b * x->h / x->t : 0);
+		return 4 * x->a * x->s * x->b / x->t + (x->low ? 2 * x->s * x->b * x->h / x->t : 0) +
+		       (x->mask ? x->a * x->s * x->s * x->b / (16 * x->t) : 0);
 	return (2 * x->e + 1) * x->a * x->s * x->s * x->b / x->t;
 }
 
@@ -142,7 +147,8 @@ static void model_activations(const gpt_config *cfg, const gpt_model_shape *shap
 	}
 	st->in_flight = (double)o.slots;
 	int64_t NH = shape->heads / tp, HS = shape->hidden / shape->heads;
-	int64_t saved = flash ? gpt_attention_flash_saved(storage, o.batch, o.seq_len, NH, HS)
+	int64_t saved = flash ? gpt_attention_flash_saved(storage, o.batch, o.seq_len, NH, HS,
+							  cfg->model.attention_probs_dropout_prob > 0)
 			      : o.batch * NH * o.seq_len * o.seq_len;
 	size_t es = cfg->mixed ? 2 : 4;
 	double none = (double)gpt_model_activation_bytes(shape, &lo, &o, es, saved);
@@ -227,9 +233,11 @@ int gpt_train_memory_plan(const gpt_config *cfg, gpt_train_memory *m, gpt_err *e
 		       cfg->model.sequence_parallel ? (double)tp : 1.0,
 		       (double)m->act_bytes_each,
 		       gpu,
+		       0,
 		       0};
 	gpt_dtype storage = gpt_train_storage_dtype(cfg);
 	x.low = x.flash && gpt_attention_tensor_cores(storage, shape.hidden / shape.heads);
+	x.mask = x.low && cfg->model.attention_probs_dropout_prob > 0;
 	const char *gran = cfg->model.recompute_granularity;
 	m->layer_none = layer_none(&x);
 	m->layer_full = layer_input(&x);

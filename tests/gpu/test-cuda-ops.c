@@ -580,8 +580,8 @@ static void test_attention_at(int64_t b, int64_t t, int64_t nh, int64_t hs, floa
 	/* mis: qkv one element past an aligned address (the element-wise tile loads) */
 	ten qkv = st(n3 + mis, 1.5), out = st(bt * c, 1);
 	void *qh = (char *)H(qkv) + mis * es, *qd = (char *)D(qkv) + mis * es;
-	int64_t ncs = cpu.ops->attention_saved_size(&cpu, b, t, nh, hs);
-	int64_t ngs = gpu.ops->attention_saved_size(&gpu, b, t, nh, hs);
+	int64_t ncs = cpu.ops->attention_saved_size(&cpu, b, t, nh, hs, p > 0);
+	int64_t ngs = gpu.ops->attention_saved_size(&gpu, b, t, nh, hs, p > 0);
 	float *cs = xmalloc((size_t)ncs * sizeof *cs);
 	float *gs = gpt_cuda_malloc((size_t)ngs * sizeof *gs, "saved", &err);
 	char what[128];
@@ -597,6 +597,8 @@ static void test_attention_at(int64_t b, int64_t t, int64_t nh, int64_t hs, floa
 		/* in 64- and 128-row tiles (16 and 32 rows a warp) as in the
 		 * tiles auto timed faster above: the same bits, saved state too */
 		size_t ob = (size_t)(bt * c) * es, sb = (size_t)ngs * sizeof(float);
+		/* the dropout mask's words, after the statistics and the low half */
+		size_t mb = p > 0 ? (size_t)(2 * b * nh * gpt_attention_mask_words(t)) * sizeof(float) : 0;
 		void *o2 = gpt_cuda_malloc(ob, "out", &err);
 		float *gs2 = gpt_cuda_malloc(sb, "saved", &err);
 		for (int rows = 64; rows <= 128; rows += 64) {
@@ -605,7 +607,8 @@ static void test_attention_at(int64_t b, int64_t t, int64_t nh, int64_t hs, floa
 			gpt_cuda_attention_rows(&gpu, was);
 			size_t lb = (size_t)((b * nh * t + 3) / 4 * 4) * sizeof(float); /* the statistics */
 			ok(was == GPT_CUDA_ATTN_AUTO && !rc && dev_same_z(o2, D(out), ob, es) &&
-			   dev_same_z(gs2, gs, lb, 4) && dev_same_z((char *)gs2 + lb, (char *)gs + lb, sb - lb, es),
+			   dev_same_z(gs2, gs, lb, 4) && dev_same_z((char *)gs2 + lb, (char *)gs + lb, ob, es) &&
+			   dev_equal((char *)gs2 + sb - mb, (char *)gs + sb - mb, mb),
 			   "%s %s in %d-row tiles: the same output and saved state, bit for bit (zeros of either sign)",
 			   gpt_dtype_name(DT), what, rows);
 		}
@@ -635,9 +638,10 @@ static void test_attention_at(int64_t b, int64_t t, int64_t nh, int64_t hs, floa
 	static const char *const parts[] = {"dq", "dk", "dv"};
 	if (tc)
 		same_rms_parts(what, &dqkv, parts, 3, c);
-	int64_t lse = (b * nh * t + 3) / 4 * 4, low = tc ? (bt * c * (int64_t)es + 3) / 4 : 0;
-	ok(ngs == lse + low, "attention saves %lld floats: the softmax statistics%s", (long long)ngs,
-	   tc ? " and the output's low half" : " only");
+	int64_t lse = (b * nh * t + 3) / 4 * 4, low = tc ? (bt * c * (int64_t)es + 15) / 16 * 4 : 0;
+	int64_t nb = (t + 7) / 8, mask = tc && p > 0 ? 2 * b * nh * (nb * (nb + 1) / 2) : 0;
+	ok(ngs == lse + low + mask, "attention saves %lld floats: the softmax statistics%s", (long long)ngs,
+	   !tc ? " only" : p > 0 ? ", the output's low half and the dropout mask" : " and the output's low half");
 	free(cs);
 	gpt_cuda_free(gs);
 	ten_free(&qkv);
@@ -1290,7 +1294,7 @@ static int rows_at(int64_t t, int64_t hs, float p, int bwd, int used[3])
 	int64_t nh = 2, n3 = t * 3 * nh * hs;
 	size_t es = gpt_dtype_size(DT);
 	gpt_dropout d = {.p = p, .key = {.seed = 7, .site = GPT_RNG_SITE_ATTN_PROBS}};
-	int64_t ns = gpu.ops->attention_saved_size(&gpu, 1, t, nh, hs);
+	int64_t ns = gpu.ops->attention_saved_size(&gpu, 1, t, nh, hs, p > 0);
 	void *qkv = gpt_cuda_malloc((size_t)n3 * es, "qkv", &err), *dq = gpt_cuda_malloc((size_t)n3 * es, "dqkv", &err);
 	void *o = gpt_cuda_malloc((size_t)(t * nh * hs) * es, "out", &err);
 	float *sv = gpt_cuda_malloc((size_t)ns * sizeof(float), "saved", &err);

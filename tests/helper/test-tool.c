@@ -120,7 +120,7 @@ static int model_ref(const char *in, const char *out, gpt_err *err)
 		rc = gpt_model_init(&m, &be, &s, &lo, &mo, err);
 	if (!rc) {
 		int64_t want = gpt_model_activation_bytes(&s, &lo, &mo, 4,
-							  be.ops->attention_saved_size(&be, B, T, s.heads, s.hidden / s.heads));
+							  be.ops->attention_saved_size(&be, B, T, s.heads, s.hidden / s.heads, mo.attn_dropout > 0));
 		if (want != m.act_bytes)
 			rc = gpt_err_set(err, GPT_EINTERNAL, "activations: allocated %lld bytes, gpt_model_activation_bytes says %lld",
 					 (long long)m.act_bytes, (long long)want);

@@ -268,9 +268,10 @@ static void test_plan(void)
 	/* Global.device gpu: the flash-style attention keeps an fp32
 	 * log-sum-exp per row and head instead of the 5as^2b score term, and
 	 * on the tensor cores (fp16, head size 64) the output's 16-bit low
-	 * half, 2sbh */
-	is_near(m.layer_none, s * b * h * 36 + 4 * a * s * b, 0.5,
-		"one layer on the GPU: sbh(34 + 2) + 4asb bytes at 16 bits (Korthikanti et al., flash)");
+	 * half, 2sbh, and (attention dropout 0.1 by default) its mask, a bit
+	 * for each probability of the causal triangle, as^2b/16 */
+	is_near(m.layer_none, s * b * h * 36 + 4 * a * s * b + a * s * s * b / 16, 0.5,
+		"one layer on the GPU: sbh(34 + 2) + 4asb + as^2b/16 bytes at 16 bits (Korthikanti et al., flash)");
 	is_near(m.layer_full, 2 * s * b * h, 0.5, "full recompute keeps 2sbh");
 	is_near(m.stage[0].param_bytes, 2.0 * (double)m.param_count, 0.5, "2-byte parameters");
 	is_near(m.stage[0].optim_device, 12.0 * (double)m.param_count, 0.5,
@@ -299,12 +300,28 @@ static void test_plan(void)
 	gpt_train_memory_free(&m);
 	gpt_config_free(&cfg);
 
+	/* fp16 at stage 3 without offload, one rank: the master weights are
+	 * the parameters' only copy, the windows cast from them */
+	const char *m3[] = {"Distributed.sharding.sharding_stage=3"};
+	is_int(load(&cfg, y, m3, 1, 0, &err), 0, "stage 3 on one rank (%s)", err.msg);
+	gpt_train_memory_plan(&cfg, &m, &err);
+	ok(gpt_train_params_from_master(&cfg), "fp16 at stage 3: the parameters from the master");
+	is_near(m.stage[0].param_bytes, 2 * window, 0.5, "no parameter copy, the window alone");
+	is_near(m.stage[0].grad_bytes, 2 * (double)m.param_count, 0.5, "whole gradients (one rank)");
+	is_near(m.stage[0].optim_device, 12.0 * (double)m.param_count, 0.5, "the state on the device");
+	gpt_train_memory_free(&m);
+	gpt_config_free(&cfg);
+	const char *m3b[] = {"Distributed.sharding.sharding_stage=3", "Engine.mix_precision.dtype=bfloat16"};
+	is_int(load(&cfg, y, m3b, 2, 0, &err), 0, "bf16 stage 3 on one rank (%s)", err.msg);
+	ok(!gpt_train_params_from_master(&cfg), "bf16 keeps its parameters (the master's high halves)");
+	gpt_config_free(&cfg);
+
 	/* tp 8 without sequence parallelism: sbh(10 + 24/t + 5as/(ht)) */
 	const char *ov2[] = {"Distributed.mp_degree=8"};
 	is_int(load(&cfg, y, ov2, 1, 0, &err), 0, "tp config");
 	gpt_train_memory_plan(&cfg, &m, &err);
-	is_near(m.layer_none, s * b * h * (10 + 26.0 / 8) + 4 * a * s * b / 8, 0.5,
-		"tp 8 on the GPU: sbh(10 + (24 + 2)/t) + 4asb/t");
+	is_near(m.layer_none, s * b * h * (10 + 26.0 / 8) + 4 * a * s * b / 8 + a * s * s * b / (16 * 8), 0.5,
+		"tp 8 on the GPU: sbh(10 + (24 + 2)/t) + 4asb/t + as^2b/16t");
 	gpt_train_memory_free(&m);
 	gpt_config_free(&cfg);
 

@@ -59,7 +59,7 @@ static void check(gpt_backend *be, const gpt_dropout *d, const char *name)
 	float *x = chk_floats(B * T * C3, 1.5), *g = chk_floats(B * T * CL, 1.0);
 	float out[B * T * CL], *saved, dx[B * T * C3];
 	double *xd = chk_doubles_of(x, B * T * C3), want[B * T * CL], wdx[B * T * C3];
-	saved = malloc((size_t)be->ops->attention_saved_size(be, B, T, NH, HS) * sizeof *saved);
+	saved = malloc((size_t)be->ops->attention_saved_size(be, B, T, NH, HS, 1) * sizeof *saved);
 	ref_attn(want, xd, d);
 	CHK(be->ops->attention_fwd(be, out, saved, x, B, T, NH, HS, d, &chk_err));
 	char what[128];

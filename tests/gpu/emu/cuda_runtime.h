@@ -208,6 +208,20 @@ extern thread_local float *warp_slot;
 enum { WARP_SLOT = 128 };
 extern thread_local float *dyn_sh; /* this block's dynamic shared memory */
 
+/* each lane's pred != 0 as bit lane of every lane's result */
+static inline unsigned ballot(int pred)
+{
+	int lane = threadIdx_.x % 32;
+	unsigned *slot = (unsigned *)warp_slot;
+	slot[lane] = pred != 0;
+	warp_bar->arrive_and_wait();
+	unsigned r = 0;
+	for (int i = 0; i < 32; i++)
+		r |= slot[i] << i;
+	warp_bar->arrive_and_wait();
+	return r;
+}
+
 template <class T> static inline T shfl(T v, int src)
 {
 	int lane = threadIdx_.x % 32;
@@ -395,6 +409,7 @@ static inline launcher launch(const char *name, dim3 g, dim3 b, size_t shm = 0, 
 static inline void __syncthreads(void) { emu::block_bar->arrive_and_wait(); }
 static inline void __syncwarp(void) { emu::warp_bar->arrive_and_wait(); }
 template <class T> static inline T __shfl_sync(unsigned, T v, int src) { return emu::shfl(v, src); }
+static inline unsigned __ballot_sync(unsigned, int pred) { return emu::ballot(pred); }
 template <class T> static inline T __shfl_xor_sync(unsigned, T v, int o) { return emu::shfl(v, (int)(emu::threadIdx_.x % 32) ^ o); }
 /* round-to-nearest arithmetic without contraction: plain IEEE ops on the CPU */
 static inline float __fadd_rn(float a, float b) { return a + b; }
