@@ -4,7 +4,8 @@
 # fp16 weights are cast from them into a window when it runs (lib/train/
 # zero.c), at any sharding degree, one included. The cast rounds as the
 # optimizer's copy did, so the bits are those of the layouts that keep the
-# copy: stage 1 on one rank (alone, with pp 2, with tp 2), stage 2 on two.
+# copy: stage 1 at sharding degree 1 (one rank; dp 2, pp 2 or tp 2 on two),
+# stage 2 at sharding degree 2.
 # The memory line and --dry-run count 2 bytes a parameter less; a run
 # stopped and resumed is bit for bit the unbroken run; a stage-1 checkpoint
 # resumes at stage 3 and the other way round.
@@ -88,8 +89,8 @@ test_expect_success 'a stage-1 checkpoint resumes at stage 3, and a stage-3 one 
 	same_parts s1/step_00000010 y/step_00000010
 '
 
-test_expect_success 'two ranks: pp 2 and tp 2 at stage 3 give the bits of stage 1' '
-	for lay in "-o Distributed.pp_degree=2" "-o Distributed.mp_degree=2"; do
+test_expect_success 'two ranks: dp 2, pp 2 and tp 2 at stage 3 give the bits of stage 1' '
+	for lay in "-o Distributed.dp_degree=2" "-o Distributed.pp_degree=2" "-o Distributed.mp_degree=2"; do
 		rm -rf a1 a3 && train a1 2 $lay -o Engine.max_steps=10 &&
 		train a3 2 $lay $S3 -o Engine.max_steps=10 &&
 		losses log-a1/workerlog.0 >a && losses log-a3/workerlog.0 >b && test_cmp a b &&
