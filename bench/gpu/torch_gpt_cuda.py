@@ -10,7 +10,10 @@ Timed as gpt-train's log is read: mean step time after warm-up steps.
 
 prints one line: "tokens_per_s N peak_mib M" (M: torch.cuda.max_memory_reserved,
 the allocator's peak, not counting the CUDA context). NO_COMPILE=1 skips
-torch.compile (for PyTorch builds without a working compiler).
+torch.compile (for PyTorch builds without a working compiler). DROPOUT=p
+(default 0) drops where gptkit's hidden_dropout_prob and
+attention_probs_dropout_prob do: the embedding's output, each block's two
+residual branches, and the attention probabilities (SDPA's dropout_p).
 """
 import math
 import os
@@ -27,6 +30,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import torch_gpt  # noqa: E402  (bench/torch_gpt.py: the CPU peer's block)
 
 
+DROP = float(os.environ.get("DROPOUT", "0"))
+
+
 class Block(torch_gpt.Block):
     """The CPU peer's block with flash attention instead of the T x T matrix."""
 
@@ -34,9 +40,9 @@ class Block(torch_gpt.Block):
         B, T, C = x.shape
         q, k, v = self.qkv(self.ln_1(x)).split(C, dim=2)
         q, k, v = (t.view(B, T, self.nh, C // self.nh).transpose(1, 2) for t in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.proj(y.transpose(1, 2).reshape(B, T, C))
-        return x + self.mproj(F.gelu(self.fc(self.ln_2(x)), approximate="tanh"))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=DROP)
+        x = x + F.dropout(self.proj(y.transpose(1, 2).reshape(B, T, C)), DROP)
+        return x + F.dropout(self.mproj(F.gelu(self.fc(self.ln_2(x)), approximate="tanh")), DROP)
 
 
 class GPT(nn.Module):
@@ -53,7 +59,7 @@ class GPT(nn.Module):
 
     def forward(self, idx, tgt):
         T = idx.shape[1]
-        x = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))
+        x = F.dropout(self.wte(idx) + self.wpe(torch.arange(T, device=idx.device)), DROP)
         for b in self.h:
             x = checkpoint(b, x, use_reentrant=False) if self.recompute else b(x)
         logits = self.ln_f(x) @ self.wte.weight.T

@@ -4,8 +4,9 @@
 # the same GPT-2 with scaled_dot_product_attention, torch.compile, autocast,
 # fused AdamW; block checkpointing where gptkit recomputes).
 #
-# Rows: GPT-2 124M at T=1024 in bf16 (B=32, again with Model.fused_linear's
-# GELU epilogues, and B=64) and fp32 (B=8); the 345M seed
+# Rows: GPT-2 124M at T=1024 in bf16 (B=32, again with dropout 0.1 on both
+# sides, again with Model.fused_linear's GELU epilogues, and B=64) and fp32
+# (B=8); the 345M seed
 # config (configs/pretrain_gpt_345M_single_card.yaml: fp16, batch 8, seq
 # 1024; issue target: under 25 GB); the 1.3B seed config with recompute
 # (configs/pretrain_gpt_1.3B_single_card.yaml; target: under 20 GB), also
@@ -130,8 +131,8 @@ row () {
 	if [ $TORCH = 1 ] && [ "$prec" != - ]; then
 		r=
 		[ "$rec" = 1 ] && r=recompute
-		out=$($PY bench/gpu/torch_gpt_cuda.py "$L" "$C" "$NH" 50304 "$B" "$T" "$STEPS" "$prec" $r 2>"$W/torch.err" |
-			tail -n 1)
+		out=$(DROPOUT=${row_dropout:-0} $PY bench/gpu/torch_gpt_cuda.py "$L" "$C" "$NH" 50304 "$B" "$T" "$STEPS" \
+			"$prec" $r 2>"$W/torch.err" | tail -n 1)
 		case "$out" in
 		tokens_per_s*)
 			tt=$(echo "$out" | cut -d" " -f2)
@@ -162,6 +163,15 @@ row "124M bf16 (12x768, B32 T1024)" 12 768 12 32 1024 bf16 0 "$tiny" $model124 \
 	-o Global.global_batch_size=32 -o Global.micro_batch_size=32 \
 	-o Engine.mix_precision.enable=True -o Engine.mix_precision.dtype=bfloat16 \
 	-o Engine.mix_precision.level=O2
+# with dropout 0.1 (attention probabilities and residuals, as GPT-2 and the
+# seed configs train), PyTorch too (its DROPOUT)
+row_dropout=0.1
+# shellcheck disable=SC2086
+row "124M bf16 B32, dropout 0.1" 12 768 12 32 1024 bf16 0 "$tiny" $model124 \
+	-o Global.global_batch_size=32 -o Global.micro_batch_size=32 \
+	-o Engine.mix_precision.enable=True -o Engine.mix_precision.dtype=bfloat16 \
+	-o Engine.mix_precision.level=O2 -o Model.hidden_dropout_prob=0.1 -o Model.attention_probs_dropout_prob=0.1
+row_dropout=
 # shellcheck disable=SC2086
 row "124M bf16 B32, GELU in the GEMMs" 12 768 12 32 1024 bf16 0 "$tiny" $model124 \
 	-o Global.global_batch_size=32 -o Global.micro_batch_size=32 \
