@@ -696,15 +696,16 @@ static int aligned16(const void *p)
 	return ((uintptr_t)p & 15u) == 0;
 }
 
-/* The saved floats' parts for B sequences of a's shape
- * (gpt_attention_flash_saved): the statistics, the low half and, with
- * dropout, its mask (into a). */
-static void saved_parts(tc_io *io, attn_args *a, float *saved, int64_t B)
+/* The saved floats' parts for B sequences of a's shape in storage dtype
+ * dt (gpt_attention_flash_saved): the statistics, the low half and, with
+ * dropout, its mask (into a), which starts where the state without
+ * dropout ends. */
+static void saved_parts(tc_io *io, attn_args *a, float *saved, int64_t B, gpt_dtype dt)
 {
-	int64_t low = (B * a->T * a->NH * a->HS * 2 + 15) / 16 * 4;
 	io->lse = saved;
 	io->olo = saved + (B * a->NH * a->T + 3) / 4 * 4;
-	a->mask = a->drop ? (uint64_t *)((float *)io->olo + low) : nullptr;
+	a->mask = a->drop ? (uint64_t *)(saved + gpt_attention_flash_saved(dt, B, a->T, a->NH, a->HS, 0))
+			  : nullptr;
 	a->mwords = gpt_attention_mask_words(a->T);
 }
 
@@ -716,7 +717,7 @@ int gpt_cuda_attention_tc_fwd(gpt_backend *be, void *out, float *saved, const vo
 	io.out = out;
 	io.qkv = qkv;
 	attn_args g = *a;
-	saved_parts(&io, &g, saved, B);
+	saved_parts(&io, &g, saved, B, be->dtype);
 	io.vec = aligned16(qkv);
 	int rc = grid_groups(&g, B, 2, "attention_fwd", err);
 	if (rc)
@@ -738,7 +739,7 @@ int gpt_cuda_attention_tc_bwd(gpt_backend *be, void *dqkv, float *Dv, const void
 	io.cout = out;
 	io.qkv = qkv;
 	attn_args g = *a;
-	saved_parts(&io, &g, (float *)saved, B);
+	saved_parts(&io, &g, (float *)saved, B, be->dtype);
 	io.vec = aligned16(qkv) && aligned16(dout);
 	io.vecd = aligned16(dout) && aligned16(out) && aligned16(io.olo);
 	int rc = grid_groups(&g, B, 2, "attention_bwd", err);
