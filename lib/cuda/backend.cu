@@ -243,6 +243,7 @@ extern "C" void gpt_backend_cuda_free(gpt_backend *be)
 	pthread_mutex_destroy(&c->stage_mu);
 	if (be->scratch)
 		cudaFree(be->scratch);
+	gpt_cuda_lt_plans_free(c);
 	cudaFree(c->workspace);
 	cudaFree(c->bad);
 	cudaFree(c->dev_idx);

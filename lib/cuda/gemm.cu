@@ -79,10 +79,132 @@ typedef struct lt_epi {
 	int64_t ldaux;
 } lt_epi;
 
+static void lt_plan_clear(gpt_cuda_lt_plan *p)
+{
+	if (p->la)
+		cublasLtMatrixLayoutDestroy(p->la);
+	if (p->lb)
+		cublasLtMatrixLayoutDestroy(p->lb);
+	if (p->lc)
+		cublasLtMatrixLayoutDestroy(p->lc);
+	if (p->desc)
+		cublasLtMatmulDescDestroy(p->desc);
+	memset(p, 0, sizeof *p);
+}
+
+void gpt_cuda_lt_plans_free(gpt_cuda_ctx *cx)
+{
+	for (int i = 0; cx->lt_plans && i < GPT_CUDA_LT_PLANS; i++)
+		lt_plan_clear(&cx->lt_plans[i]);
+	free(cx->lt_plans);
+	cx->lt_plans = NULL;
+}
+
+/* Makes p's descriptors, layouts and algorithm for its key and the
+ * epilogue's pointers bias and aux: p->found 1 when cuBLASLt has an
+ * algorithm for them, 0 when it has none or refuses the operands (their
+ * alignment, say), with nothing kept. */
+static void lt_plan_make(gpt_cuda_ctx *cx, gpt_cuda_lt_plan *p, const void *bias, const void *aux)
+{
+	const gpt_cuda_lt_key *k = &p->key;
+	cudaDataType dt = (cudaDataType)k->dt;
+	cublasOperation_t opa = k->tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = k->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+	cublasLtEpilogue_t epi = (cublasLtEpilogue_t)k->epi;
+	cublasLtMatmulPreference_t pref = NULL;
+	cublasLtMatmulHeuristicResult_t heur;
+	int found = 0;
+	int32_t bc = (int32_t)k->batch;
+	int64_t m = k->m, n = k->n, kk = k->k;
+	uint64_t ws = cx->workspace_size;
+	uint32_t al_a = (uint32_t)k->al_a, al_b = (uint32_t)k->al_b, al_c = (uint32_t)k->al_c;
+	int ok = cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) == 0 &&
+		 cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa) == 0 &&
+		 cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb) == 0 &&
+		 cublasLtMatrixLayoutCreate(&p->la, dt, k->tb ? kk : n, k->tb ? n : kk, k->ldb) == 0 &&
+		 cublasLtMatrixLayoutCreate(&p->lb, dt, k->ta ? m : kk, k->ta ? kk : m, k->lda) == 0 &&
+		 cublasLtMatrixLayoutCreate(&p->lc, dt, n, m, k->ldc) == 0;
+	if (ok && epi != CUBLASLT_EPILOGUE_DEFAULT)
+		ok = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi) == 0;
+	/* the first call's pointers (later calls set theirs, of the same
+	 * alignment: the key's) */
+	if (ok && k->bias)
+		ok = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+						    sizeof bias) == 0;
+	int64_t ldaux = k->ldaux;
+	if (ok && k->aux)
+		ok = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
+						    sizeof aux) == 0 &&
+		     cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ldaux,
+						    sizeof ldaux) == 0;
+	if (ok && k->batch > 1)
+		ok = cublasLtMatrixLayoutSetAttribute(p->la, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc) == 0 &&
+		     cublasLtMatrixLayoutSetAttribute(p->lb, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc) == 0 &&
+		     cublasLtMatrixLayoutSetAttribute(p->lc, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc) == 0 &&
+		     cublasLtMatrixLayoutSetAttribute(p->la, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &k->sb, sizeof k->sb) == 0 &&
+		     cublasLtMatrixLayoutSetAttribute(p->lb, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &k->sa, sizeof k->sa) == 0 &&
+		     cublasLtMatrixLayoutSetAttribute(p->lc, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &k->sc, sizeof k->sc) == 0;
+	if (ok)
+		ok = cublasLtMatmulPreferenceCreate(&pref) == 0 &&
+		     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws) == 0 &&
+		     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a) == 0 &&
+		     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b) == 0 &&
+		     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c) == 0 &&
+		     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c) == 0;
+	if (ok && cublasLtMatmulAlgoGetHeuristic(cx->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1, &heur,
+						 &found) != 0)
+		found = 0;
+	if (pref)
+		cublasLtMatmulPreferenceDestroy(pref);
+	gpt_cuda_lt_key key = p->key;
+	if (!ok || found <= 0) {
+		lt_plan_clear(p);
+		p->key = key;
+		p->found = 0;
+	} else {
+		p->algo = heur.algo;
+		p->found = 1;
+	}
+	p->used = 1;
+}
+
+/* The plan for key: the table's entry, made on first use. The table is
+ * open-addressed by a hash of the key; past GPT_CUDA_LT_PROBE entries of
+ * other keys the first of them is replaced. NULL only without host memory
+ * for the table. */
+static gpt_cuda_lt_plan *lt_plan(gpt_cuda_ctx *cx, const gpt_cuda_lt_key *key, const void *bias,
+				 const void *aux)
+{
+	if (!cx->lt_plans && !(cx->lt_plans = (gpt_cuda_lt_plan *)calloc(GPT_CUDA_LT_PLANS, sizeof *cx->lt_plans)))
+		return NULL;
+	const int64_t *w = (const int64_t *)key;
+	uint64_t h = 1469598103934665603ull;
+	for (size_t i = 0; i < sizeof *key / sizeof *w; i++)
+		h = (h ^ (uint64_t)w[i]) * 1099511628211ull;
+	h ^= h >> 29;
+	gpt_cuda_lt_plan *p = NULL;
+	for (int i = 0; i < GPT_CUDA_LT_PROBE && !p; i++) {
+		gpt_cuda_lt_plan *q = &cx->lt_plans[(h + (uint64_t)i) % GPT_CUDA_LT_PLANS];
+		if (!q->used || !memcmp(&q->key, key, sizeof *key))
+			p = q;
+	}
+	if (p && p->used)
+		return p;
+	if (!p) {
+		p = &cx->lt_plans[h % GPT_CUDA_LT_PLANS];
+		lt_plan_clear(p);
+	}
+	p->key = *key;
+	lt_plan_make(cx, p, bias, aux);
+	return p;
+}
+
 /* One cuBLASLt call for the row-major product as its column-major twin,
  * C^T = op(B)^T op(A)^T, with epilogue e when not NULL. Returns 0 when it
  * ran, 1 when cuBLASLt has no algorithm for these operands (their
- * alignment, say) or refuses them, or an error. */
+ * alignment, say) or refuses them, or an error. The descriptors and the
+ * algorithm are the context's plan for the shape (lt_plan): asking
+ * cuBLASLt's heuristic costs tens of microseconds of the host's time a
+ * call, most of a generation step's at one token. */
 static int lt_matmul(gpt_backend *be, const char *op, int ta, int tb, int64_t m, int64_t n,
 		     int64_t k, float alpha, const void *a, int64_t lda, int64_t sa, const void *b,
 		     int64_t ldb, int64_t sb, float beta, void *c, int64_t ldc, int64_t sc,
@@ -91,77 +213,51 @@ static int lt_matmul(gpt_backend *be, const char *op, int ta, int tb, int64_t m,
 	/* the epilogue reads the bias in 16-byte vectors (llm.c's experience) */
 	if (e && e->bias && (uintptr_t)e->bias % 16 != 0)
 		return 1;
-	gpt_cuda_ctx *cx = gpt_cuda_ctx_of(be);
-	size_t es = gpt_dtype_size(be->dtype);
-	cudaDataType dt = cuda_type(be->dtype);
-	cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-	cublasLtEpilogue_t epi = !e			   ? CUBLASLT_EPILOGUE_DEFAULT
-				 : e->kind == EPI_BIAS	   ? CUBLASLT_EPILOGUE_BIAS
-				 : e->kind == EPI_DGELU	   ? CUBLASLT_EPILOGUE_DGELU
-				 : e->bias		   ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
-							   : CUBLASLT_EPILOGUE_GELU_AUX;
-	cublasLtMatmulDesc_t desc = NULL;
-	cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
-	cublasLtMatmulPreference_t pref = NULL;
-	cublasLtMatmulHeuristicResult_t heur;
-	int found = 0;
-	int32_t bc = (int32_t)batch;
-	uint64_t ws = cx->workspace_size;
-	uint32_t al_a = alignment(b, ldb, sb, es), al_b = alignment(a, lda, sa, es);
-	uint32_t al_c = alignment(c, ldc, sc, es);
-	int ok = batch <= INT32_MAX &&
-		 cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) == 0 &&
-		 cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa) == 0 &&
-		 cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb) == 0 &&
-		 cublasLtMatrixLayoutCreate(&la, dt, tb ? k : n, tb ? n : k, ldb) == 0 &&
-		 cublasLtMatrixLayoutCreate(&lb, dt, ta ? m : k, ta ? k : m, lda) == 0 &&
-		 cublasLtMatrixLayoutCreate(&lc, dt, n, m, ldc) == 0;
-	if (ok && e)
-		ok = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi) == 0;
-	if (ok && e && e->bias && e->kind != EPI_DGELU)
-		ok = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &e->bias,
-						    sizeof e->bias) == 0;
 	/* the GELU's input: 16-byte aligned, its row stride a multiple of 8
 	 * elements (cuBLASLt's rules for the aux matrix) */
-	if (ok && e && e->kind != EPI_BIAS)
-		ok = (uintptr_t)e->aux % 16 == 0 && e->ldaux % 8 == 0 && e->ldaux >= n && batch == 1 &&
-		     cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &e->aux,
-						    sizeof e->aux) == 0 &&
-		     cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &e->ldaux,
-						    sizeof e->ldaux) == 0;
-	if (ok && batch > 1)
-		ok = cublasLtMatrixLayoutSetAttribute(la, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc) == 0 &&
-		     cublasLtMatrixLayoutSetAttribute(lb, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc) == 0 &&
-		     cublasLtMatrixLayoutSetAttribute(lc, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc) == 0 &&
-		     cublasLtMatrixLayoutSetAttribute(la, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sb, sizeof sb) == 0 &&
-		     cublasLtMatrixLayoutSetAttribute(lb, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sa, sizeof sa) == 0 &&
-		     cublasLtMatrixLayoutSetAttribute(lc, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &sc, sizeof sc) == 0;
-	if (ok)
-		ok = cublasLtMatmulPreferenceCreate(&pref) == 0 &&
-		     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws) == 0 &&
-		     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a) == 0 &&
-		     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b) == 0 &&
-		     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c) == 0 &&
-		     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c) == 0;
-	if (ok && cublasLtMatmulAlgoGetHeuristic(cx->lt, desc, la, lb, lc, lc, pref, 1, &heur, &found) != 0)
-		found = 0;
-	cublasStatus_t st = CUBLAS_STATUS_NOT_SUPPORTED;
-	if (ok && found > 0)
-		st = cublasLtMatmul(cx->lt, desc, &alpha, b, la, a, lb, &beta, c, lc, c, lc, &heur.algo,
-				    cx->workspace, cx->workspace_size, cx->stream);
-	if (pref)
-		cublasLtMatmulPreferenceDestroy(pref);
-	if (la)
-		cublasLtMatrixLayoutDestroy(la);
-	if (lb)
-		cublasLtMatrixLayoutDestroy(lb);
-	if (lc)
-		cublasLtMatrixLayoutDestroy(lc);
-	if (desc)
-		cublasLtMatmulDescDestroy(desc);
-	/* a refusal (no algorithm, an operand it cannot take) happens before
-	 * anything is written: the caller falls back */
-	if (!ok || found <= 0 || st != CUBLAS_STATUS_SUCCESS)
+	int aux = e && e->kind != EPI_BIAS;
+	if (aux && ((uintptr_t)e->aux % 16 != 0 || e->ldaux % 8 != 0 || e->ldaux < n || batch != 1))
+		return 1;
+	if (batch > INT32_MAX)
+		return 1;
+	gpt_cuda_ctx *cx = gpt_cuda_ctx_of(be);
+	size_t es = gpt_dtype_size(be->dtype);
+	gpt_cuda_lt_key key;
+	memset(&key, 0, sizeof key);
+	key.dt = cuda_type(be->dtype);
+	key.ta = ta, key.tb = tb;
+	key.epi = !e			   ? CUBLASLT_EPILOGUE_DEFAULT
+		  : e->kind == EPI_BIAS	   ? CUBLASLT_EPILOGUE_BIAS
+		  : e->kind == EPI_DGELU   ? CUBLASLT_EPILOGUE_DGELU
+		  : e->bias		   ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+					   : CUBLASLT_EPILOGUE_GELU_AUX;
+	key.bias = e && e->bias && e->kind != EPI_DGELU;
+	key.aux = aux;
+	key.ldaux = aux ? e->ldaux : 0;
+	key.m = m, key.n = n, key.k = k;
+	key.lda = lda, key.ldb = ldb, key.ldc = ldc;
+	key.sa = batch > 1 ? sa : 0, key.sb = batch > 1 ? sb : 0, key.sc = batch > 1 ? sc : 0;
+	key.batch = batch;
+	key.al_a = alignment(b, ldb, sb, es), key.al_b = alignment(a, lda, sa, es);
+	key.al_c = alignment(c, ldc, sc, es);
+	key.al_bias = key.bias ? alignment(e->bias, 0, 0, 1) : 0;
+	key.al_aux = aux ? alignment(e->aux, 0, 0, 1) : 0;
+	gpt_cuda_lt_plan *p = lt_plan(cx, &key, key.bias ? e->bias : NULL, aux ? e->aux : NULL);
+	if (!p)
+		return gpt_err_set(err, GPT_EINTERNAL, "%s: out of host memory for cuBLASLt's plans", op);
+	if (!p->found)
+		return 1;
+	int ok = 1;
+	if (key.bias)
+		ok = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &e->bias,
+						    sizeof e->bias) == 0;
+	if (ok && aux)
+		ok = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &e->aux,
+						    sizeof e->aux) == 0;
+	/* a refusal (an operand it cannot take) happens before anything is
+	 * written: the caller falls back */
+	if (!ok || cublasLtMatmul(cx->lt, p->desc, &alpha, b, p->la, a, p->lb, &beta, c, p->lc, c, p->lc,
+				  &p->algo, cx->workspace, cx->workspace_size, cx->stream) != CUBLAS_STATUS_SUCCESS)
 		return 1;
 	return gpt_cuda_launched(op, err);
 }

@@ -29,6 +29,27 @@ typedef struct gpt_cuda_attn_pick {
 	int rows;
 } gpt_cuda_attn_pick;
 
+/* A matrix product's shape as cuBLASLt sees it (gemm.cu's lt_matmul): all
+ * 64-bit, so that keys compare and hash as bytes. dt and epi are cuBLASLt's
+ * enums; bias and aux 1 when the epilogue takes those pointers; al_* the
+ * alignments of the operands (told the heuristic) and of those pointers. */
+typedef struct gpt_cuda_lt_key {
+	int64_t dt, ta, tb, epi, bias, aux, ldaux;
+	int64_t m, n, k, lda, ldb, ldc, sa, sb, sc, batch;
+	int64_t al_a, al_b, al_c, al_bias, al_aux;
+} gpt_cuda_lt_key;
+
+/* The descriptors, layouts and algorithm cuBLASLt's heuristic gave for a
+ * key (found 1), or that it has none (found 0); used 0 for a free entry. */
+typedef struct gpt_cuda_lt_plan {
+	gpt_cuda_lt_key key;
+	int used, found;
+	cublasLtMatmulDesc_t desc;
+	cublasLtMatrixLayout_t la, lb, lc;
+	cublasLtMatmulAlgo_t algo;
+} gpt_cuda_lt_plan;
+enum { GPT_CUDA_LT_PLANS = 256, GPT_CUDA_LT_PROBE = 8 };
+
 typedef struct gpt_cuda_ctx {
 	int device;
 	cudaStream_t stream;
@@ -36,6 +57,7 @@ typedef struct gpt_cuda_ctx {
 	cublasHandle_t blas;
 	void *workspace;          /* cuBLASLt workspace */
 	size_t workspace_size;
+	gpt_cuda_lt_plan *lt_plans; /* GPT_CUDA_LT_PLANS of them, made on first use (gemm.cu) */
 	int *bad;                 /* device: {kind, row, target, V} of the last bad datum */
 	int32_t *host_idx;        /* host and device buffers of embedding_bwd's row order */
 	int32_t *dev_idx;
@@ -72,6 +94,9 @@ static inline cudaStream_t gpt_cuda_stream(gpt_backend *be)
  * copy from there is queued on the stream. A larger copy waits for it. */
 enum { GPT_CUDA_STAGED = 2 << 20 };
 int gpt_cuda_upload(gpt_backend *be, void *dst, const void *src, size_t bytes, gpt_err *err);
+
+/* Destroys the context's cuBLASLt plans (gemm.cu). */
+void gpt_cuda_lt_plans_free(gpt_cuda_ctx *cx);
 
 /* The result of the kernel launches just issued. */
 static inline int gpt_cuda_launched(const char *op, gpt_err *err)

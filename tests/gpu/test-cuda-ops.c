@@ -141,25 +141,36 @@ static double tol_of(gpt_dtype t)
 	return t == GPT_DTYPE_F32 ? 1e-5 : 1e-2;
 }
 
+/* The largest error of n elements of g (the GPU's) against c (the
+ * CPU's), relative to |cpu| + rms(cpu); its element in *wi, the rms in
+ * *rms. NaN where either has one. */
+static double worst_of(const float *c, const float *g, int64_t n, int64_t *wi, double *rms)
+{
+	double ss = 0;
+	for (int64_t i = 0; i < n; i++)
+		ss += (double)c[i] * c[i];
+	*rms = n ? sqrt(ss / (double)n) : 0;
+	double worst = 0;
+	*wi = 0;
+	for (int64_t i = 0; i < n; i++) {
+		double d = fabs((double)g[i] - c[i]);
+		double e = d == 0 ? 0 : d / (fabs(c[i]) + *rms + 1e-30);
+		if (!(e <= worst)) {
+			worst = e;
+			*wi = i;
+		}
+	}
+	return worst;
+}
+
 /* Every one of n elements of g (the GPU's) within tol (|cpu| + rms(cpu)) of
  * c (the CPU's), tol that of dtype t widened by factor. */
 static void same_f(const char *what, gpt_dtype t, const float *c, const float *g, int64_t n,
 		   double factor)
 {
-	double ss = 0;
-	for (int64_t i = 0; i < n; i++)
-		ss += (double)c[i] * c[i];
-	double rms = n ? sqrt(ss / (double)n) : 0, tol = tol_of(t) * factor;
-	double worst = 0;
-	int64_t wi = 0;
-	for (int64_t i = 0; i < n; i++) {
-		double d = fabs((double)g[i] - c[i]);
-		double e = d == 0 ? 0 : d / (fabs(c[i]) + rms + 1e-30);
-		if (!(e <= worst)) {
-			worst = e;
-			wi = i;
-		}
-	}
+	double rms, tol = tol_of(t) * factor;
+	int64_t wi;
+	double worst = worst_of(c, g, n, &wi, &rms);
 	ok(worst <= tol, "%s %s: %lld elements within %g (worst %.3g)", gpt_dtype_name(DT), what,
 	   (long long)n, tol, worst);
 	if (worst > tol)
@@ -317,6 +328,77 @@ static void test_gemm(void)
 	ten_free(&ba);
 	ten_free(&bb);
 	ten_free(&bc);
+}
+
+/* The context keeps cuBLASLt's plan for each product's shape (gemm.cu's
+ * lt_plan): products alike but for one thing the plan holds (a transpose,
+ * a leading dimension, a batch stride; of the same alignment, which the
+ * plan's key holds too), each twice in turn, the second round from the
+ * plans. */
+static void test_gemm_plans(void)
+{
+	const int64_t s = 24, bs = 3;
+	struct {
+		int ta, tb;
+		int64_t lda, ldb, ldc, sa, sb, sc;
+	} v[] = {
+		{0, 0, s, s, s, 0, 0, 0},
+		{0, 1, s, s, s, 0, 0, 0},
+		{1, 0, s, s, s, 0, 0, 0},
+		{1, 1, s, s, s, 0, 0, 0},
+		{0, 1, s + 16, s, s, 0, 0, 0},
+		{0, 1, s, s + 16, s, 0, 0, 0},
+		{0, 1, s, s, s + 16, 0, 0, 0},
+		{0, 1, s, s, s, s * s, s * s, s * s},
+		{0, 1, s, s, s, s * s + 128, s * s, s * s},
+		{0, 1, s, s, s, s * s, s * s + 128, s * s},
+		{0, 1, s, s, s, s * s, s * s, s * s + 128},
+	};
+	for (int round = 0; round < 2; round++)
+		for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
+			int64_t nb = v[i].sc ? bs : 1, sa = v[i].sa, sb = v[i].sb, sc = v[i].sc;
+			/* all the size of the largest: the emulation's allocations
+			 * end where a page does, their alignment that of the size */
+			int64_t all = (bs - 1) * (s * s + 128) + s * (s + 16);
+			ten a = st(all, 1), b = st(all, 1), c = st(all, 1);
+			CALL2(gemm_batched, (&cpu, v[i].ta, v[i].tb, s, s, s, 0.5f, H(a), v[i].lda, sa, H(b),
+					     v[i].ldb, sb, 1.0f, H(c), v[i].ldc, sc, nb, &err),
+			      (&gpu, v[i].ta, v[i].tb, s, s, s, 0.5f, D(a), v[i].lda, sa, D(b), v[i].ldb, sb,
+			       1.0f, D(c), v[i].ldc, sc, nb, &err));
+			char what[96];
+			snprintf(what, sizeof what, "gemm plans, round %d: trans %d%d, ld %lld %lld %lld, batch %lld",
+				 round + 1, v[i].ta, v[i].tb, (long long)v[i].lda, (long long)v[i].ldb,
+				 (long long)v[i].ldc, (long long)nb);
+			same(what, &c, 1);
+			ten_free(&a);
+			ten_free(&b);
+			ten_free(&c);
+		}
+	/* more shapes than the context keeps plans for (256): old ones give
+	 * way, and come back */
+	const int64_t many = 300, w = 8;
+	ten a = st(many * w, 1), b = st(w * w, 1), c = st(many * w, 1);
+	int bad = 0;
+	for (int round = 0; round < 2; round++)
+		for (int64_t m = 1; m <= many; m++) {
+			CALL2(gemm, (&cpu, 0, 1, m, w, w, 1.0f, H(a), w, H(b), w, 0.0f, H(c), w, &err),
+			      (&gpu, 0, 1, m, w, w, 1.0f, D(a), w, D(b), w, 0.0f, D(c), w, &err));
+			float *hc, *hg;
+			int64_t wi;
+			double rms;
+			if (fetch(&c, &hc, &hg)) {
+				bad++;
+				continue;
+			}
+			bad += !(worst_of(hc, hg, c.n, &wi, &rms) <= tol_of(DT));
+			free(hc);
+			free(hg);
+		}
+	ok(bad == 0, "%s gemm plans: %lld shapes twice, %d not the CPU's", gpt_dtype_name(DT),
+	   (long long)many, bad);
+	ten_free(&a);
+	ten_free(&b);
+	ten_free(&c);
 }
 
 static void test_linear(void)
@@ -1375,6 +1457,7 @@ static const struct {
 	void (*run)(void);
 } groups[] = {
 	{"gemm", test_gemm},
+	{"gemm_plans", test_gemm_plans},
 	{"linear", test_linear},
 	{"gelu", test_gelu_fusions},
 	{"layernorm", test_layernorm},
