@@ -186,13 +186,19 @@ static void bench_shape(const shape *s, gpt_dtype dt)
 		snprintf(fb, sizeof fb, "attention_kv B=%lld ctx=%lld", (long long)gb, (long long)T);
 		ROW(s->name, fb, 2.0 * (double)cb / GB, "GB/s",
 		    o->attention_kv(&gpu, o1, kc, vc, q1, gb, 1, T - 1, T, NH, HS, &err));
-		/* the 8 sequences' step in one call, as gpt-infer runs it */
-		int64_t slot[8] = {0, 1, 2, 3, 4, 5, 6, 7}, pos[8] = {T - 1, T - 1, T - 1, T - 1,
-								     T - 1, T - 1, T - 1, T - 1};
+		/* the 8 sequences' step in one call, as gpt-infer runs it: their
+		 * slots and positions in device memory */
 		if (gb == 8) {
+			int32_t rows[16];
+			for (int i = 0; i < 8; i++)
+				rows[i] = i, rows[8 + i] = (int32_t)(T - 1);
+			int32_t *drows = dev_zero(sizeof rows);
+			if (o->upload(&gpu, drows, rows, sizeof rows, &err))
+				fail("upload");
 			snprintf(fb, sizeof fb, "attention_kv_rows B=8 ctx=%lld", (long long)T);
 			ROW(s->name, fb, 2.0 * (double)cb / GB, "GB/s",
-			    o->attention_kv_rows(&gpu, o1, kc, vc, q1, 8, slot, pos, T, NH, HS, &err));
+			    o->attention_kv_rows(&gpu, o1, kc, vc, q1, 8, drows, drows + 8, T, NH, HS, &err));
+			gpt_cuda_free(drows);
 		}
 		gpt_cuda_free(kc), gpt_cuda_free(vc), gpt_cuda_free(q1), gpt_cuda_free(o1);
 	}

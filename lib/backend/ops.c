@@ -25,15 +25,17 @@ static const struct {
 };
 
 int gpt_attention_kv_rows_each(gpt_backend *be, void *out, void *kcache, void *vcache,
-			       const void *qkv, int64_t n, const int64_t *slot, const int64_t *pos,
+			       const void *qkv, int64_t n, const int32_t *slot, const int32_t *pos,
 			       int64_t maxT, int64_t NH, int64_t HS, gpt_err *err)
 {
 	int64_t es = (int64_t)gpt_dtype_size(be->dtype), Cl = NH * HS;
 	for (int64_t i = 0; i < n; i++) {
-		if (slot[i] < 0)
-			return gpt_err_set(err, GPT_EINTERNAL, "attention_kv_rows: row %lld has slot %lld",
-					   (long long)i, (long long)slot[i]);
-		int64_t at = slot[i] * Cl * maxT * es;
+		if (slot[i] < 0 || pos[i] < 0)
+			return gpt_err_set(err, GPT_EUSAGE,
+					   "attention_kv_rows: row %lld has slot %d and position %d; expected a "
+					   "slot of the cache and a position inside it",
+					   (long long)i, (int)slot[i], (int)pos[i]);
+		int64_t at = (int64_t)slot[i] * Cl * maxT * es;
 		int rc = be->ops->attention_kv(be, (char *)out + i * Cl * es, (char *)kcache + at,
 					       (char *)vcache + at, (const char *)qkv + i * 3 * Cl * es, 1,
 					       1, pos[i], maxT, NH, HS, err);

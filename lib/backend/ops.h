@@ -200,11 +200,16 @@ typedef struct gpt_backend_ops {
 	 * (n, 3, Cl) is the new token of the sequence slot[i], at its position
 	 * pos[i] (the number of positions its cache holds); its k and v are
 	 * stored there, then it attends to that sequence's positions
-	 * [0, pos[i]]. out (n, Cl) is written. slot and pos are host memory;
-	 * the slots distinct. Row i's output and cache are attention_kv's with
-	 * B = 1, Tn = 1, t0 = pos[i] on sequence slot[i]'s caches, bit for bit. */
+	 * [0, pos[i]]. out (n, Cl) is written. slot and pos are backend memory,
+	 * like embedding_rows_fwd's tokens and positions, so that a device
+	 * runs the step without the host (a CUDA graph replays it for the next
+	 * positions); the slots distinct. A slot below 0 or a position outside
+	 * [0, maxT) is an error: at once on the CPU, at the next download on a
+	 * device, the row skipped. Row i's output and cache are attention_kv's
+	 * with B = 1, Tn = 1, t0 = pos[i] on sequence slot[i]'s caches, bit
+	 * for bit. */
 	int (*attention_kv_rows)(gpt_backend *be, void *out, void *kcache, void *vcache,
-				 const void *qkv, int64_t n, const int64_t *slot, const int64_t *pos,
+				 const void *qkv, int64_t n, const int32_t *slot, const int32_t *pos,
 				 int64_t maxT, int64_t NH, int64_t HS, gpt_err *err);
 
 	/* ---- vocabulary-parallel softmax cross-entropy ---------------------- */
@@ -379,7 +384,7 @@ typedef struct gpt_backend_ops {
 /* attention_kv_rows and embedding_rows_fwd a row at a time, by be's
  * attention_kv and embedding_fwd (the CPU backends' ops) */
 int gpt_attention_kv_rows_each(gpt_backend *be, void *out, void *kcache, void *vcache,
-			       const void *qkv, int64_t n, const int64_t *slot, const int64_t *pos,
+			       const void *qkv, int64_t n, const int32_t *slot, const int32_t *pos,
 			       int64_t maxT, int64_t NH, int64_t HS, gpt_err *err);
 int gpt_embedding_rows_each(gpt_backend *be, void *out, const int32_t *tokens, const int32_t *pos,
 			    const void *wte, const void *wpe, int64_t N, int64_t C, int64_t v0,

@@ -4,7 +4,9 @@
  * spread over blocks when the rows alone would leave the GPU idle (one new
  * token a step), merged by a second kernel. attention_kv_rows runs the same
  * three kernels once for a step of many sequences, each sample b then a
- * sequence of its own cache slot, position and chunk (kv_row). */
+ * sequence of its own cache slot, position and chunk (kv_row), read from
+ * device memory: its launches are the same whatever the positions, so a
+ * CUDA graph of a generation step replays them (lib/infer/decode.c). */
 #include "config/config.h"
 #include "cuda/ops.cuh"
 
@@ -16,30 +18,66 @@
 #define KV_BLOCKS 1024      /* blocks to aim for when rows are few */
 #define KV_MIN_CHUNK 64     /* the fewest keys a block takes */
 
+/* The keys a block takes for rows of attention at most nmax keys long:
+ * rows enough to fill the GPU (a prompt) take their keys in one chunk;
+ * fewer (generation: one new token a sequence) split them, in chunks of a
+ * multiple of 32 keys, at least KV_MIN_CHUNK, into about KV_BLOCKS blocks
+ * in all, merged after. */
+__host__ __device__ static int64_t kv_chunk(int64_t rows, int64_t nmax)
+{
+	if (rows >= KV_BLOCKS)
+		return nmax;
+	int64_t want = (KV_BLOCKS + rows - 1) / rows, chunk = (nmax + want - 1) / want;
+	chunk = (chunk + 31) / 32 * 32;
+	return chunk < KV_MIN_CHUNK ? KV_MIN_CHUNK : chunk;
+}
+
+/* The most chunks kv_chunk(rows, n) makes of n <= maxT keys: at most
+ * ceil(maxT / KV_MIN_CHUNK), and, as each chunk is at least
+ * ceil(n / want) keys, at most want. */
+static int64_t kv_chunks_max(int64_t rows, int64_t maxT)
+{
+	if (rows >= KV_BLOCKS)
+		return 1;
+	int64_t want = (KV_BLOCKS + rows - 1) / rows, c = (maxT + KV_MIN_CHUNK - 1) / KV_MIN_CHUNK;
+	return c < want ? c : want;
+}
+
 /* Sample b's sequence (its cache slot), the position of its first new
  * token and the keys a block of it takes: for attention_kv b, t0 and the
- * call's chunk; for attention_kv_rows rows[3 b ..], one new token each. */
+ * call's chunk; for attention_kv_rows (slot and pos not NULL) slot[b],
+ * pos[b] and the chunk attention_kv takes for that sequence alone (NH
+ * rows), one new token each. ok 0 for a row outside the caches. */
 struct kv_row {
 	int64_t seq, t0, chunk;
+	int ok;
 };
 
-__device__ static kv_row kv_row_of(const int64_t *rows, int64_t b, int64_t t0, int64_t chunk)
+__device__ static kv_row kv_row_of(const int32_t *slot, const int32_t *pos, int64_t b, int64_t t0,
+				   int64_t chunk, int64_t NH, int64_t maxT)
 {
-	if (rows)
-		return {rows[3 * b], rows[3 * b + 1], rows[3 * b + 2]};
-	return {b, t0, chunk};
+	if (!pos)
+		return {b, t0, chunk, 1};
+	int64_t p = pos[b], s = slot[b];
+	return {s, p, kv_chunk(NH, p + 1), s >= 0 && p >= 0 && p < maxT};
 }
 
 template <class E>
-__global__ static void kv_store_kernel(E *kc, E *vc, const E *qkv, const int64_t *rows, int64_t Tn,
-				       int64_t t0, int64_t maxT, int64_t NH, int64_t HS, int64_t n)
+__global__ static void kv_store_kernel(E *kc, E *vc, const E *qkv, const int32_t *slot,
+				       const int32_t *pos, int64_t Tn, int64_t t0, int64_t maxT, int64_t NH,
+				       int64_t HS, int64_t n, int *bad)
 {
 	int64_t Cl = NH * HS;
 	for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n;
 	     e += (int64_t)gridDim.x * blockDim.x) {
 		int64_t d = e % HS, h = (e / HS) % NH, i = (e / Cl) % Tn, b = e / (Cl * Tn);
 		const E *row = qkv + (b * Tn + i) * 3 * Cl + h * HS + d;
-		kv_row r = kv_row_of(rows, b, t0, 0);
+		kv_row r = kv_row_of(slot, pos, b, t0, 0, NH, maxT);
+		if (!r.ok) {
+			if (e % Cl == 0)
+				gpt_cuda_note_bad(bad, GPT_CUDA_BAD_KV_ROW, b, r.seq, r.t0);
+			continue;
+		}
 		int64_t at = ((r.seq * NH + h) * maxT + r.t0 + i) * HS + d;
 		kc[at] = row[Cl];
 		vc[at] = row[2 * Cl];
@@ -58,17 +96,17 @@ __global__ static void kv_store_kernel(E *kc, E *vc, const E *qkv, const int64_t
  * (row, chunk) records of HS + 2 floats, for kv_merge_kernel. */
 template <class E>
 __global__ static void __launch_bounds__(KV_WARPS * 32)
-kv_attend_kernel(E *out, float *part, const E *kc, const E *vc, const E *qkv, const int64_t *rows,
-		 int64_t Tn, int64_t t0, int64_t maxT, int64_t NH, int64_t HS, float sc, int64_t chunk,
-		 int64_t y0)
+kv_attend_kernel(E *out, float *part, const E *kc, const E *vc, const E *qkv, const int32_t *slot,
+		 const int32_t *pos, int64_t Tn, int64_t t0, int64_t maxT, int64_t NH, int64_t HS, float sc,
+		 int64_t chunk, int64_t y0)
 {
 	__shared__ float qs[KV_MAX_HS];
 	__shared__ float wm[KV_WARPS], wl[KV_WARPS], wacc[KV_WARPS][KV_MAX_HS];
 	int64_t bh = blockIdx.x, b = bh / NH, h = bh % NH, i = y0 + blockIdx.y;
 	int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-	kv_row r = kv_row_of(rows, b, t0, chunk);
+	kv_row r = kv_row_of(slot, pos, b, t0, chunk, NH, maxT);
 	int64_t n = r.t0 + i + 1, c0 = (int64_t)blockIdx.z * r.chunk;
-	if (c0 >= n) /* a chunk past this row's keys: the merge does not read it */
+	if (c0 >= n || !r.ok) /* a chunk past this row's keys: the merge does not read it */
 		return;
 	int64_t c1 = c0 + r.chunk < n ? c0 + r.chunk : n, Cl = NH * HS;
 	const E *q = qkv + (b * Tn + i) * 3 * Cl + h * HS;
@@ -129,12 +167,14 @@ kv_attend_kernel(E *out, float *part, const E *kc, const E *vc, const E *qkv, co
 /* The chunks of each row merged into its output: a warp per row (grid
  * (B*NH, rows from y0)), its lanes the features. */
 template <class E>
-__global__ static void kv_merge_kernel(E *out, const float *part, const int64_t *rows, int64_t Tn,
-				       int64_t t0, int64_t NH, int64_t HS, int64_t chunk, int64_t nch,
-				       int64_t y0)
+__global__ static void kv_merge_kernel(E *out, const float *part, const int32_t *slot,
+				       const int32_t *pos, int64_t Tn, int64_t t0, int64_t maxT, int64_t NH,
+				       int64_t HS, int64_t chunk, int64_t nch, int64_t y0)
 {
 	int64_t bh = blockIdx.x, b = bh / NH, h = bh % NH, i = y0 + blockIdx.y;
-	kv_row r = kv_row_of(rows, b, t0, chunk);
+	kv_row r = kv_row_of(slot, pos, b, t0, chunk, NH, maxT);
+	if (!r.ok)
+		return;
 	int64_t n = r.t0 + i + 1, used = (n + r.chunk - 1) / r.chunk;
 	const float *rec = part + (bh * Tn + i) * nch * (HS + 2);
 	float M = -INFINITY, L = 0.0f;
@@ -150,20 +190,6 @@ __global__ static void kv_merge_kernel(E *out, const float *part, const int64_t 
 	}
 }
 
-/* The keys a block takes for rows of attention at most nmax keys long:
- * rows enough to fill the GPU (a prompt) take their keys in one chunk;
- * fewer (generation: one new token a sequence) split them, in chunks of a
- * multiple of 32 keys, at least KV_MIN_CHUNK, into about KV_BLOCKS blocks
- * in all, merged after. */
-static int64_t kv_chunk(int64_t rows, int64_t nmax)
-{
-	if (rows >= KV_BLOCKS)
-		return nmax;
-	int64_t want = (KV_BLOCKS + rows - 1) / rows, chunk = (nmax + want - 1) / want;
-	chunk = (chunk + 31) / 32 * 32;
-	return chunk < KV_MIN_CHUNK ? KV_MIN_CHUNK : chunk;
-}
-
 /* Sizes both ops take; HS the cuda kernel's. */
 static int kv_check(const char *op, int64_t HS, gpt_err *err)
 {
@@ -176,26 +202,27 @@ static int kv_check(const char *op, int64_t HS, gpt_err *err)
 }
 
 /* The three kernels over B samples of Tn new tokens in chunks of `chunk`
- * keys, nch of them for the longest row; rows: attention_kv_rows' (device
- * memory, scratch's head), else NULL. part: nch > 1's records. */
+ * keys, nch of them for the longest row; slot and pos: attention_kv_rows'
+ * (device memory), else NULL. part: nch > 1's records. */
 static int kv_launch(gpt_backend *be, void *out, void *kcache, void *vcache, const void *qkv,
-		     const int64_t *rows, int64_t B, int64_t Tn, int64_t t0, int64_t maxT, int64_t NH,
-		     int64_t HS, int64_t chunk, int64_t nch, float *part, const char *op, gpt_err *err)
+		     const int32_t *slot, const int32_t *pos, int64_t B, int64_t Tn, int64_t t0,
+		     int64_t maxT, int64_t NH, int64_t HS, int64_t chunk, int64_t nch, float *part,
+		     const char *op, gpt_err *err)
 {
 	cudaStream_t s = gpt_cuda_stream(be);
 	float sc = 1.0f / sqrtf((float)HS);
 	int64_t n = B * Tn * NH * HS;
 	GPT_CUDA_DISPATCH(be->dtype, E,
 		kv_store_kernel<E><<<gpt_cuda_blocks(n, 256), 256, 0, s>>>(
-			(E *)kcache, (E *)vcache, (const E *)qkv, rows, Tn, t0, maxT, NH, HS, n));
+			(E *)kcache, (E *)vcache, (const E *)qkv, slot, pos, Tn, t0, maxT, NH, HS, n, gpt_cuda_ctx_of(be)->bad));
 	/* a prompt of a million tokens is a million rows: grid.y in slices */
 	for (int64_t y0 = 0; y0 < Tn; y0 += GPT_CUDA_GRID_Y) {
 		dim3 grid((unsigned)(B * NH), gpt_cuda_grid_y(y0, Tn), (unsigned)nch);
 		GPT_CUDA_DISPATCH(be->dtype, E,
-			kv_attend_kernel<E><<<grid, KV_WARPS * 32, 0, s>>>((E *)out, part, (const E *)kcache, (const E *)vcache, (const E *)qkv, rows, Tn, t0, maxT, NH, HS, sc, chunk, y0));
+			kv_attend_kernel<E><<<grid, KV_WARPS * 32, 0, s>>>((E *)out, part, (const E *)kcache, (const E *)vcache, (const E *)qkv, slot, pos, Tn, t0, maxT, NH, HS, sc, chunk, y0));
 		if (part)
 			GPT_CUDA_DISPATCH(be->dtype, E,
-				kv_merge_kernel<E><<<dim3((unsigned)(B * NH), gpt_cuda_grid_y(y0, Tn)), 32, 0, s>>>((E *)out, part, rows, Tn, t0, NH, HS, chunk, nch, y0));
+				kv_merge_kernel<E><<<dim3((unsigned)(B * NH), gpt_cuda_grid_y(y0, Tn)), 32, 0, s>>>((E *)out, part, slot, pos, Tn, t0, maxT, NH, HS, chunk, nch, y0));
 	}
 	return gpt_cuda_launched(op, err);
 }
@@ -227,17 +254,18 @@ int gpt_cuda_attention_kv(gpt_backend *be, void *out, void *kcache, void *vcache
 			return rc;
 		part = (float *)be->scratch;
 	}
-	return kv_launch(be, out, kcache, vcache, qkv, NULL, B, Tn, t0, maxT, NH, HS, chunk, nch, part,
+	return kv_launch(be, out, kcache, vcache, qkv, NULL, NULL, B, Tn, t0, maxT, NH, HS, chunk, nch, part,
 			 "attention_kv", err);
 }
 
 /* Each row's chunk is the one attention_kv would take for its sequence
  * alone (B = Tn = 1: NH rows), so that its blocks, and its result, are
- * that call's; the grid has the longest row's chunks, a shorter row's
- * blocks past its keys return. The rows' (slot, position, chunk) go up
- * into the scratch, ahead of the chunks' records. */
+ * that call's; the grid has the most chunks any position in the cache
+ * makes, a row's blocks past its keys return. The launches depend on n
+ * and maxT alone: a CUDA graph can replay them with other positions. The
+ * chunks' records are the scratch's. */
 int gpt_cuda_attention_kv_rows(gpt_backend *be, void *out, void *kcache, void *vcache,
-			       const void *qkv, int64_t n, const int64_t *slot, const int64_t *pos,
+			       const void *qkv, int64_t n, const int32_t *slot, const int32_t *pos,
 			       int64_t maxT, int64_t NH, int64_t HS, gpt_err *err)
 {
 	int rc = gpt_cuda_check_sizes("attention_kv_rows", err, 4, n, maxT, NH, HS);
@@ -248,31 +276,13 @@ int gpt_cuda_attention_kv_rows(gpt_backend *be, void *out, void *kcache, void *v
 	if (n * NH > INT32_MAX)
 		return gpt_err_set(err, GPT_EINTERNAL, "attention_kv_rows: %lld sequences of heads do not fit one grid",
 				   (long long)(n * NH));
-	int64_t *hrows = (int64_t *)gpt_malloc((size_t)(3 * n) * sizeof *hrows, "attention_kv_rows", err);
-	if (!hrows)
-		return GPT_EINTERNAL;
-	int64_t nch = 1;
-	for (int64_t i = 0; i < n && !rc; i++) {
-		if (slot[i] < 0 || pos[i] < 0 || pos[i] >= maxT) {
-			rc = gpt_err_set(err, GPT_EUSAGE,
-					 "attention_kv_rows: row %lld: slot %lld, position %lld; expected a slot "
-					 "and a position in the cache of %lld (shorten the prompt or the generation)",
-					 (long long)i, (long long)slot[i], (long long)pos[i], (long long)maxT);
-			break;
-		}
-		int64_t chunk = kv_chunk(NH, pos[i] + 1), c = (pos[i] + chunk) / chunk;
-		hrows[3 * i] = slot[i], hrows[3 * i + 1] = pos[i], hrows[3 * i + 2] = chunk;
-		nch = c > nch ? c : nch;
+	int64_t nch = kv_chunks_max(NH, maxT);
+	float *part = NULL;
+	if (nch > 1) {
+		if ((rc = gpt_backend_scratch(be, (size_t)(n * NH * nch * (HS + 2)) * sizeof(float), err)))
+			return rc;
+		part = (float *)be->scratch;
 	}
-	size_t ib = (size_t)(3 * n) * sizeof *hrows;
-	if (!rc)
-		rc = gpt_backend_scratch(be, ib + (nch > 1 ? (size_t)(n * NH * nch * (HS + 2)) * sizeof(float) : 0), err);
-	if (!rc)
-		rc = gpt_cuda_upload(be, be->scratch, hrows, ib, err);
-	free(hrows);
-	if (rc)
-		return rc;
-	float *part = nch > 1 ? (float *)((char *)be->scratch + ib) : NULL;
-	return kv_launch(be, out, kcache, vcache, qkv, (const int64_t *)be->scratch, n, 1, 0, maxT, NH, HS,
-			 0, nch, part, "attention_kv_rows", err);
+	return kv_launch(be, out, kcache, vcache, qkv, slot, pos, n, 1, 0, maxT, NH, HS, 0, nch, part,
+			 "attention_kv_rows", err);
 }

@@ -48,6 +48,11 @@ static int check_bad(gpt_backend *be, gpt_err *err)
 			    err);
 	if (rc)
 		return rc;
+	if (bad[0] == GPT_CUDA_BAD_KV_ROW)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "attention_kv_rows: row %d has slot %d and position %d; expected a slot of the "
+				   "cache and a position inside it (shorten the prompt or the generation)",
+				   bad[1], bad[2], bad[3]);
 	return gpt_err_set(err, GPT_EDATA, "%s: target %d in row %d is outside the vocabulary of %d",
 			   bad[0] == GPT_CUDA_BAD_TARGET_FWD ? "xent_fwd" : "xent_bwd", bad[2], bad[1],
 			   bad[3]);
@@ -310,6 +315,11 @@ extern "C" int gpt_backend_cuda_init(gpt_backend *be, gpt_dtype dtype, int devic
 		c->workspace = gpt_cuda_malloc(c->workspace_size, "the cuBLASLt workspace", err);
 		rc = c->workspace ? 0 : GPT_EINTERNAL;
 	}
+	/* cuBLAS's fallback products (gemm.cu) use it too, one at a time on
+	 * the stream: without one of its own, cuBLAS allocates one on first use,
+	 * which a CUDA graph's recording would refuse */
+	if (!rc && cublasSetWorkspace(c->blas, c->workspace, c->workspace_size) != CUBLAS_STATUS_SUCCESS)
+		rc = gpt_err_set(err, GPT_EINTERNAL, "cuda backend: cublasSetWorkspace failed");
 	if (!rc) {
 		c->bad = (int *)gpt_cuda_malloc(4 * sizeof(int), "the error flag", err);
 		/* on the stream: the default stream does not order a non-blocking one */

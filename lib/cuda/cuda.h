@@ -125,6 +125,22 @@ int gpt_cuda_linear_i8(gpt_backend *be, void *out, const void *x, const int8_t *
 		       const float *step, const void *bias, int64_t M, int64_t K, int64_t N,
 		       gpt_err *err);
 
+/* CUDA graphs of the work a sequence of ops queues on be's stream (the
+ * steps of lib/infer's generation): gpt_cuda_graph_begin starts recording
+ * it instead of running it; gpt_cuda_graph_end stops and makes *graph of
+ * it (an error, *graph NULL and nothing recorded kept when an op could not
+ * be recorded, a sync or an allocation say: the CUDA runtime refuses
+ * those during a capture; the work asked for while recording has not
+ * run); gpt_cuda_graph_run queues the recorded work again, on whatever the
+ * memory it names then holds, as one launch; gpt_cuda_graph_free frees
+ * one (NULL: nothing). The ops recorded must be the same calls each time
+ * (sizes, pointers and numbers): what changes between runs lives in
+ * device memory. */
+int gpt_cuda_graph_begin(gpt_backend *be, gpt_err *err);
+int gpt_cuda_graph_end(gpt_backend *be, void **graph, gpt_err *err);
+int gpt_cuda_graph_run(gpt_backend *be, void *graph, gpt_err *err);
+void gpt_cuda_graph_free(void *graph);
+
 #ifdef __cplusplus
 }
 #endif

@@ -17,7 +17,7 @@
 /* Errors a kernel finds in the data (a target outside the vocabulary) are
  * written to device memory and reported by the next sync or download: the
  * op itself returns before the kernel runs. */
-enum { GPT_CUDA_BAD_NONE = 0, GPT_CUDA_BAD_TARGET_FWD, GPT_CUDA_BAD_TARGET_BWD };
+enum { GPT_CUDA_BAD_NONE = 0, GPT_CUDA_BAD_TARGET_FWD, GPT_CUDA_BAD_TARGET_BWD, GPT_CUDA_BAD_KV_ROW };
 
 /* An attention kernel's shape (attention_rows.cuh: which kernel, dropout or
  * not, the alignment path, head size, positions, heads) and the tile rows
@@ -120,6 +120,18 @@ static inline unsigned gpt_cuda_blocks(int64_t n, int threads)
 {
 	int64_t b = (n + threads - 1) / threads;
 	return (unsigned)(b < 1 ? 1 : b > 65535 ? 65535 : b);
+}
+
+/* Records a bad datum for check_bad (backend.cu) to report: its kind, the
+ * row it is in and two numbers the message gives (xent: the target and
+ * the vocabulary; attention_kv_rows: the slot and the position). Threads
+ * that find several may mix their records; each is one of them. */
+__device__ __forceinline__ void gpt_cuda_note_bad(int *bad, int kind, int64_t row, int64_t a, int64_t b)
+{
+	bad[1] = (int)row;
+	bad[2] = (int)a;
+	bad[3] = (int)b;
+	bad[0] = kind;
 }
 
 /* ---- storage dtype helpers (device) ---- */
@@ -268,7 +280,7 @@ int gpt_cuda_attention_kv(gpt_backend *be, void *out, void *kcache, void *vcache
 			  const void *qkv, int64_t B, int64_t Tn, int64_t t0, int64_t maxT,
 			  int64_t NH, int64_t HS, gpt_err *err);
 int gpt_cuda_attention_kv_rows(gpt_backend *be, void *out, void *kcache, void *vcache,
-			       const void *qkv, int64_t n, const int64_t *slot, const int64_t *pos,
+			       const void *qkv, int64_t n, const int32_t *slot, const int32_t *pos,
 			       int64_t maxT, int64_t NH, int64_t HS, gpt_err *err);
 
 int gpt_cuda_xent_fwd(gpt_backend *be, float *max, float *sumexp, float *tlogit,

@@ -24,14 +24,6 @@ static int64_t real_cols(int64_t Vl, int64_t v0, int64_t V)
 	return n < 0 ? 0 : n < Vl ? n : Vl;
 }
 
-__device__ static void note_bad(int *bad, int kind, int64_t row, int32_t target, int64_t V)
-{
-	bad[1] = (int)row;
-	bad[2] = target;
-	bad[3] = (int)V;
-	bad[0] = kind;
-}
-
 /* (m, s) := the pair whose sum is s e^m of both, -inf maxima adding 0. */
 __device__ static void combine(float &m, float &s, float m2, float s2)
 {
@@ -125,7 +117,7 @@ xent_fwd_kernel(float *max, float *sumexp, float *tlogit, const T *logits,
 	int32_t tg = targets[r];
 	int64_t t = (int64_t)tg - v0;
 	if (tg >= V)
-		note_bad(bad, GPT_CUDA_BAD_TARGET_FWD, r, tg, V);
+		gpt_cuda_note_bad(bad, GPT_CUDA_BAD_TARGET_FWD, r, tg, V);
 	max[r] = m;
 	sumexp[r] = s;
 	tlogit[r] = tg >= 0 && t >= 0 && t < nr ? gpt_ld(row + t) : 0.0f;
@@ -215,7 +207,7 @@ __global__ static void xent_bwd_kernel(T *dlogits, const T *logits, const int32_
 	int64_t r = blockIdx.x;
 	int32_t tg = targets[r];
 	if (tg >= V && blockIdx.y == 0 && threadIdx.x == 0)
-		note_bad(bad, GPT_CUDA_BAD_TARGET_BWD, r, tg, V);
+		gpt_cuda_note_bad(bad, GPT_CUDA_BAD_TARGET_BWD, r, tg, V);
 	const T *row = logits + r * ld;
 	T *drow = dlogits + r * ld;
 	float m = max[r], inv = 1.0f / sumexp[r];
@@ -277,7 +269,7 @@ xent_fused_kernel(float *loss, float *max, float *sumexp, float *tlogit, T *dlog
 	row_stats<T>(m, s, row, nr, vec, sm, ss);
 	if (threadIdx.x == 0) {
 		if (tg >= V)
-			note_bad(bad, GPT_CUDA_BAD_TARGET_FWD, r, tg, V);
+			gpt_cuda_note_bad(bad, GPT_CUDA_BAD_TARGET_FWD, r, tg, V);
 		float tl = tg >= 0 && tg < nr ? gpt_ld(row + tg) : 0.0f;
 		max[r] = m;
 		sumexp[r] = s;

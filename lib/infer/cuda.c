@@ -10,6 +10,7 @@
 #include "cuda/cuda.h"
 #endif
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,6 +42,13 @@ int gpt_infer_model_to_cuda(gpt_infer_model *m, int device, gpt_err *err)
 	if (gpt_cuda_device_count() == 0)
 		return gpt_err_set(err, GPT_EUSAGE,
 				   "--device cuda: no CUDA device is visible (check nvidia-smi and CUDA_VISIBLE_DEVICES); use --device cpu");
+	/* generation steps as CUDA graphs (decode.c) unless told not to */
+	const char *ge = getenv("GPT_CUDA_GRAPHS");
+	int graphs = !ge || !*ge || !strcmp(ge, "1");
+	if (ge && *ge && !graphs && strcmp(ge, "0"))
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "GPT_CUDA_GRAPHS is '%s'; expected 1 (the default: each generation step one "
+				   "CUDA graph) or 0 (its kernels launched one by one)", ge);
 	int q8 = wt == GPT_DTYPE_I8;
 	/* int8 weights keep the CPU's fp32 activations */
 	gpt_dtype t = q8 ? GPT_DTYPE_F32 : wt;
@@ -147,6 +155,10 @@ int gpt_infer_model_to_cuda(gpt_infer_model *m, int device, gpt_err *err)
 	m->dq = dq;
 	m->dact = dact;
 	m->cuda = 1;
+	if (!graphs) {
+		m->graph_off = 1;
+		snprintf(m->graph_why, sizeof m->graph_why, "GPT_CUDA_GRAPHS=0");
+	}
 	return 0;
 #endif
 }

@@ -114,6 +114,31 @@ int gpt_infer_model_init(gpt_infer_model *m, const gpt_model_shape *s, gpt_dtype
 	return rc;
 }
 
+/* A CUDA graph of a generation step of n sequences, one new token each,
+ * and what its launches name besides the weights: the work buffers (their
+ * generation), the backend's scratch and the caches (their shape) it was
+ * made for. warm: a step ran op by op with these, so the next one is
+ * recorded (the first step at a shape makes what ops make on first use:
+ * cuBLASLt's plans, scratch; the CUDA runtime refuses allocations while
+ * recording). */
+struct gpt_infer_graph {
+	int64_t gen, maxT;
+	const void *scratch, *k, *v;
+	int warm;
+	void *exec;
+};
+
+static void free_graphs(gpt_infer_model *m)
+{
+#if GPT_HAVE_CUDA
+	for (int64_t i = 0; i < m->n_graphs; i++)
+		gpt_cuda_graph_free(m->graphs[i].exec);
+#endif
+	free(m->graphs);
+	m->graphs = NULL;
+	m->n_graphs = 0;
+}
+
 static void free_work(gpt_infer_model *m)
 {
 	void **p[] = {&m->x, &m->ln, &m->qkv, &m->att, &m->tmp, &m->fch, (void **)&m->dtokens, &m->dlogits};
@@ -123,10 +148,8 @@ static void free_work(gpt_infer_model *m)
 		*p[i] = NULL;
 	}
 	free(m->tokens);
-	free(m->pos);
 	free(m->hlogits);
 	m->tokens = NULL;
-	m->pos = NULL;
 	m->hlogits = NULL;
 	m->cap_rows = 0;
 }
@@ -138,6 +161,7 @@ void gpt_infer_model_free(gpt_infer_model *m)
 		gpt_qweight_free(&m->qw[i]);
 	free(m->qw);
 	free(m->act_scale);
+	free_graphs(m);
 	if (m->be.ops)
 		free_work(m);
 #if GPT_HAVE_CUDA
@@ -178,13 +202,13 @@ static int grow_work(gpt_infer_model *m, int64_t rows, gpt_err *err)
 			return GPT_EINTERNAL;
 		}
 	}
-	/* tokens: a step's tokens, then their positions */
-	m->tokens = gpt_malloc(2 * R * sizeof(int32_t), "tokens", err);
-	m->pos = m->tokens ? gpt_malloc(R * sizeof(int64_t), "positions", err) : NULL;
-	int ok = m->pos != NULL;
+	/* tokens: a call's tokens, then a step's positions and slots */
+	m->tokens = gpt_malloc(3 * R * sizeof(int32_t), "tokens", err);
+	m->work_gen++;
+	int ok = m->tokens != NULL;
 	if (ok && m->cuda) {
 		size_t lb = R * (size_t)s->vocab_size * es;
-		m->dtokens = m->be.ops->alloc(&m->be, 2 * R * sizeof(int32_t), "tokens", err);
+		m->dtokens = m->be.ops->alloc(&m->be, 3 * R * sizeof(int32_t), "tokens", err);
 		m->dlogits = m->dtokens ? m->be.ops->alloc(&m->be, lb, "logits", err) : NULL;
 		m->hlogits = m->dlogits && es != 4 ? gpt_malloc(lb, "logits", err) : NULL;
 		ok = m->dlogits && (es == 4 || m->hlogits);
@@ -315,9 +339,10 @@ static int lin(gpt_infer_model *m, int64_t q, int64_t bias, const void *x, void 
  * the attention's with ln2, the MLP's with the next layer's ln1, or after
  * the last layer the final LayerNorm (its table entry follows the layers':
  * T_LAYER(layers, 0)). pos: NULL, or for a step of one new token a
- * sequence, each one's position (attention_kv_rows) */
+ * sequence, each one's position, then its slot (attention_kv_rows;
+ * backend memory) */
 static int layer_fwd(gpt_infer_model *m, gpt_kv *kv, int64_t l, int64_t n, const int64_t *slot,
-		     const int64_t *n_tok, const int64_t *pos, int64_t R, gpt_err *err)
+		     const int64_t *n_tok, const int32_t *pos, int64_t R, gpt_err *err)
 {
 	gpt_backend *be = &m->be;
 	const gpt_backend_ops *o = be->ops;
@@ -329,7 +354,7 @@ static int layer_fwd(gpt_infer_model *m, gpt_kv *kv, int64_t l, int64_t n, const
 	int64_t row = 0, at = kv_at(kv, l, 0);
 	if (pos)
 		OP(o->attention_kv_rows(be, m->att, (char *)kv->k + at * (int64_t)es,
-					(char *)kv->v + at * (int64_t)es, m->qkv, n, slot, pos, kv->maxT, NH,
+					(char *)kv->v + at * (int64_t)es, m->qkv, n, pos + n, pos, kv->maxT, NH,
 					HS, err));
 	for (int64_t i = 0; !pos && i < n; i++) {
 		at = kv_at(kv, l, slot[i]);
@@ -354,12 +379,120 @@ static int layer_fwd(gpt_infer_model *m, gpt_kv *kv, int64_t l, int64_t n, const
 					 param(m, T_LAYER(l + 1, P_LN1_B)), R, C, m->ln_eps, err);
 }
 
+/* The forward of R rows from the embedding to the head's logits of the
+ * rows wanted (all, or each sequence's last) into out (backend memory):
+ * tok the tokens (backend memory), for a step (pos not NULL) followed by
+ * each sequence's position and slot, where pos points. Reads the caches'
+ * lengths, leaves them to the caller. */
+static int forward_rows(gpt_infer_model *m, gpt_kv *kv, int64_t n, const int64_t *slot,
+			const int64_t *n_tok, const int32_t *tok, const int32_t *pos, int64_t R, int all,
+			void *out, gpt_err *err)
+{
+	const gpt_model_shape *s = &m->shape;
+	int64_t C = s->hidden, Vp = s->padded_vocab;
+	gpt_backend *be = &m->be;
+	const gpt_backend_ops *o = be->ops;
+	size_t es = gpt_dtype_size(be->dtype);
+	if (pos)
+		OP(o->embedding_rows_fwd(be, m->x, tok, pos, param(m, T_WTE), param(m, T_WPE), n, C, 0, Vp,
+					 err));
+	int64_t row = 0;
+	for (int64_t i = 0; !pos && i < n; i++) {
+		OP(o->embedding_fwd(be, (char *)m->x + row * C * (int64_t)es, tok + row, param(m, T_WTE),
+				    param(m, T_WPE), 1, n_tok[i], C, 0, Vp, kv->len[slot[i]], err));
+		row += n_tok[i];
+	}
+	OP(o->layernorm_fwd(be, m->ln, NULL, NULL, m->x, param(m, T_LAYER(0, P_LN1_W)),
+			    param(m, T_LAYER(0, P_LN1_B)), R, C, m->ln_eps, err));
+	for (int64_t l = 0; l < s->layers; l++)
+		OP(layer_fwd(m, kv, l, n, slot, n_tok, pos, R, err));
+	/* the last layer left the final LayerNorm of every row in m->ln (a
+	 * LayerNorm is row by row: the same bits as of the rows alone); the
+	 * head only for the rows wanted */
+	int64_t rows = R;
+	if (!all) {
+		row = 0;
+		for (int64_t i = 0; i < n; i++) {
+			row += n_tok[i];
+			if (row - 1 != i)
+				OP(o->copy(be, (char *)m->ln + i * C * (int64_t)es,
+					   (char *)m->ln + (row - 1) * C * (int64_t)es, (size_t)C * es, err));
+		}
+		rows = n;
+	}
+	return lin(m, 4 * s->layers, -1, m->ln, out, rows, err);
+}
+
+#if GPT_HAVE_CUDA
+/* A generation step of n sequences on the device as a CUDA graph: the
+ * step's graph replayed when one was made for these buffers; else the
+ * step op by op, or recorded when the last one at this shape ran op by op
+ * (recording does not run it: the graph then runs). A step that cannot be
+ * recorded turns graphs off for the model (graph_why) and runs op by op:
+ * the result is the same bits either way, the same kernels on the same
+ * memory. */
+static int step_graph(gpt_infer_model *m, gpt_kv *kv, int64_t n, const int64_t *slot,
+		      const int64_t *n_tok, const int32_t *tok, int all, gpt_err *err)
+{
+	gpt_backend *be = &m->be;
+	const int32_t *pos = tok + n;
+	if (m->graph_off)
+		return forward_rows(m, kv, n, slot, n_tok, tok, pos, n, all, m->dlogits, err);
+	if (n > m->n_graphs) {
+		struct gpt_infer_graph *g = realloc(m->graphs, (size_t)n * sizeof *g);
+		if (!g)
+			return gpt_err_set(err, GPT_EINTERNAL, "generation: out of memory for CUDA graphs");
+		memset(g + m->n_graphs, 0, (size_t)(n - m->n_graphs) * sizeof *g);
+		m->graphs = g;
+		m->n_graphs = n;
+	}
+	struct gpt_infer_graph *g = &m->graphs[n - 1];
+	if (g->gen != m->work_gen || g->scratch != be->scratch || g->k != kv->k || g->v != kv->v ||
+	    g->maxT != kv->maxT) {
+		gpt_cuda_graph_free(g->exec);
+		*g = (struct gpt_infer_graph){m->work_gen, kv->maxT, be->scratch, kv->k, kv->v, 0, NULL};
+	}
+	if (!g->exec && g->warm) {
+		gpt_err why = {0};
+		void *x = NULL;
+		int rc = gpt_cuda_graph_begin(be, &why);
+		if (!rc) {
+			rc = forward_rows(m, kv, n, slot, n_tok, tok, pos, n, all, m->dlogits, &why);
+			gpt_err end = {0};
+			int rc2 = gpt_cuda_graph_end(be, &x, &end);
+			if (!rc && rc2)
+				why = end, rc = rc2;
+		}
+		if (!rc && be->scratch != g->scratch)
+			rc = gpt_err_set(&why, GPT_EINTERNAL, "the backend's scratch memory moved while recording");
+		if (rc) {
+			gpt_cuda_graph_free(x);
+			m->graph_off = 1;
+			snprintf(m->graph_why, sizeof m->graph_why, "a step of %lld sequences could not be recorded: %s",
+				 (long long)n, why.msg);
+		} else {
+			g->exec = x;
+		}
+	}
+	if (g->exec) {
+		OP(gpt_cuda_graph_run(be, g->exec, err));
+		m->graph_steps++;
+		return 0;
+	}
+	OP(forward_rows(m, kv, n, slot, n_tok, tok, pos, n, all, m->dlogits, err));
+	/* what this step made on first use is the recording's */
+	g->scratch = be->scratch;
+	g->warm = 1;
+	return 0;
+}
+#endif
+
 int gpt_infer_forward(gpt_infer_model *m, gpt_kv *kv, int64_t n, const int64_t *slot,
 		      const int32_t *const *tokens, const int64_t *n_tok, int all, float *logits,
 		      gpt_err *err)
 {
 	const gpt_model_shape *s = &m->shape;
-	int64_t R = 0, C = s->hidden, V = s->vocab_size, Vp = s->padded_vocab;
+	int64_t R = 0, V = s->vocab_size;
 	for (int64_t i = 0; i < n; i++) {
 		if (slot[i] < 0 || slot[i] >= kv->slots || n_tok[i] < 1)
 			return gpt_err_set(err, GPT_EUSAGE, "generation: chunk %lld: bad slot %lld or %lld tokens",
@@ -381,61 +514,43 @@ int gpt_infer_forward(gpt_infer_model *m, gpt_kv *kv, int64_t n, const int64_t *
 	OP(grow_work(m, R, err));
 	gpt_backend *be = &m->be;
 	const gpt_backend_ops *o = be->ops;
-	size_t es = gpt_dtype_size(be->dtype);
 	/* a generation step of several sequences, one new token each: the
 	 * embedding and each layer's attention one call for all of them, each
-	 * row at its own position (the tokens' buffers hold them after the
-	 * tokens); a prompt a call per sequence */
-	const int64_t *pos = n > 1 && R == n ? m->pos : NULL;
+	 * row at its own position and slot (the tokens' buffer holds them after
+	 * the tokens); a prompt a call per sequence */
+	int step = R == n;
 	int64_t row = 0;
 	for (int64_t i = 0; i < n; i++) {
 		memcpy(m->tokens + row, tokens[i], (size_t)n_tok[i] * sizeof(int32_t));
 		row += n_tok[i];
-		m->pos[i] = kv->len[slot[i]];
-		m->tokens[R + i] = (int32_t)m->pos[i];
+		m->tokens[R + i] = (int32_t)kv->len[slot[i]];
+		m->tokens[R + n + i] = (int32_t)slot[i];
 	}
 	/* tokens are host memory on the CPU backend */
 	int32_t *tok = m->tokens;
 	if (m->cuda) {
-		size_t nt = (size_t)(pos ? 2 * R : R);
+		size_t nt = (size_t)(step ? 3 * R : R);
 		OP(o->upload(be, m->dtokens, m->tokens, nt * sizeof(int32_t), err));
 		tok = m->dtokens;
 	}
-	if (pos)
-		OP(o->embedding_rows_fwd(be, m->x, tok, tok + R, param(m, T_WTE), param(m, T_WPE), n, C, 0,
-					 Vp, err));
-	row = 0;
-	for (int64_t i = 0; !pos && i < n; i++) {
-		OP(o->embedding_fwd(be, (char *)m->x + row * C * (int64_t)es, tok + row, param(m, T_WTE),
-				    param(m, T_WPE), 1, n_tok[i], C, 0, Vp, kv->len[slot[i]], err));
-		row += n_tok[i];
-	}
-	OP(o->layernorm_fwd(be, m->ln, NULL, NULL, m->x, param(m, T_LAYER(0, P_LN1_W)),
-			    param(m, T_LAYER(0, P_LN1_B)), R, C, m->ln_eps, err));
-	for (int64_t l = 0; l < s->layers; l++)
-		OP(layer_fwd(m, kv, l, n, slot, n_tok, pos, R, err));
-	for (int64_t i = 0; i < n; i++)
-		kv->len[slot[i]] += n_tok[i];
-	/* the last layer left the final LayerNorm of every row in m->ln (a
-	 * LayerNorm is row by row: the same bits as of the rows alone); the
-	 * head only for the rows wanted */
-	int64_t rows = R;
-	if (!all) {
-		row = 0;
-		for (int64_t i = 0; i < n; i++) {
-			row += n_tok[i];
-			if (row - 1 != i)
-				OP(o->copy(be, (char *)m->ln + i * C * (int64_t)es,
-					   (char *)m->ln + (row - 1) * C * (int64_t)es, (size_t)C * es, err));
-		}
-		rows = n;
-	}
 	/* the head over the true vocabulary only, straight into the caller's
 	 * rows (on the device: through the logits buffers, as fp32) */
+	int rc;
+#if GPT_HAVE_CUDA
+	if (m->cuda && step)
+		rc = step_graph(m, kv, n, slot, n_tok, tok, all, err);
+	else
+#endif
+		rc = forward_rows(m, kv, n, slot, n_tok, tok, step ? tok + R : NULL, R, all,
+				  m->cuda ? m->dlogits : (void *)logits, err);
+	if (rc)
+		return rc;
+	for (int64_t i = 0; i < n; i++)
+		kv->len[slot[i]] += n_tok[i];
 	if (!m->cuda)
-		return lin(m, 4 * s->layers, -1, m->ln, logits, rows, err);
-	OP(lin(m, 4 * s->layers, -1, m->ln, m->dlogits, rows, err));
-	size_t lb = (size_t)(rows * V) * es;
+		return 0;
+	int64_t rows = all ? R : n;
+	size_t es = gpt_dtype_size(be->dtype), lb = (size_t)(rows * V) * es;
 	if (es == 4)
 		return o->download(be, logits, m->dlogits, lb, err);
 	OP(o->download(be, m->hlogits, m->dlogits, lb, err));

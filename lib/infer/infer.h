@@ -102,8 +102,9 @@ typedef struct gpt_infer_model {
 	/* work buffers for up to cap_rows rows */
 	int64_t cap_rows;
 	void *x, *ln, *qkv, *att, *tmp, *fch;
-	int32_t *tokens;        /* 2 cap_rows: a call's tokens, then their positions */
-	int64_t *pos;           /* a call's sequences' positions */
+	int32_t *tokens;        /* 3 cap_rows: a call's tokens; in a step of one new
+				   token a sequence, then their positions and slots */
+	int64_t work_gen;       /* how many times the work buffers were made */
 	/* CUDA (gpt_infer_model_to_cuda): be is the CUDA backend, params and
 	 * the work buffers device memory in be's dtype; the tokens go up and
 	 * the logits come down (hlogits: host, in that dtype). With int8
@@ -115,6 +116,14 @@ typedef struct gpt_infer_model {
 	void *dlogits, *hlogits;
 	void *dq;
 	float *dact;
+	/* CUDA graphs of generation steps (decode.c): graphs[n - 1] is the
+	 * step of n sequences; graph_steps the steps that ran as one.
+	 * graph_off: none are made (GPT_CUDA_GRAPHS=0, or a step could not be
+	 * recorded), graph_why says why */
+	struct gpt_infer_graph *graphs;
+	int64_t n_graphs, graph_steps;
+	int graph_off;
+	char graph_why[200];
 } gpt_infer_model;
 
 /* Loads a model of shape s, reading each parameter through read(ctx, ...),

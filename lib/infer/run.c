@@ -457,6 +457,10 @@ int gpt_infer_run(const gpt_infer_args *a, FILE *in, FILE *out, gpt_err *err)
 			st.prompt_s > 0 ? (double)st.prompt_tokens / st.prompt_s : 0.0,
 			(long long)st.generated_tokens, st.generate_s,
 			st.generate_s > 0 ? (double)st.generated_tokens / st.generate_s : 0.0);
+	/* on a GPU: how many generation steps ran as a CUDA graph (decode.c) */
+	if (!rc && a->stats && a->err_out && m.cuda)
+		fprintf(a->err_out, "CUDA graphs: %lld steps%s%s\n", (long long)m.graph_steps,
+			m.graph_off ? ", then off: " : "", m.graph_off ? m.graph_why : "");
 out:
 	for (int64_t i = 0; i < n; i++) {
 		if (ids)

@@ -7,7 +7,10 @@
 # bundle of a QAT fine-tuning with activation PACT, whose linears' inputs
 # are clipped and fake-quantized) give the CPU's greedy tokens and its
 # perplexity within 1e-4; a model whose heads are above the CUDA kernels'
-# size is refused before it is loaded, naming --device cpu. Skips without a
+# size is refused before it is loaded, naming --device cpu; generation steps
+# run as CUDA graphs give the bytes of their kernels launched one by one
+# (GPT_CUDA_GRAPHS=0), greedy and sampling, with --stats counting the
+# steps. Skips without a
 # GPU (GPT_EMU_BIN: see t4060; tests/gpu/emu/train.sh t4061 runs it under
 # the emulator).
 . "$(dirname "$0")/../cli/test-lib.sh"
@@ -64,6 +67,37 @@ test_expect_success 'sampling on the GPU repeats with its seed' '
 	gpt-infer -m ck --device cuda $s -o Generation.seed=7 "Every" >a &&
 	gpt-infer -m ck --device cuda $s -o Generation.seed=7 "Every" >b &&
 	test_cmp a b
+'
+
+# Each generation step after the first at a batch size is one CUDA graph,
+# recorded once and replayed: the same kernels on the same memory, so the
+# same bytes as launching them one by one (GPT_CUDA_GRAPHS=0).
+for t in fp32 bf16 int8; do
+	test_expect_success "$t weights: steps as CUDA graphs give the tokens of launches one by one" '
+		g --dtype '$t' --device cuda --stats "Everyone is" "this license" >graph 2>stats &&
+		GPT_CUDA_GRAPHS=0 g --dtype '$t' --device cuda --stats "Everyone is" "this license" >plain 2>stats0 &&
+		cat stats stats0 &&
+		test_cmp plain graph &&
+		test_grep "^CUDA graphs: [1-9][0-9]* steps$" stats &&
+		test_grep "^CUDA graphs: 0 steps, then off: GPT_CUDA_GRAPHS=0$" stats0 &&
+		g --dtype '$t' --device cuda "Everyone is" >one &&
+		GPT_CUDA_GRAPHS=0 g --dtype '$t' --device cuda "Everyone is" >one0 &&
+		test_cmp one0 one
+	'
+done
+
+test_expect_success 'sampling: CUDA graphs as launches one by one, sequences ending at different steps' '
+	s="-o Generation.decode_strategy=sampling -o Generation.temperature=2 -o Generation.max_dec_len=$LEN" &&
+	gpt-infer -m ck --device cuda $s -o Generation.seed=3 -o Generation.num_return_sequences=3 \
+		--stop " " "Every" "this" >a &&
+	GPT_CUDA_GRAPHS=0 gpt-infer -m ck --device cuda $s -o Generation.seed=3 \
+		-o Generation.num_return_sequences=3 --stop " " "Every" "this" >b &&
+	test_cmp b a
+'
+
+test_expect_success 'GPT_CUDA_GRAPHS other than 0 or 1 is a usage error' '
+	test_expect_code 64 env GPT_CUDA_GRAPHS=yes gpt-infer -m ck --device cuda "Every" 2>err &&
+	test_grep "^gpt-infer: error: GPT_CUDA_GRAPHS is .yes.; expected 1 .the default" err
 '
 
 test_expect_success 'heads above the CUDA kernels (160 = 160 / 1) are refused before loading, naming --device cpu' '

@@ -790,54 +790,6 @@ static void test_attention_kv(void)
 	test_attention_kv_at(1, 220, 195, 2, 3, 48);
 }
 
-/* A generation step of n sequences in one call (attention_kv_rows): row i
- * the new token of the sequence in slot slot[i] of S caches of maxT
- * positions (random, beyond the positions too), at position pos[i]; its
- * output and the caches against the CPU, and bit for bit against
- * attention_kv a sequence at a time on the device. */
-static void test_attention_kv_rows_at(int64_t S, int64_t maxT, int64_t nh, int64_t hs, int64_t n,
-				      const int64_t *slot, const int64_t *pos)
-{
-	int64_t Cl = nh * hs, per = nh * maxT * hs, es = (int64_t)gpt_dtype_size(DT);
-	ten kc = st(S * per, 1), vc = st(S * per, 1), q = st(n * 3 * Cl, 1.5), o = st(n * Cl, 1);
-	ten kc1 = st(S * per, 1), vc1 = st(S * per, 1), o1 = st(n * Cl, 1);
-	ten *all[] = {&kc, &vc, &q, &o, &kc1, &vc1, &o1};
-	char what[96];
-	int rc = gpu.ops->copy(&gpu, kc1.d, kc.d, (size_t)(S * per * es), &err) ||
-		 gpu.ops->copy(&gpu, vc1.d, vc.d, (size_t)(S * per * es), &err);
-	for (int64_t i = 0; !rc && i < n; i++)
-		rc = gpu.ops->attention_kv(&gpu, (char *)o1.d + i * Cl * es, (char *)kc1.d + slot[i] * per * es,
-					   (char *)vc1.d + slot[i] * per * es, (char *)q.d + i * 3 * Cl * es, 1, 1,
-					   pos[i], maxT, nh, hs, &err);
-	ok(!rc, "%s attention_kv a sequence at a time: %s", gpt_dtype_name(DT), rc ? err.msg : "ran");
-	CALL2(attention_kv_rows, (&cpu, H(o), H(kc), H(vc), H(q), n, slot, pos, maxT, nh, hs, &err),
-	      (&gpu, D(o), D(kc), D(vc), D(q), n, slot, pos, maxT, nh, hs, &err));
-	snprintf(what, sizeof what, "attention_kv_rows of %lld sequences (heads=%lld HS=%lld)", (long long)n,
-		 (long long)nh, (long long)hs);
-	same(what, &o, 1);
-	same("attention_kv_rows key cache", &kc, 1);
-	same("attention_kv_rows value cache", &vc, 1);
-	ok(same_bits(&o, &o1) && same_bits(&kc, &kc1) && same_bits(&vc, &vc1),
-	   "%s %s: output and caches attention_kv's a sequence at a time, bit for bit", gpt_dtype_name(DT), what);
-	for (size_t i = 0; i < sizeof all / sizeof *all; i++)
-		ten_free(all[i]);
-}
-
-static void test_attention_kv_rows(void)
-{
-	/* slots out of order, one sequence empty so far; rows of 1 to 5
-	 * chunks of 64 keys, one a chunk and a key long */
-	static const int64_t slot[] = {3, 0, 4, 1}, pos[] = {300, 0, 130, 64};
-	test_attention_kv_rows_at(5, 320, 2, 64, 4, slot, pos);
-	test_attention_kv_rows_at(5, 320, 1, 128, 4, slot, pos);
-	/* every row one chunk: no merge */
-	static const int64_t pos1[] = {20, 3};
-	test_attention_kv_rows_at(5, 64, NH, HS, 2, slot, pos1);
-	/* 64 heads: rows of chunks of 96 keys (11) and of 64 (2) */
-	static const int64_t slot2[] = {1, 0}, pos2[] = {1050, 100};
-	test_attention_kv_rows_at(2, 1100, 64, 16, 2, slot2, pos2);
-}
-
 static ten tokens_of(const int32_t *t, int64_t n)
 {
 	ten v = {GPT_DTYPE_I32, n, xmalloc((size_t)n * 4), NULL};
@@ -848,6 +800,76 @@ static ten tokens_of(const int32_t *t, int64_t n)
 		exit(1);
 	}
 	return v;
+}
+
+/* A generation step of n sequences in one call (attention_kv_rows): row i
+ * the new token of the sequence in slot slot[i] of S caches of maxT
+ * positions (random, beyond the positions too), at position pos[i] (both
+ * device memory on the GPU); its output and the caches against the CPU,
+ * and bit for bit against attention_kv a sequence at a time on the
+ * device. */
+static void test_attention_kv_rows_at(int64_t S, int64_t maxT, int64_t nh, int64_t hs, int64_t n,
+				      const int32_t *slot, const int32_t *pos)
+{
+	int64_t Cl = nh * hs, per = nh * maxT * hs, es = (int64_t)gpt_dtype_size(DT);
+	ten kc = st(S * per, 1), vc = st(S * per, 1), q = st(n * 3 * Cl, 1.5), o = st(n * Cl, 1);
+	ten kc1 = st(S * per, 1), vc1 = st(S * per, 1), o1 = st(n * Cl, 1);
+	ten *all[] = {&kc, &vc, &q, &o, &kc1, &vc1, &o1};
+	ten ds = tokens_of(slot, n), dp = tokens_of(pos, n);
+	char what[96];
+	int rc = gpu.ops->copy(&gpu, kc1.d, kc.d, (size_t)(S * per * es), &err) ||
+		 gpu.ops->copy(&gpu, vc1.d, vc.d, (size_t)(S * per * es), &err);
+	for (int64_t i = 0; !rc && i < n; i++)
+		rc = gpu.ops->attention_kv(&gpu, (char *)o1.d + i * Cl * es, (char *)kc1.d + slot[i] * per * es,
+					   (char *)vc1.d + slot[i] * per * es, (char *)q.d + i * 3 * Cl * es, 1, 1,
+					   pos[i], maxT, nh, hs, &err);
+	ok(!rc, "%s attention_kv a sequence at a time: %s", gpt_dtype_name(DT), rc ? err.msg : "ran");
+	CALL2(attention_kv_rows, (&cpu, H(o), H(kc), H(vc), H(q), n, slot, pos, maxT, nh, hs, &err),
+	      (&gpu, D(o), D(kc), D(vc), D(q), n, ds.d, dp.d, maxT, nh, hs, &err));
+	snprintf(what, sizeof what, "attention_kv_rows of %lld sequences (heads=%lld HS=%lld)", (long long)n,
+		 (long long)nh, (long long)hs);
+	same(what, &o, 1);
+	same("attention_kv_rows key cache", &kc, 1);
+	same("attention_kv_rows value cache", &vc, 1);
+	ok(same_bits(&o, &o1) && same_bits(&kc, &kc1) && same_bits(&vc, &vc1),
+	   "%s %s: output and caches attention_kv's a sequence at a time, bit for bit", gpt_dtype_name(DT), what);
+	for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+		ten_free(all[i]);
+	ten_free(&ds);
+	ten_free(&dp);
+}
+
+static void test_attention_kv_rows(void)
+{
+	/* slots out of order, one sequence empty so far; rows of 1 to 5
+	 * chunks of 64 keys, one a chunk and a key long */
+	static const int32_t slot[] = {3, 0, 4, 1}, pos[] = {300, 0, 130, 64};
+	test_attention_kv_rows_at(5, 320, 2, 64, 4, slot, pos);
+	test_attention_kv_rows_at(5, 320, 1, 128, 4, slot, pos);
+	/* every row one chunk: no merge */
+	static const int32_t pos1[] = {20, 3};
+	test_attention_kv_rows_at(5, 64, NH, HS, 2, slot, pos1);
+	/* 64 heads: rows of chunks of 96 keys (11) and of 64 (2) */
+	static const int32_t slot2[] = {1, 0}, pos2[] = {1050, 100};
+	test_attention_kv_rows_at(2, 1100, 64, 16, 2, slot2, pos2);
+	/* a position past the cache: nothing of that row written, the error
+	 * at the next download */
+	int64_t Cl = NH * HS, per = NH * 64 * HS;
+	ten kc = st(2 * per, 1), vc = st(2 * per, 1), q = st(2 * 3 * Cl, 1.5), o = st(2 * Cl, 1);
+	static const int32_t bs[] = {0, 1}, bp[] = {5, 64};
+	ten ds = tokens_of(bs, 2), dp = tokens_of(bp, 2);
+	int rc = gpu.ops->attention_kv_rows(&gpu, o.d, kc.d, vc.d, q.d, 2, ds.d, dp.d, 64, NH, HS, &err);
+	float *hc = NULL, *hg = NULL;
+	if (!rc)
+		rc = fetch(&o, &hc, &hg);
+	ok(rc == GPT_EUSAGE && strstr(err.msg, "row 1 has slot 1 and position 64"),
+	   "%s attention_kv_rows past the cache: an error at the next download: %s", gpt_dtype_name(DT),
+	   rc ? err.msg : "none");
+	free(hc);
+	free(hg);
+	ten *all[] = {&kc, &vc, &q, &o, &ds, &dp};
+	for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+		ten_free(all[i]);
 }
 
 static void test_xent(void)

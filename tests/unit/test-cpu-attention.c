@@ -173,7 +173,7 @@ int main(void)
 	 * attention_kv on each one's cache, bit for bit, outputs and caches */
 	{
 		enum { MAXT = 7, S = 4, N = 3, SLOT = NH * MAXT * HS };
-		int64_t slot[N] = {2, 0, 3}, pos[N] = {5, 0, 6};
+		int32_t slot[N] = {2, 0, 3}, pos[N] = {5, 0, 6};
 		float *kc = chk_floats(S * SLOT, 1.0), *vc = chk_floats(S * SLOT, 1.0);
 		float *x = chk_floats(N * C3, 1.5), kc1[S * SLOT], vc1[S * SLOT], o[N * CL], o1[N * CL];
 		memcpy(kc1, kc, sizeof kc1);
@@ -196,6 +196,10 @@ int main(void)
 		int rc = be.ops->attention_kv_rows(&be, o, kc, vc, x, N, slot, pos, MAXT, NH, HS, &err);
 		ok(rc == GPT_EUSAGE && strstr(err.msg, "do not fit the cache of 7"),
 		   "attention_kv_rows past the cache is an error: %s", err.msg);
+		pos[1] = 0, slot[2] = -1;
+		rc = be.ops->attention_kv_rows(&be, o, kc, vc, x, N, slot, pos, MAXT, NH, HS, &err);
+		ok(rc == GPT_EUSAGE && strstr(err.msg, "row 2 has slot -1 and position 6"),
+		   "attention_kv_rows with a slot below 0 is an error: %s", err.msg);
 		free(kc), free(vc), free(x);
 	}
 	gpt_backend_cpu_free(&be);

@@ -1,7 +1,8 @@
 /* A naive emulation of the cuBLAS and cuBLASLt calls lib/cuda makes, for
  * tests/gpu/emu/run.sh: column-major GEMMs with the layouts, transposes,
  * batches and epilogues (bias; GELU keeping its input; GELU's derivative)
- * the descriptors say, as cuBLASLt's documentation describes them. */
+ * the descriptors say, as cuBLASLt's documentation describes them; during
+ * a stream capture, recorded with the descriptors' values of the call. */
 #pragma once
 #include "cuda_bf16.h"
 #include "cuda_fp16.h"
@@ -42,6 +43,7 @@ static inline cublasStatus_t cublasCreate(cublasHandle_t *h) { *h = (void *)1; r
 static inline cublasStatus_t cublasDestroy(cublasHandle_t) { return CUBLAS_STATUS_SUCCESS; }
 static inline cublasStatus_t cublasSetStream(cublasHandle_t, cudaStream_t) { return CUBLAS_STATUS_SUCCESS; }
 static inline cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t) { return CUBLAS_STATUS_SUCCESS; }
+static inline cublasStatus_t cublasSetWorkspace(cublasHandle_t, void *, size_t) { return CUBLAS_STATUS_SUCCESS; }
 static inline cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, cublasComputeType_t, cudaDataType) { *d = new emu_desc; return CUBLAS_STATUS_SUCCESS; }
 static inline cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d) { delete d; return CUBLAS_STATUS_SUCCESS; }
 static inline cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a, const void *v, size_t n)
@@ -141,8 +143,14 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc
 	if (aux && (!d->aux || d->ldaux < (int64_t)m || d->ldaux % 8 || (uintptr_t)d->aux % 16 || lc->batch != 1))
 		return CUBLAS_STATUS_NOT_SUPPORTED;
 	int with_bias = d->epi == CUBLASLT_EPILOGUE_BIAS || d->epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
-	emu_gemm(d->ta, d->tb, m, n, k, *(const float *)alpha, A, la->t, la->ld, la->stride, B, lb->ld, lb->stride,
-		 *(const float *)beta, D, lc->ld, lc->stride, lc->batch, with_bias ? d->bias : nullptr, d->epi, d->aux, d->ldaux);
+	/* the descriptors' values as they are now: a capture keeps them */
+	emu_desc dd = *d;
+	emu_layout a = *la, b = *lb, c = *lc;
+	float al = *(const float *)alpha, be = *(const float *)beta;
+	emu::run_or_record([=] {
+		emu_gemm(dd.ta, dd.tb, m, n, k, al, A, a.t, a.ld, a.stride, B, b.ld, b.stride, be, D, c.ld, c.stride,
+			 c.batch, with_bias ? dd.bias : nullptr, dd.epi, dd.aux, dd.ldaux);
+	});
 	return CUBLAS_STATUS_SUCCESS;
 }
 static inline cublasStatus_t cublasGemmStridedBatchedEx_64(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, int64_t k,
@@ -150,6 +158,7 @@ static inline cublasStatus_t cublasGemmStridedBatchedEx_64(cublasHandle_t, cubla
 							   cudaDataType, int64_t ldb, long long sb, const void *beta, void *C, cudaDataType, int64_t ldc,
 							   long long sc, int64_t batch, cublasComputeType_t, cublasGemmAlgo_t)
 {
-	emu_gemm(ta, tb, m, n, k, *(const float *)alpha, A, t, lda, sa, B, ldb, sb, *(const float *)beta, C, ldc, sc, batch, nullptr);
+	float al = *(const float *)alpha, be = *(const float *)beta;
+	emu::run_or_record([=] { emu_gemm(ta, tb, m, n, k, al, A, t, lda, sa, B, ldb, sb, be, C, ldc, sc, batch, nullptr); });
 	return CUBLAS_STATUS_SUCCESS;
 }

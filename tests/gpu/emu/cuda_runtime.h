@@ -30,6 +30,16 @@
  * barrier between them are a race, as compute-sanitizer's racecheck
  * reports.
  *
+ * Stream capture (CUDA graphs): between cudaStreamBeginCapture and
+ * cudaStreamEndCapture, launches, cuBLASLt products, copies and memsets
+ * are recorded, not run, each with its arguments as they were then (a
+ * GEMM's descriptors too); cudaGraphLaunch runs them again in order. A
+ * call the CUDA runtime refuses during a capture (a sync, a copy to or
+ * from pageable host memory, cudaMalloc, cudaFree, a synchronous memset)
+ * returns cudaErrorStreamCaptureUnsupported, says so on stderr and spoils
+ * the capture, whose end then returns cudaErrorStreamCaptureInvalidated,
+ * as on a GPU.
+ *
  * Host syncs: with EMU_HOST_SYNCS set, each call that makes the host wait
  * for device work queued before it (cudaStreamSynchronize,
  * cudaEventSynchronize, cudaMemcpyAsync into pageable host memory; in
@@ -45,6 +55,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <cstdio>
 #include <new>
 #include <thread>
 #include <vector>
@@ -69,6 +80,76 @@ typedef void *cudaStream_t;
 enum { cudaSuccess = 0, cudaErrorMemoryAllocation = 2 };
 enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice };
 enum { cudaStreamNonBlocking = 1 };
+enum { cudaErrorStreamCaptureUnsupported = 900, cudaErrorStreamCaptureInvalidated = 901,
+       cudaErrorIllegalState = 401 };
+/* Stream capture: the work recorded, in order */
+struct emu_graph {
+	std::vector<std::function<void()>> ops;
+};
+typedef emu_graph *cudaGraph_t;
+typedef emu_graph *cudaGraphExec_t;
+enum cudaStreamCaptureMode { cudaStreamCaptureModeGlobal = 0, cudaStreamCaptureModeThreadLocal = 1,
+			     cudaStreamCaptureModeRelaxed = 2 };
+namespace emu {
+inline emu_graph *capture = nullptr; /* the capture under way */
+inline bool capture_spoilt = false;
+/* Runs f now, or, during a capture, records it for the graph. */
+template <class F> static inline void run_or_record(F f)
+{
+	if (capture)
+		capture->ops.emplace_back(f);
+	else
+		f();
+}
+/* true (having spoilt the capture and said so) when a capture is under
+ * way: call may not run during one */
+static inline bool capture_refuses(const char *call)
+{
+	if (!capture)
+		return false;
+	if (!capture_spoilt)
+		fprintf(stderr, "emu: %s during a stream capture: the CUDA runtime refuses it, and the capture fails\n", call);
+	capture_spoilt = true;
+	return true;
+}
+} // namespace emu
+static inline cudaError_t cudaStreamBeginCapture(cudaStream_t, cudaStreamCaptureMode)
+{
+	if (emu::capture)
+		return cudaErrorIllegalState;
+	emu::capture = new emu_graph;
+	emu::capture_spoilt = false;
+	return 0;
+}
+static inline cudaError_t cudaStreamEndCapture(cudaStream_t, cudaGraph_t *g)
+{
+	*g = nullptr;
+	if (!emu::capture)
+		return cudaErrorIllegalState;
+	emu_graph *c = emu::capture;
+	emu::capture = nullptr;
+	if (emu::capture_spoilt) {
+		delete c;
+		return cudaErrorStreamCaptureInvalidated;
+	}
+	*g = c;
+	return 0;
+}
+static inline cudaError_t cudaGraphInstantiate(cudaGraphExec_t *x, cudaGraph_t g, unsigned long long = 0)
+{
+	*x = new emu_graph(*g);
+	return 0;
+}
+static inline cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t)
+{
+	if (emu::capture_refuses("cudaGraphLaunch"))
+		return cudaErrorStreamCaptureUnsupported;
+	for (auto &f : x->ops)
+		f();
+	return 0;
+}
+static inline cudaError_t cudaGraphDestroy(cudaGraph_t g) { delete g; return 0; }
+static inline cudaError_t cudaGraphExecDestroy(cudaGraphExec_t x) { delete x; return 0; }
 static inline const char *cudaGetErrorString(cudaError_t) { return "emulated error"; }
 static inline cudaError_t cudaGetLastError(void) { return 0; }
 static inline cudaError_t cudaPeekAtLastError(void) { return 0; }
@@ -108,6 +189,16 @@ extern "C" void gpt_cuda_free(void *p);
 static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind k, cudaStream_t)
 {
 	emu::copy_check("cudaMemcpyAsync", d, s, n, k);
+	if (emu::capture) {
+		const void *h = k == cudaMemcpyDeviceToHost ? d : k == cudaMemcpyHostToDevice ? s : nullptr;
+		if (h && !emu::host_pinned(h) && emu::capture_refuses("cudaMemcpyAsync with pageable host memory"))
+			return cudaErrorStreamCaptureUnsupported;
+		emu::capture->ops.emplace_back([=] {
+			emu::dev_scope o;
+			memmove(d, s, n);
+		});
+		return 0;
+	}
 	bool waits = k == cudaMemcpyDeviceToHost && !emu::host_pinned(d);
 	if (waits)
 		emu::host_wait("cudaMemcpyAsync to pageable host memory");
@@ -119,9 +210,29 @@ static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cuda
 		emu::host_waited();
 	return 0;
 }
-static inline cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t) { emu::dev_scope o; memset(d, v, n); return 0; }
-static inline cudaError_t cudaMemset(void *d, int v, size_t n) { emu::dev_scope o; memset(d, v, n); return 0; }
-static inline cudaError_t cudaStreamSynchronize(cudaStream_t) { emu::host_wait("cudaStreamSynchronize"); return 0; }
+static inline cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t)
+{
+	emu::run_or_record([=] {
+		emu::dev_scope o;
+		memset(d, v, n);
+	});
+	return 0;
+}
+static inline cudaError_t cudaMemset(void *d, int v, size_t n)
+{
+	if (emu::capture_refuses("cudaMemset"))
+		return cudaErrorStreamCaptureUnsupported;
+	emu::dev_scope o;
+	memset(d, v, n);
+	return 0;
+}
+static inline cudaError_t cudaStreamSynchronize(cudaStream_t)
+{
+	if (emu::capture_refuses("cudaStreamSynchronize"))
+		return cudaErrorStreamCaptureUnsupported;
+	emu::host_wait("cudaStreamSynchronize");
+	return 0;
+}
 /* Events: device work runs when it is queued here, so an event is done
  * when it is recorded, and the time between two is the host's. */
 struct emu_event {
@@ -137,11 +248,26 @@ static inline cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEve
 	*ms = std::chrono::duration<float, std::milli>(b->at - a->at).count();
 	return 0;
 }
-static inline cudaError_t cudaEventQuery(cudaEvent_t) { return 0; }
-static inline cudaError_t cudaEventSynchronize(cudaEvent_t) { emu::host_wait("cudaEventSynchronize"); return 0; }
+static inline cudaError_t cudaEventQuery(cudaEvent_t)
+{
+	return emu::capture_refuses("cudaEventQuery") ? cudaErrorStreamCaptureUnsupported : 0;
+}
+static inline cudaError_t cudaEventSynchronize(cudaEvent_t)
+{
+	if (emu::capture_refuses("cudaEventSynchronize"))
+		return cudaErrorStreamCaptureUnsupported;
+	emu::host_wait("cudaEventSynchronize");
+	return 0;
+}
 static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, int) { *s = (void *)1; return 0; }
 static inline cudaError_t cudaStreamDestroy(cudaStream_t) { return 0; }
-static inline cudaError_t cudaFree(void *p) { gpt_cuda_free(p); return 0; }
+static inline cudaError_t cudaFree(void *p)
+{
+	if (emu::capture_refuses("cudaFree"))
+		return cudaErrorStreamCaptureUnsupported;
+	gpt_cuda_free(p);
+	return 0;
+}
 /* emu.cpp: the emulated device's size (EMU_MEM_LIMIT bytes, else 80 GiB)
  * less what is allocated */
 extern "C" cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes);
@@ -341,7 +467,7 @@ struct launcher {
 		size_t sh = shm;
 		const char *k = name;
 		launch_check(reinterpret_cast<const void *>(f), k, gg, bb, sh);
-		return [=](auto... args) {
+		return [=](auto... args) { run_or_record([=] {
 			launch_scope one;
 			dev_scope open;
 			blockDim_ = bb;
@@ -392,7 +518,7 @@ struct launcher {
 				x.join();
 #endif
 			free(s.dyn);
-		};
+		}); };
 	}
 };
 /* build.sh writes NAME<<<CONFIG>>>(ARGS) as emu::launch("NAME", CONFIG)(NAME)(ARGS) */

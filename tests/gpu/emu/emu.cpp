@@ -475,6 +475,10 @@ static int dev_fault_set = [] {
 #endif
 extern "C" void *gpt_cuda_malloc(size_t bytes, const char *what, gpt_err *err)
 {
+	if (emu::capture_refuses("cudaMalloc")) {
+		gpt_err_set(err, GPT_EINTERNAL, "cudaMalloc for %s during a stream capture", what ? what : "data");
+		return nullptr;
+	}
 	{
 		std::unique_lock<std::mutex> l(dev_mu);
 		if (dev_live + (bytes ? bytes : 1) > dev_limit()) {
@@ -514,6 +518,7 @@ extern "C" void gpt_cuda_free(void *p)
 {
 	if (!p)
 		return;
+	emu::capture_refuses("cudaFree");
 	emu::host_wait("cudaFree"); /* which waits for the whole device */
 	std::lock_guard<std::mutex> l(dev_mu);
 	auto it = dev_blocks.find((uintptr_t)p);
@@ -553,6 +558,7 @@ extern "C" void gpt_cuda_host_free(void *p)
 {
 	if (!p)
 		return;
+	emu::capture_refuses("cudaFreeHost");
 	emu::host_wait("cudaFreeHost");
 	{
 		std::lock_guard<std::mutex> l(host_mu);
@@ -587,9 +593,11 @@ void emu::copy_check(const char *call, void *d, const void *s, size_t n, int kin
 	abort();
 }
 /* cudaMemcpy: kind 2, device to device, does not wait */
-extern "C" int gpt_cuda_memcpy(void *d, const void *s, size_t n, int kind, gpt_err *)
+extern "C" int gpt_cuda_memcpy(void *d, const void *s, size_t n, int kind, gpt_err *err)
 {
 	emu::copy_check("cudaMemcpy", d, s, n, kind);
+	if (emu::capture_refuses("cudaMemcpy"))
+		return gpt_err_set(err, GPT_EINTERNAL, "cudaMemcpy during a stream capture");
 	if (kind != 2)
 		emu::host_wait("cudaMemcpy");
 	{
@@ -600,8 +608,10 @@ extern "C" int gpt_cuda_memcpy(void *d, const void *s, size_t n, int kind, gpt_e
 		emu::host_waited();
 	return 0;
 }
-extern "C" int gpt_cuda_sync(gpt_err *)
+extern "C" int gpt_cuda_sync(gpt_err *err)
 {
+	if (emu::capture_refuses("cudaDeviceSynchronize"))
+		return gpt_err_set(err, GPT_EINTERNAL, "cudaDeviceSynchronize during a stream capture");
 	emu::host_wait("cudaDeviceSynchronize");
 	return 0;
 }
