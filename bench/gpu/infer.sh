@@ -9,7 +9,10 @@
 # and the device's peak memory, next to PyTorch's (bench/torch_infer.py:
 # the same shapes, prompt and generated tokens, eager, on the GPU, in the
 # same dtype; none for int8, whose dynamic quantization is CPU-only; "-"
-# where PyTorch or its GPU is missing). The weights are those of a
+# where PyTorch or its GPU is missing). Each generation step after the
+# first is a CUDA graph; the "bf16 ops" rows run the same steps with each
+# kernel launched by the host (GPT_CUDA_GRAPHS=0), to show what the graphs
+# save. The weights are those of a
 # checkpoint after one training step: speed does not depend on them.
 # Record each run in bench/RESULTS.md with the date, device and command.
 set -u
@@ -28,14 +31,14 @@ infer_model_setup || { echo "infer-gpu: the model could not be made"; exit 1; }
 
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 echo "GPT-2 124M shapes, $GEN generated tokens; tokens/s (gptkit / PyTorch)"
-printf '%-6s %5s %9s %12s %12s %10s | %12s %12s | %6s\n' weights batch prompt "prompt tok/s" "gen tok/s" \
+printf '%-8s %5s %9s %12s %12s %10s | %12s %12s | %6s\n' weights batch prompt "prompt tok/s" "gen tok/s" \
 	"peak mem" "torch prompt" "torch gen" "gen ratio"
 run () { # label model extra-args batch torch-dtype ("" for none)
 	prompts=$W/p1
 	[ "$4" = 8 ] && prompts=$W/p8
 	nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$W/mem" 2>/dev/null &
 	smi=$!
-	bin/gpt-infer -m "$2" $3 --device cuda --stats --batch "$4" \
+	GPT_CUDA_GRAPHS=$graphs bin/gpt-infer -m "$2" $3 --device cuda --stats --batch "$4" \
 		-o Generation.decode_strategy=greedy_search -o Generation.min_dec_len=$GEN \
 		-o Generation.max_dec_len=$GEN <"$prompts" >/dev/null 2>"$W/stats"
 	rc=$?
@@ -60,12 +63,17 @@ run () { # label model extra-args batch torch-dtype ("" for none)
 		*) echo "torch failed: $(tail -n 1 "$W/torch.err")" ;;
 		esac
 	fi
-	printf '%-6s %5s %9s %12s %12s %6s MiB | %12s %12s | %6s\n' "$1" "$4" "$(($6 / $4)) tok" "$7" "$8" \
+	printf '%-8s %5s %9s %12s %12s %6s MiB | %12s %12s | %6s\n' "$1" "$4" "$(($6 / $4)) tok" "$7" "$8" \
 		"$(sort -n "$W/mem" | tail -n 1)" "$tpp" "$tpg" "$ratio"
 }
+graphs=1
 for b in 1 8; do
 	run fp32 "$W/ck" "" $b fp32
 	run bf16 "$W/ck" "--dtype bf16" $b bf16
 	run fp16 "$W/ck" "--dtype fp16" $b fp16
 	run int8 "$W/m8.tar" "" $b ""
+done
+graphs=0
+for b in 1 8; do
+	run "bf16 ops" "$W/ck" "--dtype bf16" $b ""
 done

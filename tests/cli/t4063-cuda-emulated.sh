@@ -6,10 +6,11 @@
 # tests/gpu/test-cuda-ops.c against the CPU backend in fp32, bf16 and fp16,
 # whole training steps included, and again in bf16 with the blocks and the
 # threads of each block in the reverse order (a missing barrier shows in
-# one of the two orders); the shm collectives on device buffers
-# (test-comm-stage); the GPU training layouts of t4060 (dp2, mp2, pp2,
-# sharding2 stage 3, offload, overlapped buckets, resume; 2 steps) and
-# gpt-infer --device cuda (t4061) with the emulated programs; the peak
+# one of the two orders); the dtype casts (test-cuda-cast); the shm
+# collectives on device buffers (test-comm-stage); the GPU training layouts
+# of t4060 (dp2, mp2, pp2, sharding2 stage 3, offload, overlapped buckets,
+# resume; 2 steps) and gpt-infer --device cuda (t4061: generation steps as
+# CUDA graphs too) with the emulated programs; the peak
 # device memory of gpt-train with and without the optimizer state
 # offloaded, and in float16 at sharding_stage 3 (no fp16 parameter copy),
 # against its memory line (EMU_MEM_PEAK); the host syncs of a
@@ -42,7 +43,7 @@ g++ -std=c++20 -pthread -o cxx20 cxx20.cpp 2>/dev/null ||
 EMU=$GPT_ROOT/build/emu
 
 test_expect_success 'the emulated programs build' '
-	"$GPT_ROOT/tests/gpu/emu/build.sh" test-cuda-ops test-comm-stage gpt-train gpt-infer gpu-ops \
+	"$GPT_ROOT/tests/gpu/emu/build.sh" test-cuda-ops test-cuda-cast test-comm-stage gpt-train gpt-infer gpu-ops \
 		>build.log 2>&1 ||
 		{ cat build.log; false; }
 '
@@ -67,6 +68,11 @@ test_expect_success 'the same in bf16 with blocks and the threads of a block the
 	EMU_BLOCKS=reverse EMU_THREADS=reverse GPT_TEST_DTYPE=bf16 "$EMU/test-cuda-ops" >rev.tap 2>&1 ||
 		{ cat rev.tap; false; } &&
 	tap rev.tap
+'
+
+test_expect_success 'the dtype casts equal the CPU bit for bit, 16 bytes a load or not' '
+	"$EMU/test-cuda-cast" >cast.tap 2>&1 || { cat cast.tap; false; } &&
+	tap cast.tap
 '
 
 test_expect_success 'the shm collectives carry device buffers between 3 ranks' '
@@ -230,6 +236,6 @@ test_expect_success "a bf16 training step of $((2 / mb)) micro-batch(es) makes t
 done
 
 gpu_script t4060 'dp2, mp2, pp2 and sharding2 stage 3 on the emulated GPU equal one rank; resume is bit for bit'
-gpu_script t4061 'gpt-infer --device cuda: fp32, bf16, fp16 and int8 weights as on the CPU'
+gpu_script t4061 'gpt-infer --device cuda: fp32, bf16, fp16 and int8 weights as on the CPU; steps as CUDA graphs'
 
 test_done

@@ -22,16 +22,19 @@ static int is_nan16(uint16_t h, gpt_dtype t)
 				  : (h & 0x7f80) == 0x7f80 && (h & 0x7f);
 }
 
-static void check(gpt_dtype from, gpt_dtype to, const void *host_src, size_t n)
+/* n values converted on the device, the device copies skew elements past
+ * the allocations' start (1: not 16-byte aligned, the scalar kernel). */
+static void check_at(gpt_dtype from, gpt_dtype to, const void *host_src, size_t n, size_t skew)
 {
 	gpt_err err = {0};
 	size_t sb = n * gpt_dtype_size(from), db = n * gpt_dtype_size(to);
-	void *dsrc = gpt_cuda_malloc(sb, "src", &err), *ddst = gpt_cuda_malloc(db, "dst", &err);
+	size_t ss = skew * gpt_dtype_size(from), ds = skew * gpt_dtype_size(to);
+	char *dsrc = gpt_cuda_malloc(sb + ss, "src", &err), *ddst = gpt_cuda_malloc(db + ds, "dst", &err);
 	unsigned char *want = malloc(db), *got = malloc(db);
 	int rc = !dsrc || !ddst || !want || !got;
-	rc = rc || gpt_cuda_memcpy(dsrc, host_src, sb, 0, &err);
-	rc = rc || gpt_cuda_convert(ddst, to, dsrc, from, n, &err);
-	rc = rc || gpt_cuda_memcpy(got, ddst, db, 1, &err);
+	rc = rc || gpt_cuda_memcpy(dsrc + ss, host_src, sb, 0, &err);
+	rc = rc || gpt_cuda_convert(ddst + ds, to, dsrc + ss, from, n, &err);
+	rc = rc || gpt_cuda_memcpy(got, ddst + ds, db, 1, &err);
 	rc = rc || gpt_convert(want, to, host_src, from, n, &err);
 	size_t bad = 0;
 	for (size_t i = 0; !rc && i < n; i++) {
@@ -49,12 +52,21 @@ static void check(gpt_dtype from, gpt_dtype to, const void *host_src, size_t n)
 				bad++;
 		}
 	}
-	ok(!rc && bad == 0, "%s -> %s: %zu values, %zu differ from the CPU%s%s", gpt_dtype_name(from),
-	   gpt_dtype_name(to), n, bad, rc ? ": " : "", rc ? err.msg : "");
+	ok(!rc && bad == 0, "%s -> %s: %zu values%s, %zu differ from the CPU%s%s", gpt_dtype_name(from),
+	   gpt_dtype_name(to), n, skew ? " (not 16-byte aligned)" : "", bad, rc ? ": " : "",
+	   rc ? err.msg : "");
 	gpt_cuda_free(dsrc);
 	gpt_cuda_free(ddst);
 	free(want);
 	free(got);
+}
+
+/* aligned (16 bytes a load; n - 3: and the last n % 8 one each), and not */
+static void check(gpt_dtype from, gpt_dtype to, const void *host_src, size_t n)
+{
+	check_at(from, to, host_src, n, 0);
+	check_at(from, to, host_src, n - 3, 0);
+	check_at(from, to, host_src, n, 1);
 }
 
 int main(void)
