@@ -95,6 +95,18 @@ test_expect_success 'sampling: CUDA graphs as launches one by one, sequences end
 	test_cmp b a
 '
 
+# under the emulator only: a runtime that cannot record a step
+if [ -n "${GPT_EMU_BIN:-}" ]; then
+	test_expect_success 'a step that cannot be recorded: graphs off, the same tokens, --stats says why' '
+		EMU_CAPTURE_REFUSE=1 g --dtype bf16 --device cuda --stats "Everyone is" "this license" \
+			>refused 2>stats &&
+		GPT_CUDA_GRAPHS=0 g --dtype bf16 --device cuda "Everyone is" "this license" >plain &&
+		cat stats &&
+		test_cmp plain refused &&
+		test_grep "^CUDA graphs: 0 steps, then off: a step of 2 sequences could not be recorded: cuda: recording a CUDA graph: " stats
+	'
+fi
+
 test_expect_success 'GPT_CUDA_GRAPHS other than 0 or 1 is a usage error' '
 	test_expect_code 64 env GPT_CUDA_GRAPHS=yes gpt-infer -m ck --device cuda "Every" 2>err &&
 	test_grep "^gpt-infer: error: GPT_CUDA_GRAPHS is .yes.; expected 1 .the default" err

@@ -38,7 +38,8 @@
  * from pageable host memory, cudaMalloc, cudaFree, a synchronous memset)
  * returns cudaErrorStreamCaptureUnsupported, says so on stderr and spoils
  * the capture, whose end then returns cudaErrorStreamCaptureInvalidated,
- * as on a GPU.
+ * as on a GPU. With EMU_CAPTURE_REFUSE set, any work does (a fallback's
+ * test).
  *
  * Host syncs: with EMU_HOST_SYNCS set, each call that makes the host wait
  * for device work queued before it (cudaStreamSynchronize,
@@ -93,10 +94,16 @@ enum cudaStreamCaptureMode { cudaStreamCaptureModeGlobal = 0, cudaStreamCaptureM
 namespace emu {
 inline emu_graph *capture = nullptr; /* the capture under way */
 inline bool capture_spoilt = false;
-/* Runs f now, or, during a capture, records it for the graph. */
+static inline bool capture_refuses(const char *call);
+/* Runs f now, or, during a capture, records it for the graph (with
+ * EMU_CAPTURE_REFUSE set, refuses it instead, as a runtime that cannot
+ * record it would: the caller's fallback is then what runs) */
 template <class F> static inline void run_or_record(F f)
 {
-	if (capture)
+	static const bool refuse = getenv("EMU_CAPTURE_REFUSE") && *getenv("EMU_CAPTURE_REFUSE");
+	if (capture && refuse)
+		capture_refuses("work (EMU_CAPTURE_REFUSE)");
+	else if (capture)
 		capture->ops.emplace_back(f);
 	else
 		f();
