@@ -194,12 +194,12 @@ row "1.3B seed config, recompute (fp16, B8)" 24 2048 16 8 1024 fp16 1 \
 row "1.3B seed, recompute, offload (fp16)" 24 2048 16 8 1024 - 1 \
 	"$ROOT/configs/pretrain_gpt_1.3B_single_card.yaml" -o Distributed.sharding.sharding_offload=True
 # in bf16, whose master weights are kept split: 14 bytes per parameter
-# (--dry-run: 18.98 GiB in all, against the fp16 row's 21.43)
+# (--dry-run: 18.86 GiB in all, against the fp16 row's 21.31)
 row "1.3B seed, recompute, bf16" 24 2048 16 8 1024 - 1 \
 	"$ROOT/configs/pretrain_gpt_1.3B_single_card.yaml" -o Engine.mix_precision.dtype=bfloat16
 # fp16 at sharding_stage 3 on one card: the fp32 master weights are the only
 # copy of the parameters, each layer's fp16 weights cast into a window when
-# it runs, 14 bytes per parameter (--dry-run: 19.27 GiB in all)
+# it runs, 14 bytes per parameter (--dry-run: 19.15 GiB in all)
 row "1.3B seed, recompute, stage 3 (fp16)" 24 2048 16 8 1024 - 1 \
 	"$ROOT/configs/pretrain_gpt_1.3B_single_card.yaml" -o Distributed.sharding.sharding_stage=3
 exit $status

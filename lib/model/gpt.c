@@ -231,7 +231,6 @@ static int alloc_work(gpt_model *m, gpt_err *err)
 	if (holds_last(m)) {
 		int64_t R = m->head_rows = gpt_model_head_rows(&m->opts, BT, Vl);
 		ALLOC_OR_FAIL(m->lnf, m->n_rows * C, es, "work buffer (ln_f)");
-		ALLOC_OR_FAIL(m->logits, R * Vl, es, "work buffer (logits)");
 		ALLOC_OR_FAIL(m->xent_max, 4 * R, 4, "cross-entropy");
 		m->xent_sumexp = m->xent_max + R;
 		m->xent_tlogit = m->xent_max + 2 * R;
@@ -249,7 +248,13 @@ static int alloc_work(gpt_model *m, gpt_err *err)
 	ALLOC_OR_FAIL(m->d_c, BT * C, es, "work buffer");
 	ALLOC_OR_FAIL(m->d_c2, BT * C, es, "work buffer");
 	ALLOC_OR_FAIL(m->d_res, BT * C, es, "work buffer");
-	ALLOC_OR_FAIL(m->d_f, BT * F, es, "work buffer");
+	/* the classifier's logits and the MLP's gradient are never live at
+	 * once (the head runs between its stage's layers' forward and their
+	 * backward, each call whole, and d_f lives inside one layer's
+	 * backward): one buffer, the larger */
+	int64_t nl = holds_last(m) ? m->head_rows * Vl : 0;
+	ALLOC_OR_FAIL(m->d_f, nl > BT * F ? nl : BT * F, es, "work buffer (the MLP's gradient, the logits)");
+	m->logits = holds_last(m) ? m->d_f : NULL;
 	ALLOC_OR_FAIL(m->d_qkv, BT * 3 * C, es, "work buffer");
 	if (m->n_rows != BT) {
 		ALLOC_OR_FAIL(m->gath, BT * C, es, "work buffer");
@@ -292,9 +297,10 @@ int64_t gpt_model_activation_bytes(const gpt_model_shape *s, const gpt_layout *l
 	int64_t slot = res + per_layer + head + (first ? BT * 4 : 0);
 	/* mirrors alloc_work */
 	int64_t R = gpt_model_head_rows(o, BT, Vl);
-	int64_t work = BT * (4 * C + F + 3 * C) * es;
+	int64_t nl = last ? R * Vl : 0;
+	int64_t work = BT * (4 * C + 3 * C) * es + (nl > BT * F ? nl : BT * F) * es;
 	if (last)
-		work += NR * C * es + R * Vl * es + 4 * R * 4 + ((o->loss_slots > 1 ? o->loss_slots : 1) + 1) * BT * 4 +
+		work += NR * C * es + 4 * R * 4 + ((o->loss_slots > 1 ? o->loss_slots : 1) + 1) * BT * 4 +
 			(o->no_full_grads ? Vl * C * es : 0);
 	if (NR != BT)
 		work += (BT * C + 2 * NR * C + 2 * C) * es;
@@ -523,7 +529,8 @@ void gpt_model_free(gpt_model *m)
 	}
 	if (m->slots)
 		free_acts(m);
-	void *p[] = {m->params, m->grads, m->lnf, m->logits, m->xent_max, m->losses, m->targets,
+	/* m->logits is m->d_f (alloc_work) */
+	void *p[] = {m->params, m->grads, m->lnf, m->xent_max, m->losses, m->targets,
 		     m->head_dw, m->tmp_c, m->d_c, m->d_c2, m->d_res, m->d_f, m->d_qkv, m->gath,
 		     m->tmp_s, m->d_s, m->ln_tmp};
 	for (size_t i = 0; i < sizeof p / sizeof *p; i++)

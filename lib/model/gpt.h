@@ -192,7 +192,8 @@ struct gpt_model {
 	 * gradient until the backward adds it to the window */
 	void *lnf;                /* (n_rows, C): ln_f's output */
 	int64_t head_rows;
-	void *logits;             /* (head_rows, Vp / tp) */
+	void *logits;             /* (head_rows, Vp / tp); the memory of d_f, which
+				     is not live while the head runs */
 	float *xent_max, *xent_sumexp, *xent_tlogit, *xent_gmax; /* (head_rows) each */
 	float *losses;            /* (loss_slots, B*T): a micro-batch's losses each, the
 				     first loss_next of them waiting for gpt_model_take_losses */
