@@ -9,8 +9,8 @@
 # perplexity within 1e-4; a model whose heads are above the CUDA kernels'
 # size is refused before it is loaded, naming --device cpu; generation steps
 # run as CUDA graphs give the bytes of their kernels launched one by one
-# (GPT_CUDA_GRAPHS=0), greedy and sampling, with --stats counting the
-# steps. Skips without a
+# (GPT_CUDA_GRAPHS=0), greedy, sampling and beam search, with --stats
+# counting the steps. Skips without a
 # GPU (GPT_EMU_BIN: see t4060; tests/gpu/emu/train.sh t4061 runs it under
 # the emulator).
 . "$(dirname "$0")/../cli/test-lib.sh"
@@ -93,6 +93,15 @@ test_expect_success 'sampling: CUDA graphs as launches one by one, sequences end
 	GPT_CUDA_GRAPHS=0 gpt-infer -m ck --device cuda $s -o Generation.seed=3 \
 		-o Generation.num_return_sequences=3 --stop " " "Every" "this" >b &&
 	test_cmp b a
+'
+
+test_expect_success 'beam search: CUDA graphs as launches one by one, the caches copied between steps' '
+	s="-o Generation.decode_strategy=beam_search -o Generation.num_beams=3 -o Generation.max_dec_len=$LEN" &&
+	gpt-infer -m ck --device cuda --stats $s -o Generation.num_return_sequences=3 "Every" >a 2>stats &&
+	GPT_CUDA_GRAPHS=0 gpt-infer -m ck --device cuda $s -o Generation.num_return_sequences=3 "Every" >b &&
+	cat stats a &&
+	test_cmp b a &&
+	test_grep "^CUDA graphs: [1-9][0-9]* steps$" stats
 '
 
 # under the emulator only: a runtime that cannot record a step
