@@ -148,7 +148,9 @@ static void free_work(gpt_infer_model *m)
 		*p[i] = NULL;
 	}
 	free(m->tokens);
-	free(m->hlogits);
+#if GPT_HAVE_CUDA
+	gpt_cuda_host_free(m->hlogits);
+#endif
 	m->tokens = NULL;
 	m->hlogits = NULL;
 	m->cap_rows = 0;
@@ -210,7 +212,10 @@ static int grow_work(gpt_infer_model *m, int64_t rows, gpt_err *err)
 		size_t lb = R * (size_t)s->vocab_size * es;
 		m->dtokens = m->be.ops->alloc(&m->be, 3 * R * sizeof(int32_t), "tokens", err);
 		m->dlogits = m->dtokens ? m->be.ops->alloc(&m->be, lb, "logits", err) : NULL;
-		m->hlogits = m->dlogits && es != 4 ? gpt_malloc(lb, "logits", err) : NULL;
+#if GPT_HAVE_CUDA
+		/* pinned: a step's logits come down at the link's rate */
+		m->hlogits = m->dlogits && es != 4 ? gpt_cuda_host_alloc(lb, "logits", err) : NULL;
+#endif
 		ok = m->dlogits && (es == 4 || m->hlogits);
 	}
 	if (!ok) {

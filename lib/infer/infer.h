@@ -107,7 +107,7 @@ typedef struct gpt_infer_model {
 	int64_t work_gen;       /* how many times the work buffers were made */
 	/* CUDA (gpt_infer_model_to_cuda): be is the CUDA backend, params and
 	 * the work buffers device memory in be's dtype; the tokens go up and
-	 * the logits come down (hlogits: host, in that dtype). With int8
+	 * the logits come down (hlogits: pinned host memory, in that dtype). With int8
 	 * weights params leaves out the layers' weight matrices, and qw[i].w
 	 * and qw[i].scale point to device memory in dq (codes, then steps);
 	 * dact is the device copy of act_scale */
