@@ -28,7 +28,7 @@
  * padded by 16 bytes, so the 8 rows of an ldmatrix phase hit distinct
  * banks). The head dimension is padded with zeros to W = 32, 64 or 128;
  * products skip the padding. The forward and dq can instead take 128
- * query rows a block, 32 a warp, and dkv (without dropout) 128 keys
+ * query rows a block, 32 a warp, and dkv 128 keys
  * (gpt_cuda_attention_rows; head sizes up to 64), each fragment of the
  * other side then serving two products: the same results, at another
  * speed; by default each kernel times both at its first call at a shape
@@ -69,9 +69,9 @@
  * 168 (16 bytes spilled) without dropout (4, 4 and 3 blocks an SM as the
  * registers go), 125, 127 and 168 with it (4, 4, 3; with Philox in the
  * backward they were 128, 168 and 246: 4, 3, 2); in 128-row tiles,
- * forward 248, dq 244 and dkv 255 (12 spilled; 2 blocks), 246 and 255 with
- * dropout (2; dkv with dropout keeps 64 keys; the forward with dropout has
- * only the general form there, the second would spill 260 bytes).
+ * forward 248, dq 244 and dkv 255 (12 spilled; 2 blocks), 246, 255 and
+ * 255 (8 spilled) with dropout (2; the forward with dropout has only the
+ * general form there, the second would spill 260 bytes).
  * The backward's pairs of tile buffers are a pointer and a step (buf2),
  * not arrays indexed by a variable, which would sit in local memory.
  *
@@ -613,14 +613,14 @@ static int dq_nf(cudaStream_t s, const tc_io &io, int64_t B, const attn_args &a,
 	return gpt_cuda_launched("attention_bwd (dq)", err);
 }
 
-/* dkv with dropout keeps 64-key tiles (in 128 it spilled 204 bytes at W = 64
- * while it ran Philox; 20 now, as without dropout, but untimed) */
+/* dkv in 128-key tiles spills 8 bytes with dropout, 12 without (W = 64):
+ * the timing of GPT_CUDA_ATTN_AUTO decides */
 template <class E, int W, int MW>
 static int dkv_nf(cudaStream_t s, const tc_io &io, int64_t B, const attn_args &a, gpt_err *err)
 {
-	const int mkv = a.drop ? 1 : MW;
+	const int mkv = MW;
 	size_t shm = dkv_shm(W, sizeof(E), mkv);
-	auto kern = a.drop ? tc_dkv_kernel<E, W, true, 1> : tc_dkv_kernel<E, W, false, MW>;
+	auto kern = a.drop ? tc_dkv_kernel<E, W, true, MW> : tc_dkv_kernel<E, W, false, MW>;
 	int rc = allow_shm(kern, shm, "attention_bwd: shared memory", err);
 	if (rc)
 		return rc;
@@ -668,7 +668,7 @@ static int bwd_w(gpt_cuda_ctx *cx, const tc_io &io, int64_t B, const attn_args &
 	};
 	/* dkv reads the D that dq writes */
 	int rc = gpt_attn_run_rows(cx, pick_key(GPT_ATTN_K_DQ, io, a), W > 64, dq, err);
-	return rc ? rc : gpt_attn_run_rows(cx, pick_key(GPT_ATTN_K_DKV, io, a), W > 64 || a.drop, dkv, err);
+	return rc ? rc : gpt_attn_run_rows(cx, pick_key(GPT_ATTN_K_DKV, io, a), W > 64, dkv, err);
 }
 
 template <class E>

@@ -85,9 +85,9 @@ int gpt_backend_cuda_init(gpt_backend *be, gpt_dtype storage, int device, gpt_er
  * dtype's precision, at a different speed. */
 int gpt_cuda_attention_tensor_cores(gpt_dtype dt, int64_t HS);
 /* The query rows a block of the tensor-core attention forward and of its
- * dq kernel take, and the keys of its dkv kernel without dropout: 64 (16 a
- * warp) or 128 (32 a warp, FlashAttention-2's layout, for head sizes up to
- * 64; larger heads, and dkv with dropout, keep 64). The results are the
+ * dq kernel take, and the keys of its dkv kernel: 64 (16 a warp) or 128
+ * (32 a warp, FlashAttention-2's layout, for head sizes up to 64; larger
+ * heads keep 64). The results are the
  * same bits either way, but for the sign of an exact zero (each row's
  * products and softmax steps come in the same order; a warp's rows before
  * a tile's keys add products of 0); only the speed differs, and which is
