@@ -468,8 +468,6 @@ static int step_graph(gpt_infer_model *m, gpt_kv *kv, int64_t n, const int64_t *
 			if (!rc && rc2)
 				why = end, rc = rc2;
 		}
-		if (!rc && be->scratch != g->scratch)
-			rc = gpt_err_set(&why, GPT_EINTERNAL, "the backend's scratch memory moved while recording");
 		if (rc) {
 			gpt_cuda_graph_free(x);
 			m->graph_off = 1;
@@ -528,8 +526,10 @@ int gpt_infer_forward(gpt_infer_model *m, gpt_kv *kv, int64_t n, const int64_t *
 	for (int64_t i = 0; i < n; i++) {
 		memcpy(m->tokens + row, tokens[i], (size_t)n_tok[i] * sizeof(int32_t));
 		row += n_tok[i];
-		m->tokens[R + i] = (int32_t)kv->len[slot[i]];
-		m->tokens[R + n + i] = (int32_t)slot[i];
+		if (step) {
+			m->tokens[R + i] = (int32_t)kv->len[slot[i]];
+			m->tokens[R + n + i] = (int32_t)slot[i];
+		}
 	}
 	/* tokens are host memory on the CPU backend */
 	int32_t *tok = m->tokens;
