@@ -200,7 +200,7 @@ static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cuda
 		const void *h = k == cudaMemcpyDeviceToHost ? d : k == cudaMemcpyHostToDevice ? s : nullptr;
 		if (h && !emu::host_pinned(h) && emu::capture_refuses("cudaMemcpyAsync with pageable host memory"))
 			return cudaErrorStreamCaptureUnsupported;
-		emu::capture->ops.emplace_back([=] {
+		emu::run_or_record([=] {
 			emu::dev_scope o;
 			memmove(d, s, n);
 		});
