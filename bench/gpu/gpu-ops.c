@@ -22,8 +22,9 @@
  * a parameter. Attention runs without dropout and with the seed configs'
  * 0.1 (p=0.1), the mask drawn as in training; the tensor-core kernels in
  * 64-row tiles, and in 128-row ones (r128: gpt_cuda_attention_rows, the
- * forward's and dq's rows, dkv's keys) where the head size allows, then a
- * line saying which of the two each kernel takes by default (timed at its
+ * forward's and dq's rows, dkv's keys) where the head size allows, the
+ * forward also in 64 with its scores a key tile ahead (ahead: "64a"), then
+ * a line saying which form each kernel takes by default (timed at its
  * first call at the shape; not with --once); generation's attention
  * (attention_kv: one new token a sequence against a full cache, its keys
  * and values the bytes; attention_kv_rows: the 8 sequences' step in one
@@ -134,7 +135,7 @@ static void bench_shape(const shape *s, gpt_dtype dt)
 	double fwd = 2.0 * (double)B * (double)NH * (double)T * (double)T * (double)HS;
 	/* without dropout, and with the seed configs' attention_probs_dropout_prob */
 	gpt_dropout drop = {.p = 0.1f, .key = {.seed = 1234, .step = 7, .layer = 3, .site = 1}};
-	int tc = HS <= 64 && gpt_cuda_attention_tensor_cores(dt, HS);
+	int tca = gpt_cuda_attention_tensor_cores(dt, HS), tc = HS <= 64 && tca;
 	for (int d = 0; d < 2; d++) {
 		const gpt_dropout *dp = d ? &drop : NULL;
 		const char *ps = d ? " p=0.1" : "";
@@ -150,6 +151,14 @@ static void bench_shape(const shape *s, gpt_dtype dt)
 			    o->attention_fwd(&gpu, out, saved, qkv, B, T, NH, HS, dp, &err));
 			gpt_cuda_attention_rows(&gpu, 64);
 		}
+		/* the forward in 64-row tiles, the scores a key tile ahead */
+		if (tca) {
+			gpt_cuda_attention_rows(&gpu, GPT_CUDA_ATTN_AHEAD);
+			snprintf(fb, sizeof fb, "attention_fwd HS=%lld%s ahead", (long long)HS, ps);
+			ROW(s->name, fb, fwd / TF, "TFLOP/s",
+			    o->attention_fwd(&gpu, out, saved, qkv, B, T, NH, HS, dp, &err));
+			gpt_cuda_attention_rows(&gpu, 64);
+		}
 		snprintf(fb, sizeof fb, "attention_bwd HS=%lld%s", (long long)HS, ps);
 		ROW(s->name, fb, 2.5 * fwd / TF, "TFLOP/s",
 		    o->attention_bwd(&gpu, dqkv, dout, out, qkv, saved, B, T, NH, HS, dp, &err));
@@ -160,17 +169,19 @@ static void bench_shape(const shape *s, gpt_dtype dt)
 			ROW(s->name, fb, 2.5 * fwd / TF, "TFLOP/s",
 			    o->attention_bwd(&gpu, dqkv, dout, out, qkv, saved, B, T, NH, HS, dp, &err));
 		}
-		/* what training takes by default: each kernel's faster, timed at
-		 * its first call (not under --once, whose calls a profiler counts) */
+		/* what training takes by default: each kernel's fastest form,
+		 * timed at its first call (not under --once, whose calls a
+		 * profiler counts) */
 		gpt_cuda_attention_rows(&gpu, GPT_CUDA_ATTN_AUTO);
 		int used[3];
-		if (tc && REPS > 1 && strncmp("attention", only, strlen(only)) == 0) {
+		if (tca && REPS > 1 && strncmp("attention", only, strlen(only)) == 0) {
 			if (o->attention_fwd(&gpu, out, saved, qkv, B, T, NH, HS, dp, &err) ||
 			    o->attention_bwd(&gpu, dqkv, dout, out, qkv, saved, B, T, NH, HS, dp, &err))
 				fail("attention, auto rows");
 			gpt_cuda_attention_rows_used(&gpu, used);
-			printf("%-6s attention HS=%lld%s: by default the forward, dq and dkv take %d, %d and %d rows\n",
-			       s->name, (long long)HS, ps, used[0], used[1], used[2]);
+			printf("%-6s attention HS=%lld%s: by default the forward, dq and dkv take %s, %s and %s rows\n",
+			       s->name, (long long)HS, ps, gpt_cuda_attention_form(used[0]),
+			       gpt_cuda_attention_form(used[1]), gpt_cuda_attention_form(used[2]));
 		}
 	}
 	gpt_cuda_free(qkv), gpt_cuda_free(out), gpt_cuda_free(dout), gpt_cuda_free(dqkv);

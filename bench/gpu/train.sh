@@ -29,9 +29,9 @@
 # (ncu: kernel durations only, the clocks and caches left as they are) and
 # prints, in place of its timing, where the GPU time of a step goes, kernel
 # by kernel (bench/gpu/kernel_table.py); PyTorch does not run. The first
-# step's attention times its 64- and 128-row tiles under ncu too, whose
+# step's attention times its forms (64, 128, 64a) under ncu too, whose
 # overhead can pick others than a plain run (its "attention tiles" line
-# under the row); GPT_CUDA_ATTN_ROWS=64 or 128 profiles those.
+# under the row); GPT_CUDA_ATTN_ROWS=64, 64a or 128 profiles those.
 #   NCU=1 ONLY="124M bf16 (12x768, B32" sh bench/gpu/train.sh
 set -u
 cd "$(dirname "$0")/../.."
@@ -93,7 +93,7 @@ gptkit () {
 	# peak's rest is the CUDA context and the allocators' rounding
 	own=$(sed -n 's/.* - memory: .*, total \([0-9.]* [KMG]*i*B\) (.*/\1/p' "$W/log" | tail -n 1)
 	# the attention's tiles as timed at the first step (GPT_CUDA_ATTN_ROWS)
-	tiles=$(sed -n 's/.* - attention tiles: \(forward [0-9]*, dq [0-9]*, dkv [0-9]*\) rows.*/\1/p' "$W/log" | head -n 1)
+	tiles=$(sed -n 's/.* - attention tiles: \(forward [0-9a]*, dq [0-9]*, dkv [0-9]*\) rows.*/\1/p' "$W/log" | head -n 1)
 }
 
 # wanted NAME: ONLY is empty, or NAME contains one of its |-separated parts

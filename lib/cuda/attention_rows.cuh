@@ -1,9 +1,10 @@
 /* Private to lib/cuda's attention: which tile rows the tensor-core kernels
  * run in (gpt_cuda_attention_rows, cuda.h). Under GPT_CUDA_ATTN_AUTO each
- * kernel's first call at a shape times its 64- and 128-row forms on the
- * device and the shape keeps the faster, remembered in the backend's
- * context (ops.cuh: gpt_cuda_attn_pick); the two give the same bits, so
- * the choice is speed only. */
+ * kernel's first call at a shape times its forms on the device (64- and
+ * 128-row tiles; the forward's scores a key tile ahead too) and the shape
+ * keeps the fastest, remembered in the backend's context (ops.cuh:
+ * gpt_cuda_attn_pick); they give the same bits, so the choice is speed
+ * only. */
 #ifndef GPT_CUDA_ATTENTION_ROWS_CUH
 #define GPT_CUDA_ATTENTION_ROWS_CUH
 
@@ -15,24 +16,26 @@ enum { GPT_ATTN_K_FWD, GPT_ATTN_K_DQ, GPT_ATTN_K_DKV };
 /* The pick remembered for k's kernel and shape (its rows unread), or NULL. */
 const gpt_cuda_attn_pick *gpt_cuda_attn_find(const gpt_cuda_ctx *cx, const gpt_cuda_attn_pick *k);
 
-/* Runs go(64) and go(128) once each, then twice more each between events
- * on stream s, and sets *rows to the faster: 128 only when at least 3%
- * faster, so that noise leaves the shorter tiles. The outputs are those
- * of the last run, the same bits as any other. */
-template <class F> static int gpt_attn_time_rows(cudaStream_t s, F go, int *rows, gpt_err *err)
+/* Runs go(f) for each of the n forms f (64 first) once, then twice more
+ * each between events on stream s, and sets *rows to the fastest: another
+ * than the best so far only when at least 3% faster, so that noise leaves
+ * the first. The outputs are those of the last run, the same bits as any
+ * other. */
+template <class F>
+static int gpt_attn_time_rows(cudaStream_t s, F go, const int *forms, int n, int *rows, gpt_err *err)
 {
 	cudaEvent_t ev[2] = {};
 	int rc = gpt_cuda_check(cudaEventCreateWithFlags(&ev[0], cudaEventDefault), "attention: creating an event", err);
 	if (!rc)
 		rc = gpt_cuda_check(cudaEventCreateWithFlags(&ev[1], cudaEventDefault), "attention: creating an event",
 				    err);
-	float ms[2] = {0, 0};
+	float ms[3] = {0, 0, 0};
 	for (int rep = 0; !rc && rep < 3; rep++)
-		for (int i = 0; !rc && i < 2; i++) {
+		for (int i = 0; !rc && i < n; i++) {
 			if (rep)
 				rc = gpt_cuda_check(cudaEventRecord(ev[0], s), "attention: timing its tiles", err);
 			if (!rc)
-				rc = go(i ? 128 : 64);
+				rc = go(forms[i]);
 			if (rc || !rep)
 				continue;
 			float t = 0;
@@ -47,24 +50,29 @@ template <class F> static int gpt_attn_time_rows(cudaStream_t s, F go, int *rows
 	for (int i = 0; i < 2; i++)
 		if (ev[i])
 			cudaEventDestroy(ev[i]);
+	int best = 0;
+	for (int i = 1; i < n; i++)
+		if (ms[i] < 0.97f * ms[best])
+			best = i;
 	if (!rc)
-		*rows = ms[1] < 0.97f * ms[0] ? 128 : 64;
+		*rows = forms[best];
 	return rc;
 }
 
-/* Kernel kind at shape k (its rows unread), launched by go(rows) in the
- * tile rows of the backend's setting: those it forces, or under
- * GPT_CUDA_ATTN_AUTO the rows timed fastest for this shape, timing them
- * on its first call (past GPT_CUDA_ATTN_PICKS shapes, 64 untimed).
- * only64: the kernel has no 128-row form here. */
+/* Kernel kind at shape k (its rows unread), launched by go(form) in one of
+ * its n forms (64 first, at most 3): the one the backend's setting forces
+ * (64 where the kernel has not that form), or under GPT_CUDA_ATTN_AUTO the
+ * one timed fastest for this shape, timing them on its first call (past
+ * GPT_CUDA_ATTN_PICKS shapes, 64 untimed). */
 template <class F>
-static int gpt_attn_run_rows(gpt_cuda_ctx *cx, gpt_cuda_attn_pick k, int only64, F go, gpt_err *err)
+static int gpt_attn_run_rows(gpt_cuda_ctx *cx, gpt_cuda_attn_pick k, const int *forms, int n, F go,
+			     gpt_err *err)
 {
-	int rows = only64 ? 64 : cx->attn_rows;
-	if (rows == GPT_CUDA_ATTN_AUTO) {
+	int rows = cx->attn_rows;
+	if (rows == GPT_CUDA_ATTN_AUTO && n > 1) {
 		const gpt_cuda_attn_pick *p = gpt_cuda_attn_find(cx, &k);
 		if (!p && cx->attn_npick < GPT_CUDA_ATTN_PICKS) {
-			int rc = gpt_attn_time_rows(cx->stream, go, &k.rows, err);
+			int rc = gpt_attn_time_rows(cx->stream, go, forms, n, &k.rows, err);
 			if (rc)
 				return rc;
 			cx->attn_pick[cx->attn_npick++] = k;
@@ -73,6 +81,10 @@ static int gpt_attn_run_rows(gpt_cuda_ctx *cx, gpt_cuda_attn_pick k, int only64,
 		}
 		rows = p ? p->rows : 64;
 	}
+	int have = 0;
+	for (int i = 0; i < n; i++)
+		have |= forms[i] == rows;
+	rows = have ? rows : 64;
 	cx->attn_last[k.kind] = rows;
 	return go(rows);
 }

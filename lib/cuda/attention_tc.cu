@@ -30,9 +30,12 @@
  * products skip the padding. The forward and dq can instead take 128
  * query rows a block, 32 a warp, and dkv 128 keys
  * (gpt_cuda_attention_rows; head sizes up to 64), each fragment of the
- * other side then serving two products: the same results, at another
- * speed; by default each kernel times both at its first call at a shape
- * and keeps the faster (attention_rows.cuh).
+ * other side then serving two products; and the forward has a third
+ * form, 64 rows with each warp's scores a key tile ahead (its next tile's
+ * products in the same stretch of code as this tile's softmax, for the
+ * scheduler to overlap: tc_fwd_ahead_kernel). The same results in every
+ * form, at another speed; by default each kernel times its forms at its
+ * first call at a shape and keeps the fastest (attention_rows.cuh).
  * A block per head and tile, in the order of backend/tiles.h: groups of
  * heads, for the L2 cache, each group's longest tiles first.
  *   forward   per query tile: S = Q K^T,
@@ -71,7 +74,10 @@
  * backward they were 128, 168 and 246: 4, 3, 2); in 128-row tiles,
  * forward 248, dq 244 and dkv 255 (12 spilled; 2 blocks), 246, 255 and
  * 255 (8 spilled) with dropout (2; the forward with dropout has only the
- * general form there, the second would spill 260 bytes).
+ * general form there, the second would spill 260 bytes); the forward a
+ * tile ahead, 168 (8 spilled; held to 3 blocks: unbounded it took 244, 2
+ * blocks) and 239 with dropout (2 blocks), at W = 128 255 (2 blocks, as
+ * the plain forward's 168 there, which its shared memory holds to 2).
  * The backward's pairs of tile buffers are a pointer and a step (buf2),
  * not arrays indexed by a variable, which would sit in local memory.
  *
@@ -90,6 +96,98 @@
 
 #include <math.h>
 #include <type_traits>
+
+/* The forward's softmax step over the key tile at j0 for a warp's MW
+ * blocks of 16 rows (ri: this lane's rows in each), from their scores s
+ * (np of the tile's pairs wanted; masked here unless F, where none is
+ * masked): the running maxima m (log2 units) and sums l, the output rows
+ * o rescaled where their maximum moved, and the probabilities (with DROP,
+ * dropped and their bits stored for the backward) into pa, rounded, as
+ * the A operands of O += P V. s is left as the probabilities. */
+template <class E, int W, bool DROP, int MW, bool F>
+__device__ __forceinline__ void fwd_softmax(u32 (&pa)[MW][KT][4], float (&s)[MW][NT][4],
+					    float (&o)[MW][W / 8][4], float (&m)[MW][2], float (&l)[MW][2],
+					    int np, const int (&ri)[MW][2], int j0, int t, int edge, float scl,
+					    const attn_args &a, int64_t b, int64_t h, int64_t bh, bool al)
+{
+#pragma unroll
+	for (int mi = 0; mi < MW; mi++) {
+		if (!F)
+			mask_scores(s[mi], np, ri[mi], j0, t, edge, a);
+		/* the rows' maxima of the unscaled scores (a tree):
+		 * scaling by scl > 0, rounded, keeps their order, so
+		 * the scaled maximum is the maximum scaled */
+		float mx[NT][2];
+#pragma unroll
+		for (int n = 0; n < NT; n++) {
+			mx[n][0] = fmaxf(s[mi][n][0], s[mi][n][1]);
+			mx[n][1] = fmaxf(s[mi][n][2], s[mi][n][3]);
+		}
+#pragma unroll
+		for (int w = 1; w < NT; w *= 2)
+#pragma unroll
+			for (int n = 0; n + w < NT; n += 2 * w) {
+				mx[n][0] = fmaxf(mx[n][0], mx[n + w][0]);
+				mx[n][1] = fmaxf(mx[n][1], mx[n + w][1]);
+			}
+		float mu[2], corr[2];
+#pragma unroll
+		for (int hr = 0; hr < 2; hr++) {
+			float mn = fmaxf(m[mi][hr], quad_max(mx[0][hr]) * scl);
+			mu[hr] = mn == -INFINITY ? 0.0f : mn; /* a row with no key yet */
+			corr[hr] = ex2(m[mi][hr] - mu[hr]);
+			m[mi][hr] = mn;
+#pragma unroll
+			for (int d = 0; d < W / 8; d++) {
+				o[mi][d][2 * hr] *= corr[hr];
+				o[mi][d][2 * hr + 1] *= corr[hr];
+			}
+		}
+		/* p = 2^(s scl - mu), one FFMA and one MUFU an element */
+		l[mi][0] *= corr[0];
+		l[mi][1] *= corr[1];
+#pragma unroll
+		for (int n = 0; n < NT; n++) {
+			float k[4];
+			kept_lane<DROP>(k, a, b, h, ri[mi], j0 + n * 8 + 2 * t, al);
+			if constexpr (DROP) /* for the backward */
+				mask_store(a, bh, ri[mi], j0 + n * 8 + 2 * t, k);
+#pragma unroll
+			for (int q = 0; q < 4; q++) {
+				float p = ex2(fmaf(s[mi][n][q], scl, -mu[q >> 1]));
+				l[mi][q >> 1] += p;
+				s[mi][n][q] = p * k[q];
+			}
+		}
+	}
+#pragma unroll
+	for (int mi = 0; mi < MW; mi++)
+		repack<E>(pa[mi], s[mi]);
+}
+
+/* The forward's end for a warp's MW blocks of 16 rows: each row's output
+ * O / l (times dropout's 1 / (1 - p)) into out and what its rounding left
+ * into olo (row stride Cl, the head's first column), and its log-sum-exp
+ * m + log l (natural units) into lse (the head's), by lane t = 0 of the
+ * row's quad; rows at or past T are not written. */
+template <class E, int W, int MW>
+__device__ __forceinline__ void fwd_finish(E *out, float *lse, E *olo, int64_t Cl, const float (&o)[MW][W / 8][4],
+					   const float (&m)[MW][2], const float (&l)[MW][2], const int (&ri)[MW][2],
+					   int t, const attn_args &a)
+{
+#pragma unroll
+	for (int mi = 0; mi < MW; mi++) {
+		float f[2];
+#pragma unroll
+		for (int hr = 0; hr < 2; hr++) {
+			float lt = quad_sum(l[mi][hr]);
+			f[hr] = lt > 0.0f ? a.dscale / lt : 0.0f; /* dropout's 1/(1-p) here */
+			if (t == 0 && ri[mi][hr] < a.T)
+				lse[ri[mi][hr]] = m[mi][hr] * (1.0f / L2E) + logf(lt);
+		}
+		write_acc<E, W>(out, olo, Cl, o[mi], ri[mi], f, t, a);
+	}
+}
 
 /* The forward, MW blocks of 16 rows a warp (a tile of 64 MW rows): with
  * MW = 2, FlashAttention-2's choice at head size 64, each key and value
@@ -150,60 +248,8 @@ __global__ static void __launch_bounds__(NTHR, DROP && MW == 1 && W <= 64 ? 4 : 
 				int np = F ? KT : pairs_to(r0 + RW - 1, j0);
 				float s[MW][NT][4];
 				scores_m<E, W, NT, MW, F>(s, qw, ks[cur], LE, 0, np, kf);
-#pragma unroll
-				for (int mi = 0; mi < MW; mi++) {
-					if (!F)
-						mask_scores(s[mi], np, ri[mi], j0, t, edge, a);
-					/* the rows' maxima of the unscaled scores (a tree):
-					 * scaling by scl > 0, rounded, keeps their order, so
-					 * the scaled maximum is the maximum scaled */
-					float mx[NT][2];
-#pragma unroll
-					for (int n = 0; n < NT; n++) {
-						mx[n][0] = fmaxf(s[mi][n][0], s[mi][n][1]);
-						mx[n][1] = fmaxf(s[mi][n][2], s[mi][n][3]);
-					}
-#pragma unroll
-					for (int w = 1; w < NT; w *= 2)
-#pragma unroll
-						for (int n = 0; n + w < NT; n += 2 * w) {
-							mx[n][0] = fmaxf(mx[n][0], mx[n + w][0]);
-							mx[n][1] = fmaxf(mx[n][1], mx[n + w][1]);
-						}
-					float mu[2], corr[2];
-#pragma unroll
-					for (int hr = 0; hr < 2; hr++) {
-						float mn = fmaxf(m[mi][hr], quad_max(mx[0][hr]) * scl);
-						mu[hr] = mn == -INFINITY ? 0.0f : mn; /* a row with no key yet */
-						corr[hr] = ex2(m[mi][hr] - mu[hr]);
-						m[mi][hr] = mn;
-#pragma unroll
-						for (int d = 0; d < W / 8; d++) {
-							o[mi][d][2 * hr] *= corr[hr];
-							o[mi][d][2 * hr + 1] *= corr[hr];
-						}
-					}
-					/* p = 2^(s scl - mu), one FFMA and one MUFU an element */
-					l[mi][0] *= corr[0];
-					l[mi][1] *= corr[1];
-#pragma unroll
-					for (int n = 0; n < NT; n++) {
-						float k[4];
-						kept_lane<DROP>(k, a, b, h, ri[mi], j0 + n * 8 + 2 * t, al);
-						if constexpr (DROP) /* for the backward */
-							mask_store(a, bh, ri[mi], j0 + n * 8 + 2 * t, k);
-#pragma unroll
-						for (int q = 0; q < 4; q++) {
-							float p = ex2(fmaf(s[mi][n][q], scl, -mu[q >> 1]));
-							l[mi][q >> 1] += p;
-							s[mi][n][q] = p * k[q];
-						}
-					}
-				}
 				u32 pa[MW][KT][4];
-#pragma unroll
-				for (int mi = 0; mi < MW; mi++)
-					repack<E>(pa[mi], s[mi]);
+				fwd_softmax<E, W, DROP, MW, F>(pa, s, o, m, l, np, ri, j0, t, edge, scl, a, b, h, bh, al);
 				accumulate_m<E, W, KT, MW, F>(o, pa, 0, np, vs[cur], LE, a.HS);
 			};
 			/* (with dropout in 128-row tiles the second form would
@@ -217,19 +263,108 @@ __global__ static void __launch_bounds__(NTHR, DROP && MW == 1 && W <= 64 ? 4 : 
 		}
 		__syncthreads(); /* the tile's readers are done before it is refilled */
 	}
-	int64_t at = b * a.T * Cl + h * a.HS;
+	fwd_finish<E, W, MW>(out + b * a.T * Cl + h * a.HS, lse + bh * a.T, olo + b * a.T * Cl + h * a.HS, Cl, o,
+			     m, l, ri, t, a);
+}
+
+/* The forward in 64-row tiles with the scores one key tile ahead: a warp
+ * computes S_{j+1} = Q K_{j+1}^T before the softmax of S_j and O += P_j V_j,
+ * so that in a tile clear of the diagonal (the FULL form of each) the
+ * next tile's products and this tile's softmax are one stretch of code
+ * with no dependence between them, which the scheduler interleaves: the
+ * tensor cores work during the exponentials, as FlashAttention-3 overlaps
+ * them across warpgroups. The same products and steps per element as
+ * tc_fwd_kernel<E, W, DROP, 1>, so the same bits (a tile's scores ahead
+ * of the diagonal are all computed and masked when their turn comes).
+ * The key tiles run one ahead of the values in shared memory (the same
+ * four buffers): a tile's wait brings V_j and K_{j+1}, and V_{j+1} and
+ * K_{j+2} land during it. Held to 3 blocks an SM at W = 64 without
+ * dropout (168 registers, 8 bytes spilled; unbounded, ptxas takes 244,
+ * 2 blocks); elsewhere unbounded (header). */
+template <class E, int W, bool DROP>
+__global__ static void __launch_bounds__(NTHR, !DROP && W == 64 ? 3 : 0)
+	tc_fwd_ahead_kernel(E *out, float *lse, E *olo, const E *qkv, attn_args a, int vec)
+{
+	extern __shared__ float sh[];
+	const int LE = W + 8;
+	E *qs = (E *)sh;
+	const buf2<E *> ks = {qs + BQ * LE, BK * LE}, vs = {qs + (BQ + 2 * BK) * LE, BK * LE};
+	/* (plain variables, not a structured binding: the tile's lambda
+	 * captures them, which C++17 does not allow of a binding) */
+	const q_place P = q_place_of(a, 1);
+	const int64_t bh = P.bh, b = P.b, h = P.h, Cl = P.Cl, C3 = P.C3;
+	const int i0 = P.i0, r0 = P.r0, jend = P.jend, t = P.t, kf = P.kf;
+	const int ri[1][2] = {{P.ri[0], P.ri[1]}};
+	const bool al = aligned(a, h);
+	const E *base = qkv + b * a.T * C3 + h * a.HS, *kb = base + Cl, *vb = base + 2 * Cl;
+	const E *qw = qs + (r0 - i0) * LE;
+	const float scl = a.sc * L2E;
+	/* the warp's rows see keys up to rl; it works the tiles up to it */
+	const int rl = r0 + 15;
+	load_tile<E, W>(qs, base, C3, i0, a, vec);
+	load_tile<E, W>(ks[0], kb, C3, 0, a, vec);
+	cp_commit();
+	load_tile<E, W>(vs[0], vb, C3, 0, a, vec);
+	if (BK <= jend)
+		load_tile<E, W>(ks[1], kb, C3, BK, a, vec);
+	cp_commit();
+	cp_wait<1>();
+	__syncthreads(); /* Q and K_0 */
+	float o[1][W / 8][4], m[1][2], l[1][2], s[1][NT][4];
+	m[0][0] = m[0][1] = -INFINITY;
+	l[0][0] = l[0][1] = 0.0f;
 #pragma unroll
-	for (int mi = 0; mi < MW; mi++) {
-		float f[2];
-#pragma unroll
-		for (int hr = 0; hr < 2; hr++) {
-			float lt = quad_sum(l[mi][hr]);
-			f[hr] = lt > 0.0f ? a.dscale / lt : 0.0f; /* dropout's 1/(1-p) here */
-			if (t == 0 && ri[mi][hr] < a.T)
-				lse[bh * a.T + ri[mi][hr]] = m[mi][hr] * (1.0f / L2E) + logf(lt);
+	for (int d = 0; d < W / 8; d++)
+		o[0][d][0] = o[0][d][1] = o[0][d][2] = o[0][d][3] = 0.0f;
+	if (r0 < a.T)
+		scores_m<E, W, NT, 1>(s, qw, ks[0], LE, 0, pairs_to(rl, 0), kf);
+	for (int j0 = 0, cur = 0; j0 <= jend; j0 += BK, cur ^= 1) {
+		bool more = j0 + BK <= jend;
+		if (more) {
+			/* into the buffers of V_{j-1} and K_j, done with */
+			load_tile<E, W>(vs[cur ^ 1], vb, C3, j0 + BK, a, vec);
+			if (j0 + 2 * BK <= jend)
+				load_tile<E, W>(ks[cur], kb, C3, j0 + 2 * BK, a, vec);
+			cp_commit();
 		}
-		write_acc<E, W>(out + at, olo + at, Cl, o[mi], ri[mi], f, t, a);
+		tile_ready(more); /* V_j and K_{j+1} */
+		if (r0 < a.T && j0 <= rl) {
+			const int edge = j0 + BK - 1 > r0 || rl >= a.T;
+			const bool next = more && j0 + BK <= rl; /* the warp's rows reach the next tile */
+			auto work = [&](auto full) {
+				constexpr bool F = decltype(full)::value;
+				/* FULL: the next tile's scores first, all of them (those
+				 * past the diagonal are masked in their turn); else after
+				 * this tile, as tc_fwd_kernel's (fewer registers live) */
+				[[maybe_unused]] float sn[1][NT][4];
+				if constexpr (F)
+					scores_m<E, W, NT, 1, true>(sn, qw, ks[cur ^ 1], LE, 0, KT, kf);
+				int np = F ? KT : pairs_to(rl, j0);
+				u32 pa[1][KT][4];
+				fwd_softmax<E, W, DROP, 1, F>(pa, s, o, m, l, np, ri, j0, t, edge, scl, a, b, h, bh, al);
+				accumulate_m<E, W, KT, 1, F>(o, pa, 0, np, vs[cur], LE, a.HS);
+				if constexpr (F) {
+#pragma unroll
+					for (int n = 0; n < NT; n++)
+#pragma unroll
+						for (int q = 0; q < 4; q++)
+							s[0][n][q] = sn[0][n][q];
+				} else if (next) {
+					scores_m<E, W, NT, 1>(s, qw, ks[cur ^ 1], LE, 0, pairs_to(rl, j0 + BK), kf);
+				}
+			};
+			/* FULL: this tile clear of the diagonal and of T, the head
+			 * unpadded, and a next tile, whose scores are then all
+			 * computed (those past the diagonal are masked in its turn) */
+			if (edge || kf != W / 16 || !next)
+				work(std::false_type());
+			else
+				work(std::true_type());
+		}
+		__syncthreads(); /* the tile's readers are done before it is refilled */
 	}
+	fwd_finish<E, W, 1>(out + b * a.T * Cl + h * a.HS, lse + bh * a.T, olo + b * a.T * Cl + h * a.HS, Cl, o,
+			     m, l, ri, t, a);
 }
 
 /* row_dots' row rr of the tile (two threads, the lower and upper half of
@@ -600,6 +735,20 @@ static int fwd_nf(cudaStream_t s, const tc_io &io, int64_t B, const attn_args &a
 	return gpt_cuda_launched("attention_fwd", err);
 }
 
+/* the forward in 64-row tiles, its scores a key tile ahead: the same
+ * shared memory as fwd_nf's 64 rows */
+template <class E, int W>
+static int fwd_ahead_nf(cudaStream_t s, const tc_io &io, int64_t B, const attn_args &a, gpt_err *err)
+{
+	size_t shm = fwd_shm(W, sizeof(E), 1);
+	auto kern = a.drop ? tc_fwd_ahead_kernel<E, W, true> : tc_fwd_ahead_kernel<E, W, false>;
+	int rc = allow_shm(kern, shm, "attention_fwd: shared memory", err);
+	if (rc)
+		return rc;
+	kern<<<grid_size(a, BQ), NTHR, shm, s>>>((E *)io.out, io.lse, (E *)io.olo, (const E *)io.qkv, a, io.vec);
+	return gpt_cuda_launched("attention_fwd", err);
+}
+
 template <class E, int W, int MW>
 static int dq_nf(cudaStream_t s, const tc_io &io, int64_t B, const attn_args &a, gpt_err *err)
 {
@@ -635,8 +784,9 @@ static gpt_cuda_attn_pick pick_key(int kind, const tc_io &io, const attn_args &a
 	return gpt_cuda_attn_pick{kind, a.drop, io.vec | io.vecd << 1, a.HS, a.T, a.bhn, 64};
 }
 
-/* The padded width W that holds the head: 32, 64 (either in 64- or
- * 128-row tiles) or 128 (64 only: 32 rows a warp would spill). */
+/* The padded width W that holds the head: 32, 64 (in 64- or 128-row
+ * tiles, or 64 with the scores ahead) or 128 (64 rows, plain or ahead:
+ * 32 rows a warp would spill). */
 template <class E, int W>
 static int fwd_w(gpt_cuda_ctx *cx, const tc_io &io, int64_t B, const attn_args &a, gpt_err *err)
 {
@@ -645,9 +795,12 @@ static int fwd_w(gpt_cuda_ctx *cx, const tc_io &io, int64_t B, const attn_args &
 		if constexpr (W <= 64)
 			if (rows == 128)
 				return fwd_nf<E, W, 2>(s, io, B, a, err);
+		if (rows == GPT_CUDA_ATTN_AHEAD)
+			return fwd_ahead_nf<E, W>(s, io, B, a, err);
 		return fwd_nf<E, W, 1>(s, io, B, a, err);
 	};
-	return gpt_attn_run_rows(cx, pick_key(GPT_ATTN_K_FWD, io, a), W > 64, go, err);
+	static const int forms[] = {64, GPT_CUDA_ATTN_AHEAD, 128};
+	return gpt_attn_run_rows(cx, pick_key(GPT_ATTN_K_FWD, io, a), forms, W > 64 ? 2 : 3, go, err);
 }
 
 template <class E, int W>
@@ -667,8 +820,10 @@ static int bwd_w(gpt_cuda_ctx *cx, const tc_io &io, int64_t B, const attn_args &
 		return dkv_nf<E, W, 1>(s, io, B, a, err);
 	};
 	/* dkv reads the D that dq writes */
-	int rc = gpt_attn_run_rows(cx, pick_key(GPT_ATTN_K_DQ, io, a), W > 64, dq, err);
-	return rc ? rc : gpt_attn_run_rows(cx, pick_key(GPT_ATTN_K_DKV, io, a), W > 64, dkv, err);
+	static const int forms[] = {64, 128};
+	int n = W > 64 ? 1 : 2;
+	int rc = gpt_attn_run_rows(cx, pick_key(GPT_ATTN_K_DQ, io, a), forms, n, dq, err);
+	return rc ? rc : gpt_attn_run_rows(cx, pick_key(GPT_ATTN_K_DKV, io, a), forms, n, dkv, err);
 }
 
 template <class E>

@@ -466,23 +466,26 @@ int gpt_tr_saves_at(const trainer *tr, int64_t step)
 
 #if GPT_HAVE_CUDA
 /* Which tiles the GPU's attention took at the first step (the forward,
- * dq and dkv kernels each time 64 and 128 rows at their first call and
- * keep the faster, unless GPT_CUDA_ATTN_ROWS says), where it has the
- * choice: a head size up to 64 on the tensor cores. */
+ * dq and dkv kernels each time their forms at their first call and keep
+ * the fastest, unless GPT_CUDA_ATTN_ROWS says), where it has the choice:
+ * a head size up to 128 on the tensor cores (above 64, the forward's
+ * two forms of 64 rows). */
 static void log_attention_tiles(trainer *tr)
 {
 	const gpt_config *cfg = tr->cfg;
 	int64_t hs = cfg->model.hidden_size / cfg->model.num_attention_heads;
 	int used[3];
-	if (strcmp(tr->be.name, "cuda") != 0 || hs > 64 || !gpt_cuda_attention_tensor_cores(tr->dtype, hs))
+	if (strcmp(tr->be.name, "cuda") != 0 || !gpt_cuda_attention_tensor_cores(tr->dtype, hs))
 		return;
 	gpt_cuda_attention_rows_used(&tr->be, used);
 	if (!used[0])
 		return;
 	int timed = gpt_cuda_attention_rows(&tr->be, 0) == GPT_CUDA_ATTN_AUTO;
 	gpt_log_printf(&tr->log, GPT_LOG_INFO,
-		       "attention tiles: forward %d, dq %d, dkv %d rows (%s)", used[0], used[1], used[2],
-		       timed ? "each the faster of 64 and 128, timed at its first call; GPT_CUDA_ATTN_ROWS=64 or 128 sets them"
+		       "attention tiles: forward %s, dq %s, dkv %s rows (%s)", gpt_cuda_attention_form(used[0]),
+		       gpt_cuda_attention_form(used[1]), gpt_cuda_attention_form(used[2]),
+		       timed ? "each the fastest of its forms (64, 128; the forward's 64a: scores a key tile ahead), "
+			       "timed at its first call; GPT_CUDA_ATTN_ROWS=64, 64a or 128 sets them"
 			     : "GPT_CUDA_ATTN_ROWS");
 }
 #endif

@@ -84,8 +84,10 @@ test_expect_success 'the shm collectives carry device buffers between 3 ranks' '
 # every op, so that the program a GPU run relies on is not found broken there
 test_expect_success 'the GPU op benchmark runs every op' '
 	"$EMU/gpu-ops" --small >ops.out 2>&1 || { cat ops.out; false; } &&
-	test "$(grep -c "^small .* \(TFLOP\|GB\)/s$" ops.out)" = 20 || { cat ops.out; false; }
-	test "$(grep -c "^small  attention HS=64\( p=0.1\)*: by default the forward, dq and dkv take \(64\|128\), \(64\|128\) and \(64\|128\) rows$" ops.out)" = 2 ||
+	test "$(grep -c "^small .* \(TFLOP\|GB\)/s$" ops.out)" = 22 || { cat ops.out; false; } &&
+	test "$(grep -c "^small  attention_fwd HS=64\( p=0.1\)* ahead .* TFLOP/s$" ops.out)" = 2 ||
+		{ cat ops.out; false; } &&
+	test "$(grep -c "^small  attention HS=64\( p=0.1\)*: by default the forward, dq and dkv take \(64a*\|128\), \(64\|128\) and \(64\|128\) rows$" ops.out)" = 2 ||
 		{ cat ops.out; false; }
 '
 
@@ -127,7 +129,7 @@ test_expect_success 'offloaded optimizer state never lies on the device: its byt
 		test -s mem/$off.total && test -s mem/$off.peak || exit 1
 	done &&
 	test_grep "optimizer state offloaded to host memory" mem/True.log &&
-	test_grep "attention tiles: forward (64|128), dq (64|128), dkv (64|128) rows \\(each the faster of 64 and 128, timed" mem/True.log &&
+	test_grep "attention tiles: forward (64a?|128), dq (64|128), dkv (64|128) rows \\(each the fastest of its forms" mem/True.log &&
 	awk -v t0="$(cat mem/False.total)" -v p0="$(cat mem/False.peak)" \
 		-v t1="$(cat mem/True.total)" -v p1="$(cat mem/True.peak)" "BEGIN {
 		ws = 32 * 1048576; slack = 65536
@@ -169,17 +171,28 @@ test_expect_success 'float16 at sharding_stage 3: the fp16 copy of the parameter
 	}"
 '
 
-# GPT_CUDA_ATTN_ROWS: 64 or 128 force the attention's tiles, auto (the
+# GPT_CUDA_ATTN_ROWS: 64, 64a or 128 force the attention's forms, auto (the
 # default) times each kernel's at its first call; anything else is refused
 # before any work, naming what it takes.
-test_expect_success 'GPT_CUDA_ATTN_ROWS other than 64, 128 or auto is refused (exit 64)' '
+test_expect_success 'GPT_CUDA_ATTN_ROWS other than 64, 64a, 128 or auto is refused (exit 64)' '
 	test_expect_code 64 env GPT_CUDA_ATTN_ROWS=96 bin/gpt-train \
 		-c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" -o Global.device=gpu \
 		-o Data.Train.dataset.input_dir=mem/lic -o Data.Eval.dataset.input_dir=mem/lic \
 		-o Engine.max_steps=1 -o Engine.save_load.output_dir=mem/out-rows 2>rows.err &&
 	cat rows.err &&
-	test_grep "GPT_CUDA_ATTN_ROWS is .96.; expected 64, 128 or auto" rows.err &&
+	test_grep "GPT_CUDA_ATTN_ROWS is .96.; expected 64, 64a, 128 or auto" rows.err &&
 	! test -e mem/out-rows
+'
+
+test_expect_success 'GPT_CUDA_ATTN_ROWS=64a: the forward takes it, dq and dkv 64 rows' '
+	GPT_CUDA_ATTN_ROWS=64a bin/gpt-train \
+		-c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" -o Global.device=gpu \
+		-o Engine.mix_precision.use_pure_fp16=True \
+		-o Data.Train.dataset.input_dir=mem/lic -o Data.Eval.dataset.input_dir=mem/lic \
+		-o Engine.max_steps=1 -o Engine.eval_freq=0 -o Engine.test_iters=0 \
+		-o Engine.save_load.save_steps=0 -o Engine.save_load.save_epoch=0 \
+		-o Engine.save_load.output_dir=mem/out-64a >a64.log 2>&1 || { cat a64.log; false; } &&
+	test_grep "attention tiles: forward 64a, dq 64, dkv 64 rows \\(GPT_CUDA_ATTN_ROWS\\)" a64.log
 '
 
 # A GPU without room (EMU_MEM_LIMIT: the emulated device's size; here the

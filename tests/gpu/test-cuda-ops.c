@@ -675,24 +675,26 @@ static void test_attention_at(int64_t b, int64_t t, int64_t nh, int64_t hs, floa
 		 (long long)b, (long long)t, (long long)nh, (long long)hs, (double)p,
 		 mis ? " misaligned" : "", path);
 	same(what, &out, tc && DT == GPT_DTYPE_BF16 ? 2 : 1);
-	if (tc && hs <= 64) {
-		/* in 64- and 128-row tiles (16 and 32 rows a warp) as in the
-		 * tiles auto timed faster above: the same bits, saved state too */
+	if (tc) {
+		/* in 64- and 128-row tiles (16 and 32 rows a warp; heads up to
+		 * 64) and in 64 with the scores a key tile ahead, as in the form
+		 * auto timed fastest above: the same bits, saved state too */
 		size_t ob = (size_t)(bt * c) * es, sb = (size_t)ngs * sizeof(float);
 		/* the dropout mask's words, after the statistics and the low half */
 		size_t mb = p > 0 ? (size_t)(2 * b * nh * gpt_attention_mask_words(t)) * sizeof(float) : 0;
 		void *o2 = gpt_cuda_malloc(ob, "out", &err);
 		float *gs2 = gpt_cuda_malloc(sb, "saved", &err);
-		for (int rows = 64; rows <= 128; rows += 64) {
-			int was = gpt_cuda_attention_rows(&gpu, rows);
+		static const int forms[] = {64, GPT_CUDA_ATTN_AHEAD, 128};
+		for (int fi = 0; fi < (hs <= 64 ? 3 : 2); fi++) {
+			int was = gpt_cuda_attention_rows(&gpu, forms[fi]);
 			int rc = !o2 || !gs2 || gpu.ops->attention_fwd(&gpu, o2, gs2, qd, b, t, nh, hs, &d, &err);
 			gpt_cuda_attention_rows(&gpu, was);
 			size_t lb = (size_t)((b * nh * t + 3) / 4 * 4) * sizeof(float); /* the statistics */
 			ok(was == GPT_CUDA_ATTN_AUTO && !rc && dev_same_z(o2, D(out), ob, es) &&
 			   dev_same_z(gs2, gs, lb, 4) && dev_same_z((char *)gs2 + lb, (char *)gs + lb, ob, es) &&
 			   dev_equal((char *)gs2 + sb - mb, (char *)gs + sb - mb, mb),
-			   "%s %s in %d-row tiles: the same output and saved state, bit for bit (zeros of either sign)",
-			   gpt_dtype_name(DT), what, rows);
+			   "%s %s in form %s: the same output and saved state, bit for bit (zeros of either sign)",
+			   gpt_dtype_name(DT), what, gpt_cuda_attention_form(forms[fi]));
 		}
 		gpt_cuda_free(o2);
 		gpt_cuda_free(gs2);
@@ -1421,12 +1423,21 @@ static int rows_ok(int r)
 	return r == 64 || r == 128;
 }
 
-/* The tensor-core attention's tile rows (gpt_cuda_attention_rows): by
- * default each kernel's first call at a shape times 64 and 128 and keeps
- * the faster, a later call times nothing; heads above 64 have 64 only; a
- * forced setting is taken as it is; past
- * GPT_CUDA_ATTN_PICKS shapes, 64 untimed. (That each gives the same bits:
- * test_attention_at.) */
+/* the forward's forms: those two and 64 with the scores a tile ahead */
+static int fwd_ok(int r)
+{
+	return rows_ok(r) || r == GPT_CUDA_ATTN_AHEAD;
+}
+
+#define FORM(r) gpt_cuda_attention_form(r)
+
+/* The tensor-core attention's forms (gpt_cuda_attention_rows): by default
+ * each kernel's first call at a shape times its forms (64 and 128 rows,
+ * the forward 64a too) and keeps the fastest, a later call times nothing;
+ * heads above 64 have no 128 (the forward times 64 and 64a, dq and dkv
+ * take 64); a forced setting is taken as it is, 64 where a kernel has not
+ * that form; past GPT_CUDA_ATTN_PICKS shapes, 64 untimed. (That each
+ * gives the same bits: test_attention_at.) */
 static void test_attention_rows(void)
 {
 	if (!gpt_cuda_attention_tensor_cores(DT, 64))
@@ -1436,26 +1447,37 @@ static void test_attention_rows(void)
 	gpt_cuda_attention_rows(&gpu, GPT_CUDA_ATTN_AUTO);
 	n0 = gpt_cuda_attention_rows_used(&gpu, u);
 	n = rows_at(77, 64, 0, 0, u);
-	ok(n == n0 + 1 && rows_ok(u[0]), "%s attention_fwd's first call at a shape times its tiles (%d rows)", dt, u[0]);
+	ok(n == n0 + 1 && fwd_ok(u[0]), "%s attention_fwd's first call at a shape times its forms (%s)", dt,
+	   FORM(u[0]));
 	int f = u[0];
 	n = rows_at(77, 64, 0, 1, u);
 	ok(n == n0 + 3 && u[0] == f && rows_ok(u[1]) && rows_ok(u[2]),
-	   "%s then the forward keeps them, and dq and dkv time theirs (%d and %d rows)", dt, u[1], u[2]);
+	   "%s then the forward keeps it, and dq and dkv time theirs (%s and %s rows)", dt, FORM(u[1]), FORM(u[2]));
 	int q = u[1], k = u[2];
 	n = rows_at(77, 64, 0, 1, u);
 	ok(n == n0 + 3 && u[0] == f && u[1] == q && u[2] == k, "%s a second call at the shape times nothing", dt);
 	n = rows_at(77, 64, 0.1f, 1, u);
-	ok(n == n0 + 6 && rows_ok(u[0]) && rows_ok(u[1]) && rows_ok(u[2]),
-	   "%s with dropout each kernel times its own too (%d, %d and %d rows)", dt, u[0], u[1], u[2]);
+	ok(n == n0 + 6 && fwd_ok(u[0]) && rows_ok(u[1]) && rows_ok(u[2]),
+	   "%s with dropout each kernel times its own too (%s, %s and %s)", dt, FORM(u[0]), FORM(u[1]), FORM(u[2]));
 	n = rows_at(77, 128, 0, 1, u);
-	ok(n == n0 + 6 && u[0] == 64 && u[1] == 64 && u[2] == 64, "%s a head size of 128 takes 64 rows, untimed", dt);
+	ok(n == n0 + 7 && (u[0] == 64 || u[0] == GPT_CUDA_ATTN_AHEAD) && u[1] == 64 && u[2] == 64,
+	   "%s a head size of 128: the forward times 64 and 64a (%s), dq and dkv take 64 untimed", dt, FORM(u[0]));
 	int was = gpt_cuda_attention_rows(&gpu, 128);
 	n = rows_at(78, 64, 0, 1, u);
-	ok(was == GPT_CUDA_ATTN_AUTO && n == n0 + 6 && u[0] == 128 && u[1] == 128 && u[2] == 128,
+	ok(was == GPT_CUDA_ATTN_AUTO && n == n0 + 7 && u[0] == 128 && u[1] == 128 && u[2] == 128,
 	   "%s forced 128-row tiles are taken untimed", dt);
 	n = rows_at(78, 64, 0.1f, 1, u);
 	ok(u[0] == 128 && u[1] == 128 && u[2] == 128, "%s forced 128, with dropout too", dt);
-	ok(gpt_cuda_attention_rows(&gpu, 96) == -1 && gpt_cuda_attention_rows(&gpu, 0) == 128,
+	n = rows_at(78, 128, 0, 1, u);
+	ok(n == n0 + 7 && u[0] == 64 && u[1] == 64 && u[2] == 64, "%s forced 128 at a head size of 128: 64", dt);
+	gpt_cuda_attention_rows(&gpu, GPT_CUDA_ATTN_AHEAD);
+	n = rows_at(78, 64, 0.1f, 1, u);
+	ok(n == n0 + 7 && u[0] == GPT_CUDA_ATTN_AHEAD && u[1] == 64 && u[2] == 64,
+	   "%s forced 64a: the forward takes it, dq and dkv 64 rows, untimed", dt);
+	n = rows_at(78, 128, 0, 1, u);
+	ok(n == n0 + 7 && u[0] == GPT_CUDA_ATTN_AHEAD && u[1] == 64 && u[2] == 64,
+	   "%s forced 64a at a head size of 128 too", dt);
+	ok(gpt_cuda_attention_rows(&gpu, 96) == -1 && gpt_cuda_attention_rows(&gpu, 0) == GPT_CUDA_ATTN_AHEAD,
 	   "%s 96 rows are refused, the setting unchanged", dt);
 	gpt_cuda_attention_rows(&gpu, GPT_CUDA_ATTN_AUTO);
 	/* the table full: later shapes take 64 untimed */
