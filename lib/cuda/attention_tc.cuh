@@ -1,13 +1,15 @@
-/* The tensor-core attention's building blocks (attention_tc.cu's kernels
- * are made of them): the warp's products and their operands (mma.sync,
+/* The tensor-core attention's building blocks (the kernels of
+ * attention_tc.cu, the forward, and attention_tc_bwd.cu, the backward, are
+ * made of them): the warp's products and their operands (mma.sync,
  * ldmatrix, the repacking of scores as A operands), tile loads by
  * cp.async, where a block works (tiles.h's order), the scores' products
- * and masks, the accumulators' stores, and dropout's masks shared by the
- * lanes. Included by attention_tc.cu alone. */
+ * and masks, the accumulators' stores, dropout's masks shared by the
+ * lanes; and the launches' host-side parts. Included by those two alone. */
 #ifndef GPT_CUDA_ATTENTION_TC_CUH
 #define GPT_CUDA_ATTENTION_TC_CUH
 
 #include "cuda/attention.cuh"
+#include "cuda/attention_rows.cuh"
 
 #include "backend/tiles.h"
 
@@ -618,6 +620,73 @@ __device__ __forceinline__ void mask_scores(float (&s)[N][4], int np, const int 
 			if (n >= 2 * np || j > i || i >= a.T)
 				s[n][q] = -INFINITY;
 		}
+}
+
+/* ---- the launches' host-side parts, shared by the forward
+ * (attention_tc.cu) and the backward (attention_tc_bwd.cu) ---- */
+
+/* Lets kernel k use shm bytes of dynamic shared memory (above 48 KiB needs asking). */
+template <class K> static int allow_shm(K *k, size_t shm, const char *op, gpt_err *err)
+{
+	return gpt_cuda_check(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+						   (int)shm),
+			      op, err);
+}
+
+/* a's heads for B sequences and their groups (tiles.h), for elements of
+ * es bytes; an error when the grid's blocks do not fit its one dimension */
+static int grid_groups(attn_args *a, int64_t B, size_t es, const char *op, gpt_err *err)
+{
+	int64_t bhn = B * a->NH, nt = (a->T + BQ - 1) / BQ;
+	if (bhn * nt > INT32_MAX)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "%s: %lld heads of %lld positions are %lld tiles of %d, above a grid's %d; "
+				   "use fewer sequences a micro-batch",
+				   op, (long long)bhn, (long long)a->T, (long long)(bhn * nt), BQ, INT32_MAX);
+	a->bhn = (uint32_t)bhn;
+	a->hg = gpt_attention_head_group(a->bhn, a->T, a->HS, es);
+	return 0;
+}
+
+/* blocks for tiles of `rows` rows (or keys) */
+static unsigned grid_size(const attn_args &a, int rows = BQ)
+{
+	return a.bhn * (unsigned)((a.T + rows - 1) / rows);
+}
+
+/* Where a call's tensors are: the saved floats hold the log-sum-exps,
+ * then (from a multiple of 4 floats, gpt_attention_flash_saved) the
+ * output's low half, laid out as out. */
+struct tc_io {
+	void *out, *dqkv;
+	const void *qkv, *dout, *cout; /* cout: out for the backward */
+	float *lse, *Dv;
+	void *olo;
+	int vec, vecd; /* qkv and dout 16-byte aligned; dout, out and olo */
+};
+
+/* What tells kernel kind's shapes apart for its pick of tile rows. */
+static gpt_cuda_attn_pick pick_key(int kind, const tc_io &io, const attn_args &a)
+{
+	return gpt_cuda_attn_pick{kind, a.drop, io.vec | io.vecd << 1, a.HS, a.T, a.bhn, 64};
+}
+
+static int aligned16(const void *p)
+{
+	return ((uintptr_t)p & 15u) == 0;
+}
+
+/* The saved floats' parts for B sequences of a's shape in storage dtype
+ * dt (gpt_attention_flash_saved): the statistics, the low half and, with
+ * dropout, its mask (into a), which starts where the state without
+ * dropout ends. */
+static void saved_parts(tc_io *io, attn_args *a, float *saved, int64_t B, gpt_dtype dt)
+{
+	io->lse = saved;
+	io->olo = saved + (B * a->NH * a->T + 3) / 4 * 4;
+	a->mask = a->drop ? (uint64_t *)(saved + gpt_attention_flash_saved(dt, B, a->T, a->NH, a->HS, 0))
+			  : nullptr;
+	a->mwords = gpt_attention_mask_words(a->T);
 }
 
 #endif
