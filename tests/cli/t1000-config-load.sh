@@ -8,7 +8,7 @@ C=$GPT_ROOT/configs
 test_expect_success 'every reference configuration resolves' '
 	for f in "$C"/*.yaml; do
 		gpt-train -c "$f" --print-config >out || { echo "failed: $f"; exit 1; }
-		test -s out
+		test -s out || { echo "empty: $f"; exit 1; }
 	done
 '
 
