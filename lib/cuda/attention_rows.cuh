@@ -13,23 +13,28 @@
 /* the kernels, as gpt_cuda_attention_rows_used orders them */
 enum { GPT_ATTN_K_FWD, GPT_ATTN_K_DQ, GPT_ATTN_K_DKV };
 
+/* the most forms a kernel has (the forward's 64, 64a and 128) */
+enum { GPT_ATTN_FORMS_MAX = 3 };
+
 /* The pick remembered for k's kernel and shape (its rows unread), or NULL. */
 const gpt_cuda_attn_pick *gpt_cuda_attn_find(const gpt_cuda_ctx *cx, const gpt_cuda_attn_pick *k);
 
-/* Runs go(f) for each of the n forms f (64 first) once, then twice more
- * each between events on stream s, and sets *rows to the fastest: another
- * than the best so far only when at least 3% faster, so that noise leaves
- * the first. The outputs are those of the last run, the same bits as any
- * other. */
+/* Runs go(f) for each of the n forms f (64 first; n at most
+ * GPT_ATTN_FORMS_MAX) once, then twice more each between events on stream
+ * s, and sets *rows to the fastest: another than the best so far only
+ * when at least 3% faster, so that noise leaves the first. The outputs
+ * are those of the last run, the same bits as any other. */
 template <class F>
 static int gpt_attn_time_rows(cudaStream_t s, F go, const int *forms, int n, int *rows, gpt_err *err)
 {
+	if (n < 1 || n > GPT_ATTN_FORMS_MAX)
+		return gpt_err_set(err, GPT_EINTERNAL, "attention: %d forms to time, past %d", n, GPT_ATTN_FORMS_MAX);
 	cudaEvent_t ev[2] = {};
 	int rc = gpt_cuda_check(cudaEventCreateWithFlags(&ev[0], cudaEventDefault), "attention: creating an event", err);
 	if (!rc)
 		rc = gpt_cuda_check(cudaEventCreateWithFlags(&ev[1], cudaEventDefault), "attention: creating an event",
 				    err);
-	float ms[3] = {0, 0, 0};
+	float ms[GPT_ATTN_FORMS_MAX] = {0};
 	for (int rep = 0; !rc && rep < 3; rep++)
 		for (int i = 0; !rc && i < n; i++) {
 			if (rep)
@@ -60,7 +65,7 @@ static int gpt_attn_time_rows(cudaStream_t s, F go, const int *forms, int n, int
 }
 
 /* Kernel kind at shape k (its rows unread), launched by go(form) in one of
- * its n forms (64 first, at most 3): the one the backend's setting forces
+ * its n forms (64 first): the one the backend's setting forces
  * (64 where the kernel has not that form), or under GPT_CUDA_ATTN_AUTO the
  * one timed fastest for this shape, timing them on its first call (past
  * GPT_CUDA_ATTN_PICKS shapes, 64 untimed). */
