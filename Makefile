@@ -72,9 +72,12 @@ ifeq ($(SANITIZE),1)
   LDFLAGS_ALL += -fsanitize=address,undefined
 endif
 
-# Hopper SASS (sm_90, sm_90a) plus compute_80 PTX that newer GPUs JIT-compile.
-NVCC_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90a,code=sm_90a \
-	-gencode arch=compute_80,code=compute_80
+# Hopper SASS (sm_90: H100, H200, GH200) plus compute_80 PTX that other
+# GPUs JIT-compile. No kernel uses sm_90a's own instructions (wgmma,
+# setmaxnreg), so an sm_90a image would be the same code a second time, and
+# ptxas's time on the attention (the build's long pole) doubled; plain sm_90
+# also runs on every 9.x device, sm_90a on 9.0 only.
+NVCC_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=compute_80
 NVCCFLAGS_ALL := -std=c++17 $(OPT) -g -Ilib -DGPT_HAVE_CUDA=1 $(NVCC_ARCH) \
 	--compiler-options -Wall,-Wextra,-Wno-unused-parameter,-fPIC -Werror all-warnings $(NVCCFLAGS)
 ifeq ($(WITH_CUDA),1)

@@ -68,7 +68,7 @@
  * The backward kernels work a tile in two halves of 32 columns, so that
  * half the score registers (S and dP, 32 floats each at full width) are
  * live at a time; the products' order per output element is unchanged.
- * Registers (ptxas 13.0, sm_90a, bf16, W = 64): forward 128, dq 128, dkv
+ * Registers (ptxas 13.0, sm_90, bf16, W = 64): forward 128, dq 128, dkv
  * 168 (16 bytes spilled) without dropout (4, 4 and 3 blocks an SM as the
  * registers go), 125, 127 and 168 with it (4, 4, 3; with Philox in the
  * backward they were 128, 168 and 246: 4, 3, 2); in 128-row tiles,
