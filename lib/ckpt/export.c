@@ -323,8 +323,12 @@ void gpt_quantize_rows(const float *x, int64_t rows, int64_t cols, int8_t *q, fl
 				mx = fabsf(row[c]);
 		float s = mx / 127.0f, inv = s > 0 ? 1.0f / s : 0;
 		scale[r] = s;
+		/* a row of subnormal values has a step whose inverse overflows:
+		 * 0 * inf would be NaN, and NaN has no int8 value. Such rows
+		 * divide (|x| / s <= 127 still); every other row multiplies. */
+		int divide = !isfinite(inv);
 		for (int64_t c = 0; c < cols; c++) {
-			float v = nearbyintf(row[c] * inv);
+			float v = nearbyintf(divide ? row[c] / s : row[c] * inv);
 			q[r * cols + c] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
 		}
 	}

@@ -36,7 +36,8 @@ int gpt_export_model_read(gpt_export_model *m, int64_t i, float *dst, gpt_err *e
 int gpt_st_build(const gpt_st_entry *e, int n, const char *const *meta, int n_meta, gpt_buf *out,
 		 gpt_err *err);
 
-/* int8 per row (every dimension but the last): scale = max |x| / 127. */
+/* int8 per row (every dimension but the last): scale = max |x| / 127,
+ * codes round(x / scale) in [-127, 127]. x must be finite. */
 void gpt_quantize_rows(const float *x, int64_t rows, int64_t cols, int8_t *q, float *scale);
 
 /* int8 codes and per-row steps of weight table entry i of a QAT checkpoint

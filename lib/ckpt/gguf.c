@@ -189,17 +189,11 @@ static uint64_t tensor_bytes(uint32_t type, int64_t rows, int64_t cols)
 static void q8_0(const float *x, int64_t n, unsigned char *out)
 {
 	for (int64_t b = 0; b < n / 32; b++) {
-		const float *v = x + 32 * b;
-		float mx = 0;
-		for (int i = 0; i < 32; i++)
-			if (fabsf(v[i]) > mx)
-				mx = fabsf(v[i]);
-		float d = mx / 127.0f, inv = d > 0 ? 1.0f / d : 0;
-		uint16_t h = gpt_f32_to_f16(d);
 		unsigned char *o = out + 34 * b;
+		float d;
+		gpt_quantize_rows(x + 32 * b, 1, 32, (int8_t *)(o + 2), &d);
+		uint16_t h = gpt_f32_to_f16(d);
 		memcpy(o, &h, 2);
-		for (int i = 0; i < 32; i++)
-			o[2 + i] = (unsigned char)(int8_t)nearbyintf(v[i] * inv);
 	}
 }
 

@@ -9,6 +9,8 @@
  * fp32 copies of a few megabytes of rows at a time. (Part of lib/infer.) */
 #include "infer/qkernel.h"
 
+#include "ckpt/export.h"
+
 #include <cblas.h>
 #include <immintrin.h>
 #include <math.h>
@@ -45,19 +47,7 @@ int gpt_qweight_init(gpt_qweight *q, const float *w, int64_t N, int64_t K, gpt_d
 	q->scale = gpt_malloc((size_t)N * sizeof(float), "weight scales", err);
 	if (!q->scale)
 		return GPT_EINTERNAL;
-	int8_t *d = q->owned;
-	for (int64_t n = 0; n < N; n++) {
-		const float *row = w + n * K;
-		float mx = 0;
-		for (int64_t k = 0; k < K; k++)
-			mx = fmaxf(mx, fabsf(row[k]));
-		float s = mx / 127.0f, inv = s > 0 ? 1.0f / s : 0;
-		q->scale[n] = s;
-		for (int64_t k = 0; k < K; k++) {
-			float v = nearbyintf(row[k] * inv);
-			d[n * K + k] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
-		}
-	}
+	gpt_quantize_rows(w, N, K, q->owned, q->scale);
 	return 0;
 }
 

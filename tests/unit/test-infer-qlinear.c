@@ -101,6 +101,27 @@ int main(void)
 	}
 	gpt_qweight q;
 	gpt_err err = {0};
+	/* rows whose step max|w| / 127 is subnormal, so that 1 / step
+	 * overflows (a zero weight once became 0 * inf = NaN, then a NaN cast
+	 * to int8: the fuzzer's crash); a zero row; a normal row */
+	float tiny[4 * 5] = {1e-39f, 0, -3e-40f, 5e-41f, 0,
+			     2e-45f, -1e-45f, 0, 0, 1e-45f,
+			     0, 0, 0, 0, 0,
+			     0.5f, -0.25f, 0, 1, 0.125f};
+	ok(gpt_qweight_init(&q, tiny, 4, 5, GPT_DTYPE_I8, &err) == 0, "int8: subnormal rows quantize");
+	int codes_ok = 1;
+	double terr = 0;
+	for (int64_t i = 0; i < 20; i++) {
+		int8_t c = ((const int8_t *)q.w)[i];
+		codes_ok = codes_ok && c != -128 && (tiny[i] != 0 || c == 0);
+		if (i < 15)
+			terr = fmax(terr, fabs(wval(&q, i / 5, i % 5) - tiny[i]));
+	}
+	ok(codes_ok, "int8: codes in [-127, 127], zero weights zero codes");
+	is_int(((const int8_t *)q.w)[0], 127, "int8: a subnormal row's largest weight is code 127");
+	ok(terr <= 1e-39 / 127, "int8: subnormal rows dequantize within a step (max |error| %.3g)", terr);
+	is_int(((const int8_t *)q.w)[18], 127, "int8: a normal row is as before");
+	gpt_qweight_free(&q);
 	float w1[4] = {0};
 	is_int(gpt_qweight_init(&q, w1, 1, 4, GPT_DTYPE_I32, &err), GPT_EUSAGE, "int32 weights are refused");
 	return done_testing();
