@@ -22,10 +22,13 @@ void gpt_quant_rows(const float *x, int64_t rows, int64_t cols, const float *sca
 	for (int64_t r = 0; r < rows; r++) {
 		float s = scale[per_row ? r : 0];
 		float inv = s > 0 ? Q / s : 0.0f, step = s > 0 ? s / Q : 0.0f;
+		/* a scale below Q / FLT_MAX (1.3e-36 at 8 bits) has an inverse
+		 * step that overflows, and 0 * inf is NaN: such rows divide */
+		int divide = inv == INFINITY; /* inv >= 0 */
 		for (int64_t c = 0; c < cols; c++) {
 			float v = x[r * cols + c];
 			v = v > s ? s : v < -s ? -s : v;
-			float k = roundf(v * inv); /* half away from zero */
+			float k = roundf(divide ? v / s * Q : v * inv); /* half away from zero */
 			k = k > Q ? Q : k < -Q ? -Q : k;
 			if (out)
 				out[r * cols + c] = k * step;

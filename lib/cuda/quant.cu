@@ -103,7 +103,8 @@ __global__ static void fake_quant_kernel(T *out, const T *x, const float *scale,
 		float inv = s > 0 ? __fdiv_rn(Q, s) : 0.0f, step = s > 0 ? __fdiv_rn(s, Q) : 0.0f;
 		float v = gpt_ld(x + i);
 		v = v > s ? s : v < -s ? -s : v;
-		float k = roundf(__fmul_rn(v, inv)); /* half away from zero, as the CPU */
+		/* as the CPU: a scale whose inverse step overflows divides */
+		float k = roundf(inv == INFINITY ? __fmul_rn(__fdiv_rn(v, s), Q) : __fmul_rn(v, inv));
 		k = k > Q ? Q : k < -Q ? -Q : k;
 		gpt_st(out + i, __fmul_rn(k, step));
 	}

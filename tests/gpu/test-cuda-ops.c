@@ -1283,6 +1283,22 @@ static void test_quant(void)
 	same("fake_quant per row, 8 bits", &q, 0);
 	CALL2(fake_quant, (&cpu, H(x), H(x), H(s1), R, K, 0, 4, &err), (&gpu, D(x), D(x), D(s1), R, K, 0, 4, &err));
 	same("fake_quant per tensor, 4 bits, in place", &x, 0);
+	/* a scale whose inverse step overflows: zeros (0 * inf was NaN) and
+	 * values within it, 8 and 16 bits */
+	ten tz = ten_const(DT, n, 0.0f), tx = st(n, 1e-38), ts = ten_const(GPT_DTYPE_F32, 1, 1e-38f);
+	for (int bits = 8; bits <= 16; bits += 8) {
+		CALL2(fake_quant, (&cpu, H(q), H(tz), H(ts), R, K, 0, bits, &err),
+		      (&gpu, D(q), D(tz), D(ts), R, K, 0, bits, &err));
+		same(bits == 8 ? "fake_quant, a scale of 1e-38, zeros, 8 bits"
+			       : "fake_quant, a scale of 1e-38, zeros, 16 bits", &q, 0);
+		CALL2(fake_quant, (&cpu, H(q), H(tx), H(ts), R, K, 0, bits, &err),
+		      (&gpu, D(q), D(tx), D(ts), R, K, 0, bits, &err));
+		same(bits == 8 ? "fake_quant, a scale of 1e-38, 8 bits" : "fake_quant, a scale of 1e-38, 16 bits",
+		     &q, 0);
+	}
+	ten_free(&tz);
+	ten_free(&tx);
+	ten_free(&ts);
 	ten state = ten_const(GPT_DTYPE_F32, R, 1.0f), accum = ten_const(GPT_DTYPE_F32, R, 1.0f);
 	CALL2(quant_moving_avg, (&cpu, H(state), H(accum), H(sr), H(sr), R, 0.9f, 1, &err),
 	      (&gpu, D(state), D(accum), D(sr), D(sr), R, 0.9f, 1, &err));

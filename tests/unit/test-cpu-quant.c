@@ -49,6 +49,17 @@ int main(void)
 	CHK(be.ops->fake_quant(&be, zo, z, &zs, 1, 3, 0, 8, &chk_err));
 	ok(zs == 0 && zo[0] == 0 && zo[1] == 0 && zo[2] == 0, "an all-zero tensor stays zero");
 
+	/* a scale whose inverse step overflows (127 / 1e-38 > FLT_MAX): zero
+	 * stays zero (0 * inf was NaN), the rest on the grid */
+	float ts = 1e-38f, tx[4] = {0, ts, -ts, ts * 0.25f}, ty[4];
+	int8_t tq[4];
+	CHK(be.ops->fake_quant(&be, ty, tx, &ts, 1, 4, 0, 8, &chk_err));
+	gpt_quant_rows(tx, 1, 4, &ts, 0, 8, NULL, tq);
+	ok(tq[0] == 0 && tq[1] == 127 && tq[2] == -127 && tq[3] == 32,
+	   "a scale of 1e-38: codes 0, 127, -127, 32 (got %d %d %d %d)", tq[0], tq[1], tq[2], tq[3]);
+	ok(ty[0] == 0 && ty[1] == 127 * (ts / 127) && ty[2] == -127 * (ts / 127) && ty[3] == 32 * (ts / 127),
+	   "and the op's values are the codes times the step");
+
 	/* accumulate: the largest over calls */
 	float acc2[2] = {3.0f, 0.1f}, more[6] = {-2.0f, 1.0f, 0.5f, 0.2f, -0.3f, 0.0f};
 	CHK(be.ops->quant_absmax(&be, acc2, more, 2, 3, 1, 1, &chk_err));
