@@ -89,7 +89,12 @@ trap 'rm -rf "$L"' EXIT
 SUM=$L/summary.txt
 failed=0
 
-left () { echo $((BUDGET - $(date +%s) + START)); }
+# seconds left, 0 once the budget is spent (a stage stopped at its limit
+# may end a second or two past it on a loaded machine)
+left () {
+	l=$((BUDGET - $(date +%s) + START))
+	echo $((l > 0 ? l : 0))
+}
 say () { echo "$*" | tee -a "$SUM"; }
 line () { say "$(printf '%-16s %-5s' "$1" "$2") $3"; } # NAME RESULT TEXT
 log () { echo "$*" >>"$L/probe.log"; }
