@@ -22,7 +22,7 @@ void gpt_quant_rows(const float *x, int64_t rows, int64_t cols, const float *sca
 	for (int64_t r = 0; r < rows; r++) {
 		float s = scale[per_row ? r : 0];
 		float inv = s > 0 ? Q / s : 0.0f, step = s > 0 ? s / Q : 0.0f;
-		/* a scale below Q / FLT_MAX (1.3e-36 at 8 bits) has an inverse
+		/* a scale below Q / FLT_MAX (3.7e-37 at 8 bits) has an inverse
 		 * step that overflows, and 0 * inf is NaN: such rows divide */
 		int divide = inv == INFINITY; /* inv >= 0 */
 		for (int64_t c = 0; c < cols; c++) {
