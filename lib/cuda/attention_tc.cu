@@ -75,9 +75,10 @@
  * forward 248, dq 244 and dkv 255 (12 spilled; 2 blocks), 246, 255 and
  * 255 (8 spilled) with dropout (2; the forward with dropout has only the
  * general form there, the second would spill 260 bytes); the forward a
- * tile ahead, 168 (8 spilled; held to 3 blocks: unbounded it took 244, 2
- * blocks) and 239 with dropout (2 blocks), at W = 128 255 (2 blocks, as
- * the plain forward's 168 there, which its shared memory holds to 2).
+ * tile ahead, 168 (none spilled; held to 3 blocks: unbounded it took 244,
+ * 2 blocks) and 241 with dropout (2 blocks), at W = 128 255 (4 bytes
+ * spilled; 2 blocks, as the plain forward's 168 there, which its shared
+ * memory holds to 2).
  * The backward's pairs of tile buffers are a pointer and a step (buf2),
  * not arrays indexed by a variable, which would sit in local memory.
  *
@@ -281,8 +282,11 @@ __global__ static void __launch_bounds__(NTHR, DROP && MW == 1 && W <= 64 ? 4 : 
  * The key tiles run one ahead of the values in shared memory (the same
  * four buffers): a tile's wait brings V_j and K_{j+1}, and V_{j+1} and
  * K_{j+2} land during it. Held to 3 blocks an SM at W = 64 without
- * dropout (168 registers, 8 bytes spilled; unbounded, ptxas takes 244,
- * 2 blocks); elsewhere unbounded (header). */
+ * dropout (168 registers; unbounded, ptxas takes 244, 2 blocks);
+ * elsewhere unbounded (header). On the H100 (2026-11-27) it ran 2 to 4%
+ * slower than the plain form at head size 64 (fewer blocks an SM for an
+ * overlap the profile did not show: tensor pipe 17.6% busy against
+ * 18.4%) and 3% faster at 128; with dropout 35% slower. */
 template <class E, int W, bool DROP>
 __global__ static void __launch_bounds__(NTHR, !DROP && W == 64 ? 3 : 0)
 	tc_fwd_ahead_kernel(E *out, float *lse, E *olo, const E *qkv, attn_args a, int vec)
@@ -320,6 +324,11 @@ __global__ static void __launch_bounds__(NTHR, !DROP && W == 64 ? 3 : 0)
 		o[0][d][0] = o[0][d][1] = o[0][d][2] = o[0][d][3] = 0.0f;
 	if (r0 < a.T)
 		scores_m<E, W, NT, 1>(s, qw, ks[0], LE, 0, pairs_to(rl, 0), kf);
+	/* every warp done with K_0 before the first tile's copies bring K_2
+	 * into its buffer (without this barrier a warp that reached them
+	 * first overwrote K_0 under a slower warp's S_0: on an H100 at head
+	 * size 128, 2026-11-27; EMU_CPASYNC=early shows it) */
+	__syncthreads();
 	for (int j0 = 0, cur = 0; j0 <= jend; j0 += BK, cur ^= 1) {
 		bool more = j0 + BK <= jend;
 		if (more) {

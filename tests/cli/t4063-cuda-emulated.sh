@@ -6,7 +6,10 @@
 # tests/gpu/test-cuda-ops.c against the CPU backend in fp32, bf16 and fp16,
 # whole training steps included, and again in bf16 with the blocks and the
 # threads of each block in the reverse order (a missing barrier shows in
-# one of the two orders); the dtype casts (test-cuda-cast); the shm
+# one of the two orders), and the attention in bf16 and fp16 with its
+# cp.async copies landing when issued rather than at their wait (a copy
+# into a tile buffer that another warp may still be reading overwrites
+# it); the dtype casts (test-cuda-cast); the shm
 # collectives on device buffers (test-comm-stage); the GPU training layouts
 # of t4060 (dp2, mp2, pp2, sharding2 stage 3, offload, overlapped buckets,
 # resume; 2 steps) and gpt-infer --device cuda (t4061: generation steps as
@@ -69,6 +72,14 @@ test_expect_success 'the same in bf16 with blocks and the threads of a block the
 		{ cat rev.tap; false; } &&
 	tap rev.tap
 '
+
+for d in bf16 fp16; do
+	test_expect_success "the attention in $d with its tile copies landing when issued, the earliest a GPU may" "
+		EMU_CPASYNC=early GPT_TEST_OPS=attention GPT_TEST_DTYPE=$d \"\$EMU/test-cuda-ops\" >early-$d.tap 2>&1 ||
+			{ cat early-$d.tap; false; } &&
+		tap early-$d.tap
+	"
+done
 
 test_expect_success 'the dtype casts equal the CPU bit for bit, 16 bytes a load or not' '
 	"$EMU/test-cuda-cast" >cast.tap 2>&1 || { cat cast.tap; false; } &&

@@ -288,6 +288,7 @@ void shm_check_tail(const char *name, const float *dyn, size_t shm);
 void shm_fill_static(void);
 bool blocks_reversed(void); /* EMU_BLOCKS=reverse */
 bool threads_reversed(void); /* EMU_THREADS=reverse (fibers only) */
+bool cp_async_early(void); /* EMU_CPASYNC=early */
 void shm_poison(const float *dyn, size_t shm, bool on);
 } // namespace emu
 template <class F> static inline cudaError_t cudaFuncSetAttribute(F *f, cudaFuncAttribute, int v)
@@ -370,8 +371,12 @@ template <class T> static inline T shfl(T v, int src)
  * queue and land when its cp.async.wait_group lets them (those of all but
  * the newest n committed groups), the latest a GPU may land them, so a
  * read of the destination before the wait sees shared memory's 0xff fill
- * (NaN). A copy of n < size bytes fills the rest with zeros, as PTX's
- * src-size operand does. The queues are emptied at each block's start. */
+ * (NaN). With EMU_CPASYNC=early they land when issued instead, the
+ * earliest a GPU may: a copy into a buffer that another thread may still
+ * be reading (no barrier since its last read) then overwrites what that
+ * thread reads next, in one of the two orders of EMU_THREADS. A copy of
+ * n < size bytes fills the rest with zeros, as PTX's src-size operand
+ * does. The queues are emptied at each block's start. */
 struct async_copy {
 	void *dst;
 	const void *src;
@@ -386,6 +391,11 @@ inline async_queue async_queues[1024];
 static inline async_queue &async_of_thread() { return async_queues[threadIdx_.x + threadIdx_.y * blockDim_.x]; }
 static inline void cp_async(void *dst, const void *src, unsigned n, unsigned size)
 {
+	if (emu::cp_async_early()) {
+		memcpy(dst, src, n);
+		memset((char *)dst + n, 0, size - n);
+		return;
+	}
 	async_queue &a = async_of_thread();
 	a.q.push_back({dst, src, n, size, a.committed});
 }

@@ -267,6 +267,20 @@ bool threads_reversed(void)
 #endif
 	return rev;
 }
+/* EMU_CPASYNC: late (the default) or early */
+bool cp_async_early(void)
+{
+	static const bool early = [] {
+		const char *e = getenv("EMU_CPASYNC");
+		if (!e || !strcmp(e, "late"))
+			return false;
+		if (!strcmp(e, "early"))
+			return true;
+		fprintf(stderr, "emu: EMU_CPASYNC is late or early, not '%s'\n", e);
+		exit(2);
+	}();
+	return early;
+}
 /* the bounds of the static __shared__ arrays' section (the linker's; null
  * where no kernel has one) */
 extern "C" char __start_emu_shared[] __attribute__((weak)), __stop_emu_shared[] __attribute__((weak));

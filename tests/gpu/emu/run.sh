@@ -27,6 +27,9 @@
 #       down (each runs up to a barrier in turn): a read of shared memory
 #       another thread writes, with no barrier between, reads NaN in one of
 #       the two orders
+#   EMU_CPASYNC=early tests/gpu/emu/run.sh     cp.async copies land when
+#       issued, not at their wait: a copy into a tile buffer that another
+#       thread may still be reading (no barrier since) overwrites it first
 #   EMU_SAN=thread tests/gpu/emu/run.sh bf16   the kernels under ThreadSanitizer,
 #       each CUDA thread an OS thread: a race between threads of a block
 #       (shared or global memory, no barrier between a write and another
