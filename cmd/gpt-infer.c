@@ -41,7 +41,7 @@ static const gpt_opt options[] = {
 	{"batch", 'b', "N", OPT_BATCH, "sequences decoded together (default 8)"},
 	{"dtype", 0, "DTYPE", OPT_DTYPE,
 	 "weight matrices in memory: fp32, bf16, fp16 or int8 (default: as the model stores them)"},
-	{"stats", 0, NULL, OPT_STATS, "print prompt and generation tokens/s (and on cuda the steps run as CUDA graphs) to standard error"},
+	{"stats", 0, NULL, OPT_STATS, "print prompt and generation tokens/s, the prompt passes after the first apart (and on cuda the steps run as CUDA graphs), to standard error"},
 	{"help", 'h', NULL, OPT_HELP, "show this help and exit"},
 	{"version", 'V', NULL, OPT_VERSION, "show the version and exit"},
 	{NULL, 0, NULL, 0, NULL},

@@ -14,7 +14,10 @@
 # kernel launched by the host (GPT_CUDA_GRAPHS=0), to show what the graphs
 # save; the "bf16 eager" rows run them with every CUDA module loaded when
 # the program starts (CUDA_MODULE_LOADING=EAGER) rather than at a kernel's
-# first launch, to show what that first use costs the prompt. The weights
+# first launch, to show what that first use costs the prompt; the "bf16
+# again" rows give the prompt rate of a second group of prompts in the
+# same process (gpt-infer given the prompts twice; --stats' prompt passes
+# after the first), without the first forward's one-time costs. The weights
 # are those of a checkpoint after one training step: speed does not depend
 # on them.
 # Record each run in bench/RESULTS.md with the date, device and command.
@@ -84,3 +87,22 @@ graphs=1 eager=1
 for b in 1 8; do
 	run "bf16 eager" "$W/ck" "--dtype bf16" $b ""
 done
+# again BATCH: the prompt's tokens/s in a second group of BATCH prompts
+# (gpt-infer --stats: the prompt passes after the first)
+again () {
+	p=$W/p1
+	[ "$1" = 8 ] && p=$W/p8
+	cat "$p" "$p" >"$W/pp"
+	if ! bin/gpt-infer -m "$W/ck" --dtype bf16 --device cuda --stats --batch "$1" \
+		-o Generation.decode_strategy=greedy_search -o Generation.min_dec_len=$GEN \
+		-o Generation.max_dec_len=$GEN <"$W/pp" >/dev/null 2>"$W/stats"; then
+		echo "bf16 again batch $1: gpt-infer failed:"; tail -n 3 "$W/stats"; return
+	fi
+	set -- "$1" $(sed -n 's/^prompt: .*generation: .*, \([0-9.]*\) tokens\/s$/\1/p;
+		s/^prompt passes after the first: 1 in [0-9.]* s, \([0-9]*\) tokens, \([0-9.]*\) tokens\/s$/\1 \2/p' "$W/stats")
+	[ $# = 4 ] || { echo "bf16 again batch $1: no --stats lines:"; tail -n 3 "$W/stats"; return; }
+	printf '%-8s %5s %9s %12s %12s %10s | %12s %12s | %6s\n' "bf16 again" "$1" "$(($3 / $1)) tok" "$4" "$2" \
+		- - - -
+}
+again 1
+again 8

@@ -84,10 +84,7 @@ int gpt_beam_search(gpt_infer_model *m, const gpt_gen_opts *o, const int32_t *pr
 		ntok[0] = len;
 		double t0 = gpt_now_s();
 		rc = gpt_infer_forward(m, &kv, 1, slot, tok, ntok, 0, logits, err);
-		if (o->stats) {
-			o->stats->prompt_s += gpt_now_s() - t0;
-			o->stats->prompt_tokens += len;
-		}
+		gpt_gen_stats_prompt(o->stats, len, gpt_now_s() - t0);
 	}
 	for (int64_t g = 0; !rc && g < maxd && nrun > 0; g++) {
 		/* candidates: every token of every running beam */

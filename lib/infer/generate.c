@@ -140,6 +140,18 @@ static int32_t next_token(const gpt_gen_opts *o, seq *q, float *row, int64_t V, 
 	return t;
 }
 
+void gpt_gen_stats_prompt(gpt_gen_stats *s, int64_t tokens, double secs)
+{
+	if (!s)
+		return;
+	if (s->prompt_passes++ == 0) {
+		s->first_prompt_tokens = tokens;
+		s->first_prompt_s = secs;
+	}
+	s->prompt_tokens += tokens;
+	s->prompt_s += secs;
+}
+
 /* The ids a generation may choose from: the first `vocab` of the model's. */
 int64_t gpt_gen_vocab(const gpt_gen_opts *o, int64_t V)
 {
@@ -177,9 +189,10 @@ static int run_group(gpt_infer_model *m, const gpt_gen_opts *o, seq *sq, int64_t
 	if (!rc)
 		rc = gpt_infer_forward(m, &kv, np, slot, tok, ntok, 0, logits, err);
 	if (o->stats) {
-		o->stats->prompt_s += gpt_now_s() - t0;
+		int64_t n = 0;
 		for (int64_t p = 0; p < np; p++)
-			o->stats->prompt_tokens += ntok[p];
+			n += ntok[p];
+		gpt_gen_stats_prompt(o->stats, n, gpt_now_s() - t0);
 	}
 	for (int64_t p = np - 1; !rc && p >= 0; p--)
 		for (int64_t r = nrs - 1; r >= 0 && !rc; r--) {

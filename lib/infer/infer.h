@@ -252,11 +252,19 @@ typedef struct gpt_gen_opts {
 
 /* Where the time of gpt_generate went: prompt processing (the first pass
  * over each prompt) and generation (every later pass), wall-clock seconds
- * of the model's forward passes and the tokens they took. */
+ * of the model's forward passes and the tokens they took; of the prompt
+ * passes (one a group of prompts, or a beam search), how many ran and what
+ * the first took, which holds the one-time costs of a first forward (the
+ * device's work buffers, the GEMM library's choices at each shape). */
 typedef struct gpt_gen_stats {
 	int64_t prompt_tokens, generated_tokens;
 	double prompt_s, generate_s;
+	int64_t prompt_passes, first_prompt_tokens;
+	double first_prompt_s;
 } gpt_gen_stats;
+
+/* Adds a prompt pass of tokens in secs to s (NULL: nothing). */
+void gpt_gen_stats_prompt(gpt_gen_stats *s, int64_t tokens, double secs);
 
 /* The number of ids a generation with o chooses from, of a model's V. */
 int64_t gpt_gen_vocab(const gpt_gen_opts *o, int64_t V);

@@ -457,6 +457,13 @@ int gpt_infer_run(const gpt_infer_args *a, FILE *in, FILE *out, gpt_err *err)
 			st.prompt_s > 0 ? (double)st.prompt_tokens / st.prompt_s : 0.0,
 			(long long)st.generated_tokens, st.generate_s,
 			st.generate_s > 0 ? (double)st.generated_tokens / st.generate_s : 0.0);
+	/* the prompt passes after the first, without its one-time costs */
+	if (!rc && a->stats && a->err_out && st.prompt_passes > 1) {
+		int64_t nt = st.prompt_tokens - st.first_prompt_tokens;
+		double s = st.prompt_s - st.first_prompt_s;
+		fprintf(a->err_out, "prompt passes after the first: %lld in %.6f s, %lld tokens, %.1f tokens/s\n",
+			(long long)(st.prompt_passes - 1), s, (long long)nt, s > 0 ? (double)nt / s : 0.0);
+	}
 	/* on a GPU: how many generation steps ran as a CUDA graph (decode.c) */
 	if (!rc && a->stats && a->err_out && m.cuda)
 		fprintf(a->err_out, "CUDA graphs: %lld steps%s%s\n", (long long)m.graph_steps,

@@ -135,7 +135,19 @@ test_expect_success '--stats: the tokens of the prompt pass and of generation, g
 	test_grep "^prompt: 11 tokens in [0-9.]+ s, [0-9.]+ tokens/s; generation: 39 tokens in [0-9.]+ s, [0-9.]+ tokens/s$" err &&
 	gpt-infer -m ck --stats -o Generation.decode_strategy=beam_search -o Generation.num_beams=3 \
 		-o Generation.max_dec_len=40 "Everyone is" >out 2>err &&
-	test_grep "^prompt: 11 tokens in [0-9.]+ s, [0-9.]+ tokens/s; generation: [1-9][0-9]* tokens in [0-9.]+ s" err
+	test_grep "^prompt: 11 tokens in [0-9.]+ s, [0-9.]+ tokens/s; generation: [1-9][0-9]* tokens in [0-9.]+ s" err &&
+	! grep "after the first" err
+'
+
+test_expect_success '--stats: the prompt passes after the first apart, one a group of prompts or a beam search' '
+	greedy ck --stats --batch 2 "Everyone is" "Everyone" "Everyone is" >out 2>err &&
+	test_grep "^prompt: 30 tokens in [0-9.]+ s, [0-9.]+ tokens/s; generation: " err &&
+	test_grep "^prompt passes after the first: 1 in [0-9.]+ s, 11 tokens, [0-9.]+ tokens/s$" err &&
+	greedy ck --stats --batch 1 "Everyone is" "Everyone" "Everyone is" >out 2>err &&
+	test_grep "^prompt passes after the first: 2 in [0-9.]+ s, 19 tokens, [0-9.]+ tokens/s$" err &&
+	gpt-infer -m ck --stats -o Generation.decode_strategy=beam_search -o Generation.num_beams=2 \
+		-o Generation.max_dec_len=4 "Everyone is" "Everyone" >out 2>err &&
+	test_grep "^prompt passes after the first: 1 in [0-9.]+ s, 8 tokens, [0-9.]+ tokens/s$" err
 '
 
 test_expect_success 'Inference.model_dir of -c names the model; mp_degree above 1 is refused' '
