@@ -276,7 +276,7 @@ enum { B = 4, T = 256, C = 768, NH = 12, HS = 64, F = 3072, BT = B * T };
 #define MODEL_SHAPE .max_pos = 128, .hidden = 256, .layers = 2, .heads = 4, .ffn = 1024
 #define MODEL_T 128
 /* more attention shapes: B, T, heads, head size, qkv misaligned */
-#define ATTN_MORE {2, 333, 4, 128, 0}, {3, 200, 2, 48, 1}, {2, 150, 3, 32, 0}
+#define ATTN_MORE {2, 333, 4, 128, 0}, {3, 200, 2, 48, 1}, {2, 150, 3, 32, 0}, {2, 200, 2, 96, 0}
 /* more LayerNorm shapes: rows, C, inputs misaligned by one element */
 #define LN_MORE {64, 1000, 0}, {64, 1600, 0}, {64, 2560, 0}, {64, 770, 0}, {64, 768, 1}
 #else /* tests/gpu/emu/run.sh: small shapes (T not a multiple of the tiles) for a CPU emulation */
@@ -288,7 +288,7 @@ enum { B = 2, T = 45, C = 128, NH = 2, HS = 64, F = 512, BT = B * T };
 #define ADAMW_N (1 << 14)
 #define MODEL_SHAPE .max_pos = 64, .hidden = 128, .layers = 2, .heads = 2, .ffn = 512
 #define MODEL_T 64
-#define ATTN_MORE {1, 140, 1, 64, 0}, {1, 100, 1, 128, 0}, {1, 70, 1, 48, 1}, {1, 40, 1, 32, 0}
+#define ATTN_MORE {1, 140, 1, 64, 0}, {1, 100, 1, 128, 0}, {1, 70, 1, 48, 1}, {1, 40, 1, 32, 0}, {1, 90, 2, 96, 0}
 #define LN_MORE {20, 328, 0}, {16, 1000, 0}, {12, 1056, 0}, {8, 2040, 0}, {20, 130, 0}, {20, 128, 1}
 #endif
 
@@ -737,7 +737,9 @@ static void test_attention_at(int64_t b, int64_t t, int64_t nh, int64_t hs, floa
 static void test_attention(float p)
 {
 	/* several 64-row tiles, T not a multiple of them; head sizes of each
-	 * padded width (32, 64, 128), 48 padded to 64 with its qkv misaligned */
+	 * padded width (32, 64, 128), 48 padded to 64 with its qkv misaligned
+	 * (tiles copied element by element), 96 padded to 128 with it aligned
+	 * (by cp.async, zeros past the head) */
 	static const struct {
 		int b, t, nh, hs, mis;
 	} more[] = {ATTN_MORE};
