@@ -12,14 +12,11 @@
 # where PyTorch or its GPU is missing). Each generation step after the
 # first is a CUDA graph; the "bf16 ops" rows run the same steps with each
 # kernel launched by the host (GPT_CUDA_GRAPHS=0), to show what the graphs
-# save; the "bf16 eager" rows run them with every CUDA module loaded when
-# the program starts (CUDA_MODULE_LOADING=EAGER) rather than at a kernel's
-# first launch, to show what that first use costs the prompt; the "bf16
-# again" rows give the prompt rate of a second group of prompts in the
-# same process (gpt-infer given the prompts twice; --stats' prompt passes
-# after the first), without the first forward's one-time costs. The weights
-# are those of a checkpoint after one training step: speed does not depend
-# on them.
+# save; the "bf16 again" rows give the prompt rate of a second group of
+# prompts in the same process (gpt-infer given the prompts twice; --stats'
+# prompt passes after the first), without the first forward's one-time
+# costs. The weights are those of a checkpoint after one training step:
+# speed does not depend on them.
 # Record each run in bench/RESULTS.md with the date, device and command.
 set -u
 cd "$(dirname "$0")/../.."
@@ -44,7 +41,7 @@ run () { # label model extra-args batch torch-dtype ("" for none)
 	[ "$4" = 8 ] && prompts=$W/p8
 	nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$W/mem" 2>/dev/null &
 	smi=$!
-	env ${eager:+CUDA_MODULE_LOADING=EAGER} GPT_CUDA_GRAPHS=$graphs bin/gpt-infer -m "$2" $3 --device cuda --stats --batch "$4" \
+	GPT_CUDA_GRAPHS=$graphs bin/gpt-infer -m "$2" $3 --device cuda --stats --batch "$4" \
 		-o Generation.decode_strategy=greedy_search -o Generation.min_dec_len=$GEN \
 		-o Generation.max_dec_len=$GEN <"$prompts" >/dev/null 2>"$W/stats"
 	rc=$?
@@ -72,7 +69,7 @@ run () { # label model extra-args batch torch-dtype ("" for none)
 	printf '%-8s %5s %9s %12s %12s %6s MiB | %12s %12s | %6s\n' "$1" "$4" "$(($6 / $4)) tok" "$7" "$8" \
 		"$(sort -n "$W/mem" | tail -n 1)" "$tpp" "$tpg" "$ratio"
 }
-graphs=1 eager=
+graphs=1
 for b in 1 8; do
 	run fp32 "$W/ck" "" $b fp32
 	run bf16 "$W/ck" "--dtype bf16" $b bf16
@@ -82,10 +79,6 @@ done
 graphs=0
 for b in 1 8; do
 	run "bf16 ops" "$W/ck" "--dtype bf16" $b ""
-done
-graphs=1 eager=1
-for b in 1 8; do
-	run "bf16 eager" "$W/ck" "--dtype bf16" $b ""
 done
 # again BATCH: the prompt's tokens/s in a second group of BATCH prompts
 # (gpt-infer --stats: the prompt passes after the first)

@@ -254,8 +254,8 @@ typedef struct gpt_gen_opts {
  * over each prompt) and generation (every later pass), wall-clock seconds
  * of the model's forward passes and the tokens they took; of the prompt
  * passes (one a group of prompts, or a beam search), how many ran and what
- * the first took, which holds the one-time costs of a first forward (the
- * device's work buffers, the GEMM library's choices at each shape). */
+ * the first took, which holds the one-time costs of a run's first forward
+ * (on a GPU, the first use of its libraries, kernels and buffers). */
 typedef struct gpt_gen_stats {
 	int64_t prompt_tokens, generated_tokens;
 	double prompt_s, generate_s;
