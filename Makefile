@@ -106,7 +106,8 @@ GPU_BENCH := $(if $(filter 1,$(WITH_CUDA)),build/bench/gpu-ops)
 CLI_LONG := $(wildcard tests/cli/t4063-cuda-emulated.sh tests/cli/t9000-fuzz.sh \
 	tests/cli/t4064-gpu-check.sh tests/cli/t4020-train-parallel.sh tests/cli/t4010-train.sh \
 	tests/cli/t2030-preprocess-dataset.sh tests/cli/t7030-ckpt-convert.sh)
-CLI_TESTS := $(CLI_LONG) $(filter-out $(CLI_LONG),$(sort $(wildcard tests/cli/t[0-9]*.sh)))
+CLI_REST := $(filter-out $(CLI_LONG),$(sort $(wildcard tests/cli/t[0-9]*.sh)))
+CLI_TESTS := $(CLI_LONG) $(CLI_REST)
 HELPER := tests/helper/test-tool
 MAN := $(sort $(wildcard man/man1/*.1 man/man5/*.5))
 
@@ -169,7 +170,7 @@ build/bench/gpu-ops: build/bench/gpu/gpu-ops.o lib/libgpt.a
 # ---- tests ------------------------------------------------------------------
 
 test: all $(UNIT_BIN)
-	$(PROVE) -j$(JOBS) $(CLI_LONG) $(UNIT_BIN) $(filter-out $(CLI_LONG),$(CLI_TESTS))
+	$(PROVE) -j$(JOBS) $(CLI_LONG) $(UNIT_BIN) $(CLI_REST)
 
 test-unit: all $(UNIT_BIN)
 	$(PROVE) -j$(JOBS) $(UNIT_BIN)
