@@ -92,6 +92,35 @@ __global__ static void dropout_kernel(T *out, const T *inp, int64_t T_, int64_t 
 	}
 }
 
+/* The same in 16-byte vectors (GPT_VEC(T) elements, one or two Philox
+ * groups) where feature0 and F are whole vectors and the pointers 16-byte
+ * aligned: a row's vectors side by side, the row and its sample and
+ * position found by 32-bit divisions (the host sends larger tensors to
+ * dropout_kernel, whose 64-bit divisions and 2-byte loads cost about
+ * twice the time of the memory traffic at GPT-2's shapes). */
+template <class T>
+__global__ static void dropout_vec_kernel(T *out, const T *inp, uint32_t T_, uint32_t FV, uint32_t nv,
+					  gpt_dropout d, uint32_t thr, float scale)
+{
+	constexpr int V = GPT_VEC(T);
+	for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < nv; i += gridDim.x * blockDim.x) {
+		uint32_t r = i / FV, v = i - r * FV;
+		uint64_t g0 = (uint64_t)(d.feature0 >> 2) + (uint64_t)v * (V / 4);
+		float f[V];
+		gpt_ld_vec(f, inp + (int64_t)i * V);
+#pragma unroll
+		for (int k = 0; k < V / 4; k++) {
+			uint32_t bits[4];
+			gpt_rng_block(bits, d.key.seed, d.key.step, d.key.layer, d.key.site,
+				      (uint64_t)d.sample0 + r / T_, (uint64_t)d.t0 + r % T_, 4 * (g0 + k));
+#pragma unroll
+			for (int e = 0; e < 4; e++)
+				f[4 * k + e] = bits[e] >= thr ? f[4 * k + e] * scale : 0.0f;
+		}
+		gpt_st_vec(out + (int64_t)i * V, f);
+	}
+}
+
 static int dropout(gpt_backend *be, const char *op, void *out, const void *inp, int64_t B,
 		   int64_t T, int64_t F, const gpt_dropout *d, gpt_err *err)
 {
@@ -116,6 +145,13 @@ static int dropout(gpt_backend *be, const char *op, void *out, const void *inp, 
 	float scale = gpt_dropout_scale(d->p);
 	/* the groups of four global features a row touches */
 	int64_t G = ((d->feature0 + F - 1) >> 2) - (d->feature0 >> 2) + 1, groups = B * T * G;
+	int64_t V = 16 / (int64_t)gpt_dtype_size(be->dtype), nv = n / V;
+	if (d->feature0 % V == 0 && F % V == 0 && nv < INT32_MAX && T < INT32_MAX && gpt_cuda_aligned(out, inp)) {
+		GPT_CUDA_DISPATCH(be->dtype, E,
+			dropout_vec_kernel<E><<<gpt_cuda_blocks(nv, 256), 256, 0, gpt_cuda_stream(be)>>>(
+				(E *)out, (const E *)inp, (uint32_t)T, (uint32_t)(F / V), (uint32_t)nv, *d, thr, scale));
+		return gpt_cuda_launched(op, err);
+	}
 	GPT_CUDA_DISPATCH(be->dtype, E,
 		dropout_kernel<E><<<gpt_cuda_blocks(groups, 256), 256, 0, gpt_cuda_stream(be)>>>(
 			(E *)out, (const E *)inp, T, F, G, groups, *d, thr, scale));
