@@ -15,7 +15,8 @@
  * recomputes is its own cost). The bytes are what each op must move at
  * least once: LayerNorm forward reads x and writes y (N C elements each),
  * its backward reads x and dy and adds into dx (4 N C) and the weight
- * gradients' pass reads x and dy again (2 N C); GELU's forward 2n, backward
+ * gradients' pass reads x and dy again (2 N C); the residual stream's
+ * dropout (p=0.1) reads and writes it (2 N C); GELU's forward 2n, backward
  * 3n; cross-entropy's forward reads a chunk of logits, its backward reads
  * and writes it, and xent_fused (both, tp = 1) reads and writes it once; AdamW moves the 16-bit parameter (read, write) and
  * gradient, and the fp32 master and moments (read, write): 3 es + 24 bytes
@@ -23,7 +24,8 @@
  * 0.1 (p=0.1), the mask drawn as in training; the tensor-core kernels in
  * 64-row tiles, and in 128-row ones (r128: gpt_cuda_attention_rows, the
  * forward's and dq's rows, dkv's keys) where the head size allows, the
- * forward also in 64 with its scores a key tile ahead (ahead: "64a"), then
+ * forward also in 64 with its scores a key tile ahead (ahead: "64a") and,
+ * with dropout, in 64 after its mask is drawn (mask first: "64m"), then
  * a line saying which form each kernel takes by default (timed at its
  * first call at the shape; not with --once); generation's attention
  * (attention_kv: one new token a sequence against a full cache, its keys
@@ -159,6 +161,15 @@ static void bench_shape(const shape *s, gpt_dtype dt)
 			    o->attention_fwd(&gpu, out, saved, qkv, B, T, NH, HS, dp, &err));
 			gpt_cuda_attention_rows(&gpu, 64);
 		}
+		/* with dropout, in 64-row tiles after a kernel of its own has
+		 * drawn the mask (its time included) */
+		if (tca && d) {
+			gpt_cuda_attention_rows(&gpu, GPT_CUDA_ATTN_MASKED);
+			snprintf(fb, sizeof fb, "attention_fwd HS=%lld%s mask first", (long long)HS, ps);
+			ROW(s->name, fb, fwd / TF, "TFLOP/s",
+			    o->attention_fwd(&gpu, out, saved, qkv, B, T, NH, HS, dp, &err));
+			gpt_cuda_attention_rows(&gpu, 64);
+		}
 		snprintf(fb, sizeof fb, "attention_bwd HS=%lld%s", (long long)HS, ps);
 		ROW(s->name, fb, 2.5 * fwd / TF, "TFLOP/s",
 		    o->attention_bwd(&gpu, dqkv, dout, out, qkv, saved, B, T, NH, HS, dp, &err));
@@ -234,6 +245,11 @@ static void bench_shape(const shape *s, gpt_dtype dt)
 	    o->layernorm_fwd(&gpu, y, mean, rstd, x, lw, lb, BT, C, 1e-5f, &err));
 	ROW(s->name, "layernorm_bwd", 6.0 * (double)(BT * C) * es / GB, "GB/s",
 	    o->layernorm_bwd(&gpu, y, dlw, dlb, dy, x, lw, mean, rstd, BT, C, &err));
+	/* the residual stream's dropout (hidden_dropout_prob 0.1): read and
+	 * written once, the mask drawn from Philox */
+	gpt_dropout hd = {.p = 0.1f, .key = {.seed = 1, .step = 1, .layer = 1, .site = GPT_RNG_SITE_MLP_RESID}};
+	ROW(s->name, "dropout_fwd p=0.1", 2.0 * (double)(BT * C) * es / GB, "GB/s",
+	    o->dropout_fwd(&gpu, y, x, B, T, C, &hd, &err));
 	gpt_cuda_free(x), gpt_cuda_free(y), gpt_cuda_free(dy), gpt_cuda_free(lw), gpt_cuda_free(lb);
 	gpt_cuda_free(dlw), gpt_cuda_free(dlb), gpt_cuda_free(mean), gpt_cuda_free(rstd);
 

@@ -29,9 +29,11 @@
 # (ncu: kernel durations only, the clocks and caches left as they are) and
 # prints, in place of its timing, where the GPU time of a step goes, kernel
 # by kernel (bench/gpu/kernel_table.py); PyTorch does not run. The first
-# step's attention times its forms (64, 128, 64a) under ncu too, whose
-# overhead can pick others than a plain run (its "attention tiles" line
-# under the row); GPT_CUDA_ATTN_ROWS=64, 64a or 128 profiles those.
+# step's attention times its forms (64, 128, 64a; 64m with dropout) under
+# ncu too, whose overhead can pick others than a plain run (its "attention
+# tiles" line under the row; on an H100 the dropout row's forward took 64a
+# under ncu, 64m without); GPT_CUDA_ATTN_ROWS=64, 64a, 64m or 128 profiles
+# those.
 #   NCU=1 ONLY="124M bf16 (12x768, B32" sh bench/gpu/train.sh
 set -u
 cd "$(dirname "$0")/../.."

@@ -8,7 +8,8 @@ int gpt_cuda_attention_rows(gpt_backend *be, int rows)
 {
 	gpt_cuda_ctx *cx = gpt_cuda_ctx_of(be);
 	int was = cx->attn_rows;
-	if (rows != 64 && rows != 128 && rows != GPT_CUDA_ATTN_AHEAD && rows != GPT_CUDA_ATTN_AUTO)
+	if (rows != 64 && rows != 128 && rows != GPT_CUDA_ATTN_AHEAD && rows != GPT_CUDA_ATTN_MASKED &&
+	    rows != GPT_CUDA_ATTN_AUTO)
 		return rows == 0 ? was : -1;
 	cx->attn_rows = rows;
 	return was;
@@ -34,5 +35,9 @@ const gpt_cuda_attn_pick *gpt_cuda_attn_find(const gpt_cuda_ctx *cx, const gpt_c
 
 const char *gpt_cuda_attention_form(int rows)
 {
-	return rows == 64 ? "64" : rows == 128 ? "128" : rows == GPT_CUDA_ATTN_AHEAD ? "64a" : "?";
+	return rows == 64			 ? "64"
+	       : rows == 128			 ? "128"
+	       : rows == GPT_CUDA_ATTN_AHEAD	 ? "64a"
+	       : rows == GPT_CUDA_ATTN_MASKED ? "64m"
+					 : "?";
 }

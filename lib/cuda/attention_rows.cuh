@@ -13,8 +13,8 @@
 /* the kernels, as gpt_cuda_attention_rows_used orders them */
 enum { GPT_ATTN_K_FWD, GPT_ATTN_K_DQ, GPT_ATTN_K_DKV };
 
-/* the most forms a kernel has (the forward's 64, 64a and 128) */
-enum { GPT_ATTN_FORMS_MAX = 3 };
+/* the most forms a kernel has (the forward's 64, 64a, 64m and 128) */
+enum { GPT_ATTN_FORMS_MAX = 4 };
 
 /* The pick remembered for k's kernel and shape (its rows unread), or NULL. */
 const gpt_cuda_attn_pick *gpt_cuda_attn_find(const gpt_cuda_ctx *cx, const gpt_cuda_attn_pick *k);

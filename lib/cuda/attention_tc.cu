@@ -33,9 +33,12 @@
  * other side then serving two products; and the forward has a third
  * form, 64 rows with each warp's scores a key tile ahead (its next tile's
  * products in the same stretch of code as this tile's softmax, for the
- * scheduler to overlap: tc_fwd_ahead_kernel). The same results in every
- * form, at another speed; by default each kernel times its forms at its
- * first call at a shape and keeps the fastest (attention_rows.cuh).
+ * scheduler to overlap: tc_fwd_ahead_kernel), and with dropout a fourth,
+ * 64 rows after its own kernel has drawn the mask (tc_mask_kernel, "64m":
+ * the Philox rounds out of the forward's tight registers). The same
+ * results in every form, at another speed; by default each kernel times
+ * its forms at its first call at a shape and keeps the fastest
+ * (attention_rows.cuh).
  * A block per head and tile, in the order of backend/tiles.h: groups of
  * heads, for the L2 cache, each group's longest tiles first.
  *   forward   per query tile: S = Q K^T,
@@ -59,24 +62,29 @@
  *             dK += dS^T Q.
  * Every output element has one writer and no atomics are used, so the
  * results are the same bits on every run. Dropout factors come from kept()
- * (attention.cuh), the CPU's Philox coordinates, drawn by the forward,
- * which stores them in saved as a bit a probability (the causal triangle,
- * T^2/16 bytes a head: 24 MiB a layer at 124M, B = 32); dq and dkv read
- * the bits back (mask_word in attention_tc.cuh) rather than run Philox's
- * rounds again. Nothing else T x T is stored.
+ * (attention.cuh), the CPU's Philox coordinates, drawn by the forward
+ * (or, in the form 64m, by tc_mask_kernel before it), which stores them in
+ * saved as a bit a probability (the causal triangle, T^2/16 bytes a head:
+ * 24 MiB a layer at 124M, B = 32); dq and dkv (and the forward in 64m)
+ * read the bits back (mask_word in attention_tc.cuh), a 32-bit half a lane
+ * a tile, rather than run Philox's rounds again. Nothing else T x T is
+ * stored.
  *
  * The backward kernels work a tile in two halves of 32 columns, so that
  * half the score registers (S and dP, 32 floats each at full width) are
  * live at a time; the products' order per output element is unchanged.
  * Registers (ptxas 13.0, sm_90, bf16, W = 64): forward 128, dq 128, dkv
  * 168 (16 bytes spilled) without dropout (4, 4 and 3 blocks an SM as the
- * registers go), 125, 127 and 168 with it (4, 4, 3; with Philox in the
- * backward they were 128, 168 and 246: 4, 3, 2); in 128-row tiles,
- * forward 248, dq 244 and dkv 255 (12 spilled; 2 blocks), 246, 255 and
+ * registers go), 128 (4 bytes spilled), 128 (8 spilled; held to 4
+ * blocks: unbounded 132) and 168 with it (4, 4, 3; with Philox in the
+ * backward they were 128, 168 and 246: 4, 3, 2), the forward in 64m 128
+ * (44 bytes spilled, 4 blocks; unbounded, ptxas takes 168 and still
+ * spills); in 128-row tiles,
+ * forward 248, dq 244 and dkv 255 (12 spilled; 2 blocks), 252, 255 and
  * 255 (8 spilled) with dropout (2; the forward with dropout has only the
  * general form there, the second would spill 260 bytes); the forward a
  * tile ahead, 168 (none spilled; held to 3 blocks: unbounded it took 244,
- * 2 blocks) and 241 with dropout (2 blocks), at W = 128 255 (4 bytes
+ * 2 blocks) and 243 with dropout (2 blocks), at W = 128 255 (4 bytes
  * spilled; 2 blocks, as the plain forward's 168 there, which its shared
  * memory holds to 2).
  * The backward's pairs of tile buffers are a pointer and a step (buf2),
@@ -85,7 +93,8 @@
  * Shared memory per block (16-bit storage): 5 (forward) or 6 (dq, dkv)
  * tiles of 64 x (W + 8) elements (6, 8 and 8 in 128-row tiles): 45 and
  * 54 KiB at W = 64, 85 and 102 KiB at W = 128 (above 48 KiB asked for
- * with cudaFuncSetAttribute). Limits:
+ * with cudaFuncSetAttribute); the form 64m 1 KiB more, its two tiles'
+ * masks. Limits:
  * head sizes that are multiples of 16 up to 128 (others, and fp32 storage,
  * use attention.cu). Tiles are copied by cp.async 16 bytes at a time when
  * qkv and dout are 16-byte aligned, element by element otherwise.
@@ -105,16 +114,20 @@
  * (np of the tile's pairs wanted; masked here unless F, where none is
  * masked): the running maxima m (log2 units) and sums l, the output rows
  * o rescaled where their maximum moved, and the probabilities (with DROP,
- * dropped and their bits stored for the backward) into pa, rounded, as
- * the A operands of O += P V. s is left as the probabilities. */
-template <class E, int W, bool DROP, int MW, bool F>
+ * dropped and their bits stored for the backward; with READ too, dropped
+ * as mbits says: the lane's 32 bits of the tile, mask_gather) into pa,
+ * rounded, as the A operands of O += P V. s is left as the
+ * probabilities. */
+template <class E, int W, bool DROP, int MW, bool F, bool READ = false>
 __device__ __forceinline__ void fwd_softmax(u32 (&pa)[MW][KT][4], float (&s)[MW][NT][4],
 					    float (&o)[MW][W / 8][4], float (&m)[MW][2], float (&l)[MW][2],
 					    int np, const int (&ri)[MW][2], int j0, int t, int edge, float scl,
-					    const attn_args &a, int64_t b, int64_t h, int64_t bh, bool al)
+					    const attn_args &a, int64_t b, int64_t h, int64_t bh, bool al,
+					    uint32_t mbits)
 {
 #pragma unroll
 	for (int mi = 0; mi < MW; mi++) {
+		[[maybe_unused]] uint32_t mk = 0; /* the lane's half of the tile's mask (mask_pick) */
 		if (!F)
 			mask_scores(s[mi], np, ri[mi], j0, t, edge, a);
 		/* the rows' maxima of the unscaled scores (a tree):
@@ -146,15 +159,27 @@ __device__ __forceinline__ void fwd_softmax(u32 (&pa)[MW][KT][4], float (&s)[MW]
 				o[mi][d][2 * hr + 1] *= corr[hr];
 			}
 		}
-		/* p = 2^(s scl - mu), one FFMA and one MUFU an element */
-		l[mi][0] *= corr[0];
-		l[mi][1] *= corr[1];
+		/* p = 2^(s scl - mu), one FFMA and one MUFU an element. The
+		 * sums' rescale is a product of its own (__fmul_rn), never
+		 * fused with the first p added: nvcc fuses a product and a sum
+		 * that meet in one basic block, which dropout's draws (their
+		 * branches) split in some forms and not in others, and the
+		 * forms must give the same bits (a 1-ulp difference, on an
+		 * H100, 2026-11-27) */
+		l[mi][0] = __fmul_rn(l[mi][0], corr[0]);
+		l[mi][1] = __fmul_rn(l[mi][1], corr[1]);
 #pragma unroll
 		for (int n = 0; n < NT; n++) {
-			float k[4];
-			kept_lane<DROP>(k, a, b, h, ri[mi], j0 + n * 8 + 2 * t, al);
-			if constexpr (DROP) /* for the backward */
-				mask_store(a, bh, ri[mi], j0 + n * 8 + 2 * t, k);
+			float k[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+			if constexpr (READ) { /* drawn before (tc_mask_kernel) */
+#pragma unroll
+				for (int q = 0; q < 4; q++)
+					k[q] = (float)(mbits >> (4 * n + q) & 1u);
+			} else {
+				kept_lane<DROP>(k, a, b, h, ri[mi], j0 + n * 8 + 2 * t, al);
+				if constexpr (DROP) /* for the backward */
+					mask_pick(mk, k, n);
+			}
 #pragma unroll
 			for (int q = 0; q < 4; q++) {
 				float p = ex2(fmaf(s[mi][n][q], scl, -mu[q >> 1]));
@@ -162,6 +187,8 @@ __device__ __forceinline__ void fwd_softmax(u32 (&pa)[MW][KT][4], float (&s)[MW]
 				s[mi][n][q] = p * k[q];
 			}
 		}
+		if constexpr (DROP && !READ)
+			mask_put(a, bh, ri[mi][0] - (int)(threadIdx.x % 32 >> 2), j0, mk);
 	}
 #pragma unroll
 	for (int mi = 0; mi < MW; mi++)
@@ -197,10 +224,12 @@ __device__ __forceinline__ void fwd_finish(E *out, float *lse, E *olo, int64_t C
  * fragment read from shared memory serves two products, and a warp has
  * twice the independent products in flight, for twice the registers.
  * (With dropout and MW = 1, ptxas is held to 4 blocks an SM, 128
- * registers, which it fits without spilling up to W = 64; elsewhere, 0:
- * no bound, which leaves it 128 registers without dropout at W = 64:
- * 4 blocks as well.) */
-template <class E, int W, bool DROP, int MW>
+ * registers, which it fits spilling 4 bytes at W = 64, 44 with READ;
+ * elsewhere, 0: no bound, which leaves it 128 registers without dropout
+ * at W = 64: 4 blocks as well.) READ (with DROP): the mask was drawn
+ * before, by tc_mask_kernel, and lands in shared memory with each tile's
+ * keys and values (mask_copy; mask_gather): the form "64m". */
+template <class E, int W, bool DROP, int MW, bool READ = false>
 __global__ static void __launch_bounds__(NTHR, DROP && MW == 1 && W <= 64 ? 4 : 0)
 	tc_fwd_kernel(E *out, float *lse, E *olo, const E *qkv, attn_args a, int vec)
 {
@@ -208,6 +237,9 @@ __global__ static void __launch_bounds__(NTHR, DROP && MW == 1 && W <= 64 ? 4 : 
 	const int LE = W + 8, BQF = BQ * MW, RW = 16 * MW;
 	E *qs = (E *)sh, *ks[2] = {qs + BQF * LE, qs + (BQF + BK) * LE};
 	E *vs[2] = {qs + (BQF + 2 * BK) * LE, qs + (BQF + 3 * BK) * LE};
+	/* READ: the tiles' dropout masks after them, two buffers as theirs */
+	static_assert(!READ || (DROP && MW == 1), "the mask is read in 64-row tiles with dropout");
+	const buf2<uint32_t *> ms = {(uint32_t *)(qs + (BQF + 4 * BK) * LE), NTHR};
 	/* (plain variables, not a structured binding: the tile's lambda
 	 * captures them, which C++17 does not allow of a binding) */
 	const q_place P = q_place_of(a, MW);
@@ -222,6 +254,8 @@ __global__ static void __launch_bounds__(NTHR, DROP && MW == 1 && W <= 64 ? 4 : 
 	const E *qw = qs + (r0 - i0) * LE;
 	const float scl = a.sc * L2E;
 	load_tile<E, W, BQF>(qs, base, C3, i0, a, vec);
+	if constexpr (READ)
+		mask_copy(ms[0], a, bh, i0, 0);
 	load_kv<E, W>(ks[0], vs[0], base, 0, a, vec);
 	/* o: the unnormalised output rows; m: their running maxima (log2
 	 * units), l: this lane's part of their sums */
@@ -237,13 +271,19 @@ __global__ static void __launch_bounds__(NTHR, DROP && MW == 1 && W <= 64 ? 4 : 
 	for (int j0 = 0, cur = 0; j0 <= jend; j0 += BK, cur ^= 1) {
 		/* the next tile on its way while this one is worked on */
 		bool more = j0 + BK <= jend;
-		if (more)
+		if (more) {
+			if constexpr (READ)
+				mask_copy(ms[cur ^ 1], a, bh, i0, j0 + BK);
 			load_kv<E, W>(ks[cur ^ 1], vs[cur ^ 1], base, j0 + BK, a, vec);
+		}
 		tile_ready(more);
 		/* (with MW > 1 the block's last key tile may come after all of
 		 * a warp's rows) */
 		if (r0 < a.T && j0 <= r0 + RW - 1) {
 			const int edge = j0 + BK - 1 > r0 || r0 + RW - 1 >= a.T;
+			[[maybe_unused]] uint32_t mbits = 0;
+			if constexpr (READ)
+				mbits = mask_gather(ms[cur]);
 			/* the tile, as general code or (full: clear of the diagonal
 			 * and of T, the head unpadded) without a branch */
 			auto work = [&](auto full) {
@@ -252,7 +292,8 @@ __global__ static void __launch_bounds__(NTHR, DROP && MW == 1 && W <= 64 ? 4 : 
 				float s[MW][NT][4];
 				scores_m<E, W, NT, MW, F>(s, qw, ks[cur], LE, 0, np, kf);
 				u32 pa[MW][KT][4];
-				fwd_softmax<E, W, DROP, MW, F>(pa, s, o, m, l, np, ri, j0, t, edge, scl, a, b, h, bh, al);
+				fwd_softmax<E, W, DROP, MW, F, READ>(pa, s, o, m, l, np, ri, j0, t, edge, scl, a, b, h, bh,
+								     al, mbits);
 				accumulate_m<E, W, KT, MW, F>(o, pa, 0, np, vs[cur], LE, a.HS);
 			};
 			/* (with dropout in 128-row tiles the second form would
@@ -352,7 +393,7 @@ __global__ static void __launch_bounds__(NTHR, !DROP && W == 64 ? 3 : 0)
 					scores_m<E, W, NT, 1, true>(sn, qw, ks[cur ^ 1], LE, 0, KT, kf);
 				int np = F ? KT : pairs_to(rl, j0);
 				u32 pa[1][KT][4];
-				fwd_softmax<E, W, DROP, 1, F>(pa, s, o, m, l, np, ri, j0, t, edge, scl, a, b, h, bh, al);
+				fwd_softmax<E, W, DROP, 1, F>(pa, s, o, m, l, np, ri, j0, t, edge, scl, a, b, h, bh, al, 0u);
 				accumulate_m<E, W, KT, 1, F>(o, pa, 0, np, vs[cur], LE, a.HS);
 				if constexpr (F) {
 #pragma unroll
@@ -376,6 +417,43 @@ __global__ static void __launch_bounds__(NTHR, !DROP && W == 64 ? 3 : 0)
 	}
 	fwd_finish<E, W, 1>(out + b * a.T * Cl + h * a.HS, lse + bh * a.T, olo + b * a.T * Cl + h * a.HS, Cl, o,
 			     m, l, ri, t, a);
+}
+
+/* Dropout's mask for the form "64m", drawn before the forward, which then
+ * reads it (mask_copy, mask_gather): the bits the other forms draw inside
+ * the forward (kept(): Philox at each probability's coordinates, past the
+ * diagonal and T too), into the same words. A thread a 32-bit half (rows
+ * 4 half .. 4 half + 3 of an 8 x 8 block, bit 8r + c), a block of
+ * threads per head and row block qb for the qb + 1 blocks of its row;
+ * where aligned(), two Philox calls a row of a block, else one an
+ * element. The rounds run at a small kernel's occupancy, not in the
+ * forward's tight registers. */
+__global__ static void __launch_bounds__(NTHR) tc_mask_kernel(attn_args a, int nb)
+{
+	const int64_t bh = blockIdx.x / nb, b = bh / a.NH, h = bh % a.NH;
+	const int qb = (int)(blockIdx.x % nb);
+	const bool al = aligned(a, h);
+	uint32_t *row = (uint32_t *)(a.mask + bh * a.mwords + (int64_t)qb * (qb + 1) / 2);
+	for (int w = threadIdx.x; w < 2 * (qb + 1); w += blockDim.x) {
+		const int j = 8 * (w >> 1), i0 = 8 * qb + 4 * (w & 1);
+		uint32_t bits = 0;
+#pragma unroll
+		for (int r = 0; r < 4; r++) {
+			if (al) {
+				uint32_t x[4], y[4];
+				block_of(x, a, b, h, i0 + r, j);
+				block_of(y, a, b, h, i0 + r, j + 4);
+#pragma unroll
+				for (int e = 0; e < 4; e++)
+					bits |= (uint32_t)(x[e] >= a.thr) << (8 * r + e) |
+						(uint32_t)(y[e] >= a.thr) << (8 * r + 4 + e);
+			} else {
+				for (int c = 0; c < 8; c++)
+					bits |= (uint32_t)(kept(a, b, h, i0 + r, j + c) != 0.0f) << (8 * r + c);
+			}
+		}
+		row[w] = bits;
+	}
 }
 
 int gpt_cuda_attention_tensor_cores(gpt_dtype dt, int64_t HS)
@@ -417,9 +495,28 @@ static int fwd_ahead_nf(cudaStream_t s, const tc_io &io, int64_t B, const attn_a
 	return gpt_cuda_launched("attention_fwd", err);
 }
 
+/* the forward in 64-row tiles after its dropout mask is drawn
+ * (tc_mask_kernel): the form "64m" */
+template <class E, int W>
+static int fwd_masked_nf(cudaStream_t s, const tc_io &io, int64_t B, const attn_args &a, gpt_err *err)
+{
+	int nb = (int)((a.T + 7) / 8);
+	tc_mask_kernel<<<(unsigned)(a.bhn * (int64_t)nb), NTHR, 0, s>>>(a, nb);
+	int rc = gpt_cuda_launched("attention_fwd: dropout mask", err);
+	size_t shm = fwd_shm(W, sizeof(E), 1) + 2 * NTHR * sizeof(uint32_t);
+	auto kern = tc_fwd_kernel<E, W, true, 1, true>;
+	if (!rc)
+		rc = allow_shm(kern, shm, "attention_fwd: shared memory", err);
+	if (rc)
+		return rc;
+	kern<<<grid_size(a, BQ), NTHR, shm, s>>>((E *)io.out, io.lse, (E *)io.olo, (const E *)io.qkv, a, io.vec);
+	return gpt_cuda_launched("attention_fwd", err);
+}
+
 /* The padded width W that holds the head: 32, 64 (in 64- or 128-row
  * tiles, or 64 with the scores ahead) or 128 (64 rows, plain or ahead:
- * 32 rows a warp would spill). */
+ * 32 rows a warp would spill); with dropout, 64 rows after the mask is
+ * drawn too (where its grid, a block per head and 8 rows, fits). */
 template <class E, int W>
 static int fwd_w(gpt_cuda_ctx *cx, const tc_io &io, int64_t B, const attn_args &a, gpt_err *err)
 {
@@ -430,10 +527,15 @@ static int fwd_w(gpt_cuda_ctx *cx, const tc_io &io, int64_t B, const attn_args &
 				return fwd_nf<E, W, 2>(s, io, B, a, err);
 		if (rows == GPT_CUDA_ATTN_AHEAD)
 			return fwd_ahead_nf<E, W>(s, io, B, a, err);
+		if (rows == GPT_CUDA_ATTN_MASKED)
+			return fwd_masked_nf<E, W>(s, io, B, a, err);
 		return fwd_nf<E, W, 1>(s, io, B, a, err);
 	};
 	static const int forms[] = {64, GPT_CUDA_ATTN_AHEAD, 128};
-	return gpt_attn_run_rows(cx, pick_key(GPT_ATTN_K_FWD, io, a), forms, W > 64 ? 2 : 3, go, err);
+	static const int dforms[] = {64, GPT_CUDA_ATTN_AHEAD, GPT_CUDA_ATTN_MASKED, 128};
+	int masked = a.drop && a.bhn * ((a.T + 7) / 8) <= INT32_MAX;
+	return gpt_attn_run_rows(cx, pick_key(GPT_ATTN_K_FWD, io, a), masked ? dforms : forms,
+				 (W > 64 ? 2 : 3) + masked, go, err);
 }
 
 template <class E>

@@ -486,9 +486,10 @@ __device__ __forceinline__ void kept_lane(float (&k)[4], const attn_args &a, int
  * 8r + c. A lane of the query-tile kernels (4g + t) holds elements
  * (g, 2t + e) of a block, e = 0, 1: bits 8g + 2t + e, in the word's 32-bit
  * half g >> 2; a lane of dkv holds (2t + e, g): bits 16t + 8e + g, in half
- * t >> 1. So each kernel loads one 32-bit half a block. The forward's
- * warp writes each half from two ballots (bit 4g + t of each), spread to
- * the even and odd bits. The forward draws the bits from Philox
+ * t >> 1. So each kernel needs one 32-bit half a block; a warp's tile
+ * is 32 halves, one a lane (tile_half below). The forward's warp makes
+ * each half from two ballots (bit 4g + t of each), spread to the even and
+ * odd bits. The forward draws the bits from Philox
  * (kept_lane), the backward reads them: the same masks, for a load where
  * dq's and dkv's every element carried Philox's rounds again. */
 
@@ -511,94 +512,130 @@ __device__ __forceinline__ uint32_t spread_bits(uint32_t x)
 	return (x | x << 1) & 0x55555555u;
 }
 
-/* The forward's store of kept_lane's k (rows ri[0], ri[1], keys j, j + 1
- * of a column tile, j = its 8n + 2t): the words of the two row blocks'
- * blocks, a 32-bit half from each of lanes 0 to 3 (lanes 0 and 1 the
- * first row block's, whose first row they hold). All 32 lanes call it
- * together. */
-__device__ __forceinline__ void mask_store(const attn_args &a, int64_t bh, const int (&ri)[2], int j,
-					   const float (&k)[4])
+/* A tile's mask, a 32-bit half a lane. A warp's 16 rows by a tile's 64
+ * columns span 2 x 8 blocks: lane L stands for half L & 1 of the block in
+ * row block (L >> 1) & 1 and column tile L >> 2 (tile_half). The forward
+ * (mask_pick, mask_put) and the backward (mask_fetch_*, mask_*_at) then
+ * store or load one half a lane a tile, from an address computed once,
+ * and the lanes pass the halves among them by ballots and shuffles: where
+ * each of 4 lanes stored (and every lane loaded) a half a column tile,
+ * each with its block's 64-bit address arithmetic. */
+__device__ __forceinline__ uint32_t *tile_half(const attn_args &a, int64_t bh, int qb, int kb)
+{
+	uint64_t *p = mask_word(a, bh, qb, kb);
+	return p ? (uint32_t *)p + (threadIdx.x & 1) : nullptr;
+}
+
+/* The forward: kept_lane's k of column tile n (compile-time) as two
+ * ballots each of the row blocks; when n is the lane's column tile, it
+ * keeps in mk the 16 bits of each of its block's two that its half holds
+ * (rows 4 half .. 4 half + 3 of the block are lanes 16 half .. 16 half +
+ * 15), the keys' even ones below the odd: one register, not two. All 32
+ * lanes call it together. */
+__device__ __forceinline__ void mask_pick(uint32_t &mk, const float (&k)[4], int n)
 {
 	uint32_t w[4];
 #pragma unroll
 	for (int q = 0; q < 4; q++)
 		w[q] = __ballot_sync(0xffffffffu, k[q] != 0.0f);
-	int lane = threadIdx.x % 32, blk = lane >> 1, half = lane & 1;
-	if (lane < 4) {
-		uint64_t *p = mask_word(a, bh, ri[blk] >> 3, j >> 3);
-		if (p) {
-			/* rows 4 half .. 4 half + 3: lanes 16 half .. 16 half + 15 */
-			int sh = 16 * half;
-			((uint32_t *)p)[half] = spread_bits((blk ? w[2] : w[0]) >> sh) |
-						spread_bits((blk ? w[3] : w[1]) >> sh) << 1;
-		}
+	int lane = threadIdx.x % 32;
+	if (lane >> 2 == n) {
+		uint32_t e = lane & 2 ? w[2] : w[0], o = lane & 2 ? w[3] : w[1];
+		mk = lane & 1 ? (e >> 16) | (o & 0xffff0000u) : (e & 0xffffu) | (o << 16);
 	}
 }
 
-/* Half `half` of block (qb, kb)'s word, 0 outside the triangle. */
-__device__ __forceinline__ uint32_t mask_half(const attn_args &a, int64_t bh, int qb, int kb, int half)
+/* ... and its half stored, at the end of the tile (rw: the warp's first
+ * row of the 16, j0 the tile's first key): bit 4g + t of the even and odd
+ * keys' ballots to bits 8(g - 4 half) + 2t and + 1. */
+__device__ __forceinline__ void mask_put(const attn_args &a, int64_t bh, int rw, int j0, uint32_t mk)
 {
-	const uint64_t *p = mask_word(a, bh, qb, kb);
-	return p ? ((const uint32_t *)p)[half] : 0u;
+	int lane = threadIdx.x % 32;
+	uint32_t *p = tile_half(a, bh, (rw >> 3) + ((lane >> 1) & 1), (j0 >> 3) + (lane >> 2));
+	if (p)
+		*p = spread_bits(mk) | spread_bits(mk >> 16) << 1;
 }
 
-/* A query-tile lane's halves of a column tile's two blocks (rows ri[0]
- * and ri[1], keys from j), loaded ahead of their use; mask_lane reads them. */
-__device__ __forceinline__ void mask_load_rows(uint32_t (&w)[2], const attn_args &a, int64_t bh,
-					       const int (&ri)[2], int j)
+/* The backward's loads: the lane's half of the tile's mask, 0 outside
+ * the triangle. Query-tile kernels (dq): rows from rw (the warp's 16),
+ * keys from j0; dkv: its keys from kw (the warp's 16, the rows), queries
+ * from i0 (the columns). Issued at the tile's start, to land during its
+ * products. */
+__device__ __forceinline__ uint32_t mask_fetch_rows(const attn_args &a, int64_t bh, int rw, int j0)
 {
-	int half = (threadIdx.x % 32) >> 4; /* g >> 2 */
-	w[0] = mask_half(a, bh, ri[0] >> 3, j >> 3, half);
-	w[1] = mask_half(a, bh, ri[1] >> 3, j >> 3, half);
+	int lane = threadIdx.x % 32;
+	const uint32_t *p = tile_half(a, bh, (rw >> 3) + ((lane >> 1) & 1), (j0 >> 3) + (lane >> 2));
+	return p ? *p : 0u;
 }
 
-/* kept_lane's k from mask_load_rows' halves */
-__device__ __forceinline__ void mask_lane(float (&k)[4], const uint32_t (&w)[2])
+__device__ __forceinline__ uint32_t mask_fetch_keys(const attn_args &a, int64_t bh, int kw, int i0)
+{
+	int lane = threadIdx.x % 32;
+	const uint32_t *p = tile_half(a, bh, (i0 >> 3) + (lane >> 2), (kw >> 3) + ((lane >> 1) & 1));
+	return p ? *p : 0u;
+}
+
+/* A query-tile lane's k (rows ri[0], ri[1], keys 8n + 2t and + 1 of a
+ * column tile n) from its halves w0 and w1 of the two row blocks' blocks */
+__device__ __forceinline__ void mask_rows_k(float (&k)[4], uint32_t w0, uint32_t w1)
 {
 	int lane = threadIdx.x % 32, s = 8 * ((lane >> 2) & 3) + 2 * (lane & 3);
-	k[0] = (float)((w[0] >> s) & 1u);
-	k[1] = (float)((w[0] >> (s + 1)) & 1u);
-	k[2] = (float)((w[1] >> s) & 1u);
-	k[3] = (float)((w[1] >> (s + 1)) & 1u);
+	k[0] = (float)((w0 >> s) & 1u);
+	k[1] = (float)((w0 >> (s + 1)) & 1u);
+	k[2] = (float)((w1 >> s) & 1u);
+	k[3] = (float)((w1 >> (s + 1)) & 1u);
 }
 
-/* A dkv lane's halves of a column tile's two blocks (queries from i, keys
- * rj[0] and rj[1]); mask_keys reads them. */
-__device__ __forceinline__ void mask_load_keys(uint32_t (&w)[2], const attn_args &a, int64_t bh,
-					       const int (&rj)[2], int i)
+/* ... of column tile n from the tile's halves v (mask_fetch_rows): half
+ * g >> 2 of each, from lanes 4n + g / 4 and 4n + 2 + g / 4. */
+__device__ __forceinline__ void mask_rows_at(float (&k)[4], uint32_t v, int n)
 {
-	int half = (threadIdx.x % 4) >> 1; /* t >> 1 */
-	w[0] = mask_half(a, bh, i >> 3, rj[0] >> 3, half);
-	w[1] = mask_half(a, bh, i >> 3, rj[1] >> 3, half);
+	int hv = threadIdx.x % 32 >> 4;
+	mask_rows_k(k, __shfl_sync(0xffffffffu, v, 4 * n + hv), __shfl_sync(0xffffffffu, v, 4 * n + 2 + hv));
 }
 
-/* kept_keys' k (queries i, i + 1 at keys rj[0], rj[1]) from
- * mask_load_keys' halves */
-__device__ __forceinline__ void mask_keys(float (&k)[4], const uint32_t (&w)[2])
+/* The forward's form "64m" reads the mask from shared memory, where it
+ * lands with the tile's keys and values: mask_copy puts the halves of a
+ * 64-row tile's 4 warps into ms (NTHR words), a cp.async of 4 bytes a
+ * thread in the tile's group. Thread 32w + L copies half (L >> 1) & 1 of
+ * the block in row block L & 1 and column tile L >> 2 of warp w's rows
+ * (i0 + 16w on), zeros outside the triangle; so a lane's two halves of a
+ * column tile lie side by side, read without a shuffle (mask_gather). */
+__device__ __forceinline__ void mask_copy(uint32_t *ms, const attn_args &a, int64_t bh, int i0, int j0)
 {
-	int lane = threadIdx.x % 32, s = 16 * (lane & 1) + (lane >> 2); /* (query 2t, key g) */
-	k[0] = (float)((w[0] >> s) & 1u);
-	k[1] = (float)((w[0] >> (s + 8)) & 1u);
-	k[2] = (float)((w[1] >> s) & 1u);
-	k[3] = (float)((w[1] >> (s + 8)) & 1u);
+	int w = threadIdx.x / 32, L = threadIdx.x % 32;
+	const uint64_t *p = mask_word(a, bh, ((i0 + 16 * w) >> 3) + (L & 1), (j0 >> 3) + (L >> 2));
+	const uint32_t *src = p ? (const uint32_t *)p + ((L >> 1) & 1) : (const uint32_t *)a.mask;
+	cp_async<4>(ms + threadIdx.x, src, p != nullptr);
 }
 
-/* The halves of N column tiles from j0 (keys, or with KEYS dkv's queries)
- * for each of MW blocks of 16 (rows r, or with KEYS dkv's keys): a half
- * tile's, loaded before the products that precede their use. */
-template <bool KEYS, int MW, int N>
-__device__ __forceinline__ void mask_prefetch(uint32_t (&w)[MW][N][2], const attn_args &a, int64_t bh,
-					      const int (&r)[MW][2], int j0)
+/* The lane's 32 bits of the tile (k[q] of column tile n at bit 4n + q),
+ * gathered from mask_copy's words before the tile's products, so that
+ * one register holds them through the tile */
+__device__ __forceinline__ uint32_t mask_gather(const uint32_t *ms)
 {
+	int lane = threadIdx.x % 32, s = 8 * ((lane >> 2) & 3) + 2 * (lane & 3);
+	const uint32_t *m = ms + threadIdx.x / 32 * 32 + 2 * (lane >> 4);
+	uint32_t bits = 0;
 #pragma unroll
-	for (int mi = 0; mi < MW; mi++)
-#pragma unroll
-		for (int n = 0; n < N; n++) {
-			if constexpr (KEYS)
-				mask_load_keys(w[mi][n], a, bh, r[mi], j0 + n * 8);
-			else
-				mask_load_rows(w[mi][n], a, bh, r[mi], j0 + n * 8);
-		}
+	for (int n = 0; n < NT; n++) {
+		uint2 v = *(const uint2 *)(m + 4 * n);
+		bits |= ((v.x >> s) & 3u) << 4 * n | ((v.y >> s) & 3u) << (4 * n + 2);
+	}
+	return bits;
+}
+
+/* A dkv lane's k of column tile n (queries 8n + 2t and + 1 at keys rj[0],
+ * rj[1]) from mask_fetch_keys' halves: half t >> 1 of the two key blocks'
+ * blocks, bits (query 2t + e, key g) = 16t + 8e + g. */
+__device__ __forceinline__ void mask_keys_at(float (&k)[4], uint32_t v, int n)
+{
+	int lane = threadIdx.x % 32, s = 16 * (lane & 1) + (lane >> 2), hv = (lane & 3) >> 1;
+	uint32_t w0 = __shfl_sync(0xffffffffu, v, 4 * n + hv), w1 = __shfl_sync(0xffffffffu, v, 4 * n + 2 + hv);
+	k[0] = (float)((w0 >> s) & 1u);
+	k[1] = (float)((w0 >> (s + 8)) & 1u);
+	k[2] = (float)((w1 >> s) & 1u);
+	k[3] = (float)((w1 >> (s + 8)) & 1u);
 }
 
 /* The query-tile kernels' scores for the key tile at j0, in log2 units

@@ -57,9 +57,11 @@ __device__ static void row_dots(float *Ds, float *Dv, const E *gb, const E *ob, 
 }
 
 /* dq, MW blocks of 16 query rows a warp (a tile of 64 MW rows), as the
- * forward's MW. */
+ * forward's MW. With dropout and MW = 1, held to 4 blocks an SM (128
+ * registers, 8 bytes spilled at W = 64; unbounded, ptxas takes 132: 3
+ * blocks), as the forward. */
 template <class E, int W, bool DROP, int MW>
-__global__ static void __launch_bounds__(NTHR)
+__global__ static void __launch_bounds__(NTHR, DROP && MW == 1 && W <= 64 ? 4 : 0)
 	tc_dq_kernel(E *dqkv, float *Dv, const E *dout, const E *out, const E *olo, const E *qkv,
 		     const float *lse, attn_args a, int vec, int vecd)
 {
@@ -108,6 +110,13 @@ __global__ static void __launch_bounds__(NTHR)
 		 * a warp's rows) */
 		if (r0 < a.T && j0 <= r0 + RW - 1) {
 			int np = pairs_to(r0 + RW - 1, j0), edge = j0 + BK - 1 > r0 || r0 + RW - 1 >= a.T;
+			/* the forward's dropout bits, a half a lane, on their way
+			 * during the products */
+			[[maybe_unused]] uint32_t mv[MW];
+			if constexpr (DROP)
+#pragma unroll
+				for (int mi = 0; mi < MW; mi++)
+					mv[mi] = mask_fetch_rows(a, bh, r0 + 16 * mi, j0);
 			/* the tile, as general code or (full: clear of the diagonal
 			 * and of T, the head unpadded) without a branch (forward) */
 			auto work = [&](auto full) {
@@ -120,10 +129,6 @@ __global__ static void __launch_bounds__(NTHR)
 					if (q1 <= 0)
 						continue;
 					const E *kh = ks[cur] + hf * 32 * LE, *vh = vs[cur] + hf * 32 * LE;
-					/* the forward's dropout bits, on their way during the products */
-					[[maybe_unused]] uint32_t mw[MW][NT / 2][2];
-					if constexpr (DROP)
-						mask_prefetch<false>(mw, a, bh, ri, jh);
 					float s[MW][NT / 2][4], dp[MW][NT / 2][4];
 					scores_m<E, W, NT / 2, MW, F>(s, qw, kh, LE, 0, q1, kf);
 					scores_m<E, W, NT / 2, MW, F>(dp, gw, vh, LE, 0, q1, kf);
@@ -141,7 +146,7 @@ __global__ static void __launch_bounds__(NTHR)
 						for (int n = 0; n < NT / 2; n++) {
 							float k[4] = {1.0f, 1.0f, 1.0f, 1.0f};
 							if constexpr (DROP)
-								mask_lane(k, mw[mi][n]);
+								mask_rows_at(k, mv[mi], 4 * hf + n);
 #pragma unroll
 							for (int q = 0; q < 4; q++) {
 								float g = DROP ? dp[mi][n][q] * k[q] * a.dscale : dp[mi][n][q];
@@ -232,6 +237,12 @@ __global__ static void __launch_bounds__(NTHR)
 			/* the 16-query column pairs at or after this warp's first key, below T */
 			int p0 = jw0 > i0 ? (jw0 - i0) / 16 : 0, p1 = pairs_to(T - 1, i0);
 			int edge = i0 < jw0 + RW - 1 || i0 + BQ > T;
+			/* the forward's dropout bits, as dq's */
+			[[maybe_unused]] uint32_t mv[MW];
+			if constexpr (DROP)
+#pragma unroll
+				for (int mi = 0; mi < MW; mi++)
+					mv[mi] = mask_fetch_keys(a, bh, jw0 + 16 * mi, i0);
 			/* the tile, as general code or (full: clear of the diagonal
 			 * and of T, the head unpadded) without a branch (forward) */
 			auto work = [&](auto full) {
@@ -247,10 +258,6 @@ __global__ static void __launch_bounds__(NTHR)
 						continue;
 					const E *qh = qs[cur] + hf * 32 * LE, *gh = gs[cur] + hf * 32 * LE;
 					const float *lc = Ls[cur] + hf * 32, *dc = Ds[cur] + hf * 32;
-					/* the forward's dropout bits, on their way during the products */
-					[[maybe_unused]] uint32_t mw[MW][NT / 2][2];
-					if constexpr (DROP)
-						mask_prefetch<true>(mw, a, bh, rj, i0 + hf * 32);
 					float s[MW][NT / 2][4], dp[MW][NT / 2][4];
 					scores_m<E, W, NT / 2, MW, F>(s, kw, qh, LE, q0, q1, kf);
 					scores_m<E, W, NT / 2, MW, F>(dp, vw, gh, LE, q0, q1, kf);
@@ -260,7 +267,7 @@ __global__ static void __launch_bounds__(NTHR)
 						for (int n = 0; n < NT / 2; n++) {
 							float k[4] = {1.0f, 1.0f, 1.0f, 1.0f};
 							if constexpr (DROP)
-								mask_keys(k, mw[mi][n]);
+								mask_keys_at(k, mv[mi], 4 * hf + n);
 #pragma unroll
 							for (int q = 0; q < 4; q++) {
 								int c = n * 8 + 2 * t + (q & 1), i = i0 + hf * 32 + c;

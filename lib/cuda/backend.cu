@@ -284,12 +284,13 @@ extern "C" int gpt_backend_cuda_init(gpt_backend *be, gpt_dtype dtype, int devic
 	if (ev && *ev) {
 		rows = !strcmp(ev, "64")     ? 64
 		       : !strcmp(ev, "64a")  ? GPT_CUDA_ATTN_AHEAD
+		       : !strcmp(ev, "64m")  ? GPT_CUDA_ATTN_MASKED
 		       : !strcmp(ev, "128")  ? 128
 		       : !strcmp(ev, "auto") ? GPT_CUDA_ATTN_AUTO
 					     : 0;
 		if (!rows)
 			return gpt_err_set(err, GPT_EUSAGE,
-					   "cuda backend: GPT_CUDA_ATTN_ROWS is '%s'; expected 64, 64a, 128 or auto "
+					   "cuda backend: GPT_CUDA_ATTN_ROWS is '%s'; expected 64, 64a, 64m, 128 or auto "
 					   "(the default: each shape's fastest, timed)", ev);
 	}
 	gpt_cuda_ctx *c = (gpt_cuda_ctx *)calloc(1, sizeof *c);

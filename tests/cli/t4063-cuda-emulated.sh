@@ -95,10 +95,14 @@ test_expect_success 'the shm collectives carry device buffers between 3 ranks' '
 # every op, so that the program a GPU run relies on is not found broken there
 test_expect_success 'the GPU op benchmark runs every op' '
 	"$EMU/gpu-ops" --small >ops.out 2>&1 || { cat ops.out; false; } &&
-	test "$(grep -c "^small .* \(TFLOP\|GB\)/s$" ops.out)" = 22 || { cat ops.out; false; } &&
+	test "$(grep -c "^small .* \(TFLOP\|GB\)/s$" ops.out)" = 24 || { cat ops.out; false; } &&
 	test "$(grep -c "^small  attention_fwd HS=64\( p=0.1\)* ahead .* TFLOP/s$" ops.out)" = 2 ||
 		{ cat ops.out; false; } &&
-	test "$(grep -c "^small  attention HS=64\( p=0.1\)*: by default the forward, dq and dkv take \(64a*\|128\), \(64\|128\) and \(64\|128\) rows$" ops.out)" = 2 ||
+	grep "^small  attention_fwd HS=64 p=0.1 mask first .* TFLOP/s$" ops.out &&
+	grep "^small  dropout_fwd p=0.1 .* GB/s$" ops.out &&
+	test "$(grep -c "^small  attention HS=64: by default the forward, dq and dkv take \(64a*\|128\), \(64\|128\) and \(64\|128\) rows$" ops.out)" = 1 ||
+		{ cat ops.out; false; } &&
+	test "$(grep -c "^small  attention HS=64 p=0.1: by default the forward, dq and dkv take \(64[am]*\|128\), \(64\|128\) and \(64\|128\) rows$" ops.out)" = 1 ||
 		{ cat ops.out; false; }
 '
 
@@ -182,16 +186,16 @@ test_expect_success 'float16 at sharding_stage 3: the fp16 copy of the parameter
 	}"
 '
 
-# GPT_CUDA_ATTN_ROWS: 64, 64a or 128 force the attention's forms, auto (the
-# default) times each kernel's at its first call; anything else is refused
-# before any work, naming what it takes.
-test_expect_success 'GPT_CUDA_ATTN_ROWS other than 64, 64a, 128 or auto is refused (exit 64)' '
+# GPT_CUDA_ATTN_ROWS: 64, 64a, 64m or 128 force the attention's forms, auto
+# (the default) times each kernel's at its first call; anything else is
+# refused before any work, naming what it takes.
+test_expect_success 'GPT_CUDA_ATTN_ROWS other than 64, 64a, 64m, 128 or auto is refused (exit 64)' '
 	test_expect_code 64 env GPT_CUDA_ATTN_ROWS=96 bin/gpt-train \
 		-c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" -o Global.device=gpu \
 		-o Data.Train.dataset.input_dir=mem/lic -o Data.Eval.dataset.input_dir=mem/lic \
 		-o Engine.max_steps=1 -o Engine.save_load.output_dir=mem/out-rows 2>rows.err &&
 	cat rows.err &&
-	test_grep "GPT_CUDA_ATTN_ROWS is .96.; expected 64, 64a, 128 or auto" rows.err &&
+	test_grep "GPT_CUDA_ATTN_ROWS is .96.; expected 64, 64a, 64m, 128 or auto" rows.err &&
 	! test -e mem/out-rows
 '
 
@@ -204,6 +208,42 @@ test_expect_success 'GPT_CUDA_ATTN_ROWS=64a: the forward takes it, dq and dkv 64
 		-o Engine.save_load.save_steps=0 -o Engine.save_load.save_epoch=0 \
 		-o Engine.save_load.output_dir=mem/out-64a >a64.log 2>&1 || { cat a64.log; false; } &&
 	test_grep "attention tiles: forward 64a, dq 64, dkv 64 rows \\(GPT_CUDA_ATTN_ROWS\\)" a64.log
+'
+
+# 64m draws the attention's dropout mask in a kernel of its own before the
+# forward: the same bits as the forward that draws it, so the same losses
+# (each step's dropout masks differ; 3 steps); without dropout it has no
+# such form, and the forward takes 64.
+for rows in 64 64m; do
+test_expect_success "GPT_CUDA_ATTN_ROWS=$rows with dropout 0.1: 3 bf16 steps" '
+	GPT_CUDA_ATTN_ROWS='$rows' bin/gpt-train \
+		-c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" -o Global.device=gpu \
+		-o Engine.mix_precision.enable=True -o Engine.mix_precision.dtype=bfloat16 \
+		-o Model.hidden_dropout_prob=0.1 -o Model.attention_probs_dropout_prob=0.1 \
+		-o Data.Train.dataset.input_dir=mem/lic -o Data.Eval.dataset.input_dir=mem/lic \
+		-o Engine.max_steps=3 -o Engine.eval_freq=0 -o Engine.test_iters=0 \
+		-o Engine.save_load.save_steps=0 -o Engine.save_load.save_epoch=0 \
+		-o Engine.save_load.output_dir=mem/out-d'$rows' >d'$rows'.log 2>&1 || { cat d'$rows'.log; false; } &&
+	test_grep "attention tiles: forward '$rows', dq 64, dkv 64 rows" d'$rows'.log &&
+	sed -n "s/.*global step \([0-9]*\),.* loss: \([0-9.]*\),.*/\1 \2/p" d'$rows'.log >d'$rows'.loss &&
+	test_line_count = 3 d'$rows'.loss
+'
+done
+
+test_expect_success '64m and 64: the same losses' '
+	cat d64m.loss &&
+	test_cmp d64.loss d64m.loss
+'
+
+test_expect_success 'GPT_CUDA_ATTN_ROWS=64m without dropout: the forward takes 64' '
+	GPT_CUDA_ATTN_ROWS=64m bin/gpt-train \
+		-c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" -o Global.device=gpu \
+		-o Engine.mix_precision.enable=True -o Engine.mix_precision.dtype=bfloat16 \
+		-o Data.Train.dataset.input_dir=mem/lic -o Data.Eval.dataset.input_dir=mem/lic \
+		-o Engine.max_steps=1 -o Engine.eval_freq=0 -o Engine.test_iters=0 \
+		-o Engine.save_load.save_steps=0 -o Engine.save_load.save_epoch=0 \
+		-o Engine.save_load.output_dir=mem/out-m0 >m0.log 2>&1 || { cat m0.log; false; } &&
+	test_grep "attention tiles: forward 64, dq 64, dkv 64 rows" m0.log
 '
 
 # A GPU without room (EMU_MEM_LIMIT: the emulated device's size; here the

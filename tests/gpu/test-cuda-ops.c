@@ -677,15 +677,19 @@ static void test_attention_at(int64_t b, int64_t t, int64_t nh, int64_t hs, floa
 	same(what, &out, tc && DT == GPT_DTYPE_BF16 ? 2 : 1);
 	if (tc) {
 		/* in 64- and 128-row tiles (16 and 32 rows a warp; heads up to
-		 * 64) and in 64 with the scores a key tile ahead, as in the form
-		 * auto timed fastest above: the same bits, saved state too */
+		 * 64), in 64 with the scores a key tile ahead and, with dropout,
+		 * in 64 after the mask is drawn by a kernel of its own, as in
+		 * the form auto timed fastest above: the same bits, saved state
+		 * (the mask's words) too */
 		size_t ob = (size_t)(bt * c) * es, sb = (size_t)ngs * sizeof(float);
 		/* the dropout mask's words, after the statistics and the low half */
 		size_t mb = p > 0 ? (size_t)(2 * b * nh * gpt_attention_mask_words(t)) * sizeof(float) : 0;
 		void *o2 = gpt_cuda_malloc(ob, "out", &err);
 		float *gs2 = gpt_cuda_malloc(sb, "saved", &err);
-		static const int forms[] = {64, GPT_CUDA_ATTN_AHEAD, 128};
-		for (int fi = 0; fi < (hs <= 64 ? 3 : 2); fi++) {
+		static const int forms[] = {64, GPT_CUDA_ATTN_AHEAD, GPT_CUDA_ATTN_MASKED, 128};
+		for (int fi = 0; fi < 4; fi++) {
+			if ((forms[fi] == GPT_CUDA_ATTN_MASKED && p == 0) || (forms[fi] == 128 && hs > 64))
+				continue;
 			int was = gpt_cuda_attention_rows(&gpu, forms[fi]);
 			int rc = !o2 || !gs2 || gpu.ops->attention_fwd(&gpu, o2, gs2, qd, b, t, nh, hs, &d, &err);
 			gpt_cuda_attention_rows(&gpu, was);
@@ -1441,17 +1445,18 @@ static int rows_ok(int r)
 	return r == 64 || r == 128;
 }
 
-/* the forward's forms: those two and 64 with the scores a tile ahead */
-static int fwd_ok(int r)
+/* the forward's forms: those two, 64 with the scores a tile ahead and,
+ * with dropout, 64 after the mask is drawn */
+static int fwd_ok(int r, int drop)
 {
-	return rows_ok(r) || r == GPT_CUDA_ATTN_AHEAD;
+	return rows_ok(r) || r == GPT_CUDA_ATTN_AHEAD || (drop && r == GPT_CUDA_ATTN_MASKED);
 }
 
 #define FORM(r) gpt_cuda_attention_form(r)
 
 /* The tensor-core attention's forms (gpt_cuda_attention_rows): by default
  * each kernel's first call at a shape times its forms (64 and 128 rows,
- * the forward 64a too) and keeps the fastest, a later call times nothing;
+ * the forward 64a too, and 64m with dropout) and keeps the fastest, a later call times nothing;
  * heads above 64 have no 128 (the forward times 64 and 64a, dq and dkv
  * take 64); a forced setting is taken as it is, 64 where a kernel has not
  * that form; past GPT_CUDA_ATTN_PICKS shapes, 64 untimed. (That each
@@ -1465,7 +1470,7 @@ static void test_attention_rows(void)
 	gpt_cuda_attention_rows(&gpu, GPT_CUDA_ATTN_AUTO);
 	n0 = gpt_cuda_attention_rows_used(&gpu, u);
 	n = rows_at(77, 64, 0, 0, u);
-	ok(n == n0 + 1 && fwd_ok(u[0]), "%s attention_fwd's first call at a shape times its forms (%s)", dt,
+	ok(n == n0 + 1 && fwd_ok(u[0], 0), "%s attention_fwd's first call at a shape times its forms (%s)", dt,
 	   FORM(u[0]));
 	int f = u[0];
 	n = rows_at(77, 64, 0, 1, u);
@@ -1475,7 +1480,7 @@ static void test_attention_rows(void)
 	n = rows_at(77, 64, 0, 1, u);
 	ok(n == n0 + 3 && u[0] == f && u[1] == q && u[2] == k, "%s a second call at the shape times nothing", dt);
 	n = rows_at(77, 64, 0.1f, 1, u);
-	ok(n == n0 + 6 && fwd_ok(u[0]) && rows_ok(u[1]) && rows_ok(u[2]),
+	ok(n == n0 + 6 && fwd_ok(u[0], 1) && rows_ok(u[1]) && rows_ok(u[2]),
 	   "%s with dropout each kernel times its own too (%s, %s and %s)", dt, FORM(u[0]), FORM(u[1]), FORM(u[2]));
 	n = rows_at(77, 128, 0, 1, u);
 	ok(n == n0 + 7 && (u[0] == 64 || u[0] == GPT_CUDA_ATTN_AHEAD) && u[1] == 64 && u[2] == 64,
@@ -1495,7 +1500,13 @@ static void test_attention_rows(void)
 	n = rows_at(78, 128, 0, 1, u);
 	ok(n == n0 + 7 && u[0] == GPT_CUDA_ATTN_AHEAD && u[1] == 64 && u[2] == 64,
 	   "%s forced 64a at a head size of 128 too", dt);
-	ok(gpt_cuda_attention_rows(&gpu, 96) == -1 && gpt_cuda_attention_rows(&gpu, 0) == GPT_CUDA_ATTN_AHEAD,
+	gpt_cuda_attention_rows(&gpu, GPT_CUDA_ATTN_MASKED);
+	n = rows_at(78, 64, 0.1f, 1, u);
+	ok(n == n0 + 7 && u[0] == GPT_CUDA_ATTN_MASKED && u[1] == 64 && u[2] == 64,
+	   "%s forced 64m with dropout: the forward takes it, dq and dkv 64 rows, untimed", dt);
+	n = rows_at(78, 64, 0, 1, u);
+	ok(n == n0 + 7 && u[0] == 64 && u[1] == 64 && u[2] == 64, "%s forced 64m without dropout: 64", dt);
+	ok(gpt_cuda_attention_rows(&gpu, 96) == -1 && gpt_cuda_attention_rows(&gpu, 0) == GPT_CUDA_ATTN_MASKED,
 	   "%s 96 rows are refused, the setting unchanged", dt);
 	gpt_cuda_attention_rows(&gpu, GPT_CUDA_ATTN_AUTO);
 	/* the table full: later shapes take 64 untimed */

@@ -298,6 +298,7 @@ template <class F> static inline cudaError_t cudaFuncSetAttribute(F *f, cudaFunc
 	emu::shm_allow(reinterpret_cast<const void *>(f), v);
 	return 0;
 }
+struct alignas(8) uint2 { unsigned x, y; };
 struct alignas(16) uint4 { unsigned x, y, z, w; };
 
 /* Each CUDA thread is a fiber of the launching thread (emu.cpp), switched
