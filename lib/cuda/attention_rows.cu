@@ -35,9 +35,16 @@ const gpt_cuda_attn_pick *gpt_cuda_attn_find(const gpt_cuda_ctx *cx, const gpt_c
 
 const char *gpt_cuda_attention_form(int rows)
 {
-	return rows == 64			 ? "64"
-	       : rows == 128			 ? "128"
-	       : rows == GPT_CUDA_ATTN_AHEAD	 ? "64a"
-	       : rows == GPT_CUDA_ATTN_MASKED ? "64m"
-					 : "?";
+	switch (rows) {
+	case 64:
+		return "64";
+	case 128:
+		return "128";
+	case GPT_CUDA_ATTN_AHEAD:
+		return "64a";
+	case GPT_CUDA_ATTN_MASKED:
+		return "64m";
+	default:
+		return "?";
+	}
 }

@@ -92,7 +92,7 @@ int gpt_cuda_attention_tensor_cores(gpt_dtype dt, int64_t HS);
  * tile's scores during this tile's softmax (dq and dkv take 64 for it);
  * and with dropout a fourth, GPT_CUDA_ATTN_MASKED ("64m"): 64 rows after
  * a kernel of its own has drawn the dropout mask, which the forward then
- * reads as the backward does (the others draw it inside the forward).
+ * reads, as the backward does (the others draw it inside the forward).
  * The results are the
  * same bits in every form, but for the sign of an exact zero (each row's
  * products and softmax steps come in the same order; a warp's rows before
@@ -105,17 +105,17 @@ int gpt_cuda_attention_tensor_cores(gpt_dtype dt, int64_t HS);
  * best before it; up to GPT_CUDA_ATTN_PICKS shapes are remembered, and
  * further ones take 64. rows 64, 128, GPT_CUDA_ATTN_AHEAD or
  * GPT_CUDA_ATTN_MASKED force those for every shape (64 for a kernel or a
- * shape without that form), GPT_CUDA_ATTN_AUTO
- * goes back to timing (what was timed is kept), 0 asks without changing;
- * returns the setting before, or -1 (nothing changed) for another value.
+ * shape without that form), GPT_CUDA_ATTN_AUTO goes back to timing (what
+ * was timed is kept), 0 asks without changing; returns the setting
+ * before, or -1 (nothing changed) for another value.
  * The environment's GPT_CUDA_ATTN_ROWS (64, 64a, 64m, 128 or auto) gives
  * the setting at init. */
 enum { GPT_CUDA_ATTN_AUTO = 1, GPT_CUDA_ATTN_AHEAD = 65, GPT_CUDA_ATTN_MASKED = 66, GPT_CUDA_ATTN_PICKS = 64 };
 int gpt_cuda_attention_rows(gpt_backend *be, int rows);
 /* The forms the forward, dq and dkv kernels ran in at their last call
  * (rows[0..2]: 64, 128, GPT_CUDA_ATTN_AHEAD or GPT_CUDA_ATTN_MASKED; 0
- * before one), for
- * benchmarks and tests; returns the number of shapes timed so far. */
+ * before one), for benchmarks and tests; returns the number of shapes
+ * timed so far. */
 int gpt_cuda_attention_rows_used(gpt_backend *be, int rows[3]);
 /* A form's name as GPT_CUDA_ATTN_ROWS spells it: "64", "64a", "64m" or "128". */
 const char *gpt_cuda_attention_form(int rows);
