@@ -1456,8 +1456,8 @@ static int fwd_ok(int r, int drop)
 
 /* The tensor-core attention's forms (gpt_cuda_attention_rows): by default
  * each kernel's first call at a shape times its forms (64 and 128 rows,
- * the forward 64a too, and 64m with dropout) and keeps the fastest, a later call times nothing;
- * heads above 64 have no 128 (the forward times 64 and 64a, dq and dkv
+ * the forward 64a too, and 64m with dropout) and keeps the fastest, a
+ * later call times nothing; heads above 64 have no 128 (the forward times 64 and 64a, dq and dkv
  * take 64); a forced setting is taken as it is, 64 where a kernel has not
  * that form; past GPT_CUDA_ATTN_PICKS shapes, 64 untimed. (That each
  * gives the same bits: test_attention_at.) */
