@@ -575,23 +575,17 @@ __device__ __forceinline__ uint32_t mask_fetch_keys(const attn_args &a, int64_t 
 	return p ? *p : 0u;
 }
 
-/* A query-tile lane's k (rows ri[0], ri[1], keys 8n + 2t and + 1 of a
- * column tile n) from its halves w0 and w1 of the two row blocks' blocks */
-__device__ __forceinline__ void mask_rows_k(float (&k)[4], uint32_t w0, uint32_t w1)
+/* A query-tile lane's k of column tile n (rows ri[0], ri[1], keys 8n + 2t
+ * and + 1) from the tile's halves v (mask_fetch_rows): half g >> 2 of the
+ * two row blocks' blocks, from lanes 4n + g / 4 and 4n + 2 + g / 4. */
+__device__ __forceinline__ void mask_rows_at(float (&k)[4], uint32_t v, int n)
 {
-	int lane = threadIdx.x % 32, s = 8 * ((lane >> 2) & 3) + 2 * (lane & 3);
+	int lane = threadIdx.x % 32, s = 8 * ((lane >> 2) & 3) + 2 * (lane & 3), hv = lane >> 4;
+	uint32_t w0 = __shfl_sync(0xffffffffu, v, 4 * n + hv), w1 = __shfl_sync(0xffffffffu, v, 4 * n + 2 + hv);
 	k[0] = (float)((w0 >> s) & 1u);
 	k[1] = (float)((w0 >> (s + 1)) & 1u);
 	k[2] = (float)((w1 >> s) & 1u);
 	k[3] = (float)((w1 >> (s + 1)) & 1u);
-}
-
-/* ... of column tile n from the tile's halves v (mask_fetch_rows): half
- * g >> 2 of each, from lanes 4n + g / 4 and 4n + 2 + g / 4. */
-__device__ __forceinline__ void mask_rows_at(float (&k)[4], uint32_t v, int n)
-{
-	int hv = threadIdx.x % 32 >> 4;
-	mask_rows_k(k, __shfl_sync(0xffffffffu, v, 4 * n + hv), __shfl_sync(0xffffffffu, v, 4 * n + 2 + hv));
 }
 
 /* The forward's form "64m" reads the mask from shared memory, where it
