@@ -15,13 +15,9 @@ cd "$(dirname "$0")/../.."
 PY=${PYTHON:-python3}
 D=${DTYPE:-bf16}
 W=${ATTNPROF_DIR:-build/attnprof}
-NCU_BIN=
-for c in ncu /usr/local/cuda/bin/ncu; do
-	command -v "$c" >/dev/null 2>&1 && { NCU_BIN=$(command -v "$c"); break; }
-done
-[ -n "$NCU_BIN" ] || { echo "attnprof: no ncu (Nsight Compute) on PATH or in /usr/local/cuda/bin"; exit 1; }
-[ -x build/bench/gpu-ops ] || { echo "attnprof: no build/bench/gpu-ops: make CUDA=1, or make gpu-pack"; exit 1; }
-mkdir -p "$W" || exit 1
+NAME=attnprof
+. bench/gpu/lib-ncu.sh
+ncu_setup "$W" || exit 1
 "$NCU_BIN" --set full --clock-control none --import-source no --kernel-name regex:'^tc_' -f -o "$W/attn" \
 	build/bench/gpu-ops "$D" --shape 124M --only attention --once >"$W/run.log" 2>&1 ||
 	{ tail -n 20 "$W/run.log"; exit 1; }

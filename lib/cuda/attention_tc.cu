@@ -17,14 +17,17 @@
  * off the row's maximum) and exponentiated by ex2.approx.ftz. A tile clear
  * of the diagonal and of T, at an unpadded head size (most of them), runs
  * a second form of the tile's code, with no branch and no mask
- * (scores_m's FULL): the same arithmetic, so the same bits.
+ * (scores_m's FULL), and in the forward and dq a tile across the
+ * diagonal a third, every pair's products and a compare a score
+ * (tile_kind in attention_tc.cuh): the same arithmetic, so the same
+ * bits.
  * Dropout is a template argument: without it no element's code carries
  * the Philox rounds (nor their registers).
  *
  * Blocks of 4 warps own 64 query rows (or 64 keys), 16 per warp, and walk
  * 64-wide tiles of the other side up to the diagonal, each tile loaded once
  * into shared memory for the block by cp.async, the next tile landing
- * while this one is worked on (two buffers, two barriers a tile; rows
+ * while this one is worked on (two buffers, one barrier a tile; rows
  * padded by 16 bytes, so the 8 rows of an ldmatrix phase hit distinct
  * banks). The head dimension is padded with zeros to W = 32, 64 or 128;
  * products skip the padding. The forward and dq can instead take 128
@@ -74,18 +77,17 @@
  * half the score registers (S and dP, 32 floats each at full width) are
  * live at a time; the products' order per output element is unchanged.
  * Registers (ptxas 13.0, sm_90, bf16, W = 64): forward 128, dq 128, dkv
- * 168 (16 bytes spilled) without dropout (4, 4 and 3 blocks an SM as the
- * registers go), 128 (4 bytes spilled), 128 (8 spilled; held to 4
- * blocks: unbounded 132) and 168 with it (4, 4, 3; with Philox in the
- * backward they were 128, 168 and 246: 4, 3, 2), the forward in 64m 128
- * (44 bytes spilled, 4 blocks; unbounded, ptxas takes 168 and still
- * spills); in 128-row tiles,
- * forward 248, dq 244 and dkv 255 (12 spilled; 2 blocks), 252, 255 and
- * 255 (8 spilled) with dropout (2; the forward with dropout has only the
- * general form there, the second would spill 260 bytes); the forward a
- * tile ahead, 168 (none spilled; held to 3 blocks: unbounded it took 244,
- * 2 blocks) and 243 with dropout (2 blocks), at W = 128 255 (4 bytes
- * spilled; 2 blocks, as the plain forward's 168 there, which its shared
+ * 168 without dropout (4, 4 and 3 blocks an SM as the registers go),
+ * 128 (12 bytes spilled), 128 (8 spilled; held to 4 blocks: unbounded
+ * 132) and 167 with it (4, 4, 3; with Philox in the backward they were
+ * 128, 168 and 246: 4, 3, 2), the forward in 64m 128 (68 bytes spilled,
+ * 4 blocks; unbounded, ptxas takes 168 and still spills); in 128-row
+ * tiles, forward 248, dq 236 and dkv 255 (12 spilled; 2 blocks), 245,
+ * 246 and 255 (4 spilled) with dropout (2; the forward with dropout has
+ * only the general form there, the others would spill 260 bytes); the
+ * forward a tile ahead, 168 (held to 3 blocks: unbounded it took 244, 2
+ * blocks) and 237 with dropout (2 blocks), at W = 128 253 (2 blocks, as
+ * the plain forward's 168 there, 20 bytes spilled, which its shared
  * memory holds to 2).
  * The backward's pairs of tile buffers are a pointer and a step (buf2),
  * not arrays indexed by a variable, which would sit in local memory.
@@ -111,14 +113,14 @@
 
 /* The forward's softmax step over the key tile at j0 for a warp's MW
  * blocks of 16 rows (ri: this lane's rows in each), from their scores s
- * (np of the tile's pairs wanted; masked here unless F, where none is
- * masked): the running maxima m (log2 units) and sums l, the output rows
+ * (np of the tile's pairs wanted; masked here as the tile's kind F says,
+ * tile_kind in attention_tc.cuh): the running maxima m (log2 units) and sums l, the output rows
  * o rescaled where their maximum moved, and the probabilities (with DROP,
  * dropped and their bits stored for the backward; with READ too, dropped
  * as mbits says: the lane's 32 bits of the tile, mask_gather) into pa,
  * rounded, as the A operands of O += P V. s is left as the
  * probabilities. */
-template <class E, int W, bool DROP, int MW, bool F, bool READ = false>
+template <class E, int W, bool DROP, int MW, int F, bool READ = false>
 __device__ __forceinline__ void fwd_softmax(u32 (&pa)[MW][KT][4], float (&s)[MW][NT][4],
 					    float (&o)[MW][W / 8][4], float (&m)[MW][2], float (&l)[MW][2],
 					    int np, const int (&ri)[MW][2], int j0, int t, int edge, float scl,
@@ -128,8 +130,10 @@ __device__ __forceinline__ void fwd_softmax(u32 (&pa)[MW][KT][4], float (&s)[MW]
 #pragma unroll
 	for (int mi = 0; mi < MW; mi++) {
 		[[maybe_unused]] uint32_t mk = 0; /* the lane's half of the tile's mask (mask_pick) */
-		if (!F)
+		if constexpr (F == TILE_EDGE)
 			mask_scores(s[mi], np, ri[mi], j0, t, edge, a);
+		else if constexpr (F == TILE_DIAG)
+			mask_causal(s[mi], ri[mi], j0, t);
 		/* the rows' maxima of the unscaled scores (a tree):
 		 * scaling by scl > 0, rounded, keeps their order, so
 		 * the scaled maximum is the maximum scaled */
@@ -224,7 +228,7 @@ __device__ __forceinline__ void fwd_finish(E *out, float *lse, E *olo, int64_t C
  * fragment read from shared memory serves two products, and a warp has
  * twice the independent products in flight, for twice the registers.
  * (With dropout and MW = 1, ptxas is held to 4 blocks an SM, 128
- * registers, which it fits spilling 4 bytes at W = 64, 44 with READ;
+ * registers, which it fits spilling 12 bytes at W = 64, 68 with READ;
  * elsewhere, 0: no bound, which leaves it 128 registers without dropout
  * at W = 64: 4 blocks as well.) READ (with DROP): the mask was drawn
  * before, by tc_mask_kernel, and lands in shared memory with each tile's
@@ -268,44 +272,48 @@ __global__ static void __launch_bounds__(NTHR, DROP && MW == 1 && W <= 64 ? 4 : 
 		for (int d = 0; d < W / 8; d++)
 			o[mi][d][0] = o[mi][d][1] = o[mi][d][2] = o[mi][d][3] = 0.0f;
 	}
+	/* One barrier a tile: past it, tile j has landed for every thread
+	 * and every warp is done with tile j - 1, whose buffers then take
+	 * tile j + 1 while this one is worked on. (A second barrier after
+	 * each tile, before its buffers were refilled, held warps to the
+	 * slowest twice a tile.) */
 	for (int j0 = 0, cur = 0; j0 <= jend; j0 += BK, cur ^= 1) {
-		/* the next tile on its way while this one is worked on */
-		bool more = j0 + BK <= jend;
-		if (more) {
+		tile_ready(false);
+		if (j0 + BK <= jend) {
 			if constexpr (READ)
 				mask_copy(ms[cur ^ 1], a, bh, i0, j0 + BK);
 			load_kv<E, W>(ks[cur ^ 1], vs[cur ^ 1], base, j0 + BK, a, vec);
 		}
-		tile_ready(more);
 		/* (with MW > 1 the block's last key tile may come after all of
 		 * a warp's rows) */
 		if (r0 < a.T && j0 <= r0 + RW - 1) {
-			const int edge = j0 + BK - 1 > r0 || r0 + RW - 1 >= a.T;
+			const bool clear = r0 + RW - 1 < a.T && kf == W / 16; /* the rows below T, the head unpadded */
+			const int edge = j0 + BK - 1 > r0 || !clear;
 			[[maybe_unused]] uint32_t mbits = 0;
 			if constexpr (READ)
 				mbits = mask_gather(ms[cur]);
-			/* the tile, as general code or (full: clear of the diagonal
-			 * and of T, the head unpadded) without a branch */
-			auto work = [&](auto full) {
-				constexpr bool F = decltype(full)::value;
-				int np = F ? KT : pairs_to(r0 + RW - 1, j0);
+			/* the tile as its kind says (tile_kind) */
+			auto work = [&](auto kind) {
+				constexpr int F = decltype(kind)::value;
+				int np = F == TILE_FULL ? KT : pairs_to(r0 + RW - 1, j0);
 				float s[MW][NT][4];
-				scores_m<E, W, NT, MW, F>(s, qw, ks[cur], LE, 0, np, kf);
+				scores_m<E, W, NT, MW, F != TILE_EDGE>(s, qw, ks[cur], LE, 0, np, kf);
 				u32 pa[MW][KT][4];
 				fwd_softmax<E, W, DROP, MW, F, READ>(pa, s, o, m, l, np, ri, j0, t, edge, scl, a, b, h, bh,
 								     al, mbits);
-				accumulate_m<E, W, KT, MW, F>(o, pa, 0, np, vs[cur], LE, a.HS);
+				accumulate_m<E, W, KT, MW, F == TILE_FULL>(o, pa, 0, np, vs[cur], LE, a.HS);
 			};
-			/* (with dropout in 128-row tiles the second form would
-			 * spill 260 bytes: one form only there) */
+			/* (with dropout in 128-row tiles the other kinds would
+			 * spill 260 bytes: the general code only there) */
 			if constexpr (DROP && MW > 1)
-				work(std::false_type());
-			else if (edge || kf != W / 16)
-				work(std::false_type());
+				work(std::integral_constant<int, TILE_EDGE>());
+			else if (!edge)
+				work(std::integral_constant<int, TILE_FULL>());
+			else if (clear)
+				work(std::integral_constant<int, TILE_DIAG>());
 			else
-				work(std::true_type());
+				work(std::integral_constant<int, TILE_EDGE>());
 		}
-		__syncthreads(); /* the tile's readers are done before it is refilled */
 	}
 	fwd_finish<E, W, MW>(out + b * a.T * Cl + h * a.HS, lse + bh * a.T, olo + b * a.T * Cl + h * a.HS, Cl, o,
 			     m, l, ri, t, a);
@@ -393,7 +401,8 @@ __global__ static void __launch_bounds__(NTHR, !DROP && W == 64 ? 3 : 0)
 					scores_m<E, W, NT, 1, true>(sn, qw, ks[cur ^ 1], LE, 0, KT, kf);
 				int np = F ? KT : pairs_to(rl, j0);
 				u32 pa[1][KT][4];
-				fwd_softmax<E, W, DROP, 1, F>(pa, s, o, m, l, np, ri, j0, t, edge, scl, a, b, h, bh, al, 0u);
+				fwd_softmax<E, W, DROP, 1, F ? TILE_FULL : TILE_EDGE>(pa, s, o, m, l, np, ri, j0, t, edge, scl, a, b, h, bh,
+											     al, 0u);
 				accumulate_m<E, W, KT, 1, F>(o, pa, 0, np, vs[cur], LE, a.HS);
 				if constexpr (F) {
 #pragma unroll

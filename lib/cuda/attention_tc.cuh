@@ -201,17 +201,29 @@ template <int N> __device__ __forceinline__ void cp_wait(void)
  * into a (ROWS, W) tile of row stride W + 8 (16 bytes of padding, which
  * spreads the rows over the banks), zeros past T and past HS: with vec
  * (base and stride 16-byte aligned) by cp.async, landing by the next
- * cp_wait that covers it, else element by element, there at once. */
+ * cp_wait that covers it, else element by element, there at once. A
+ * thread copies the same 16 bytes of every RS-th row (RS = NTHR / (W /
+ * 8)): its source and destination are worked out once a call, and each
+ * copy is an add and a compare (the loop over the tile's elements took
+ * about 30 instructions a copy: a fifth of the forward's warp samples
+ * in bench/gpu/attnsrc.sh on an H100, 2026-11-27). */
 template <class E, int W, int ROWS = 64>
 __device__ static void load_tile(E *tile, const E *base, int64_t stride, int r0, const attn_args &a,
 				 int vec)
 {
 	const int ld = W + 8;
 	if (vec) {
-		for (int e = threadIdx.x; e < ROWS * (W / 8); e += NTHR) {
-			int rr = e / (W / 8), d = e % (W / 8) * 8, r = r0 + rr;
-			bool ok = r < a.T && d < a.HS;
-			cp_async<16>(tile + rr * ld + d, ok ? base + r * stride + d : base, ok);
+		constexpr int CH = W / 8, RS = NTHR / CH; /* 16-byte pieces a row; rows a pass */
+		static_assert(NTHR % CH == 0 && ROWS % RS == 0, "whole passes over the tile");
+		const int rr = (int)threadIdx.x / CH, d = (int)threadIdx.x % CH * 8;
+		const bool in = d < a.HS;
+		const E *src = base + (int64_t)(r0 + rr) * stride + d;
+		const int64_t step = RS * stride;
+		E *dst = tile + rr * ld + d;
+#pragma unroll
+		for (int k = 0; k < ROWS / RS; k++) {
+			bool ok = in && r0 + rr + k * RS < a.T;
+			cp_async<16>(dst + k * RS * ld, ok ? src + k * step : base, ok);
 		}
 		return;
 	}
@@ -373,31 +385,58 @@ __device__ __forceinline__ void accumulate_m(float (&acc)[MW][W / 8][4], const u
 				}
 }
 
+/* The two values of a 32-bit pair of E (pack2's), lo the lower half */
+template <class E> __device__ __forceinline__ void unpack2(float &lo, float &hi, u32 r)
+{
+	E v[2];
+	memcpy(v, &r, sizeof r);
+	lo = gpt_ld(v);
+	hi = gpt_ld(v + 1);
+}
+
 /* Writes the warp's accumulated rows (two a lane: rows[0], rows[1]) to dst
  * (row rr at dst + rr * stride, the lane's columns 8d + 2t, 8d + 2t + 1)
  * for rows below T, each times its factor f; with lo, what rounding to E
- * left of each value (v - E(v), rounded to E) at the same place in lo. */
+ * left of each value (v - E(v), rounded to E) at the same place in lo.
+ * A lane's two columns are one 32-bit store where dst, lo and stride
+ * allow (always, for the tensors of this op): the 2-byte stores, each
+ * with its own conversion and 64-bit address, were a seventh of the
+ * forward's warp samples (bench/gpu/attnsrc.sh, H100, 2026-11-27). */
 template <class E, int W>
 __device__ __forceinline__ void write_acc(E *dst, E *lo, int64_t stride, const float (&acc)[W / 8][4],
 					  const int (&rows)[2], const float (&f)[2], int t,
 					  const attn_args &a)
 {
+	const bool pairs = ((uintptr_t)dst & 3u) == 0 && ((uintptr_t)lo & 3u) == 0 && stride % 2 == 0;
 #pragma unroll
 	for (int hr = 0; hr < 2; hr++)
-		if (rows[hr] < a.T)
+		if (rows[hr] < a.T) {
+			const int64_t at = rows[hr] * stride + 2 * t;
 #pragma unroll
 			for (int d = 0; d < W / 8; d++)
-				if (d * 8 < a.HS)
+				if (d * 8 < a.HS) {
+					/* (never fused with the low half's difference) */
+					float v[2] = {__fmul_rn(acc[d][2 * hr], f[hr]), __fmul_rn(acc[d][2 * hr + 1], f[hr])};
+					if (pairs) {
+						u32 e = pack2<E>(v[0], v[1]);
+						*(u32 *)(dst + at + d * 8) = e;
+						if (lo) {
+							float r0, r1;
+							unpack2<E>(r0, r1, e);
+							*(u32 *)(lo + at + d * 8) = pack2<E>(v[0] - r0, v[1] - r1);
+						}
+						continue;
+					}
 #pragma unroll
 					for (int c = 0; c < 2; c++) {
-						int64_t at = rows[hr] * stride + d * 8 + 2 * t + c;
-						float v = acc[d][2 * hr + c] * f[hr];
 						E e;
-						gpt_st(&e, v);
-						dst[at] = e;
+						gpt_st(&e, v[c]);
+						dst[at + d * 8 + c] = e;
 						if (lo)
-							gpt_st(lo + at, v - gpt_ld(&e));
+							gpt_st(lo + at + d * 8 + c, v[c] - gpt_ld(&e));
 					}
+				}
+		}
 }
 
 /* Dropout's Philox blocks, shared by the lanes of a warp. A block holds
@@ -651,6 +690,33 @@ __device__ __forceinline__ void mask_scores(float (&s)[N][4], int np, const int 
 			if (n >= 2 * np || j > i || i >= a.T)
 				s[n][q] = -INFINITY;
 		}
+}
+
+/* How a query-tile kernel works a key tile: TILE_FULL, clear of the
+ * diagonal and of T, the head unpadded (no mask, no branch: scores_m's
+ * FULL); TILE_DIAG, across the diagonal but otherwise clear: every pair's
+ * scores, then mask_causal, a compare a score; TILE_EDGE, the rest (a
+ * tile past T, a padded head): scores of the pairs wanted, mask_scores.
+ * The same results in each: a masked score is -inf wherever it comes
+ * from. The diagonal tile in the general code took as long as two full
+ * tiles, a warp's rows leaving the others of its block waiting at the
+ * barrier (bench/gpu/attnsrc.sh, H100, 2026-11-27). */
+enum { TILE_EDGE = 0, TILE_FULL = 1, TILE_DIAG = 2 };
+
+/* TILE_DIAG's mask: -inf where the key j0 + 8n + 2t + c comes after the
+ * lane's row ri[hr] */
+template <int N> __device__ __forceinline__ void mask_causal(float (&s)[N][4], const int (&ri)[2], int j0, int t)
+{
+#pragma unroll
+	for (int hr = 0; hr < 2; hr++) {
+		const int lim = ri[hr] - j0 - 2 * t; /* column 8n + c is past the row where above lim */
+#pragma unroll
+		for (int n = 0; n < N; n++)
+#pragma unroll
+			for (int c = 0; c < 2; c++)
+				if (8 * n + c > lim)
+					s[n][2 * hr + c] = -INFINITY;
+	}
 }
 
 /* ---- the launches' host-side parts, shared by the forward

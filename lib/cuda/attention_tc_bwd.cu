@@ -101,15 +101,16 @@ __global__ static void __launch_bounds__(NTHR, DROP && MW == 1 && W <= 64 ? 4 : 
 		for (int d = 0; d < W / 8; d++)
 			dq[mi][d][0] = dq[mi][d][1] = dq[mi][d][2] = dq[mi][d][3] = 0.0f;
 	}
+	/* one barrier a tile, as the forward's */
 	for (int j0 = 0, cur = 0; j0 <= jend; j0 += BK, cur ^= 1) {
-		bool more = j0 + BK <= jend;
-		if (more)
+		tile_ready(false);
+		if (j0 + BK <= jend)
 			load_kv<E, W>(ks[cur ^ 1], vs[cur ^ 1], base, j0 + BK, a, vec);
-		tile_ready(more);
 		/* (with MW > 1 the block's last key tile may come after all of
 		 * a warp's rows) */
 		if (r0 < a.T && j0 <= r0 + RW - 1) {
-			int np = pairs_to(r0 + RW - 1, j0), edge = j0 + BK - 1 > r0 || r0 + RW - 1 >= a.T;
+			const bool clear = r0 + RW - 1 < a.T && kf == W / 16; /* the rows below T, the head unpadded */
+			int np = pairs_to(r0 + RW - 1, j0), edge = j0 + BK - 1 > r0 || !clear;
 			/* the forward's dropout bits, a half a lane, on their way
 			 * during the products */
 			[[maybe_unused]] uint32_t mv[MW];
@@ -117,21 +118,20 @@ __global__ static void __launch_bounds__(NTHR, DROP && MW == 1 && W <= 64 ? 4 : 
 #pragma unroll
 				for (int mi = 0; mi < MW; mi++)
 					mv[mi] = mask_fetch_rows(a, bh, r0 + 16 * mi, j0);
-			/* the tile, as general code or (full: clear of the diagonal
-			 * and of T, the head unpadded) without a branch (forward) */
-			auto work = [&](auto full) {
-				constexpr bool F = decltype(full)::value;
+			/* the tile as its kind says (tile_kind, the forward's) */
+			auto work = [&](auto kind) {
+				constexpr int F = decltype(kind)::value;
 				/* the tile's two halves of 32 keys one after the other:
 				 * half the score registers live */
 #pragma unroll 1
 				for (int hf = 0; hf < 2; hf++) {
-					int q1 = F ? 2 : np - 2 * hf < 2 ? np - 2 * hf : 2, jh = j0 + hf * 32;
+					int q1 = F == TILE_FULL ? 2 : np - 2 * hf < 2 ? np - 2 * hf : 2, jh = j0 + hf * 32;
 					if (q1 <= 0)
 						continue;
 					const E *kh = ks[cur] + hf * 32 * LE, *vh = vs[cur] + hf * 32 * LE;
 					float s[MW][NT / 2][4], dp[MW][NT / 2][4];
-					scores_m<E, W, NT / 2, MW, F>(s, qw, kh, LE, 0, q1, kf);
-					scores_m<E, W, NT / 2, MW, F>(dp, gw, vh, LE, 0, q1, kf);
+					scores_m<E, W, NT / 2, MW, F != TILE_EDGE>(s, qw, kh, LE, 0, q1, kf);
+					scores_m<E, W, NT / 2, MW, F != TILE_EDGE>(dp, gw, vh, LE, 0, q1, kf);
 					u32 da[MW][KT / 2][4];
 #pragma unroll
 					for (int mi = 0; mi < MW; mi++) {
@@ -140,8 +140,10 @@ __global__ static void __launch_bounds__(NTHR, DROP && MW == 1 && W <= 64 ? 4 : 
 #pragma unroll
 							for (int q = 0; q < 4; q++)
 								s[mi][n][q] = s[mi][n][q] * scl - L[mi][q >> 1];
-						if (!F)
+						if constexpr (F == TILE_EDGE)
 							mask_scores(s[mi], q1, ri[mi], jh, t, edge, a);
+						else if constexpr (F == TILE_DIAG)
+							mask_causal(s[mi], ri[mi], jh, t);
 #pragma unroll
 						for (int n = 0; n < NT / 2; n++) {
 							float k[4] = {1.0f, 1.0f, 1.0f, 1.0f};
@@ -155,15 +157,16 @@ __global__ static void __launch_bounds__(NTHR, DROP && MW == 1 && W <= 64 ? 4 : 
 						}
 						repack<E>(da[mi], s[mi]);
 					}
-					accumulate_m<E, W, KT / 2, MW, F>(dq, da, 0, q1, kh, LE, a.HS);
+					accumulate_m<E, W, KT / 2, MW, F == TILE_FULL>(dq, da, 0, q1, kh, LE, a.HS);
 				}
 			};
-			if (edge || kf != W / 16)
-				work(std::false_type());
+			if (!edge)
+				work(std::integral_constant<int, TILE_FULL>());
+			else if (clear)
+				work(std::integral_constant<int, TILE_DIAG>());
 			else
-				work(std::true_type());
+				work(std::integral_constant<int, TILE_EDGE>());
 		}
-		__syncthreads(); /* the tile's readers are done before it is refilled */
 	}
 	const float f[2] = {a.sc, a.sc};
 #pragma unroll
@@ -227,12 +230,12 @@ __global__ static void __launch_bounds__(NTHR)
 #pragma unroll
 			for (int q = 0; q < 4; q++)
 				dk[mi][d][q] = dv[mi][d][q] = 0.0f;
+	/* one barrier a tile, as the forward's */
 	for (int i0 = j0, cur = 0; i0 < T; i0 += BQ, cur ^= 1) {
-		bool more = i0 + BQ < T;
-		if (more)
+		tile_ready(false);
+		if (i0 + BQ < T)
 			load_q<E, W>(qs[cur ^ 1], gs[cur ^ 1], Ls[cur ^ 1], Ds[cur ^ 1], base, gbase, lh, dh,
 				     i0 + BQ, a, vec);
-		tile_ready(more);
 		if (jw0 < T) {
 			/* the 16-query column pairs at or after this warp's first key, below T */
 			int p0 = jw0 > i0 ? (jw0 - i0) / 16 : 0, p1 = pairs_to(T - 1, i0);
@@ -297,7 +300,6 @@ __global__ static void __launch_bounds__(NTHR)
 			else
 				work(std::true_type());
 		}
-		__syncthreads(); /* the tile's readers are done before it is refilled */
 	}
 	E *o = dqkv + b * a.T * C3 + h * a.HS;
 	const float fk[2] = {a.sc, a.sc}, fv[2] = {a.dscale, a.dscale}; /* dropout's 1/(1-p) */

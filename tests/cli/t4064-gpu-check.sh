@@ -33,7 +33,7 @@ fake_smi () {
 
 test_expect_success 'an unknown stage is a usage error that lists the stages' '
 	test_expect_code 64 sh "$CHECK" ops bogus 2>err &&
-	test_grep "no stage .bogus. \(stages: probe ops kernels attnprof comm" err
+	test_grep "no stage .bogus. \(stages: probe ops kernels attnprof attnsrc comm" err
 '
 
 test_expect_success 'no GPU: the probe says so, nothing else runs, exit 0' '

@@ -20,6 +20,10 @@
 #   attnprof   bench/gpu/attnprof.sh: the attention kernels once each under
 #              Nsight Compute's full set (occupancy, pipes, stall reasons);
 #              the full report and its raw metrics land in the logs
+#   attnsrc    bench/gpu/attnsrc.sh: one attention kernel (ATTNSRC_KERNEL,
+#              default the forward without dropout) under Nsight Compute's
+#              warp-state sampling, instruction by instruction: the hottest
+#              SASS and its stall reasons; the whole table in the logs
 #   comm       test-comm-stage (shm collectives on device buffers),
 #              test-comm-nccl
 #   layouts    t4060: dp2, mp2, pp2, sharding2 stage 3, offload, overlapped
@@ -70,7 +74,7 @@ if [ "${1:-}" = --digest ]; then
 	exit 0
 fi
 
-ALL="probe ops kernels attnprof comm layouts infer generate bench llmc memory profile sanitizer"
+ALL="probe ops kernels attnprof attnsrc comm layouts infer generate bench llmc memory profile sanitizer"
 STAGES=${*:-$ALL}
 for s in $STAGES; do
 	case " $ALL " in *" $s "*) ;; *)
@@ -281,6 +285,7 @@ if [ $gpu = 1 ]; then
 	fi
 	want kernels && table kernels 20 sh bench/gpu/ops.sh
 	want attnprof && table attnprof 40 env ATTNPROF_DIR="$L/attnprof" sh bench/gpu/attnprof.sh
+	want attnsrc && table attnsrc 25 env ATTNSRC_DIR="$L/attnsrc" sh bench/gpu/attnsrc.sh
 	if want comm; then
 		run test-comm-stage 15 "$TB/test-comm-stage"
 		run test-comm-nccl 15 "$TB/test-comm-nccl"

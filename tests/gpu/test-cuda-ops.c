@@ -700,6 +700,16 @@ static void test_attention_at(int64_t b, int64_t t, int64_t nh, int64_t hs, floa
 			   "%s %s in form %s: the same output and saved state, bit for bit (zeros of either sign)",
 			   gpt_dtype_name(DT), what, gpt_cuda_attention_form(forms[fi]));
 		}
+		/* mis: the output one element past an aligned address too (its
+		 * pairs written 2 bytes at a time, write_acc) */
+		if (mis) {
+			char *o3 = gpt_cuda_malloc(ob + es, "out", &err);
+			int rc = !o3 || !gs2 || gpu.ops->attention_fwd(&gpu, o3 + es, gs2, qd, b, t, nh, hs, &d, &err);
+			ok(!rc && dev_same_z(o3 + es, D(out), ob, es),
+			   "%s %s, the output misaligned too: the same output, bit for bit (zeros of either sign)",
+			   gpt_dtype_name(DT), what);
+			gpt_cuda_free(o3);
+		}
 		gpt_cuda_free(o2);
 		gpt_cuda_free(gs2);
 	}
@@ -709,6 +719,15 @@ static void test_attention_at(int64_t b, int64_t t, int64_t nh, int64_t hs, floa
 	snprintf(what, sizeof what, "attention_bwd dqkv T=%lld HS=%lld p=%g (%s)", (long long)t,
 		 (long long)hs, (double)p, path);
 	same(what, &dqkv, tc && DT == GPT_DTYPE_BF16 ? 8 : 1);
+	if (tc && mis) { /* the gradients one element past an aligned address too */
+		size_t gb = (size_t)n3 * es;
+		char *d3 = gpt_cuda_malloc(gb + es, "dqkv", &err);
+		int rc = !d3 || gpu.ops->attention_bwd(&gpu, d3 + es, D(g), D(out), qd, gs, b, t, nh, hs, &d, &err);
+		ok(!rc && dev_same_z(d3 + es, D(dqkv), gb, es),
+		   "%s %s, dqkv misaligned too: the same gradients, bit for bit (zeros of either sign)",
+		   gpt_dtype_name(DT), what);
+		gpt_cuda_free(d3);
+	}
 	if (tc && hs <= 64) {
 		/* dq and dkv in 64- and 128-row tiles: the same bits */
 		size_t gb = (size_t)n3 * es;
