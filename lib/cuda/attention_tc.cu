@@ -17,10 +17,9 @@
  * off the row's maximum) and exponentiated by ex2.approx.ftz. A tile clear
  * of the diagonal and of T, at an unpadded head size (most of them), runs
  * a second form of the tile's code, with no branch and no mask
- * (scores_m's FULL), and in the forward and dq a tile across the
- * diagonal a third, every pair's products and a compare a score
- * (tile_kind in attention_tc.cuh): the same arithmetic, so the same
- * bits.
+ * (scores_m's FULL), and a tile across the diagonal a third, every
+ * pair's products and a compare a score (tile_kind in attention_tc.cuh):
+ * the same arithmetic, so the same bits.
  * Dropout is a template argument: without it no element's code carries
  * the Philox rounds (nor their registers).
  *
@@ -76,19 +75,19 @@
  * The backward kernels work a tile in two halves of 32 columns, so that
  * half the score registers (S and dP, 32 floats each at full width) are
  * live at a time; the products' order per output element is unchanged.
- * Registers (ptxas 13.0, sm_90, bf16, W = 64): forward 128, dq 128, dkv
+ * Registers (ptxas 13.0, sm_90, bf16, W = 64): forward 127, dq 126, dkv
  * 168 without dropout (4, 4 and 3 blocks an SM as the registers go),
- * 128 (12 bytes spilled), 128 (8 spilled; held to 4 blocks: unbounded
- * 132) and 167 with it (4, 4, 3; with Philox in the backward they were
- * 128, 168 and 246: 4, 3, 2), the forward in 64m 128 (68 bytes spilled,
+ * 128 (16 bytes spilled), 128 (held to 4 blocks: unbounded 132) and 168
+ * (12 spilled) with it (4, 4, 3; with Philox in the backward they were
+ * 128, 168 and 246: 4, 3, 2), the forward in 64m 128 (44 bytes spilled,
  * 4 blocks; unbounded, ptxas takes 168 and still spills); in 128-row
- * tiles, forward 248, dq 236 and dkv 255 (12 spilled; 2 blocks), 245,
- * 246 and 255 (4 spilled) with dropout (2; the forward with dropout has
+ * tiles, forward 255, dq 239 and dkv 255 (16 spilled; 2 blocks), 242,
+ * 241 and 255 (4 spilled) with dropout (2; the forward with dropout has
  * only the general form there, the others would spill 260 bytes); the
- * forward a tile ahead, 168 (held to 3 blocks: unbounded it took 244, 2
- * blocks) and 237 with dropout (2 blocks), at W = 128 253 (2 blocks, as
- * the plain forward's 168 there, 20 bytes spilled, which its shared
- * memory holds to 2).
+ * forward a tile ahead, 168 (40 spilled; held to 3 blocks: unbounded it
+ * took 244, 2 blocks) and 229 with dropout (2 blocks), at W = 128 252 (2
+ * blocks, as the plain forward's 184 there, which its shared memory
+ * holds to 2).
  * The backward's pairs of tile buffers are a pointer and a step (buf2),
  * not arrays indexed by a variable, which would sit in local memory.
  *
@@ -157,12 +156,19 @@ __device__ __forceinline__ void fwd_softmax(u32 (&pa)[MW][KT][4], float (&s)[MW]
 			mu[hr] = mn == -INFINITY ? 0.0f : mn; /* a row with no key yet */
 			corr[hr] = ex2(m[mi][hr] - mu[hr]);
 			m[mi][hr] = mn;
-#pragma unroll
-			for (int d = 0; d < W / 8; d++) {
-				o[mi][d][2 * hr] *= corr[hr];
-				o[mi][d][2 * hr + 1] *= corr[hr];
-			}
 		}
+		/* the output rows rescaled where some row of the warp's moved:
+		 * a factor of exactly 1 (no row's maximum moved, most tiles
+		 * after the first few) leaves them as they are (with MW > 1,
+		 * always: the branches between the blocks cost registers) */
+		if (MW > 1 || __ballot_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f))
+#pragma unroll
+			for (int hr = 0; hr < 2; hr++)
+#pragma unroll
+				for (int d = 0; d < W / 8; d++) {
+					o[mi][d][2 * hr] *= corr[hr];
+					o[mi][d][2 * hr + 1] *= corr[hr];
+				}
 		/* p = 2^(s scl - mu), one FFMA and one MUFU an element. The
 		 * sums' rescale is a product of its own (__fmul_rn), never
 		 * fused with the first p added: nvcc fuses a product and a sum
@@ -228,7 +234,7 @@ __device__ __forceinline__ void fwd_finish(E *out, float *lse, E *olo, int64_t C
  * fragment read from shared memory serves two products, and a warp has
  * twice the independent products in flight, for twice the registers.
  * (With dropout and MW = 1, ptxas is held to 4 blocks an SM, 128
- * registers, which it fits spilling 12 bytes at W = 64, 68 with READ;
+ * registers, which it fits spilling 16 bytes at W = 64, 44 with READ;
  * elsewhere, 0: no bound, which leaves it 128 registers without dropout
  * at W = 64: 4 blocks as well.) READ (with DROP): the mask was drawn
  * before, by tc_mask_kernel, and lands in shared memory with each tile's
@@ -239,8 +245,8 @@ __global__ static void __launch_bounds__(NTHR, DROP && MW == 1 && W <= 64 ? 4 : 
 {
 	extern __shared__ float sh[];
 	const int LE = W + 8, BQF = BQ * MW, RW = 16 * MW;
-	E *qs = (E *)sh, *ks[2] = {qs + BQF * LE, qs + (BQF + BK) * LE};
-	E *vs[2] = {qs + (BQF + 2 * BK) * LE, qs + (BQF + 3 * BK) * LE};
+	E *qs = (E *)sh;
+	const buf2<E *> ks = {qs + BQF * LE, BK * LE}, vs = {qs + (BQF + 2 * BK) * LE, BK * LE};
 	/* READ: the tiles' dropout masks after them, two buffers as theirs */
 	static_assert(!READ || (DROP && MW == 1), "the mask is read in 64-row tiles with dropout");
 	const buf2<uint32_t *> ms = {(uint32_t *)(qs + (BQF + 4 * BK) * LE), NTHR};

@@ -215,14 +215,14 @@ __device__ static void load_tile(E *tile, const E *base, int64_t stride, int r0,
 	if (vec) {
 		constexpr int CH = W / 8, RS = NTHR / CH; /* 16-byte pieces a row; rows a pass */
 		static_assert(NTHR % CH == 0 && ROWS % RS == 0, "whole passes over the tile");
-		const int rr = (int)threadIdx.x / CH, d = (int)threadIdx.x % CH * 8;
-		const bool in = d < a.HS;
+		const int rr = (int)threadIdx.x / CH, d = (int)threadIdx.x % CH * 8, T = (int)a.T;
+		const bool in = d < (int)a.HS;
 		const E *src = base + (int64_t)(r0 + rr) * stride + d;
 		const int64_t step = RS * stride;
 		E *dst = tile + rr * ld + d;
 #pragma unroll
 		for (int k = 0; k < ROWS / RS; k++) {
-			bool ok = in && r0 + rr + k * RS < a.T;
+			bool ok = in && r0 + rr + k * RS < T;
 			cp_async<16>(dst + k * RS * ld, ok ? src + k * step : base, ok);
 		}
 		return;
@@ -408,13 +408,14 @@ __device__ __forceinline__ void write_acc(E *dst, E *lo, int64_t stride, const f
 					  const attn_args &a)
 {
 	const bool pairs = ((uintptr_t)dst & 3u) == 0 && ((uintptr_t)lo & 3u) == 0 && stride % 2 == 0;
+	const int T = (int)a.T, HS = (int)a.HS;
 #pragma unroll
 	for (int hr = 0; hr < 2; hr++)
-		if (rows[hr] < a.T) {
+		if (rows[hr] < T) {
 			const int64_t at = rows[hr] * stride + 2 * t;
 #pragma unroll
 			for (int d = 0; d < W / 8; d++)
-				if (d * 8 < a.HS) {
+				if (d * 8 < HS) {
 					/* (never fused with the low half's difference) */
 					float v[2] = {__fmul_rn(acc[d][2 * hr], f[hr]), __fmul_rn(acc[d][2 * hr + 1], f[hr])};
 					if (pairs) {

@@ -239,31 +239,33 @@ __global__ static void __launch_bounds__(NTHR)
 		if (jw0 < T) {
 			/* the 16-query column pairs at or after this warp's first key, below T */
 			int p0 = jw0 > i0 ? (jw0 - i0) / 16 : 0, p1 = pairs_to(T - 1, i0);
-			int edge = i0 < jw0 + RW - 1 || i0 + BQ > T;
+			const bool clear = i0 + BQ <= T && kf == W / 16; /* the queries below T, the head unpadded */
+			int edge = i0 < jw0 + RW - 1 || !clear;
 			/* the forward's dropout bits, as dq's */
 			[[maybe_unused]] uint32_t mv[MW];
 			if constexpr (DROP)
 #pragma unroll
 				for (int mi = 0; mi < MW; mi++)
 					mv[mi] = mask_fetch_keys(a, bh, jw0 + 16 * mi, i0);
-			/* the tile, as general code or (full: clear of the diagonal
-			 * and of T, the head unpadded) without a branch (forward) */
-			auto work = [&](auto full) {
-				constexpr bool F = decltype(full)::value;
+			/* the tile as its kind says (tile_kind, the forward's: a
+			 * tile across the diagonal computes every pair's products
+			 * and drops a probability with a compare) */
+			auto work = [&](auto kind) {
+				constexpr int F = decltype(kind)::value;
 				/* the tile's two halves of 32 queries one after the
 				 * other: half the score registers live (3 blocks an SM
 				 * where they fit) */
 #pragma unroll 1
 				for (int hf = 0; hf < 2; hf++) {
-					int q0 = F ? 0 : p0 > 2 * hf ? p0 - 2 * hf : 0;
-					int q1 = F ? 2 : p1 - 2 * hf < 2 ? p1 - 2 * hf : 2;
+					int q0 = F == TILE_FULL ? 0 : p0 > 2 * hf ? p0 - 2 * hf : 0;
+					int q1 = F == TILE_FULL ? 2 : p1 - 2 * hf < 2 ? p1 - 2 * hf : 2;
 					if (q0 >= q1)
 						continue;
 					const E *qh = qs[cur] + hf * 32 * LE, *gh = gs[cur] + hf * 32 * LE;
 					const float *lc = Ls[cur] + hf * 32, *dc = Ds[cur] + hf * 32;
 					float s[MW][NT / 2][4], dp[MW][NT / 2][4];
-					scores_m<E, W, NT / 2, MW, F>(s, kw, qh, LE, q0, q1, kf);
-					scores_m<E, W, NT / 2, MW, F>(dp, vw, gh, LE, q0, q1, kf);
+					scores_m<E, W, NT / 2, MW, F != TILE_EDGE>(s, kw, qh, LE, q0, q1, kf);
+					scores_m<E, W, NT / 2, MW, F != TILE_EDGE>(dp, vw, gh, LE, q0, q1, kf);
 #pragma unroll
 					for (int mi = 0; mi < MW; mi++)
 #pragma unroll
@@ -276,7 +278,10 @@ __global__ static void __launch_bounds__(NTHR)
 								int c = n * 8 + 2 * t + (q & 1), i = i0 + hf * 32 + c;
 								int j = rj[mi][q >> 1];
 								float p = ex2(s[mi][n][q] * scl - lc[c] * L2E);
-								if (!F && edge && (n < 2 * q0 || n >= 2 * q1 || i < j || i >= T))
+								if (F == TILE_EDGE && edge &&
+								    (n < 2 * q0 || n >= 2 * q1 || i < j || i >= T))
+									p = 0.0f;
+								else if (F == TILE_DIAG && i < j)
 									p = 0.0f;
 								/* (without dropout, dscale is 1) */
 								float g = DROP ? dp[mi][n][q] * k[q] * a.dscale : dp[mi][n][q];
@@ -288,17 +293,19 @@ __global__ static void __launch_bounds__(NTHR)
 #pragma unroll
 					for (int mi = 0; mi < MW; mi++)
 						repack<E>(pa[mi], s[mi]);
-					accumulate_m<E, W, KT / 2, MW, F>(dv, pa, q0, q1, gh, LE, a.HS);
+					accumulate_m<E, W, KT / 2, MW, F == TILE_FULL>(dv, pa, q0, q1, gh, LE, a.HS);
 #pragma unroll
 					for (int mi = 0; mi < MW; mi++)
 						repack<E>(pa[mi], dp[mi]);
-					accumulate_m<E, W, KT / 2, MW, F>(dk, pa, q0, q1, qh, LE, a.HS);
+					accumulate_m<E, W, KT / 2, MW, F == TILE_FULL>(dk, pa, q0, q1, qh, LE, a.HS);
 				}
 			};
-			if (edge || kf != W / 16)
-				work(std::false_type());
+			if (!edge)
+				work(std::integral_constant<int, TILE_FULL>());
+			else if (clear)
+				work(std::integral_constant<int, TILE_DIAG>());
 			else
-				work(std::true_type());
+				work(std::integral_constant<int, TILE_EDGE>());
 		}
 	}
 	E *o = dqkv + b * a.T * C3 + h * a.HS;
