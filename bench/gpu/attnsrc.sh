@@ -8,9 +8,10 @@
 # ATTNSRC_SHAPE (default 124M). Prints the samples by stall reason and by
 # opcode, and the hottest instructions; the whole per-instruction table
 # (the SASS with every sample column, CSV) is left gzipped in ATTNSRC_DIR
-# (default build/attnsrc) for reading off the device; the report itself
-# is deleted (it can pass 16 MiB). tests/gpu/check.sh runs this as its
-# attnsrc stage. DTYPE=fp16 for fp16.
+# (default build/attnsrc) for reading off the device, its columns named
+# in its header; the report itself is deleted (it can pass 16 MiB).
+# tests/gpu/check.sh runs this as its attnsrc stage. DTYPE=fp16 for fp16;
+# ATTNSRC_KERNEL=^tc_dkv_kernel ATTNSRC_ONLY="attention_bwd HS=64" for dkv.
 #   sh bench/gpu/attnsrc.sh
 set -u
 cd "$(dirname "$0")/../.."
@@ -38,7 +39,6 @@ rows = list(csv.reader(open(sys.argv[1])))
 h = next(i for i, r in enumerate(rows) if any(c.strip().lower() == "source" for c in r))
 head = [c.strip() for c in rows[h]]
 data = [r for r in rows[h + 1:] if len(r) == len(head)]
-print("columns: " + " | ".join(head))
 
 
 def num(s):
