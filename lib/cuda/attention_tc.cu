@@ -77,7 +77,7 @@
  * live at a time; the products' order per output element is unchanged.
  * Registers (ptxas 13.0, sm_90, bf16, W = 64): forward 127, dq 126, dkv
  * 168 without dropout (4, 4 and 3 blocks an SM as the registers go),
- * 128 (16 bytes spilled), 128 (held to 4 blocks: unbounded 132) and 168
+ * 128 (16 bytes spilled), 128 (held to 4 blocks) and 168
  * (12 spilled) with it (4, 4, 3; with Philox in the backward they were
  * 128, 168 and 246: 4, 3, 2), the forward in 64m 128 (44 bytes spilled,
  * 4 blocks; unbounded, ptxas takes 168 and still spills); in 128-row
@@ -113,12 +113,12 @@
 /* The forward's softmax step over the key tile at j0 for a warp's MW
  * blocks of 16 rows (ri: this lane's rows in each), from their scores s
  * (np of the tile's pairs wanted; masked here as the tile's kind F says,
- * tile_kind in attention_tc.cuh): the running maxima m (log2 units) and sums l, the output rows
- * o rescaled where their maximum moved, and the probabilities (with DROP,
- * dropped and their bits stored for the backward; with READ too, dropped
- * as mbits says: the lane's 32 bits of the tile, mask_gather) into pa,
- * rounded, as the A operands of O += P V. s is left as the
- * probabilities. */
+ * tile_kind in attention_tc.cuh): the running maxima m (log2 units) and
+ * sums l, the output rows o rescaled where their maximum moved, and the
+ * probabilities (with DROP, dropped and their bits stored for the
+ * backward; with READ too, dropped as mbits says: the lane's 32 bits of
+ * the tile, mask_gather) into pa, rounded, as the A operands of
+ * O += P V. s is left as the probabilities. */
 template <class E, int W, bool DROP, int MW, int F, bool READ = false>
 __device__ __forceinline__ void fwd_softmax(u32 (&pa)[MW][KT][4], float (&s)[MW][NT][4],
 					    float (&o)[MW][W / 8][4], float (&m)[MW][2], float (&l)[MW][2],
@@ -158,9 +158,10 @@ __device__ __forceinline__ void fwd_softmax(u32 (&pa)[MW][KT][4], float (&s)[MW]
 			m[mi][hr] = mn;
 		}
 		/* the output rows rescaled where some row of the warp's moved:
-		 * a factor of exactly 1 (no row's maximum moved, most tiles
-		 * after the first few) leaves them as they are (with MW > 1,
-		 * always: the branches between the blocks cost registers) */
+		 * a factor of exactly 1 (no row's maximum moved: 7% of the
+		 * tiles on gpu-ops' random inputs, H100, 2026-11-27) leaves
+		 * them as they are (with MW > 1, always: the branches between
+		 * the blocks cost registers) */
 		if (MW > 1 || __ballot_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f))
 #pragma unroll
 			for (int hr = 0; hr < 2; hr++)
@@ -309,7 +310,7 @@ __global__ static void __launch_bounds__(NTHR, DROP && MW == 1 && W <= 64 ? 4 : 
 								     al, mbits);
 				accumulate_m<E, W, KT, MW, F == TILE_FULL>(o, pa, 0, np, vs[cur], LE, a.HS);
 			};
-			/* (with dropout in 128-row tiles the other kinds would
+			/* (with dropout in 128-row tiles the full form would
 			 * spill 260 bytes: the general code only there) */
 			if constexpr (DROP && MW > 1)
 				work(std::integral_constant<int, TILE_EDGE>());

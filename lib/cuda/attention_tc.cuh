@@ -203,10 +203,10 @@ template <int N> __device__ __forceinline__ void cp_wait(void)
  * (base and stride 16-byte aligned) by cp.async, landing by the next
  * cp_wait that covers it, else element by element, there at once. A
  * thread copies the same 16 bytes of every RS-th row (RS = NTHR / (W /
- * 8)): its source and destination are worked out once a call, and each
- * copy is an add and a compare (the loop over the tile's elements took
- * about 30 instructions a copy: a fifth of the forward's warp samples
- * in bench/gpu/attnsrc.sh on an H100, 2026-11-27). */
+ * 8)), its source and destination worked out once a call, rows compared
+ * as ints: the loop over the tile's elements, 64-bit index arithmetic a
+ * copy, took about 300 instructions a forward tile, a fifth of its warp
+ * samples (bench/gpu/attnsrc.sh, H100, 2026-11-27); this, about 150. */
 template <class E, int W, int ROWS = 64>
 __device__ static void load_tile(E *tile, const E *base, int64_t stride, int r0, const attn_args &a,
 				 int vec)
@@ -417,7 +417,8 @@ __device__ __forceinline__ void write_acc(E *dst, E *lo, int64_t stride, const f
 			for (int d = 0; d < W / 8; d++)
 				if (d * 8 < HS) {
 					/* (never fused with the low half's difference) */
-					float v[2] = {__fmul_rn(acc[d][2 * hr], f[hr]), __fmul_rn(acc[d][2 * hr + 1], f[hr])};
+					float v[2] = {__fmul_rn(acc[d][2 * hr], f[hr]),
+						      __fmul_rn(acc[d][2 * hr + 1], f[hr])};
 					if (pairs) {
 						u32 e = pack2<E>(v[0], v[1]);
 						*(u32 *)(dst + at + d * 8) = e;
@@ -693,15 +694,16 @@ __device__ __forceinline__ void mask_scores(float (&s)[N][4], int np, const int 
 		}
 }
 
-/* How a query-tile kernel works a key tile: TILE_FULL, clear of the
+/* How a kernel works a tile of the other side: TILE_FULL, clear of the
  * diagonal and of T, the head unpadded (no mask, no branch: scores_m's
  * FULL); TILE_DIAG, across the diagonal but otherwise clear: every pair's
- * scores, then mask_causal, a compare a score; TILE_EDGE, the rest (a
- * tile past T, a padded head): scores of the pairs wanted, mask_scores.
- * The same results in each: a masked score is -inf wherever it comes
- * from. The diagonal tile in the general code took as long as two full
- * tiles, a warp's rows leaving the others of its block waiting at the
- * barrier (bench/gpu/attnsrc.sh, H100, 2026-11-27). */
+ * scores, then a compare a score (mask_causal in the query-tile kernels,
+ * dkv's own); TILE_EDGE, the rest (a tile past T, a padded head): scores
+ * of the pairs wanted, mask_scores. The same results in each: a masked
+ * score is -inf (a probability 0) wherever it comes from. The diagonal
+ * tile in the general code took as long as two full tiles, a warp's rows
+ * leaving the others of its block waiting at the barrier
+ * (bench/gpu/attnsrc.sh, H100, 2026-11-27). */
 enum { TILE_EDGE = 0, TILE_FULL = 1, TILE_DIAG = 2 };
 
 /* TILE_DIAG's mask: -inf where the key j0 + 8n + 2t + c comes after the

@@ -58,8 +58,9 @@ __device__ static void row_dots(float *Ds, float *Dv, const E *gb, const E *ob, 
 
 /* dq, MW blocks of 16 query rows a warp (a tile of 64 MW rows), as the
  * forward's MW. With dropout and MW = 1, held to 4 blocks an SM (128
- * registers, 8 bytes spilled at W = 64; unbounded, ptxas takes 132: 3
- * blocks), as the forward. */
+ * registers, none spilled at W = 64 since the twenty-eighth session's
+ * changes; unbounded, ptxas took 132 before them: 3 blocks), as the
+ * forward. */
 template <class E, int W, bool DROP, int MW>
 __global__ static void __launch_bounds__(NTHR, DROP && MW == 1 && W <= 64 ? 4 : 0)
 	tc_dq_kernel(E *dqkv, float *Dv, const E *dout, const E *out, const E *olo, const E *qkv,
