@@ -205,7 +205,7 @@ template <int N> __device__ __forceinline__ void cp_wait(void)
  * thread copies the same 16 bytes of every RS-th row (RS = NTHR / (W /
  * 8)), its source and destination worked out once a call, rows compared
  * as ints: the loop over the tile's elements, 64-bit index arithmetic a
- * copy, took about 300 instructions a forward tile, a fifth of its warp
+ * copy, took about 300 instructions a forward tile, a sixth of its warp
  * samples (bench/gpu/attnsrc.sh, H100, 2026-11-27); this, about 150. */
 template <class E, int W, int ROWS = 64>
 __device__ static void load_tile(E *tile, const E *base, int64_t stride, int r0, const attn_args &a,

@@ -7,7 +7,8 @@
 # summary and the logs land in OUT; the sanitizer stage skipped where
 # compute-sanitizer refuses the GPU (a stand-in that does); the profile stage's kernel table from a
 # canned Nsight Compute CSV, and NCU=1 bench/gpu/train.sh's ncu command
-# lines (a stand-in ncu) and its error where ncu cannot profile; bench/gpu/llmc.sh with a
+# lines (a stand-in ncu) and its error where ncu cannot profile; the
+# attnsrc stage's summary from a canned per-instruction table; bench/gpu/llmc.sh with a
 # stand-in llm.c checkout, and the llmc stage skipped without one; a pack made from a copy of this CUDA
 # build unpacks in a copy of the sources without the build, runs from there
 # with its libraries, and is refused where the sources differ.
@@ -134,6 +135,30 @@ test_expect_success 'NCU=1 where ncu cannot profile: its error, and the run fail
 		ONLY="124M bf16 (12x768, B32" sh "$GPT_ROOT/bench/gpu/train.sh" >out &&
 	test_grep "^==ERROR== Failed to initialize the profiler: LibraryNotLoaded$" out &&
 	test_grep "^ncu.s report could not be read: ==ERROR== no such report$" out
+'
+
+# a canned per-instruction table, as Nsight Compute's source page gives it:
+# a stretch run 24576 times (4 + 1 samples), one run 184320 times (90 + 5),
+# the stall reasons in their columns
+test_expect_success 'bench/gpu/attnsrc.sh --csv: samples by reason, opcode and stretch, no GPU' '
+	cat >sass.csv <<-\EOF &&
+	"Kernel Name","tc_fwd_kernel"
+	"Address","Source","Warp Stall Sampling (All Samples)","Warp Stall Sampling (Not-issued Samples)","Instructions Executed","stall_barrier","stall_math","stall_math (Not Issued)"
+	"0x10","LDC R1, c[0x0][0x28]","4","1","24,576","4","0","0"
+	"0x20","@P0 BRA 0x40","1","1","24,576","1","0","0"
+	"0x30","HMMA.16816.F32.BF16 R4, R8, R12, R4","90","60","184,320","0","90","60"
+	"0x40","MUFU.EX2 R3, R3","5","0","184,320","0","5","0"
+	EOF
+	gzip -k sass.csv &&
+	sh "$GPT_ROOT/bench/gpu/attnsrc.sh" --csv sass.csv.gz >out &&
+	test_grep "^instructions: 4, samples: 100$" out &&
+	test_grep "^samples by reason: stall_math 95.0%, stall_barrier 5.0%$" out &&
+	test_grep "^samples by opcode: HMMA 90.0%, MUFU 5.0%, LDC 4.0%, BRA 1.0%$" out &&
+	test_grep "^ *0-1 .* 2 instr  ran      24576    5.0%  from LDC R1" out &&
+	test_grep "^ *2-3 .* 2 instr  ran     184320   95.0%  from HMMA" out &&
+	test_grep "0x30 90.00%  HMMA.16816.F32.BF16 R4, R8, R12, R4 .* stall_math 90$" out &&
+	test_expect_code 64 sh "$GPT_ROOT/bench/gpu/attnsrc.sh" --csv missing.csv >out &&
+	test_grep "^attnsrc: --csv wants the per-instruction table" out
 '
 
 # a stand-in llm.c checkout: its make writes a train_gpt2cu that checks the
