@@ -314,12 +314,8 @@ __global__ static void __launch_bounds__(NTHR, DROP && MW == 1 && W <= 64 ? 4 : 
 			 * spill 260 bytes: the general code only there) */
 			if constexpr (DROP && MW > 1)
 				work(std::integral_constant<int, TILE_EDGE>());
-			else if (!edge)
-				work(std::integral_constant<int, TILE_FULL>());
-			else if (clear)
-				work(std::integral_constant<int, TILE_DIAG>());
 			else
-				work(std::integral_constant<int, TILE_EDGE>());
+				by_tile_kind(edge, clear, work);
 		}
 	}
 	fwd_finish<E, W, MW>(out + b * a.T * Cl + h * a.HS, lse + bh * a.T, olo + b * a.T * Cl + h * a.HS, Cl, o,

@@ -15,6 +15,7 @@
 
 #include <math.h>
 #include <string.h>
+#include <type_traits>
 #ifdef GPT_CUDA_EMULATED
 #include <mma.h> /* emu::mma_m16n8k16 */
 #endif
@@ -705,6 +706,19 @@ __device__ __forceinline__ void mask_scores(float (&s)[N][4], int np, const int 
  * leaving the others of its block waiting at the barrier
  * (bench/gpu/attnsrc.sh, H100, 2026-11-27). */
 enum { TILE_EDGE = 0, TILE_FULL = 1, TILE_DIAG = 2 };
+
+/* work(kind) for a tile: TILE_FULL where it is not an edge, TILE_DIAG
+ * where it is but clear (of T, the head unpadded), else TILE_EDGE; the
+ * kind a compile-time constant, each its own code */
+template <class Work> __device__ __forceinline__ void by_tile_kind(bool edge, bool clear, Work &&work)
+{
+	if (!edge)
+		work(std::integral_constant<int, TILE_FULL>());
+	else if (clear)
+		work(std::integral_constant<int, TILE_DIAG>());
+	else
+		work(std::integral_constant<int, TILE_EDGE>());
+}
 
 /* TILE_DIAG's mask: -inf where the key j0 + 8n + 2t + c comes after the
  * lane's row ri[hr] */

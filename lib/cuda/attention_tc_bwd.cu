@@ -161,12 +161,7 @@ __global__ static void __launch_bounds__(NTHR, DROP && MW == 1 && W <= 64 ? 4 : 
 					accumulate_m<E, W, KT / 2, MW, F == TILE_FULL>(dq, da, 0, q1, kh, LE, a.HS);
 				}
 			};
-			if (!edge)
-				work(std::integral_constant<int, TILE_FULL>());
-			else if (clear)
-				work(std::integral_constant<int, TILE_DIAG>());
-			else
-				work(std::integral_constant<int, TILE_EDGE>());
+			by_tile_kind(edge, clear, work);
 		}
 	}
 	const float f[2] = {a.sc, a.sc};
@@ -301,12 +296,7 @@ __global__ static void __launch_bounds__(NTHR)
 					accumulate_m<E, W, KT / 2, MW, F == TILE_FULL>(dk, pa, q0, q1, qh, LE, a.HS);
 				}
 			};
-			if (!edge)
-				work(std::integral_constant<int, TILE_FULL>());
-			else if (clear)
-				work(std::integral_constant<int, TILE_DIAG>());
-			else
-				work(std::integral_constant<int, TILE_EDGE>());
+			by_tile_kind(edge, clear, work);
 		}
 	}
 	E *o = dqkv + b * a.T * C3 + h * a.HS;
