@@ -22,18 +22,20 @@ int gpt_cuda_dropout_check(const char *op, const gpt_dropout *d, gpt_err *err)
 	return 0;
 }
 
+/* Elements [i0, n), one a thread, grid-stride (the tail after the vectors,
+ * or all of them when a pointer is not 16-byte aligned). */
 template <class T>
-__global__ static void residual_fwd_kernel(T *out, const T *a, const T *b, int64_t n)
+__global__ static void residual_fwd_kernel(T *out, const T *a, const T *b, int64_t i0, int64_t n)
 {
-	for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+	for (int64_t i = i0 + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
 	     i += (int64_t)gridDim.x * blockDim.x)
 		gpt_st(out + i, gpt_ld(a + i) + gpt_ld(b + i));
 }
 
 template <class T>
-__global__ static void residual_bwd_kernel(T *da, T *db, const T *dout, int64_t n)
+__global__ static void residual_bwd_kernel(T *da, T *db, const T *dout, int64_t i0, int64_t n)
 {
-	for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+	for (int64_t i = i0 + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
 	     i += (int64_t)gridDim.x * blockDim.x) {
 		float g = gpt_ld(dout + i);
 		if (da)
@@ -43,15 +45,61 @@ __global__ static void residual_bwd_kernel(T *da, T *db, const T *dout, int64_t 
 	}
 }
 
+/* Vectors [0, nv) of GPT_VEC(T) elements, one a thread, grid-stride: the
+ * same sums, 16 bytes a load (the 2-byte form ran at 2 TB/s on an H100,
+ * 0.90 ms of a 124M step, 2026-11-27). */
+template <class T>
+__global__ static void residual_fwd_vec_kernel(T *out, const T *a, const T *b, int64_t nv)
+{
+	const int V = GPT_VEC(T);
+	for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < nv;
+	     i += (int64_t)gridDim.x * blockDim.x) {
+		float x[V], y[V];
+		gpt_ld_vec(x, a + i * V);
+		gpt_ld_vec(y, b + i * V);
+#pragma unroll
+		for (int k = 0; k < V; k++)
+			x[k] += y[k];
+		gpt_st_vec(out + i * V, x);
+	}
+}
+
+template <class T>
+__global__ static void residual_bwd_vec_kernel(T *da, T *db, const T *dout, int64_t nv)
+{
+	const int V = GPT_VEC(T);
+	for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < nv;
+	     i += (int64_t)gridDim.x * blockDim.x) {
+		float g[V];
+		gpt_ld_vec(g, dout + i * V);
+		T *const to[2] = {da, db};
+#pragma unroll
+		for (int q = 0; q < 2; q++)
+			if (to[q]) {
+				float x[V];
+				gpt_ld_vec(x, to[q] + i * V);
+#pragma unroll
+				for (int k = 0; k < V; k++)
+					x[k] += g[k];
+				gpt_st_vec(to[q] + i * V, x);
+			}
+	}
+}
+
 int gpt_cuda_residual_fwd(gpt_backend *be, void *out, const void *a, const void *b, int64_t n,
 			  gpt_err *err)
 {
 	int rc = gpt_cuda_check_sizes("residual_fwd", err, 1, n);
 	if (rc || n == 0)
 		return rc;
+	cudaStream_t s = gpt_cuda_stream(be);
+	int64_t nv, i0;
 	GPT_CUDA_DISPATCH(be->dtype, T,
-		residual_fwd_kernel<T><<<gpt_cuda_blocks(n, 256), 256, 0, gpt_cuda_stream(be)>>>(
-			(T *)out, (const T *)a, (const T *)b, n));
+		gpt_cuda_vec_split(n, GPT_VEC(T), gpt_cuda_aligned(out, a, b), &nv, &i0);
+		if (nv > 0)
+			residual_fwd_vec_kernel<T><<<gpt_cuda_blocks(nv, 256), 256, 0, s>>>((T *)out, (const T *)a, (const T *)b, nv);
+		if (i0 < n)
+			residual_fwd_kernel<T><<<gpt_cuda_blocks(n - i0, 256), 256, 0, s>>>((T *)out, (const T *)a, (const T *)b, i0, n));
 	return gpt_cuda_launched("residual_fwd", err);
 }
 
@@ -61,9 +109,14 @@ int gpt_cuda_residual_bwd(gpt_backend *be, void *da, void *db, const void *dout,
 	int rc = gpt_cuda_check_sizes("residual_bwd", err, 1, n);
 	if (rc || n == 0 || (!da && !db))
 		return rc;
+	cudaStream_t s = gpt_cuda_stream(be);
+	int64_t nv, i0;
 	GPT_CUDA_DISPATCH(be->dtype, T,
-		residual_bwd_kernel<T><<<gpt_cuda_blocks(n, 256), 256, 0, gpt_cuda_stream(be)>>>(
-			(T *)da, (T *)db, (const T *)dout, n));
+		gpt_cuda_vec_split(n, GPT_VEC(T), gpt_cuda_aligned(da, db, dout), &nv, &i0);
+		if (nv > 0)
+			residual_bwd_vec_kernel<T><<<gpt_cuda_blocks(nv, 256), 256, 0, s>>>((T *)da, (T *)db, (const T *)dout, nv);
+		if (i0 < n)
+			residual_bwd_kernel<T><<<gpt_cuda_blocks(n - i0, 256), 256, 0, s>>>((T *)da, (T *)db, (const T *)dout, i0, n));
 	return gpt_cuda_launched("residual_bwd", err);
 }
 

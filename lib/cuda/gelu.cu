@@ -85,14 +85,6 @@ __global__ static void gelu_bwd_vec_kernel(T *dinp, const T *inp, const T *dout,
 	}
 }
 
-/* Whole vectors when the pointers allow (nv of them), the rest from i0 one
- * element a thread. */
-static void gelu_split(int64_t n, int V, int aligned, int64_t *nv, int64_t *i0)
-{
-	*nv = aligned ? n / V : 0;
-	*i0 = *nv * V;
-}
-
 int gpt_cuda_gelu_fwd(gpt_backend *be, void *out, const void *inp, int64_t n, gpt_err *err)
 {
 	int rc = gpt_cuda_check_sizes("gelu_fwd", err, 1, n);
@@ -101,7 +93,7 @@ int gpt_cuda_gelu_fwd(gpt_backend *be, void *out, const void *inp, int64_t n, gp
 	cudaStream_t s = gpt_cuda_stream(be);
 	int64_t nv, i0;
 	GPT_CUDA_DISPATCH(be->dtype, T,
-		gelu_split(n, GPT_VEC(T), gpt_cuda_aligned(out, inp), &nv, &i0);
+		gpt_cuda_vec_split(n, GPT_VEC(T), gpt_cuda_aligned(out, inp), &nv, &i0);
 		if (nv > 0)
 			gelu_fwd_vec_kernel<T><<<gpt_cuda_blocks(nv, 256), 256, 0, s>>>((T *)out, (const T *)inp, nv);
 		if (i0 < n)
@@ -118,7 +110,7 @@ int gpt_cuda_gelu_bwd(gpt_backend *be, void *dinp, const void *inp, const void *
 	cudaStream_t s = gpt_cuda_stream(be);
 	int64_t nv, i0;
 	GPT_CUDA_DISPATCH(be->dtype, T,
-		gelu_split(n, GPT_VEC(T), gpt_cuda_aligned(dinp, inp, dout), &nv, &i0);
+		gpt_cuda_vec_split(n, GPT_VEC(T), gpt_cuda_aligned(dinp, inp, dout), &nv, &i0);
 		if (nv > 0)
 			gelu_bwd_vec_kernel<T><<<gpt_cuda_blocks(nv, 256), 256, 0, s>>>((T *)dinp, (const T *)inp, (const T *)dout, nv);
 		if (i0 < n)

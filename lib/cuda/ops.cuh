@@ -157,6 +157,14 @@ static inline int gpt_cuda_aligned(const void *a, const void *b = NULL, const vo
 	return ((uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)d) % 16 == 0;
 }
 
+/* An element-wise op over n elements: whole vectors of V when the pointers
+ * allow (nv of them, one a thread), the rest from i0 one element a thread. */
+static inline void gpt_cuda_vec_split(int64_t n, int V, int aligned, int64_t *nv, int64_t *i0)
+{
+	*nv = aligned ? n / V : 0;
+	*i0 = *nv * V;
+}
+
 template <class T>
 __device__ __forceinline__ void gpt_unpack(float *f, uint4 u)
 {

@@ -613,6 +613,16 @@ static void test_elementwise(void)
 	same("residual_bwd db", &y, 1);
 	CALL2(residual_bwd, (&cpu, NULL, H(y), H(g), n, &err), (&gpu, NULL, D(y), D(g), n, &err));
 	same("residual_bwd db only", &y, 1);
+	CALL2(residual_fwd, (&cpu, H(y), H(x), H(g), n - 3, &err), (&gpu, D(y), D(x), D(g), n - 3, &err));
+	same("residual_fwd, n not whole vectors", &y, 1);
+	CALL2(residual_fwd, (&cpu, (char *)H(y) + es, H(x), H(g), n - 1, &err),
+	      (&gpu, (char *)D(y) + es, D(x), D(g), n - 1, &err));
+	same("residual_fwd misaligned", &y, 1);
+	CALL2(residual_bwd, (&cpu, H(x), NULL, H(g), n - 3, &err), (&gpu, D(x), NULL, D(g), n - 3, &err));
+	same("residual_bwd da only, n not whole vectors", &x, 1);
+	CALL2(residual_bwd, (&cpu, H(x), (char *)H(y) + es, H(g), n - 1, &err),
+	      (&gpu, D(x), (char *)D(y) + es, D(g), n - 1, &err));
+	same("residual_bwd misaligned db", &y, 1);
 	gpt_dropout d = {.p = 0.1f, .key = {.seed = 1234, .step = 7, .layer = 3, .site = GPT_RNG_SITE_MLP_RESID},
 			 .sample0 = 8, .feature0 = 768, .t0 = 13};
 	ten a = st(BT * C, 1), o = st(BT * C, 1);
