@@ -16,8 +16,11 @@
  * least once: LayerNorm forward reads x and writes y (N C elements each),
  * its backward reads x and dy and adds into dx (4 N C) and the weight
  * gradients' pass reads x and dy again (2 N C); the residual stream's
- * dropout (p=0.1) reads and writes it (2 N C); GELU's forward 2n, backward
- * 3n; cross-entropy's forward reads a chunk of logits, its backward reads
+ * dropout (p=0.1) reads and writes it (2 N C), its residual add reads two
+ * and writes one (3 N C); GELU's forward 2n, backward 3n; fc's bias
+ * gradient (linear_bwd with only dbias) reads its output's gradient once;
+ * the embedding's backward reads the gradient of its output once, its
+ * tokens Zipf-distributed (rank k's weight 1/k) as text's are; cross-entropy's forward reads a chunk of logits, its backward reads
  * and writes it, and xent_fused (both, tp = 1) reads and writes it once; AdamW moves the 16-bit parameter (read, write) and
  * gradient, and the fp32 master and moments (read, write): 3 es + 24 bytes
  * a parameter. Attention runs without dropout and with the seed configs'
@@ -234,6 +237,11 @@ static void bench_shape(const shape *s, gpt_dtype dt)
 	    o->gelu_fwd(&gpu, g, h, BT * F, &err));
 	ROW(s->name, "gelu_bwd", 3.0 * (double)(BT * F) * es / GB, "GB/s",
 	    o->gelu_bwd(&gpu, g, h, g, BT * F, &err));
+	/* fc's bias gradient alone: the column sums of its output's gradient */
+	void *dbias = dev_zero((size_t)F * (size_t)es);
+	ROW(s->name, "linear_bwd dbias (fc)", (double)(BT * F) * es / GB, "GB/s",
+	    o->linear_bwd(&gpu, NULL, NULL, dbias, g, NULL, NULL, BT, C, F, &err));
+	gpt_cuda_free(dbias);
 	gpt_cuda_free(w), gpt_cuda_free(bias), gpt_cuda_free(h), gpt_cuda_free(g);
 
 	/* LayerNorm over the residual stream */
@@ -250,6 +258,40 @@ static void bench_shape(const shape *s, gpt_dtype dt)
 	gpt_dropout hd = {.p = 0.1f, .key = {.seed = 1, .step = 1, .layer = 1, .site = GPT_RNG_SITE_MLP_RESID}};
 	ROW(s->name, "dropout_fwd p=0.1", 2.0 * (double)(BT * C) * es / GB, "GB/s",
 	    o->dropout_fwd(&gpu, y, x, B, T, C, &hd, &err));
+	ROW(s->name, "residual_fwd", 3.0 * (double)(BT * C) * es / GB, "GB/s",
+	    o->residual_fwd(&gpu, y, x, dy, BT * C, &err));
+	/* the embedding's backward: the tokens Zipf-distributed over the
+	 * vocabulary, as text's are (the most frequent about 9% of them), in
+	 * host memory, as the model gives them; the rate is the gradient read
+	 * once */
+	{
+		int64_t V = s->V;
+		int32_t *tok = malloc((size_t)BT * sizeof *tok);
+		double *cdf = malloc((size_t)V * sizeof *cdf), z = 0;
+		if (!tok || !cdf)
+			fail("memory");
+		for (int64_t k = 0; k < V; k++)
+			cdf[k] = z += 1.0 / (double)(k + 1);
+		for (int64_t i = 0; i < BT; i++) {
+			rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+			double u = (double)(rng >> 11) * 0x1p-53 * z;
+			int64_t lo = 0, hi = V - 1;
+			while (lo < hi) { /* the first rank whose cdf passes u */
+				int64_t mid = (lo + hi) / 2;
+				if (cdf[mid] < u)
+					lo = mid + 1;
+				else
+					hi = mid;
+			}
+			tok[i] = (int32_t)(lo * 7919 % V); /* ranks scattered over the ids */
+		}
+		void *dwte = dev_zero((size_t)(V * C) * (size_t)es), *dwpe = dev_zero((size_t)(T * C) * (size_t)es);
+		ROW(s->name, "embedding_bwd (Zipf tokens)", (double)(BT * C) * es / GB, "GB/s",
+		    o->embedding_bwd(&gpu, dwte, dwpe, dy, tok, B, T, C, 0, V, 0, &err));
+		gpt_cuda_free(dwte), gpt_cuda_free(dwpe);
+		free(tok);
+		free(cdf);
+	}
 	gpt_cuda_free(x), gpt_cuda_free(y), gpt_cuda_free(dy), gpt_cuda_free(lw), gpt_cuda_free(lb);
 	gpt_cuda_free(dlw), gpt_cuda_free(dlb), gpt_cuda_free(mean), gpt_cuda_free(rstd);
 

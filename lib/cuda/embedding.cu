@@ -1,11 +1,16 @@
 /* Token + position embedding (vocabulary-parallel) and its deterministic
  * backward: the rows are ordered by token id on the host (a counting sort of
  * the tokens: those the caller has in host memory, else the downloaded
- * ones), then each id's block adds its rows' gradients in token order, so
- * the sums are the CPU backend's, in the same order. With the tokens in host
- * memory the host does not wait for the device (the order goes up through
- * gpt_cuda_upload's staging), as llm.c's encoder_backward buckets its
- * inputs_cpu. */
+ * ones), then a warp per id and 32 channels adds the id's rows' gradients
+ * in token order, so the sums are the CPU backend's, in the same order.
+ * The ids go to the device most rows first: a frequent token's walk (a
+ * comma's, a few percent of real text's tokens) starts with the kernel
+ * and overlaps the rest, where in id order it ended the kernel alone (a
+ * block per id and 256 channels, one row at a time: 0.83 ms of a 124M
+ * step on an H100, 2026-11-27, for some 0.1 GB read). With the tokens in
+ * host memory the host does not wait for the device (the order goes up
+ * through gpt_cuda_upload's staging), as llm.c's encoder_backward buckets
+ * its inputs_cpu. */
 #include "cuda/ops.cuh"
 
 #include <stdlib.h>
@@ -56,21 +61,54 @@ int gpt_cuda_embedding_rows_fwd(gpt_backend *be, void *out, const int32_t *token
 	return gpt_cuda_launched("embedding_rows_fwd", err);
 }
 
-/* Block (u, y): id uid[u]'s channels [y*256, +256); its rows are
- * rows[start[u] .. start[u+1]), in token order. */
+/* Warp w of the grid (a warp per item, grid-stride): item w is id uid[u]'s
+ * channels [32 s, +32), u = w / S, s = w % S; the id's rows are
+ * rows[beg[u] .. beg[u] + cnt[u]), in token order. A lane owns a channel
+ * (those past C read channel 0 and store nothing). The warp reads 32 row
+ * numbers at a time, a lane each (the next 32 while these rows are read),
+ * shuffled to every lane, and a whole chunk's 32 rows of gradients before
+ * their sum, which is in order: a byte-level corpus's space, a sixth of
+ * its tokens, is some 160 chunks for a warp at 124M, each about one
+ * memory latency. */
 template <class T>
 __global__ static void wte_grad_kernel(T *dwte, const T *dout, const int32_t *uid,
-				       const int32_t *start, const int32_t *rows, int64_t C)
+				       const int32_t *beg, const int32_t *cnt, const int32_t *rows,
+				       int64_t U, int64_t S, int64_t C)
 {
-	int64_t c = blockIdx.y * (int64_t)blockDim.x + threadIdx.x;
-	if (c >= C)
-		return;
-	int64_t u = blockIdx.x;
-	T *dst = dwte + (int64_t)uid[u] * C + c;
-	float acc = gpt_ld(dst);
-	for (int32_t k = start[u]; k < start[u + 1]; k++)
-		acc += gpt_ld(dout + (int64_t)rows[k] * C + c);
-	gpt_st(dst, acc);
+	const int WPB = 8; /* warps a block */
+	const unsigned all = 0xffffffffu;
+	int lane = threadIdx.x % 32;
+	for (int64_t w = blockIdx.x * (int64_t)WPB + threadIdx.x / 32; w < U * S;
+	     w += (int64_t)gridDim.x * WPB) {
+		int64_t u = w / S, c = (w % S) * 32 + lane;
+		bool on = c < C;
+		const int32_t *rw = rows + beg[u];
+		int32_t n = cnt[u];
+		T *dst = dwte + (int64_t)uid[u] * C + c;
+		const T *src = dout + (on ? c : 0);
+		float acc = on ? gpt_ld(dst) : 0.0f;
+		int32_t r = lane < n ? rw[lane] : 0;
+		for (int32_t kb = 0; kb < n; kb += 32) {
+			int32_t m = n - kb < 32 ? n - kb : 32;
+			int32_t next = kb + 32 + lane < n ? rw[kb + 32 + lane] : 0;
+			if (m == 32) {
+				float v[32];
+#pragma unroll
+				for (int j = 0; j < 32; j++)
+					v[j] = gpt_ld(src + (int64_t)__shfl_sync(all, r, j) * C);
+#pragma unroll
+				for (int j = 0; j < 32; j++)
+					acc += v[j];
+			} else {
+#pragma unroll 8
+				for (int32_t j = 0; j < m; j++)
+					acc += gpt_ld(src + (int64_t)__shfl_sync(all, r, j) * C);
+			}
+			r = next;
+		}
+		if (on)
+			gpt_st(dst, acc);
+	}
 }
 
 /* Position t's channel c: the B samples in order. */
@@ -109,57 +147,76 @@ static int idx_reserve(gpt_cuda_ctx *c, int64_t n, gpt_err *err)
 }
 
 /* Orders the rows whose token falls in [v0, v0 + Vl) by id, then by
- * position: uid (U ids), start (U + 1), rows; returns U, or -1. tokens is
- * device or host memory. */
+ * position: rows, and for each of the U ids with rows, most rows first
+ * (ties by id), uid, beg (its first in rows) and cnt; returns U, or -1.
+ * tokens is device or host memory. The host buffer: uid, beg, cnt, rows
+ * (3U + BT <= 4BT), then the downloaded tokens. */
 static int64_t order_rows(gpt_backend *be, const int32_t *tokens, int64_t BT, int64_t v0,
 			  int64_t Vl, gpt_err *err)
 {
 	gpt_cuda_ctx *c = gpt_cuda_ctx_of(be);
-	if (idx_reserve(c, 4 * BT + 1, err))
+	if (idx_reserve(c, 5 * BT, err))
 		return -1;
 	const int32_t *tok = tokens;
 	int32_t *h = c->host_idx;
 	if (gpt_cuda_ptr_is_device(tokens)) {
-		tok = c->host_idx + 3 * BT + 1;
-		if (gpt_cuda_check(cudaMemcpyAsync(c->host_idx + 3 * BT + 1, tokens, (size_t)BT * 4,
+		tok = c->host_idx + 4 * BT;
+		if (gpt_cuda_check(cudaMemcpyAsync(c->host_idx + 4 * BT, tokens, (size_t)BT * 4,
 						   cudaMemcpyDeviceToHost, c->stream),
 				   "embedding_bwd: reading the tokens", err) ||
 		    gpt_cuda_check(cudaStreamSynchronize(c->stream), "embedding_bwd", err))
 			return -1;
 	}
+	/* cnt[id + 1]: id's rows; by[k]: ids with k rows, then where they go */
 	int32_t *cnt = (int32_t *)calloc((size_t)Vl + 1, sizeof *cnt);
-	if (!cnt) {
+	int32_t *by = (int32_t *)calloc((size_t)BT + 2, sizeof *by);
+	if (!cnt || !by) {
+		free(cnt);
+		free(by);
 		gpt_err_set(err, GPT_EINTERNAL, "embedding_bwd: out of host memory");
 		return -1;
 	}
+	int64_t n = 0;
 	for (int64_t r = 0; r < BT; r++) {
 		int64_t id = (int64_t)tok[r] - v0;
-		if (id >= 0 && id < Vl)
+		if (id >= 0 && id < Vl) {
 			cnt[id + 1]++;
+			n++;
+		}
 	}
 	int64_t U = 0;
 	for (int64_t id = 0; id < Vl; id++)
-		U += cnt[id + 1] > 0;
-	int32_t *uid = h, *start = h + U, *rows = h + 2 * U + 1;
-	/* cnt[id] becomes the first slot of id's rows */
-	int64_t u = 0;
-	for (int64_t id = 0; id < Vl; id++) {
 		if (cnt[id + 1] > 0) {
+			U++;
+			by[cnt[id + 1]]++;
+		}
+	/* the ids with k rows go from slot by[k], k from BT down */
+	int64_t at = 0;
+	for (int64_t k = BT; k >= 1; k--) {
+		int32_t nk = by[k];
+		by[k] = (int32_t)at;
+		at += nk;
+	}
+	int32_t *uid = h, *beg = h + U, *num = h + 2 * U, *rows = h + 3 * U;
+	/* cnt[id] becomes the first slot of id's rows */
+	for (int64_t id = 0; id < Vl; id++) {
+		int32_t k = cnt[id + 1];
+		if (k > 0) {
+			int32_t u = by[k]++;
 			uid[u] = (int32_t)id;
-			start[u] = cnt[id];
-			u++;
+			beg[u] = cnt[id];
+			num[u] = k;
 		}
 		cnt[id + 1] += cnt[id];
 	}
-	start[U] = cnt[Vl];
 	for (int64_t r = 0; r < BT; r++) {
 		int64_t id = (int64_t)tok[r] - v0;
 		if (id >= 0 && id < Vl)
 			rows[cnt[id]++] = (int32_t)r;
 	}
-	int64_t total = 2 * U + 1 + start[U];
 	free(cnt);
-	if (gpt_cuda_upload(be, c->dev_idx, h, (size_t)total * 4, err)) {
+	free(by);
+	if (gpt_cuda_upload(be, c->dev_idx, h, (size_t)(3 * U + n) * 4, err)) {
 		gpt_err_prefix(err, "embedding_bwd: uploading the order");
 		return -1;
 	}
@@ -184,10 +241,10 @@ int gpt_cuda_embedding_bwd(gpt_backend *be, void *dwte, void *dwpe, const void *
 			return err ? err->code : GPT_EINTERNAL;
 		const int32_t *d = gpt_cuda_ctx_of(be)->dev_idx;
 		if (U > 0) {
-			dim3 grid((unsigned)U, (unsigned)((C + 255) / 256));
+			int64_t S = (C + 31) / 32;
 			GPT_CUDA_DISPATCH(be->dtype, E,
-				wte_grad_kernel<E><<<grid, 256, 0, s>>>((E *)dwte, (const E *)dout, d,
-									d + U, d + 2 * U + 1, C));
+				wte_grad_kernel<E><<<gpt_cuda_blocks(U * S, 8), 256, 0, s>>>(
+					(E *)dwte, (const E *)dout, d, d + U, d + 2 * U, d + 3 * U, U, S, C));
 			if ((rc = gpt_cuda_launched("embedding_bwd", err)))
 				return rc;
 		}
