@@ -405,17 +405,16 @@ __global__ static void colsum_part_vec_kernel(float *part, const T *src, int64_t
 		}
 }
 
-/* Pass 2: dst[col] += the parts, in order. */
+/* Pass 2: dst[col] += the parts' sum (gpt_parts_sum), block (32, 8) a 32
+ * columns. */
 template <class T>
 __global__ static void colsum_add_kernel(T *dst, const float *part, int64_t parts, int64_t N)
 {
-	for (int64_t col = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; col < N;
-	     col += (int64_t)gridDim.x * blockDim.x) {
-		float s = 0.0f;
-		for (int64_t p = 0; p < parts; p++)
-			s += part[p * N + col];
+	__shared__ float sh[8][33];
+	int64_t col = blockIdx.x * 32 + threadIdx.x;
+	float s = gpt_parts_sum(part, parts, N, col, sh);
+	if (threadIdx.y == 0 && col < N)
 		gpt_st(dst + col, gpt_ld(dst + col) + s);
-	}
 }
 
 /* dst (N) += column sums of src (M, N), the same bits on every run. */
@@ -444,7 +443,7 @@ static int colsum_add(gpt_backend *be, void *dst, const void *src, int64_t M, in
 			dim3 grid((unsigned)((N + 31) / 32), (unsigned)parts);
 			colsum_part_kernel<T><<<grid, block, 0, s>>>(part, (const T *)src, M, N, rows);
 		}
-		colsum_add_kernel<T><<<gpt_cuda_blocks(N, 256), 256, 0, s>>>((T *)dst, part, parts, N));
+		colsum_add_kernel<T><<<(unsigned)((N + 31) / 32), block, 0, s>>>((T *)dst, part, parts, N));
 	return gpt_cuda_launched("bias gradient", err);
 }
 

@@ -331,23 +331,22 @@ __global__ static void ln_wgrad_part_vec_kernel(float *pw, float *pb, const T *d
 		}
 }
 
-/* Pass 2: the parts in order, added into dw and db (either may be NULL). */
+/* Pass 2: the parts' sums (gpt_parts_sum), added into dw and db (either
+ * may be NULL), block (32, 8) a 32 columns. */
 template <class T>
 __global__ static void ln_wgrad_add_kernel(T *dw, T *db, const float *pw, const float *pb,
 					   int64_t parts, int64_t C)
 {
-	for (int64_t col = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; col < C;
-	     col += (int64_t)gridDim.x * blockDim.x) {
-		float sw = 0.0f, sb = 0.0f;
-		for (int64_t p = 0; p < parts; p++) {
-			sw += pw[p * C + col];
-			sb += pb[p * C + col];
+	__shared__ float sh[8][33];
+	int64_t col = blockIdx.x * 32 + threadIdx.x;
+	T *const to[2] = {dw, db};
+	const float *const from[2] = {pw, pb};
+	for (int q = 0; q < 2; q++)
+		if (to[q]) { /* the same for the whole block */
+			float s = gpt_parts_sum(from[q], parts, C, col, sh);
+			if (threadIdx.y == 0 && col < C)
+				gpt_st(to[q] + col, gpt_ld(to[q] + col) + s);
 		}
-		if (dw)
-			gpt_st(dw + col, gpt_ld(dw + col) + sw);
-		if (db)
-			gpt_st(db + col, gpt_ld(db + col) + sb);
-	}
 }
 
 /* Vectors a lane holds for a row of C (a multiple of w) in the vector
@@ -453,6 +452,6 @@ int gpt_cuda_layernorm_bwd(gpt_backend *be, void *dinp, void *dw, void *db, cons
 			dim3 grid((unsigned)((C + 31) / 32), (unsigned)parts);
 			ln_wgrad_part_kernel<T><<<grid, block, 0, s>>>(pw, pb, (const T *)dout, (const T *)inp, mean, rstd, N, C, rows);
 		}
-		ln_wgrad_add_kernel<T><<<gpt_cuda_blocks(C, 256), 256, 0, s>>>((T *)dw, (T *)db, pw, pb, parts, C));
+		ln_wgrad_add_kernel<T><<<(unsigned)((C + 31) / 32), block, 0, s>>>((T *)dw, (T *)db, pw, pb, parts, C));
 	return gpt_cuda_launched("layernorm_bwd", err);
 }

@@ -278,7 +278,7 @@ enum { B = 4, T = 256, C = 768, NH = 12, HS = 64, F = 3072, BT = B * T };
 /* more attention shapes: B, T, heads, head size, qkv misaligned */
 #define ATTN_MORE {2, 333, 4, 128, 0}, {3, 200, 2, 48, 1}, {2, 150, 3, 32, 0}, {2, 200, 2, 96, 0}
 /* more LayerNorm shapes: rows, C, inputs misaligned by one element */
-#define LN_MORE {64, 1000, 0}, {64, 1600, 0}, {64, 2560, 0}, {64, 770, 0}, {64, 768, 1}
+#define LN_MORE {64, 1000, 0}, {64, 1600, 0}, {64, 2560, 0}, {64, 770, 0}, {64, 768, 1}, {2309, 96, 0}
 #else /* tests/gpu/emu/run.sh: small shapes (T not a multiple of the tiles) for a CPU emulation */
 enum { B = 2, T = 45, C = 128, NH = 2, HS = 64, F = 512, BT = B * T };
 #define VOCAB 1000
@@ -289,7 +289,7 @@ enum { B = 2, T = 45, C = 128, NH = 2, HS = 64, F = 512, BT = B * T };
 #define MODEL_SHAPE .max_pos = 64, .hidden = 128, .layers = 2, .heads = 2, .ffn = 512
 #define MODEL_T 64
 #define ATTN_MORE {1, 140, 1, 64, 0}, {1, 100, 1, 128, 0}, {1, 70, 1, 48, 1}, {1, 40, 1, 32, 0}, {1, 90, 2, 96, 0}
-#define LN_MORE {20, 328, 0}, {16, 1000, 0}, {12, 1056, 0}, {8, 2040, 0}, {20, 130, 0}, {20, 128, 1}
+#define LN_MORE {20, 328, 0}, {16, 1000, 0}, {12, 1056, 0}, {8, 2040, 0}, {20, 130, 0}, {20, 128, 1}, {2309, 96, 0}
 #endif
 
 static void test_gemm(void)
@@ -437,6 +437,19 @@ static void test_linear(void)
 	CALL2(linear_bwd, (&cpu, NULL, NULL, H(db), H(g), H(inp), H(w2), BT, C, F - 1, &err),
 	      (&gpu, NULL, NULL, D(db), D(g), D(inp), D(w2), BT, C, F - 1, &err));
 	same("linear_bwd dbias only, N odd", &db, 1);
+	/* rows in more than 8 parts of 256 (pass 2's threads add several each) */
+	{
+		int64_t m = 9 * 256 + 5;
+		ten g2 = st(m * 72, 1), db2 = st(72, 1);
+		for (int64_t n = 72; n >= 70; n -= 2) {
+			CALL2(linear_bwd, (&cpu, NULL, NULL, H(db2), H(g2), NULL, NULL, m, C, n, &err),
+			      (&gpu, NULL, NULL, D(db2), D(g2), NULL, NULL, m, C, n, &err));
+			same(n == 72 ? "linear_bwd dbias only, 2309 rows" : "linear_bwd dbias only, 2309 rows, N = 70",
+			     &db2, 1);
+		}
+		ten_free(&g2);
+		ten_free(&db2);
+	}
 	ten out = st(BT * C, 1), b3 = st(C, 1);
 	CALL2(bias_add, (&cpu, H(out), H(b3), BT, C, &err), (&gpu, D(out), D(b3), BT, C, &err));
 	same("bias_add", &out, 1);
