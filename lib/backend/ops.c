@@ -21,7 +21,7 @@ static const struct {
 	SLOT(dropout_fwd), SLOT(dropout_bwd), SLOT(adamw),
 	SLOT(sum_squares), SLOT(check_finite), SLOT(quant_absmax), SLOT(fake_quant),
 	SLOT(quant_moving_avg), SLOT(pact_fwd), SLOT(pact_bwd), SLOT(residual_layernorm_fwd),
-	SLOT(linear_gelu_fwd), SLOT(linear_dgelu_bwd), SLOT(xent_fused),
+	SLOT(linear_gelu_fwd), SLOT(linear_dgelu_bwd), SLOT(xent_fused), SLOT(gelu_bwd_bias),
 };
 
 int gpt_attention_kv_rows_each(gpt_backend *be, void *out, void *kcache, void *vcache,
@@ -69,6 +69,16 @@ int gpt_xent_fused_parts(gpt_backend *be, float *loss, float *max, float *sumexp
 		rc = o->xent_loss(be, loss, max, sumexp, tlogit, targets, N, err);
 	if (!rc)
 		rc = o->xent_bwd(be, dlogits, logits, targets, max, sumexp, dloss, N, Vl, ld, 0, V, err);
+	return rc;
+}
+
+int gpt_gelu_bwd_bias_parts(gpt_backend *be, void *dinp, void *dbias, const void *inp, const void *dout,
+			    int64_t M, int64_t N, gpt_err *err)
+{
+	const gpt_backend_ops *o = be->ops;
+	int rc = o->gelu_bwd(be, dinp, inp, dout, M * N, err);
+	if (!rc && dbias)
+		rc = o->linear_bwd(be, NULL, NULL, dbias, dinp, NULL, NULL, M, 0, N, err);
 	return rc;
 }
 

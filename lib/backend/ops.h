@@ -379,6 +379,14 @@ typedef struct gpt_backend_ops {
 	int (*xent_fused)(gpt_backend *be, float *loss, float *max, float *sumexp, float *tlogit,
 			  void *dlogits, const void *logits, const int32_t *targets, float dloss,
 			  int64_t N, int64_t Vl, int64_t ld, int64_t V, gpt_err *err);
+	/* gelu_bwd whose result is the output gradient of a linear with a
+	 * bias (the MLP's fc): dinp (M, N) = gelu'(inp) dout as gelu_bwd
+	 * writes it (dinp may alias dout), then dbias (N) += its column sums
+	 * as linear_bwd's dbias takes them (dbias may be NULL). The CPU's
+	 * definition is those two calls (gpt_gelu_bwd_bias_parts); CUDA's
+	 * writes and sums dinp's rows in one pass, the same bits. */
+	int (*gelu_bwd_bias)(gpt_backend *be, void *dinp, void *dbias, const void *inp, const void *dout,
+			     int64_t M, int64_t N, gpt_err *err);
 } gpt_backend_ops;
 
 /* attention_kv_rows and embedding_rows_fwd a row at a time, by be's
@@ -389,6 +397,9 @@ int gpt_attention_kv_rows_each(gpt_backend *be, void *out, void *kcache, void *v
 int gpt_embedding_rows_each(gpt_backend *be, void *out, const int32_t *tokens, const int32_t *pos,
 			    const void *wte, const void *wpe, int64_t N, int64_t C, int64_t v0,
 			    int64_t Vl, gpt_err *err);
+/* gelu_bwd_bias by be's gelu_bwd and linear_bwd (the CPU backends' op) */
+int gpt_gelu_bwd_bias_parts(gpt_backend *be, void *dinp, void *dbias, const void *inp, const void *dout,
+			    int64_t M, int64_t N, gpt_err *err);
 /* xent_fused by be's xent_fwd, xent_loss and xent_bwd (the CPU backends' op) */
 int gpt_xent_fused_parts(gpt_backend *be, float *loss, float *max, float *sumexp, float *tlogit,
 			 void *dlogits, const void *logits, const int32_t *targets, float dloss,

@@ -91,6 +91,7 @@ static const gpt_backend_ops cpu_ops = {
 	.linear_gelu_fwd = gpt_cpu_linear_gelu_fwd,
 	.linear_dgelu_bwd = gpt_cpu_linear_dgelu_bwd,
 	.xent_fused = gpt_xent_fused_parts,
+	.gelu_bwd_bias = gpt_gelu_bwd_bias_parts,
 };
 
 int gpt_backend_cpu_init(gpt_backend *be, gpt_dtype dtype, int threads, gpt_err *err)

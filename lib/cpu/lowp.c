@@ -644,4 +644,5 @@ const gpt_backend_ops gpt_cpu_lowp_ops = {
 	.linear_gelu_fwd = gpt_cpu_linear_gelu_fwd,
 	.linear_dgelu_bwd = gpt_cpu_linear_dgelu_bwd,
 	.xent_fused = gpt_xent_fused_parts,
+	.gelu_bwd_bias = gpt_gelu_bwd_bias_parts,
 };

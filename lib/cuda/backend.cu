@@ -206,6 +206,7 @@ static const gpt_backend_ops cuda_ops = {
 	gpt_cuda_linear_gelu_fwd,
 	gpt_cuda_linear_dgelu_bwd,
 	gpt_cuda_xent_fused,
+	gpt_cuda_gelu_bwd_bias,
 };
 
 /* bytes as "N.NN GiB" or, below one, "N.N MiB" */

@@ -1,10 +1,10 @@
 /* Matrix products through cuBLASLt (fp32, bf16 or fp16 operands, fp32
  * accumulation, never TF32), the bias as an epilogue; cuBLAS's GemmEx when
  * cuBLASLt has no algorithm for the operands' alignment. Column sums for the
- * bias gradient are a deterministic two-pass kernel, reading 16 bytes a
- * thread where the columns and the pointer allow (the same sums in the same
- * order either way). */
-#include "cuda/ops.cuh"
+ * bias gradient are a deterministic two-pass kernel (colsum.cuh), reading 16
+ * bytes a thread where the columns and the pointer allow (the same sums in
+ * the same order either way). */
+#include "cuda/colsum.cuh"
 
 static cudaDataType cuda_type(gpt_dtype t)
 {
@@ -343,106 +343,20 @@ int gpt_cuda_linear_fwd(gpt_backend *be, void *out, const void *inp, const void 
 				N, 0, 1, bias, err);
 }
 
-/* Column sums of src (M, N), pass 1: block (x, y) sums rows
- * [y*rows, (y+1)*rows) of 32 columns into part[y][col], rows in order
- * within each thread and the 8 threads' sums combined in a fixed order. */
-template <class T>
-__global__ static void colsum_part_kernel(float *part, const T *src, int64_t M, int64_t N,
-					  int64_t rows)
-{
-	__shared__ float acc[8][33];
-	int64_t col = blockIdx.x * 32 + threadIdx.x;
-	int64_t r0 = blockIdx.y * rows, r1 = r0 + rows < M ? r0 + rows : M;
-	float s = 0.0f;
-	if (col < N)
-		for (int64_t r = r0 + threadIdx.y; r < r1; r += 8)
-			s += gpt_ld(src + r * N + col);
-	acc[threadIdx.y][threadIdx.x] = s;
-	__syncthreads();
-	if (threadIdx.y == 0 && col < N) {
-		float t = 0.0f;
-		for (int i = 0; i < 8; i++)
-			t += acc[i][threadIdx.x];
-		part[blockIdx.y * N + col] = t;
-	}
-}
-
-/* The same with 16-byte loads (N a multiple of GPT_VEC(T), src aligned):
- * thread x of block (x, y) sums the GPT_VEC(T) columns from
- * (x + 32 blockIdx.x) GPT_VEC(T) in the same order, each column's part the
- * same bits as colsum_part_kernel's, with an eighth of the loads in bf16. */
-template <class T>
-__global__ static void colsum_part_vec_kernel(float *part, const T *src, int64_t M, int64_t N,
-					      int64_t rows)
-{
-	const int W = GPT_VEC(T);
-	__shared__ float acc[8][W][33];
-	int64_t c0 = (blockIdx.x * 32 + threadIdx.x) * (int64_t)W;
-	int64_t r0 = blockIdx.y * rows, r1 = r0 + rows < M ? r0 + rows : M;
-	float s[W];
-#pragma unroll
-	for (int e = 0; e < W; e++)
-		s[e] = 0.0f;
-	if (c0 < N)
-#pragma unroll 4
-		for (int64_t r = r0 + threadIdx.y; r < r1; r += 8) {
-			float x[W];
-			gpt_ld_vec(x, src + r * N + c0);
-#pragma unroll
-			for (int e = 0; e < W; e++)
-				s[e] += x[e];
-		}
-#pragma unroll
-	for (int e = 0; e < W; e++)
-		acc[threadIdx.y][e][threadIdx.x] = s[e];
-	__syncthreads();
-	if (threadIdx.y == 0 && c0 < N)
-		for (int e = 0; e < W; e++) {
-			float t = 0.0f;
-			for (int i = 0; i < 8; i++)
-				t += acc[i][e][threadIdx.x];
-			part[blockIdx.y * N + c0 + e] = t;
-		}
-}
-
-/* Pass 2: dst[col] += the parts' sum (gpt_parts_sum), block (32, 8) a 32
- * columns. */
-template <class T>
-__global__ static void colsum_add_kernel(T *dst, const float *part, int64_t parts, int64_t N)
-{
-	__shared__ float sh[8][33];
-	int64_t col = blockIdx.x * 32 + threadIdx.x;
-	float s = gpt_parts_sum(part, parts, N, col, sh);
-	if (threadIdx.y == 0 && col < N)
-		gpt_st(dst + col, gpt_ld(dst + col) + s);
-}
-
-/* dst (N) += column sums of src (M, N), the same bits on every run. */
-static int colsum_add(gpt_backend *be, void *dst, const void *src, int64_t M, int64_t N,
-		      gpt_err *err)
+int gpt_cuda_colsum_add(gpt_backend *be, void *dst, const void *src, int64_t M, int64_t N, gpt_err *err)
 {
 	if (M == 0 || N == 0)
 		return 0;
-	int64_t parts = (M + 255) / 256;
-	if (parts > GPT_CUDA_COLSUM_PARTS)
-		parts = GPT_CUDA_COLSUM_PARTS;
-	int64_t rows = (M + parts - 1) / parts;
-	parts = (M + rows - 1) / rows;
-	int rc = gpt_backend_scratch(be, (size_t)(parts * N) * sizeof(float), err);
-	if (rc)
-		return rc;
-	cudaStream_t s = gpt_cuda_stream(be);
-	float *part = (float *)be->scratch;
-	dim3 block(32, 8);
 	GPT_CUDA_DISPATCH(be->dtype, T,
-		const int64_t V = GPT_VEC(T);
-		if (N % V == 0 && gpt_cuda_aligned(src)) {
-			dim3 grid((unsigned)((N / V + 31) / 32), (unsigned)parts);
-			colsum_part_vec_kernel<T><<<grid, block, 0, s>>>(part, (const T *)src, M, N, rows);
-		} else {
-			dim3 grid((unsigned)((N + 31) / 32), (unsigned)parts);
-			colsum_part_kernel<T><<<grid, block, 0, s>>>(part, (const T *)src, M, N, rows);
-		}
+		if (N % GPT_VEC(T) == 0 && gpt_cuda_aligned(src))
+			return colsum_vec_add(be, (T *)dst, colsum_rows<T>{(const T *)src, N}, M, N, "bias gradient", err);
+		int64_t parts, rows;
+		float *part = colsum_parts(be, M, N, &parts, &rows, err);
+		if (!part)
+			return err ? err->code : GPT_EINTERNAL;
+		dim3 block(32, 8), grid((unsigned)((N + 31) / 32), (unsigned)parts);
+		cudaStream_t s = gpt_cuda_stream(be);
+		colsum_part_kernel<T><<<grid, block, 0, s>>>(part, (const T *)src, M, N, rows);
 		colsum_add_kernel<T><<<(unsigned)((N + 31) / 32), block, 0, s>>>((T *)dst, part, parts, N));
 	return gpt_cuda_launched("bias gradient", err);
 }
@@ -459,7 +373,7 @@ int gpt_cuda_linear_bwd(gpt_backend *be, void *dinp, void *dw, void *dbias, cons
 		rc = matmul(be, "linear_bwd dw", 1, 0, N, K, M, 1.0f, dout, N, 0, inp, K, 0, 1.0f, dw,
 			    K, 0, 1, NULL, err);
 	if (!rc && dbias)
-		rc = colsum_add(be, dbias, dout, M, N, err);
+		rc = gpt_cuda_colsum_add(be, dbias, dout, M, N, err);
 	return rc;
 }
 

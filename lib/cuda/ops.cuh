@@ -302,6 +302,8 @@ int gpt_cuda_layernorm_bwd(gpt_backend *be, void *dinp, void *dw, void *db, cons
 int gpt_cuda_gelu_fwd(gpt_backend *be, void *out, const void *inp, int64_t n, gpt_err *err);
 int gpt_cuda_gelu_bwd(gpt_backend *be, void *dinp, const void *inp, const void *dout,
 		      int64_t n, gpt_err *err);
+int gpt_cuda_gelu_bwd_bias(gpt_backend *be, void *dinp, void *dbias, const void *inp, const void *dout,
+			   int64_t M, int64_t N, gpt_err *err);
 
 int gpt_cuda_attention_fwd(gpt_backend *be, void *out, float *saved, const void *qkv,
 			   int64_t B, int64_t T, int64_t NH, int64_t HS, const gpt_dropout *d,

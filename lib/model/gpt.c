@@ -374,7 +374,7 @@ int gpt_model_init(gpt_model *m, gpt_backend *be, const gpt_model_shape *s, cons
 		"layernorm_fwd", "layernorm_bwd", "gelu_fwd", "gelu_bwd", "attention_fwd",
 		"attention_bwd", "attention_saved_size", "xent_fwd", "xent_rescale", "xent_loss",
 		"xent_bwd", "embedding_fwd", "embedding_bwd", "residual_fwd", "dropout_fwd",
-		"dropout_bwd", "copy", "residual_layernorm_fwd", "xent_fused", NULL};
+		"dropout_bwd", "copy", "residual_layernorm_fwd", "xent_fused", "gelu_bwd_bias", NULL};
 	static const char *const fused[] = {"linear_gelu_fwd", "linear_dgelu_bwd", NULL};
 	if (!rc)
 		rc = gpt_backend_require(be, needed, err);
@@ -1051,13 +1051,15 @@ static int layer_bwd(gpt_model *m, int64_t l, gpt_err *err)
 		OP(gpt_qat_linear_bwd(m, l, GPT_QAT_MPROJ, m->d_f, gpt_model_grad(m, T_LAYER(gl, P_MPROJ_W)),
 				      gpt_model_grad(m, T_LAYER(gl, P_MPROJ_B)), dproj, a->fch_gelu,
 				      gpt_model_param(m, T_LAYER(gl, P_MPROJ_W)), BT, F, C, err));
-		OP(o->gelu_bwd(be, m->d_f, a->fch, m->d_f, BT * F, err));
+		/* with fc's bias gradient, in the pass that writes its input */
+		OP(o->gelu_bwd_bias(be, m->d_f, gpt_model_grad(m, T_LAYER(gl, P_FC_B)), a->fch, m->d_f, BT, F,
+				    err));
 	}
 	if (seqpar(m)) /* fc's input again, for its weight gradient */
 		OP(sp_gather(m, m->gath, a->ln2, err));
 	OP(gpt_qat_linear_bwd(m, l, GPT_QAT_FC, m->d_c2, gpt_model_grad(m, T_LAYER(gl, P_FC_W)),
-			 gpt_model_grad(m, T_LAYER(gl, P_FC_B)), m->d_f, seqpar(m) ? m->gath : a->ln2,
-			 gpt_model_param(m, T_LAYER(gl, P_FC_W)), BT, C, F, err));
+			 fused_gelu(m) ? gpt_model_grad(m, T_LAYER(gl, P_FC_B)) : NULL, m->d_f,
+			 seqpar(m) ? m->gath : a->ln2, gpt_model_param(m, T_LAYER(gl, P_FC_W)), BT, C, F, err));
 	OP(col_in_grad(m, m->d_c2, &dln, err));
 	/* the residual passes d_res through; ln_2's gradient adds to it */
 	OP(ln_bwd(m, m->d_res, T_LAYER(gl, P_LN2_W), T_LAYER(gl, P_LN2_B), dln, a->res_mid, a->ln2_mean,

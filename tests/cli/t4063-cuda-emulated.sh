@@ -95,11 +95,13 @@ test_expect_success 'the shm collectives carry device buffers between 3 ranks' '
 # every op, so that the program a GPU run relies on is not found broken there
 test_expect_success 'the GPU op benchmark runs every op' '
 	"$EMU/gpu-ops" --small >ops.out 2>&1 || { cat ops.out; false; } &&
-	test "$(grep -c "^small .* \(TFLOP\|GB\)/s$" ops.out)" = 24 || { cat ops.out; false; } &&
+	test "$(grep -c "^small .* \(TFLOP\|GB\)/s$" ops.out)" = 27 || { cat ops.out; false; } &&
 	test "$(grep -c "^small  attention_fwd HS=64\( p=0.1\)* ahead .* TFLOP/s$" ops.out)" = 2 ||
 		{ cat ops.out; false; } &&
 	grep "^small  attention_fwd HS=64 p=0.1 mask first .* TFLOP/s$" ops.out &&
 	grep "^small  dropout_fwd p=0.1 .* GB/s$" ops.out &&
+	grep "^small  embedding_bwd (Zipf tokens) .* GB/s$" ops.out &&
+	grep "^small  linear_bwd dbias (fc) .* GB/s$" ops.out &&
 	test "$(grep -c "^small  attention HS=64: by default the forward, dq and dkv take \(64a*\|128\), \(64\|128\) and \(64\|128\) rows$" ops.out)" = 1 ||
 		{ cat ops.out; false; } &&
 	test "$(grep -c "^small  attention HS=64 p=0.1: by default the forward, dq and dkv take \(64[am]*\|128\), \(64\|128\) and \(64\|128\) rows$" ops.out)" = 1 ||

@@ -619,6 +619,38 @@ static void test_elementwise(void)
 	CALL2(gelu_bwd, (&cpu, (char *)H(g) + es, (char *)H(x) + es, (char *)H(g) + es, n - 1, &err),
 	      (&gpu, (char *)D(g) + es, (char *)D(x) + es, (char *)D(g) + es, n - 1, &err));
 	same("gelu_bwd misaligned, in place", &g, 1);
+	/* gelu_bwd_bias (F columns: fc's): in place, as the model calls it,
+	 * against the CPU; on the GPU the very bits of gelu_bwd then
+	 * linear_bwd's dbias; then F - 1 columns and a misaligned dinp (the
+	 * two ops), and no dbias */
+	{
+		ten dy = st(n, 1), dy2 = st(n, 1), db = st(F, 1), db2 = st(F, 1);
+		size_t nb = (size_t)n * es, fb = (size_t)F * es;
+		int rc = gpu.ops->copy(&gpu, dy2.d, dy.d, nb, &err) || gpu.ops->copy(&gpu, db2.d, db.d, fb, &err);
+		CALL2(gelu_bwd_bias, (&cpu, H(dy), H(db), H(x), H(dy), BT, F, &err),
+		      (&gpu, D(dy), D(db), D(x), D(dy), BT, F, &err));
+		same("gelu_bwd_bias dinp (in place)", &dy, 1);
+		same("gelu_bwd_bias dbias (accumulated)", &db, 1);
+		rc = rc || gpu.ops->gelu_bwd(&gpu, dy2.d, x.d, dy2.d, n, &err) ||
+		     gpu.ops->linear_bwd(&gpu, NULL, NULL, db2.d, dy2.d, NULL, NULL, BT, 0, F, &err);
+		ok(!rc && same_bits(&dy, &dy2) && same_bits(&db, &db2),
+		   "%s gelu_bwd_bias: the bits of gelu_bwd then linear_bwd's dbias on the gpu %s", gpt_dtype_name(DT),
+		   rc ? err.msg : "");
+		CALL2(gelu_bwd_bias, (&cpu, H(dy), H(db), H(x), H(g), BT, F - 1, &err),
+		      (&gpu, D(dy), D(db), D(x), D(g), BT, F - 1, &err));
+		same("gelu_bwd_bias dinp, F - 1 columns", &dy, 1);
+		same("gelu_bwd_bias dbias, F - 1 columns", &db, 1);
+		CALL2(gelu_bwd_bias, (&cpu, (char *)H(dy) + es, H(db), H(x), H(g), BT - 1, F, &err),
+		      (&gpu, (char *)D(dy) + es, D(db), D(x), D(g), BT - 1, F, &err));
+		same("gelu_bwd_bias dinp misaligned", &dy, 1);
+		same("gelu_bwd_bias dbias, dinp misaligned", &db, 1);
+		CALL2(gelu_bwd_bias, (&cpu, H(dy), NULL, H(x), H(g), BT, F, &err),
+		      (&gpu, D(dy), NULL, D(x), D(g), BT, F, &err));
+		same("gelu_bwd_bias without dbias", &dy, 1);
+		ten *all[] = {&dy, &dy2, &db, &db2};
+		for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+			ten_free(all[i]);
+	}
 	CALL2(residual_fwd, (&cpu, H(y), H(x), H(y), n, &err), (&gpu, D(y), D(x), D(y), n, &err));
 	same("residual_fwd (out aliases b)", &y, 1);
 	CALL2(residual_bwd, (&cpu, H(x), H(y), H(g), n, &err), (&gpu, D(x), D(y), D(g), n, &err));

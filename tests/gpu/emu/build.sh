@@ -31,15 +31,24 @@ mkdir -p "$O"
 # GPT_CUDA_GRID_Y=2: kernels with a block per few positions along grid.y
 # (attention) launch the small shapes in several slices, as a million
 # positions do on a GPU
-CXX="g++ -std=c++20 -O1 -g -pthread -w $SAN -I$E -Ilib -DGPT_HAVE_CUDA=1 -DGPT_CUDA_GRID_Y=2"
+# (-I$O: the headers of lib/cuda as translated below, ahead of lib's)
+CXX="g++ -std=c++20 -O1 -g -pthread -w $SAN -I$E -I$O -Ilib -DGPT_HAVE_CUDA=1 -DGPT_CUDA_GRID_Y=2"
 # objects built with other flags are rebuilt
 [ "$(cat "$O/flags" 2>/dev/null)" = "$CXX" ] || { rm -f "$O"/*.o; echo "$CXX" >"$O/flags"; }
-kernel () { # name: translate the two CUDA-only forms and compile
+translate () { # source target: the two CUDA-only forms in the emulation's terms
 	sed -e 's/extern __shared__ float sh\[\];/float *sh = emu::dyn_sh;/' \
 		-e 's/\([A-Za-z_0-9]*\(<[A-Za-z_0-9, ]*>\)\{0,1\}\)<<<\(.*\)>>>(/emu::launch("\1", \3)(\1)(/' \
-		"lib/cuda/$1.cu" >"$O/$1.cpp"
+		"$1" >"$2"
+}
+kernel () { # name: translate and compile
+	translate "lib/cuda/$1.cu" "$O/$1.cpp"
 	$CXX -c "$O/$1.cpp" -o "$O/$1.o"
 }
+# the headers too (colsum.cuh launches kernels), as cuda/NAME.cuh under $O
+mkdir -p "$O/cuda"
+for h in lib/cuda/*.cuh; do
+	translate "$h" "$O/cuda/$(basename "$h")"
+done
 stale () { # object sources...: true when the object is missing or older
 	o=$1
 	shift
