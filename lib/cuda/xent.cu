@@ -16,6 +16,11 @@
 #include <math.h>
 
 #define XENT_THREADS 1024
+/* The most of a row xent_fused keeps in shared memory for its second pass:
+ * two blocks an SM (227 KiB) with their static arrays; GPT-2's padded
+ * vocabulary is 100608 bytes in bf16 or fp16 (fp32 rows, twice that, go
+ * through L2). */
+#define XENT_KEEP_BYTES (110u << 10)
 
 /* Columns of this piece that are real vocabulary, not padding. */
 static int64_t real_cols(int64_t Vl, int64_t v0, int64_t V)
@@ -56,10 +61,11 @@ __device__ __forceinline__ static void xent_add(float &m, float &s, const float 
  * real columns; with vec, the row 16-byte aligned, its whole vectors
  * first, two a thread at a time, then the columns after them), combined
  * over each warp, then over the warps by thread 0, whose (m, s) is the
- * row's (the others' are partial). sm and ss: a float a warp, shared. */
+ * row's (the others' are partial). sm and ss: a float a warp, shared.
+ * keep: the whole vectors also stored there, in order (vec only). */
 template <class T>
 __device__ static void row_stats(float &m, float &s, const T *row, int64_t nr, int vec, float *sm,
-				 float *ss)
+				 float *ss, uint4 *keep = nullptr)
 {
 	const int W = GPT_VEC(T);
 	m = -INFINITY, s = 0.0f;
@@ -70,6 +76,11 @@ __device__ static void row_stats(float &m, float &s, const T *row, int64_t nr, i
 		uint4 u0 = row4[k], u1 = u0;
 		if (k + bd < nv)
 			u1 = row4[k + bd];
+		if (keep) {
+			keep[k] = u0;
+			if (k + bd < nv)
+				keep[k + bd] = u1;
+		}
 		float x[W];
 		gpt_unpack<T>(x, u0);
 		xent_add(m, s, x, W);
@@ -249,24 +260,31 @@ int gpt_cuda_xent_bwd(gpt_backend *be, void *dlogits, const void *logits,
 
 /* xent_fwd, xent_loss and xent_bwd of row r in block r (tp = 1): the
  * statistics as xent_fwd's (vec: the logits' rows 16-byte aligned), then
- * the gradient as xent_bwd's (vecg: dlogits' too), the row read
- * again while it is in L2 (1024 threads a row, two blocks an SM: a few
- * hundred rows of 100 KiB in flight), not from memory. The same values as
- * the three kernels. */
-template <class T>
-__global__ static void __launch_bounds__(XENT_THREADS)
+ * the gradient as xent_bwd's (vecg: dlogits' too). The gradient's pass
+ * reads the row again: with KEEP (vec and vecg, the row's whole vectors
+ * within XENT_KEEP_BYTES) from this block's shared memory, where the first
+ * pass left it; else from L2, where it may still be (1024 threads a row,
+ * two blocks an SM: a few hundred rows of 100 KiB in flight, 26 MB, and
+ * the gradients' rows passing through too: at 124M, B = 32, the kernel
+ * moved 1.9 TB/s counting each row's read and write once, on an H100,
+ * 2026-11-27, where a third pass over memory would make 2.8). The same
+ * values as the three kernels either way. */
+template <class T, bool KEEP>
+__global__ static void __launch_bounds__(XENT_THREADS, 2) /* 32 registers */
 xent_fused_kernel(float *loss, float *max, float *sumexp, float *tlogit, T *dlogits, const T *logits,
 		  const int32_t *targets, float dloss, int64_t Vl, int64_t ld, int64_t V, int64_t nr,
 		  int vec, int vecg, int *bad)
 {
 	__shared__ float sm[XENT_THREADS / 32], ss[XENT_THREADS / 32];
+	extern __shared__ float sh[]; /* KEEP: the row's nr / W whole vectors */
 	const int W = GPT_VEC(T);
 	int64_t r = blockIdx.x;
 	const T *row = logits + r * ld;
 	T *drow = dlogits + r * ld;
 	int32_t tg = targets[r];
 	float m, s;
-	row_stats<T>(m, s, row, nr, vec, sm, ss);
+	uint4 *kept = KEEP ? (uint4 *)sh : nullptr;
+	row_stats<T>(m, s, row, nr, vec, sm, ss, kept);
 	if (threadIdx.x == 0) {
 		if (tg >= V)
 			gpt_cuda_note_bad(bad, GPT_CUDA_BAD_TARGET_FWD, r, tg, V);
@@ -280,10 +298,13 @@ xent_fused_kernel(float *loss, float *max, float *sumexp, float *tlogit, T *dlog
 	__syncthreads();
 	m = sm[0];
 	float inv = 1.0f / ss[0];
-	int64_t nv = vecg ? Vl / W : 0;
+	int64_t nv = vecg ? Vl / W : 0, nk = KEEP ? nr / W : 0;
 	for (int64_t k = threadIdx.x; k < nv; k += blockDim.x) {
 		float x[W];
-		gpt_ld_vec(x, row + k * W);
+		if (KEEP && k < nk)
+			gpt_unpack<T>(x, kept[k]);
+		else
+			gpt_ld_vec(x, row + k * W);
 #pragma unroll
 		for (int e = 0; e < W; e++)
 			x[e] = xent_g(x[e], k * W + e, tg, nr, tg, m, inv, dloss);
@@ -309,6 +330,14 @@ int gpt_cuda_xent_fused(gpt_backend *be, float *loss, float *max, float *sumexp,
 	GPT_CUDA_DISPATCH(be->dtype, T,
 		/* the statistics in xent_fwd's order: its vectors where the logits allow */
 		int vec = rows_aligned(logits, ld, sizeof(T)), vecg = vec && rows_aligned(dlogits, ld, sizeof(T));
-		xent_fused_kernel<T><<<(unsigned)N, XENT_THREADS, 0, gpt_cuda_stream(be)>>>(loss, max, sumexp, tlogit, (T *)dlogits, (const T *)logits, targets, dloss, Vl, ld, V, real_cols(Vl, 0, V), vec, vecg, bad));
+		int64_t nr = real_cols(Vl, 0, V);
+		size_t keep = (size_t)(nr / GPT_VEC(T)) * 16;
+		if (vecg && keep <= XENT_KEEP_BYTES) {
+			if ((rc = gpt_cuda_check(cudaFuncSetAttribute(xent_fused_kernel<T, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)keep), "xent_fused", err)))
+				return rc;
+			xent_fused_kernel<T, true><<<(unsigned)N, XENT_THREADS, keep, gpt_cuda_stream(be)>>>(loss, max, sumexp, tlogit, (T *)dlogits, (const T *)logits, targets, dloss, Vl, ld, V, nr, vec, vecg, bad);
+		} else {
+			xent_fused_kernel<T, false><<<(unsigned)N, XENT_THREADS, 0, gpt_cuda_stream(be)>>>(loss, max, sumexp, tlogit, (T *)dlogits, (const T *)logits, targets, dloss, Vl, ld, V, nr, vec, vecg, bad);
+		});
 	return gpt_cuda_launched("xent_fused", err);
 }
