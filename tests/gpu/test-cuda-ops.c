@@ -1293,8 +1293,56 @@ static void test_staging_busy(void)
 	ten_free(&acc);
 }
 
+/* AdamW's two paths on the GPU, the same bits: each array's copy at an
+ * aligned address (quads of four elements, then a tail of one) and one
+ * element further on (every element one a thread), from the same values:
+ * with master weights (fp32: without), and with bf16's split master. */
+static void adamw_paths(void)
+{
+	int64_t n = 4 * 97 + 1;
+	int split = DT == GPT_DTYPE_BF16;
+	/* p, master (or lo), g, m, v: at a[i].d, and one element on at b[i] */
+	ten a[5] = {st(n, 0.1), split ? ten_const(GPT_DTYPE_BF16, n, 0.0f) : f32(n, 0.1), st(n, 1),
+		    f32(n, 0.01), ten_const(GPT_DTYPE_F32, n, 0.0004f)};
+	char *b[5] = {NULL};
+	size_t es[5];
+	int rc = 0;
+	for (int i = 0; i < 5; i++) {
+		es[i] = gpt_dtype_size(a[i].t);
+		b[i] = gpt_cuda_malloc((size_t)(n + 1) * es[i], "test tensor", &err);
+		rc = rc || !b[i] || gpu.ops->copy(&gpu, b[i] + es[i], a[i].d, (size_t)n * es[i], &err);
+	}
+	for (int64_t t = 1; t <= 2 && !rc; t++) {
+		gpt_adamw h = {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1,
+			       .grad_scale = 0.5, .t = t};
+		for (int k = 0; k < 2 && !rc; k++) {
+			void *x[5];
+			for (int i = 0; i < 5; i++)
+				x[i] = k ? b[i] + es[i] : a[i].d;
+			rc = gpu.ops->adamw(&gpu, x[0], split ? NULL : x[1], split ? x[1] : NULL, x[2], x[3], x[4], n,
+					    &h, &err);
+		}
+	}
+	int same_all = !rc;
+	for (int i = 0; i < 5 && same_all; i++) {
+		size_t bytes = (size_t)n * es[i];
+		char *x = xmalloc(bytes), *y = xmalloc(bytes);
+		same_all = !gpu.ops->download(&gpu, x, a[i].d, bytes, &err) &&
+			   !gpu.ops->download(&gpu, y, b[i] + es[i], bytes, &err) && !memcmp(x, y, bytes);
+		free(x);
+		free(y);
+	}
+	ok(same_all, "%s adamw in quads and one element a thread%s: the same bits %s", gpt_dtype_name(DT),
+	   split ? " (split master)" : "", rc ? err.msg : "");
+	for (int i = 0; i < 5; i++) {
+		gpt_cuda_free(b[i]);
+		ten_free(&a[i]);
+	}
+}
+
 static void test_optimizer(void)
 {
+	adamw_paths();
 	int64_t n = ADAMW_N;
 	ten p = st(n, 0.1), g = st(n, 1), m = f32(n, 0.01), v = ten_const(GPT_DTYPE_F32, n, 0.0004f);
 	float *mv = xmalloc((size_t)n * sizeof *mv);
