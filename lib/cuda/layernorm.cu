@@ -18,8 +18,11 @@
  *    inputs, kept it from issuing the next element's loads before the
  *    last one's store, one round trip to memory (the read of dinp) an
  *    element, ten times the time the bandwidth allows.
- * The dw/db column sums read 16 bytes a thread too where C and the
- * pointers allow (ln_wgrad_part_vec). */
+ * The dw/db column sums: in the vector backward's registers where a row is
+ * at most LN_WGRAD_NV vectors a lane (ln_bwd_wgrad: x and dy read once),
+ * else a pass of their own after it, reading 16 bytes a thread too where
+ * C and the pointers allow (ln_wgrad_part_vec); then the parts added in
+ * order (ln_wgrad_add). */
 #include "cuda/ops.cuh"
 
 /* With add, the residual add first: res = inp + add, rounded and stored,
@@ -197,18 +200,18 @@ __global__ static void ln_bwd_kernel(T *dinp, const T *dout, const T *inp, const
 	}
 }
 
-/* The vector form of ln_bwd_kernel (lanes and vectors as ln_fwd_vec's):
- * x, dy and dinp of the row in registers, w read twice (from the cache). */
-template <class T, int NV>
-__global__ static void __launch_bounds__(256)
-ln_bwd_vec_kernel(T *dinp, const T *dout, const T *inp, const T *w, const float *mean,
-		  const float *rstd, int64_t N, int64_t C)
+/* One row of the vector backward for a warp (lanes and vectors as
+ * ln_fwd_vec's): x, dy and dinp of the row in registers, w read twice
+ * (from the cache). With ACC, this lane's share of the row's weight
+ * gradients added into sw (the normalized input times dy) and sb (dy),
+ * a column a float, as ln_wgrad_part_vec computes each term. */
+template <class T, int NV, bool ACC>
+__device__ __forceinline__ void ln_bwd_row(T *dinp, const T *dout, const T *inp, const T *w, const float *mean,
+					   const float *rstd, int64_t row, int64_t C, int lane,
+					   float (&sw)[NV][GPT_VEC(T)], float (&sb)[NV][GPT_VEC(T)])
 {
 	const int W = GPT_VEC(T);
-	int64_t row = blockIdx.x * (int64_t)(blockDim.x / 32) + threadIdx.x / 32;
-	int lane = threadIdx.x % 32, nv = (int)(C / W);
-	if (row >= N)
-		return;
+	int nv = (int)(C / W);
 	const uint4 *x4 = (const uint4 *)(inp + row * C), *dy4 = (const uint4 *)(dout + row * C);
 	uint4 *dx4 = (uint4 *)(dinp + row * C);
 	uint4 xr[NV], dyr[NV], dxr[NV];
@@ -233,6 +236,10 @@ ln_bwd_vec_kernel(T *dinp, const T *dout, const T *inp, const T *w, const float 
 				float g = wf[e] * dyf[e];
 				gm += g;
 				gnm += g * (xf[e] - m) * s;
+				if (ACC) {
+					sw[i][e] += (xf[e] - m) * s * dyf[e];
+					sb[i][e] += dyf[e];
+				}
 			}
 		}
 	gm = gpt_warp_sum(gm) / (float)C;
@@ -252,6 +259,75 @@ ln_bwd_vec_kernel(T *dinp, const T *dout, const T *inp, const T *w, const float 
 			}
 			dx4[lane + 32 * i] = gpt_pack<T>(dxf);
 		}
+}
+
+/* The vector form of ln_bwd_kernel: a warp a row. */
+template <class T, int NV>
+__global__ static void __launch_bounds__(256)
+ln_bwd_vec_kernel(T *dinp, const T *dout, const T *inp, const T *w, const float *mean,
+		  const float *rstd, int64_t N, int64_t C)
+{
+	int64_t row = blockIdx.x * (int64_t)(blockDim.x / 32) + threadIdx.x / 32;
+	if (row >= N)
+		return;
+	float none[NV][GPT_VEC(T)];
+	ln_bwd_row<T, NV, false>(dinp, dout, inp, w, mean, rstd, row, C, threadIdx.x % 32, none, none);
+}
+
+/* The block's 8 warps' column sums acc (a lane's columns as ln_bwd_row's),
+ * added in the warps' order into part (C), through red. */
+template <class T, int NV>
+__device__ __forceinline__ void ln_wgrad_warps(float *part, const float (&acc)[NV][GPT_VEC(T)],
+					       float (*red)[NV * GPT_VEC(T) * 32], int64_t C)
+{
+	const int W = GPT_VEC(T);
+	int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+	for (int i = 0; i < NV; i++)
+#pragma unroll
+		for (int e = 0; e < W; e++)
+			red[warp][(lane + 32 * i) * W + e] = acc[i][e];
+	__syncthreads();
+	for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+		float t = 0.0f;
+		for (int k = 0; k < 8; k++)
+			t += red[k][c];
+		part[c] = t;
+	}
+	__syncthreads();
+}
+
+/* The most vectors a lane of ln_bwd_wgrad_kernel (C up to 768 in 16-bit,
+ * 512 in fp32): its 2 blocks an SM hold the sums in registers unspilled
+ * (ptxas 13.0, sm_90: 128 registers at 3 in bf16; 4 spilled 56 bytes). */
+#define LN_WGRAD_NV(T) (sizeof(T) == 2 ? 3 : 4)
+
+/* ln_bwd_vec with the weight gradients' pass 1 in it, for rows of up to
+ * LN_WGRAD_NV vectors a lane: block b's 8 warps take rows
+ * [b rows, (b + 1) rows) in turn (warp i rows i, i + 8, ...), each lane
+ * summing its columns' terms over its rows in registers; then the 8 warps'
+ * sums, in order, into pw[b] and pb[b] (ln_wgrad_add adds the parts). x and
+ * dy are read once, where the separate pass read them again (0.043 ms of
+ * the 0.127 a call took at 124M, B = 32, on an H100, 2026-11-27). */
+template <class T, int NV>
+__global__ static void __launch_bounds__(256, 2)
+ln_bwd_wgrad_kernel(T *dinp, float *pw, float *pb, const T *dout, const T *inp, const T *w,
+		    const float *mean, const float *rstd, int64_t N, int64_t C, int64_t rows)
+{
+	const int W = GPT_VEC(T), CM = NV * W * 32; /* the most columns */
+	__shared__ float red[8][CM];
+	int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+	float sw[NV][W], sb[NV][W];
+#pragma unroll
+	for (int i = 0; i < NV; i++)
+#pragma unroll
+		for (int e = 0; e < W; e++)
+			sw[i][e] = sb[i][e] = 0.0f;
+	int64_t r0 = blockIdx.x * rows, r1 = r0 + rows < N ? r0 + rows : N;
+	for (int64_t row = r0 + warp; row < r1; row += 8)
+		ln_bwd_row<T, NV, true>(dinp, dout, inp, w, mean, rstd, row, C, lane, sw, sb);
+	ln_wgrad_warps<T, NV>(pw + blockIdx.x * C, sw, red, C);
+	ln_wgrad_warps<T, NV>(pb + blockIdx.x * C, sb, red, C);
 }
 
 /* Pass 1 of dw/db: block (x, y) sums rows [y*rows, +rows) of 32 columns. */
@@ -425,8 +501,28 @@ int gpt_cuda_layernorm_bwd(gpt_backend *be, void *dinp, void *dw, void *db, cons
 		return rc;
 	cudaStream_t s = gpt_cuda_stream(be);
 	unsigned blocks = (unsigned)((N + 7) / 8);
+	dim3 block(32, 8);
 	GPT_CUDA_DISPATCH(be->dtype, T,
 		int nv = ln_vec(C, sizeof(T), dinp, dout, inp, w);
+		if (nv && nv <= LN_WGRAD_NV(T) && (dw || db)) {
+			/* the weight gradients' pass 1 in the row kernel: at most
+			 * GPT_CUDA_COLSUM_PARTS blocks of 8 rows or more */
+			int64_t rows = (N + GPT_CUDA_COLSUM_PARTS - 1) / GPT_CUDA_COLSUM_PARTS;
+			rows = rows < 8 ? 8 : rows;
+			int64_t parts = (N + rows - 1) / rows;
+			if ((rc = gpt_backend_scratch(be, (size_t)(2 * parts * C) * sizeof(float), err)))
+				return rc;
+			float *pw = (float *)be->scratch, *pb = pw + parts * C;
+			const int NVW = LN_WGRAD_NV(T);
+			switch (nv) {
+			case 1: ln_bwd_wgrad_kernel<T, 1><<<(unsigned)parts, 256, 0, s>>>((T *)dinp, pw, pb, (const T *)dout, (const T *)inp, (const T *)w, mean, rstd, N, C, rows); break;
+			case 2: ln_bwd_wgrad_kernel<T, 2><<<(unsigned)parts, 256, 0, s>>>((T *)dinp, pw, pb, (const T *)dout, (const T *)inp, (const T *)w, mean, rstd, N, C, rows); break;
+			case 3: ln_bwd_wgrad_kernel<T, 3><<<(unsigned)parts, 256, 0, s>>>((T *)dinp, pw, pb, (const T *)dout, (const T *)inp, (const T *)w, mean, rstd, N, C, rows); break;
+			default: ln_bwd_wgrad_kernel<T, NVW><<<(unsigned)parts, 256, 0, s>>>((T *)dinp, pw, pb, (const T *)dout, (const T *)inp, (const T *)w, mean, rstd, N, C, rows); break;
+			}
+			ln_wgrad_add_kernel<T><<<(unsigned)((C + 31) / 32), block, 0, s>>>((T *)dw, (T *)db, pw, pb, parts, C);
+			return gpt_cuda_launched("layernorm_bwd", err);
+		}
 		if (nv) {
 			LN_NV_DISPATCH(nv, NV, ln_bwd_vec_kernel<T, NV><<<blocks, 256, 0, s>>>((T *)dinp, (const T *)dout, (const T *)inp, (const T *)w, mean, rstd, N, C));
 		} else {
@@ -442,7 +538,6 @@ int gpt_cuda_layernorm_bwd(gpt_backend *be, void *dinp, void *dw, void *db, cons
 	if ((rc = gpt_backend_scratch(be, (size_t)(2 * parts * C) * sizeof(float), err)))
 		return rc;
 	float *pw = (float *)be->scratch, *pb = pw + parts * C;
-	dim3 block(32, 8);
 	GPT_CUDA_DISPATCH(be->dtype, T,
 		const int64_t V = GPT_VEC(T);
 		if (C % V == 0 && gpt_cuda_aligned(dout, inp)) {
