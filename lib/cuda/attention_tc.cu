@@ -75,19 +75,21 @@
  * The backward kernels work a tile in two halves of 32 columns, so that
  * half the score registers (S and dP, 32 floats each at full width) are
  * live at a time; the products' order per output element is unchanged.
- * Registers (ptxas 13.0, sm_90, bf16, W = 64): forward 127, dq 126, dkv
+ * Registers (ptxas 13.0, sm_90, bf16, W = 64): forward 126, dq 126, dkv
  * 168 without dropout (4, 4 and 3 blocks an SM as the registers go),
  * 128 (16 bytes spilled), 128 (held to 4 blocks) and 168
  * (12 spilled) with it (4, 4, 3; with Philox in the backward they were
  * 128, 168 and 246: 4, 3, 2), the forward in 64m 128 (44 bytes spilled,
  * 4 blocks; unbounded, ptxas takes 168 and still spills); in 128-row
- * tiles, forward 255, dq 239 and dkv 255 (16 spilled; 2 blocks), 242,
+ * tiles, forward 254, dq 239 and dkv 255 (16 spilled; 2 blocks), 244,
  * 241 and 255 (4 spilled) with dropout (2; the forward with dropout has
  * only the general form there, the others would spill 260 bytes); the
- * forward a tile ahead, 168 (40 spilled; held to 3 blocks: unbounded it
- * took 244, 2 blocks) and 229 with dropout (2 blocks), at W = 128 252 (2
- * blocks, as the plain forward's 184 there, which its shared memory
- * holds to 2).
+ * forward a tile ahead, 167 (held to 3 blocks: unbounded it took 244, 2
+ * blocks) and 228 with dropout (2 blocks), at W = 128 250 (2 blocks, as
+ * the plain forward's 168 there, which its shared memory holds to 2).
+ * (The forward's outputs through shared memory, write_acc_staged, took
+ * the spills of the form a tile ahead from 40 bytes to none, and of its
+ * W = 128 form with dropout from 32.)
  * The backward's pairs of tile buffers are a pointer and a step (buf2),
  * not arrays indexed by a variable, which would sit in local memory.
  *
@@ -210,11 +212,13 @@ __device__ __forceinline__ void fwd_softmax(u32 (&pa)[MW][KT][4], float (&s)[MW]
  * O / l (times dropout's 1 / (1 - p)) into out and what its rounding left
  * into olo (row stride Cl, the head's first column), and its log-sum-exp
  * m + log l (natural units) into lse (the head's), by lane t = 0 of the
- * row's quad; rows at or past T are not written. */
+ * row's quad; rows at or past T are not written. The outputs go through
+ * qw, the warp's own rows of Q in shared memory (MW blocks of 16, row
+ * stride LE), done with (write_acc_staged). */
 template <class E, int W, int MW>
 __device__ __forceinline__ void fwd_finish(E *out, float *lse, E *olo, int64_t Cl, const float (&o)[MW][W / 8][4],
 					   const float (&m)[MW][2], const float (&l)[MW][2], const int (&ri)[MW][2],
-					   int t, const attn_args &a)
+					   int t, const attn_args &a, E *qw, int LE)
 {
 #pragma unroll
 	for (int mi = 0; mi < MW; mi++) {
@@ -226,7 +230,8 @@ __device__ __forceinline__ void fwd_finish(E *out, float *lse, E *olo, int64_t C
 			if (t == 0 && ri[mi][hr] < a.T)
 				lse[ri[mi][hr]] = m[mi][hr] * (1.0f / L2E) + logf(lt);
 		}
-		write_acc<E, W>(out, olo, Cl, o[mi], ri[mi], f, t, a);
+		write_acc_staged<E, W>(out, olo, Cl, o[mi], ri[mi][0] - (int)(threadIdx.x % 32 >> 2), f, t, a,
+				       qw + 16 * mi * LE, LE);
 	}
 }
 
@@ -319,7 +324,7 @@ __global__ static void __launch_bounds__(NTHR, DROP && MW == 1 && W <= 64 ? 4 : 
 		}
 	}
 	fwd_finish<E, W, MW>(out + b * a.T * Cl + h * a.HS, lse + bh * a.T, olo + b * a.T * Cl + h * a.HS, Cl, o,
-			     m, l, ri, t, a);
+			     m, l, ri, t, a, (E *)qw, LE);
 }
 
 /* The forward in 64-row tiles with the scores one key tile ahead: a warp
@@ -428,7 +433,7 @@ __global__ static void __launch_bounds__(NTHR, !DROP && W == 64 ? 3 : 0)
 		__syncthreads(); /* the tile's readers are done before it is refilled */
 	}
 	fwd_finish<E, W, 1>(out + b * a.T * Cl + h * a.HS, lse + bh * a.T, olo + b * a.T * Cl + h * a.HS, Cl, o,
-			     m, l, ri, t, a);
+			     m, l, ri, t, a, (E *)qw, LE);
 }
 
 /* Dropout's mask for the form "64m", drawn before the forward, which then

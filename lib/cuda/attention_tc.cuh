@@ -442,6 +442,65 @@ __device__ __forceinline__ void write_acc(E *dst, E *lo, int64_t stride, const f
 		}
 }
 
+/* write_acc through shared memory: the warp's 16 rows from r16 (rows
+ * r16 + g and r16 + g + 8 a lane, g = lane / 4) go first into st, this
+ * warp's own 16 rows of shared memory (row stride ls elements, 16-byte
+ * aligned rows of W elements or more), a lane's two columns a 32-bit
+ * store as write_acc's; then each lane copies 16 bytes at a time to dst,
+ * a row's W elements from W / 8 lanes: a warp's store writes whole rows of
+ * the head, where write_acc's wrote 16 bytes of each of 8 rows. Then the
+ * same for lo, its values computed again (the same bits). The values and
+ * rows written are write_acc's. Where dst, lo or the row stride is not
+ * 16-byte aligned, the copies are an element a lane at a time (one path
+ * through shared memory either way: a second, write_acc's, cost the
+ * forward with dropout 36 more bytes of spills). The caller's reads of st
+ * are done (the __syncwarp here orders them before the writes). */
+template <class E, int W>
+__device__ __forceinline__ void write_acc_staged(E *dst, E *lo, int64_t stride, const float (&acc)[W / 8][4],
+						 int r16, const float (&f)[2], int t, const attn_args &a, E *st,
+						 int ls)
+{
+	const int T = (int)a.T, HS = (int)a.HS, lane = threadIdx.x % 32, g = lane >> 2, VR = W / 8;
+	const bool vec = (((uintptr_t)dst | (uintptr_t)lo) & 15u) == 0 && (stride * (int64_t)sizeof(E)) % 16 == 0;
+#pragma unroll
+	for (int half = 0; half < 2; half++) {
+		E *to = half ? lo : dst;
+		if (!to)
+			break;
+		__syncwarp();
+#pragma unroll
+		for (int hr = 0; hr < 2; hr++)
+#pragma unroll
+			for (int d = 0; d < W / 8; d++) {
+				/* (never fused with the low half's difference) */
+				float v0 = __fmul_rn(acc[d][2 * hr], f[hr]), v1 = __fmul_rn(acc[d][2 * hr + 1], f[hr]);
+				u32 e = pack2<E>(v0, v1);
+				if (half) {
+					float r0, r1;
+					unpack2<E>(r0, r1, e);
+					e = pack2<E>(v0 - r0, v1 - r1);
+				}
+				*(u32 *)(st + (g + 8 * hr) * ls + 8 * d + 2 * t) = e;
+			}
+		__syncwarp();
+		if (vec) {
+#pragma unroll
+			for (int c = lane; c < 16 * VR; c += 32) {
+				int rr = c / VR, cc = c % VR, row = r16 + rr;
+				if (row < T && cc * 8 < HS)
+					*(uint4 *)(to + row * stride + cc * 8) = *(const uint4 *)(st + rr * ls + cc * 8);
+			}
+		} else {
+#pragma unroll 1
+			for (int c = lane; c < 16 * W; c += 32) {
+				int rr = c / W, cc = c % W, row = r16 + rr;
+				if (row < T && cc < HS)
+					to[row * stride + cc] = st[rr * ls + cc];
+			}
+		}
+	}
+}
+
 /* Dropout's Philox blocks, shared by the lanes of a warp. A block holds
  * the bits of four keys (features) at one query (position); the four
  * keys (feature0 + h) * T + 4m .. + 3 share one where 4 divides
