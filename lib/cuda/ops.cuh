@@ -200,6 +200,44 @@ __device__ __forceinline__ void gpt_st_vec(T *p, const float *f)
 	*(uint4 *)p = gpt_pack<T>(f);
 }
 
+/* PTX cp.async: 16 bytes (or 4) from global src to shared dst without
+ * the registers, zeros in place of them where !ok (src is then not read);
+ * cp_commit closes a group of them, cp_wait<n> waits until at most the
+ * newest n groups are in flight (sm_80 and later). */
+template <int N> __device__ __forceinline__ void cp_async(void *dst, const void *src, bool ok)
+{
+	static_assert(N == 4 || N == 16, "cp.async copies 4 or 16 bytes here");
+#ifdef GPT_CUDA_EMULATED
+	emu::cp_async(dst, src, ok ? N : 0, N);
+#else
+	unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+	if constexpr (N == 16) /* past L1 */
+		asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(ok ? 16 : 0)
+			     : "memory");
+	else
+		asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(d), "l"(src), "r"(ok ? 4 : 0)
+			     : "memory");
+#endif
+}
+
+__device__ __forceinline__ void cp_commit(void)
+{
+#ifdef GPT_CUDA_EMULATED
+	emu::cp_async_commit();
+#else
+	asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+
+template <int N> __device__ __forceinline__ void cp_wait(void)
+{
+#ifdef GPT_CUDA_EMULATED
+	emu::cp_async_wait(N);
+#else
+	asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
+}
+
 __device__ __forceinline__ float gpt_warp_sum(float v)
 {
 	for (int o = 16; o > 0; o >>= 1)

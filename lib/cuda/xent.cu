@@ -62,25 +62,21 @@ __device__ __forceinline__ static void xent_add(float &m, float &s, const float 
  * first, two a thread at a time, then the columns after them), combined
  * over each warp, then over the warps by thread 0, whose (m, s) is the
  * row's (the others' are partial). sm and ss: a float a warp, shared.
- * keep: the whole vectors also stored there, in order (vec only). */
+ * kept (vec only): the row's whole vectors, read there in place of row
+ * (each thread's own: those it copied, xent_fused_kernel). */
 template <class T>
 __device__ static void row_stats(float &m, float &s, const T *row, int64_t nr, int vec, float *sm,
-				 float *ss, uint4 *keep = nullptr)
+				 float *ss, const uint4 *kept = nullptr)
 {
 	const int W = GPT_VEC(T);
 	m = -INFINITY, s = 0.0f;
 	int64_t nv = vec ? nr / W : 0, bd = blockDim.x;
-	const uint4 *row4 = (const uint4 *)row;
+	const uint4 *row4 = kept ? kept : (const uint4 *)row;
 	for (int64_t k = threadIdx.x; k < nv; k += 2 * bd) {
 		/* both loads in flight before the arithmetic */
 		uint4 u0 = row4[k], u1 = u0;
 		if (k + bd < nv)
 			u1 = row4[k + bd];
-		if (keep) {
-			keep[k] = u0;
-			if (k + bd < nv)
-				keep[k + bd] = u1;
-		}
 		float x[W];
 		gpt_unpack<T>(x, u0);
 		xent_add(m, s, x, W);
@@ -260,15 +256,17 @@ int gpt_cuda_xent_bwd(gpt_backend *be, void *dlogits, const void *logits,
 
 /* xent_fwd, xent_loss and xent_bwd of row r in block r (tp = 1): the
  * statistics as xent_fwd's (vec: the logits' rows 16-byte aligned), then
- * the gradient as xent_bwd's (vecg: dlogits' too). The gradient's pass
- * reads the row again: with KEEP (vec and vecg, the row's whole vectors
- * within XENT_KEEP_BYTES) from this block's shared memory, where the first
- * pass left it; else from L2, where it may still be (1024 threads a row,
- * two blocks an SM: a few hundred rows of 100 KiB in flight, 26 MB, and
- * the gradients' rows passing through too: at 124M, B = 32, the kernel
- * moved 1.9 TB/s counting each row's read and write once, on an H100,
- * 2026-11-27, where a third pass over memory would make 2.8). The same
- * values as the three kernels either way. */
+ * the gradient as xent_bwd's (vecg: dlogits' too). With KEEP (vec and
+ * vecg, the row's whole vectors within XENT_KEEP_BYTES) the row's vectors
+ * come into this block's shared memory first by cp.async, each thread's
+ * (the ones it sums and writes) all in flight at once, and both passes
+ * read them there; else each pass reads the row, the second from L2 where
+ * it may still be (1024 threads a row, two blocks an SM: a few hundred
+ * rows of 100 KiB in flight, 26 MB, and the gradients' rows passing
+ * through too), the first two vectors a thread at a time. (At 124M, B =
+ * 32, on an H100, 2026-11-27, xent_fwd alone read 1.83 TB/s and this
+ * kernel moved 1.85 counting a read and a write a row.) The same values
+ * as the three kernels either way. */
 template <class T, bool KEEP>
 __global__ static void __launch_bounds__(XENT_THREADS, 2) /* 32 registers */
 xent_fused_kernel(float *loss, float *max, float *sumexp, float *tlogit, T *dlogits, const T *logits,
@@ -284,6 +282,12 @@ xent_fused_kernel(float *loss, float *max, float *sumexp, float *tlogit, T *dlog
 	int32_t tg = targets[r];
 	float m, s;
 	uint4 *kept = KEEP ? (uint4 *)sh : nullptr;
+	if (KEEP) {
+		for (int64_t k = threadIdx.x; k < nr / W; k += blockDim.x)
+			cp_async<16>(kept + k, (const uint4 *)row + k, true);
+		cp_commit();
+		cp_wait<0>();
+	}
 	row_stats<T>(m, s, row, nr, vec, sm, ss, kept);
 	if (threadIdx.x == 0) {
 		if (tg >= V)
