@@ -81,15 +81,17 @@
  * (12 spilled) with it (4, 4, 3; with Philox in the backward they were
  * 128, 168 and 246: 4, 3, 2), the forward in 64m 128 (44 bytes spilled,
  * 4 blocks; unbounded, ptxas takes 168 and still spills); in 128-row
- * tiles, forward 254, dq 239 and dkv 255 (16 spilled; 2 blocks), 244,
- * 241 and 255 (4 spilled) with dropout (2; the forward with dropout has
+ * tiles, forward 254, dq 235 and dkv 255 (4 spilled; 2 blocks), 244,
+ * 241 and 255 (8 spilled) with dropout (2; the forward with dropout has
  * only the general form there, the others would spill 260 bytes); the
  * forward a tile ahead, 167 (held to 3 blocks: unbounded it took 244, 2
  * blocks) and 228 with dropout (2 blocks), at W = 128 250 (2 blocks, as
  * the plain forward's 168 there, which its shared memory holds to 2).
- * (The forward's outputs through shared memory, write_acc_staged, took
- * the spills of the form a tile ahead from 40 bytes to none, and of its
- * W = 128 form with dropout from 32.)
+ * (The outputs through shared memory, write_acc_staged, took the spills
+ * of the form a tile ahead from 40 bytes to none, of its W = 128 form
+ * with dropout from 32, of dkv in 128-key tiles from 16 to 4 (with
+ * dropout 4 to 8); dq and dkv in 64-row tiles store directly, as the
+ * staged stores spilled 12 to 28 bytes there.)
  * The backward's pairs of tile buffers are a pointer and a step (buf2),
  * not arrays indexed by a variable, which would sit in local memory.
  *

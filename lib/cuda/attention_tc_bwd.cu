@@ -164,10 +164,17 @@ __global__ static void __launch_bounds__(NTHR, DROP && MW == 1 && W <= 64 ? 4 : 
 			by_tile_kind(edge, clear, work);
 		}
 	}
+	/* in 128-row tiles through the warp's own rows of Q, done with
+	 * (write_acc_staged); in 64 directly, whose registers have no room
+	 * for it (ptxas 13.0, bf16, W = 64: 28 bytes spilled with dropout) */
 	const float f[2] = {a.sc, a.sc};
 #pragma unroll
 	for (int mi = 0; mi < MW; mi++)
-		write_acc<E, W>(dqkv + b * a.T * C3 + h * a.HS, (E *)nullptr, C3, dq[mi], ri[mi], f, t, a);
+		if constexpr (MW > 1)
+			write_acc_staged<E, W>(dqkv + b * a.T * C3 + h * a.HS, (E *)nullptr, C3, dq[mi], r0 + 16 * mi, f,
+					       t, a, (E *)qw + 16 * mi * LE, LE);
+		else
+			write_acc<E, W>(dqkv + b * a.T * C3 + h * a.HS, (E *)nullptr, C3, dq[mi], ri[mi], f, t, a);
 }
 
 /* The query tile at i0 of a head for the dkv kernel: q and dO rows and
@@ -299,12 +306,21 @@ __global__ static void __launch_bounds__(NTHR)
 			by_tile_kind(edge, clear, work);
 		}
 	}
+	/* in 128-key tiles through the warp's own keys' rows of K and V, done
+	 * with (write_acc_staged); in 64 directly, as dq */
 	E *o = dqkv + b * a.T * C3 + h * a.HS;
 	const float fk[2] = {a.sc, a.sc}, fv[2] = {a.dscale, a.dscale}; /* dropout's 1/(1-p) */
 #pragma unroll
 	for (int mi = 0; mi < MW; mi++) {
-		write_acc<E, W>(o + Cl, (E *)nullptr, C3, dk[mi], rj[mi], fk, t, a);
-		write_acc<E, W>(o + 2 * Cl, (E *)nullptr, C3, dv[mi], rj[mi], fv, t, a);
+		if constexpr (MW > 1) {
+			/* (kw and vw here instead spilled 32 and 16 bytes, ptxas 13.0) */
+			int k16 = jw0 + 16 * mi, at = (k16 - j0) * LE;
+			write_acc_staged<E, W>(o + Cl, (E *)nullptr, C3, dk[mi], k16, fk, t, a, ks + at, LE);
+			write_acc_staged<E, W>(o + 2 * Cl, (E *)nullptr, C3, dv[mi], k16, fv, t, a, vs + at, LE);
+		} else {
+			write_acc<E, W>(o + Cl, (E *)nullptr, C3, dk[mi], rj[mi], fk, t, a);
+			write_acc<E, W>(o + 2 * Cl, (E *)nullptr, C3, dv[mi], rj[mi], fv, t, a);
+		}
 	}
 }
 
