@@ -67,9 +67,9 @@ int gpt_cuda_embedding_rows_fwd(gpt_backend *be, void *out, const int32_t *token
  * (those past C read channel 0 and store nothing). The warp reads 32 row
  * numbers at a time, a lane each (the next 32 while these rows are read),
  * shuffled to every lane, and a whole chunk's 32 rows of gradients before
- * their sum, which is in order: a byte-level corpus's space, a sixth of
- * its tokens, is some 160 chunks for a warp at 124M, each about one
- * memory latency. */
+ * their sum, which is in order: the bench corpus's space (its tokens are
+ * bytes, a sixth of them spaces) is some 180 chunks for a warp at 124M, B
+ * = 32, each about one memory latency. */
 template <class T>
 __global__ static void wte_grad_kernel(T *dwte, const T *dout, const int32_t *uid,
 				       const int32_t *beg, const int32_t *cnt, const int32_t *rows,

@@ -16,10 +16,10 @@
 #include <math.h>
 
 #define XENT_THREADS 1024
-/* The most of a row xent_fused keeps in shared memory for its second pass:
- * two blocks an SM (227 KiB) with their static arrays; GPT-2's padded
- * vocabulary is 100608 bytes in bf16 or fp16 (fp32 rows, twice that, go
- * through L2). */
+/* The most of a row xent_fused copies into shared memory for its two
+ * passes: two blocks an SM (227 KiB) with their static arrays; GPT-2's
+ * vocabulary is 100514 bytes in bf16 or fp16 (fp32 rows, twice that, are
+ * read from global memory twice). */
 #define XENT_KEEP_BYTES (110u << 10)
 
 /* Columns of this piece that are real vocabulary, not padding. */
