@@ -15,12 +15,15 @@
  * recomputes is its own cost). The bytes are what each op must move at
  * least once: LayerNorm forward reads x and writes y (N C elements each),
  * its backward reads x and dy and adds into dx (4 N C) and the weight
- * gradients' pass reads x and dy again (2 N C); the residual stream's
- * dropout (p=0.1) reads and writes it (2 N C), its residual add reads two
- * and writes one (3 N C); GELU's forward 2n, backward 3n; fc's bias
- * gradient (linear_bwd with only dbias) reads its output's gradient once;
- * the embedding's backward reads the gradient of its output once, its
- * tokens Zipf-distributed (rank k's weight 1/k) as text's are; cross-entropy's forward reads a chunk of logits, its backward reads
+ * gradients' pass reads x and dy again (2 N C: counted at every shape, so
+ * that the rates compare across sessions, though at C = 768 in 16-bit
+ * the row kernel sums them now); the residual stream's dropout (p=0.1)
+ * reads and writes it (2 N C), its residual add reads two and writes one
+ * (3 N C); GELU's forward 2n, backward 3n; fc's bias gradient (linear_bwd
+ * with only dbias) reads its output's gradient once; the embedding's
+ * backward reads the gradient of its output once, its tokens
+ * Zipf-distributed (rank k's weight 1/k) as text's are; cross-entropy's
+ * forward reads a chunk of logits, its backward reads
  * and writes it, and xent_fused (both, tp = 1) reads and writes it once; AdamW moves the 16-bit parameter (read, write) and
  * gradient, and the fp32 master and moments (read, write): 3 es + 24 bytes
  * a parameter. Attention runs without dropout and with the seed configs'

@@ -761,14 +761,6 @@ template <int N> __device__ __forceinline__ void mask_causal(float (&s)[N][4], c
 /* ---- the launches' host-side parts, shared by the forward
  * (attention_tc.cu) and the backward (attention_tc_bwd.cu) ---- */
 
-/* Lets kernel k use shm bytes of dynamic shared memory (above 48 KiB needs asking). */
-template <class K> static int allow_shm(K *k, size_t shm, const char *op, gpt_err *err)
-{
-	return gpt_cuda_check(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
-						   (int)shm),
-			      op, err);
-}
-
 /* a's heads for B sequences and their groups (tiles.h), for elements of
  * es bytes; an error when the grid's blocks do not fit its one dimension */
 static int grid_groups(attn_args *a, int64_t B, size_t es, const char *op, gpt_err *err)

@@ -122,6 +122,14 @@ static inline unsigned gpt_cuda_blocks(int64_t n, int threads)
 	return (unsigned)(b < 1 ? 1 : b > 65535 ? 65535 : b);
 }
 
+/* Lets kernel k use shm bytes of dynamic shared memory (above 48 KiB needs asking). */
+template <class K> static int allow_shm(K *k, size_t shm, const char *op, gpt_err *err)
+{
+	return gpt_cuda_check(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+						   (int)shm),
+			      op, err);
+}
+
 /* Records a bad datum for check_bad (backend.cu) to report: its kind, the
  * row it is in and two numbers the message gives (xent: the target and
  * the vocabulary; attention_kv_rows: the slot and the position). Threads

@@ -337,7 +337,7 @@ int gpt_cuda_xent_fused(gpt_backend *be, float *loss, float *max, float *sumexp,
 		int64_t nr = real_cols(Vl, 0, V);
 		size_t keep = (size_t)(nr / GPT_VEC(T)) * 16;
 		if (vecg && keep <= XENT_KEEP_BYTES) {
-			if ((rc = gpt_cuda_check(cudaFuncSetAttribute(xent_fused_kernel<T, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)keep), "xent_fused", err)))
+			if ((rc = allow_shm(xent_fused_kernel<T, true>, keep, "xent_fused: shared memory", err)))
 				return rc;
 			xent_fused_kernel<T, true><<<(unsigned)N, XENT_THREADS, keep, gpt_cuda_stream(be)>>>(loss, max, sumexp, tlogit, (T *)dlogits, (const T *)logits, targets, dloss, Vl, ld, V, nr, vec, vecg, bad);
 		} else {
