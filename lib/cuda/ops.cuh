@@ -267,8 +267,8 @@ __device__ __forceinline__ float gpt_warp_max(float v)
  * order; it gets the sum (the others 0). Every thread of the block calls
  * it (barriers), col < N or not; sh is the block's [8][33] floats, free
  * again when it returns. The same bits on every run. (A thread a column
- * adding all the parts in turn, up to 256 dependent loads, took 12 us a
- * call at 124M on an H100, 2026-11-27, 0.6 ms of a step.) */
+ * adding all the parts in turn, 128 at 124M, took 12 us a call on an
+ * H100, 2026-11-27: 0.6 ms of a step.) */
 __device__ __forceinline__ float gpt_parts_sum(const float *part, int64_t parts, int64_t N, int64_t col,
 					       float (*sh)[33])
 {
