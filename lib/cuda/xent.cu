@@ -16,11 +16,6 @@
 #include <math.h>
 
 #define XENT_THREADS 1024
-/* The most of a row xent_fused copies into shared memory for its two
- * passes: two blocks an SM (227 KiB) with their static arrays; GPT-2's
- * vocabulary is 100514 bytes in bf16 or fp16 (fp32 rows, twice that, are
- * read from global memory twice). */
-#define XENT_KEEP_BYTES (110u << 10)
 
 /* Columns of this piece that are real vocabulary, not padding. */
 static int64_t real_cols(int64_t Vl, int64_t v0, int64_t V)
@@ -61,17 +56,15 @@ __device__ __forceinline__ static void xent_add(float &m, float &s, const float 
  * real columns; with vec, the row 16-byte aligned, its whole vectors
  * first, two a thread at a time, then the columns after them), combined
  * over each warp, then over the warps by thread 0, whose (m, s) is the
- * row's (the others' are partial). sm and ss: a float a warp, shared.
- * kept (vec only): the row's whole vectors, read there in place of row
- * (each thread's own: those it copied, xent_fused_kernel). */
+ * row's (the others' are partial). sm and ss: a float a warp, shared. */
 template <class T>
 __device__ static void row_stats(float &m, float &s, const T *row, int64_t nr, int vec, float *sm,
-				 float *ss, const uint4 *kept = nullptr)
+				 float *ss)
 {
 	const int W = GPT_VEC(T);
 	m = -INFINITY, s = 0.0f;
 	int64_t nv = vec ? nr / W : 0, bd = blockDim.x;
-	const uint4 *row4 = kept ? kept : (const uint4 *)row;
+	const uint4 *row4 = (const uint4 *)row;
 	for (int64_t k = threadIdx.x; k < nv; k += 2 * bd) {
 		/* both loads in flight before the arithmetic */
 		uint4 u0 = row4[k], u1 = u0;
@@ -256,39 +249,26 @@ int gpt_cuda_xent_bwd(gpt_backend *be, void *dlogits, const void *logits,
 
 /* xent_fwd, xent_loss and xent_bwd of row r in block r (tp = 1): the
  * statistics as xent_fwd's (vec: the logits' rows 16-byte aligned), then
- * the gradient as xent_bwd's (vecg: dlogits' too). With KEEP (vec and
- * vecg, the row's whole vectors within XENT_KEEP_BYTES) the row's vectors
- * come into this block's shared memory first by cp.async, each thread's
- * (the ones it sums and writes) all in flight at once, and both passes
- * read them there; else each pass reads the row, the second from L2 where
- * it may still be (1024 threads a row, two blocks an SM: a few hundred
- * rows of 100 KiB in flight, 26 MB, and the gradients' rows passing
- * through too), the first two vectors a thread at a time. (At 124M, B =
- * 32, on an H100, 2026-11-27, xent_fwd alone read 1.83 TB/s and this
- * kernel moved 1.85 counting a read and a write a row.) The same values
- * as the three kernels either way. */
-template <class T, bool KEEP>
-__global__ static void __launch_bounds__(XENT_THREADS, 2) /* 32 registers */
+ * the gradient as xent_bwd's (vecg: dlogits' too), the row read
+ * again while it is in L2 (1024 threads a row, two blocks an SM: a few
+ * hundred rows of 100 KiB in flight), not from memory. The same values as
+ * the three kernels. (The row kept in shared memory instead, cp.async'd
+ * for both passes, measured the same on an H100: 0.141 ms a call at 124M,
+ * 2026-11-27, bench/RESULTS.md; the second read is not what bounds it.) */
+template <class T>
+__global__ static void __launch_bounds__(XENT_THREADS)
 xent_fused_kernel(float *loss, float *max, float *sumexp, float *tlogit, T *dlogits, const T *logits,
 		  const int32_t *targets, float dloss, int64_t Vl, int64_t ld, int64_t V, int64_t nr,
 		  int vec, int vecg, int *bad)
 {
 	__shared__ float sm[XENT_THREADS / 32], ss[XENT_THREADS / 32];
-	extern __shared__ float sh[]; /* KEEP: the row's nr / W whole vectors */
 	const int W = GPT_VEC(T);
 	int64_t r = blockIdx.x;
 	const T *row = logits + r * ld;
 	T *drow = dlogits + r * ld;
 	int32_t tg = targets[r];
 	float m, s;
-	uint4 *kept = KEEP ? (uint4 *)sh : nullptr;
-	if (KEEP) {
-		for (int64_t k = threadIdx.x; k < nr / W; k += blockDim.x)
-			cp_async<16>(kept + k, (const uint4 *)row + k, true);
-		cp_commit();
-		cp_wait<0>();
-	}
-	row_stats<T>(m, s, row, nr, vec, sm, ss, kept);
+	row_stats<T>(m, s, row, nr, vec, sm, ss);
 	if (threadIdx.x == 0) {
 		if (tg >= V)
 			gpt_cuda_note_bad(bad, GPT_CUDA_BAD_TARGET_FWD, r, tg, V);
@@ -302,13 +282,10 @@ xent_fused_kernel(float *loss, float *max, float *sumexp, float *tlogit, T *dlog
 	__syncthreads();
 	m = sm[0];
 	float inv = 1.0f / ss[0];
-	int64_t nv = vecg ? Vl / W : 0, nk = KEEP ? nr / W : 0;
+	int64_t nv = vecg ? Vl / W : 0;
 	for (int64_t k = threadIdx.x; k < nv; k += blockDim.x) {
 		float x[W];
-		if (KEEP && k < nk)
-			gpt_unpack<T>(x, kept[k]);
-		else
-			gpt_ld_vec(x, row + k * W);
+		gpt_ld_vec(x, row + k * W);
 #pragma unroll
 		for (int e = 0; e < W; e++)
 			x[e] = xent_g(x[e], k * W + e, tg, nr, tg, m, inv, dloss);
@@ -334,14 +311,6 @@ int gpt_cuda_xent_fused(gpt_backend *be, float *loss, float *max, float *sumexp,
 	GPT_CUDA_DISPATCH(be->dtype, T,
 		/* the statistics in xent_fwd's order: its vectors where the logits allow */
 		int vec = rows_aligned(logits, ld, sizeof(T)), vecg = vec && rows_aligned(dlogits, ld, sizeof(T));
-		int64_t nr = real_cols(Vl, 0, V);
-		size_t keep = (size_t)(nr / GPT_VEC(T)) * 16;
-		if (vecg && keep <= XENT_KEEP_BYTES) {
-			if ((rc = allow_shm(xent_fused_kernel<T, true>, keep, "xent_fused: shared memory", err)))
-				return rc;
-			xent_fused_kernel<T, true><<<(unsigned)N, XENT_THREADS, keep, gpt_cuda_stream(be)>>>(loss, max, sumexp, tlogit, (T *)dlogits, (const T *)logits, targets, dloss, Vl, ld, V, nr, vec, vecg, bad);
-		} else {
-			xent_fused_kernel<T, false><<<(unsigned)N, XENT_THREADS, 0, gpt_cuda_stream(be)>>>(loss, max, sumexp, tlogit, (T *)dlogits, (const T *)logits, targets, dloss, Vl, ld, V, nr, vec, vecg, bad);
-		});
+		xent_fused_kernel<T><<<(unsigned)N, XENT_THREADS, 0, gpt_cuda_stream(be)>>>(loss, max, sumexp, tlogit, (T *)dlogits, (const T *)logits, targets, dloss, Vl, ld, V, real_cols(Vl, 0, V), vec, vecg, bad));
 	return gpt_cuda_launched("xent_fused", err);
 }

@@ -1126,9 +1126,10 @@ static void test_xent_more(void)
 	test_xent_at(Vl - 3, Vl, Vl - 3, VOCAB);
 	test_xent_fused_at(VPAD, VPAD, VOCAB, 1);
 	test_xent_fused_at(VOCAB, VOCAB + 1, VOCAB, 0);
-	/* rows of more vectors than two a thread of a block (the kept row's
-	 * second vector a thread), kept in shared memory in every dtype */
+	/* rows of more vectors than a block has threads (a thread's second
+	 * vector), and of more than two a thread (its next two) */
 	test_xent_fused_at(20000, 20000, 19995, 1);
+	test_xent_fused_at(60000, 60000, 59990, 1);
 }
 
 static void test_embedding(void)
