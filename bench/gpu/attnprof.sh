@@ -9,7 +9,12 @@
 # report, its details page and its raw metrics (CSV) are left in
 # ATTNPROF_DIR (default build/attnprof) for reading off the device.
 # tests/gpu/check.sh runs this as its attnprof stage. DTYPE=fp16 for fp16.
+# Other kernels the same way: ATTNPROF_ONLY, gpu-ops' ops whose names
+# begin with it (default attention), and ATTNPROF_KERNELS, a regular
+# expression for the kernels' names (default ^tc_); the table's columns
+# mean the same for any kernel (tensor% is 0 where none runs).
 #   sh bench/gpu/attnprof.sh
+#   ATTNPROF_ONLY=xent ATTNPROF_KERNELS=^xent sh bench/gpu/attnprof.sh
 set -u
 cd "$(dirname "$0")/../.."
 PY=${PYTHON:-python3}
@@ -18,8 +23,8 @@ W=${ATTNPROF_DIR:-build/attnprof}
 NAME=attnprof
 . bench/gpu/lib-ncu.sh
 ncu_setup "$W" || exit 1
-"$NCU_BIN" --set full --clock-control none --import-source no --kernel-name regex:'^tc_' -f -o "$W/attn" \
-	build/bench/gpu-ops "$D" --shape 124M --only attention --once >"$W/run.log" 2>&1 ||
+"$NCU_BIN" --set full --clock-control none --import-source no --kernel-name regex:"${ATTNPROF_KERNELS:-^tc_}" -f -o "$W/attn" \
+	build/bench/gpu-ops "$D" --shape 124M --only "${ATTNPROF_ONLY:-attention}" --once >"$W/run.log" 2>&1 ||
 	{ tail -n 20 "$W/run.log"; exit 1; }
 # --print-details all (the sections' tables and charts too) where this ncu has it
 "$NCU_BIN" --import "$W/attn.ncu-rep" --print-details all >"$W/details.txt" 2>&1 ||

@@ -20,8 +20,10 @@
 #   attnprof   bench/gpu/attnprof.sh: the attention kernels once each under
 #              Nsight Compute's full set (occupancy, pipes, stall reasons);
 #              the full report and its raw metrics land in the logs
+#              (ATTNPROF_ONLY and ATTNPROF_KERNELS for other kernels)
 #   attnsrc    bench/gpu/attnsrc.sh: one attention kernel (ATTNSRC_KERNEL,
-#              default the forward without dropout) under Nsight Compute's
+#              default the forward without dropout; ATTNSRC_ONLY the ops
+#              that run it) under Nsight Compute's
 #              warp-state sampling, instruction by instruction: the hottest
 #              SASS and its stall reasons; the whole table in the logs
 #   comm       test-comm-stage (shm collectives on device buffers),
