@@ -20,7 +20,9 @@
  * the row kernel sums them now); the residual stream's dropout (p=0.1)
  * reads and writes it (2 N C), its residual add reads two and writes one
  * (3 N C); GELU's forward 2n, backward 3n; fc's bias gradient (linear_bwd
- * with only dbias) reads its output's gradient once; the embedding's
+ * with only dbias) reads its output's gradient once; qkv's weight and bias
+ * gradients (linear_bwd dw+dbias) count the GEMM's FLOPs, the bias from the
+ * column sums or from the GEMM's BGRADB epilogue; the embedding's
  * backward reads the gradient of its output once, its tokens
  * Zipf-distributed (rank k's weight 1/k) as text's are; cross-entropy's
  * forward reads a chunk of logits, its backward reads
@@ -246,6 +248,27 @@ static void bench_shape(const shape *s, gpt_dtype dt)
 	    o->linear_bwd(&gpu, NULL, NULL, dbias, g, NULL, NULL, BT, C, F, &err));
 	gpt_cuda_free(dbias);
 	gpt_cuda_free(w), gpt_cuda_free(bias), gpt_cuda_free(h), gpt_cuda_free(g);
+
+	/* qkv's weight and bias gradients, the bias from the column sums and
+	 * from the weight gradient's GEMM (cuBLASLt's BGRADB epilogue,
+	 * gpt_cuda_bias_grad; a line says when cuBLASLt had no algorithm for
+	 * it and the sums ran): the rate counts the GEMM's FLOPs */
+	{
+		void *gq = dev_rand(dt, BT * 3 * C, 1.0f), *dwq = dev_zero((size_t)(3 * C * C) * (size_t)es);
+		void *dbq = dev_zero((size_t)(3 * C) * (size_t)es);
+		double fl = 2.0 * (double)BT * (double)C * (double)(3 * C) / TF;
+		ROW(s->name, "linear_bwd dw+dbias (qkv)", fl, "TFLOP/s",
+		    o->linear_bwd(&gpu, NULL, dwq, dbq, gq, x, NULL, BT, C, 3 * C, &err));
+		int was = gpt_cuda_bias_grad(&gpu, GPT_CUDA_BGRAD_GEMM);
+		int64_t n0 = gpt_cuda_bias_grad_gemms(&gpu);
+		ROW(s->name, "linear_bwd dw+dbias (qkv) BGRADB", fl, "TFLOP/s",
+		    o->linear_bwd(&gpu, NULL, dwq, dbq, gq, x, NULL, BT, C, 3 * C, &err));
+		if (gpt_cuda_bias_grad_gemms(&gpu) == n0 && strncmp("linear_bwd dw+dbias (qkv) BGRADB", only, strlen(only)) == 0)
+			printf("%-6s linear_bwd: cuBLASLt has no algorithm with BGRADB here: the row ran the column sums\n",
+			       s->name);
+		gpt_cuda_bias_grad(&gpu, was);
+		gpt_cuda_free(gq), gpt_cuda_free(dwq), gpt_cuda_free(dbq);
+	}
 
 	/* LayerNorm over the residual stream */
 	void *y = dev_zero((size_t)(BT * C) * (size_t)es), *dy = dev_rand(dt, BT * C, 1.0f);

@@ -6,7 +6,8 @@
 #
 # Rows: GPT-2 124M at T=1024 in bf16 (B=32, again with dropout 0.1 on both
 # sides, again with Model.fused_linear's GELU epilogues, again with the
-# classifier in blocks of 4096 rows, gptkit alone, and B=64) and fp32
+# classifier in blocks of 4096 rows and again with the bias gradients from
+# cuBLASLt's epilogue, both gptkit alone, and B=64) and fp32
 # (B=8); the 345M seed
 # config (configs/pretrain_gpt_345M_single_card.yaml: fp16, batch 8, seq
 # 1024; issue target: under 25 GB); the 1.3B seed config with recompute
@@ -75,7 +76,7 @@ gptkit () {
 	rm -rf "$W/out"
 	${NCU_BIN:+"$NCU_BIN" --metrics gpu__time_duration.sum --clock-control none --cache-control none \
 		--target-processes all -f -o "$W/prof"} \
-	bin/gpt-train -c "$cfg" -o Engine.max_steps=$steps -o Engine.logging_freq=1 \
+	${row_env:+env $row_env} bin/gpt-train -c "$cfg" -o Engine.max_steps=$steps -o Engine.logging_freq=1 \
 		-o Engine.eval_freq=0 -o Engine.num_train_epochs=1000000 -o Engine.save_load.save_steps=0 \
 		-o Engine.save_load.save_epoch=0 -o Engine.save_load.output_dir="$W/out" \
 		-o Data.Train.dataset.input_dir="$W/lic" -o Data.Eval.dataset.input_dir="$W/lic" \
@@ -189,6 +190,16 @@ row "124M bf16 B32, classifier 4096 rows" 12 768 12 32 1024 - 0 "$tiny" $model12
 	-o Global.global_batch_size=32 -o Global.micro_batch_size=32 \
 	-o Engine.mix_precision.enable=True -o Engine.mix_precision.dtype=bfloat16 \
 	-o Engine.mix_precision.level=O2 -o Model.classifier_rows=4096
+# the bias gradients of qkv and the projections from the weight gradients'
+# GEMMs (cuBLASLt's BGRADB epilogue, GPT_CUDA_BIAS_GRAD=gemm), not column
+# sums; PyTorch's row is the first's
+row_env=GPT_CUDA_BIAS_GRAD=gemm
+# shellcheck disable=SC2086
+row "124M bf16 B32, bias gradients in the GEMMs" 12 768 12 32 1024 - 0 "$tiny" $model124 \
+	-o Global.global_batch_size=32 -o Global.micro_batch_size=32 \
+	-o Engine.mix_precision.enable=True -o Engine.mix_precision.dtype=bfloat16 \
+	-o Engine.mix_precision.level=O2
+row_env=
 # shellcheck disable=SC2086
 row "124M bf16 (12x768, B64 T1024)" 12 768 12 64 1024 bf16 0 "$tiny" $model124 \
 	-o Global.global_batch_size=64 -o Global.micro_batch_size=64 \

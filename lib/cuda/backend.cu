@@ -294,10 +294,19 @@ extern "C" int gpt_backend_cuda_init(gpt_backend *be, gpt_dtype dtype, int devic
 					   "cuda backend: GPT_CUDA_ATTN_ROWS is '%s'; expected 64, 64a, 64m, 128 or auto "
 					   "(the default: each shape's fastest, timed)", ev);
 	}
+	int bgrad = GPT_CUDA_BGRAD_SUMS;
+	if ((ev = getenv("GPT_CUDA_BIAS_GRAD")) && *ev) {
+		bgrad = !strcmp(ev, "sums") ? GPT_CUDA_BGRAD_SUMS : !strcmp(ev, "gemm") ? GPT_CUDA_BGRAD_GEMM : 0;
+		if (!bgrad)
+			return gpt_err_set(err, GPT_EUSAGE,
+					   "cuda backend: GPT_CUDA_BIAS_GRAD is '%s'; expected sums (the default: "
+					   "column sums) or gemm (cuBLASLt's BGRADB epilogue)", ev);
+	}
 	gpt_cuda_ctx *c = (gpt_cuda_ctx *)calloc(1, sizeof *c);
 	if (!c)
 		return gpt_err_set(err, GPT_EINTERNAL, "cuda backend: out of host memory");
 	c->attn_rows = rows;
+	c->bgrad = bgrad;
 	pthread_mutex_init(&c->stage_mu, NULL);
 	be->impl = c;
 	be->name = "cuda";

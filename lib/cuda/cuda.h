@@ -119,6 +119,21 @@ int gpt_cuda_attention_rows(gpt_backend *be, int rows);
 int gpt_cuda_attention_rows_used(gpt_backend *be, int rows[3]);
 /* A form's name as GPT_CUDA_ATTN_ROWS spells it: "64", "64a", "64m" or "128". */
 const char *gpt_cuda_attention_form(int rows);
+/* Where linear_bwd takes a bias gradient asked for beside the weight
+ * gradient from: GPT_CUDA_BGRAD_SUMS (the default), the column sums of the
+ * output's gradient (colsum.cuh: fp32 sums added to the gradient, one
+ * rounding); or GPT_CUDA_BGRAD_GEMM, cuBLASLt's BGRADB epilogue in the
+ * weight gradient's GEMM, which reads that gradient anyway, writing the
+ * sums in the storage dtype, then added (two roundings in bf16 and fp16;
+ * the column sums where cuBLASLt has no algorithm with the epilogue for the
+ * shape). Either is deterministic; they differ in the sums' order. Returns
+ * the setting before, or -1 (nothing changed) for another value; 0 asks.
+ * The environment's GPT_CUDA_BIAS_GRAD (sums or gemm) gives the setting at
+ * init. */
+enum { GPT_CUDA_BGRAD_SUMS = 1, GPT_CUDA_BGRAD_GEMM = 2 };
+int gpt_cuda_bias_grad(gpt_backend *be, int how);
+/* How many bias gradients the BGRADB epilogue has given so far. */
+int64_t gpt_cuda_bias_grad_gemms(gpt_backend *be);
 /* Releases everything init made, the scratch included; be can be
  * initialised again. */
 void gpt_backend_cuda_free(gpt_backend *be);

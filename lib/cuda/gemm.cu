@@ -3,7 +3,8 @@
  * cuBLASLt has no algorithm for the operands' alignment. Column sums for the
  * bias gradient are a deterministic two-pass kernel (colsum.cuh), reading 16
  * bytes a thread where the columns and the pointer allow (the same sums in
- * the same order either way). */
+ * the same order either way), or, under GPT_CUDA_BGRAD_GEMM, cuBLASLt's
+ * BGRADB epilogue of the weight gradient's product (gpt_cuda_bias_grad). */
 #include "cuda/colsum.cuh"
 
 static cudaDataType cuda_type(gpt_dtype t)
@@ -68,10 +69,12 @@ __global__ static void bias_add_kernel(T *out, const T *bias, int64_t M, int64_t
 }
 
 /* What cuBLASLt does to the product before it is stored: add a bias (n);
- * add it (when not NULL) and apply the GELU, storing its input in aux; or
- * multiply by the GELU's derivative at aux. aux is (m, n) row-major with
- * row stride ldaux, like C. */
-typedef enum { EPI_BIAS, EPI_GELU_AUX_BIAS, EPI_DGELU } epi_kind;
+ * add it (when not NULL) and apply the GELU, storing its input in aux;
+ * multiply by the GELU's derivative at aux; or (EPI_BGRADB) write into bias
+ * (m, the storage dtype) the sums over k of op(A)'s rows (cuBLASLt's B in
+ * the column-major twin): with op(A) = dout^T, dout's column sums. aux is
+ * (m, n) row-major with row stride ldaux, like C. */
+typedef enum { EPI_BIAS, EPI_GELU_AUX_BIAS, EPI_DGELU, EPI_BGRADB } epi_kind;
 typedef struct lt_epi {
 	epi_kind kind;
 	const void *bias;
@@ -215,7 +218,7 @@ static int lt_matmul(gpt_backend *be, const char *op, int ta, int tb, int64_t m,
 		return 1;
 	/* the GELU's input: 16-byte aligned, its row stride a multiple of 8
 	 * elements (cuBLASLt's rules for the aux matrix) */
-	int aux = e && e->kind != EPI_BIAS;
+	int aux = e && (e->kind == EPI_GELU_AUX_BIAS || e->kind == EPI_DGELU);
 	if (aux && ((uintptr_t)e->aux % 16 != 0 || e->ldaux % 8 != 0 || e->ldaux < n || batch != 1))
 		return 1;
 	if (batch > INT32_MAX)
@@ -229,6 +232,7 @@ static int lt_matmul(gpt_backend *be, const char *op, int ta, int tb, int64_t m,
 	key.epi = !e			   ? CUBLASLT_EPILOGUE_DEFAULT
 		  : e->kind == EPI_BIAS	   ? CUBLASLT_EPILOGUE_BIAS
 		  : e->kind == EPI_DGELU   ? CUBLASLT_EPILOGUE_DGELU
+		  : e->kind == EPI_BGRADB  ? CUBLASLT_EPILOGUE_BGRADB
 		  : e->bias		   ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
 					   : CUBLASLT_EPILOGUE_GELU_AUX;
 	key.bias = e && e->bias && e->kind != EPI_DGELU;
@@ -361,6 +365,28 @@ int gpt_cuda_colsum_add(gpt_backend *be, void *dst, const void *src, int64_t M, 
 	return gpt_cuda_launched("bias gradient", err);
 }
 
+/* dw += dout^T inp with dbias += dout's column sums from the same product's
+ * BGRADB epilogue (gpt_cuda_bias_grad): 0 when it ran, 1 when cuBLASLt has
+ * no algorithm for it (nothing written), or an error. The epilogue writes
+ * the sums, rounded, into the scratch; they are then added. */
+static int dw_bgrad(gpt_backend *be, void *dw, void *dbias, const void *dout, const void *inp, int64_t M,
+		    int64_t K, int64_t N, gpt_err *err)
+{
+	size_t es = gpt_dtype_size(be->dtype);
+	int rc = gpt_backend_scratch(be, (size_t)N * es, err);
+	if (rc)
+		return rc;
+	lt_epi e = {EPI_BGRADB, be->scratch, NULL, 0};
+	rc = lt_matmul(be, "linear_bwd dw", 1, 0, N, K, M, 1.0f, dout, N, 0, inp, K, 0, 1.0f, dw, K, 0, 1, &e, err);
+	if (rc)
+		return rc;
+	GPT_CUDA_DISPATCH(be->dtype, T,
+		bias_add_kernel<T><<<gpt_cuda_blocks(N, 256), 256, 0, gpt_cuda_stream(be)>>>(
+			(T *)dbias, (const T *)be->scratch, 1, N));
+	gpt_cuda_ctx_of(be)->bgrad_gemms++;
+	return gpt_cuda_launched("bias gradient", err);
+}
+
 int gpt_cuda_linear_bwd(gpt_backend *be, void *dinp, void *dw, void *dbias, const void *dout,
 			const void *inp, const void *w, int64_t M, int64_t K, int64_t N,
 			gpt_err *err)
@@ -369,12 +395,34 @@ int gpt_cuda_linear_bwd(gpt_backend *be, void *dinp, void *dw, void *dbias, cons
 	if (!rc && dinp)
 		rc = matmul(be, "linear_bwd dinp", 0, 0, M, K, N, 1.0f, dout, N, 0, w, K, 0, 0.0f,
 			    dinp, K, 0, 1, NULL, err);
+	if (!rc && dw && dbias && M > 0 && K > 0 && N > 0 &&
+	    gpt_cuda_ctx_of(be)->bgrad == GPT_CUDA_BGRAD_GEMM) {
+		rc = dw_bgrad(be, dw, dbias, dout, inp, M, K, N, err);
+		if (rc != 1)
+			return rc; /* done, or an error */
+		rc = 0;            /* no such algorithm: the product, then the sums */
+	}
 	if (!rc && dw)
 		rc = matmul(be, "linear_bwd dw", 1, 0, N, K, M, 1.0f, dout, N, 0, inp, K, 0, 1.0f, dw,
 			    K, 0, 1, NULL, err);
 	if (!rc && dbias)
 		rc = gpt_cuda_colsum_add(be, dbias, dout, M, N, err);
 	return rc;
+}
+
+int gpt_cuda_bias_grad(gpt_backend *be, int how)
+{
+	gpt_cuda_ctx *cx = gpt_cuda_ctx_of(be);
+	int was = cx->bgrad;
+	if (how != GPT_CUDA_BGRAD_SUMS && how != GPT_CUDA_BGRAD_GEMM)
+		return how == 0 ? was : -1;
+	cx->bgrad = how;
+	return was;
+}
+
+int64_t gpt_cuda_bias_grad_gemms(gpt_backend *be)
+{
+	return gpt_cuda_ctx_of(be)->bgrad_gemms;
 }
 
 /* The GELU fusions (Model.fused_linear): one GEMM with cuBLASLt's

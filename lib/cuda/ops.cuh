@@ -63,6 +63,8 @@ typedef struct gpt_cuda_ctx {
 	int32_t *dev_idx;
 	int64_t idx_cap;          /* elements of each */
 	int attn_rows;            /* gpt_cuda_attention_rows: 64, 128 or GPT_CUDA_ATTN_AUTO */
+	int bgrad;                /* gpt_cuda_bias_grad: GPT_CUDA_BGRAD_SUMS or _GEMM */
+	int64_t bgrad_gemms;      /* bias gradients the epilogue gave */
 	/* under GPT_CUDA_ATTN_AUTO, the rows each kernel and shape was timed
 	 * fastest in (attention_tc.cu's pick_rows), and the last call's */
 	gpt_cuda_attn_pick attn_pick[GPT_CUDA_ATTN_PICKS];

@@ -489,6 +489,19 @@ static void log_attention_tiles(trainer *tr)
 			       "GPT_CUDA_ATTN_ROWS=64, 64a, 64m or 128 sets them"
 			     : "GPT_CUDA_ATTN_ROWS");
 }
+
+/* Under GPT_CUDA_BIAS_GRAD=gemm, how many of the first step's bias
+ * gradients cuBLASLt's epilogue gave (the others: the column sums, where
+ * it has no algorithm with it for the shape). */
+static void log_bias_grads(trainer *tr)
+{
+	if (strcmp(tr->be.name, "cuda") != 0 || gpt_cuda_bias_grad(&tr->be, 0) != GPT_CUDA_BGRAD_GEMM)
+		return;
+	gpt_log_printf(&tr->log, GPT_LOG_INFO,
+		       "bias gradients: %lld of the first step's from cuBLASLt's BGRADB epilogue "
+		       "(GPT_CUDA_BIAS_GRAD=gemm; column sums where it has no algorithm for a shape)",
+		       (long long)gpt_cuda_bias_grad_gemms(&tr->be));
+}
 #endif
 
 static int run(trainer *tr, gpt_err *err)
@@ -519,8 +532,10 @@ static int run(trainer *tr, gpt_err *err)
 		if (rc)
 			return gpt_err_prefix(err, "global step %lld", (long long)tr->step + 1);
 #if GPT_HAVE_CUDA
-		if (!tiles_logged++)
+		if (!tiles_logged++) {
 			log_attention_tiles(tr);
+			log_bias_grads(tr);
+		}
 #endif
 		tr->step++;
 		tr->consumed_samples += tr->G;

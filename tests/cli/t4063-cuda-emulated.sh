@@ -95,7 +95,8 @@ test_expect_success 'the shm collectives carry device buffers between 3 ranks' '
 # every op, so that the program a GPU run relies on is not found broken there
 test_expect_success 'the GPU op benchmark runs every op' '
 	"$EMU/gpu-ops" --small >ops.out 2>&1 || { cat ops.out; false; } &&
-	test "$(grep -c "^small .* \(TFLOP\|GB\)/s$" ops.out)" = 27 || { cat ops.out; false; } &&
+	test "$(grep -c "^small .* \(TFLOP\|GB\)/s$" ops.out)" = 29 || { cat ops.out; false; } &&
+	! grep "no algorithm with BGRADB" ops.out &&
 	test "$(grep -c "^small  attention_fwd HS=64\( p=0.1\)* ahead .* TFLOP/s$" ops.out)" = 2 ||
 		{ cat ops.out; false; } &&
 	grep "^small  attention_fwd HS=64 p=0.1 mask first .* TFLOP/s$" ops.out &&
@@ -199,6 +200,45 @@ test_expect_success 'GPT_CUDA_ATTN_ROWS other than 64, 64a, 64m, 128 or auto is 
 	cat rows.err &&
 	test_grep "GPT_CUDA_ATTN_ROWS is .96.; expected 64, 64a, 64m, 128 or auto" rows.err &&
 	! test -e mem/out-rows
+'
+
+# GPT_CUDA_BIAS_GRAD: sums (the default) or gemm (cuBLASLt's BGRADB
+# epilogue); anything else is refused before any work. Under gemm the bias
+# gradients of qkv and the two projections come from the epilogue, a layer
+# and a micro-batch (fc's comes with its GELU's backward, gelu_bwd_bias),
+# and the losses stay within a rounding of the sums'.
+test_expect_success 'GPT_CUDA_BIAS_GRAD other than sums or gemm is refused (exit 64)' '
+	test_expect_code 64 env GPT_CUDA_BIAS_GRAD=both bin/gpt-train \
+		-c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" -o Global.device=gpu \
+		-o Data.Train.dataset.input_dir=mem/lic -o Data.Eval.dataset.input_dir=mem/lic \
+		-o Engine.max_steps=1 -o Engine.save_load.output_dir=mem/out-bg 2>bg.err &&
+	cat bg.err &&
+	test_grep "GPT_CUDA_BIAS_GRAD is .both.; expected sums" bg.err &&
+	! test -e mem/out-bg
+'
+
+for bg in sums gemm; do
+test_expect_success "GPT_CUDA_BIAS_GRAD=$bg: 3 bf16 steps" '
+	GPT_CUDA_BIAS_GRAD='$bg' bin/gpt-train \
+		-c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" -o Global.device=gpu \
+		-o Engine.mix_precision.enable=True -o Engine.mix_precision.dtype=bfloat16 \
+		-o Data.Train.dataset.input_dir=mem/lic -o Data.Eval.dataset.input_dir=mem/lic \
+		-o Engine.max_steps=3 -o Engine.eval_freq=0 -o Engine.test_iters=0 \
+		-o Engine.save_load.save_steps=0 -o Engine.save_load.save_epoch=0 \
+		-o Engine.save_load.output_dir=mem/out-bg'$bg' >bg'$bg'.log 2>&1 || { cat bg'$bg'.log; false; } &&
+	sed -n "s/.*global step \([0-9]*\),.* loss: \([0-9.]*\),.*/\1 \2/p" bg'$bg'.log >bg'$bg'.loss &&
+	test_line_count = 3 bg'$bg'.loss
+'
+done
+
+test_expect_success 'GPT_CUDA_BIAS_GRAD=gemm: the bias gradients from the epilogue, the losses within 0.02 of sums' '
+	y="$GPT_ROOT/configs/tiny_cpu_bytes.yaml" &&
+	layers=$(sed -n "s/^ *num_layers: *\([0-9]*\).*/\1/p" "$y") &&
+	gb=$(sed -n "s/^ *global_batch_size: *\([0-9]*\).*/\1/p" "$y") &&
+	mb=$(sed -n "s/^ *micro_batch_size: *\([0-9]*\).*/\1/p" "$y") &&
+	test_grep "bias gradients: $((3 * layers * gb / mb)) of the first step.s from cuBLASLt.s BGRADB epilogue" bggemm.log &&
+	! grep "bias gradients:" bgsums.log &&
+	paste bgsums.loss bggemm.loss | awk "{ d = \$2 - \$4; if (d < 0) d = -d; if (d > 0.02) { print; exit 1 } }"
 '
 
 test_expect_success 'GPT_CUDA_ATTN_ROWS=64a: the forward takes it, dq and dkv 64 rows' '

@@ -430,6 +430,31 @@ static void test_linear(void)
 	same("linear_bwd dinp (written over NaN)", &dinp, 1);
 	same("linear_bwd dw (accumulated)", &dw, 1);
 	same("linear_bwd dbias (accumulated)", &db, 1);
+	/* the bias gradient from the weight gradient's product (cuBLASLt's
+	 * BGRADB epilogue, gpt_cuda_bias_grad): the same bounds. Emulated, the
+	 * epilogue must have run; on a GPU a note says whether cuBLASLt took it
+	 * (else the column sums ran) */
+	{
+		int was = gpt_cuda_bias_grad(&gpu, GPT_CUDA_BGRAD_GEMM);
+		int64_t n0 = gpt_cuda_bias_grad_gemms(&gpu);
+		CALL2(linear_bwd, (&cpu, H(dinp), H(dw), H(db), H(g), H(inp), H(w2), BT, C, F, &err),
+		      (&gpu, D(dinp), D(dw), D(db), D(g), D(inp), D(w2), BT, C, F, &err));
+		int64_t ran = gpt_cuda_bias_grad_gemms(&gpu) - n0;
+		same("linear_bwd dw, its GEMM with the BGRADB epilogue (accumulated)", &dw, 1);
+		same("linear_bwd dbias from the BGRADB epilogue (accumulated)", &db, 1);
+		int now = gpt_cuda_bias_grad(&gpu, 0), bad = gpt_cuda_bias_grad(&gpu, 3);
+		gpt_cuda_bias_grad(&gpu, was);
+		ok((was == GPT_CUDA_BGRAD_SUMS || was == GPT_CUDA_BGRAD_GEMM) && now == GPT_CUDA_BGRAD_GEMM && bad == -1 &&
+		   gpt_cuda_bias_grad(&gpu, 0) == was,
+		   "%s gpt_cuda_bias_grad: 0 asks, another value is refused", gpt_dtype_name(DT));
+#ifdef GPT_CUDA_EMU
+		ok(ran == 1, "%s linear_bwd: the bias gradient came from the epilogue (%lld times)", gpt_dtype_name(DT),
+		   (long long)ran);
+#else
+		diag("%s linear_bwd (M %d, K %d, N %d): cuBLASLt %s", gpt_dtype_name(DT), BT, C, F,
+		     ran ? "took the BGRADB epilogue" : "has no algorithm with the BGRADB epilogue: the column sums ran");
+#endif
+	}
 	CALL2(linear_bwd, (&cpu, NULL, NULL, H(db), H(g), H(inp), H(w2), BT, C, F, &err),
 	      (&gpu, NULL, NULL, D(db), D(g), D(inp), D(w2), BT, C, F, &err));
 	same("linear_bwd dbias only", &db, 1);

@@ -1,8 +1,9 @@
 /* A naive emulation of the cuBLAS and cuBLASLt calls lib/cuda makes, for
  * tests/gpu/emu/run.sh: column-major GEMMs with the layouts, transposes,
- * batches and epilogues (bias; GELU keeping its input; GELU's derivative)
- * the descriptors say, as cuBLASLt's documentation describes them; during
- * a stream capture, recorded with the descriptors' values of the call. */
+ * batches and epilogues (bias; GELU keeping its input; GELU's derivative;
+ * the bias gradient of B, in D's type) the descriptors say, as cuBLASLt's
+ * documentation describes them; during a stream capture, recorded with
+ * the descriptors' values of the call. */
 #pragma once
 #include "cuda_bf16.h"
 #include "cuda_fp16.h"
@@ -16,7 +17,8 @@ typedef enum { CUDA_R_32F = 0, CUDA_R_16F = 2, CUDA_R_16BF = 14 } cudaDataType;
 typedef enum { CUBLAS_GEMM_DEFAULT = -1 } cublasGemmAlgo_t;
 typedef enum { CUBLAS_DEFAULT_MATH = 0 } cublasMath_t;
 typedef enum { CUBLASLT_EPILOGUE_DEFAULT = 1, CUBLASLT_EPILOGUE_BIAS = 4, CUBLASLT_EPILOGUE_GELU_AUX = 160,
-	       CUBLASLT_EPILOGUE_GELU_AUX_BIAS = 164, CUBLASLT_EPILOGUE_DGELU = 192 } cublasLtEpilogue_t;
+	       CUBLASLT_EPILOGUE_GELU_AUX_BIAS = 164, CUBLASLT_EPILOGUE_DGELU = 192,
+	       CUBLASLT_EPILOGUE_BGRADB = 512 } cublasLtEpilogue_t;
 typedef enum { CUBLASLT_MATMUL_DESC_TRANSA = 3, CUBLASLT_MATMUL_DESC_TRANSB = 4,
 	       CUBLASLT_MATMUL_DESC_EPILOGUE = 7, CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8,
 	       CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER = 11, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD = 12 } cublasLtMatmulDescAttributes_t;
@@ -103,12 +105,20 @@ static inline float emu_gelu(float x, int deriv)
 }
 /* column-major D = alpha op(A) op(B) + beta C (+ bias per row), m x n; with
  * epi GELU_AUX(_BIAS) that goes to aux (rounded) and D = gelu of it; with
- * DGELU, D = that times gelu' of aux. */
+ * DGELU, D = that times gelu' of aux; with BGRADB, bias (n, D's type)
+ * gets the column sums of op(B) (k x n), in order. */
 static inline void emu_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const void *A, cudaDataType t, int64_t lda, int64_t sa,
 			    const void *B, int64_t ldb, int64_t sb, float beta, void *C, int64_t ldc, int64_t sc, int64_t batch, const void *bias,
 			    int epi = CUBLASLT_EPILOGUE_DEFAULT, void *aux = nullptr, int64_t ldaux = 0)
 {
 	emu::dev_scope open;
+	if (epi == CUBLASLT_EPILOGUE_BGRADB)
+		for (int64_t j = 0; j < n; j++) {
+			float s = 0;
+			for (int64_t p = 0; p < k; p++)
+				s += tb ? emu_ld(B, t, j + p * ldb) : emu_ld(B, t, p + j * ldb);
+			emu_st((void *)bias, t, j, s);
+		}
 	for (int64_t bi = 0; bi < batch; bi++)
 		for (int64_t i = 0; i < m; i++)
 			for (int64_t j = 0; j < n; j++) {
@@ -120,7 +130,8 @@ static inline void emu_gemm(int ta, int tb, int64_t m, int64_t n, int64_t k, flo
 				}
 				int64_t at = bi * sc + i + j * ldc;
 				float v = alpha * s + (beta == 0 ? 0 : beta * emu_ld(C, t, at));
-				if (bias) v += emu_ld(bias, t, i);
+				if (bias && epi != CUBLASLT_EPILOGUE_BGRADB)
+					v += emu_ld(bias, t, i);
 				if (epi == CUBLASLT_EPILOGUE_GELU_AUX || epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) {
 					emu_st(aux, t, i + j * ldaux, v);
 					v = emu_gelu(v, 0);
@@ -143,13 +154,16 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t, cublasLtMatmulDesc
 	if (aux && (!d->aux || d->ldaux < (int64_t)m || d->ldaux % 8 || (uintptr_t)d->aux % 16 || lc->batch != 1))
 		return CUBLAS_STATUS_NOT_SUPPORTED;
 	int with_bias = d->epi == CUBLASLT_EPILOGUE_BIAS || d->epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+	if (d->epi == CUBLASLT_EPILOGUE_BGRADB && (!d->bias || (uintptr_t)d->bias % 16 || lc->batch != 1))
+		return CUBLAS_STATUS_NOT_SUPPORTED;
 	/* the descriptors' values as they are now: a capture keeps them */
 	emu_desc dd = *d;
 	emu_layout a = *la, b = *lb, c = *lc;
 	float al = *(const float *)alpha, be = *(const float *)beta;
 	emu::run_or_record([=] {
 		emu_gemm(dd.ta, dd.tb, m, n, k, al, A, a.t, a.ld, a.stride, B, b.ld, b.stride, be, D, c.ld, c.stride,
-			 c.batch, with_bias ? dd.bias : nullptr, dd.epi, dd.aux, dd.ldaux);
+			 c.batch, with_bias || dd.epi == CUBLASLT_EPILOGUE_BGRADB ? dd.bias : nullptr, dd.epi, dd.aux,
+			 dd.ldaux);
 	});
 	return CUBLAS_STATUS_SUCCESS;
 }
