@@ -25,12 +25,14 @@
  * column sums or from the GEMM's BGRADB epilogue; the embedding's
  * backward reads the gradient of its output once, its tokens
  * Zipf-distributed (rank k's weight 1/k) as text's are; cross-entropy's
- * forward reads a chunk of logits, its backward reads
- * and writes it, and xent_fused (both, tp = 1) reads and writes it once; AdamW moves the 16-bit parameter (read, write) and
- * gradient, and the fp32 master and moments (read, write): 3 es + 24 bytes
- * a parameter. Attention runs without dropout and with the seed configs'
- * 0.1 (p=0.1), the mask drawn as in training; the tensor-core kernels in
- * 64-row tiles, and in 128-row ones (r128: gpt_cuda_attention_rows, the
+ * forward reads a chunk of logits, its backward reads and writes it, and
+ * xent_fused (both, tp = 1) reads and writes it once; AdamW moves the
+ * 16-bit parameter (read, write) and gradient, and the fp32 master and
+ * moments (read, write): 3 es + 24 bytes a parameter, in one call over them
+ * all, a call a run of the parameter table (the trainer's before
+ * adamw_runs) and in adamw_runs. Attention runs without dropout and with
+ * the seed configs' 0.1 (p=0.1), the mask drawn as in training; the
+ * tensor-core kernels in 64-row tiles, and in 128-row ones (r128: gpt_cuda_attention_rows, the
  * forward's and dq's rows, dkv's keys) where the head size allows, the
  * forward also in 64 with its scores a key tile ahead (ahead: "64a") and,
  * with dropout, in 64 after its mask is drawn (mask first: "64m"), then
@@ -130,6 +132,17 @@ typedef struct shape {
 	const char *name;
 	int64_t B, T, NH, HS, V, xent_rows, params;
 } shape;
+
+/* A tensor of z elements at *at, with weight decay or not, joining the
+ * last run where that has the same setting. */
+static void add_run(gpt_adamw_run *runs, int64_t *nr, int64_t *at, int64_t z, int decay)
+{
+	if (*nr > 0 && runs[*nr - 1].decay == decay && runs[*nr - 1].end == *at)
+		runs[*nr - 1].end += z;
+	else
+		runs[(*nr)++] = (gpt_adamw_run){*at, *at + z, decay};
+	*at += z;
+}
 
 static void bench_shape(const shape *s, gpt_dtype dt)
 {
@@ -362,6 +375,34 @@ static void bench_shape(const shape *s, gpt_dtype dt)
 	ROW(s->name, "adamw", (double)n * (3.0 * es + 16.0 + 2.0 * (double)mes) / GB, "GB/s",
 	    o->adamw(&gpu, p, mes == 4 ? master : NULL, mes == 2 ? master : NULL, gr, m1, m2, n, &hp,
 		     &err));
+	/* the same over the runs of a GPT-2's parameter table as the trainer
+	 * makes them (lib/train/optim.c: the tensors in the table's order,
+	 * those with weight decay and those without in runs), a call a run and
+	 * in adamw_runs' launches */
+	{
+		int64_t L = (n - (s->V + T) * C - 2 * C) / (12 * C * C + 13 * C), nr = 0, at = 0;
+		gpt_adamw_run *runs = malloc((size_t)(8 * L + 4) * sizeof *runs);
+		if (!runs)
+			fail("memory");
+		add_run(runs, &nr, &at, s->V * C, 1); /* wte, wpe */
+		add_run(runs, &nr, &at, T * C, 1);
+		for (int64_t l = 0; l < L; l++) {
+			int64_t z[] = {2 * C, 3 * C * C, 3 * C, C * C, 3 * C, 4 * C * C, 4 * C, 4 * C * C, C};
+			for (int r = 0; r < 9; r++) /* ln_1, qkv, its bias, proj, its bias and ln_2, fc, ... */
+				add_run(runs, &nr, &at, z[r], r % 2);
+		}
+		add_run(runs, &nr, &at, 2 * C, 0); /* ln_f */
+		double gb = (double)at * (3.0 * es + 16.0 + 2.0 * (double)mes) / GB;
+		if (at > n)
+			fail("the parameter table");
+		ROW(s->name, "adamw (a call a run)", gb, "GB/s",
+		    gpt_adamw_runs_each(&gpu, p, mes == 4 ? master : NULL, mes == 2 ? master : NULL, gr, m1, m2, runs,
+					nr, &hp, &err));
+		ROW(s->name, "adamw_runs", gb, "GB/s",
+		    o->adamw_runs(&gpu, p, mes == 4 ? master : NULL, mes == 2 ? master : NULL, gr, m1, m2, runs, nr,
+				  &hp, &err));
+		free(runs);
+	}
 	gpt_cuda_free(p), gpt_cuda_free(gr), gpt_cuda_free(master), gpt_cuda_free(m1), gpt_cuda_free(m2);
 }
 
@@ -401,7 +442,7 @@ int main(int argc, char **argv)
 		{"345M", 8, 1024, 16, 64, 50304, 1280, 354871296},
 		{"1.3B", 8, 1024, 16, 128, 50304, 1280, 1313722368},
 	};
-	static const shape tiny[] = {{"small", 1, 80, 2, 64, 300, 40, 5000}};
+	static const shape tiny[] = {{"small", 1, 80, 2, 64, 300, 40, 247168}}; /* a layer: the parameter table's runs */
 	const shape *sh = small ? tiny : big;
 	size_t ns = small ? 1 : sizeof big / sizeof *big;
 	int ran = 0;

@@ -22,7 +22,27 @@ static const struct {
 	SLOT(sum_squares), SLOT(check_finite), SLOT(quant_absmax), SLOT(fake_quant),
 	SLOT(quant_moving_avg), SLOT(pact_fwd), SLOT(pact_bwd), SLOT(residual_layernorm_fwd),
 	SLOT(linear_gelu_fwd), SLOT(linear_dgelu_bwd), SLOT(xent_fused), SLOT(gelu_bwd_bias),
+	SLOT(adamw_runs),
 };
+
+int gpt_adamw_runs_each(gpt_backend *be, void *param, float *master, uint16_t *lo, const void *grad, float *m,
+			float *v, const gpt_adamw_run *runs, int64_t nruns, const gpt_adamw *h, gpt_err *err)
+{
+	size_t es = gpt_dtype_size(be->dtype);
+	for (int64_t i = 0; i < nruns; i++) {
+		int64_t k = runs[i].begin, n = runs[i].end - k;
+		if (k < 0 || n < 0 || (i > 0 && k < runs[i - 1].end))
+			return gpt_err_set(err, GPT_EINTERNAL, "adamw_runs: run %lld [%lld, %lld) is not after the one before",
+					   (long long)i, (long long)k, (long long)runs[i].end);
+		gpt_adamw hr = *h;
+		hr.weight_decay = runs[i].decay ? h->weight_decay : 0.0;
+		int rc = be->ops->adamw(be, param ? (char *)param + k * (int64_t)es : NULL, master ? master + k : NULL,
+					lo ? lo + k : NULL, (const char *)grad + k * (int64_t)es, m + k, v + k, n, &hr, err);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
 
 int gpt_attention_kv_rows_each(gpt_backend *be, void *out, void *kcache, void *vcache,
 			       const void *qkv, int64_t n, const int32_t *slot, const int32_t *pos,

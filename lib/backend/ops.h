@@ -94,6 +94,12 @@ typedef struct gpt_adamw {
 	int64_t t;        /* 1-based step count, for bias correction */
 } gpt_adamw;
 
+/* Elements [begin, end) of adamw_runs' range, with weight decay or not. */
+typedef struct gpt_adamw_run {
+	int64_t begin, end;
+	int decay;
+} gpt_adamw_run;
+
 typedef struct gpt_backend_ops {
 	/* ---- memory ------------------------------------------------------ */
 	/* Backend memory of `bytes` (64-byte aligned, uninitialised); `what`
@@ -387,6 +393,16 @@ typedef struct gpt_backend_ops {
 	 * writes and sums dinp's rows in one pass, the same bits. */
 	int (*gelu_bwd_bias)(gpt_backend *be, void *dinp, void *dbias, const void *inp, const void *dout,
 			     int64_t M, int64_t N, gpt_err *err);
+	/* adamw over runs of one flat range (the model's parameter table:
+	 * weights with decay, biases and LayerNorms without): the pointers as
+	 * adamw's, at element 0 of the range; runs (host memory) increasing and
+	 * apart, elements between them left as they are. Each run is updated as
+	 * one adamw call would, with h's weight decay where its decay is set and
+	 * none elsewhere: the same bits. The CPU's definition is those calls
+	 * (gpt_adamw_runs_each); CUDA's takes many runs a launch. */
+	int (*adamw_runs)(gpt_backend *be, void *param, float *master, uint16_t *lo, const void *grad,
+			  float *m, float *v, const gpt_adamw_run *runs, int64_t nruns, const gpt_adamw *h,
+			  gpt_err *err);
 } gpt_backend_ops;
 
 /* attention_kv_rows and embedding_rows_fwd a row at a time, by be's
@@ -397,6 +413,9 @@ int gpt_attention_kv_rows_each(gpt_backend *be, void *out, void *kcache, void *v
 int gpt_embedding_rows_each(gpt_backend *be, void *out, const int32_t *tokens, const int32_t *pos,
 			    const void *wte, const void *wpe, int64_t N, int64_t C, int64_t v0,
 			    int64_t Vl, gpt_err *err);
+/* adamw_runs a run at a time, by be's adamw (the CPU backends' op) */
+int gpt_adamw_runs_each(gpt_backend *be, void *param, float *master, uint16_t *lo, const void *grad, float *m,
+			float *v, const gpt_adamw_run *runs, int64_t nruns, const gpt_adamw *h, gpt_err *err);
 /* gelu_bwd_bias by be's gelu_bwd and linear_bwd (the CPU backends' op) */
 int gpt_gelu_bwd_bias_parts(gpt_backend *be, void *dinp, void *dbias, const void *inp, const void *dout,
 			    int64_t M, int64_t N, gpt_err *err);

@@ -80,6 +80,7 @@ static const gpt_backend_ops cpu_ops = {
 	.dropout_fwd = gpt_cpu_dropout_fwd,
 	.dropout_bwd = gpt_cpu_dropout_bwd,
 	.adamw = gpt_cpu_adamw,
+	.adamw_runs = gpt_adamw_runs_each,
 	.sum_squares = gpt_cpu_sum_squares,
 	.check_finite = gpt_cpu_check_finite,
 	.quant_absmax = gpt_cpu_quant_absmax,

@@ -633,6 +633,7 @@ const gpt_backend_ops gpt_cpu_lowp_ops = {
 	.dropout_fwd = lp_dropout_fwd,
 	.dropout_bwd = lp_dropout_bwd,
 	.adamw = lp_adamw,
+	.adamw_runs = gpt_adamw_runs_each,
 	.sum_squares = lp_sum_squares,
 	.check_finite = lp_check_finite,
 	.quant_absmax = gpt_cpu_quant_absmax,

@@ -207,6 +207,7 @@ static const gpt_backend_ops cuda_ops = {
 	gpt_cuda_linear_dgelu_bwd,
 	gpt_cuda_xent_fused,
 	gpt_cuda_gelu_bwd_bias,
+	gpt_cuda_adamw_runs,
 };
 
 /* bytes as "N.NN GiB" or, below one, "N.N MiB" */

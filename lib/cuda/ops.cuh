@@ -400,6 +400,8 @@ int gpt_cuda_dropout_fwd(gpt_backend *be, void *out, const void *inp, int64_t B,
 int gpt_cuda_dropout_bwd(gpt_backend *be, void *dinp, const void *dout, int64_t B, int64_t T,
 			 int64_t F, const gpt_dropout *d, gpt_err *err);
 
+int gpt_cuda_adamw_runs(gpt_backend *be, void *param, float *master, uint16_t *lo, const void *grad, float *m,
+			float *v, const gpt_adamw_run *runs, int64_t nruns, const gpt_adamw *h, gpt_err *err);
 int gpt_cuda_adamw(gpt_backend *be, void *param, float *master, uint16_t *lo, const void *grad,
 		   float *m, float *v, int64_t n, const gpt_adamw *h, gpt_err *err);
 int gpt_cuda_sum_squares(gpt_backend *be, float *acc, const void *x, int64_t n, gpt_err *err);

@@ -13,6 +13,49 @@
 
 static int host_side(gpt_optimizer *op, gpt_err *err);
 
+/* The run of table entries from entry i on (m->offset[i] >= 0) that follow
+ * each other in the flat buffers with the same key (what key says of an
+ * entry), cut to op's range (a shard cuts runs anywhere): [*begin, *end),
+ * empty when outside it, and its key in *k. Returns the entry after it. */
+static int64_t table_run(const gpt_optimizer *op, int64_t i, int (*key)(const gpt_model *, int64_t),
+			 int64_t *begin, int64_t *end, int *k)
+{
+	const gpt_model *m = op->model;
+	int64_t b = m->offset[i], e = b + gpt_box_numel(&m->box[i]), j = i + 1;
+	*k = key(m, i);
+	while (j < m->n_table && m->offset[j] == e && key(m, j) == *k)
+		e += gpt_box_numel(&m->box[j++]);
+	*begin = b < op->begin ? op->begin : b;
+	*end = e > op->end ? op->end : e;
+	return j;
+}
+
+static int decay_of(const gpt_model *m, int64_t i) { return m->table[i].decay; }
+static int owned(const gpt_model *m, int64_t i) { return m->owner[i]; }
+
+/* op's runs: the table's tensors in runs of the same decay setting (the
+ * table alternates: a handful a layer), relative to the range's start. */
+static int decay_runs(gpt_optimizer *op, gpt_err *err)
+{
+	const gpt_model *m = op->model;
+	op->nruns = 0;
+	op->runs = gpt_calloc(m->n_table > 0 ? (size_t)m->n_table : 1, sizeof *op->runs, "optimizer runs", err);
+	if (!op->runs)
+		return err->code;
+	for (int64_t i = 0; i < m->n_table;) {
+		if (m->offset[i] < 0) {
+			i++;
+			continue;
+		}
+		int64_t begin, end;
+		int decay;
+		i = table_run(op, i, decay_of, &begin, &end, &decay);
+		if (end > begin)
+			op->runs[op->nruns++] = (gpt_adamw_run){begin - op->begin, end - op->begin, decay};
+	}
+	return 0;
+}
+
 int gpt_optimizer_init(gpt_optimizer *op, gpt_model *m, int64_t begin, int64_t end, void *params,
 		       void *grads, double beta1, double beta2, double eps, double weight_decay,
 		       unsigned flags, gpt_err *err)
@@ -41,7 +84,7 @@ int gpt_optimizer_init(gpt_optimizer *op, gpt_model *m, int64_t begin, int64_t e
 	op->eps = eps;
 	op->weight_decay = weight_decay;
 	gpt_backend *be = m->be;
-	static const char *const needed[] = {"adamw", "sum_squares", NULL};
+	static const char *const needed[] = {"adamw", "adamw_runs", "sum_squares", NULL};
 	int rc = gpt_backend_require(be, needed, err);
 	if (rc)
 		return rc;
@@ -88,6 +131,8 @@ int gpt_optimizer_init(gpt_optimizer *op, gpt_model *m, int64_t begin, int64_t e
 		rc = sb->ops->zero(sb, op->exp_avg, bytes, err);
 	if (!rc)
 		rc = sb->ops->zero(sb, op->exp_avg_sq, bytes, err);
+	if (!rc)
+		rc = decay_runs(op, err);
 	if (rc) {
 		gpt_optimizer_free(op);
 		if (off)
@@ -124,6 +169,7 @@ void gpt_optimizer_free(gpt_optimizer *op)
 		be->ops->free(be, op->acc);
 	host_image_free(op, op->hparams);
 	host_image_free(op, op->hgrads);
+	free(op->runs);
 	if (op->host) {
 		gpt_backend_cpu_free(op->host);
 		free(op->host);
@@ -159,7 +205,7 @@ static int host_side(gpt_optimizer *op, gpt_err *err)
 	}
 	op->host = h;
 	op->sb = h;
-	static const char *const needed[] = {"adamw", "convert", "zero", NULL};
+	static const char *const needed[] = {"adamw", "adamw_runs", "convert", "zero", NULL};
 	rc = gpt_backend_require(h, needed, err);
 	if (!rc) {
 		op->hparams = host_image(op, n * es, "offloaded parameters", err);
@@ -184,22 +230,14 @@ int gpt_optimizer_grad_sumsq(gpt_optimizer *op, double *sumsq, gpt_err *err)
 	 * whole range at once. */
 	size_t es = gpt_dtype_size(be->dtype);
 	for (int64_t i = 0; i < m->n_table && !rc;) {
-		if (m->offset[i] < 0 || !m->owner[i]) {
+		if (m->offset[i] < 0) {
 			i++;
 			continue;
 		}
-		int64_t begin = m->offset[i], end = begin + gpt_box_numel(&m->box[i]);
-		int64_t j = i + 1;
-		while (j < m->n_table && m->offset[j] == end && m->owner[j]) {
-			end += gpt_box_numel(&m->box[j]);
-			j++;
-		}
-		i = j;
-		if (begin < op->begin)
-			begin = op->begin;
-		if (end > op->end)
-			end = op->end;
-		if (end > begin)
+		int64_t begin, end;
+		int own;
+		i = table_run(op, i, owned, &begin, &end, &own);
+		if (own && end > begin)
 			rc = be->ops->sum_squares(be, op->acc, (char *)op->grads + (begin - op->begin) * (int64_t)es,
 						  end - begin, err);
 	}
@@ -230,37 +268,12 @@ int gpt_optimizer_step(gpt_optimizer *op, double lr, double grad_scale, gpt_err 
 		grads = op->hgrads;
 		be = op->host;
 	}
-	/* One call per run of parameters with the same decay setting: the table
-	 * alternates, so this is a handful of calls per layer. */
-	for (int64_t i = 0; i < m->n_table && !rc;) {
-		if (m->offset[i] < 0) {
-			i++;
-			continue;
-		}
-		int64_t begin = m->offset[i], end = begin + gpt_box_numel(&m->box[i]);
-		int decay = m->table[i].decay;
-		int64_t j = i + 1;
-		while (j < m->n_table && m->offset[j] == end && m->table[j].decay == decay) {
-			end += gpt_box_numel(&m->box[j]);
-			j++;
-		}
-		i = j;
-		/* only this optimizer's range (a shard cuts runs anywhere) */
-		if (begin < op->begin)
-			begin = op->begin;
-		if (end > op->end)
-			end = op->end;
-		if (end <= begin)
-			continue;
-		int64_t k = begin - op->begin;
-		gpt_adamw h = {.lr = lr, .beta1 = op->beta1, .beta2 = op->beta2, .eps = op->eps,
-			       .weight_decay = decay ? op->weight_decay : 0.0, .grad_scale = grad_scale,
-			       .t = op->t};
-		rc = be->ops->adamw(be, params ? (char *)params + k * (int64_t)es : NULL,
-				    op->master ? op->master + k : NULL,
-				    op->master_lo ? op->master_lo + k : NULL, (char *)grads + k * (int64_t)es,
-				    op->exp_avg + k, op->exp_avg_sq + k, end - begin, &h, err);
-	}
+	/* the runs of parameters with weight decay and without (decay_runs) */
+	gpt_adamw h = {.lr = lr, .beta1 = op->beta1, .beta2 = op->beta2, .eps = op->eps,
+		       .weight_decay = op->weight_decay, .grad_scale = grad_scale, .t = op->t};
+	if (!rc)
+		rc = be->ops->adamw_runs(be, params, op->master, op->master_lo, grads, op->exp_avg, op->exp_avg_sq,
+					 op->runs, op->nruns, &h, err);
 	if (!rc && op->host)
 		rc = m->be->ops->upload(m->be, op->params, op->hparams, bytes, err);
 	return rc;

@@ -106,6 +106,10 @@ typedef struct gpt_optimizer {
 	gpt_backend *host;
 	void *hparams, *hgrads;
 	int pinned;
+	/* the range's runs of parameters with weight decay and without, in
+	 * the table's order (host memory; adamw_runs) */
+	gpt_adamw_run *runs;
+	int64_t nruns;
 } gpt_optimizer;
 
 /* The state for elements [begin, end) of the flat buffers: the whole model

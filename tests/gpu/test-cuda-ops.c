@@ -1323,21 +1323,49 @@ static void test_staging_busy(void)
  * aligned address (quads of four elements, then a tail of one) and one
  * element further on (every element one a thread), from the same values:
  * with master weights (fp32: without), and with bf16's split master. */
+/* AdamW's five arrays of n elements (p; the fp32 master, or bf16's low
+ * halves; g; m; v) at a[i].d, and a copy of each on the device at element
+ * off of b[i] (es[i]: their elements' sizes); 0 when all are made. */
+static int adamw_arrays(ten a[5], char *b[5], size_t es[5], int64_t n, int split, int64_t off)
+{
+	a[0] = st(n, 0.1), a[1] = split ? ten_const(GPT_DTYPE_BF16, n, 0.0f) : f32(n, 0.1), a[2] = st(n, 1);
+	a[3] = f32(n, 0.01), a[4] = ten_const(GPT_DTYPE_F32, n, 0.0004f);
+	int rc = 0;
+	for (int i = 0; i < 5; i++) {
+		es[i] = gpt_dtype_size(a[i].t);
+		b[i] = gpt_cuda_malloc((size_t)(n + off) * es[i], "test tensor", &err);
+		rc = rc || !b[i] || gpu.ops->copy(&gpu, b[i] + off * es[i], a[i].d, (size_t)n * es[i], &err);
+	}
+	return rc;
+}
+
+/* 1 when adamw_arrays' two sets hold the same bits; then frees them. */
+static int adamw_same_free(ten a[5], char *b[5], const size_t es[5], int64_t n, int64_t off)
+{
+	int same_all = 1;
+	for (int i = 0; i < 5; i++) {
+		size_t bytes = (size_t)n * es[i];
+		char *x = xmalloc(bytes), *y = xmalloc(bytes);
+		same_all = same_all && !gpu.ops->download(&gpu, x, a[i].d, bytes, &err) &&
+			   !gpu.ops->download(&gpu, y, b[i] + off * es[i], bytes, &err) && !memcmp(x, y, bytes);
+		free(x);
+		free(y);
+		gpt_cuda_free(b[i]);
+		ten_free(&a[i]);
+	}
+	return same_all;
+}
+
+/* The quads' kernel against one element a thread: the second set one
+ * element on, where no quad is aligned. */
 static void adamw_paths(void)
 {
 	int64_t n = 4 * 97 + 1;
 	int split = DT == GPT_DTYPE_BF16;
-	/* p, master (or lo), g, m, v: at a[i].d, and one element on at b[i] */
-	ten a[5] = {st(n, 0.1), split ? ten_const(GPT_DTYPE_BF16, n, 0.0f) : f32(n, 0.1), st(n, 1),
-		    f32(n, 0.01), ten_const(GPT_DTYPE_F32, n, 0.0004f)};
+	ten a[5];
 	char *b[5] = {NULL};
 	size_t es[5];
-	int rc = 0;
-	for (int i = 0; i < 5; i++) {
-		es[i] = gpt_dtype_size(a[i].t);
-		b[i] = gpt_cuda_malloc((size_t)(n + 1) * es[i], "test tensor", &err);
-		rc = rc || !b[i] || gpu.ops->copy(&gpu, b[i] + es[i], a[i].d, (size_t)n * es[i], &err);
-	}
+	int rc = adamw_arrays(a, b, es, n, split, 1);
 	for (int64_t t = 1; t <= 2 && !rc; t++) {
 		gpt_adamw h = {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1,
 			       .grad_scale = 0.5, .t = t};
@@ -1349,26 +1377,55 @@ static void adamw_paths(void)
 					    &h, &err);
 		}
 	}
-	int same_all = !rc;
-	for (int i = 0; i < 5 && same_all; i++) {
-		size_t bytes = (size_t)n * es[i];
-		char *x = xmalloc(bytes), *y = xmalloc(bytes);
-		same_all = !gpu.ops->download(&gpu, x, a[i].d, bytes, &err) &&
-			   !gpu.ops->download(&gpu, y, b[i] + es[i], bytes, &err) && !memcmp(x, y, bytes);
-		free(x);
-		free(y);
-	}
+	int same_all = adamw_same_free(a, b, es, n, 1) && !rc;
 	ok(same_all, "%s adamw in quads and one element a thread%s: the same bits %s", gpt_dtype_name(DT),
 	   split ? " (split master)" : "", rc ? err.msg : "");
-	for (int i = 0; i < 5; i++) {
-		gpt_cuda_free(b[i]);
-		ten_free(&a[i]);
+}
+
+/* adamw_runs in the CUDA backend's launches against a call a run
+ * (gpt_adamw_runs_each, the CPU's definition) on the GPU: the same bits,
+ * two steps; runs that start and end inside quads, a run of fewer than 4
+ * elements, a gap left as it was, and (the second table) more runs than a
+ * launch takes. */
+static void adamw_runs_paths(void)
+{
+	int64_t n = 4 * 97 + 1;
+	int split = DT == GPT_DTYPE_BF16;
+	gpt_adamw_run t1[] = {{0, 5, 1}, {5, 101, 0}, {103, 200, 1}, {200, 202, 0}, {202, 389, 1}};
+	gpt_adamw_run t2[100];
+	for (int i = 0; i < 100; i++)
+		t2[i] = (gpt_adamw_run){3 * i + (i > 50), 3 * i + 3, i % 3 != 1};
+	const gpt_adamw_run *tabs[] = {t1, t2};
+	int64_t ns[] = {5, 100}, gap[] = {101, 153};
+	for (int tb = 0; tb < 2; tb++) {
+		ten a[5];
+		char *b[5] = {NULL};
+		size_t es[5];
+		int rc = adamw_arrays(a, b, es, n, split, 0);
+		float m0 = ((const float *)H(a[3]))[gap[tb]], m1 = NAN;
+		for (int64_t t = 1; t <= 2 && !rc; t++) {
+			gpt_adamw h = {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1,
+				       .grad_scale = 0.5, .t = t};
+			char *x[5];
+			for (int i = 0; i < 5; i++)
+				x[i] = a[i].d;
+			rc = gpu.ops->adamw_runs(&gpu, x[0], split ? NULL : (float *)x[1], split ? (uint16_t *)x[1] : NULL,
+						 x[2], (float *)x[3], (float *)x[4], tabs[tb], ns[tb], &h, &err) ||
+			     gpt_adamw_runs_each(&gpu, b[0], split ? NULL : (float *)b[1], split ? (uint16_t *)b[1] : NULL,
+						 b[2], (float *)b[3], (float *)b[4], tabs[tb], ns[tb], &h, &err);
+		}
+		/* the gap's first element: its moment as it was */
+		rc = rc || gpu.ops->download(&gpu, &m1, (float *)a[3].d + gap[tb], sizeof m1, &err);
+		int same_all = adamw_same_free(a, b, es, n, 0) && !rc;
+		ok(same_all && m1 == m0, "%s adamw_runs (%lld runs%s): the bits of a call a run, the gap as it was %s",
+		   gpt_dtype_name(DT), (long long)ns[tb], split ? ", split master" : "", rc ? err.msg : "");
 	}
 }
 
 static void test_optimizer(void)
 {
 	adamw_paths();
+	adamw_runs_paths();
 	int64_t n = ADAMW_N;
 	ten p = st(n, 0.1), g = st(n, 1), m = f32(n, 0.01), v = ten_const(GPT_DTYPE_F32, n, 0.0004f);
 	float *mv = xmalloc((size_t)n * sizeof *mv);
