@@ -763,11 +763,12 @@ static int ln_bwd(gpt_model *m, void *dinp, int64_t iw, int64_t ib, const void *
 static void *res_in(const gpt_model *m, int64_t l) { return m->res[l + m->lchunk[l]]; }
 static void *res_out(const gpt_model *m, int64_t l) { return m->res[l + m->lchunk[l] + 1]; }
 
-/* The attention half of local layer l: ln_1, qkv, attention, projection,
- * dropout, residual. Reads its input stream; writes the layer's attention
+/* The attention half of local layer l: ln_1 (unless ln1_done: the layer
+ * before made it, mlp_half_fwd), qkv, attention, projection, dropout,
+ * residual. Reads its input stream; writes the layer's attention
  * activations and res_mid, and with ln2 also ln_2 of res_mid, fused with
  * the residual add (mlp_inner_fwd then starts after it). */
-static int attn_half_fwd(gpt_model *m, int64_t l, int ln2, gpt_err *err)
+static int attn_half_fwd(gpt_model *m, int64_t l, int ln2, int ln1_done, gpt_err *err)
 {
 	gpt_backend *be = m->be;
 	const gpt_backend_ops *o = be->ops;
@@ -777,9 +778,10 @@ static int attn_half_fwd(gpt_model *m, int64_t l, int ln2, gpt_err *err)
 	int64_t NH = m->shape.heads / m->layout.tp, HS = C / m->shape.heads, Cl = NH * HS;
 	int rc;
 	void *x;
-	OP(o->layernorm_fwd(be, a->ln1, a->ln1_mean, a->ln1_rstd, res_in(m, l),
-			    gpt_model_param(m, T_LAYER(gl, P_LN1_W)), gpt_model_param(m, T_LAYER(gl, P_LN1_B)),
-			    m->n_rows, C, m->opts.ln_eps, err));
+	if (!ln1_done)
+		OP(o->layernorm_fwd(be, a->ln1, a->ln1_mean, a->ln1_rstd, res_in(m, l),
+				    gpt_model_param(m, T_LAYER(gl, P_LN1_W)), gpt_model_param(m, T_LAYER(gl, P_LN1_B)),
+				    m->n_rows, C, m->opts.ln_eps, err));
 	if (seqpar(m))
 		OP(sp_gather(m, m->gath, a->ln1, err));
 	OP(gpt_qat_linear_fwd(m, l, GPT_QAT_QKV, a->qkv, seqpar(m) ? m->gath : a->ln1,
@@ -837,8 +839,10 @@ static int mlp_inner_fwd(gpt_model *m, int64_t l, int ln2_done, gpt_err *err)
 }
 
 /* The MLP half of layer l after attn_half_fwd made ln_2: fc, GELU,
- * projection, dropout, residual. */
-static int mlp_half_fwd(gpt_model *m, int64_t l, gpt_err *err)
+ * projection, dropout, residual; with ln1_next, the residual add fused
+ * with the next local layer's ln_1 of its result (residual_layernorm_fwd:
+ * the bits of the two), which that layer's attn_half_fwd then skips. */
+static int mlp_half_fwd(gpt_model *m, int64_t l, int ln1_next, gpt_err *err)
 {
 	gpt_backend *be = m->be;
 	const gpt_backend_ops *o = be->ops;
@@ -854,8 +858,15 @@ static int mlp_half_fwd(gpt_model *m, int64_t l, gpt_err *err)
 	gpt_dropout dr = dropout_at(m, m->opts.hidden_dropout, gl, GPT_RNG_SITE_MLP_RESID, 0);
 	if (dr.p > 0)
 		OP(drop_rows(m, 0, x, x, dr, err));
-	OP(o->residual_fwd(be, res_out(m, l), a->res_mid, x, m->n_rows * C, err));
-	return 0;
+	if (ln1_next) {
+		gpt_layer_acts *b = &m->acts[l + 1];
+		int64_t gn = m->glayer[l + 1];
+		return o->residual_layernorm_fwd(be, res_out(m, l), b->ln1, b->ln1_mean, b->ln1_rstd, a->res_mid, x,
+						 gpt_model_param(m, T_LAYER(gn, P_LN1_W)),
+						 gpt_model_param(m, T_LAYER(gn, P_LN1_B)), m->n_rows, C, m->opts.ln_eps,
+						 err);
+	}
+	return o->residual_fwd(be, res_out(m, l), a->res_mid, x, m->n_rows * C, err);
 }
 
 int gpt_model_chunk_is_first(const gpt_model *m, int64_t chunk)
@@ -937,11 +948,17 @@ int gpt_model_forward_chunk(gpt_model *m, int64_t chunk, const int32_t *tokens,
 		if (!last)
 			OP(hook(m, 0, 0, 0, err));
 	}
+	/* a layer's residual add makes the next one's ln_1 too, where that
+	 * layer is in this chunk and its parameters are there (no hook
+	 * gathers them: ZeRO stage 3's windows come when the layer runs) */
+	int ln1_done = 0;
 	for (int64_t l = m->lc_begin[chunk]; l < m->lc_end[chunk]; l++) {
+		int fuse = l + 1 < m->lc_end[chunk] && !m->hooks.acquire;
 		OP(hook(m, 1, 1 + (int)l, 0, err));
-		OP(attn_half_fwd(m, l, 1, err));
-		OP(mlp_half_fwd(m, l, err));
+		OP(attn_half_fwd(m, l, 1, ln1_done, err));
+		OP(mlp_half_fwd(m, l, fuse, err));
 		OP(hook(m, 0, 1 + (int)l, 0, err));
+		ln1_done = fuse;
 	}
 	if (!last)
 		return 0;
@@ -976,11 +993,11 @@ static int recompute_layer(gpt_model *m, int64_t l, gpt_err *err)
 	case GPT_RECOMPUTE_FULL:
 		/* the layer's output stream is already there: the MLP half up to
 		 * its GELU is enough */
-		OP(attn_half_fwd(m, l, 1, err));
+		OP(attn_half_fwd(m, l, 1, 0, err));
 		return mlp_inner_fwd(m, l, 1, err);
 	case GPT_RECOMPUTE_ONLY_ATTN:
 		/* the MLP half's activations are kept */
-		return attn_half_fwd(m, l, 0, err);
+		return attn_half_fwd(m, l, 0, 0, err);
 	case GPT_RECOMPUTE_CORE_ATTN: {
 		gpt_layer_acts *a = &m->acts[l];
 		int64_t gl = m->glayer[l], C = m->shape.hidden;
