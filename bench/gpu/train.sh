@@ -32,10 +32,11 @@
 # prints, in place of its timing, where the GPU time of a step goes, kernel
 # by kernel (bench/gpu/kernel_table.py); PyTorch does not run. The first
 # step's attention times its forms (64, 128, 64a; 64m with dropout) under
-# ncu too, whose overhead can pick others than a plain run (its "attention
-# tiles" line under the row; on an H100 the dropout row's forward took 64a
-# under ncu, 64m without); GPT_CUDA_ATTN_ROWS=64, 64a, 64m or 128 profiles
-# those.
+# ncu too, whose overhead can pick others than a plain run (on an H100 the
+# dropout row's forward took 64a under ncu, 64m without; a 124M row's dkv
+# 64 under ncu, 128 without): so each row first trains a step outside ncu
+# and the profiled run takes its picks (GPT_CUDA_ATTN_ROWS=F,Q,K);
+# GPT_CUDA_ATTN_ROWS set for the script profiles those instead.
 #   NCU=1 ONLY="124M bf16 (12x768, B32" sh bench/gpu/train.sh
 set -u
 cd "$(dirname "$0")/../.."
@@ -63,6 +64,25 @@ nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 [ -n "$NCU_BIN" ] || printf '%-36s %10s %7s %10s | %10s %7s %10s | %6s\n' shape "tok/s" MFU "peak mem" \
 	"torch" MFU "peak mem" ratio
 
+# train NCU STEPS OVERRIDES...: gpt-train on the row's config ($cfg) for
+# STEPS steps, under Nsight Compute when NCU names it (with $attn, the
+# attention's forms, GPT_CUDA_ATTN_ROWS), its output in $W/log: as many
+# epochs of the small corpus as the steps take, no checkpoint, and no
+# resuming from an earlier row's
+train () {
+	ncu_=$1 steps_=$2
+	shift 2
+	rm -rf "$W/out"
+	${ncu_:+"$ncu_" --metrics gpu__time_duration.sum --clock-control none --cache-control none \
+		--target-processes all -f -o "$W/prof"} \
+	${row_env:+env $row_env} ${attn:+env GPT_CUDA_ATTN_ROWS=$attn} \
+	bin/gpt-train -c "$cfg" -o Engine.max_steps=$steps_ -o Engine.logging_freq=1 \
+		-o Engine.eval_freq=0 -o Engine.num_train_epochs=1000000 -o Engine.save_load.save_steps=0 \
+		-o Engine.save_load.save_epoch=0 -o Engine.save_load.output_dir="$W/out" \
+		-o Data.Train.dataset.input_dir="$W/lic" -o Data.Eval.dataset.input_dir="$W/lic" \
+		-o Data.Train.dataset.split=1 -o Data.Eval.dataset.split=1 "$@" >"$W/log" 2>&1
+}
+
 # gptkit with config file $1 and overrides; sets tps (tokens/s) and mem (MiB)
 gptkit () {
 	cfg=$1
@@ -71,16 +91,15 @@ gptkit () {
 	smi=$!
 	steps=$STEPS
 	[ -z "$NCU_BIN" ] || steps=${NCU_STEPS:-3}
-	# as many epochs of the small corpus as the steps take, no checkpoint,
-	# and no resuming from an earlier row's
-	rm -rf "$W/out"
-	${NCU_BIN:+"$NCU_BIN" --metrics gpu__time_duration.sum --clock-control none --cache-control none \
-		--target-processes all -f -o "$W/prof"} \
-	${row_env:+env $row_env} bin/gpt-train -c "$cfg" -o Engine.max_steps=$steps -o Engine.logging_freq=1 \
-		-o Engine.eval_freq=0 -o Engine.num_train_epochs=1000000 -o Engine.save_load.save_steps=0 \
-		-o Engine.save_load.save_epoch=0 -o Engine.save_load.output_dir="$W/out" \
-		-o Data.Train.dataset.input_dir="$W/lic" -o Data.Eval.dataset.input_dir="$W/lic" \
-		-o Data.Train.dataset.split=1 -o Data.Eval.dataset.split=1 "$@" >"$W/log" 2>&1
+	# under ncu, the attention's forms as a step outside it picks them
+	# (timed under ncu, its overhead on every launch picks others), unless
+	# GPT_CUDA_ATTN_ROWS says
+	attn=
+	if [ -n "$NCU_BIN" ] && [ -z "${GPT_CUDA_ATTN_ROWS:-}" ] && train "" 1 "$@"; then
+		attn=$(sed -n 's/.* - attention tiles: forward \([0-9am]*\), dq \([0-9]*\), dkv \([0-9]*\) rows.*/\1,\2,\3/p' \
+			"$W/log" | head -n 1)
+	fi
+	train "$NCU_BIN" "$steps" "$@"
 	rc=$?
 	kill $smi 2>/dev/null
 	wait $smi 2>/dev/null
@@ -97,7 +116,7 @@ gptkit () {
 	# peak's rest is the CUDA context and the allocators' rounding
 	own=$(sed -n 's/.* - memory: .*, total \([0-9.]* [KMG]*i*B\) (.*/\1/p' "$W/log" | tail -n 1)
 	# the attention's tiles as timed at the first step (GPT_CUDA_ATTN_ROWS)
-	tiles=$(sed -n 's/.* - attention tiles: \(forward [0-9a]*, dq [0-9]*, dkv [0-9]*\) rows.*/\1/p' "$W/log" | head -n 1)
+	tiles=$(sed -n 's/.* - attention tiles: \(forward [0-9am]*, dq [0-9]*, dkv [0-9]*\) rows.*/\1/p' "$W/log" | head -n 1)
 }
 
 # wanted NAME: ONLY is empty, or NAME contains one of its |-separated parts

@@ -12,7 +12,16 @@ int gpt_cuda_attention_rows(gpt_backend *be, int rows)
 	    rows != GPT_CUDA_ATTN_AUTO)
 		return rows == 0 ? was : -1;
 	cx->attn_rows = rows;
+	memset(cx->attn_kind_rows, 0, sizeof cx->attn_kind_rows); /* every kernel's */
 	return was;
+}
+
+int gpt_cuda_attention_kind_rows(gpt_backend *be, int kind)
+{
+	gpt_cuda_ctx *cx = gpt_cuda_ctx_of(be);
+	if (kind < 0 || kind > 2)
+		return -1;
+	return cx->attn_kind_rows[kind] ? cx->attn_kind_rows[kind] : cx->attn_rows;
 }
 
 int gpt_cuda_attention_rows_used(gpt_backend *be, int rows[3])

@@ -281,19 +281,34 @@ extern "C" int gpt_backend_cuda_init(gpt_backend *be, gpt_dtype dtype, int devic
 		return gpt_err_set(err, GPT_EUSAGE,
 				   "cuda backend: device %d does not exist (%d visible); check "
 				   "CUDA_VISIBLE_DEVICES", device, n);
-	int rows = GPT_CUDA_ATTN_AUTO;
+	int rows = GPT_CUDA_ATTN_AUTO, kind_rows[3] = {0, 0, 0};
 	const char *ev = getenv("GPT_CUDA_ATTN_ROWS");
 	if (ev && *ev) {
-		rows = !strcmp(ev, "64")     ? 64
-		       : !strcmp(ev, "64a")  ? GPT_CUDA_ATTN_AHEAD
-		       : !strcmp(ev, "64m")  ? GPT_CUDA_ATTN_MASKED
-		       : !strcmp(ev, "128")  ? 128
-		       : !strcmp(ev, "auto") ? GPT_CUDA_ATTN_AUTO
-					     : 0;
-		if (!rows)
+		/* one form, or three: the forward's, dq's and dkv's */
+		int n = 0, bad = 0;
+		for (const char *p = ev; !bad; n++) {
+			size_t len = strcspn(p, ",");
+			int r = len == 2 && !strncmp(p, "64", 2)     ? 64
+				: len == 3 && !strncmp(p, "64a", 3)  ? GPT_CUDA_ATTN_AHEAD
+				: len == 3 && !strncmp(p, "64m", 3)  ? GPT_CUDA_ATTN_MASKED
+				: len == 3 && !strncmp(p, "128", 3)  ? 128
+				: len == 4 && !strncmp(p, "auto", 4) ? GPT_CUDA_ATTN_AUTO
+								     : 0;
+			bad = !r || n == 3;
+			if (!bad)
+				kind_rows[n] = r;
+			if (!p[len])
+				break;
+			p += len + 1;
+		}
+		n++;
+		if (bad || (n != 1 && n != 3))
 			return gpt_err_set(err, GPT_EUSAGE,
 					   "cuda backend: GPT_CUDA_ATTN_ROWS is '%s'; expected 64, 64a, 64m, 128 or auto "
-					   "(the default: each shape's fastest, timed)", ev);
+					   "(the default: each shape's fastest, timed), or three of them separated by "
+					   "commas: the forward's, dq's and dkv's", ev);
+		if (n == 1)
+			rows = kind_rows[0], kind_rows[0] = 0;
 	}
 	int bgrad = GPT_CUDA_BGRAD_SUMS;
 	if ((ev = getenv("GPT_CUDA_BIAS_GRAD")) && *ev) {
@@ -307,6 +322,7 @@ extern "C" int gpt_backend_cuda_init(gpt_backend *be, gpt_dtype dtype, int devic
 	if (!c)
 		return gpt_err_set(err, GPT_EINTERNAL, "cuda backend: out of host memory");
 	c->attn_rows = rows;
+	memcpy(c->attn_kind_rows, kind_rows, sizeof kind_rows);
 	c->bgrad = bgrad;
 	pthread_mutex_init(&c->stage_mu, NULL);
 	be->impl = c;

@@ -108,8 +108,9 @@ int gpt_cuda_attention_tensor_cores(gpt_dtype dt, int64_t HS);
  * shape without that form), GPT_CUDA_ATTN_AUTO goes back to timing (what
  * was timed is kept), 0 asks without changing; returns the setting
  * before, or -1 (nothing changed) for another value.
- * The environment's GPT_CUDA_ATTN_ROWS (64, 64a, 64m, 128 or auto) gives
- * the setting at init. */
+ * The environment's GPT_CUDA_ATTN_ROWS (64, 64a, 64m, 128 or auto; or three
+ * of them, comma-separated, for the forward, dq and dkv) gives the setting
+ * at init. */
 enum { GPT_CUDA_ATTN_AUTO = 1, GPT_CUDA_ATTN_AHEAD = 65, GPT_CUDA_ATTN_MASKED = 66, GPT_CUDA_ATTN_PICKS = 64 };
 int gpt_cuda_attention_rows(gpt_backend *be, int rows);
 /* The forms the forward, dq and dkv kernels ran in at their last call
@@ -117,6 +118,11 @@ int gpt_cuda_attention_rows(gpt_backend *be, int rows);
  * before one), for benchmarks and tests; returns the number of shapes
  * timed so far. */
 int gpt_cuda_attention_rows_used(gpt_backend *be, int rows[3]);
+/* The setting for kernel kind (0 the forward, 1 dq, 2 dkv): a form or
+ * GPT_CUDA_ATTN_AUTO; -1 for another kind. GPT_CUDA_ATTN_ROWS=F,Q,K sets
+ * each kernel's at init (a form or auto each); gpt_cuda_attention_rows
+ * setting one sets them all. */
+int gpt_cuda_attention_kind_rows(gpt_backend *be, int kind);
 /* A form's name as GPT_CUDA_ATTN_ROWS spells it: "64", "64a", "64m" or "128". */
 const char *gpt_cuda_attention_form(int rows);
 /* Where linear_bwd takes a bias gradient asked for beside the weight

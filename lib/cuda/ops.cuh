@@ -63,6 +63,7 @@ typedef struct gpt_cuda_ctx {
 	int32_t *dev_idx;
 	int64_t idx_cap;          /* elements of each */
 	int attn_rows;            /* gpt_cuda_attention_rows: 64, 128 or GPT_CUDA_ATTN_AUTO */
+	int attn_kind_rows[3];    /* GPT_CUDA_ATTN_ROWS=F,Q,K: the forward's, dq's, dkv's (0: attn_rows) */
 	int bgrad;                /* gpt_cuda_bias_grad: GPT_CUDA_BGRAD_SUMS or _GEMM */
 	int64_t bgrad_gemms;      /* bias gradients the epilogue gave */
 	/* under GPT_CUDA_ATTN_AUTO, the rows each kernel and shape was timed

@@ -480,13 +480,15 @@ static void log_attention_tiles(trainer *tr)
 	gpt_cuda_attention_rows_used(&tr->be, used);
 	if (!used[0])
 		return;
-	int timed = gpt_cuda_attention_rows(&tr->be, 0) == GPT_CUDA_ATTN_AUTO;
+	int timed = 1;
+	for (int k = 0; k < 3; k++)
+		timed &= gpt_cuda_attention_kind_rows(&tr->be, k) == GPT_CUDA_ATTN_AUTO;
 	gpt_log_printf(&tr->log, GPT_LOG_INFO,
 		       "attention tiles: forward %s, dq %s, dkv %s rows (%s)", gpt_cuda_attention_form(used[0]),
 		       gpt_cuda_attention_form(used[1]), gpt_cuda_attention_form(used[2]),
 		       timed ? "each the fastest of its forms (64, 128; the forward's 64a: scores a key tile ahead, "
 			       "and 64m: the dropout mask drawn first), timed at its first call; "
-			       "GPT_CUDA_ATTN_ROWS=64, 64a, 64m or 128 sets them"
+			       "GPT_CUDA_ATTN_ROWS=64, 64a, 64m or 128 sets them, F,Q,K each kernel's"
 			     : "GPT_CUDA_ATTN_ROWS");
 }
 

@@ -241,6 +241,26 @@ test_expect_success 'GPT_CUDA_BIAS_GRAD=gemm: the bias gradients from the epilog
 	paste bgsums.loss bggemm.loss | awk "{ d = \$2 - \$4; if (d < 0) d = -d; if (d > 0.02) { print; exit 1 } }"
 '
 
+# three forms, comma-separated: the forward's, dq's and dkv's (auto times
+# that kernel's); two, or four, or an unknown one are refused
+test_expect_success 'GPT_CUDA_ATTN_ROWS=64a,128,auto: each kernel its own' '
+	GPT_CUDA_ATTN_ROWS=64a,128,auto bin/gpt-train \
+		-c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" -o Global.device=gpu \
+		-o Engine.mix_precision.use_pure_fp16=True \
+		-o Data.Train.dataset.input_dir=mem/lic -o Data.Eval.dataset.input_dir=mem/lic \
+		-o Engine.max_steps=1 -o Engine.eval_freq=0 -o Engine.test_iters=0 \
+		-o Engine.save_load.save_steps=0 -o Engine.save_load.save_epoch=0 \
+		-o Engine.save_load.output_dir=mem/out-each >each.log 2>&1 || { cat each.log; false; } &&
+	test_grep "attention tiles: forward 64a, dq 128, dkv (64|128) rows \\(GPT_CUDA_ATTN_ROWS\\)" each.log &&
+	for v in 64,128 64,128,128,64 64,,128 64,128,96; do
+		test_expect_code 64 env GPT_CUDA_ATTN_ROWS=$v bin/gpt-train \
+			-c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" -o Global.device=gpu \
+			-o Data.Train.dataset.input_dir=mem/lic -o Data.Eval.dataset.input_dir=mem/lic \
+			-o Engine.max_steps=1 -o Engine.save_load.output_dir=mem/out-each2 2>each.err &&
+		test_grep "or three of them separated by commas" each.err || return 1
+	done
+'
+
 test_expect_success 'GPT_CUDA_ATTN_ROWS=64a: the forward takes it, dq and dkv 64 rows' '
 	GPT_CUDA_ATTN_ROWS=64a bin/gpt-train \
 		-c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" -o Global.device=gpu \

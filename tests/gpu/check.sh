@@ -45,7 +45,8 @@
 #              master weights split), 6 steps each,
 #              without PyTorch: their peak memory and tokens/s
 #   profile    the bench stage's rows for 3 steps under Nsight Compute
-#              (ncu): the GPU time of a step kernel by kernel
+#              (ncu): the GPU time of a step kernel by kernel (each row
+#              after a step outside ncu, whose attention forms it takes)
 #   sanitizer  t4062: compute-sanitizer memcheck, racecheck and synccheck
 #
 # CHECK_SECONDS (default 480) bounds the whole run: a stage starts only when

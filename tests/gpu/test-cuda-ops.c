@@ -1733,6 +1733,9 @@ static void test_attention_rows(void)
 	ok(n == n0 + 7 && u[0] == 64 && u[1] == 64 && u[2] == 64, "%s forced 64m without dropout: 64", dt);
 	ok(gpt_cuda_attention_rows(&gpu, 96) == -1 && gpt_cuda_attention_rows(&gpu, 0) == GPT_CUDA_ATTN_MASKED,
 	   "%s 96 rows are refused, the setting unchanged", dt);
+	ok(gpt_cuda_attention_kind_rows(&gpu, 0) == GPT_CUDA_ATTN_MASKED &&
+	   gpt_cuda_attention_kind_rows(&gpu, 2) == GPT_CUDA_ATTN_MASKED && gpt_cuda_attention_kind_rows(&gpu, 3) == -1,
+	   "%s a setting for every kernel is each kernel's", dt);
 	gpt_cuda_attention_rows(&gpu, GPT_CUDA_ATTN_AUTO);
 	/* the table full: later shapes take 64 untimed */
 	for (int64_t t = 16; n >= 0 && n < GPT_CUDA_ATTN_PICKS; t++)
