@@ -13,14 +13,19 @@
 
 static int host_side(gpt_optimizer *op, gpt_err *err);
 
-/* The run of table entries from entry i on (m->offset[i] >= 0) that follow
- * each other in the flat buffers with the same key (what key says of an
- * entry), cut to op's range (a shard cuts runs anywhere): [*begin, *end),
- * empty when outside it, and its key in *k. Returns the entry after it. */
+/* The run of table entries from entry i on that follow each other in the
+ * flat buffers with the same key (what key says of an entry), cut to op's
+ * range (a shard cuts runs anywhere): [*begin, *end), empty when outside it
+ * or when entry i has no place in the buffers, and its key in *k. Returns
+ * the entry after it. */
 static int64_t table_run(const gpt_optimizer *op, int64_t i, int (*key)(const gpt_model *, int64_t),
 			 int64_t *begin, int64_t *end, int *k)
 {
 	const gpt_model *m = op->model;
+	*begin = *end = 0;
+	*k = 0;
+	if (m->offset[i] < 0)
+		return i + 1;
 	int64_t b = m->offset[i], e = b + gpt_box_numel(&m->box[i]), j = i + 1;
 	*k = key(m, i);
 	while (j < m->n_table && m->offset[j] == e && key(m, j) == *k)
@@ -43,10 +48,6 @@ static int decay_runs(gpt_optimizer *op, gpt_err *err)
 	if (!op->runs)
 		return err->code;
 	for (int64_t i = 0; i < m->n_table;) {
-		if (m->offset[i] < 0) {
-			i++;
-			continue;
-		}
 		int64_t begin, end;
 		int decay;
 		i = table_run(op, i, decay_of, &begin, &end, &decay);
@@ -230,10 +231,6 @@ int gpt_optimizer_grad_sumsq(gpt_optimizer *op, double *sumsq, gpt_err *err)
 	 * whole range at once. */
 	size_t es = gpt_dtype_size(be->dtype);
 	for (int64_t i = 0; i < m->n_table && !rc;) {
-		if (m->offset[i] < 0) {
-			i++;
-			continue;
-		}
 		int64_t begin, end;
 		int own;
 		i = table_run(op, i, owned, &begin, &end, &own);
