@@ -209,9 +209,9 @@ row "124M bf16 B32, classifier 4096 rows" 12 768 12 32 1024 - 0 "$tiny" $model12
 	-o Global.global_batch_size=32 -o Global.micro_batch_size=32 \
 	-o Engine.mix_precision.enable=True -o Engine.mix_precision.dtype=bfloat16 \
 	-o Engine.mix_precision.level=O2 -o Model.classifier_rows=4096
-# the bias gradients of qkv and the projections from the weight gradients'
-# GEMMs (cuBLASLt's BGRADB epilogue, GPT_CUDA_BIAS_GRAD=gemm), not column
-# sums; PyTorch's row is the first's
+# the bias gradients of qkv, fc and the projections from the weight
+# gradients' GEMMs (cuBLASLt's BGRADB epilogue, GPT_CUDA_BIAS_GRAD=gemm), not
+# column sums (fc's in its GELU's backward); PyTorch's row is the first's
 row_env=GPT_CUDA_BIAS_GRAD=gemm
 # shellcheck disable=SC2086
 row "124M bf16 B32, bias gradients in the GEMMs" 12 768 12 32 1024 - 0 "$tiny" $model124 \

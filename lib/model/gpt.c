@@ -1068,14 +1068,18 @@ static int layer_bwd(gpt_model *m, int64_t l, gpt_err *err)
 		OP(gpt_qat_linear_bwd(m, l, GPT_QAT_MPROJ, m->d_f, gpt_model_grad(m, T_LAYER(gl, P_MPROJ_W)),
 				      gpt_model_grad(m, T_LAYER(gl, P_MPROJ_B)), dproj, a->fch_gelu,
 				      gpt_model_param(m, T_LAYER(gl, P_MPROJ_W)), BT, F, C, err));
-		/* with fc's bias gradient, in the pass that writes its input */
-		OP(o->gelu_bwd_bias(be, m->d_f, gpt_model_grad(m, T_LAYER(gl, P_FC_B)), a->fch, m->d_f, BT, F,
-				    err));
+		/* with fc's bias gradient, in the pass that writes its input,
+		 * unless fc's weight gradient's GEMM gives it */
+		OP(m->opts.fc_bias_in_gemm
+			   ? o->gelu_bwd(be, m->d_f, a->fch, m->d_f, BT * F, err)
+			   : o->gelu_bwd_bias(be, m->d_f, gpt_model_grad(m, T_LAYER(gl, P_FC_B)), a->fch, m->d_f, BT,
+					      F, err));
 	}
 	if (seqpar(m)) /* fc's input again, for its weight gradient */
 		OP(sp_gather(m, m->gath, a->ln2, err));
+	int fc_db = fused_gelu(m) || m->opts.fc_bias_in_gemm; /* fc's bias gradient is linear_bwd's */
 	OP(gpt_qat_linear_bwd(m, l, GPT_QAT_FC, m->d_c2, gpt_model_grad(m, T_LAYER(gl, P_FC_W)),
-			 fused_gelu(m) ? gpt_model_grad(m, T_LAYER(gl, P_FC_B)) : NULL, m->d_f,
+			 fc_db ? gpt_model_grad(m, T_LAYER(gl, P_FC_B)) : NULL, m->d_f,
 			 seqpar(m) ? m->gath : a->ln2, gpt_model_param(m, T_LAYER(gl, P_FC_W)), BT, C, F, err));
 	OP(col_in_grad(m, m->d_c2, &dln, err));
 	/* the residual passes d_res through; ln_2's gradient adds to it */

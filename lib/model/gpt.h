@@ -94,6 +94,10 @@ typedef struct gpt_model_opts {
 	int fused_gelu;           /* 1: the MLP's GELU inside GEMMs (the backend's
 				     linear_gelu_fwd, linear_dgelu_bwd; Model.fused_linear);
 				     not with QAT, whose linears quantize their inputs */
+	int fc_bias_in_gemm;      /* 1: fc's bias gradient from its linear_bwd with its
+				     weight gradient (the backend takes bias gradients
+				     from the GEMM: CUDA's GPT_CUDA_BIAS_GRAD=gemm), not
+				     with the GELU's backward (gelu_bwd_bias) */
 	int64_t loss_slots;       /* micro-batches whose losses can wait in backend
 				     memory for gpt_model_take_losses (a step's); <= 1: one */
 } gpt_model_opts;

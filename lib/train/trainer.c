@@ -91,6 +91,11 @@ static int setup_model(trainer *tr, gpt_err *err)
 		.no_full_grads = tr->stage >= 2,
 		.no_full_params = tr->stage >= 3 || tr->pmaster,
 	};
+#if GPT_HAVE_CUDA
+	/* fc's bias gradient from its weight gradient's GEMM too, where the
+	 * backend takes them there (GPT_CUDA_BIAS_GRAD=gemm) */
+	mo.fc_bias_in_gemm = strcmp(tr->be.name, "cuda") == 0 && gpt_cuda_bias_grad(&tr->be, 0) == GPT_CUDA_BGRAD_GEMM;
+#endif
 	if (cfg->model.use_recompute) {
 		const char *g = cfg->model.recompute_granularity ? cfg->model.recompute_granularity : "full";
 		if (gpt_recompute_parse(g, &mo.recompute))
