@@ -66,9 +66,9 @@ static int gpt_attn_time_rows(cudaStream_t s, F go, const int *forms, int n, int
 
 /* Kernel kind at shape k (its rows unread), launched by go(form) in one of
  * its n forms (64 first): the one the backend's setting forces, for every
- * kernel or for this kind (64 where the kernel has not that form), or under GPT_CUDA_ATTN_AUTO the
- * one timed fastest for this shape, timing them on its first call (past
- * GPT_CUDA_ATTN_PICKS shapes, 64 untimed). */
+ * kernel or for this kind (64 where the kernel has not that form), or
+ * under GPT_CUDA_ATTN_AUTO the one timed fastest for this shape, timing
+ * them on its first call (past GPT_CUDA_ATTN_PICKS shapes, 64 untimed). */
 template <class F>
 static int gpt_attn_run_rows(gpt_cuda_ctx *cx, gpt_cuda_attn_pick k, const int *forms, int n, F go,
 			     gpt_err *err)

@@ -284,25 +284,24 @@ extern "C" int gpt_backend_cuda_init(gpt_backend *be, gpt_dtype dtype, int devic
 	int rows = GPT_CUDA_ATTN_AUTO, kind_rows[3] = {0, 0, 0};
 	const char *ev = getenv("GPT_CUDA_ATTN_ROWS");
 	if (ev && *ev) {
-		/* one form, or three: the forward's, dq's and dkv's */
+		/* one form, or three: the forward's, dq's and dkv's (named as
+		 * gpt_cuda_attention_form names them, or auto) */
+		static const int forms[] = {64, GPT_CUDA_ATTN_AHEAD, GPT_CUDA_ATTN_MASKED, 128, GPT_CUDA_ATTN_AUTO};
 		int n = 0, bad = 0;
-		for (const char *p = ev; !bad; n++) {
+		for (const char *p = ev; !bad; p += strcspn(p, ",") + 1) {
 			size_t len = strcspn(p, ",");
-			int r = len == 2 && !strncmp(p, "64", 2)     ? 64
-				: len == 3 && !strncmp(p, "64a", 3)  ? GPT_CUDA_ATTN_AHEAD
-				: len == 3 && !strncmp(p, "64m", 3)  ? GPT_CUDA_ATTN_MASKED
-				: len == 3 && !strncmp(p, "128", 3)  ? 128
-				: len == 4 && !strncmp(p, "auto", 4) ? GPT_CUDA_ATTN_AUTO
-								     : 0;
+			int r = 0;
+			for (size_t i = 0; i < sizeof forms / sizeof *forms && !r; i++) {
+				const char *f = forms[i] == GPT_CUDA_ATTN_AUTO ? "auto" : gpt_cuda_attention_form(forms[i]);
+				r = strlen(f) == len && !strncmp(p, f, len) ? forms[i] : 0;
+			}
 			bad = !r || n == 3;
 			if (!bad)
-				kind_rows[n] = r;
+				kind_rows[n++] = r;
 			if (!p[len])
 				break;
-			p += len + 1;
 		}
-		n++;
-		if (bad || (n != 1 && n != 3))
+		if (bad || n == 2)
 			return gpt_err_set(err, GPT_EUSAGE,
 					   "cuda backend: GPT_CUDA_ATTN_ROWS is '%s'; expected 64, 64a, 64m, 128 or auto "
 					   "(the default: each shape's fastest, timed), or three of them separated by "
