@@ -128,6 +128,66 @@ static int cu_download(gpt_backend *be, void *dst, const void *src, size_t bytes
 	return rc ? rc : check_bad(be, err);
 }
 
+/* the stream of copies to the device and its event, made on first use */
+static int side_stream(gpt_cuda_ctx *c, gpt_err *err)
+{
+	if (c->side_made)
+		return 0;
+	int rc = gpt_cuda_check(cudaStreamCreateWithFlags(&c->side, cudaStreamNonBlocking), "creating a stream", err);
+	if (!rc && (rc = gpt_cuda_check(cudaEventCreateWithFlags(&c->side_done, cudaEventDisableTiming),
+					"creating an event", err)))
+		cudaStreamDestroy(c->side);
+	c->side_made = !rc;
+	return rc;
+}
+
+extern "C" int gpt_cuda_copy_async(gpt_backend *be, void *dst, const void *src, size_t bytes, int to_device,
+				   gpt_err *err)
+{
+	gpt_cuda_ctx *c = gpt_cuda_ctx_of(be);
+	int rc = on_device(c, err);
+	if (!rc && to_device)
+		rc = side_stream(c, err);
+	if (rc || !bytes)
+		return rc;
+	return to_device ? gpt_cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->side), "upload", err)
+			 : gpt_cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream), "download",
+					  err);
+}
+
+extern "C" int gpt_cuda_copies_join(gpt_backend *be, gpt_err *err)
+{
+	gpt_cuda_ctx *c = gpt_cuda_ctx_of(be);
+	int rc = on_device(c, err);
+	if (rc || !c->side_made)
+		return rc;
+	rc = gpt_cuda_check(cudaEventRecord(c->side_done, c->side), "joining the copies", err);
+	return rc ? rc : gpt_cuda_check(cudaStreamWaitEvent(c->stream, c->side_done, 0), "joining the copies", err);
+}
+
+extern "C" int gpt_cuda_mark(gpt_backend *be, int i, gpt_err *err)
+{
+	gpt_cuda_ctx *c = gpt_cuda_ctx_of(be);
+	if (i < 0 || i >= GPT_CUDA_MARKS)
+		return gpt_err_set(err, GPT_EINTERNAL, "cuda backend: mark %d outside [0, %d)", i, (int)GPT_CUDA_MARKS);
+	int rc = on_device(c, err);
+	while (!rc && c->marks_made < GPT_CUDA_MARKS &&
+	       !(rc = gpt_cuda_check(cudaEventCreateWithFlags(&c->marks[c->marks_made], cudaEventDisableTiming),
+				     "creating an event", err)))
+		c->marks_made++;
+	return rc ? rc : gpt_cuda_check(cudaEventRecord(c->marks[i], c->stream), "mark", err);
+}
+
+extern "C" int gpt_cuda_mark_wait(gpt_backend *be, int i, gpt_err *err)
+{
+	gpt_cuda_ctx *c = gpt_cuda_ctx_of(be);
+	if (i < 0 || i >= GPT_CUDA_MARKS)
+		return gpt_err_set(err, GPT_EINTERNAL, "cuda backend: mark %d outside [0, %d)", i, (int)GPT_CUDA_MARKS);
+	if (i >= c->marks_made) /* never recorded */
+		return 0;
+	return gpt_cuda_check(cudaEventSynchronize(c->marks[i]), "waiting for a mark", err);
+}
+
 static int cu_copy(gpt_backend *be, void *dst, const void *src, size_t bytes, gpt_err *err)
 {
 	if (!bytes || dst == src)
@@ -246,6 +306,13 @@ extern "C" void gpt_backend_cuda_free(gpt_backend *be)
 	if (c->stage_events) {
 		cudaEventDestroy(c->stage_done[0]);
 		cudaEventDestroy(c->stage_done[1]);
+	}
+	for (int i = 0; i < c->marks_made; i++)
+		cudaEventDestroy(c->marks[i]);
+	if (c->side_made) {
+		cudaStreamSynchronize(c->side);
+		cudaEventDestroy(c->side_done);
+		cudaStreamDestroy(c->side);
 	}
 	pthread_mutex_destroy(&c->stage_mu);
 	if (be->scratch)

@@ -60,6 +60,24 @@ void gpt_cuda_host_free(void *p);
  * pinned or not, and for any pointer CUDA does not know. */
 int gpt_cuda_ptr_is_device(const void *p);
 
+/* Copies that overlap the host's work with the device's (ZeRO-Offload's
+ * step, lib/train/optim.c). gpt_cuda_copy_async queues a copy between
+ * pinned host memory (gpt_cuda_host_alloc) and be's device memory and
+ * returns at once: from the device (to_device 0) on be's stream, after the
+ * work queued there; to the device (to_device 1) on a stream of its own,
+ * so that the two directions run at once, unordered with be's stream until
+ * gpt_cuda_copies_join makes be's stream wait for them. gpt_cuda_mark
+ * records mark i (0 <= i < GPT_CUDA_MARKS) after the work queued so far on
+ * be's stream, and gpt_cuda_mark_wait returns once the stream has passed
+ * the mark's latest recording (at once for one never recorded). The host
+ * leaves a copy's host memory alone until the copy is known done: a mark
+ * after it passed, or be's stream synchronised after the join. */
+enum { GPT_CUDA_MARKS = 8 };
+int gpt_cuda_copy_async(gpt_backend *be, void *dst, const void *src, size_t bytes, int to_device, gpt_err *err);
+int gpt_cuda_copies_join(gpt_backend *be, gpt_err *err);
+int gpt_cuda_mark(gpt_backend *be, int i, gpt_err *err);
+int gpt_cuda_mark_wait(gpt_backend *be, int i, gpt_err *err);
+
 /* Device-side conversion between fp32, bf16 and fp16 (round to nearest even,
  * as gpt_convert on the CPU); dst and src are device pointers. */
 int gpt_cuda_convert(void *dst, gpt_dtype dst_t, const void *src, gpt_dtype src_t, size_t n,

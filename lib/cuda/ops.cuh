@@ -79,6 +79,14 @@ typedef struct gpt_cuda_ctx {
 	int stage_half;           /* the half in use */
 	int stage_events;         /* 1 once stage_done was created */
 	cudaEvent_t stage_done[2];
+	/* gpt_cuda_mark's events, made on first use (marks_made of them), and
+	 * gpt_cuda_copy_async's stream for copies to the device with the event
+	 * gpt_cuda_copies_join records there (side_made 1 once made) */
+	int marks_made;
+	cudaEvent_t marks[GPT_CUDA_MARKS];
+	int side_made;
+	cudaStream_t side;
+	cudaEvent_t side_done;
 } gpt_cuda_ctx;
 
 static inline gpt_cuda_ctx *gpt_cuda_ctx_of(gpt_backend *be)

@@ -12,6 +12,7 @@
 #include <string.h>
 
 static int host_side(gpt_optimizer *op, gpt_err *err);
+static int offload_plan(gpt_optimizer *op, gpt_err *err);
 
 /* The run of table entries from entry i on that follow each other in the
  * flat buffers with the same key (what key says of an entry), cut to op's
@@ -134,6 +135,8 @@ int gpt_optimizer_init(gpt_optimizer *op, gpt_model *m, int64_t begin, int64_t e
 		rc = sb->ops->zero(sb, op->exp_avg_sq, bytes, err);
 	if (!rc)
 		rc = decay_runs(op, err);
+	if (!rc && off)
+		rc = offload_plan(op, err);
 	if (rc) {
 		gpt_optimizer_free(op);
 		if (off)
@@ -171,6 +174,8 @@ void gpt_optimizer_free(gpt_optimizer *op)
 	host_image_free(op, op->hparams);
 	host_image_free(op, op->hgrads);
 	free(op->runs);
+	free(op->pieces);
+	free(op->chunks);
 	if (op->host) {
 		gpt_backend_cpu_free(op->host);
 		free(op->host);
@@ -216,6 +221,130 @@ static int host_side(gpt_optimizer *op, gpt_err *err)
 	return rc ? gpt_err_prefix(err, "optimizer offload") : 0;
 }
 
+/* ZeRO-Offload's step goes in chunks, so that the copies of some overlap
+ * the host's AdamW on others: a chunk's gradients come down while the host
+ * updates the chunks before it, its parameters go up while the host
+ * updates the next (offload_step). A chunk is a run of whole pieces about
+ * GPT_OFFLOAD_CHUNK elements long (at least one piece), with the gaps
+ * between them; a piece is a run of the table (decay_runs) or, in a longer
+ * one, a stretch cut at a multiple of OFFLOAD_CUT elements from its start.
+ * The CPU backend's AdamW splits its work at 256-element and 2^20-element
+ * boundaries from a call's start (lib/cpu/lowp.c, adamw.c) and every
+ * element of a call takes the path its place there gives it, so the pieces
+ * give the bits of the whole runs. */
+typedef struct gpt_offload_chunk {
+	int64_t begin, end; /* the copies' elements, from the range's start */
+	int64_t p0, p1;     /* its pieces */
+} gpt_offload_chunk;
+enum { OFFLOAD_CUT = 1 << 20, OFFLOAD_AHEAD = 4 };
+#define OFFLOAD_CHUNK_DEFAULT (16 * (int64_t)OFFLOAD_CUT)
+
+/* GPT_OFFLOAD_CHUNK: elements a chunk, a positive integer */
+static int offload_chunk_elems(int64_t *out, gpt_err *err)
+{
+	const char *ev = getenv("GPT_OFFLOAD_CHUNK");
+	*out = OFFLOAD_CHUNK_DEFAULT;
+	if (!ev || !*ev)
+		return 0;
+	char *end = NULL;
+	long long v = strtoll(ev, &end, 10);
+	if (end == ev || *end || v <= 0)
+		return gpt_err_set(err, GPT_EUSAGE,
+				   "GPT_OFFLOAD_CHUNK is '%s'; expected a positive number of elements (parameters) a "
+				   "chunk of the offloaded optimizer's step (default %lld)",
+				   ev, (long long)OFFLOAD_CHUNK_DEFAULT);
+	*out = v;
+	return 0;
+}
+
+static int offload_plan(gpt_optimizer *op, gpt_err *err)
+{
+	int64_t target, np = 0;
+	int rc = offload_chunk_elems(&target, err);
+	if (rc)
+		return rc;
+	int64_t cut = (target + OFFLOAD_CUT - 1) / OFFLOAD_CUT * OFFLOAD_CUT;
+	for (int64_t i = 0; i < op->nruns; i++)
+		np += (op->runs[i].end - op->runs[i].begin + cut - 1) / cut;
+	op->chunk_elems = target;
+	op->pieces = gpt_calloc(np > 0 ? (size_t)np : 1, sizeof *op->pieces, "optimizer offload", err);
+	op->chunks = op->pieces ? gpt_calloc(np > 0 ? (size_t)np : 1, sizeof *op->chunks, "optimizer offload", err)
+				: NULL;
+	if (!op->chunks)
+		return err->code;
+	np = 0;
+	for (int64_t i = 0; i < op->nruns; i++)
+		for (int64_t b = op->runs[i].begin; b < op->runs[i].end; b += cut)
+			op->pieces[np++] = (gpt_adamw_run){b, b + cut < op->runs[i].end ? b + cut : op->runs[i].end,
+							   op->runs[i].decay};
+	op->nchunks = 0;
+	for (int64_t p = 0; p < np;) {
+		int64_t q = p + 1;
+		while (q < np && op->pieces[q].end - op->pieces[p].begin <= target)
+			q++;
+		op->chunks[op->nchunks++] = (gpt_offload_chunk){op->pieces[p].begin, op->pieces[q - 1].end, p, q};
+		p = q;
+	}
+	return 0;
+}
+
+void gpt_optimizer_params_written(gpt_optimizer *op)
+{
+	op->hfresh = 0;
+}
+
+/* The offloaded step (see offload_plan): the chunks' gradients come down
+ * OFFLOAD_AHEAD ahead of the host's AdamW, each marked; each chunk's
+ * parameters go up once updated, beside the gradients coming down (the
+ * copies to the device have a stream of their own). The host's image of the parameters is
+ * taken down only when it is not the device's (the first step, a
+ * checkpoint loaded since): AdamW reads it (bf16's high halves, fp32
+ * weights) and the gaps between a chunk's runs go back up from it. The
+ * host waits for the last copy, as it did for the whole range's: what
+ * follows on other streams (a sharding group's gather) sees the
+ * parameters. */
+static int offload_step(gpt_optimizer *op, const gpt_adamw *h, gpt_err *err)
+{
+#if GPT_HAVE_CUDA
+	gpt_backend *be = op->model->be, *hb = op->host;
+	int64_t es = (int64_t)gpt_dtype_size(be->dtype), nc = op->nchunks, queued = 0;
+	char *dp = op->params, *dg = op->grads, *hp = op->hparams, *hg = op->hgrads;
+	int rc = 0;
+	if (!op->hfresh)
+		rc = be->ops->download(be, hp, dp, (size_t)((op->end - op->begin) * es), err);
+	op->hfresh = 0;
+	for (int64_t c = 0; c < nc && !rc; c++) {
+		for (; queued < nc && queued < c + OFFLOAD_AHEAD && !rc; queued++) {
+			const gpt_offload_chunk *q = &op->chunks[queued];
+			rc = gpt_cuda_copy_async(be, hg + q->begin * es, dg + q->begin * es,
+						 (size_t)((q->end - q->begin) * es), 0, err);
+			if (!rc)
+				rc = gpt_cuda_mark(be, (int)(queued % OFFLOAD_AHEAD), err);
+		}
+		const gpt_offload_chunk *k = &op->chunks[c];
+		if (!rc)
+			rc = gpt_cuda_mark_wait(be, (int)(c % OFFLOAD_AHEAD), err);
+		if (!rc)
+			rc = hb->ops->adamw_runs(hb, hp, op->master, op->master_lo, hg, op->exp_avg, op->exp_avg_sq,
+						 op->pieces + k->p0, k->p1 - k->p0, h, err);
+		if (!rc)
+			rc = gpt_cuda_copy_async(be, dp + k->begin * es, hp + k->begin * es,
+						 (size_t)((k->end - k->begin) * es), 1, err);
+	}
+	/* after a failure too: no copy of the host images is left in flight */
+	gpt_err e2 = {0};
+	int rs = gpt_cuda_copies_join(be, rc ? &e2 : err);
+	int ss = be->ops->sync(be, rc || rs ? &e2 : err);
+	if (!rc && !rs && !ss)
+		op->hfresh = 1;
+	return rc ? rc : rs ? rs : ss;
+#else
+	(void)h;
+	return gpt_err_set(err, GPT_EINTERNAL, "optimizer offload: %s has no asynchronous copies",
+			   op->model->be->name);
+#endif
+}
+
 int gpt_optimizer_grad_sumsq(gpt_optimizer *op, double *sumsq, gpt_err *err)
 {
 	gpt_model *m = op->model;
@@ -247,31 +376,13 @@ int gpt_optimizer_grad_sumsq(gpt_optimizer *op, double *sumsq, gpt_err *err)
 
 int gpt_optimizer_step(gpt_optimizer *op, double lr, double grad_scale, gpt_err *err)
 {
-	gpt_model *m = op->model;
-	gpt_backend *be = m->be;
-	size_t es = gpt_dtype_size(be->dtype);
+	gpt_backend *be = op->model->be;
 	op->t++;
-	int rc = 0;
-	/* Offloaded: the range comes down whole (parameters too, so that the
-	 * elements no tensor covers go back up as they were), AdamW runs on
-	 * the host, the parameters go back up. */
-	void *params = op->params, *grads = op->grads;
-	size_t bytes = (size_t)(op->end - op->begin) * es;
-	if (op->host) {
-		rc = be->ops->download(be, op->hparams, op->params, bytes, err);
-		if (!rc)
-			rc = be->ops->download(be, op->hgrads, op->grads, bytes, err);
-		params = op->hparams;
-		grads = op->hgrads;
-		be = op->host;
-	}
 	/* the runs of parameters with weight decay and without (decay_runs) */
 	gpt_adamw h = {.lr = lr, .beta1 = op->beta1, .beta2 = op->beta2, .eps = op->eps,
 		       .weight_decay = op->weight_decay, .grad_scale = grad_scale, .t = op->t};
-	if (!rc)
-		rc = be->ops->adamw_runs(be, params, op->master, op->master_lo, grads, op->exp_avg, op->exp_avg_sq,
-					 op->runs, op->nruns, &h, err);
-	if (!rc && op->host)
-		rc = m->be->ops->upload(m->be, op->params, op->hparams, bytes, err);
-	return rc;
+	if (op->host)
+		return offload_step(op, &h, err);
+	return be->ops->adamw_runs(be, op->params, op->master, op->master_lo, op->grads, op->exp_avg, op->exp_avg_sq,
+				   op->runs, op->nruns, &h, err);
 }

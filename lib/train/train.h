@@ -110,6 +110,13 @@ typedef struct gpt_optimizer {
 	 * the table's order (host memory; adamw_runs) */
 	gpt_adamw_run *runs;
 	int64_t nruns;
+	/* Offloaded, the step goes in chunks (optim.c): the runs cut into
+	 * pieces, the chunks' copy ranges and pieces; hfresh 1 while hparams
+	 * holds the device's parameters of the range (those AdamW wrote). */
+	gpt_adamw_run *pieces;
+	struct gpt_offload_chunk *chunks;
+	int64_t nchunks, chunk_elems;
+	int hfresh;
 } gpt_optimizer;
 
 /* The state for elements [begin, end) of the flat buffers: the whole model
@@ -121,8 +128,10 @@ typedef struct gpt_optimizer {
  * the state (fp32 master weights, exp_avg, exp_avg_sq) lives in host memory,
  * made there (never on the device), and every step runs AdamW on a CPU
  * backend: the range's gradients come down, the updated parameters go back
- * up. The device keeps only the parameters and gradients. Ignored for a
- * model on the CPU backend, whose memory is host memory already.
+ * up, in chunks of about GPT_OFFLOAD_CHUNK elements (default 16 Mi) whose
+ * copies overlap the host's AdamW on the others. The device keeps only the
+ * parameters and gradients. Ignored for a model on the CPU backend, whose
+ * memory is host memory already.
  * GPT_OPTIM_MASTER_ONLY (fp16 parameters, not offloaded): there are no
  * parameters for the range; the master weights start at zero for the caller
  * to fill (gpt_model_init_master_range, a checkpoint), are the only copy,
@@ -140,6 +149,10 @@ int gpt_optimizer_grad_sumsq(gpt_optimizer *op, double *sumsq, gpt_err *err);
 /* One update of [begin, end) with learning rate lr; gradients are multiplied
  * by grad_scale (1/loss_scale times the clipping factor) first. */
 int gpt_optimizer_step(gpt_optimizer *op, double lr, double grad_scale, gpt_err *err);
+/* Says that something other than the optimizer wrote the parameters of
+ * its range (a checkpoint loaded): offloaded, it takes them down again at
+ * its next step rather than trust its host image of them. */
+void gpt_optimizer_params_written(gpt_optimizer *op);
 
 /* Pipeline schedules: the forward and backward passes one pipeline rank
  * makes in a step, in order. FThenB (GPipe: every forward, then every

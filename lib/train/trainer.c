@@ -877,7 +877,11 @@ int gpt_train_run(const gpt_config *cfg, FILE *log, const volatile sig_atomic_t 
 			gpt_train_format_mem(host, a, sizeof a);
 			gpt_log_printf(&tr.log, GPT_LOG_INFO,
 				       "memory: optimizer state offloaded to host memory: %s with the host images "
-				       "of the parameters and gradients (AdamW runs on the CPU)", a);
+				       "of the parameters and gradients (AdamW runs on the CPU, in %lld chunk%s of about "
+				       "%lld elements, each chunk's copies beside the host's work on the others; "
+				       "GPT_OFFLOAD_CHUNK sets the elements)",
+				       a, (long long)tr.opt.nchunks, tr.opt.nchunks == 1 ? "" : "s",
+				       (long long)tr.opt.chunk_elems);
 		}
 		/* Why the steps differ from Engine.max_steps, when they do: an
 		 * explicit epoch count that ends the run first, a resumed run. */

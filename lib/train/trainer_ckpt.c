@@ -700,6 +700,7 @@ int gpt_tr_load_checkpoint(trainer *tr, const char *path, gpt_err *err)
 	if (!rc && !tr->pmaster)
 		rc = tr->pshard ? be->ops->upload(be, tr->pshard, img, (size_t)cnt * pes, err)
 				: be->ops->upload(be, m->params, img, (size_t)m->n_alloc * pes, err);
+	gpt_optimizer_params_written(&tr->opt); /* an offloaded one's host image is stale */
 	free(w);
 	free(mom);
 	free(lowp);

@@ -185,6 +185,46 @@ test_expect_success 'bf16 with the optimizer state offloaded: the same steps; re
 	cmp $(ckpt bf-off $STEPS)/rank-00000.safetensors $(ckpt bf-off-part $STEPS)/rank-00000.safetensors
 '
 
+# The offloaded step goes in chunks whose copies overlap the host's AdamW:
+# one chunk a run of the table (GPT_OFFLOAD_CHUNK=1) gives the bits of one
+# chunk for the whole range, in fp32, fp16 and bf16 (whose AdamW reads the
+# host's image of the parameters, taken down only at the first step).
+test_expect_success 'offloaded, a chunk a run: the bits of one chunk (fp32, fp16, bf16)' '
+	for dt in fp32 float16 bfloat16; do
+		P= && [ $dt = fp32 ] || P="-o Engine.mix_precision.enable=True -o Engine.mix_precision.dtype=$dt" &&
+		for ch in 1 1000000000; do
+			GPT_OFFLOAD_CHUNK=$ch gpt-train $FLAGS $P -o Distributed.sharding.sharding_offload=True \
+				-o Engine.max_steps=$STEPS -o Engine.save_load.save_steps=$STEPS \
+				-o Engine.save_load.output_dir=ch-$dt-$ch >ch-$dt-$ch.log 2>&1 || exit 1
+		done &&
+		n=$(sed -n "s/.*AdamW runs on the CPU, in \([0-9]*\) chunks of about 1 elements.*/\1/p" ch-$dt-1.log) &&
+		echo "$dt: $n chunks" && test "$n" -ge 8 &&
+		test_grep "in 1 chunk of about 1000000000 elements" ch-$dt-1000000000.log &&
+		train_losses ch-$dt-1.log >a && train_losses ch-$dt-1000000000.log >b &&
+		test_line_count = $STEPS a && test_cmp a b &&
+		cmp $(ckpt ch-$dt-1 $STEPS)/rank-00000.safetensors $(ckpt ch-$dt-1000000000 $STEPS)/rank-00000.safetensors ||
+		exit 1
+	done
+'
+
+test_expect_success 'offloaded: a bad GPT_OFFLOAD_CHUNK is refused' '
+	for v in 0 -3 4x; do
+		test_expect_code 64 env GPT_OFFLOAD_CHUNK=$v gpt-train $FLAGS -o Distributed.sharding.sharding_offload=True \
+			-o Engine.max_steps=1 -o Engine.save_load.output_dir=bad >bad.log 2>&1 &&
+		test_grep "GPT_OFFLOAD_CHUNK is .$v.; expected a positive number of elements" bad.log || exit 1
+	done
+'
+
+# A rollback writes checkpointed parameters on the device: the host's image
+# of them (bf16's high halves, which its AdamW reads) is taken down again.
+test_expect_success 'bf16 offloaded: a rollback gives the bits of skipping those updates' '
+	R="-o Distributed.sharding.sharding_offload=True -o Engine.save_load.save_steps=2" &&
+	bf rb-skip 6 $R -o Engine.nan_policy=skip -o Engine.fault_inject.nan_steps=3,4 >rbs.log 2>&1 &&
+	bf rb 6 $R -o Engine.nan_policy=rollback -o Engine.fault_inject.nan_steps=4 >rb.log 2>&1 &&
+	test_grep "rolled back to the weights and optimizer state of global step 2" rb.log &&
+	cmp $(ckpt rb-skip 6)/rank-00000.safetensors $(ckpt rb 6)/rank-00000.safetensors
+'
+
 test_expect_success 'bf16, sharding2 stage 3 on one GPU: the same steps; resuming is bit for bit' '
 	runbf () {
 		GPT_COMM_BACKEND=shm gpt-launch --nproc-per-node 2 --log-dir "$1" -- \

@@ -268,6 +268,8 @@ static inline cudaError_t cudaEventSynchronize(cudaEvent_t)
 }
 static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, int) { *s = (void *)1; return 0; }
 static inline cudaError_t cudaStreamDestroy(cudaStream_t) { return 0; }
+/* streams run in order of the host's calls here: nothing to wait for */
+static inline cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned) { return 0; }
 static inline cudaError_t cudaFree(void *p)
 {
 	if (emu::capture_refuses("cudaFree"))
