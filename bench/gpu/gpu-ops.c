@@ -30,7 +30,10 @@
  * 16-bit parameter (read, write) and gradient, and the fp32 master and
  * moments (read, write): 3 es + 24 bytes a parameter, in one call over them
  * all, a call a run of the parameter table (the trainer's before
- * adamw_runs) and in adamw_runs. Attention runs without dropout and with
+ * adamw_runs) and in adamw_runs; ZeRO-Offload's parts (offload: the
+ * gradients down into pinned host memory, the parameters up, both at
+ * once, and adamw_runs on the host's CPU backend with all its threads, the
+ * state in host memory). Attention runs without dropout and with
  * the seed configs' 0.1 (p=0.1), the mask drawn as in training; the
  * tensor-core kernels in 64-row tiles, and in 128-row ones (r128: gpt_cuda_attention_rows, the
  * forward's and dq's rows, dkv's keys) where the head size allows, the
@@ -49,6 +52,7 @@
  * 0, or 1 on an error or usage error 64; "no CUDA device" and exit 0
  * without a GPU. */
 #include "backend/backend.h"
+#include "cpu/cpu.h"
 #include "cuda/cuda.h"
 
 #include <math.h>
@@ -142,6 +146,50 @@ static void add_run(gpt_adamw_run *runs, int64_t *nr, int64_t *at, int64_t z, in
 	else
 		runs[(*nr)++] = (gpt_adamw_run){*at, *at + z, decay};
 	*at += z;
+}
+
+/* ZeRO-Offload's step in parts (lib/train/optim.c): the gradients (at,
+ * in the device's gr) down into pinned host memory, the parameters (p) up,
+ * both at once (the copies to the device have a stream of their own), and
+ * AdamW over the parameter table's runs on the host's CPU backend, all its
+ * threads, with the state in host memory (gb: its bytes as adamw_runs'
+ * row counts them). */
+static void offload_rows(const shape *s, gpt_dtype dt, void *p, void *gr, const gpt_adamw_run *runs, int64_t nr,
+			 int64_t at, double gb)
+{
+	size_t pb = (size_t)at * gpt_dtype_size(dt), mes = dt == GPT_DTYPE_BF16 ? 2 : 4;
+	double GB = 1e9;
+	char fb[64];
+	if (strncmp("offload", only, strlen(only)) != 0 && strncmp(only, "offload", strlen(only)) != 0)
+		return;
+	void *hp = gpt_cuda_host_alloc(pb, "gpu-ops", &err), *hg = hp ? gpt_cuda_host_alloc(pb, "gpu-ops", &err) : NULL;
+	if (!hg)
+		fail("pinned memory");
+	memset(hp, 0, pb);
+	memset(hg, 0, pb);
+	ROW(s->name, "offload: gradients down", (double)pb / GB, "GB/s",
+	    gpt_cuda_copy_async(&gpu, hg, gr, pb, 0, &err));
+	ROW(s->name, "offload: parameters up", (double)pb / GB, "GB/s",
+	    gpt_cuda_copy_async(&gpu, p, hp, pb, 1, &err) || gpt_cuda_copies_join(&gpu, &err));
+	ROW(s->name, "offload: both at once", 2.0 * (double)pb / GB, "GB/s",
+	    gpt_cuda_copy_async(&gpu, hg, gr, pb, 0, &err) || gpt_cuda_copy_async(&gpu, p, hp, pb, 1, &err) ||
+		    gpt_cuda_copies_join(&gpu, &err));
+	gpt_backend cpu;
+	if (gpt_backend_cpu_init(&cpu, dt, 0, &err))
+		fail("the CPU backend");
+	void *hmaster = calloc((size_t)at, mes);
+	float *hm1 = calloc((size_t)at, 4), *hm2 = calloc((size_t)at, 4);
+	if (!hmaster || !hm1 || !hm2)
+		fail("host memory");
+	gpt_adamw hpar = {.lr = 1e-4, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1,
+			  .grad_scale = 1.0, .t = 1};
+	snprintf(fb, sizeof fb, "offload: host adamw_runs (%dt)", cpu.threads);
+	ROW(s->name, fb, gb, "GB/s",
+	    cpu.ops->adamw_runs(&cpu, hp, dt == GPT_DTYPE_F16 ? hmaster : NULL, dt == GPT_DTYPE_BF16 ? hmaster : NULL, hg,
+				hm1, hm2, runs, nr, &hpar, &err));
+	gpt_backend_cpu_free(&cpu);
+	free(hmaster), free(hm1), free(hm2);
+	gpt_cuda_host_free(hp), gpt_cuda_host_free(hg);
 }
 
 static void bench_shape(const shape *s, gpt_dtype dt)
@@ -401,6 +449,7 @@ static void bench_shape(const shape *s, gpt_dtype dt)
 		ROW(s->name, "adamw_runs", gb, "GB/s",
 		    o->adamw_runs(&gpu, p, mes == 4 ? master : NULL, mes == 2 ? master : NULL, gr, m1, m2, runs, nr,
 				  &hp, &err));
+		offload_rows(s, dt, p, gr, runs, nr, at, gb);
 		free(runs);
 	}
 	gpt_cuda_free(p), gpt_cuda_free(gr), gpt_cuda_free(master), gpt_cuda_free(m1), gpt_cuda_free(m2);

@@ -12,8 +12,9 @@
 # config (configs/pretrain_gpt_345M_single_card.yaml: fp16, batch 8, seq
 # 1024; issue target: under 25 GB); the 1.3B seed config with recompute
 # (configs/pretrain_gpt_1.3B_single_card.yaml; target: under 20 GB), also
-# with the optimizer state offloaded to the host (sharding_offload), in bf16,
-# and at sharding_stage 3 (fp16 parameters kept only as the fp32 master).
+# with the optimizer state offloaded to the host (sharding_offload; again with
+# its step in one chunk, GPT_OFFLOAD_CHUNK), in bf16, and at sharding_stage 3
+# (fp16 parameters kept only as the fp32 master).
 #
 # Prints tokens/s (mean step time after two warm-up steps, from gpt-train's
 # log lines), MFU: (6N + 6LCT) FLOPs per token over the device's dense bf16
@@ -235,6 +236,14 @@ row "1.3B seed config, recompute (fp16, B8)" 24 2048 16 8 1024 fp16 1 \
 # plain O2 layout needs 16 bytes per parameter, 19.6 GiB, before activations
 row "1.3B seed, recompute, offload (fp16)" 24 2048 16 8 1024 - 1 \
 	"$ROOT/configs/pretrain_gpt_1.3B_single_card.yaml" -o Distributed.sharding.sharding_offload=True
+# the same with the offloaded step in one chunk: every gradient down, then
+# the host's AdamW, then every parameter up, as before 2026-11-27's chunks,
+# whose copies run beside the host's work (but for the parameters' own
+# download each step, which is gone)
+row_env=GPT_OFFLOAD_CHUNK=1000000000000
+row "1.3B seed, recompute, offload, one chunk" 24 2048 16 8 1024 - 1 \
+	"$ROOT/configs/pretrain_gpt_1.3B_single_card.yaml" -o Distributed.sharding.sharding_offload=True
+row_env=
 # in bf16, whose master weights are kept split: 14 bytes per parameter
 # (--dry-run: 18.86 GiB in all, against the fp16 row's 21.31)
 row "1.3B seed, recompute, bf16" 24 2048 16 8 1024 - 1 \
