@@ -41,8 +41,8 @@
 #              shapes, where LLMC_DIR names an llm.c checkout (skipped
 #              otherwise: nothing downloads)
 #   memory     the 345M and 1.3B seed configs' rows (the 1.3B with recompute,
-#              again with the optimizer state offloaded, and in bf16, its
-#              master weights split), 6 steps each,
+#              again with the optimizer state offloaded, its step in chunks
+#              and in one, and in bf16, its master weights split), 6 steps each,
 #              without PyTorch: their peak memory and tokens/s
 #   profile    the bench stage's rows for 3 steps under Nsight Compute
 #              (ncu): the GPU time of a step kernel by kernel (each row
