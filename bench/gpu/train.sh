@@ -6,8 +6,9 @@
 #
 # Rows: GPT-2 124M at T=1024 in bf16 (B=32, again with dropout 0.1 on both
 # sides, again with Model.fused_linear's GELU epilogues, again with the
-# classifier in blocks of 4096 rows and again with the bias gradients from
-# cuBLASLt's epilogue, both gptkit alone, and B=64) and fp32
+# classifier in blocks of 4096 rows, again with the bias gradients from
+# cuBLASLt's epilogue and again with its GEMM algorithms timed, these three
+# gptkit alone, and B=64) and fp32
 # (B=8); the 345M seed
 # config (configs/pretrain_gpt_345M_single_card.yaml: fp16, batch 8, seq
 # 1024; issue target: under 25 GB); the 1.3B seed config with recompute
@@ -118,6 +119,9 @@ gptkit () {
 	own=$(sed -n 's/.* - memory: .*, total \([0-9.]* [KMG]*i*B\) (.*/\1/p' "$W/log" | tail -n 1)
 	# the attention's tiles as timed at the first step (GPT_CUDA_ATTN_ROWS)
 	tiles=$(sed -n 's/.* - attention tiles: \(forward [0-9am]*, dq [0-9]*, dkv [0-9]*\) rows.*/\1/p' "$W/log" | head -n 1)
+	# GPT_CUDA_GEMM_TUNE's timing at the first step
+	gemms=$(sed -n 's/.* - GEMM algorithms: \([0-9]* shapes timed, [0-9]*\) of them faster.*/\1 faster in another/p' "$W/log" |
+		head -n 1)
 }
 
 # wanted NAME: ONLY is empty, or NAME contains one of its |-separated parts
@@ -136,6 +140,11 @@ row () {
 	name=$1 L=$2 C=$3 NH=$4 B=$5 T=$6 prec=$7 rec=$8 cfg=$9
 	shift 9
 	wanted "$name" || return
+	# the table would count the first step's timing runs of every GEMM shape
+	case "${NCU_BIN:+$row_env}" in *GPT_CUDA_GEMM_TUNE*)
+		echo "== $name: not profiled (its first step times each GEMM shape's algorithms)"
+		return ;;
+	esac
 	BT=$((B * T))
 	gptkit "$cfg" "$@" || return
 	if [ -n "$NCU_BIN" ]; then
@@ -175,6 +184,7 @@ row () {
 		printf "%-36s %10.0f %7s %6s MiB | %10s %7s %10s | %6s\n", name, a, mfu, m, tt, tmfu, tmm, r }'
 	[ -z "$own" ] || printf '    (of its peak, %s allocated by gptkit: its memory line)\n' "$own"
 	[ -z "$tiles" ] || printf '    (attention tiles: %s rows)\n' "$tiles"
+	[ -z "$gemms" ] || printf '    (GEMM algorithms: %s than cuBLASLt'"'"'s first)\n' "$gemms"
 }
 
 tiny=$ROOT/configs/tiny_cpu.yaml
@@ -216,6 +226,15 @@ row "124M bf16 B32, classifier 4096 rows" 12 768 12 32 1024 - 0 "$tiny" $model12
 row_env=GPT_CUDA_BIAS_GRAD=gemm
 # shellcheck disable=SC2086
 row "124M bf16 B32, bias gradients in the GEMMs" 12 768 12 32 1024 - 0 "$tiny" $model124 \
+	-o Global.global_batch_size=32 -o Global.micro_batch_size=32 \
+	-o Engine.mix_precision.enable=True -o Engine.mix_precision.dtype=bfloat16 \
+	-o Engine.mix_precision.level=O2
+# each GEMM shape in the fastest of cuBLASLt's first 8 algorithms, timed at
+# its first call (GPT_CUDA_GEMM_TUNE; as cudnn.benchmark, not the same bits
+# from run to run); PyTorch's row is the first's
+row_env=GPT_CUDA_GEMM_TUNE=8
+# shellcheck disable=SC2086
+row "124M bf16 B32, GEMM algorithms timed" 12 768 12 32 1024 - 0 "$tiny" $model124 \
 	-o Global.global_batch_size=32 -o Global.micro_batch_size=32 \
 	-o Engine.mix_precision.enable=True -o Engine.mix_precision.dtype=bfloat16 \
 	-o Engine.mix_precision.level=O2

@@ -384,12 +384,25 @@ extern "C" int gpt_backend_cuda_init(gpt_backend *be, gpt_dtype dtype, int devic
 					   "cuda backend: GPT_CUDA_BIAS_GRAD is '%s'; expected sums (the default: "
 					   "column sums) or gemm (cuBLASLt's BGRADB epilogue)", ev);
 	}
+	int tune = 1;
+	if ((ev = getenv("GPT_CUDA_GEMM_TUNE")) && *ev) {
+		char *end = NULL;
+		long v = strtol(ev, &end, 10);
+		if (end == ev || *end || v < 1 || v > GPT_CUDA_GEMM_TUNE_MAX)
+			return gpt_err_set(err, GPT_EUSAGE,
+					   "cuda backend: GPT_CUDA_GEMM_TUNE is '%s'; expected 1 (the default: cuBLASLt's "
+					   "first algorithm for each GEMM shape) to %d (the fastest of its first that many, "
+					   "timed at the shape's first call)",
+					   ev, (int)GPT_CUDA_GEMM_TUNE_MAX);
+		tune = (int)v;
+	}
 	gpt_cuda_ctx *c = (gpt_cuda_ctx *)calloc(1, sizeof *c);
 	if (!c)
 		return gpt_err_set(err, GPT_EINTERNAL, "cuda backend: out of host memory");
 	c->attn_rows = rows;
 	memcpy(c->attn_kind_rows, kind_rows, sizeof kind_rows);
 	c->bgrad = bgrad;
+	c->gemm_tune = tune;
 	pthread_mutex_init(&c->stage_mu, NULL);
 	be->impl = c;
 	be->name = "cuda";

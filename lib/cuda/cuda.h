@@ -158,6 +158,20 @@ enum { GPT_CUDA_BGRAD_SUMS = 1, GPT_CUDA_BGRAD_GEMM = 2 };
 int gpt_cuda_bias_grad(gpt_backend *be, int how);
 /* How many bias gradients the BGRADB epilogue has given so far. */
 int64_t gpt_cuda_bias_grad_gemms(gpt_backend *be);
+/* Which of cuBLASLt's algorithms a GEMM shape runs: the first its
+ * heuristic names (n 1, the default), or the fastest of its first n (up to
+ * GPT_CUDA_GEMM_TUNE_MAX), timed on the device at the shape's first call
+ * outside a CUDA graph's capture, into a scratch copy of the output (device
+ * memory of its size for the while), and taken over the first only when
+ * at least 3% faster: as PyTorch's cudnn.benchmark, faster but not the same
+ * bits from run to run, as the timing may pick another. n 0 reads the
+ * setting. Set at init from the
+ * environment's GPT_CUDA_GEMM_TUNE; shapes met before a change keep what
+ * they took. gpt_cuda_gemm_tuned: the shapes timed so far, and in *moved
+ * (unless NULL) those that took another than the first. */
+enum { GPT_CUDA_GEMM_TUNE_MAX = 16 };
+int gpt_cuda_gemm_tune(gpt_backend *be, int n);
+int64_t gpt_cuda_gemm_tuned(gpt_backend *be, int64_t *moved);
 /* Releases everything init made, the scratch included; be can be
  * initialised again. */
 void gpt_backend_cuda_free(gpt_backend *be);

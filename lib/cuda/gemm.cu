@@ -114,8 +114,8 @@ static void lt_plan_make(gpt_cuda_ctx *cx, gpt_cuda_lt_plan *p, const void *bias
 	cublasOperation_t opa = k->tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = k->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
 	cublasLtEpilogue_t epi = (cublasLtEpilogue_t)k->epi;
 	cublasLtMatmulPreference_t pref = NULL;
-	cublasLtMatmulHeuristicResult_t heur;
-	int found = 0;
+	cublasLtMatmulHeuristicResult_t heur[GPT_CUDA_GEMM_TUNE_MAX];
+	int found = 0, want = cx->gemm_tune > 1 ? cx->gemm_tune : 1;
 	int32_t bc = (int32_t)k->batch;
 	int64_t m = k->m, n = k->n, kk = k->k;
 	uint64_t ws = cx->workspace_size;
@@ -153,7 +153,7 @@ static void lt_plan_make(gpt_cuda_ctx *cx, gpt_cuda_lt_plan *p, const void *bias
 		     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b) == 0 &&
 		     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c) == 0 &&
 		     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c) == 0;
-	if (ok && cublasLtMatmulAlgoGetHeuristic(cx->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1, &heur,
+	if (ok && cublasLtMatmulAlgoGetHeuristic(cx->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, want, heur,
 						 &found) != 0)
 		found = 0;
 	if (pref)
@@ -164,10 +164,61 @@ static void lt_plan_make(gpt_cuda_ctx *cx, gpt_cuda_lt_plan *p, const void *bias
 		p->key = key;
 		p->found = 0;
 	} else {
-		p->algo = heur.algo;
+		p->algo = heur[0].algo;
 		p->found = 1;
+		/* the candidates gpt_cuda_gemm_tune times: those it says work */
+		for (int i = 0; i < found && i < want; i++)
+			if (heur[i].state == CUBLAS_STATUS_SUCCESS)
+				p->cand[p->ncand++] = heur[i].algo;
+		p->tuned = p->ncand < 2;
 	}
 	p->used = 1;
+}
+
+/* gpt_cuda_gemm_tune's timing of plan p's candidates on a call's operands
+ * and beta, their results going to a scratch copy of the output (bytes
+ * long), C read where it is: each candidate run once, then twice between
+ * events; p keeps the fastest, another than the first only when at least
+ * 3% faster, so that noise leaves the heuristic's pick. The epilogues'
+ * other outputs (BGRADB's bias, GELU's aux) are written as the call will
+ * write them again. A candidate cuBLASLt refuses is passed over; without
+ * memory for the scratch, or with a failed event, the first stays. */
+static void lt_tune(gpt_cuda_ctx *cx, gpt_cuda_lt_plan *p, const float *alpha, const void *a, const void *b,
+		    const float *beta, const void *c, size_t bytes)
+{
+	float ms[GPT_CUDA_GEMM_TUNE_MAX];
+	cudaEvent_t ev[2] = {};
+	gpt_err e;
+	void *d = gpt_cuda_malloc(bytes, "GEMM timing", &e);
+	int ok = d && cudaEventCreateWithFlags(&ev[0], cudaEventDefault) == cudaSuccess &&
+		 cudaEventCreateWithFlags(&ev[1], cudaEventDefault) == cudaSuccess;
+	for (int i = 0; ok && i < p->ncand; i++) {
+		ms[i] = INFINITY;
+		int runs = 0;
+		for (int r = 0; r < 3; r++) {
+			if (r == 1 && cudaEventRecord(ev[0], cx->stream) != cudaSuccess)
+				ok = 0;
+			runs += ok && cublasLtMatmul(cx->lt, p->desc, alpha, b, p->la, a, p->lb, beta, c, p->lc, d, p->lc,
+						     &p->cand[i], cx->workspace, cx->workspace_size,
+						     cx->stream) == CUBLAS_STATUS_SUCCESS;
+		}
+		ok = ok && cudaEventRecord(ev[1], cx->stream) == cudaSuccess && cudaEventSynchronize(ev[1]) == cudaSuccess;
+		if (ok && runs == 3 && cudaEventElapsedTime(&ms[i], ev[0], ev[1]) != cudaSuccess)
+			ms[i] = INFINITY;
+	}
+	int best = 0;
+	for (int i = 1; ok && i < p->ncand; i++)
+		if (ms[i] < 0.97f * ms[best])
+			best = i;
+	for (int i = 0; i < 2; i++)
+		if (ev[i])
+			cudaEventDestroy(ev[i]);
+	gpt_cuda_free(d);
+	cudaGetLastError(); /* what failed here leaves the first; the call finds its own errors */
+	p->algo = p->cand[best];
+	p->tuned = 1;
+	cx->gemm_timed += ok;
+	cx->gemm_moved += best != 0;
 }
 
 /* The plan for key: the table's entry, made on first use. The table is
@@ -258,6 +309,12 @@ static int lt_matmul(gpt_backend *be, const char *op, int ta, int tb, int64_t m,
 	if (ok && aux)
 		ok = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &e->aux,
 						    sizeof e->aux) == 0;
+	/* gpt_cuda_gemm_tune: the first call at a shape times its candidates
+	 * (not while a CUDA graph records the stream's work) */
+	cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+	if (ok && !p->tuned && cudaStreamIsCapturing(cx->stream, &cap) == cudaSuccess &&
+	    cap == cudaStreamCaptureStatusNone)
+		lt_tune(cx, p, &alpha, a, b, &beta, c, (size_t)((batch - 1) * (batch > 1 ? sc : 0) + (m - 1) * ldc + n) * es);
 	/* a refusal (an operand it cannot take) happens before anything is
 	 * written: the caller falls back */
 	if (!ok || cublasLtMatmul(cx->lt, p->desc, &alpha, b, p->la, a, p->lb, &beta, c, p->lc, c, p->lc,
@@ -418,6 +475,22 @@ int gpt_cuda_bias_grad(gpt_backend *be, int how)
 		return how == 0 ? was : -1;
 	cx->bgrad = how;
 	return was;
+}
+
+int gpt_cuda_gemm_tune(gpt_backend *be, int n)
+{
+	gpt_cuda_ctx *cx = gpt_cuda_ctx_of(be);
+	if (n > 0)
+		cx->gemm_tune = n < GPT_CUDA_GEMM_TUNE_MAX ? n : GPT_CUDA_GEMM_TUNE_MAX;
+	return cx->gemm_tune;
+}
+
+int64_t gpt_cuda_gemm_tuned(gpt_backend *be, int64_t *moved)
+{
+	gpt_cuda_ctx *cx = gpt_cuda_ctx_of(be);
+	if (moved)
+		*moved = cx->gemm_moved;
+	return cx->gemm_timed;
 }
 
 int64_t gpt_cuda_bias_grad_gemms(gpt_backend *be)

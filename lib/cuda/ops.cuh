@@ -40,13 +40,17 @@ typedef struct gpt_cuda_lt_key {
 } gpt_cuda_lt_key;
 
 /* The descriptors, layouts and algorithm cuBLASLt's heuristic gave for a
- * key (found 1), or that it has none (found 0); used 0 for a free entry. */
+ * key (found 1), or that it has none (found 0); used 0 for a free entry.
+ * Under gpt_cuda_gemm_tune the heuristic's first ncand candidates, timed
+ * once (tuned 1 then, or when there is nothing to time). */
 typedef struct gpt_cuda_lt_plan {
 	gpt_cuda_lt_key key;
 	int used, found;
 	cublasLtMatmulDesc_t desc;
 	cublasLtMatrixLayout_t la, lb, lc;
 	cublasLtMatmulAlgo_t algo;
+	int ncand, tuned;
+	cublasLtMatmulAlgo_t cand[GPT_CUDA_GEMM_TUNE_MAX];
 } gpt_cuda_lt_plan;
 enum { GPT_CUDA_LT_PLANS = 256, GPT_CUDA_LT_PROBE = 8 };
 
@@ -66,6 +70,8 @@ typedef struct gpt_cuda_ctx {
 	int attn_kind_rows[3];    /* GPT_CUDA_ATTN_ROWS=F,Q,K: the forward's, dq's, dkv's (0: attn_rows) */
 	int bgrad;                /* gpt_cuda_bias_grad: GPT_CUDA_BGRAD_SUMS or _GEMM */
 	int64_t bgrad_gemms;      /* bias gradients the epilogue gave */
+	int gemm_tune;            /* gpt_cuda_gemm_tune: candidates timed a shape */
+	int64_t gemm_timed, gemm_moved; /* shapes timed, and those that took another */
 	/* under GPT_CUDA_ATTN_AUTO, the rows each kernel and shape was timed
 	 * fastest in (attention_tc.cu's pick_rows), and the last call's */
 	gpt_cuda_attn_pick attn_pick[GPT_CUDA_ATTN_PICKS];

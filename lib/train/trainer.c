@@ -509,6 +509,21 @@ static void log_bias_grads(trainer *tr)
 		       "(GPT_CUDA_BIAS_GRAD=gemm; column sums where it has no algorithm for a shape)",
 		       (long long)gpt_cuda_bias_grad_gemms(&tr->be));
 }
+
+/* Under GPT_CUDA_GEMM_TUNE, what the first step's timing of cuBLASLt's
+ * algorithms chose. */
+static void log_gemm_tuning(trainer *tr)
+{
+	int n;
+	if (strcmp(tr->be.name, "cuda") != 0 || (n = gpt_cuda_gemm_tune(&tr->be, 0)) < 2)
+		return;
+	int64_t moved, timed = gpt_cuda_gemm_tuned(&tr->be, &moved);
+	gpt_log_printf(&tr->log, GPT_LOG_INFO,
+		       "GEMM algorithms: %lld shapes timed, %lld of them faster in another than cuBLASLt's first "
+		       "(GPT_CUDA_GEMM_TUNE=%d: the fastest of its first %d, timed at a shape's first call; the "
+		       "bits may differ from run to run)",
+		       (long long)timed, (long long)moved, n, n);
+}
 #endif
 
 static int run(trainer *tr, gpt_err *err)
@@ -542,6 +557,7 @@ static int run(trainer *tr, gpt_err *err)
 		if (!tiles_logged++) {
 			log_attention_tiles(tr);
 			log_bias_grads(tr);
+			log_gemm_tuning(tr);
 		}
 #endif
 		tr->step++;

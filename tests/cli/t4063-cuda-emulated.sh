@@ -241,6 +241,37 @@ test_expect_success 'GPT_CUDA_BIAS_GRAD=gemm: the bias gradients from the epilog
 	paste bgsums.loss bggemm.loss | awk "{ d = \$2 - \$4; if (d < 0) d = -d; if (d > 0.02) { print; exit 1 } }"
 '
 
+# GPT_CUDA_GEMM_TUNE=N: the fastest of cuBLASLt's first N algorithms a
+# GEMM shape, timed at its first call. Emulated, the algorithms
+# (EMU_LT_FOUND of them, the third one cuBLASLt names but refuses) are the
+# same arithmetic, so the timing must not change a bit: its runs write a
+# scratch copy of the output, not the output, which the weight gradients
+# (and wte's across the classifier's blocks) add into.
+tune_train () { # tune out
+	EMU_LT_FOUND=4 GPT_CUDA_GEMM_TUNE=$1 bin/gpt-train \
+		-c "$GPT_ROOT/configs/tiny_cpu_bytes.yaml" -o Global.device=gpu \
+		-o Engine.mix_precision.enable=True -o Engine.mix_precision.dtype=bfloat16 \
+		-o Data.Train.dataset.input_dir=mem/lic -o Data.Eval.dataset.input_dir=mem/lic \
+		-o Engine.max_steps=3 -o Engine.eval_freq=0 -o Engine.test_iters=0 -o Model.classifier_rows=8 \
+		-o Engine.save_load.save_steps=3 -o Engine.save_load.output_dir=mem/$2
+}
+test_expect_success 'GPT_CUDA_GEMM_TUNE outside 1 to 16 is refused (exit 64)' '
+	for v in 0 17 x; do
+		test_expect_code 64 tune_train $v out-tune 2>tune.err &&
+		test_grep "GPT_CUDA_GEMM_TUNE is .$v.; expected 1" tune.err || exit 1
+	done &&
+	! test -e mem/out-tune
+'
+
+test_expect_success 'GPT_CUDA_GEMM_TUNE=4: the shapes timed, the bits of the untimed run' '
+	tune_train 1 out-tune1 >tune1.log 2>&1 &&
+	tune_train 4 out-tune4 >tune4.log 2>&1 &&
+	n=$(sed -n "s/.*GEMM algorithms: \([0-9]*\) shapes timed.*/\1/p" tune4.log) &&
+	echo "$n shapes timed" && test "$n" -ge 4 &&
+	! grep "GEMM algorithms" tune1.log &&
+	cmp mem/out-tune1/step_00000003/rank-00000.safetensors mem/out-tune4/step_00000003/rank-00000.safetensors
+'
+
 # three forms, comma-separated: the forward's, dq's and dkv's (auto times
 # that kernel's); two, or four, or an unknown one are refused
 test_expect_success 'GPT_CUDA_ATTN_ROWS=64a,128,auto: each kernel its own' '

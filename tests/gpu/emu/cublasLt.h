@@ -36,7 +36,7 @@ typedef int *cublasLtMatmulPreference_t;
 typedef void *cublasLtHandle_t;
 typedef void *cublasHandle_t;
 struct cublasLtMatmulAlgo_t { int x; };
-struct cublasLtMatmulHeuristicResult_t { cublasLtMatmulAlgo_t algo; };
+struct cublasLtMatmulHeuristicResult_t { cublasLtMatmulAlgo_t algo; size_t workspaceSize; cublasStatus_t state; };
 
 static inline const char *cublasGetStatusString(cublasStatus_t) { return "emulated cublas error"; }
 static inline cublasStatus_t cublasLtCreate(cublasLtHandle_t *h) { *h = (void *)1; return CUBLAS_STATUS_SUCCESS; }
@@ -79,9 +79,15 @@ static inline cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmul
 {
 	return (a == CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES ? n == 8 : n == 4) ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_SUPPORTED;
 }
-static inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDesc_t, cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, cublasLtMatmulPreference_t, int, cublasLtMatmulHeuristicResult_t *, int *found)
+/* EMU_LT_FOUND algorithms (default 1; 0: none for any shape), all the
+ * same arithmetic, as many as asked for at most; the third, when asked
+ * for, one cuBLASLt would name but refuse (its state), which a caller
+ * passes over */
+static inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDesc_t, cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, cublasLtMatmulPreference_t, int want, cublasLtMatmulHeuristicResult_t *r, int *found)
 {
-	*found = emu_lt_found;
+	*found = emu_lt_found < want ? emu_lt_found : want;
+	for (int i = 0; i < *found; i++)
+		r[i] = {{i}, 0, i == 2 ? CUBLAS_STATUS_NOT_SUPPORTED : CUBLAS_STATUS_SUCCESS};
 	return CUBLAS_STATUS_SUCCESS;
 }
 static inline float emu_ld(const void *p, cudaDataType t, int64_t i)

@@ -120,6 +120,12 @@ static inline bool capture_refuses(const char *call)
 	return true;
 }
 } // namespace emu
+enum cudaStreamCaptureStatus { cudaStreamCaptureStatusNone = 0, cudaStreamCaptureStatusActive = 1 };
+static inline cudaError_t cudaStreamIsCapturing(cudaStream_t, cudaStreamCaptureStatus *st)
+{
+	*st = emu::capture ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusNone;
+	return 0;
+}
 static inline cudaError_t cudaStreamBeginCapture(cudaStream_t, cudaStreamCaptureMode)
 {
 	if (emu::capture)
