@@ -141,7 +141,7 @@ row () {
 	shift 9
 	wanted "$name" || return
 	# the table would count the first step's timing runs of every GEMM shape
-	case "${NCU_BIN:+$row_env}" in *GPT_CUDA_GEMM_TUNE*)
+	case "${NCU_BIN:+${row_env:-}}" in *GPT_CUDA_GEMM_TUNE*)
 		echo "== $name: not profiled (its first step times each GEMM shape's algorithms)"
 		return ;;
 	esac

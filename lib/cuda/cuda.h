@@ -165,10 +165,10 @@ int64_t gpt_cuda_bias_grad_gemms(gpt_backend *be);
  * memory of its size for the while), and taken over the first only when
  * at least 3% faster: as PyTorch's cudnn.benchmark, faster but not the same
  * bits from run to run, as the timing may pick another. n 0 reads the
- * setting. Set at init from the
- * environment's GPT_CUDA_GEMM_TUNE; shapes met before a change keep what
- * they took. gpt_cuda_gemm_tuned: the shapes timed so far, and in *moved
- * (unless NULL) those that took another than the first. */
+ * setting, which init takes from the environment's GPT_CUDA_GEMM_TUNE;
+ * shapes met before a change keep what they took. gpt_cuda_gemm_tuned: the
+ * shapes timed so far, and in *moved (unless NULL) those that took another
+ * than the first. */
 enum { GPT_CUDA_GEMM_TUNE_MAX = 16 };
 int gpt_cuda_gemm_tune(gpt_backend *be, int n);
 int64_t gpt_cuda_gemm_tuned(gpt_backend *be, int64_t *moved);
