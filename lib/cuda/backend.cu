@@ -386,9 +386,8 @@ extern "C" int gpt_backend_cuda_init(gpt_backend *be, gpt_dtype dtype, int devic
 	}
 	int tune = 1;
 	if ((ev = getenv("GPT_CUDA_GEMM_TUNE")) && *ev) {
-		char *end = NULL;
-		long v = strtol(ev, &end, 10);
-		if (end == ev || *end || v < 1 || v > GPT_CUDA_GEMM_TUNE_MAX)
+		int64_t v;
+		if (gpt_parse_i64(ev, &v) || v < 1 || v > GPT_CUDA_GEMM_TUNE_MAX)
 			return gpt_err_set(err, GPT_EUSAGE,
 					   "cuda backend: GPT_CUDA_GEMM_TUNE is '%s'; expected 1 (the default: cuBLASLt's "
 					   "first algorithm for each GEMM shape) to %d (the fastest of its first that many, "

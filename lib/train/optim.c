@@ -246,9 +246,8 @@ static int offload_chunk_elems(int64_t *out, gpt_err *err)
 	*out = OFFLOAD_CHUNK_DEFAULT;
 	if (!ev || !*ev)
 		return 0;
-	char *end = NULL;
-	long long v = strtoll(ev, &end, 10);
-	if (end == ev || *end || v <= 0)
+	int64_t v;
+	if (gpt_parse_i64(ev, &v) || v <= 0)
 		return gpt_err_set(err, GPT_EUSAGE,
 				   "GPT_OFFLOAD_CHUNK is '%s'; expected a positive number of elements (parameters) a "
 				   "chunk of the offloaded optimizer's step (default %lld)",
