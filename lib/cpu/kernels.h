@@ -112,8 +112,8 @@ static inline void gpt_cpu_dropout_row(float *out, const float *in, int64_t F,
 		uint32_t r[4];
 		gpt_rng_block(r, d->key.seed, d->key.step, d->key.layer, d->key.site,
 			      (uint64_t)sample, (uint64_t)position, g);
-		for (unsigned lane = (unsigned)(g & 3u); lane < 4 && f < F; lane++, f++)
-			out[f] = r[lane] >= threshold ? in[f] * scale : 0.0f;
+		for (unsigned e = (unsigned)(g & 7u); e < 8 && f < F; e++, f++)
+			out[f] = gpt_rng_pick(r, e) >= threshold ? in[f] * scale : 0.0f;
 	}
 }
 

@@ -31,7 +31,7 @@ __device__ __forceinline__ float kept(const attn_args &a, int64_t b, int64_t h, 
 {
 	if (!a.drop)
 		return 1.0f;
-	uint32_t bits = gpt_rng_bits(a.d.key.seed, a.d.key.step, a.d.key.layer, a.d.key.site,
+	uint32_t bits = gpt_rng_draw(a.d.key.seed, a.d.key.step, a.d.key.layer, a.d.key.site,
 				     (uint64_t)(a.d.sample0 + b), (uint64_t)i,
 				     (uint64_t)((a.d.feature0 + h) * a.T + j));
 	return bits >= a.thr ? 1.0f : 0.0f;

@@ -465,15 +465,15 @@ __device__ __forceinline__ void write_acc_staged(E *dst, E *lo, int64_t stride, 
 }
 
 /* Dropout's Philox blocks, shared by the lanes of a warp. A block holds
- * the bits of four keys (features) at one query (position); the four
- * keys (feature0 + h) * T + 4m .. + 3 share one where 4 divides
- * (feature0 + h) * T (aligned(): T a multiple of 4 does it), and the lanes
- * that need a block's words then compute it once between them and pass
- * the words by shuffles. The words, hence the masks, are the same bits
+ * the draws of eight keys (features) at one query (position); the eight
+ * keys (feature0 + h) * T + 8m .. + 7 share one where 8 divides
+ * (feature0 + h) * T (aligned(): T a multiple of 8 does it), and the lanes
+ * that need a block's draws then compute it once between them and pass
+ * the kept bits by shuffles. The draws, hence the masks, are the same bits
  * as kept()'s. All 32 lanes of the warp call these together. */
 __device__ __forceinline__ bool aligned(const attn_args &a, int64_t h)
 {
-	return (a.d.feature0 + h) * a.T % 4 == 0;
+	return (a.d.feature0 + h) * a.T % 8 == 0;
 }
 
 __device__ __forceinline__ void block_of(uint32_t (&r)[4], const attn_args &a, int64_t b, int64_t h,
@@ -483,62 +483,49 @@ __device__ __forceinline__ void block_of(uint32_t (&r)[4], const attn_args &a, i
 		      (uint64_t)(a.d.sample0 + b), (uint64_t)i, (uint64_t)((a.d.feature0 + h) * a.T + j));
 }
 
-__device__ __forceinline__ uint32_t word(const uint32_t (&r)[4], int w)
+/* The kept bits of block r's eight elements, element e at bit e. */
+__device__ __forceinline__ uint32_t kept_byte(const uint32_t (&r)[4], uint32_t thr)
 {
-	return w == 0 ? r[0] : w == 1 ? r[1] : w == 2 ? r[2] : r[3];
+	uint32_t v = 0;
+#pragma unroll
+	for (int e = 0; e < 8; e++)
+		v |= (uint32_t)(gpt_rng_pick(r, (unsigned)e) >= thr) << e;
+	return v;
 }
 
-/* kept() of probabilities (b, h, i, j) and (b, h, i, j + 1), in k[0] and
- * k[1]: their features are adjacent, so one block holds both unless the
- * first is the last of its block. */
-__device__ __forceinline__ void kept2(float (&k)[2], const attn_args &a, int64_t b, int64_t h,
-				      int64_t i, int64_t j)
-{
-	int e = (int)((uint64_t)((a.d.feature0 + h) * a.T + j) & 3u);
-	uint32_t r[4], lo, hi;
-	block_of(r, a, b, h, i, j);
-	lo = word(r, e);
-	if (e < 3) {
-		hi = word(r, e + 1);
-	} else {
-		block_of(r, a, b, h, i, j + 1);
-		hi = r[0];
-	}
-	k[0] = lo >= a.thr ? 1.0f : 0.0f;
-	k[1] = hi >= a.thr ? 1.0f : 0.0f;
-}
-
-/* kept() of a lane's four elements of a column tile in a query-tile
- * kernel, k[q] as the accumulator's d[q]: rows ri[0], ri[1], keys j and
- * j + 1 (j = the tile's 8n + 2t); all 1 without dropout. Lanes t and t ^ 1
- * need the same two blocks (rows ri[0] and ri[1], the keys of their group
- * of four): where aligned, the even lane computes row ri[0]'s, the odd
- * ri[1]'s, and each passes the other the two words it needs; else kept2
- * (a block a row). */
+/* kept() of a lane's elements of two column tiles in a query-tile kernel,
+ * as bits: bit q as the accumulator's d[q] of the tile at key j (= the
+ * tile's 8n, n even; rows ri[0], ri[1], keys j + 2t and + 1), bit 4 + q
+ * the same of the tile at j + 8; all 1 without dropout. The four lanes of
+ * a quad (t = 0..3: its rows, every key of the two tiles) need four
+ * blocks, rows ri[0] and ri[1] at keys j and j + 8: where aligned, lane
+ * t computes the one of row ri[t & 1] at j + 8 (t >> 1), and two
+ * shuffles give every lane of the quad the four blocks' 32 kept bits;
+ * else kept() an element. */
 template <bool DROP>
-__device__ __forceinline__ void kept_lane(float (&k)[4], const attn_args &a, int64_t b, int64_t h,
-					  const int (&ri)[2], int j, bool al)
+__device__ __forceinline__ uint32_t kept_pair(const attn_args &a, int64_t b, int64_t h,
+					      const int (&ri)[2], int j, bool al)
 {
-	k[0] = k[1] = k[2] = k[3] = 1.0f;
 	if (!DROP)
-		return;
+		return 0xffu;
+	const int t = threadIdx.x & 3;
 	if (al) {
-		int odd = threadIdx.x & 1; /* t & 1: keys j % 4 = 2 and 3 of the group */
-		uint32_t r[4], m[4];
-		block_of(r, a, b, h, odd ? ri[1] : ri[0], j & ~3);
-		uint32_t y0 = __shfl_xor_sync(0xffffffffu, odd ? r[0] : r[2], 1);
-		uint32_t y1 = __shfl_xor_sync(0xffffffffu, odd ? r[1] : r[3], 1);
-		m[0] = odd ? y0 : r[0], m[1] = odd ? y1 : r[1];
-		m[2] = odd ? r[2] : y0, m[3] = odd ? r[3] : y1;
+		uint32_t r[4];
+		block_of(r, a, b, h, t & 1 ? ri[1] : ri[0], j + 8 * (t >> 1));
+		uint32_t v = kept_byte(r, a.thr) << 8 * t; /* block t's key c at bit 8t + c */
+		v |= __shfl_xor_sync(0xffffffffu, v, 1);
+		v |= __shfl_xor_sync(0xffffffffu, v, 2);
+		uint32_t x = v >> 2 * t; /* this lane's keys of block s at bits 8s, 8s + 1 */
+		return (x & 0x3u) | (x >> 6 & 0xcu) | (x >> 12 & 0x30u) | (x >> 18 & 0xc0u);
+	}
+	uint32_t bits = 0;
+#pragma unroll
+	for (int c = 0; c < 2; c++)
 #pragma unroll
 		for (int q = 0; q < 4; q++)
-			k[q] = m[q] >= a.thr ? 1.0f : 0.0f;
-		return;
-	}
-	float k0[2], k1[2];
-	kept2(k0, a, b, h, ri[0], j);
-	kept2(k1, a, b, h, ri[1], j);
-	k[0] = k0[0], k[1] = k0[1], k[2] = k1[0], k[3] = k1[1];
+			bits |= (uint32_t)(kept(a, b, h, ri[q >> 1], j + 8 * c + 2 * t + (q & 1)) != 0.0f)
+				<< (4 * c + q);
+	return bits;
 }
 
 /* ---- the forward's dropout mask, which the backward reads ----
@@ -554,7 +541,7 @@ __device__ __forceinline__ void kept_lane(float (&k)[4], const attn_args &a, int
  * is 32 halves, one a lane (tile_half below). The forward's warp makes
  * each half from two ballots (bit 4g + t of each), spread to the even and
  * odd bits. The forward draws the bits from Philox
- * (kept_lane), the backward reads them: the same masks, for a load where
+ * (kept_pair), the backward reads them: the same masks, for a load where
  * dq's and dkv's every element carried Philox's rounds again. */
 
 /* Block (qb, kb)'s word of head bh; NULL outside the triangle (a tile's
@@ -590,7 +577,7 @@ __device__ __forceinline__ uint32_t *tile_half(const attn_args &a, int64_t bh, i
 	return p ? (uint32_t *)p + (threadIdx.x & 1) : nullptr;
 }
 
-/* The forward: kept_lane's k of column tile n (compile-time) as two
+/* The forward: kept_pair's k of column tile n (compile-time) as two
  * ballots each of the row blocks; when n is the lane's column tile, it
  * keeps in mk the 16 bits of each of its block's two that its half holds
  * (rows 4 half .. 4 half + 3 of the block are lanes 16 half .. 16 half +

@@ -120,57 +120,59 @@ int gpt_cuda_residual_bwd(gpt_backend *be, void *da, void *db, const void *dout,
 	return gpt_cuda_launched("residual_bwd", err);
 }
 
-/* Element (b, t, f) keeps its value (times scale) when the bits of global
- * coordinate (sample0 + b, t0 + t, feature0 + f) reach the threshold. One
- * Philox call gives the bits of four global features 4k .. 4k + 3 (philox.h):
- * a thread takes such a group of a row (G of them a row, the first and
- * last cut to [feature0, feature0 + F)), so the rounds run once per four
- * elements, not once per element. */
+/* Element (b, t, f) keeps its value (times scale) when the draw of global
+ * coordinate (sample0 + b, t0 + t, feature0 + f) reaches the threshold.
+ * One Philox call gives the draws of eight global features 8k .. 8k + 7
+ * (philox.h): a thread takes such a group of a row (G of them a row, the
+ * first and last cut to [feature0, feature0 + F)), so the rounds run once
+ * per eight elements, not once per element. */
 template <class T>
 __global__ static void dropout_kernel(T *out, const T *inp, int64_t T_, int64_t F, int64_t G,
 				      int64_t groups, gpt_dropout d, uint32_t thr, float scale)
 {
 	for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < groups;
 	     i += (int64_t)gridDim.x * blockDim.x) {
-		int64_t r = i / G, g0 = (d.feature0 >> 2) + i % G;
+		int64_t r = i / G, g0 = (d.feature0 >> 3) + i % G;
 		uint32_t bits[4];
 		gpt_rng_block(bits, d.key.seed, d.key.step, d.key.layer, d.key.site,
-			      (uint64_t)(d.sample0 + r / T_), (uint64_t)(d.t0 + r % T_), (uint64_t)(4 * g0));
+			      (uint64_t)(d.sample0 + r / T_), (uint64_t)(d.t0 + r % T_), (uint64_t)(8 * g0));
 #pragma unroll
-		for (int e = 0; e < 4; e++) {
-			int64_t f = 4 * g0 + e - d.feature0;
+		for (int e = 0; e < 8; e++) {
+			int64_t f = 8 * g0 + e - d.feature0;
 			if (f >= 0 && f < F)
-				gpt_st(out + r * F + f, bits[e] >= thr ? gpt_ld(inp + r * F + f) * scale : 0.0f);
+				gpt_st(out + r * F + f, gpt_rng_pick(bits, (unsigned)e) >= thr ? gpt_ld(inp + r * F + f) * scale : 0.0f);
 		}
 	}
 }
 
-/* The same in 16-byte vectors (GPT_VEC(T) elements, one or two Philox
- * groups) where feature0 and F are whole vectors and the pointers 16-byte
- * aligned: a row's vectors side by side, the row and its sample and
- * position found by 32-bit divisions (the host sends larger tensors to
- * dropout_kernel, whose 64-bit divisions and 2-byte loads cost about
- * twice the time of the memory traffic at GPT-2's shapes). */
+/* The same a group of eight at a time in 16-byte vectors (one of 16-bit
+ * elements, two of fp32) where feature0 and F are whole groups and the
+ * pointers 16-byte aligned: a row's groups side by side, the row and its
+ * sample and position found by 32-bit divisions (the host sends larger
+ * tensors to dropout_kernel, whose 64-bit divisions and 2-byte loads cost
+ * about twice the time of the memory traffic at GPT-2's shapes). */
 template <class T>
-__global__ static void dropout_vec_kernel(T *out, const T *inp, uint32_t T_, uint32_t FV, uint32_t nv,
+__global__ static void dropout_vec_kernel(T *out, const T *inp, uint32_t T_, uint32_t FG, uint32_t ng,
 					  gpt_dropout d, uint32_t thr, float scale)
 {
 	constexpr int V = GPT_VEC(T);
-	for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < nv; i += gridDim.x * blockDim.x) {
-		uint32_t r = i / FV, v = i - r * FV;
-		uint64_t g0 = (uint64_t)(d.feature0 >> 2) + (uint64_t)v * (V / 4);
-		float f[V];
-		gpt_ld_vec(f, inp + (int64_t)i * V);
+	static_assert(8 % V == 0, "a group of eight is whole vectors");
+	for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < ng; i += gridDim.x * blockDim.x) {
+		uint32_t r = i / FG, v = i - r * FG;
+		float f[8];
 #pragma unroll
-		for (int k = 0; k < V / 4; k++) {
-			uint32_t bits[4];
-			gpt_rng_block(bits, d.key.seed, d.key.step, d.key.layer, d.key.site,
-				      (uint64_t)d.sample0 + r / T_, (uint64_t)d.t0 + r % T_, 4 * (g0 + k));
+		for (int k = 0; k < 8 / V; k++)
+			gpt_ld_vec(f + k * V, inp + (int64_t)i * 8 + k * V);
+		uint32_t bits[4];
+		gpt_rng_block(bits, d.key.seed, d.key.step, d.key.layer, d.key.site,
+			      (uint64_t)d.sample0 + r / T_, (uint64_t)d.t0 + r % T_,
+			      (uint64_t)d.feature0 + 8 * (uint64_t)v);
 #pragma unroll
-			for (int e = 0; e < 4; e++)
-				f[4 * k + e] = bits[e] >= thr ? f[4 * k + e] * scale : 0.0f;
-		}
-		gpt_st_vec(out + (int64_t)i * V, f);
+		for (int e = 0; e < 8; e++)
+			f[e] = gpt_rng_pick(bits, (unsigned)e) >= thr ? f[e] * scale : 0.0f;
+#pragma unroll
+		for (int k = 0; k < 8 / V; k++)
+			gpt_st_vec(out + (int64_t)i * 8 + k * V, f + k * V);
 	}
 }
 
@@ -196,13 +198,13 @@ static int dropout(gpt_backend *be, const char *op, void *out, const void *inp, 
 	}
 	uint32_t thr = gpt_dropout_threshold(d->p);
 	float scale = gpt_dropout_scale(d->p);
-	/* the groups of four global features a row touches */
-	int64_t G = ((d->feature0 + F - 1) >> 2) - (d->feature0 >> 2) + 1, groups = B * T * G;
-	int64_t V = 16 / (int64_t)gpt_dtype_size(be->dtype), nv = n / V;
-	if (d->feature0 % V == 0 && F % V == 0 && nv < INT32_MAX && T < INT32_MAX && gpt_cuda_aligned(out, inp)) {
+	/* the groups of eight global features a row touches */
+	int64_t G = ((d->feature0 + F - 1) >> 3) - (d->feature0 >> 3) + 1, groups = B * T * G;
+	int64_t ng = n / 8;
+	if (d->feature0 % 8 == 0 && F % 8 == 0 && ng < INT32_MAX && T < INT32_MAX && gpt_cuda_aligned(out, inp)) {
 		GPT_CUDA_DISPATCH(be->dtype, E,
-			dropout_vec_kernel<E><<<gpt_cuda_blocks(nv, 256), 256, 0, gpt_cuda_stream(be)>>>(
-				(E *)out, (const E *)inp, (uint32_t)T, (uint32_t)(F / V), (uint32_t)nv, *d, thr, scale));
+			dropout_vec_kernel<E><<<gpt_cuda_blocks(ng, 256), 256, 0, gpt_cuda_stream(be)>>>(
+				(E *)out, (const E *)inp, (uint32_t)T, (uint32_t)(F / 8), (uint32_t)ng, *d, thr, scale));
 		return gpt_cuda_launched(op, err);
 	}
 	GPT_CUDA_DISPATCH(be->dtype, E,

@@ -123,8 +123,12 @@ same_losses () {
 }
 
 # REF: the single-process run a layout is compared with; EXTRA: its flags;
-# TOL: the largest difference of a tensor of the final checkpoints
-REF=single EXTRA= TOL=5e-3
+# TOL: the largest difference of a tensor of the final checkpoints, most
+# often an activation scale's moving sum (accum, about 3 to 20): fake
+# quantization rounds, so the layouts' orders of summation move some values
+# across a step (1e-2: the 2026-11-27 dropout masks took mp2's worst,
+# qat.h.1.mlp.fc.accum, to 5.04e-3, 3.2e-4 of it)
+REF=single EXTRA= TOL=1e-2
 layout () { # name nproc flags...
 	name=$1 nproc=$2
 	shift 2

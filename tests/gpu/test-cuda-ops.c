@@ -703,7 +703,7 @@ static void test_elementwise(void)
 	same("dropout_bwd in place", &a, 1);
 	same_zeros("dropout_bwd mask", &a);
 	/* a tensor-parallel slice whose features start and end inside a
-	 * Philox group of four (the kernel takes a group a thread) */
+	 * Philox group of eight (the kernel takes a group a thread) */
 	d.feature0 = 6;
 	CALL2(dropout_fwd, (&cpu, H(o), H(a), B, T, C - 3, &d, &err), (&gpu, D(o), D(a), B, T, C - 3, &d, &err));
 	same("dropout_fwd p=0.1, features 6 .. C + 2", &o, 1);

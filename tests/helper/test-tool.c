@@ -13,6 +13,9 @@
  *   test-tool adamw N [REPEATS]          ms of one AdamW update of N elements on the CPU
  *                                        backend, with the master weights the trainer
  *                                        keeps: fp32, fp16 (an fp32 copy), bf16 (split)
+ *   test-tool dropout ROWS [REPEATS]     ms of the CPU backend's dropout_fwd (p = 0.1) over
+ *                                        ROWS x 768 fp32 elements, and of its attention_fwd
+ *                                        at B=1, T=512, 12 heads of 64 with p = 0.1 and 0
  *   test-tool ckpt-diff A B              largest difference of any tensor of two checkpoints
  *   test-tool heartbeat N SECONDS        a gpt-launch worker that beats N times, SECONDS
  *                                        apart, then stalls without beating (a hang)
@@ -261,6 +264,55 @@ static int ckpt_diff(const char *a, const char *b, gpt_err *err)
 	return rc;
 }
 
+/* test-tool dropout: the CPU's dropout costs, Philox's rounds most of
+ * them (backend/philox.h) */
+static int time_dropout(const char *rows_s, const char *reps_s, gpt_err *err)
+{
+	int64_t rows, reps;
+	if (gpt_parse_i64(rows_s, &rows) || rows < 1 || gpt_parse_i64(reps_s, &reps) || reps < 1)
+		return gpt_err_set(err, GPT_EUSAGE, "dropout: ROWS and REPEATS must be positive integers");
+	enum { F = 768, T = 512, NH = 12, HS = 64 };
+	gpt_backend be;
+	if (gpt_backend_cpu_init(&be, GPT_DTYPE_F32, 0, err))
+		return -1;
+	int rc = 0;
+	float *x = calloc((size_t)(rows * F), sizeof *x), *qkv = calloc((size_t)T * 3 * NH * HS, sizeof *qkv);
+	float *out = calloc((size_t)T * NH * HS, sizeof *out), *saved = NULL;
+	int64_t ns = be.ops->attention_saved_size(&be, 1, T, NH, HS, 1);
+	if (ns > 0)
+		saved = calloc((size_t)ns, sizeof *saved);
+	if (!x || !qkv || !out || !saved) {
+		rc = gpt_err_set(err, GPT_EINTERNAL, "dropout: out of memory for %lld rows", (long long)rows);
+		goto done;
+	}
+	for (int64_t i = 0; i < rows * F; i++)
+		x[i] = (float)(i % 13) * 0.1f;
+	for (int64_t i = 0; i < (int64_t)T * 3 * NH * HS; i++)
+		qkv[i] = (float)(i % 11) * 0.05f - 0.25f;
+	gpt_dropout d = {.p = 0.1f, .key = {.seed = 1, .step = 1, .layer = 0, .site = GPT_RNG_SITE_MLP_RESID}};
+	rc = be.ops->dropout_fwd(&be, x, x, 1, rows, F, &d, err); /* warm up */
+	double t0 = gpt_now_s();
+	for (int64_t r = 0; r < reps && !rc; r++)
+		rc = be.ops->dropout_fwd(&be, x, x, 1, rows, F, &d, err);
+	if (!rc)
+		printf("dropout_fwd %lld x %d: %.3f ms\n", (long long)rows, F, (gpt_now_s() - t0) / (double)reps * 1e3);
+	d.key.site = GPT_RNG_SITE_ATTN_PROBS;
+	for (int k = 0; k < 2 && !rc; k++) {
+		d.p = k == 0 ? 0.1f : 0.0f;
+		rc = be.ops->attention_fwd(&be, out, saved, qkv, 1, T, NH, HS, &d, err);
+		t0 = gpt_now_s();
+		for (int64_t r = 0; r < reps && !rc; r++)
+			rc = be.ops->attention_fwd(&be, out, saved, qkv, 1, T, NH, HS, &d, err);
+		if (!rc)
+			printf("attention_fwd T=%d, %d heads of %d, p=%g: %.3f ms\n", T, NH, HS, (double)d.p,
+			       (gpt_now_s() - t0) / (double)reps * 1e3);
+	}
+done:
+	free(x), free(qkv), free(out), free(saved);
+	gpt_backend_cpu_free(&be);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	const char *prog = "test-tool";
@@ -390,6 +442,8 @@ int main(int argc, char **argv)
 		}
 		return 0;
 	}
+	if (strcmp(verb, "dropout") == 0 && argc >= 3 && argc <= 4)
+		return time_dropout(argv[2], argc == 4 ? argv[3] : "5", &err) ? gpt_cmd_fail(prog, &err) : 0;
 	if (strcmp(verb, "heartbeat") == 0 && argc == 4) {
 		int64_t n;
 		double gap;

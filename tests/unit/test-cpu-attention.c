@@ -13,10 +13,10 @@ static double mask(const gpt_dropout *d, int b, int h, int t, int j)
 {
 	if (!d || d->p == 0.0f)
 		return 1.0;
-	uint32_t r = gpt_rng_bits(d->key.seed, d->key.step, d->key.layer, d->key.site,
+	uint32_t r = gpt_rng_draw(d->key.seed, d->key.step, d->key.layer, d->key.site,
 				  (uint64_t)(d->sample0 + b), (uint64_t)t,
 				  (uint64_t)((d->feature0 + h) * T + j));
-	return r >= gpt_dropout_threshold(d->p) ? 1.0 / (1.0 - d->p) : 0.0;
+	return r >= gpt_dropout_threshold(d->p) ? (double)gpt_dropout_scale(d->p) : 0.0;
 }
 
 static void ref_attn(double *out, const double *x, const gpt_dropout *d)

@@ -24,7 +24,7 @@ int main(void)
 			for (int t = 0; t < T; t++)
 				for (int f = 0; f < F; f++) {
 					int i = (b * T + t) * F + f;
-					uint32_t r = gpt_rng_bits(1234, 10, 3, GPT_RNG_SITE_MLP_RESID,
+					uint32_t r = gpt_rng_draw(1234, 10, 3, GPT_RNG_SITE_MLP_RESID,
 								  (uint64_t)(8 + b), (uint64_t)t,
 								  (uint64_t)f);
 					want[i] = r >= thr ? (double)(x[i] * gpt_dropout_scale(d.p)) : 0.0;

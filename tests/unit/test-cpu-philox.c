@@ -40,37 +40,57 @@ int main(void)
 		ok(memcmp(out, in, sizeof out) == 0, "output may alias the counter");
 	}
 
-	/* gpt_rng_bits is lane feature % 4 of the block at feature / 4 */
+	/* gpt_rng_draw is the low or high half of word (feature % 8) / 2 of the
+	 * block at feature / 8 */
 	{
-		uint32_t blk[4];
+		uint32_t blk[4], nxt[4];
 		gpt_rng_block(blk, 7, 3, 2, 1, 11, 5, 40);
+		gpt_rng_block(nxt, 7, 3, 2, 1, 11, 5, 48);
 		int same = 1;
-		for (int f = 40; f < 44; f++)
-			same &= gpt_rng_bits(7, 3, 2, 1, 11, 5, (uint64_t)f) == blk[f - 40];
-		ok(same, "rng_bits picks the lane of its feature");
-		ok(gpt_rng_bits(7, 3, 2, 1, 11, 5, 40) != gpt_rng_bits(7, 4, 2, 1, 11, 5, 40) &&
-		   gpt_rng_bits(7, 3, 2, 1, 11, 5, 40) != gpt_rng_bits(8, 3, 2, 1, 11, 5, 40) &&
-		   gpt_rng_bits(7, 3, 2, 1, 11, 5, 40) != gpt_rng_bits(7, 3, 3, 1, 11, 5, 40) &&
-		   gpt_rng_bits(7, 3, 2, 1, 11, 5, 40) != gpt_rng_bits(7, 3, 2, 2, 11, 5, 40) &&
-		   gpt_rng_bits(7, 3, 2, 1, 11, 5, 40) != gpt_rng_bits(7, 3, 2, 1, 12, 5, 40) &&
-		   gpt_rng_bits(7, 3, 2, 1, 11, 5, 40) != gpt_rng_bits(7, 3, 2, 1, 11, 6, 40),
-		   "every coordinate changes the bits");
+		for (int f = 40; f < 48; f++) {
+			uint32_t w = blk[(f - 40) / 2];
+			same &= gpt_rng_draw(7, 3, 2, 1, 11, 5, (uint64_t)f) ==
+				(f % 2 ? w >> 16 : w & 0xffffu);
+			same &= gpt_rng_pick(blk, (unsigned)(f - 40)) ==
+				gpt_rng_draw(7, 3, 2, 1, 11, 5, (uint64_t)f);
+		}
+		ok(same, "rng_draw picks the half word of its feature");
+		uint32_t b47[4];
+		gpt_rng_block(b47, 7, 3, 2, 1, 11, 5, 47);
+		ok(memcmp(b47, blk, sizeof blk) == 0 && memcmp(nxt, blk, sizeof blk) != 0,
+		   "features 40..47 share a block, 48 starts the next");
+		uint32_t d = gpt_rng_draw(7, 3, 2, 1, 11, 5, 40);
+		ok(d != gpt_rng_draw(7, 4, 2, 1, 11, 5, 40) && d != gpt_rng_draw(8, 3, 2, 1, 11, 5, 40) &&
+		   d != gpt_rng_draw(7, 3, 3, 1, 11, 5, 40) && d != gpt_rng_draw(7, 3, 2, 2, 11, 5, 40) &&
+		   d != gpt_rng_draw(7, 3, 2, 1, 12, 5, 40) && d != gpt_rng_draw(7, 3, 2, 1, 11, 6, 40) &&
+		   d != gpt_rng_draw(7, 3, 2, 1, 11, 5, 48),
+		   "every coordinate changes the draw");
 	}
 
 	is_int(gpt_dropout_threshold(0.0f), 0, "p = 0 keeps everything");
-	is_int(gpt_dropout_threshold(0.5f), 0x80000000u, "p = 0.5 threshold is 2^31");
-	is_near(gpt_dropout_scale(0.1f), 1.0 / 0.9, 1e-6, "scale is 1 / (1 - p)");
+	is_int(gpt_dropout_threshold(0.5f), 0x8000u, "p = 0.5: threshold 2^15");
+	is_int(gpt_dropout_threshold(0.1f), 6554, "p = 0.1: the nearest multiple of 2^-16");
+	is_int(gpt_dropout_threshold(1e-7f), 1, "a small p > 0 still drops");
+	is_int(gpt_dropout_threshold(0.99999994f), 65535, "p near 1 keeps 2^-16");
+	is_near(gpt_dropout_scale(0.1f), 65536.0 / (65536 - 6554), 1e-7,
+		"scale is 1 / (1 - p') for the p' dropped");
+	is_near(gpt_dropout_scale(0.1f), 1.0 / 0.9, 1e-5, "... 1 / (1 - p) to 2^-16");
 
-	/* mean of the 32-bit draws over many coordinates: uniform has mean 2^31
-	 * and the standard error over 2^16 draws is 2^32 / sqrt(12 * 2^16) */
+	/* mean of the 16-bit draws over many coordinates and every element of
+	 * a block: uniform has mean (2^16 - 1) / 2, the standard error over
+	 * 2^16 draws 2^16 / sqrt(12 * 2^16) */
 	{
-		double sum = 0.0;
+		double sum = 0.0, low = 0.0;
 		int n = 1 << 16;
-		for (int i = 0; i < n; i++)
-			sum += gpt_rng_bits(1234, 1, 0, 0, (uint64_t)(i >> 10), (uint64_t)(i >> 4 & 63),
-					    (uint64_t)(i & 15));
-		double mean = sum / n / 4294967296.0;
+		for (int i = 0; i < n; i++) {
+			uint32_t r = gpt_rng_draw(1234, 1, 0, 0, (uint64_t)(i >> 10), (uint64_t)(i >> 4 & 63),
+						  (uint64_t)(i & 15));
+			sum += r;
+			low += r < 6554;
+		}
+		double mean = sum / n / 65536.0;
 		is_near(mean, 0.5, 5 * (1.0 / sqrt(12.0 * n)), "draws average 1/2 (5 sigma)");
+		is_near(low / n, 6554.0 / 65536, 5 * sqrt(0.1 * 0.9 / n), "p = 0.1 drops 10%% (5 sigma)");
 	}
 	return done_testing();
 }
