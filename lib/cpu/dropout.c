@@ -1,8 +1,94 @@
 /* Dropout with counter-based masks: the backward regenerates the forward's
  * mask from the same coordinates instead of storing it. */
 #include "cpu/kernels.h"
+#include "cpu/simd_avx512.h"
 
 #include <string.h>
+
+/* Features [f, e) of a row, a Philox call a block of eight (philox.h). */
+static void dropout_range(float *out, const float *in, int64_t f, int64_t e, const gpt_dropout *d,
+			  uint32_t thr, float scale, uint64_t sample, uint64_t position, int64_t feature)
+{
+	while (f < e) {
+		uint64_t g = (uint64_t)(feature + f);
+		uint32_t r[4];
+		gpt_rng_block(r, d->key.seed, d->key.step, d->key.layer, d->key.site, sample, position, g);
+		for (unsigned k = (unsigned)(g & 7u); k < 8 && f < e; k++, f++)
+			out[f] = gpt_rng_pick(r, k) >= thr ? in[f] * scale : 0.0f;
+	}
+}
+
+#if defined(__x86_64__)
+/* The high halves of the 32-bit products a * m, lane by lane. */
+GPT_AVX512_INLINE __m512i mulhi_epu32(__m512i a, __m512i m)
+{
+	__m512i even = _mm512_mul_epu32(a, m), odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), m);
+	return _mm512_mask_blend_epi32((__mmask16)0xaaaa, _mm512_srli_epi64(even, 32), odd);
+}
+
+/* n runs of 128 features from out, in (the first a multiple of 8 at
+ * global feature g): gpt_philox4x32_10 in sixteen lanes, a block a lane.
+ * Block i's words k = 0..3 hold its elements 2k (low half) and 2k + 1
+ * (high), so as 16-bit values in element order they are word 4i + k. */
+GPT_AVX512 static void dropout_runs_512(float *out, const float *in, int64_t n, const gpt_dropout *d,
+					uint32_t thr, float scale, uint64_t sample, uint64_t position,
+					uint64_t g)
+{
+	const __m512i m0 = _mm512_set1_epi32((int)GPT_PHILOX_M0), m1 = _mm512_set1_epi32((int)GPT_PHILOX_M1);
+	const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+	const __m512i th = _mm512_set1_epi32((int)thr);
+	const __m512 sc = _mm512_set1_ps(scale);
+	for (int64_t r = 0; r < n; r++) {
+		__m512i c0 = _mm512_add_epi32(_mm512_set1_epi32((int)(uint32_t)((g >> 3) + 16 * (uint64_t)r)), lane);
+		__m512i c1 = _mm512_set1_epi32((int)(uint32_t)position), c2 = _mm512_set1_epi32((int)(uint32_t)sample);
+		__m512i c3 = _mm512_set1_epi32((int)((d->key.layer << 8) | (d->key.site & 0xffu)));
+		uint32_t k0 = d->key.seed, k1 = d->key.step;
+		for (int round = 0; round < 10; round++) {
+			__m512i lo0 = _mm512_mullo_epi32(c0, m0), hi0 = mulhi_epu32(c0, m0);
+			__m512i lo1 = _mm512_mullo_epi32(c2, m1), hi1 = mulhi_epu32(c2, m1);
+			c0 = _mm512_xor_si512(_mm512_xor_si512(hi1, c1), _mm512_set1_epi32((int)k0));
+			c1 = lo1;
+			c2 = _mm512_xor_si512(_mm512_xor_si512(hi0, c3), _mm512_set1_epi32((int)k1));
+			c3 = lo0;
+			k0 += GPT_PHILOX_W0;
+			k1 += GPT_PHILOX_W1;
+		}
+		uint32_t w[4][16], draws[64];
+		_mm512_storeu_si512(w[0], c0);
+		_mm512_storeu_si512(w[1], c1);
+		_mm512_storeu_si512(w[2], c2);
+		_mm512_storeu_si512(w[3], c3);
+		for (int i = 0; i < 16; i++)
+			for (int k = 0; k < 4; k++)
+				draws[4 * i + k] = w[k][i];
+		const uint16_t *dr = (const uint16_t *)draws;
+		for (int j = 0; j < 128; j += 16) {
+			__m512i v = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(dr + j)));
+			__mmask16 keep = _mm512_cmp_epu32_mask(v, th, _MM_CMPINT_NLT);
+			_mm512_storeu_ps(out + 128 * r + j, _mm512_maskz_mul_ps(keep, _mm512_loadu_ps(in + 128 * r + j), sc));
+		}
+	}
+}
+#endif
+
+void gpt_cpu_dropout_row(float *out, const float *in, int64_t F, const gpt_dropout *d,
+			 uint32_t threshold, float scale, int64_t sample, int64_t position,
+			 int64_t feature)
+{
+	int64_t f = 0;
+#if defined(__x86_64__)
+	int64_t head = (8 - feature % 8) % 8;
+	if (F - head >= 128 && gpt_cpu_avx512()) {
+		dropout_range(out, in, 0, head, d, threshold, scale, (uint64_t)sample, (uint64_t)position,
+			      feature);
+		int64_t n = (F - head) / 128;
+		dropout_runs_512(out + head, in + head, n, d, threshold, scale, (uint64_t)sample,
+				 (uint64_t)position, (uint64_t)(feature + head));
+		f = head + 128 * n;
+	}
+#endif
+	dropout_range(out, in, f, F, d, threshold, scale, (uint64_t)sample, (uint64_t)position, feature);
+}
 
 int gpt_cpu_dropout_check(const char *op, const gpt_dropout *d, gpt_err *err)
 {

@@ -101,21 +101,11 @@ int gpt_cpu_dropout_bwd(gpt_backend *be, void *dinp, const void *dout, int64_t B
 int gpt_cpu_dropout_check(const char *op, const gpt_dropout *d, gpt_err *err);
 
 /* out[f] = in[f] * mask * scale for the F features at (sample, position)
- * whose global indices start at feature; out may alias in. */
-static inline void gpt_cpu_dropout_row(float *out, const float *in, int64_t F,
-				       const gpt_dropout *d, uint32_t threshold, float scale,
-				       int64_t sample, int64_t position, int64_t feature)
-{
-	int64_t f = 0;
-	while (f < F) {
-		uint64_t g = (uint64_t)(feature + f);
-		uint32_t r[4];
-		gpt_rng_block(r, d->key.seed, d->key.step, d->key.layer, d->key.site,
-			      (uint64_t)sample, (uint64_t)position, g);
-		for (unsigned e = (unsigned)(g & 7u); e < 8 && f < F; e++, f++)
-			out[f] = gpt_rng_pick(r, e) >= threshold ? in[f] * scale : 0.0f;
-	}
-}
+ * whose global indices start at feature; out may alias in (dropout.c:
+ * with AVX-512, sixteen Philox calls at once). */
+void gpt_cpu_dropout_row(float *out, const float *in, int64_t F, const gpt_dropout *d,
+			 uint32_t threshold, float scale, int64_t sample, int64_t position,
+			 int64_t feature);
 
 int gpt_cpu_adamw(gpt_backend *be, void *param, float *master, uint16_t *lo, const void *grad,
 		  float *m, float *v, int64_t n, const gpt_adamw *h, gpt_err *err);

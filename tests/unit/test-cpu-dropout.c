@@ -53,6 +53,38 @@ int main(void)
 		ok(same, "a slice through sample0/feature0 offsets equals that region of the full mask");
 	}
 
+	/* long rows (dropout.c draws runs of 128 features sixteen Philox calls
+	 * at a time where the CPU has AVX-512) at feature offsets 0 and 3,
+	 * in place and not: each element as the documented coordinates say */
+	{
+		enum { LT = 3, LF = 1000 };
+		float *xl = chk_floats(LT * LF, 1.0), *yl = malloc(LT * LF * sizeof *yl);
+		for (int i = 0; i < LT * LF; i++)
+			xl[i] += 2.0f;
+		for (int k = 0; k < 3; k++) {
+			gpt_dropout dl = {0.3f, {4321, 2, 5, GPT_RNG_SITE_ATTN_RESID}, 1, k == 1 ? 3 : 0, 0};
+			float *dst = yl;
+			if (k == 2) { /* in place */
+				memcpy(yl, xl, LT * LF * sizeof *yl);
+				CHK(be.ops->dropout_fwd(&be, yl, yl, 1, LT, LF, &dl, &chk_err));
+			} else {
+				CHK(be.ops->dropout_fwd(&be, dst, xl, 1, LT, LF, &dl, &chk_err));
+			}
+			uint32_t thr = gpt_dropout_threshold(dl.p);
+			int same = 1;
+			for (int t = 0; t < LT; t++)
+				for (int f = 0; f < LF; f++) {
+					uint32_t r = gpt_rng_draw(4321, 2, 5, GPT_RNG_SITE_ATTN_RESID, 1, (uint64_t)t,
+								  (uint64_t)(dl.feature0 + f));
+					float want = r >= thr ? xl[t * LF + f] * gpt_dropout_scale(dl.p) : 0.0f;
+					same &= memcmp(&want, yl + t * LF + f, sizeof want) == 0;
+				}
+			ok(same, "rows of %d features from feature %lld%s: the documented mask, bit for bit", LF,
+			   (long long)dl.feature0, k == 2 ? ", in place" : "");
+		}
+		free(xl), free(yl);
+	}
+
 	/* keep rate over a large tensor: binomial, 5 sigma */
 	{
 		int64_t n = 1 << 18;
