@@ -77,15 +77,15 @@
  * live at a time; the products' order per output element is unchanged.
  * Registers (ptxas 13.0, sm_90, bf16, W = 64): forward 126, dq 126, dkv
  * 168 without dropout (4, 4 and 3 blocks an SM as the registers go),
- * 128 (24 bytes spilled), 128 (held to 4 blocks) and 168
+ * 128 (12 bytes spilled), 128 (held to 4 blocks) and 168
  * (12 spilled) with it (4, 4, 3; with Philox in the backward they were
  * 128, 168 and 246: 4, 3, 2), the forward in 64m 128 (44 bytes spilled,
  * 4 blocks; unbounded, ptxas takes 168 and still spills); in 128-row
- * tiles, forward 254, dq 235 and dkv 255 (4 spilled; 2 blocks), 239,
+ * tiles, forward 254, dq 235 and dkv 255 (4 spilled; 2 blocks), 240,
  * 241 and 255 (8 spilled) with dropout (2; the forward with dropout has
  * only the general form there, the others would spill 260 bytes); the
  * forward a tile ahead, 167 (held to 3 blocks: unbounded it took 244, 2
- * blocks) and 226 with dropout (2 blocks), at W = 128 250 (2 blocks, as
+ * blocks) and 228 with dropout (2 blocks), at W = 128 250 (2 blocks, as
  * the plain forward's 168 there, which its shared memory holds to 2).
  * (The outputs through shared memory, write_acc_staged, took the spills
  * of the form a tile ahead from 40 bytes to none, of its W = 128 form
@@ -246,7 +246,7 @@ __device__ __forceinline__ void fwd_finish(E *out, float *lse, E *olo, int64_t C
  * fragment read from shared memory serves two products, and a warp has
  * twice the independent products in flight, for twice the registers.
  * (With dropout and MW = 1, ptxas is held to 4 blocks an SM, 128
- * registers, which it fits spilling 24 bytes at W = 64, 44 with READ;
+ * registers, which it fits spilling 12 bytes at W = 64, 44 with READ;
  * elsewhere, 0: no bound, which leaves it 128 registers without dropout
  * at W = 64: 4 blocks as well.) READ (with DROP): the mask was drawn
  * before, by tc_mask_kernel, and lands in shared memory with each tile's
@@ -448,29 +448,20 @@ __global__ static void __launch_bounds__(NTHR, !DROP && W == 64 ? 3 : 0)
  * diagonal and T too), into the same words. A thread a 32-bit half (rows
  * 4 half .. 4 half + 3 of an 8 x 8 block, bit 8r + c), a block of
  * threads per head and row block qb for the qb + 1 blocks of its row;
- * where aligned(), one Philox call a row of a block, else one an
- * element. The rounds run at a small kernel's occupancy, not in the
+ * one Philox call a row of a block where aligned(), else two
+ * (kept_row8). The rounds run at a small kernel's occupancy, not in the
  * forward's tight registers. */
 __global__ static void __launch_bounds__(NTHR) tc_mask_kernel(attn_args a, int nb)
 {
 	const int64_t bh = blockIdx.x / nb, b = bh / a.NH, h = bh % a.NH;
 	const int qb = (int)(blockIdx.x % nb);
-	const bool al = aligned(a, h);
 	uint32_t *row = (uint32_t *)(a.mask + bh * a.mwords + (int64_t)qb * (qb + 1) / 2);
 	for (int w = threadIdx.x; w < 2 * (qb + 1); w += blockDim.x) {
 		const int j = 8 * (w >> 1), i0 = 8 * qb + 4 * (w & 1);
 		uint32_t bits = 0;
 #pragma unroll
-		for (int r = 0; r < 4; r++) {
-			if (al) {
-				uint32_t x[4];
-				block_of(x, a, b, h, i0 + r, j);
-				bits |= kept_byte(x, a.thr) << 8 * r;
-			} else {
-				for (int c = 0; c < 8; c++)
-					bits |= (uint32_t)(kept(a, b, h, i0 + r, j + c) != 0.0f) << (8 * r + c);
-			}
-		}
+		for (int r = 0; r < 4; r++)
+			bits |= kept_row8(a, b, h, i0 + r, j) << 8 * r;
 		row[w] = bits;
 	}
 }

@@ -493,6 +493,22 @@ __device__ __forceinline__ uint32_t kept_byte(const uint32_t (&r)[4], uint32_t t
 	return v;
 }
 
+/* kept() of keys j .. j + 7 at query i, key j + c at bit c, at any
+ * alignment: the one block they lie in where aligned, else the two they
+ * straddle. */
+__device__ __forceinline__ uint32_t kept_row8(const attn_args &a, int64_t b, int64_t h, int64_t i, int64_t j)
+{
+	const int e0 = (int)((uint64_t)((a.d.feature0 + h) * a.T + j) & 7u);
+	uint32_t r[4];
+	block_of(r, a, b, h, i, j);
+	uint32_t v = kept_byte(r, a.thr) >> e0;
+	if (e0) {
+		block_of(r, a, b, h, i, j + 8 - e0);
+		v |= kept_byte(r, a.thr) << (8 - e0) & 0xffu;
+	}
+	return v;
+}
+
 /* kept() of a lane's elements of two column tiles in a query-tile kernel,
  * as bits: bit q as the accumulator's d[q] of the tile at key j (= the
  * tile's 8n, n even; rows ri[0], ri[1], keys j + 2t and + 1), bit 4 + q
@@ -501,7 +517,8 @@ __device__ __forceinline__ uint32_t kept_byte(const uint32_t (&r)[4], uint32_t t
  * blocks, rows ri[0] and ri[1] at keys j and j + 8: where aligned, lane
  * t computes the one of row ri[t & 1] at j + 8 (t >> 1), and two
  * shuffles give every lane of the quad the four blocks' 32 kept bits;
- * else kept() an element. */
+ * else each lane the four rows of eight keys it has elements of
+ * (kept_row8: one or two blocks each). */
 template <bool DROP>
 __device__ __forceinline__ uint32_t kept_pair(const attn_args &a, int64_t b, int64_t h,
 					      const int (&ri)[2], int j, bool al)
@@ -522,9 +539,8 @@ __device__ __forceinline__ uint32_t kept_pair(const attn_args &a, int64_t b, int
 #pragma unroll
 	for (int c = 0; c < 2; c++)
 #pragma unroll
-		for (int q = 0; q < 4; q++)
-			bits |= (uint32_t)(kept(a, b, h, ri[q >> 1], j + 8 * c + 2 * t + (q & 1)) != 0.0f)
-				<< (4 * c + q);
+		for (int hr = 0; hr < 2; hr++)
+			bits |= (kept_row8(a, b, h, ri[hr], j + 8 * c) >> 2 * t & 3u) << (4 * c + 2 * hr);
 	return bits;
 }
 
