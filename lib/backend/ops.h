@@ -357,11 +357,16 @@ typedef struct gpt_backend_ops {
 	 * C) = a + b rounded to the storage dtype, as residual_fwd, then
 	 * layernorm_fwd of res into out, mean and rstd: the bits of those two
 	 * calls, which are the CPU's definition of it. res may alias a or b.
+	 * With d (p > 0), b is dropped first, as dropout_fwd over (N / T, T, C)
+	 * would drop it (T divides N), and res = a + that: the bits of the
+	 * three calls; b's contents are then unspecified (the CPU drops it in
+	 * place, CUDA only reads it). d may be NULL.
 	 * (The backward needs no fusion: layernorm_bwd adds into dinp, where the
 	 * residual's gradient already is.) */
 	int (*residual_layernorm_fwd)(gpt_backend *be, void *res, void *out, float *mean, float *rstd,
-				      const void *a, const void *b, const void *w, const void *bias,
-				      int64_t N, int64_t C, float eps, gpt_err *err);
+				      const void *a, void *b, const void *w, const void *bias,
+				      int64_t N, int64_t C, float eps, const gpt_dropout *d, int64_t T,
+				      gpt_err *err);
 	/* The MLP's fc linear and its GELU in one GEMM (Model.fused_linear):
 	 * pre (M, N) = inp w^T + bias, kept for the backward, and out = gelu
 	 * of it. The CPU's definition is linear_fwd then gelu_fwd; a backend

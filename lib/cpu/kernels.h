@@ -47,8 +47,9 @@ int gpt_cpu_layernorm_fwd(gpt_backend *be, void *out, float *mean, float *rstd,
 			  const void *inp, const void *w, const void *b, int64_t N, int64_t C,
 			  float eps, gpt_err *err);
 int gpt_cpu_residual_layernorm_fwd(gpt_backend *be, void *res, void *out, float *mean, float *rstd,
-				   const void *a, const void *b, const void *w, const void *bias,
-				   int64_t N, int64_t C, float eps, gpt_err *err);
+				   const void *a, void *b, const void *w, const void *bias,
+				   int64_t N, int64_t C, float eps, const gpt_dropout *d, int64_t T,
+				   gpt_err *err);
 int gpt_cpu_layernorm_bwd(gpt_backend *be, void *dinp, void *dw, void *db, const void *dout,
 			  const void *inp, const void *w, const float *mean, const float *rstd,
 			  int64_t N, int64_t C, gpt_err *err);

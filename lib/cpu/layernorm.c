@@ -38,12 +38,21 @@ int gpt_cpu_layernorm_fwd(gpt_backend *be, void *out, float *mean, float *rstd,
 	return 0;
 }
 
-/* The reference of the fusion: the two ops of this backend (fp32 or 16-bit). */
+/* The reference of the fusion: the ops of this backend (fp32 or 16-bit),
+ * b dropped in place first when d is given. */
 int gpt_cpu_residual_layernorm_fwd(gpt_backend *be, void *res, void *out, float *mean, float *rstd,
-				   const void *a, const void *b, const void *w, const void *bias,
-				   int64_t N, int64_t C, float eps, gpt_err *err)
+				   const void *a, void *b, const void *w, const void *bias,
+				   int64_t N, int64_t C, float eps, const gpt_dropout *d, int64_t T,
+				   gpt_err *err)
 {
 	int rc = gpt_cpu_check_sizes("residual_layernorm_fwd", err, 2, N, C);
+	if (!rc && d && d->p > 0.0f) {
+		if (T <= 0 || N % T)
+			return gpt_err_set(err, GPT_EINTERNAL,
+					   "residual_layernorm_fwd: %lld rows are not whole sequences of %lld for dropout",
+					   (long long)N, (long long)T);
+		rc = be->ops->dropout_fwd(be, b, b, N / T, T, C, d, err);
+	}
 	if (!rc)
 		rc = be->ops->residual_fwd(be, res, a, b, N * C, err);
 	return rc ? rc : be->ops->layernorm_fwd(be, out, mean, rstd, res, w, bias, N, C, eps, err);

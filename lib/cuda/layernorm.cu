@@ -25,12 +25,54 @@
  * order (ln_wgrad_add). */
 #include "cuda/ops.cuh"
 
+#include "backend/philox.h"
+
+/* residual_layernorm_fwd's dropout of add (on: p > 0): element (row, c)
+ * draws at sample sample0 + row / T, position t0 + row % T, feature
+ * feature0 + c, as dropout_fwd over (N / T, T, C) does. */
+struct ln_drop {
+	gpt_dropout d;
+	uint32_t thr;
+	float scale;
+	int64_t T;
+	int on;
+};
+
+/* v rounded to T's precision, as a store and a load would leave it */
+template <class T>
+__device__ __forceinline__ float ln_round(float v)
+{
+	T t;
+	gpt_st(&t, v);
+	return gpt_ld(&t);
+}
+
+/* g[0 .. V) of row `row` from column c0 dropped as dropout_fwd drops them
+ * and rounded as it stores them: one Philox block for eight features,
+ * another where the run crosses into the next. */
+template <class T, int V>
+__device__ __forceinline__ void ln_drop_vec(float (&g)[V], const ln_drop &q, int64_t row, int64_t c0)
+{
+	const uint64_t s = (uint64_t)(q.d.sample0 + row / q.T), pos = (uint64_t)(q.d.t0 + row % q.T);
+	const uint64_t f0 = (uint64_t)(q.d.feature0 + c0);
+	uint32_t r[4];
+	gpt_rng_block(r, q.d.key.seed, q.d.key.step, q.d.key.layer, q.d.key.site, s, pos, f0);
+#pragma unroll
+	for (int e = 0; e < V; e++) {
+		const uint64_t f = f0 + e;
+		if (e > 0 && (f & 7u) == 0)
+			gpt_rng_block(r, q.d.key.seed, q.d.key.step, q.d.key.layer, q.d.key.site, s, pos, f);
+		g[e] = ln_round<T>(gpt_rng_pick(r, (unsigned)(f & 7u)) >= q.thr ? g[e] * q.scale : 0.0f);
+	}
+}
+
 /* With add, the residual add first: res = inp + add, rounded and stored,
  * and the LayerNorm of what was stored; each lane reads back only what it
  * wrote, so the sums run as without it. */
 template <class T>
 __global__ static void ln_fwd_kernel(T *out, float *mean, float *rstd, const T *inp, const T *w,
-				     const T *b, int64_t N, int64_t C, float eps, T *res, const T *add)
+				     const T *b, int64_t N, int64_t C, float eps, T *res, const T *add,
+				     ln_drop q)
 {
 	int64_t row = blockIdx.x * (int64_t)(blockDim.x / 32) + threadIdx.x / 32;
 	int lane = threadIdx.x % 32;
@@ -40,8 +82,12 @@ __global__ static void ln_fwd_kernel(T *out, float *mean, float *rstd, const T *
 	if (add) {
 		T *y = res + row * C;
 		const T *a2 = add + row * C;
-		for (int64_t j = lane; j < C; j += 32)
-			gpt_st(y + j, gpt_ld(x + j) + gpt_ld(a2 + j));
+		for (int64_t j = lane; j < C; j += 32) {
+			float g[1] = {gpt_ld(a2 + j)};
+			if (q.on)
+				ln_drop_vec<T, 1>(g, q, row, j);
+			gpt_st(y + j, gpt_ld(x + j) + g[0]);
+		}
 		x = y;
 	}
 	float s = 0.0f;
@@ -73,7 +119,7 @@ __global__ static void ln_fwd_kernel(T *out, float *mean, float *rstd, const T *
 template <class T, int NV>
 __global__ static void __launch_bounds__(256)
 ln_fwd_vec_kernel(T *out, float *mean, float *rstd, const T *inp, const T *w, const T *b,
-		  int64_t N, int64_t C, float eps, T *res, const T *add)
+		  int64_t N, int64_t C, float eps, T *res, const T *add, ln_drop q)
 {
 	const int W = GPT_VEC(T);
 	int64_t row = blockIdx.x * (int64_t)(blockDim.x / 32) + threadIdx.x / 32;
@@ -98,6 +144,8 @@ ln_fwd_vec_kernel(T *out, float *mean, float *rstd, const T *inp, const T *w, co
 				float f[W], g[W];
 				gpt_unpack<T>(f, xr[i]);
 				gpt_unpack<T>(g, ar[i]);
+				if (q.on)
+					ln_drop_vec<T, W>(g, q, row, (int64_t)(lane + 32 * i) * W);
 #pragma unroll
 				for (int e = 0; e < W; e++)
 					f[e] += g[e];
@@ -456,13 +504,22 @@ static int ln_vec(int64_t C, size_t es, const void *a, const void *b, const void
 
 static int ln_fwd(gpt_backend *be, const char *op, void *out, float *mean, float *rstd,
 		  const void *inp, const void *w, const void *b, int64_t N, int64_t C, float eps,
-		  void *res, const void *add, gpt_err *err)
+		  void *res, const void *add, const gpt_dropout *d, int64_t T, gpt_err *err)
 {
 	int rc = gpt_cuda_check_sizes(op, err, 2, N, C);
+	if (!rc)
+		rc = gpt_cuda_dropout_check(op, d, err);
 	if (rc)
 		return rc;
 	if (C == 0)
 		return gpt_err_set(err, GPT_EINTERNAL, "%s: zero channels", op);
+	ln_drop q = {};
+	if (d && d->p > 0.0f) {
+		if (T <= 0 || N % T)
+			return gpt_err_set(err, GPT_EINTERNAL, "%s: %lld rows are not whole sequences of %lld for dropout",
+					   op, (long long)N, (long long)T);
+		q = {*d, gpt_dropout_threshold(d->p), gpt_dropout_scale(d->p), T, 1};
+	}
 	if (N == 0)
 		return 0;
 	cudaStream_t s = gpt_cuda_stream(be);
@@ -470,9 +527,9 @@ static int ln_fwd(gpt_backend *be, const char *op, void *out, float *mean, float
 	GPT_CUDA_DISPATCH(be->dtype, T,
 		int nv = ln_vec(C, sizeof(T), out, inp, w, b, res) * gpt_cuda_aligned(add);
 		if (nv) {
-			LN_NV_DISPATCH(nv, NV, ln_fwd_vec_kernel<T, NV><<<blocks, 256, 0, s>>>((T *)out, mean, rstd, (const T *)inp, (const T *)w, (const T *)b, N, C, eps, (T *)res, (const T *)add));
+			LN_NV_DISPATCH(nv, NV, ln_fwd_vec_kernel<T, NV><<<blocks, 256, 0, s>>>((T *)out, mean, rstd, (const T *)inp, (const T *)w, (const T *)b, N, C, eps, (T *)res, (const T *)add, q));
 		} else {
-			ln_fwd_kernel<T><<<blocks, 256, 0, s>>>((T *)out, mean, rstd, (const T *)inp, (const T *)w, (const T *)b, N, C, eps, (T *)res, (const T *)add);
+			ln_fwd_kernel<T><<<blocks, 256, 0, s>>>((T *)out, mean, rstd, (const T *)inp, (const T *)w, (const T *)b, N, C, eps, (T *)res, (const T *)add, q);
 		});
 	return gpt_cuda_launched(op, err);
 }
@@ -481,15 +538,16 @@ int gpt_cuda_layernorm_fwd(gpt_backend *be, void *out, float *mean, float *rstd,
 			   const void *inp, const void *w, const void *b, int64_t N, int64_t C,
 			   float eps, gpt_err *err)
 {
-	return ln_fwd(be, "layernorm_fwd", out, mean, rstd, inp, w, b, N, C, eps, NULL, NULL, err);
+	return ln_fwd(be, "layernorm_fwd", out, mean, rstd, inp, w, b, N, C, eps, NULL, NULL, NULL, 0, err);
 }
 
 int gpt_cuda_residual_layernorm_fwd(gpt_backend *be, void *res, void *out, float *mean, float *rstd,
-				    const void *a, const void *b, const void *w, const void *bias,
-				    int64_t N, int64_t C, float eps, gpt_err *err)
+				    const void *a, void *b, const void *w, const void *bias,
+				    int64_t N, int64_t C, float eps, const gpt_dropout *d, int64_t T,
+				    gpt_err *err)
 {
-	return ln_fwd(be, "residual_layernorm_fwd", out, mean, rstd, a, w, bias, N, C, eps, res, b,
-		      err);
+	return ln_fwd(be, "residual_layernorm_fwd", out, mean, rstd, a, w, bias, N, C, eps, res, b, d,
+		      T, err);
 }
 
 int gpt_cuda_layernorm_bwd(gpt_backend *be, void *dinp, void *dw, void *db, const void *dout,

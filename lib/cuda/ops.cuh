@@ -354,8 +354,9 @@ int gpt_cuda_linear_dgelu_bwd(gpt_backend *be, void *dinp, void *dw, void *dbias
 			      const void *inp, const void *w, const void *pre, int64_t M, int64_t K, int64_t N,
 			      gpt_err *err);
 int gpt_cuda_residual_layernorm_fwd(gpt_backend *be, void *res, void *out, float *mean, float *rstd,
-				    const void *a, const void *b, const void *w, const void *bias,
-				    int64_t N, int64_t C, float eps, gpt_err *err);
+				    const void *a, void *b, const void *w, const void *bias,
+				    int64_t N, int64_t C, float eps, const gpt_dropout *d, int64_t T,
+				    gpt_err *err);
 int gpt_cuda_layernorm_fwd(gpt_backend *be, void *out, float *mean, float *rstd,
 			   const void *inp, const void *w, const void *b, int64_t N, int64_t C,
 			   float eps, gpt_err *err);

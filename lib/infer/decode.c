@@ -373,7 +373,7 @@ static int layer_fwd(gpt_infer_model *m, gpt_kv *kv, int64_t l, int64_t n, const
 	OP(lin(m, 4 * l + 1, T_LAYER(l, P_PROJ_B), m->att, m->tmp, R, err));
 	OP(o->residual_layernorm_fwd(be, m->x, m->ln, NULL, NULL, m->x, m->tmp,
 				     param(m, T_LAYER(l, P_LN2_W)), param(m, T_LAYER(l, P_LN2_B)), R,
-				     C, m->ln_eps, err));
+				     C, m->ln_eps, NULL, 0, err));
 	OP(act_quant(m, l, 2, m->ln, R * C, err));
 	OP(lin(m, 4 * l + 2, T_LAYER(l, P_FC_B), m->ln, m->fch, R, err));
 	OP(o->gelu_fwd(be, m->fch, m->fch, R * F, err));
@@ -381,7 +381,7 @@ static int layer_fwd(gpt_infer_model *m, gpt_kv *kv, int64_t l, int64_t n, const
 	OP(lin(m, 4 * l + 3, T_LAYER(l, P_MPROJ_B), m->fch, m->tmp, R, err));
 	return o->residual_layernorm_fwd(be, m->x, m->ln, NULL, NULL, m->x, m->tmp,
 					 param(m, T_LAYER(l + 1, P_LN1_W)),
-					 param(m, T_LAYER(l + 1, P_LN1_B)), R, C, m->ln_eps, err);
+					 param(m, T_LAYER(l + 1, P_LN1_B)), R, C, m->ln_eps, NULL, 0, err);
 }
 
 /* The forward of R rows from the embedding to the head's logits of the

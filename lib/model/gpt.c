@@ -720,22 +720,50 @@ static int row_linear_fwd(gpt_model *m, int64_t l, gpt_qat_linear k, void **out,
 	return o->bias_add(m->be, m->tmp_c, bias, M, N, err);
 }
 
-/* Dropout over this rank's token rows: the whole micro-batch, or under
- * sequence parallelism rows [tp_rank x n, +n), whole sequences or a part of
- * one (gpt_model_init checked that it is one or the other). */
+/* This rank's token rows as dropout sees them, B sequences of T (d's
+ * offsets moved to their first): the whole micro-batch, or under sequence
+ * parallelism rows [tp_rank x n, +n), whole sequences or a part of one
+ * (gpt_model_init checked that it is one or the other). */
+static void rows_of(const gpt_model *m, gpt_dropout *d, int64_t *B, int64_t *T)
+{
+	int64_t n = m->n_rows;
+	*B = m->opts.batch, *T = m->opts.seq_len;
+	if (seqpar(m)) {
+		int64_t r0 = m->layout.tp_rank * n;
+		d->sample0 += r0 / *T;
+		d->t0 = r0 % *T;
+		*B = n <= *T ? 1 : n / *T;
+		*T = n <= *T ? n : *T;
+	}
+}
+
+/* Dropout over this rank's token rows (rows_of). */
 static int drop_rows(gpt_model *m, int bwd, void *out, const void *inp, gpt_dropout d, gpt_err *err)
 {
 	const gpt_backend_ops *o = m->be->ops;
-	int64_t B = m->opts.batch, T = m->opts.seq_len, C = m->shape.hidden, n = m->n_rows;
-	if (seqpar(m)) {
-		int64_t r0 = m->layout.tp_rank * n;
-		d.sample0 += r0 / T;
-		d.t0 = r0 % T;
-		B = n <= T ? 1 : n / T;
-		T = n <= T ? n : T;
-	}
+	int64_t B, T, C = m->shape.hidden;
+	rows_of(m, &d, &B, &T);
 	return bwd ? o->dropout_bwd(m->be, out, inp, B, T, C, &d, err)
 		   : o->dropout_fwd(m->be, out, inp, B, T, C, &d, err);
+}
+
+/* A branch's output x (dropped by dr) added into the residual stream a as
+ * res, and with w, bias the LayerNorm of res into ln, mean, rstd
+ * (residual_layernorm_fwd, the dropout inside it); without w, the
+ * dropout and the add alone. x is scratch, dropped in place or not. */
+static int branch_add(gpt_model *m, void *res, const void *a, void *x, gpt_dropout dr, void *ln, float *mean,
+		      float *rstd, const void *w, const void *bias, gpt_err *err)
+{
+	const gpt_backend_ops *o = m->be->ops;
+	int64_t B, T, C = m->shape.hidden;
+	int rc;
+	rows_of(m, &dr, &B, &T);
+	if (w)
+		return o->residual_layernorm_fwd(m->be, res, ln, mean, rstd, a, x, w, bias, m->n_rows, C,
+						 m->opts.ln_eps, dr.p > 0 ? &dr : NULL, T, err);
+	if (dr.p > 0)
+		OP(o->dropout_fwd(m->be, x, x, B, T, C, &dr, err));
+	return o->residual_fwd(m->be, res, a, x, m->n_rows * C, err);
 }
 
 /* A LayerNorm's backward. Under sequence parallelism each rank sees only
@@ -793,14 +821,9 @@ static int attn_half_fwd(gpt_model *m, int64_t l, int ln2, int ln1_done, gpt_err
 	OP(row_linear_fwd(m, l, GPT_QAT_PROJ, &x, a->atty, gpt_model_param(m, T_LAYER(gl, P_PROJ_W)),
 			  gpt_model_param(m, T_LAYER(gl, P_PROJ_B)), BT, Cl, C, err));
 	gpt_dropout dr = dropout_at(m, m->opts.hidden_dropout, gl, GPT_RNG_SITE_ATTN_RESID, 0);
-	if (dr.p > 0)
-		OP(drop_rows(m, 0, x, x, dr, err));
-	if (ln2)
-		return o->residual_layernorm_fwd(be, a->res_mid, a->ln2, a->ln2_mean, a->ln2_rstd, res_in(m, l), x,
-						 gpt_model_param(m, T_LAYER(gl, P_LN2_W)),
-						 gpt_model_param(m, T_LAYER(gl, P_LN2_B)), m->n_rows, C, m->opts.ln_eps,
-						 err);
-	return o->residual_fwd(be, a->res_mid, res_in(m, l), x, m->n_rows * C, err);
+	return branch_add(m, a->res_mid, res_in(m, l), x, dr, a->ln2, a->ln2_mean, a->ln2_rstd,
+			  ln2 ? gpt_model_param(m, T_LAYER(gl, P_LN2_W)) : NULL,
+			  gpt_model_param(m, T_LAYER(gl, P_LN2_B)), err);
 }
 
 /* Model.fused_linear: fc's GELU inside its GEMM, and in the backward the
@@ -839,13 +862,12 @@ static int mlp_inner_fwd(gpt_model *m, int64_t l, int ln2_done, gpt_err *err)
 }
 
 /* The MLP half of layer l after attn_half_fwd made ln_2: fc, GELU,
- * projection, dropout, residual; with ln1_next, the residual add fused
- * with the next local layer's ln_1 of its result (residual_layernorm_fwd:
- * the bits of the two), which that layer's attn_half_fwd then skips. */
+ * projection, dropout, residual; with ln1_next, the dropout and the
+ * residual add fused with the next local layer's ln_1 of its result
+ * (residual_layernorm_fwd: the bits of the three), which that layer's
+ * attn_half_fwd then skips. */
 static int mlp_half_fwd(gpt_model *m, int64_t l, int ln1_next, gpt_err *err)
 {
-	gpt_backend *be = m->be;
-	const gpt_backend_ops *o = be->ops;
 	gpt_layer_acts *a = &m->acts[l];
 	int64_t gl = m->glayer[l];
 	int64_t BT = m->opts.batch * m->opts.seq_len, C = m->shape.hidden;
@@ -856,17 +878,14 @@ static int mlp_half_fwd(gpt_model *m, int64_t l, int ln1_next, gpt_err *err)
 	OP(row_linear_fwd(m, l, GPT_QAT_MPROJ, &x, a->fch_gelu, gpt_model_param(m, T_LAYER(gl, P_MPROJ_W)),
 			  gpt_model_param(m, T_LAYER(gl, P_MPROJ_B)), BT, F, C, err));
 	gpt_dropout dr = dropout_at(m, m->opts.hidden_dropout, gl, GPT_RNG_SITE_MLP_RESID, 0);
-	if (dr.p > 0)
-		OP(drop_rows(m, 0, x, x, dr, err));
 	if (ln1_next) {
 		gpt_layer_acts *b = &m->acts[l + 1];
 		int64_t gn = m->glayer[l + 1];
-		return o->residual_layernorm_fwd(be, res_out(m, l), b->ln1, b->ln1_mean, b->ln1_rstd, a->res_mid, x,
-						 gpt_model_param(m, T_LAYER(gn, P_LN1_W)),
-						 gpt_model_param(m, T_LAYER(gn, P_LN1_B)), m->n_rows, C, m->opts.ln_eps,
-						 err);
+		return branch_add(m, res_out(m, l), a->res_mid, x, dr, b->ln1, b->ln1_mean, b->ln1_rstd,
+				  gpt_model_param(m, T_LAYER(gn, P_LN1_W)), gpt_model_param(m, T_LAYER(gn, P_LN1_B)),
+				  err);
 	}
-	return o->residual_fwd(be, res_out(m, l), a->res_mid, x, m->n_rows * C, err);
+	return branch_add(m, res_out(m, l), a->res_mid, x, dr, NULL, NULL, NULL, NULL, NULL, err);
 }
 
 int gpt_model_chunk_is_first(const gpt_model *m, int64_t chunk)

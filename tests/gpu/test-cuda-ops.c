@@ -552,8 +552,8 @@ static void test_layernorm(void)
 	 * of its own two, the branch's stream written over (res aliases b) */
 	ten a = st(BT * C, 1), r = st(BT * C, 1), r2 = st(BT * C, 1), y2 = st(BT * C, 1);
 	ten mean2 = f32(BT, 1), rstd2 = f32(BT, 1);
-	CALL2(residual_layernorm_fwd, (&cpu, H(r), H(y), H(mean), H(rstd), H(x), H(a), H(w), H(b), BT, C, 1e-5f, &err),
-	      (&gpu, D(r), D(y), D(mean), D(rstd), D(x), D(a), D(w), D(b), BT, C, 1e-5f, &err));
+	CALL2(residual_layernorm_fwd, (&cpu, H(r), H(y), H(mean), H(rstd), H(x), H(a), H(w), H(b), BT, C, 1e-5f, NULL, 0, &err),
+	      (&gpu, D(r), D(y), D(mean), D(rstd), D(x), D(a), D(w), D(b), BT, C, 1e-5f, NULL, 0, &err));
 	same("residual_layernorm_fwd res", &r, 1);
 	same("residual_layernorm_fwd out", &y, 1);
 	same("residual_layernorm_fwd mean", &mean, 1);
@@ -564,11 +564,29 @@ static void test_layernorm(void)
 		 gpu.ops->layernorm_fwd(&gpu, y2.d, (float *)mean2.d, (float *)rstd2.d, r2.d, w.d, b.d, BT, C, 1e-5f,
 					&err) ||
 		 gpu.ops->residual_layernorm_fwd(&gpu, a.d, y.d, (float *)mean.d, (float *)rstd.d, x.d, a.d, w.d, b.d, BT,
-						 C, 1e-5f, &err);
+						 C, 1e-5f, NULL, 0, &err);
 	ok(!rc && same_bits(&a, &r2) && same_bits(&y, &y2) && same_bits(&mean, &mean2) && same_bits(&rstd, &rstd2),
 	   "%s residual_layernorm_fwd in place: the bits of residual_fwd then layernorm_fwd on the gpu %s",
 	   gpt_dtype_name(DT), rc ? err.msg : "");
-	ten *all[] = {&x, &w, &b, &y, &mean, &rstd, &g, &dx, &dw, &db, &a, &r, &r2, &y2, &mean2, &rstd2};
+	/* the branch dropped first (the model's residual dropout, a tensor-
+	 * parallel feature offset and a sequence-parallel t0): the CPU's
+	 * three ops; on the GPU the bits of its own three, b left as it was */
+	gpt_dropout d = {.p = 0.1f, .key = {.seed = 1234, .step = 7, .layer = 3, .site = GPT_RNG_SITE_MLP_RESID},
+			 .sample0 = 8, .feature0 = 768, .t0 = 13};
+	ten bd = st(BT * C, 1), bd2 = ten_const(DT, BT * C, 0.0f);
+	rc = gpu.ops->copy(&gpu, bd2.d, bd.d, rb, &err);
+	CALL2(residual_layernorm_fwd, (&cpu, H(r), H(y), H(mean), H(rstd), H(x), H(bd), H(w), H(b), BT, C, 1e-5f, &d, T, &err),
+	      (&gpu, D(r), D(y), D(mean), D(rstd), D(x), D(bd), D(w), D(b), BT, C, 1e-5f, &d, T, &err));
+	same("residual_layernorm_fwd with dropout res", &r, 1);
+	same("residual_layernorm_fwd with dropout out", &y, 1);
+	same("residual_layernorm_fwd with dropout rstd", &rstd, 1);
+	rc = rc || gpu.ops->dropout_fwd(&gpu, bd2.d, bd2.d, B, T, C, &d, &err) ||
+	     gpu.ops->residual_fwd(&gpu, r2.d, x.d, bd2.d, BT * C, &err) ||
+	     gpu.ops->layernorm_fwd(&gpu, y2.d, (float *)mean2.d, (float *)rstd2.d, r2.d, w.d, b.d, BT, C, 1e-5f, &err);
+	ok(!rc && same_bits(&r, &r2) && same_bits(&y, &y2) && same_bits(&mean, &mean2) && same_bits(&rstd, &rstd2),
+	   "%s residual_layernorm_fwd with dropout: the bits of dropout_fwd, residual_fwd, layernorm_fwd on the gpu %s",
+	   gpt_dtype_name(DT), rc ? err.msg : "");
+	ten *all[] = {&x, &w, &b, &y, &mean, &rstd, &g, &dx, &dw, &db, &a, &r, &r2, &y2, &mean2, &rstd2, &bd, &bd2};
 	for (size_t i = 0; i < sizeof all / sizeof *all; i++)
 		ten_free(all[i]);
 }
@@ -587,12 +605,23 @@ static void test_layernorm_at(int64_t n, int64_t c, int mis)
 #define HO(v) ((char *)H(v) + o)
 #define DO(v) ((char *)D(v) + o)
 	char what[128];
-	CALL2(residual_layernorm_fwd, (&cpu, HO(r), HO(y), H(mean), H(rstd), HO(x), HO(a), H(w), H(b), n, c, 1e-5f, &err),
-	      (&gpu, DO(r), DO(y), D(mean), D(rstd), DO(x), DO(a), D(w), D(b), n, c, 1e-5f, &err));
+	CALL2(residual_layernorm_fwd, (&cpu, HO(r), HO(y), H(mean), H(rstd), HO(x), HO(a), H(w), H(b), n, c, 1e-5f, NULL, 0, &err),
+	      (&gpu, DO(r), DO(y), D(mean), D(rstd), DO(x), DO(a), D(w), D(b), n, c, 1e-5f, NULL, 0, &err));
 	snprintf(what, sizeof what, "residual_layernorm_fwd C=%lld%s out", (long long)c, mis ? " misaligned" : "");
 	same(what, &y, 1);
 	snprintf(what, sizeof what, "residual_layernorm_fwd C=%lld%s res", (long long)c, mis ? " misaligned" : "");
 	same(what, &r, 1);
+	/* with dropout, its features from 5 (blocks of eight straddled), the
+	 * rows one sequence from position 3 (a was dropped in place on the
+	 * CPU, left on the GPU: a fresh branch) */
+	gpt_dropout d = {.p = 0.25f, .key = {.seed = 77, .step = 2, .layer = 1, .site = GPT_RNG_SITE_ATTN_RESID},
+			 .sample0 = 2, .feature0 = 5, .t0 = 3};
+	ten bd = st(nc, 1);
+	CALL2(residual_layernorm_fwd, (&cpu, HO(r), HO(y), H(mean), H(rstd), HO(x), HO(bd), H(w), H(b), n, c, 1e-5f, &d, n, &err),
+	      (&gpu, DO(r), DO(y), D(mean), D(rstd), DO(x), DO(bd), D(w), D(b), n, c, 1e-5f, &d, n, &err));
+	snprintf(what, sizeof what, "residual_layernorm_fwd C=%lld%s with dropout res", (long long)c, mis ? " misaligned" : "");
+	same(what, &r, 1);
+	ten_free(&bd);
 	CALL2(layernorm_fwd, (&cpu, HO(y), H(mean), H(rstd), HO(x), H(w), H(b), n, c, 1e-5f, &err),
 	      (&gpu, DO(y), D(mean), D(rstd), DO(x), D(w), D(b), n, c, 1e-5f, &err));
 	snprintf(what, sizeof what, "layernorm_fwd C=%lld%s out", (long long)c, mis ? " misaligned" : "");
