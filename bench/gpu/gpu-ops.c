@@ -19,7 +19,8 @@
  * that the rates compare across sessions, though at C = 768 in 16-bit
  * the row kernel sums them now); the residual stream's dropout (p=0.1)
  * reads and writes it (2 N C), its residual add reads two and writes one
- * (3 N C); GELU's forward 2n, backward 3n; fc's bias gradient (linear_bwd
+ * (3 N C), the add fused with the next LayerNorm (and the dropout) reads
+ * two and writes two (4 N C); GELU's forward 2n, backward 3n; fc's bias gradient (linear_bwd
  * with only dbias) reads its output's gradient once; qkv's weight and bias
  * gradients (linear_bwd dw+dbias) count the GEMM's FLOPs, the bias from the
  * column sums or from the GEMM's BGRADB epilogue; the embedding's
@@ -347,6 +348,17 @@ static void bench_shape(const shape *s, gpt_dtype dt)
 	    o->dropout_fwd(&gpu, y, x, B, T, C, &hd, &err));
 	ROW(s->name, "residual_fwd", 3.0 * (double)(BT * C) * es / GB, "GB/s",
 	    o->residual_fwd(&gpu, y, x, dy, BT * C, &err));
+	/* the model's add and LayerNorm in one pass (reads the stream and
+	 * the branch, writes the sum and its LayerNorm: 4 N C), and with the
+	 * branch's dropout inside it, where it was dropout_fwd's pass before */
+	{
+		void *res = dev_zero((size_t)(BT * C) * (size_t)es);
+		ROW(s->name, "residual_layernorm_fwd", 4.0 * (double)(BT * C) * es / GB, "GB/s",
+		    o->residual_layernorm_fwd(&gpu, res, y, mean, rstd, x, dy, lw, lb, BT, C, 1e-5f, NULL, 0, &err));
+		ROW(s->name, "residual_layernorm_fwd, dropout p=0.1", 4.0 * (double)(BT * C) * es / GB, "GB/s",
+		    o->residual_layernorm_fwd(&gpu, res, y, mean, rstd, x, dy, lw, lb, BT, C, 1e-5f, &hd, T, &err));
+		gpt_cuda_free(res);
+	}
 	/* the embedding's backward: the tokens Zipf-distributed over the
 	 * vocabulary, as text's are (the most frequent about 9% of them), in
 	 * host memory, as the model gives them; the rate is the gradient read
