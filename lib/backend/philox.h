@@ -14,10 +14,10 @@
  * and an element takes 16 of its 128 bits: feature % 8 = e picks word
  * e / 2 of the four outputs, its low half for even e, its high half for
  * odd (gpt_rng_pick). One call serves eight features, twice what a 32-bit
- * draw an element gives, and Philox's rounds are most of dropout's cost
- * (gpu-ops on an H100, 2026-11-27: the attention forward at 124M took
- * 0.547 ms with p = 0.1, 0.285 without). The price is p's resolution, 2^-16
- * (gpt_dropout_threshold). Hence the limits: seed and step are 32-bit,
+ * draw an element gives; in the attention's dropout, T^2 / 2 draws a
+ * head, Philox's rounds were most of the cost (gpu-ops on an H100,
+ * 2026-11-27: the forward at 124M took 0.547 ms with p = 0.1, 0.285
+ * without). The price is p's resolution, 2^-16 (gpt_dropout_threshold). Hence the limits: seed and step are 32-bit,
  * layer < 2^24, site < 2^8, sample and position < 2^32, feature < 2^35. */
 #ifndef GPT_PHILOX_H
 #define GPT_PHILOX_H

@@ -28,13 +28,13 @@
 #include "backend/philox.h"
 
 /* residual_layernorm_fwd's dropout of add (on: p > 0): element (row, c)
- * draws at sample sample0 + row / T, position t0 + row % T, feature
- * feature0 + c, as dropout_fwd over (N / T, T, C) does. */
+ * draws at sample sample0 + row / seq, position t0 + row % seq, feature
+ * feature0 + c, as dropout_fwd over (N / seq, seq, C) does. */
 struct ln_drop {
 	gpt_dropout d;
 	uint32_t thr;
 	float scale;
-	int64_t T;
+	int64_t seq;
 	int on;
 };
 
@@ -53,7 +53,7 @@ __device__ __forceinline__ float ln_round(float v)
 template <class T, int V>
 __device__ __forceinline__ void ln_drop_vec(float (&g)[V], const ln_drop &q, int64_t row, int64_t c0)
 {
-	const uint64_t s = (uint64_t)(q.d.sample0 + row / q.T), pos = (uint64_t)(q.d.t0 + row % q.T);
+	const uint64_t s = (uint64_t)(q.d.sample0 + row / q.seq), pos = (uint64_t)(q.d.t0 + row % q.seq);
 	const uint64_t f0 = (uint64_t)(q.d.feature0 + c0);
 	uint32_t r[4];
 	gpt_rng_block(r, q.d.key.seed, q.d.key.step, q.d.key.layer, q.d.key.site, s, pos, f0);
@@ -504,7 +504,7 @@ static int ln_vec(int64_t C, size_t es, const void *a, const void *b, const void
 
 static int ln_fwd(gpt_backend *be, const char *op, void *out, float *mean, float *rstd,
 		  const void *inp, const void *w, const void *b, int64_t N, int64_t C, float eps,
-		  void *res, const void *add, const gpt_dropout *d, int64_t T, gpt_err *err)
+		  void *res, const void *add, const gpt_dropout *d, int64_t seq, gpt_err *err)
 {
 	int rc = gpt_cuda_check_sizes(op, err, 2, N, C);
 	if (!rc)
@@ -515,10 +515,10 @@ static int ln_fwd(gpt_backend *be, const char *op, void *out, float *mean, float
 		return gpt_err_set(err, GPT_EINTERNAL, "%s: zero channels", op);
 	ln_drop q = {};
 	if (d && d->p > 0.0f) {
-		if (T <= 0 || N % T)
+		if (seq <= 0 || N % seq)
 			return gpt_err_set(err, GPT_EINTERNAL, "%s: %lld rows are not whole sequences of %lld for dropout",
-					   op, (long long)N, (long long)T);
-		q = {*d, gpt_dropout_threshold(d->p), gpt_dropout_scale(d->p), T, 1};
+					   op, (long long)N, (long long)seq);
+		q = {*d, gpt_dropout_threshold(d->p), gpt_dropout_scale(d->p), seq, 1};
 	}
 	if (N == 0)
 		return 0;
