@@ -6,13 +6,16 @@
 # Prints tokens/s, the ratio, and the achieved GFLOP/s (6N + 12LCT per
 # token) against the GEMM rate of the machine measured in the same run:
 # sgemm for the fp32 rows, gptkit's bf16 GEMM for the bf16 rows.
-# DTYPES=fp32 (or bf16) runs one precision only.
+# DTYPES=fp32 (or bf16) runs one precision only. DROPOUT=P trains both
+# with dropout P at gptkit's sites (the embeddings, the attention
+# probabilities, both residual branches; default 0).
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 STEPS=${STEPS:-8}
 THREADS=${THREADS:-2}
 DTYPES=${DTYPES:-fp32 bf16}
+DROPOUT=${DROPOUT:-0}
 PY=/usr/bin/python3
 VOCAB=share/gpt2
 [ -f "$VOCAB/encoder.json" ] || { echo "train-cpu: skipped: no GPT-2 vocabulary (make deps)"; exit 0; }
@@ -42,7 +45,8 @@ run () { # name L C NH B T dtype
 _base_: $ROOT/configs/tiny_cpu.yaml
 Global: {global_batch_size: $5, micro_batch_size: $5}
 Engine: {max_steps: $STEPS, logging_freq: 1, eval_freq: 0, $mp save_load: {save_steps: 0}}
-Model: {hidden_size: $3, num_layers: $2, num_attention_heads: $4, ffn_hidden_size: $(($3 * 4)), max_position_embeddings: $6}
+Model: {hidden_size: $3, num_layers: $2, num_attention_heads: $4, ffn_hidden_size: $(($3 * 4)), max_position_embeddings: $6,
+  hidden_dropout_prob: $DROPOUT, attention_probs_dropout_prob: $DROPOUT}
 Data:
   Train: {dataset: {input_dir: $W/lic, split: '1', max_seq_len: $6}}
   Eval: {dataset: {input_dir: $W/lic, split: '1', max_seq_len: $6}}
@@ -51,7 +55,7 @@ EOC
 	# mean step time over the steps after the first two (warm-up)
 	ours=$(sed -n 's/.*global step \([0-9]*\),.*avg_batch_cost: \([0-9.]*\) sec.*/\1 \2/p' "$W/log" |
 		awk -v bt=$(($5 * $6)) '$1 > 2 { s += $2; n++ } END { printf "%.1f", bt * n / s }')
-	theirs=$(OPENBLAS_CORETYPE=SkylakeX $PY bench/torch_gpt.py $2 $3 $4 50304 $5 $6 $STEPS $THREADS $7 | cut -d" " -f2)
+	theirs=$(OPENBLAS_CORETYPE=SkylakeX $PY bench/torch_gpt.py $2 $3 $4 50304 $5 $6 $STEPS $THREADS $7 $DROPOUT | cut -d" " -f2)
 	n=$(( 50304 * $3 + $6 * $3 + $2 * (12 * $3 * $3 + 13 * $3) + 2 * $3 ))
 	rate=$sg
 	[ "$7" = bf16 ] && rate=$sgb
@@ -64,6 +68,7 @@ EOC
 for d in $DTYPES; do
 	tag=
 	[ "$d" = bf16 ] && tag=" bf16"
+	[ "$DROPOUT" = 0 ] || tag="$tag p=$DROPOUT"
 	run "124M (12x768, B4 T64)$tag" 12 768 12 4 64 $d
 	run "small (6x384, B8 T128)$tag" 6 384 6 8 128 $d
 done
