@@ -1,8 +1,7 @@
 /* The residual add and its backward, and dropout with the counter-based
  * masks of backend/philox.h (the same bits as the CPU backend's). */
+#include "cuda/dropout.cuh"
 #include "cuda/ops.cuh"
-
-#include "backend/philox.h"
 
 int gpt_cuda_dropout_check(const char *op, const gpt_dropout *d, gpt_err *err)
 {
@@ -163,13 +162,8 @@ __global__ static void dropout_vec_kernel(T *out, const T *inp, uint32_t T_, uin
 #pragma unroll
 		for (int k = 0; k < 8 / V; k++)
 			gpt_ld_vec(f + k * V, inp + (int64_t)i * 8 + k * V);
-		uint32_t bits[4];
-		gpt_rng_block(bits, d.key.seed, d.key.step, d.key.layer, d.key.site,
-			      (uint64_t)d.sample0 + r / T_, (uint64_t)d.t0 + r % T_,
-			      (uint64_t)d.feature0 + 8 * (uint64_t)v);
-#pragma unroll
-		for (int e = 0; e < 8; e++)
-			f[e] = gpt_rng_pick(bits, (unsigned)e) >= thr ? f[e] * scale : 0.0f;
+		gpt_drop_run<8>(f, d, thr, scale, (uint64_t)d.sample0 + r / T_, (uint64_t)d.t0 + r % T_,
+				(uint64_t)d.feature0 + 8 * (uint64_t)v);
 #pragma unroll
 		for (int k = 0; k < 8 / V; k++)
 			gpt_st_vec(out + (int64_t)i * 8 + k * V, f + k * V);

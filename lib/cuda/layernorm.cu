@@ -23,9 +23,8 @@
  * else a pass of their own after it, reading 16 bytes a thread too where
  * C and the pointers allow (ln_wgrad_part_vec); then the parts added in
  * order (ln_wgrad_add). */
+#include "cuda/dropout.cuh"
 #include "cuda/ops.cuh"
-
-#include "backend/philox.h"
 
 /* residual_layernorm_fwd's dropout of add (on: p > 0): element (row, c)
  * draws at sample sample0 + row / seq, position t0 + row % seq, feature
@@ -48,22 +47,15 @@ __device__ __forceinline__ float ln_round(float v)
 }
 
 /* g[0 .. V) of row `row` from column c0 dropped as dropout_fwd drops them
- * and rounded as it stores them: one Philox block for eight features,
- * another where the run crosses into the next. */
+ * and rounded as it stores them */
 template <class T, int V>
 __device__ __forceinline__ void ln_drop_vec(float (&g)[V], const ln_drop &q, int64_t row, int64_t c0)
 {
-	const uint64_t s = (uint64_t)(q.d.sample0 + row / q.seq), pos = (uint64_t)(q.d.t0 + row % q.seq);
-	const uint64_t f0 = (uint64_t)(q.d.feature0 + c0);
-	uint32_t r[4];
-	gpt_rng_block(r, q.d.key.seed, q.d.key.step, q.d.key.layer, q.d.key.site, s, pos, f0);
+	gpt_drop_run<V>(g, q.d, q.thr, q.scale, (uint64_t)(q.d.sample0 + row / q.seq),
+			(uint64_t)(q.d.t0 + row % q.seq), (uint64_t)(q.d.feature0 + c0));
 #pragma unroll
-	for (int e = 0; e < V; e++) {
-		const uint64_t f = f0 + e;
-		if (e > 0 && (f & 7u) == 0)
-			gpt_rng_block(r, q.d.key.seed, q.d.key.step, q.d.key.layer, q.d.key.site, s, pos, f);
-		g[e] = ln_round<T>(gpt_rng_pick(r, (unsigned)(f & 7u)) >= q.thr ? g[e] * q.scale : 0.0f);
-	}
+	for (int e = 0; e < V; e++)
+		g[e] = ln_round<T>(g[e]);
 }
 
 /* With add, the residual add first: res = inp + add, rounded and stored,
