@@ -264,8 +264,8 @@ static int ckpt_diff(const char *a, const char *b, gpt_err *err)
 	return rc;
 }
 
-/* test-tool dropout: the CPU's dropout costs, Philox's rounds most of
- * them (backend/philox.h) */
+/* test-tool dropout: what the CPU backend's dropout costs alone and in
+ * the attention (the draws: backend/philox.h, cpu/dropout.c) */
 static int time_dropout(const char *rows_s, const char *reps_s, gpt_err *err)
 {
 	int64_t rows, reps;
