@@ -193,7 +193,7 @@ __device__ __forceinline__ void fwd_softmax(u32 (&pa)[MW][KT][4], float (&s)[MW]
 					k[q] = (float)(mbits >> (4 * n + q) & 1u);
 			} else if constexpr (DROP) {
 				if (n % 2 == 0)
-					kb = kept_pair<DROP>(a, b, h, ri[mi], j0 + n * 8, al);
+					kb = kept_pair(a, b, h, ri[mi], j0 + n * 8, al);
 #pragma unroll
 				for (int q = 0; q < 4; q++)
 					k[q] = (float)(kb >> (4 * (n % 2) + q) & 1u);

@@ -512,19 +512,16 @@ __device__ __forceinline__ uint32_t kept_row8(const attn_args &a, int64_t b, int
 /* kept() of a lane's elements of two column tiles in a query-tile kernel,
  * as bits: bit q as the accumulator's d[q] of the tile at key j (= the
  * tile's 8n, n even; rows ri[0], ri[1], keys j + 2t and + 1), bit 4 + q
- * the same of the tile at j + 8; all 1 without dropout. The four lanes of
+ * the same of the tile at j + 8 (with dropout only). The four lanes of
  * a quad (t = 0..3: its rows, every key of the two tiles) need four
  * blocks, rows ri[0] and ri[1] at keys j and j + 8: where aligned, lane
  * t computes the one of row ri[t & 1] at j + 8 (t >> 1), and two
  * shuffles give every lane of the quad the four blocks' 32 kept bits;
  * else each lane the four rows of eight keys it has elements of
  * (kept_row8: one or two blocks each). */
-template <bool DROP>
-__device__ __forceinline__ uint32_t kept_pair(const attn_args &a, int64_t b, int64_t h,
-					      const int (&ri)[2], int j, bool al)
+__device__ __forceinline__ uint32_t kept_pair(const attn_args &a, int64_t b, int64_t h, const int (&ri)[2],
+					      int j, bool al)
 {
-	if (!DROP)
-		return 0xffu;
 	const int t = threadIdx.x & 3;
 	if (al) {
 		uint32_t r[4];
