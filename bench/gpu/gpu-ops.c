@@ -357,6 +357,10 @@ static void bench_shape(const shape *s, gpt_dtype dt)
 		    o->residual_layernorm_fwd(&gpu, res, y, mean, rstd, x, dy, lw, lb, BT, C, 1e-5f, NULL, 0, &err));
 		ROW(s->name, "residual_layernorm_fwd, dropout p=0.1", 4.0 * (double)(BT * C) * es / GB, "GB/s",
 		    o->residual_layernorm_fwd(&gpu, res, y, mean, rstd, x, dy, lw, lb, BT, C, 1e-5f, &hd, T, &err));
+		/* its backward: layernorm_bwd, and the branch's gradient dropped
+		 * from the stream's as written, where dropout_bwd read it again */
+		ROW(s->name, "residual_layernorm_bwd, dropout p=0.1", 7.0 * (double)(BT * C) * es / GB, "GB/s",
+		    o->residual_layernorm_bwd(&gpu, y, res, dlw, dlb, dy, x, lw, mean, rstd, BT, C, &hd, T, &err));
 		gpt_cuda_free(res);
 	}
 	/* the embedding's backward: the tokens Zipf-distributed over the

@@ -21,7 +21,7 @@ static const struct {
 	SLOT(dropout_fwd), SLOT(dropout_bwd), SLOT(adamw),
 	SLOT(sum_squares), SLOT(check_finite), SLOT(quant_absmax), SLOT(fake_quant),
 	SLOT(quant_moving_avg), SLOT(pact_fwd), SLOT(pact_bwd), SLOT(residual_layernorm_fwd),
-	SLOT(linear_gelu_fwd), SLOT(linear_dgelu_bwd), SLOT(xent_fused), SLOT(gelu_bwd_bias),
+	SLOT(residual_layernorm_bwd), SLOT(linear_gelu_fwd), SLOT(linear_dgelu_bwd), SLOT(xent_fused), SLOT(gelu_bwd_bias),
 	SLOT(adamw_runs),
 };
 

@@ -361,11 +361,21 @@ typedef struct gpt_backend_ops {
 	 * would drop it (T divides N), and res = a + that: the bits of the
 	 * three calls; b's contents are then unspecified (the CPU drops it in
 	 * place, CUDA only reads it). d may be NULL.
-	 * (The backward needs no fusion: layernorm_bwd adds into dinp, where the
-	 * residual's gradient already is.) */
+	 * (Without dropout the backward needs no fusion: layernorm_bwd adds into
+	 * dinp, where the residual's gradient already is.) */
 	int (*residual_layernorm_fwd)(gpt_backend *be, void *res, void *out, float *mean, float *rstd,
 				      const void *a, void *b, const void *w, const void *bias,
 				      int64_t N, int64_t C, float eps, const gpt_dropout *d, int64_t T,
+				      gpt_err *err);
+	/* Its backward with dropout: layernorm_bwd's arguments, dinp (N, C)
+	 * holding the gradient of res from beyond and gaining the LayerNorm's,
+	 * which makes it a's; then the branch's, dbranch (N, C) = dropout_bwd
+	 * of that dinp over (N / T, T, C) with d (p > 0, T divides N): the
+	 * bits of the two calls, which are the CPU's definition of it. dbranch
+	 * must not overlap dinp, dout or inp. */
+	int (*residual_layernorm_bwd)(gpt_backend *be, void *dinp, void *dbranch, void *dw, void *db,
+				      const void *dout, const void *inp, const void *w, const float *mean,
+				      const float *rstd, int64_t N, int64_t C, const gpt_dropout *d, int64_t T,
 				      gpt_err *err);
 	/* The MLP's fc linear and its GELU in one GEMM (Model.fused_linear):
 	 * pre (M, N) = inp w^T + bias, kept for the backward, and out = gelu

@@ -89,6 +89,7 @@ static const gpt_backend_ops cpu_ops = {
 	.pact_fwd = gpt_cpu_pact_fwd,
 	.pact_bwd = gpt_cpu_pact_bwd,
 	.residual_layernorm_fwd = gpt_cpu_residual_layernorm_fwd,
+	.residual_layernorm_bwd = gpt_cpu_residual_layernorm_bwd,
 	.linear_gelu_fwd = gpt_cpu_linear_gelu_fwd,
 	.linear_dgelu_bwd = gpt_cpu_linear_dgelu_bwd,
 	.xent_fused = gpt_xent_fused_parts,

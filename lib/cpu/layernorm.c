@@ -38,8 +38,9 @@ int gpt_cpu_layernorm_fwd(gpt_backend *be, void *out, float *mean, float *rstd,
 	return 0;
 }
 
-/* The reference of the fusion: the ops of this backend (fp32 or 16-bit),
- * b dropped in place first when d is given. */
+/* The references of the fusions: the ops of this backend (fp32 or 16-bit),
+ * b dropped in place first when d is given; in the backward, the branch's
+ * gradient dropped from the stream's after the LayerNorm's is added. */
 int gpt_cpu_residual_layernorm_fwd(gpt_backend *be, void *res, void *out, float *mean, float *rstd,
 				   const void *a, void *b, const void *w, const void *bias,
 				   int64_t N, int64_t C, float eps, const gpt_dropout *d, int64_t T,
@@ -111,4 +112,22 @@ int gpt_cpu_layernorm_bwd(gpt_backend *be, void *dinp, void *dw, void *db, const
 		}
 	}
 	return 0;
+}
+
+int gpt_cpu_residual_layernorm_bwd(gpt_backend *be, void *dinp, void *dbranch, void *dw, void *db,
+				   const void *dout, const void *inp, const void *w, const float *mean,
+				   const float *rstd, int64_t N, int64_t C, const gpt_dropout *d, int64_t T,
+				   gpt_err *err)
+{
+	int rc = gpt_cpu_check_sizes("residual_layernorm_bwd", err, 2, N, C);
+	if (rc)
+		return rc;
+	if (!dbranch)
+		return gpt_err_set(err, GPT_EINTERNAL, "residual_layernorm_bwd: no branch gradient to write");
+	if (!d || !(d->p > 0.0f) || T <= 0 || N % T)
+		return gpt_err_set(err, GPT_EINTERNAL,
+				   "residual_layernorm_bwd: wants a dropout site (p > 0) and %lld rows of whole sequences, found p %g and sequences of %lld",
+				   (long long)N, d ? d->p : 0.0, (long long)T);
+	rc = be->ops->layernorm_bwd(be, dinp, dw, db, dout, inp, w, mean, rstd, N, C, err);
+	return rc ? rc : be->ops->dropout_bwd(be, dbranch, dinp, N / T, T, C, d, err);
 }

@@ -263,6 +263,7 @@ static const gpt_backend_ops cuda_ops = {
 	gpt_cuda_pact_fwd,
 	gpt_cuda_pact_bwd,
 	gpt_cuda_residual_layernorm_fwd,
+	gpt_cuda_residual_layernorm_bwd,
 	gpt_cuda_linear_gelu_fwd,
 	gpt_cuda_linear_dgelu_bwd,
 	gpt_cuda_xent_fused,

@@ -197,9 +197,12 @@ ln_fwd_vec_kernel(T *out, float *mean, float *rstd, const T *inp, const T *w, co
 
 #define LN_CHUNK 4
 
+/* With q.on, also dbr = dinp as stored, dropped as dropout_bwd drops it
+ * (residual_layernorm_bwd). */
 template <class T>
 __global__ static void ln_bwd_kernel(T *dinp, const T *dout, const T *inp, const T *w,
-				     const float *mean, const float *rstd, int64_t N, int64_t C)
+				     const float *mean, const float *rstd, int64_t N, int64_t C, T *dbr,
+				     ln_drop q)
 {
 	int64_t row = blockIdx.x * (int64_t)(blockDim.x / 32) + threadIdx.x / 32;
 	int lane = threadIdx.x % 32;
@@ -235,6 +238,11 @@ __global__ static void ln_bwd_kernel(T *dinp, const T *dout, const T *inp, const
 				float norm = (xv[u] - m) * s;
 				float g = (wv[u] * dyv[u] - gm - norm * gnm) * s;
 				gpt_st(dx + j, dxv[u] + g);
+				if (q.on) {
+					float t[1] = {ln_round<T>(dxv[u] + g)};
+					ln_drop_vec<T, 1>(t, q, row, j);
+					gpt_st(dbr + row * C + j, t[0]);
+				}
 			}
 		}
 	}
@@ -244,11 +252,14 @@ __global__ static void ln_bwd_kernel(T *dinp, const T *dout, const T *inp, const
  * ln_fwd_vec's): x, dy and dinp of the row in registers, w read twice
  * (from the cache). With ACC, this lane's share of the row's weight
  * gradients added into sw (the normalized input times dy) and sb (dy),
- * a column a float, as ln_wgrad_part_vec computes each term. */
-template <class T, int NV, bool ACC>
+ * a column a float, as ln_wgrad_part_vec computes each term. With DROP,
+ * dbr = the dinp written, dropped by q (residual_layernorm_bwd): a Philox
+ * block a 16-byte vector, as dropout_bwd's vector kernel draws them. */
+template <class T, int NV, bool ACC, bool DROP>
 __device__ __forceinline__ void ln_bwd_row(T *dinp, const T *dout, const T *inp, const T *w, const float *mean,
 					   const float *rstd, int64_t row, int64_t C, int lane,
-					   float (&sw)[NV][GPT_VEC(T)], float (&sb)[NV][GPT_VEC(T)])
+					   float (&sw)[NV][GPT_VEC(T)], float (&sb)[NV][GPT_VEC(T)], T *dbr,
+					   const ln_drop &q)
 {
 	const int W = GPT_VEC(T);
 	int nv = (int)(C / W);
@@ -297,21 +308,45 @@ __device__ __forceinline__ void ln_bwd_row(T *dinp, const T *dout, const T *inp,
 				float norm = (xf[e] - m) * s;
 				dxf[e] += (wf[e] * dyf[e] - gm - norm * gnm) * s;
 			}
-			dx4[lane + 32 * i] = gpt_pack<T>(dxf);
+			dxr[i] = gpt_pack<T>(dxf);
+			dx4[lane + 32 * i] = dxr[i];
 		}
+	/* the branch's gradient after x and dy are dead, one Philox block a
+	 * vector (ln_bwd takes feature0 a multiple of W): the draws' registers
+	 * then come on top of little more than the weight gradients' sums */
+	if (DROP) {
+		/* the row's sample and position in 32 bits (ln_bwd: N < 2^31) */
+		uint32_t r32 = (uint32_t)row, sq = (uint32_t)q.seq;
+		uint64_t smp = (uint64_t)q.d.sample0 + r32 / sq, pos = (uint64_t)q.d.t0 + r32 % sq;
+		uint4 *br4 = (uint4 *)(dbr + row * C);
+#pragma unroll
+		for (int i = 0; i < NV; i++)
+			if (lane + 32 * i < nv) {
+				uint64_t f0 = (uint64_t)q.d.feature0 + (uint64_t)(lane + 32 * i) * W;
+				uint32_t r[4];
+				gpt_rng_block(r, q.d.key.seed, q.d.key.step, q.d.key.layer, q.d.key.site, smp, pos, f0);
+				float g[W];
+				gpt_unpack<T>(g, dxr[i]);
+#pragma unroll
+				for (int e = 0; e < W; e++)
+					g[e] = gpt_rng_pick(r, (unsigned)(f0 & 7u) + e) >= q.thr ? g[e] * q.scale : 0.0f;
+				br4[lane + 32 * i] = gpt_pack<T>(g);
+			}
+	}
 }
 
 /* The vector form of ln_bwd_kernel: a warp a row. */
-template <class T, int NV>
+template <class T, int NV, bool DROP>
 __global__ static void __launch_bounds__(256)
 ln_bwd_vec_kernel(T *dinp, const T *dout, const T *inp, const T *w, const float *mean,
-		  const float *rstd, int64_t N, int64_t C)
+		  const float *rstd, int64_t N, int64_t C, T *dbr, ln_drop q)
 {
 	int64_t row = blockIdx.x * (int64_t)(blockDim.x / 32) + threadIdx.x / 32;
 	if (row >= N)
 		return;
 	float none[NV][GPT_VEC(T)];
-	ln_bwd_row<T, NV, false>(dinp, dout, inp, w, mean, rstd, row, C, threadIdx.x % 32, none, none);
+	ln_bwd_row<T, NV, false, DROP>(dinp, dout, inp, w, mean, rstd, row, C, threadIdx.x % 32, none, none, dbr,
+				       q);
 }
 
 /* The block's 8 warps' column sums acc (a lane's columns as ln_bwd_row's),
@@ -349,10 +384,11 @@ __device__ __forceinline__ void ln_wgrad_warps(float *part, const float (&acc)[N
  * sums, in order, into pw[b] and pb[b] (ln_wgrad_add adds the parts). x and
  * dy are read once, where the separate pass read them again (0.043 ms of
  * the 0.127 a call took at 124M, B = 32, on an H100, 2026-11-27). */
-template <class T, int NV>
+template <class T, int NV, bool DROP>
 __global__ static void __launch_bounds__(256, 2)
 ln_bwd_wgrad_kernel(T *dinp, float *pw, float *pb, const T *dout, const T *inp, const T *w,
-		    const float *mean, const float *rstd, int64_t N, int64_t C, int64_t rows)
+		    const float *mean, const float *rstd, int64_t N, int64_t C, int64_t rows, T *dbr,
+		    ln_drop q)
 {
 	const int W = GPT_VEC(T), CM = NV * W * 32; /* the most columns */
 	__shared__ float red[8][CM];
@@ -364,8 +400,9 @@ ln_bwd_wgrad_kernel(T *dinp, float *pw, float *pb, const T *dout, const T *inp, 
 		for (int e = 0; e < W; e++)
 			sw[i][e] = sb[i][e] = 0.0f;
 	int64_t r0 = blockIdx.x * rows, r1 = r0 + rows < N ? r0 + rows : N;
+#pragma unroll 1
 	for (int64_t row = r0 + warp; row < r1; row += 8)
-		ln_bwd_row<T, NV, true>(dinp, dout, inp, w, mean, rstd, row, C, lane, sw, sb);
+		ln_bwd_row<T, NV, true, DROP>(dinp, dout, inp, w, mean, rstd, row, C, lane, sw, sb, dbr, q);
 	ln_wgrad_warps<T, NV>(pw + blockIdx.x * C, sw, red, C);
 	ln_wgrad_warps<T, NV>(pb + blockIdx.x * C, sb, red, C);
 }
@@ -542,44 +579,43 @@ int gpt_cuda_residual_layernorm_fwd(gpt_backend *be, void *res, void *out, float
 		      T, err);
 }
 
-int gpt_cuda_layernorm_bwd(gpt_backend *be, void *dinp, void *dw, void *db, const void *dout,
-			   const void *inp, const void *w, const float *mean, const float *rstd,
-			   int64_t N, int64_t C, gpt_err *err)
+/* The backward's launches for one dtype, dbr and q passed on with DROP
+ * (residual_layernorm_bwd). */
+template <class T, bool DROP>
+static int ln_bwd_run(gpt_backend *be, T *dinp, T *dw, T *db, const T *dout, const T *inp, const T *w,
+		      const float *mean, const float *rstd, int64_t N, int64_t C, T *dbr, const ln_drop &q,
+		      gpt_err *err)
 {
-	int rc = gpt_cuda_check_sizes("layernorm_bwd", err, 2, N, C);
-	if (rc || N == 0 || C == 0)
-		return rc;
 	cudaStream_t s = gpt_cuda_stream(be);
 	unsigned blocks = (unsigned)((N + 7) / 8);
 	dim3 block(32, 8);
-	GPT_CUDA_DISPATCH(be->dtype, T,
-		int nv = ln_vec(C, sizeof(T), dinp, dout, inp, w);
-		if (nv && nv <= LN_WGRAD_NV(T) && (dw || db)) {
-			/* the weight gradients' pass 1 in the row kernel: at most
-			 * GPT_CUDA_COLSUM_PARTS blocks of 8 rows or more */
-			int64_t rows = (N + GPT_CUDA_COLSUM_PARTS - 1) / GPT_CUDA_COLSUM_PARTS;
-			rows = rows < 8 ? 8 : rows;
-			int64_t parts = (N + rows - 1) / rows;
-			if ((rc = gpt_backend_scratch(be, (size_t)(2 * parts * C) * sizeof(float), err)))
-				return rc;
-			float *pw = (float *)be->scratch, *pb = pw + parts * C;
-			const int NVW = LN_WGRAD_NV(T);
-			switch (nv) {
-			case 1: ln_bwd_wgrad_kernel<T, 1><<<(unsigned)parts, 256, 0, s>>>((T *)dinp, pw, pb, (const T *)dout, (const T *)inp, (const T *)w, mean, rstd, N, C, rows); break;
-			case 2: ln_bwd_wgrad_kernel<T, 2><<<(unsigned)parts, 256, 0, s>>>((T *)dinp, pw, pb, (const T *)dout, (const T *)inp, (const T *)w, mean, rstd, N, C, rows); break;
-			case 3: ln_bwd_wgrad_kernel<T, 3><<<(unsigned)parts, 256, 0, s>>>((T *)dinp, pw, pb, (const T *)dout, (const T *)inp, (const T *)w, mean, rstd, N, C, rows); break;
-			default: ln_bwd_wgrad_kernel<T, NVW><<<(unsigned)parts, 256, 0, s>>>((T *)dinp, pw, pb, (const T *)dout, (const T *)inp, (const T *)w, mean, rstd, N, C, rows); break;
-			}
-			ln_wgrad_add_kernel<T><<<(unsigned)((C + 31) / 32), block, 0, s>>>((T *)dw, (T *)db, pw, pb, parts, C);
-			return gpt_cuda_launched("layernorm_bwd", err);
+	int rc, nv = ln_vec(C, sizeof(T), dinp, dout, inp, w, dbr);
+	if (nv && nv <= LN_WGRAD_NV(T) && (dw || db)) {
+		/* the weight gradients' pass 1 in the row kernel: at most
+		 * GPT_CUDA_COLSUM_PARTS blocks of 8 rows or more */
+		int64_t rows = (N + GPT_CUDA_COLSUM_PARTS - 1) / GPT_CUDA_COLSUM_PARTS;
+		rows = rows < 8 ? 8 : rows;
+		int64_t parts = (N + rows - 1) / rows;
+		if ((rc = gpt_backend_scratch(be, (size_t)(2 * parts * C) * sizeof(float), err)))
+			return rc;
+		float *pw = (float *)be->scratch, *pb = pw + parts * C;
+		const int NVW = LN_WGRAD_NV(T);
+		switch (nv) {
+		case 1: ln_bwd_wgrad_kernel<T, 1, DROP><<<(unsigned)parts, 256, 0, s>>>(dinp, pw, pb, dout, inp, w, mean, rstd, N, C, rows, dbr, q); break;
+		case 2: ln_bwd_wgrad_kernel<T, 2, DROP><<<(unsigned)parts, 256, 0, s>>>(dinp, pw, pb, dout, inp, w, mean, rstd, N, C, rows, dbr, q); break;
+		case 3: ln_bwd_wgrad_kernel<T, 3, DROP><<<(unsigned)parts, 256, 0, s>>>(dinp, pw, pb, dout, inp, w, mean, rstd, N, C, rows, dbr, q); break;
+		default: ln_bwd_wgrad_kernel<T, NVW, DROP><<<(unsigned)parts, 256, 0, s>>>(dinp, pw, pb, dout, inp, w, mean, rstd, N, C, rows, dbr, q); break;
 		}
-		if (nv) {
-			LN_NV_DISPATCH(nv, NV, ln_bwd_vec_kernel<T, NV><<<blocks, 256, 0, s>>>((T *)dinp, (const T *)dout, (const T *)inp, (const T *)w, mean, rstd, N, C));
-		} else {
-			ln_bwd_kernel<T><<<blocks, 256, 0, s>>>((T *)dinp, (const T *)dout, (const T *)inp, (const T *)w, mean, rstd, N, C);
-		});
-	if ((rc = gpt_cuda_launched("layernorm_bwd", err)) || (!dw && !db))
-		return rc;
+		ln_wgrad_add_kernel<T><<<(unsigned)((C + 31) / 32), block, 0, s>>>(dw, db, pw, pb, parts, C);
+		return 0;
+	}
+	if (nv) {
+		LN_NV_DISPATCH(nv, NV, ln_bwd_vec_kernel<T, NV, DROP><<<blocks, 256, 0, s>>>(dinp, dout, inp, w, mean, rstd, N, C, dbr, q));
+	} else {
+		ln_bwd_kernel<T><<<blocks, 256, 0, s>>>(dinp, dout, inp, w, mean, rstd, N, C, dbr, q);
+	}
+	if (!dw && !db)
+		return 0;
 	int64_t parts = (N + 255) / 256;
 	if (parts > GPT_CUDA_COLSUM_PARTS)
 		parts = GPT_CUDA_COLSUM_PARTS;
@@ -588,15 +624,67 @@ int gpt_cuda_layernorm_bwd(gpt_backend *be, void *dinp, void *dw, void *db, cons
 	if ((rc = gpt_backend_scratch(be, (size_t)(2 * parts * C) * sizeof(float), err)))
 		return rc;
 	float *pw = (float *)be->scratch, *pb = pw + parts * C;
-	GPT_CUDA_DISPATCH(be->dtype, T,
-		const int64_t V = GPT_VEC(T);
-		if (C % V == 0 && gpt_cuda_aligned(dout, inp)) {
-			dim3 grid((unsigned)((C / V + 31) / 32), (unsigned)parts);
-			ln_wgrad_part_vec_kernel<T><<<grid, block, 0, s>>>(pw, pb, (const T *)dout, (const T *)inp, mean, rstd, N, C, rows);
-		} else {
-			dim3 grid((unsigned)((C + 31) / 32), (unsigned)parts);
-			ln_wgrad_part_kernel<T><<<grid, block, 0, s>>>(pw, pb, (const T *)dout, (const T *)inp, mean, rstd, N, C, rows);
+	const int64_t V = GPT_VEC(T);
+	if (C % V == 0 && gpt_cuda_aligned(dout, inp)) {
+		dim3 grid((unsigned)((C / V + 31) / 32), (unsigned)parts);
+		ln_wgrad_part_vec_kernel<T><<<grid, block, 0, s>>>(pw, pb, dout, inp, mean, rstd, N, C, rows);
+	} else {
+		dim3 grid((unsigned)((C + 31) / 32), (unsigned)parts);
+		ln_wgrad_part_kernel<T><<<grid, block, 0, s>>>(pw, pb, dout, inp, mean, rstd, N, C, rows);
+	}
+	ln_wgrad_add_kernel<T><<<(unsigned)((C + 31) / 32), block, 0, s>>>(dw, db, pw, pb, parts, C);
+	return 0;
+}
+
+static int ln_bwd(gpt_backend *be, const char *op, void *dinp, void *dw, void *db, const void *dout,
+		  const void *inp, const void *w, const float *mean, const float *rstd, int64_t N, int64_t C,
+		  void *dbr, const gpt_dropout *d, int64_t seq, gpt_err *err)
+{
+	int rc = gpt_cuda_check_sizes(op, err, 2, N, C);
+	if (!rc && dbr)
+		rc = gpt_cuda_dropout_check(op, d, err);
+	if (rc)
+		return rc;
+	ln_drop q = {};
+	if (dbr) {
+		if (!d || !(d->p > 0.0f) || seq <= 0 || N % seq)
+			return gpt_err_set(err, GPT_EINTERNAL,
+					   "%s: wants a dropout site (p > 0) and %lld rows of whole sequences, found p %g and sequences of %lld",
+					   op, (long long)N, d ? d->p : 0.0, (long long)seq);
+		if (N > INT32_MAX)
+			return gpt_err_set(err, GPT_EINTERNAL, "%s: %lld rows; at most 2^31 - 1 with dropout", op,
+					   (long long)N);
+		/* the vector kernels draw a block a vector from a feature a
+		 * multiple of the vector's (the model's residual sites start
+		 * at 0); elsewhere the two ops, whose bits these are */
+		if (d->feature0 % (int64_t)(16 / gpt_dtype_size(be->dtype))) {
+			rc = gpt_cuda_layernorm_bwd(be, dinp, dw, db, dout, inp, w, mean, rstd, N, C, err);
+			return rc ? rc : gpt_cuda_dropout_bwd(be, dbr, dinp, N / seq, seq, C, d, err);
 		}
-		ln_wgrad_add_kernel<T><<<(unsigned)((C + 31) / 32), block, 0, s>>>((T *)dw, (T *)db, pw, pb, parts, C));
-	return gpt_cuda_launched("layernorm_bwd", err);
+		q = {*d, gpt_dropout_threshold(d->p), gpt_dropout_scale(d->p), seq, 1};
+	}
+	if (N == 0 || C == 0)
+		return 0;
+	GPT_CUDA_DISPATCH(be->dtype, T,
+		rc = q.on ? ln_bwd_run<T, true>(be, (T *)dinp, (T *)dw, (T *)db, (const T *)dout, (const T *)inp, (const T *)w, mean, rstd, N, C, (T *)dbr, q, err)
+			  : ln_bwd_run<T, false>(be, (T *)dinp, (T *)dw, (T *)db, (const T *)dout, (const T *)inp, (const T *)w, mean, rstd, N, C, NULL, q, err));
+	return rc ? rc : gpt_cuda_launched(op, err);
+}
+
+int gpt_cuda_layernorm_bwd(gpt_backend *be, void *dinp, void *dw, void *db, const void *dout,
+			   const void *inp, const void *w, const float *mean, const float *rstd,
+			   int64_t N, int64_t C, gpt_err *err)
+{
+	return ln_bwd(be, "layernorm_bwd", dinp, dw, db, dout, inp, w, mean, rstd, N, C, NULL, NULL, 0, err);
+}
+
+int gpt_cuda_residual_layernorm_bwd(gpt_backend *be, void *dinp, void *dbranch, void *dw, void *db,
+				    const void *dout, const void *inp, const void *w, const float *mean,
+				    const float *rstd, int64_t N, int64_t C, const gpt_dropout *d, int64_t T,
+				    gpt_err *err)
+{
+	if (!dbranch)
+		return gpt_err_set(err, GPT_EINTERNAL, "residual_layernorm_bwd: no branch gradient to write");
+	return ln_bwd(be, "residual_layernorm_bwd", dinp, dw, db, dout, inp, w, mean, rstd, N, C, dbranch, d, T,
+		      err);
 }

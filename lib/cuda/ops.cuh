@@ -363,6 +363,10 @@ int gpt_cuda_layernorm_fwd(gpt_backend *be, void *out, float *mean, float *rstd,
 int gpt_cuda_layernorm_bwd(gpt_backend *be, void *dinp, void *dw, void *db, const void *dout,
 			   const void *inp, const void *w, const float *mean, const float *rstd,
 			   int64_t N, int64_t C, gpt_err *err);
+int gpt_cuda_residual_layernorm_bwd(gpt_backend *be, void *dinp, void *dbranch, void *dw, void *db,
+				    const void *dout, const void *inp, const void *w, const float *mean,
+				    const float *rstd, int64_t N, int64_t C, const gpt_dropout *d, int64_t T,
+				    gpt_err *err);
 int gpt_cuda_gelu_fwd(gpt_backend *be, void *out, const void *inp, int64_t n, gpt_err *err);
 int gpt_cuda_gelu_bwd(gpt_backend *be, void *dinp, const void *inp, const void *dout,
 		      int64_t n, gpt_err *err);

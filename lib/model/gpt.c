@@ -768,12 +768,32 @@ static int branch_add(gpt_model *m, void *res, const void *a, void *x, gpt_dropo
 
 /* A LayerNorm's backward. Under sequence parallelism each rank sees only
  * its rows, so the weight and bias gradients of this micro-batch are summed
- * over tp before they join the accumulated ones. */
+ * over tp before they join the accumulated ones. next: the residual dropout
+ * site the stream's gradient dinp goes through next in this backward, or
+ * NULL; with p > 0 its branch's gradient is made in the same pass
+ * (residual_layernorm_bwd) into d_c or d_c2, whichever dout is not, for
+ * drop_taken. Not under sequence parallelism, whose dropout writes d_s,
+ * where ln_1's dout is, nor with a backend without the op. */
 static int ln_bwd(gpt_model *m, void *dinp, int64_t iw, int64_t ib, const void *dout, const void *inp,
-		  const float *mean, const float *rstd, gpt_err *err)
+		  const float *mean, const float *rstd, const gpt_dropout *next, gpt_err *err)
 {
 	const gpt_backend_ops *o = m->be->ops;
 	int64_t C = m->shape.hidden;
+	m->bwd_drop.on = 0;
+	if (!seqpar(m) && next && next->p > 0 && o->residual_layernorm_bwd) {
+		gpt_dropout d = *next;
+		int64_t B, T;
+		void *to = dout == m->d_c ? m->d_c2 : m->d_c;
+		rows_of(m, &d, &B, &T);
+		int rc = o->residual_layernorm_bwd(m->be, dinp, to, gpt_model_grad(m, iw), gpt_model_grad(m, ib), dout,
+						   inp, gpt_model_param(m, iw), mean, rstd, m->n_rows, C, &d, T, err);
+		if (!rc) {
+			m->bwd_drop.on = 1;
+			m->bwd_drop.layer = d.key.layer, m->bwd_drop.site = d.key.site;
+			m->bwd_drop.at = to;
+		}
+		return rc;
+	}
 	if (!seqpar(m))
 		return o->layernorm_bwd(m->be, dinp, gpt_model_grad(m, iw), gpt_model_grad(m, ib), dout, inp,
 					gpt_model_param(m, iw), mean, rstd, m->n_rows, C, err);
@@ -786,6 +806,15 @@ static int ln_bwd(gpt_model *m, void *dinp, int64_t iw, int64_t ib, const void *
 	OP(gpt_comm_all_reduce(m->tp_group, m->ln_tmp, m->ln_tmp, 2 * C, m->be->dtype, GPT_REDUCE_SUM, err));
 	OP(o->residual_fwd(m->be, gpt_model_grad(m, iw), gpt_model_grad(m, iw), gw, C, err));
 	return o->residual_fwd(m->be, gpt_model_grad(m, ib), gpt_model_grad(m, ib), gb, C, err);
+}
+
+/* 1 when the LayerNorm's backward made the gradient of d's branch
+ * (ln_bwd's next), which is then at m->bwd_drop.at: taken once. */
+static int drop_taken(gpt_model *m, const gpt_dropout *d)
+{
+	int on = m->bwd_drop.on && m->bwd_drop.layer == d->key.layer && m->bwd_drop.site == d->key.site;
+	m->bwd_drop.on = 0;
+	return on;
 }
 
 static void *res_in(const gpt_model *m, int64_t l) { return m->res[l + m->lchunk[l]]; }
@@ -1039,7 +1068,9 @@ static int row_out_grad(gpt_model *m, int64_t gl, gpt_rng_site site, const void 
 	int rc;
 	*dproj = m->d_res;
 	gpt_dropout dr = dropout_at(m, m->opts.hidden_dropout, gl, site, 0);
-	if (dr.p > 0) {
+	if (dr.p > 0 && drop_taken(m, &dr)) {
+		*dproj = m->bwd_drop.at;
+	} else if (dr.p > 0) {
 		void *to = seqpar(m) ? m->d_s : m->d_c;
 		OP(drop_rows(m, 1, to, m->d_res, dr, err));
 		*dproj = to;
@@ -1061,6 +1092,20 @@ static int col_in_grad(gpt_model *m, void *full, void **out, gpt_err *err)
 		return sp_scatter(m, m->d_s, full, err);
 	}
 	return tp_sum(m, full, m->n_rows * m->shape.hidden, err);
+}
+
+/* The residual dropout that the gradient of local layer l's input stream
+ * goes through next in this backward (l = the chunk's lc_end: ln_f's
+ * input): the MLP branch's of the layer before in the chunk, else the
+ * embedding's in the first chunk; p = 0 where another backward takes the
+ * gradient (the chunk before, on this stage or another). */
+static gpt_dropout drop_below(const gpt_model *m, int64_t chunk, int64_t l)
+{
+	if (l > m->lc_begin[chunk])
+		return dropout_at(m, m->opts.hidden_dropout, m->glayer[l - 1], GPT_RNG_SITE_MLP_RESID, 0);
+	if (gpt_model_chunk_is_first(m, chunk))
+		return dropout_at(m, m->opts.hidden_dropout, 0, GPT_RNG_SITE_EMBED, 0);
+	return (gpt_dropout){.p = 0.0f};
 }
 
 /* d_res holds the gradient of layer l's output; leaves that of its input. */
@@ -1102,8 +1147,9 @@ static int layer_bwd(gpt_model *m, int64_t l, gpt_err *err)
 			 seqpar(m) ? m->gath : a->ln2, gpt_model_param(m, T_LAYER(gl, P_FC_W)), BT, C, F, err));
 	OP(col_in_grad(m, m->d_c2, &dln, err));
 	/* the residual passes d_res through; ln_2's gradient adds to it */
+	gpt_dropout next = dropout_at(m, m->opts.hidden_dropout, gl, GPT_RNG_SITE_ATTN_RESID, 0);
 	OP(ln_bwd(m, m->d_res, T_LAYER(gl, P_LN2_W), T_LAYER(gl, P_LN2_B), dln, a->res_mid, a->ln2_mean,
-		  a->ln2_rstd, err));
+		  a->ln2_rstd, &next, err));
 	/* attention half: res_mid = in + drop(proj(attention(qkv(ln_1(in))))) */
 	OP(row_out_grad(m, gl, GPT_RNG_SITE_ATTN_RESID, &dproj, err));
 	OP(gpt_qat_linear_bwd(m, l, GPT_QAT_PROJ, m->d_c2, gpt_model_grad(m, T_LAYER(gl, P_PROJ_W)),
@@ -1119,8 +1165,9 @@ static int layer_bwd(gpt_model *m, int64_t l, gpt_err *err)
 			 gpt_model_grad(m, T_LAYER(gl, P_QKV_B)), m->d_qkv, seqpar(m) ? m->gath : a->ln1,
 			 gpt_model_param(m, T_LAYER(gl, P_QKV_W)), BT, C, 3 * Cl, err));
 	OP(col_in_grad(m, m->d_c, &dln, err));
+	next = drop_below(m, m->lchunk[l], l);
 	OP(ln_bwd(m, m->d_res, T_LAYER(gl, P_LN1_W), T_LAYER(gl, P_LN1_B), dln, res_in(m, l), a->ln1_mean,
-		  a->ln1_rstd, err));
+		  a->ln1_rstd, &next, err));
 	return 0;
 }
 
@@ -1133,6 +1180,7 @@ int gpt_model_backward_chunk(gpt_model *m, int64_t chunk, gpt_err *err)
 	size_t es = gpt_dtype_size(be->dtype);
 	int first = gpt_model_chunk_is_first(m, chunk), last = gpt_model_chunk_is_last(m, chunk);
 	int rc, lastu = m->n_units - 1;
+	m->bwd_drop.on = 0; /* what a backward left that failed before taking it */
 	if (last) {
 		if (!m->head_grad)
 			return gpt_err_set(err, GPT_EINTERNAL,
@@ -1152,8 +1200,9 @@ int gpt_model_backward_chunk(gpt_model *m, int64_t chunk, gpt_err *err)
 			OP(o->zero(be, m->head_dw, (size_t)(Vl * C) * es, err));
 		}
 		OP(o->zero(be, m->d_res, (size_t)(m->n_rows * C) * es, err));
+		gpt_dropout next = drop_below(m, chunk, m->lc_end[chunk]);
 		OP(ln_bwd(m, m->d_res, T_LNF_W(m), T_LNF_B(m), m->dlnf, gpt_model_chunk_output(m, chunk),
-			  m->lnf_mean, m->lnf_rstd, err));
+			  m->lnf_mean, m->lnf_rstd, &next, err));
 		OP(hook(m, 0, lastu, 1, err));
 		if (!first)
 			OP(hook(m, 0, 0, 1, err));
@@ -1169,7 +1218,9 @@ int gpt_model_backward_chunk(gpt_model *m, int64_t chunk, gpt_err *err)
 		OP(hook(m, 1, 0, 1, err));
 	const void *demb = m->d_res;
 	gpt_dropout de = dropout_at(m, m->opts.hidden_dropout, 0, GPT_RNG_SITE_EMBED, 0);
-	if (de.p > 0) {
+	if (de.p > 0 && drop_taken(m, &de)) {
+		demb = m->bwd_drop.at;
+	} else if (de.p > 0) {
 		void *to = seqpar(m) ? m->d_s : m->d_c;
 		OP(drop_rows(m, 1, to, m->d_res, de, err));
 		demb = to;

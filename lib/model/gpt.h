@@ -208,6 +208,14 @@ struct gpt_model {
 	void *gath, *tmp_s, *d_s, *ln_tmp; /* sequence parallel work buffers: (B*T, C), two
 				     (n_rows, C) and a LayerNorm's weight and bias gradients */
 	void *tmp_c, *d_c, *d_c2, *d_res, *d_f, *d_qkv; /* work buffers, shared by the slots */
+	/* the backward: the gradient of the branch of residual dropout site
+	 * (layer, site), made by the LayerNorm's backward before it
+	 * (residual_layernorm_bwd) and waiting at `at` (d_c or d_c2) */
+	struct {
+		int on;
+		uint32_t layer, site;
+		void *at;
+	} bwd_drop;
 	int32_t *tokens, *targets; /* (B*T), backend memory */
 	int32_t *host_tokens;      /* (B*T), host: the current slot's tokens */
 	float *host_losses;        /* (loss_slots, B*T), host */

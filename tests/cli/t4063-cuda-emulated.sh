@@ -95,7 +95,7 @@ test_expect_success 'the shm collectives carry device buffers between 3 ranks' '
 # every op, so that the program a GPU run relies on is not found broken there
 test_expect_success 'the GPU op benchmark runs every op' '
 	"$EMU/gpu-ops" --small >ops.out 2>&1 || { cat ops.out; false; } &&
-	test "$(grep -c "^small .* \(TFLOP\|GB\)/s$" ops.out)" = 37 || { cat ops.out; false; } &&
+	test "$(grep -c "^small .* \(TFLOP\|GB\)/s$" ops.out)" = 38 || { cat ops.out; false; } &&
 	! grep "no algorithm with BGRADB" ops.out &&
 	test "$(grep -c "^small  attention_fwd HS=64\( p=0.1\)* ahead .* TFLOP/s$" ops.out)" = 2 ||
 		{ cat ops.out; false; } &&

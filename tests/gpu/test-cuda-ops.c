@@ -548,6 +548,45 @@ static void test_layernorm(void)
 	CALL2(layernorm_bwd, (&cpu, H(dx), NULL, NULL, H(g), H(x), H(w), (float *)H(mean), (float *)H(rstd), BT, C, &err),
 	      (&gpu, D(dx), NULL, NULL, D(g), D(x), D(w), (float *)D(mean), (float *)D(rstd), BT, C, &err));
 	same("layernorm_bwd without dw, db", &dx, 1);
+	/* the residual dropout's backward fused in: the CPU's two ops; on the
+	 * GPU the bits of its own layernorm_bwd then dropout_bwd, with the
+	 * weight gradients (their pass in the row kernel) and without, and
+	 * from a feature the kernels leave to those two ops */
+	{
+		gpt_dropout dd = {.p = 0.1f, .key = {.seed = 99, .step = 4, .layer = 2, .site = GPT_RNG_SITE_ATTN_RESID},
+				  .sample0 = 3, .feature0 = 0, .t0 = 0};
+		size_t bytes = (size_t)(BT * C) * gpt_dtype_size(DT), cb = (size_t)C * gpt_dtype_size(DT);
+		for (int k = 0; k < 3; k++) {
+			int wg = k != 1;
+			dd.feature0 = k == 2 ? 3 : 0;
+			ten dbr = st(BT * C, 1), dx2 = st(BT * C, 1), dbr2 = st(BT * C, 1), dw2 = st(C, 1), db2 = st(C, 1);
+			int rc = gpu.ops->copy(&gpu, dx2.d, dx.d, bytes, &err) || gpu.ops->copy(&gpu, dw2.d, dw.d, cb, &err) ||
+				 gpu.ops->copy(&gpu, db2.d, db.d, cb, &err);
+			CALL2(residual_layernorm_bwd, (&cpu, H(dx), H(dbr), wg ? H(dw) : NULL, wg ? H(db) : NULL, H(g), H(x), H(w), (float *)H(mean), (float *)H(rstd), BT, C, &dd, T, &err),
+			      (&gpu, D(dx), D(dbr), wg ? D(dw) : NULL, wg ? D(db) : NULL, D(g), D(x), D(w), (float *)D(mean), (float *)D(rstd), BT, C, &dd, T, &err));
+			const char *how = k == 0 ? "" : k == 1 ? " without dw, db" : " from feature 3";
+			char what[96];
+			snprintf(what, sizeof what, "residual_layernorm_bwd%s: dinp", how);
+			same(what, &dx, 1);
+			snprintf(what, sizeof what, "residual_layernorm_bwd%s: dbranch", how);
+			same(what, &dbr, 1);
+			if (wg) {
+				snprintf(what, sizeof what, "residual_layernorm_bwd%s: dw", how);
+				same(what, &dw, 1);
+				snprintf(what, sizeof what, "residual_layernorm_bwd%s: db", how);
+				same(what, &db, 1);
+			}
+			rc = rc ||
+			     gpu.ops->layernorm_bwd(&gpu, dx2.d, wg ? dw2.d : NULL, wg ? db2.d : NULL, g.d, x.d, w.d,
+						    (float *)mean.d, (float *)rstd.d, BT, C, &err) ||
+			     gpu.ops->dropout_bwd(&gpu, dbr2.d, dx2.d, B, T, C, &dd, &err);
+			ok(!rc && same_bits(&dx, &dx2) && same_bits(&dbr, &dbr2) && same_bits(&dw, &dw2) &&
+				   same_bits(&db, &db2),
+			   "%s residual_layernorm_bwd%s: the bits of layernorm_bwd then dropout_bwd on the gpu %s",
+			   gpt_dtype_name(DT), how, rc ? err.msg : "");
+			ten_free(&dbr), ten_free(&dx2), ten_free(&dbr2), ten_free(&dw2), ten_free(&db2);
+		}
+	}
 	/* the residual add fused in: the CPU's two ops; on the GPU the very bits
 	 * of its own two, the branch's stream written over (res aliases b) */
 	ten a = st(BT * C, 1), r = st(BT * C, 1), r2 = st(BT * C, 1), y2 = st(BT * C, 1);
@@ -591,6 +630,14 @@ static void test_layernorm(void)
 		ten_free(all[i]);
 }
 
+/* same(), named by the op, the part, the row length and the alignment */
+static void same_at(const char *op, const char *part, int64_t c, int mis, const ten *v)
+{
+	char what[128];
+	snprintf(what, sizeof what, "%s C=%lld%s %s", op, (long long)c, mis ? " misaligned" : "", part);
+	same(what, v, 1);
+}
+
 /* LayerNorm at one more shape (lib/cuda/layernorm.cu's two forms): rows
  * whose vectors leave lanes idle or fill several a lane, rows past what
  * the vector kernels hold in registers, C not a multiple of a 16-byte
@@ -604,13 +651,10 @@ static void test_layernorm_at(int64_t n, int64_t c, int mis)
 	ten mean = f32(n, 1), rstd = f32(n, 1), g = st(nc, 1), dx = st(nc, 1), dw = st(c, 1), db = st(c, 1);
 #define HO(v) ((char *)H(v) + o)
 #define DO(v) ((char *)D(v) + o)
-	char what[128];
 	CALL2(residual_layernorm_fwd, (&cpu, HO(r), HO(y), H(mean), H(rstd), HO(x), HO(a), H(w), H(b), n, c, 1e-5f, NULL, 0, &err),
 	      (&gpu, DO(r), DO(y), D(mean), D(rstd), DO(x), DO(a), D(w), D(b), n, c, 1e-5f, NULL, 0, &err));
-	snprintf(what, sizeof what, "residual_layernorm_fwd C=%lld%s out", (long long)c, mis ? " misaligned" : "");
-	same(what, &y, 1);
-	snprintf(what, sizeof what, "residual_layernorm_fwd C=%lld%s res", (long long)c, mis ? " misaligned" : "");
-	same(what, &r, 1);
+	same_at("residual_layernorm_fwd", "out", c, mis, &y);
+	same_at("residual_layernorm_fwd", "res", c, mis, &r);
 	/* with dropout, its features from 5 (blocks of eight straddled), the
 	 * rows one sequence from position 3 (a was dropped in place on the
 	 * CPU, left on the GPU: a fresh branch) */
@@ -619,23 +663,27 @@ static void test_layernorm_at(int64_t n, int64_t c, int mis)
 	ten bd = st(nc, 1);
 	CALL2(residual_layernorm_fwd, (&cpu, HO(r), HO(y), H(mean), H(rstd), HO(x), HO(bd), H(w), H(b), n, c, 1e-5f, &d, n, &err),
 	      (&gpu, DO(r), DO(y), D(mean), D(rstd), DO(x), DO(bd), D(w), D(b), n, c, 1e-5f, &d, n, &err));
-	snprintf(what, sizeof what, "residual_layernorm_fwd C=%lld%s with dropout res", (long long)c, mis ? " misaligned" : "");
-	same(what, &r, 1);
+	same_at("residual_layernorm_fwd", "with dropout res", c, mis, &r);
 	ten_free(&bd);
 	CALL2(layernorm_fwd, (&cpu, HO(y), H(mean), H(rstd), HO(x), H(w), H(b), n, c, 1e-5f, &err),
 	      (&gpu, DO(y), D(mean), D(rstd), DO(x), D(w), D(b), n, c, 1e-5f, &err));
-	snprintf(what, sizeof what, "layernorm_fwd C=%lld%s out", (long long)c, mis ? " misaligned" : "");
-	same(what, &y, 1);
-	snprintf(what, sizeof what, "layernorm_fwd C=%lld%s rstd", (long long)c, mis ? " misaligned" : "");
-	same(what, &rstd, 1);
+	same_at("layernorm_fwd", "out", c, mis, &y);
+	same_at("layernorm_fwd", "rstd", c, mis, &rstd);
 	CALL2(layernorm_bwd, (&cpu, HO(dx), H(dw), H(db), HO(g), HO(x), H(w), (float *)H(mean), (float *)H(rstd), n, c, &err),
 	      (&gpu, DO(dx), D(dw), D(db), DO(g), DO(x), D(w), (float *)D(mean), (float *)D(rstd), n, c, &err));
-	snprintf(what, sizeof what, "layernorm_bwd C=%lld%s dinp", (long long)c, mis ? " misaligned" : "");
-	same(what, &dx, 1);
-	snprintf(what, sizeof what, "layernorm_bwd C=%lld%s dw", (long long)c, mis ? " misaligned" : "");
-	same(what, &dw, 1);
-	snprintf(what, sizeof what, "layernorm_bwd C=%lld%s db", (long long)c, mis ? " misaligned" : "");
-	same(what, &db, 1);
+	same_at("layernorm_bwd", "dinp", c, mis, &dx);
+	same_at("layernorm_bwd", "dw", c, mis, &dw);
+	same_at("layernorm_bwd", "db", c, mis, &db);
+	/* and with the residual dropout's backward: the row kernels' draws
+	 * (from feature 8, a multiple of every dtype's vector) */
+	ten dbr = st(nc, 1);
+	d.feature0 = 8;
+	CALL2(residual_layernorm_bwd, (&cpu, HO(dx), HO(dbr), H(dw), H(db), HO(g), HO(x), H(w), (float *)H(mean), (float *)H(rstd), n, c, &d, n, &err),
+	      (&gpu, DO(dx), DO(dbr), D(dw), D(db), DO(g), DO(x), D(w), (float *)D(mean), (float *)D(rstd), n, c, &d, n, &err));
+	same_at("residual_layernorm_bwd", "dinp", c, mis, &dx);
+	same_at("residual_layernorm_bwd", "dbranch", c, mis, &dbr);
+	same_at("residual_layernorm_bwd", "dw", c, mis, &dw);
+	ten_free(&dbr);
 #undef HO
 #undef DO
 	ten *all[] = {&x, &a, &w, &b, &y, &r, &mean, &rstd, &g, &dx, &dw, &db};

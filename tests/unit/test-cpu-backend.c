@@ -17,8 +17,8 @@ int main(void)
 		"xent_loss", "xent_bwd", "embedding_fwd", "embedding_rows_fwd", "embedding_bwd",
 		"residual_fwd", "residual_bwd", "dropout_fwd", "dropout_bwd", "adamw", "sum_squares",
 		"check_finite", "quant_absmax", "fake_quant", "quant_moving_avg", "pact_fwd", "pact_bwd",
-		"residual_layernorm_fwd", "linear_gelu_fwd", "linear_dgelu_bwd", "xent_fused",
-		"gelu_bwd_bias", "adamw_runs", NULL};
+		"residual_layernorm_fwd", "residual_layernorm_bwd", "linear_gelu_fwd", "linear_dgelu_bwd",
+		"xent_fused", "gelu_bwd_bias", "adamw_runs", NULL};
 	gpt_err err = {0};
 	is_int(gpt_backend_require(&be, all, &err), 0, "the cpu backend provides every op");
 	is_int(sizeof(gpt_backend_ops) / sizeof(void (*)(void)), sizeof all / sizeof *all - 1,
