@@ -107,10 +107,14 @@ int gpt_cpu_dropout_check(const char *op, const gpt_dropout *d, gpt_err *err);
 
 /* out[f] = in[f] * mask * scale for the F features at (sample, position)
  * whose global indices start at feature; out may alias in (dropout.c:
- * with AVX-512, sixteen Philox calls at once). */
+ * sixteen Philox calls at once with AVX-512, eight with AVX2). */
 void gpt_cpu_dropout_row(float *out, const float *in, int64_t F, const gpt_dropout *d,
 			 uint32_t threshold, float scale, int64_t sample, int64_t position,
 			 int64_t feature);
+/* The same on one path, for tests: 0 portable C, 1 AVX2, 2 AVX-512; -1
+ * when this CPU lacks the path. All paths give the same bits. */
+int gpt_cpu_dropout_row_on(int path, float *out, const float *in, int64_t F, const gpt_dropout *d,
+			   uint32_t threshold, float scale, int64_t sample, int64_t position, int64_t feature);
 
 int gpt_cpu_adamw(gpt_backend *be, void *param, float *master, uint16_t *lo, const void *grad,
 		  float *m, float *v, int64_t n, const gpt_adamw *h, gpt_err *err);

@@ -14,8 +14,10 @@
  *                                        backend, with the master weights the trainer
  *                                        keeps: fp32, fp16 (an fp32 copy), bf16 (split)
  *   test-tool dropout ROWS [REPEATS]     ms of the CPU backend's dropout_fwd (p = 0.1) over
- *                                        ROWS x 768 fp32 elements, and of its attention_fwd
- *                                        at B=1, T=512, 12 heads of 64 with p = 0.1 and 0
+ *                                        ROWS x 768 fp32 elements, of the same rows on one
+ *                                        thread by each path (portable C, AVX2, AVX-512), and
+ *                                        of its attention_fwd at B=1, T=512, 12 heads of 64
+ *                                        with p = 0.1 and 0
  *   test-tool ckpt-diff A B              largest difference of any tensor of two checkpoints
  *   test-tool heartbeat N SECONDS        a gpt-launch worker that beats N times, SECONDS
  *                                        apart, then stalls without beating (a hang)
@@ -24,6 +26,7 @@
 #include "ckpt/ckpt.h"
 #include "comm/comm.h"
 #include "cpu/cpu.h"
+#include "cpu/kernels.h"
 #include "model/gpt.h"
 #include "train/train.h"
 
@@ -296,6 +299,22 @@ static int time_dropout(const char *rows_s, const char *reps_s, gpt_err *err)
 		rc = be.ops->dropout_fwd(&be, x, x, 1, rows, F, &d, err);
 	if (!rc)
 		printf("dropout_fwd %lld x %d: %.3f ms\n", (long long)rows, F, (gpt_now_s() - t0) / (double)reps * 1e3);
+	/* the same rows' draws on one thread by each path this CPU runs */
+	static const char *const path_name[] = {"portable C", "AVX2", "AVX-512"};
+	uint32_t thr = gpt_dropout_threshold(d.p);
+	float scale = gpt_dropout_scale(d.p);
+	for (int path = 0; path < 3 && !rc; path++) {
+		if (gpt_cpu_dropout_row_on(path, x, x, F, &d, thr, scale, 0, 0, 0) != 0) {
+			printf("dropout rows, %s: not on this CPU\n", path_name[path]);
+			continue;
+		}
+		t0 = gpt_now_s();
+		for (int64_t r = 0; r < reps; r++)
+			for (int64_t i = 0; i < rows; i++)
+				gpt_cpu_dropout_row_on(path, x + i * F, x + i * F, F, &d, thr, scale, 0, i, 0);
+		printf("dropout rows %lld x %d, %s, one thread: %.3f ms\n", (long long)rows, F, path_name[path],
+		       (gpt_now_s() - t0) / (double)reps * 1e3);
+	}
 	d.key.site = GPT_RNG_SITE_ATTN_PROBS;
 	for (int k = 0; k < 2 && !rc; k++) {
 		d.p = k == 0 ? 0.1f : 0.0f;

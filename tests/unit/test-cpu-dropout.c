@@ -4,6 +4,7 @@
  * the forward's mask. */
 #include "backend/philox.h"
 #include "cpu-check.h"
+#include "cpu/kernels.h"
 
 enum { B = 4, T = 6, F = 37 };
 
@@ -83,6 +84,30 @@ int main(void)
 			   (long long)dl.feature0, k == 2 ? ", in place" : "");
 		}
 		free(xl), free(yl);
+	}
+
+	/* each path this CPU runs (portable C, AVX2's eight Philox calls at
+	 * once, AVX-512's sixteen) over rows long enough for several runs,
+	 * from features 0, 3 and 8, in place: the scalar path's bits */
+	{
+		enum { LF = 777 };
+		float *xl = chk_floats(LF, 1.0), ref[LF], y[LF];
+		gpt_dropout dl = {0.4f, {99, 7, 2, GPT_RNG_SITE_MLP_RESID}, 0, 0, 0};
+		uint32_t thr = gpt_dropout_threshold(dl.p);
+		float sc = gpt_dropout_scale(dl.p);
+		static const int64_t from[] = {0, 3, 8};
+		for (int path = 1; path <= 2; path++)
+			for (int k = 0; k < 3; k++) {
+				gpt_cpu_dropout_row_on(0, ref, xl, LF, &dl, thr, sc, 5, 9, from[k]);
+				memcpy(y, xl, sizeof y);
+				if (gpt_cpu_dropout_row_on(path, y, y, LF, &dl, thr, sc, 5, 9, from[k]) != 0) {
+					diag("this CPU has no %s: not checked", path == 1 ? "AVX2" : "AVX-512");
+					continue;
+				}
+				ok(memcmp(y, ref, sizeof y) == 0, "%s from feature %lld, in place: the portable path's bits",
+				   path == 1 ? "AVX2" : "AVX-512", (long long)from[k]);
+			}
+		free(xl);
 	}
 
 	/* keep rate over a large tensor: binomial, 5 sigma */
