@@ -400,7 +400,6 @@ ln_bwd_wgrad_kernel(T *dinp, float *pw, float *pb, const T *dout, const T *inp, 
 		for (int e = 0; e < W; e++)
 			sw[i][e] = sb[i][e] = 0.0f;
 	int64_t r0 = blockIdx.x * rows, r1 = r0 + rows < N ? r0 + rows : N;
-#pragma unroll 1
 	for (int64_t row = r0 + warp; row < r1; row += 8)
 		ln_bwd_row<T, NV, true, DROP>(dinp, dout, inp, w, mean, rstd, row, C, lane, sw, sb, dbr, q);
 	ln_wgrad_warps<T, NV>(pw + blockIdx.x * C, sw, red, C);
