@@ -197,9 +197,9 @@ ln_fwd_vec_kernel(T *out, float *mean, float *rstd, const T *inp, const T *w, co
 
 #define LN_CHUNK 4
 
-/* With q.on, also dbr = dinp as stored, dropped as dropout_bwd drops it
+/* With DROP, also dbr = dinp as stored, dropped as dropout_bwd drops it
  * (residual_layernorm_bwd). */
-template <class T>
+template <class T, bool DROP>
 __global__ static void ln_bwd_kernel(T *dinp, const T *dout, const T *inp, const T *w,
 				     const float *mean, const float *rstd, int64_t N, int64_t C, T *dbr,
 				     ln_drop q)
@@ -238,7 +238,7 @@ __global__ static void ln_bwd_kernel(T *dinp, const T *dout, const T *inp, const
 				float norm = (xv[u] - m) * s;
 				float g = (wv[u] * dyv[u] - gm - norm * gnm) * s;
 				gpt_st(dx + j, dxv[u] + g);
-				if (q.on) {
+				if (DROP) {
 					float t[1] = {ln_round<T>(dxv[u] + g)};
 					ln_drop_vec<T, 1>(t, q, row, j);
 					gpt_st(dbr + row * C + j, t[0]);
@@ -611,7 +611,7 @@ static int ln_bwd_run(gpt_backend *be, T *dinp, T *dw, T *db, const T *dout, con
 	if (nv) {
 		LN_NV_DISPATCH(nv, NV, ln_bwd_vec_kernel<T, NV, DROP><<<blocks, 256, 0, s>>>(dinp, dout, inp, w, mean, rstd, N, C, dbr, q));
 	} else {
-		ln_bwd_kernel<T><<<blocks, 256, 0, s>>>(dinp, dout, inp, w, mean, rstd, N, C, dbr, q);
+		ln_bwd_kernel<T, DROP><<<blocks, 256, 0, s>>>(dinp, dout, inp, w, mean, rstd, N, C, dbr, q);
 	}
 	if (!dw && !db)
 		return 0;
