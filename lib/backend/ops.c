@@ -21,8 +21,8 @@ static const struct {
 	SLOT(dropout_fwd), SLOT(dropout_bwd), SLOT(adamw),
 	SLOT(sum_squares), SLOT(check_finite), SLOT(quant_absmax), SLOT(fake_quant),
 	SLOT(quant_moving_avg), SLOT(pact_fwd), SLOT(pact_bwd), SLOT(residual_layernorm_fwd),
-	SLOT(residual_layernorm_bwd), SLOT(linear_gelu_fwd), SLOT(linear_dgelu_bwd), SLOT(xent_fused), SLOT(gelu_bwd_bias),
-	SLOT(adamw_runs),
+	SLOT(residual_layernorm_bwd), SLOT(linear_gelu_fwd), SLOT(linear_dgelu_bwd), SLOT(xent_fused),
+	SLOT(gelu_bwd_bias), SLOT(adamw_runs),
 };
 
 int gpt_adamw_runs_each(gpt_backend *be, void *param, float *master, uint16_t *lo, const void *grad, float *m,
