@@ -1,6 +1,6 @@
-/* lib/model's own: what gpt.c, head.c and qat.c share and nothing outside
- * uses: the parameter table's indices, the error-passing OP, and the tensor
- * and sequence parallel sums over the tp group. */
+/* lib/model's own: what gpt.c, pass.c, head.c and qat.c share and nothing
+ * outside uses: the parameter table's indices, the error-passing OP, the
+ * tensor and sequence parallel sums over the tp group, and the hooks. */
 #ifndef GPT_MODEL_IMPL_H
 #define GPT_MODEL_IMPL_H
 
@@ -48,6 +48,13 @@ static inline int sp_scatter(gpt_model *m, void *rows, const void *full, gpt_err
 {
 	return gpt_comm_reduce_scatter(m->tp_group, full, rows, m->n_rows * m->shape.hidden, m->be->dtype,
 				       GPT_REDUCE_SUM, err);
+}
+
+/* The hooks around unit `unit`'s use (gpt_model_hooks), when set. */
+static inline int hook(gpt_model *m, int acquire, int unit, int backward, gpt_err *err)
+{
+	int (*f)(void *, gpt_model *, int, int, gpt_err *) = acquire ? m->hooks.acquire : m->hooks.release;
+	return f ? f(m->hooks.ctx, m, unit, backward, err) : 0;
 }
 
 /* head.c: the head after the last chunk's layers, ln_f and the fused

@@ -1,5 +1,5 @@
 /* The residual dropout's backward inside the LayerNorm's backward before it
- * (residual_layernorm_bwd, lib/model/gpt.c's ln_bwd): every residual
+ * (residual_layernorm_bwd, lib/model/pass.c's ln_bwd): every residual
  * dropout site of a step takes its gradient from there (2 L + 1 calls: ln_2
  * and ln_1 of each layer, ln_f; no dropout_bwd of their own), and the
  * gradients are the bits of the same step by a backend without the op,
