@@ -162,9 +162,11 @@ void gpt_cpu_dropout_row(float *out, const float *in, int64_t F, const gpt_dropo
 			 uint32_t threshold, float scale, int64_t sample, int64_t position,
 			 int64_t feature)
 {
-	int path = 0; /* the widest this CPU runs (the checks read what libgcc set at start) */
+	int path = 0; /* the widest this CPU runs; rows shorter than a run (the
+		       * attention's first ones) skip the checks */
 #if defined(__x86_64__)
-	path = gpt_cpu_avx512() ? 2 : __builtin_cpu_supports("avx2") ? 1 : 0;
+	if (F >= 64)
+		path = gpt_cpu_avx512() ? 2 : __builtin_cpu_supports("avx2") ? 1 : 0;
 #endif
 	gpt_cpu_dropout_row_on(path, out, in, F, d, threshold, scale, sample, position, feature);
 }
